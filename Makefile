@@ -1,0 +1,39 @@
+# The README's two commands: `make demo` and `make test`. Each bootstraps .venv
+# on first use (only Python 3.11+ is needed on the machine).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	mkdir -p scratch
+	@if [ -n "$$ANTHROPIC_API_KEY" ]; then \
+		echo "ANTHROPIC_API_KEY is set: the planner runs on Claude."; \
+		$(BIN)/oma run examples/hybrid-team.json; \
+	else \
+		echo "ANTHROPIC_API_KEY is not set: model agents replay scripted responses."; \
+		$(BIN)/oma run examples/hybrid-team-scripted.json; \
+	fi
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy oma
+
+bench: $(STAMP)
+	$(BIN)/python bench/dag_overhead.py
+
+clean:
+	rm -rf $(VENV) .oma scratch

@@ -1,0 +1,73 @@
+"""An agent of a team: an LLM agent (``provider`` + ``model``) or an external one
+(``backend``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from oma.backends import BackendConfig
+
+DEFAULT_MODEL = "claude-sonnet-4-6"
+"""The model an ``anthropic`` agent uses when it names none."""
+
+Provider = Literal["anthropic", "scripted"]
+
+_LLM_ONLY_FIELDS = ("provider", "model", "script", "max_tokens", "temperature")
+
+
+class AgentConfig(BaseModel):
+    """One team member, as written in a run input's ``team.agents``.
+
+    ``provider`` ``anthropic`` calls the Anthropic Messages API with the worker's
+    ``ANTHROPIC_API_KEY``; ``scripted`` replays ``script`` (one entry per model
+    turn of a run, in order) and exists for the no-key demo and tests.
+
+    Raises ``pydantic.ValidationError`` when ``backend`` is combined with an
+    LLM-only field, or when ``provider`` is ``scripted`` without a ``script``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, description="Unique within the team; tasks name it as assignee.")
+    description: str = Field(default="", description="What the agent is for (seen by a coordinator).")
+    system_prompt: str = Field(default="", description="Instructions given before every prompt.")
+    provider: Provider | None = Field(
+        default=None, description="Model provider; default 'anthropic' for an LLM agent."
+    )
+    model: str | None = Field(default=None, description=f"Model name; default {DEFAULT_MODEL!r}.")
+    script: list[str] | None = Field(
+        default=None, description="scripted provider only: the responses, one per model turn."
+    )
+    max_tokens: int | None = Field(
+        default=None, ge=1, description="Anthropic max_tokens per turn (default 4096)."
+    )
+    temperature: float | None = Field(default=None, ge=0, le=1, description="Sampling temperature.")
+    max_turns: int = Field(default=10, ge=1, description="Upper bound on model turns per run.")
+    backend: BackendConfig | None = Field(
+        default=None, description="Run this agent as an external process or ACP agent."
+    )
+
+    @model_validator(mode="after")
+    def _check_kind(self) -> AgentConfig:
+        if self.backend is not None:
+            set_llm = [f for f in _LLM_ONLY_FIELDS if getattr(self, f) is not None]
+            if set_llm:
+                raise ValueError(
+                    f"agent {self.name!r} has a backend, so the LLM-only field(s) "
+                    f"{', '.join(set_llm)} do not apply; remove them"
+                )
+        elif self.resolved_provider == "scripted" and not self.script:
+            raise ValueError(f"agent {self.name!r} uses provider 'scripted' but has no 'script'")
+        return self
+
+    @property
+    def resolved_provider(self) -> Provider:
+        """The provider this LLM agent uses (``anthropic`` when none is named)."""
+        return self.provider or "anthropic"
+
+    @property
+    def resolved_model(self) -> str:
+        """The model this LLM agent uses (``DEFAULT_MODEL`` when none is named)."""
+        return self.model or DEFAULT_MODEL

@@ -1,0 +1,131 @@
+"""The one error hierarchy of OMA on Temporal.
+
+Every error carries a stable, machine-readable ``code``. When an error crosses
+a Temporal boundary (an activity or a workflow failing) it becomes a
+``temporalio.exceptions.ApplicationError`` whose ``type`` is that code, so the
+stock ``temporal`` CLI shows the same code a Python caller would catch.
+"""
+
+from __future__ import annotations
+
+
+class OMAError(Exception):
+    """Base class of every error OMA raises on purpose.
+
+    ``code`` is stable across releases; ``retryable`` says whether Temporal
+    may retry the activity that raised it.
+    """
+
+    code: str = "OMA_ERROR"
+    retryable: bool = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class InvalidRunInputError(OMAError):
+    """The run input (a team file, a workflow input) does not have the documented shape.
+
+    The message names every bad field by its path, e.g. ``team.agents[1].backend.command``.
+    """
+
+    code = "INVALID_RUN_INPUT"
+
+
+class DagValidationError(OMAError):
+    """The task graph is invalid: unknown assignee, unknown dependency,
+    duplicate task id, or a dependency cycle. Raised before any task runs."""
+
+    code = "INVALID_TASK_GRAPH"
+
+
+class InvalidMessageError(OMAError):
+    """A message or content block does not have the Anthropic Messages API shape,
+    or structured input was given to an agent whose transport is text only."""
+
+    code = "INVALID_MESSAGE"
+
+
+class ProviderError(OMAError):
+    """A model provider answered with an error.
+
+    ``status`` is the HTTP status (``None`` for connection errors and timeouts),
+    ``request_id`` the provider's request id when it sent one, ``retry_after_s``
+    the delay the provider asked for (``retry-after-ms`` / ``retry-after``).
+    429, 5xx, connection errors and timeouts are retryable; other 4xx are not.
+    """
+
+    code = "PROVIDER_ERROR"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        request_id: str | None = None,
+        retryable: bool = False,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.request_id = request_id
+        self.retryable = retryable
+        self.retry_after_s = retry_after_s
+
+
+class MissingCredentialsError(OMAError):
+    """A provider needs a credential (e.g. ``ANTHROPIC_API_KEY``) that the
+    worker's environment does not have. Credentials never travel in run input."""
+
+    code = "MISSING_CREDENTIALS"
+
+
+class ScriptExhaustedError(OMAError):
+    """A ``scripted`` agent was asked for more turns than its ``script`` holds."""
+
+    code = "SCRIPT_EXHAUSTED"
+
+
+class EmptyPromptError(OMAError):
+    """A ``process`` agent with ``input`` ``stdin`` or ``argument`` got an empty prompt."""
+
+    code = "EMPTY_PROMPT"
+
+
+class ProcessFailedError(OMAError):
+    """A ``process`` agent's command exited non-zero or was killed by a signal.
+
+    The message carries the exit status and the redacted tail of stderr.
+    """
+
+    code = "PROCESS_FAILED"
+
+
+class ProcessSpawnError(OMAError):
+    """A ``process`` agent's command could not be started (not found, not executable,
+    bad ``cwd``)."""
+
+    code = "PROCESS_SPAWN_FAILED"
+
+
+class MaxTurnsExceededError(OMAError):
+    """An LLM agent's tool loop reached ``max_turns`` without a final answer."""
+
+    code = "MAX_TURNS_EXCEEDED"
+
+
+class ReplayMismatchError(OMAError):
+    """A recorded history no longer replays against the current workflow code
+    (a nondeterminism error)."""
+
+    code = "REPLAY_MISMATCH"
+
+
+class TemporalUnavailableError(OMAError):
+    """No Temporal server answers at the configured address and none could be started."""
+
+    code = "TEMPORAL_UNAVAILABLE"

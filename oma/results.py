@@ -1,0 +1,63 @@
+"""What runs return: ``AgentRunResult`` for one agent run, ``TeamRunResult`` for a team.
+
+``TeamRunResult`` is exactly what ``temporal workflow result`` prints.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from oma.messages import LLMMessage
+from oma.task import TaskState
+from oma.usage import TokenUsage
+
+AgentRunStatus = Literal["completed", "failed", "cancelled"]
+TeamRunStatus = Literal["completed", "failed", "cancelled"]
+
+
+class ToolCallRecord(BaseModel):
+    """One tool call an agent made (LLM tool loop) or reported (ACP ``tool_call``)."""
+
+    id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    status: str | None = None
+    output: str | None = None
+
+
+class AgentRunResult(BaseModel):
+    """The outcome of one agent run (an ``AgentRun`` workflow)."""
+
+    agent: str
+    status: AgentRunStatus
+    output: str = Field(default="", description="The final text the agent produced.")
+    error: str | None = Field(default=None, description="Why the run failed, for a user to read.")
+    error_code: str | None = Field(default=None, description="Stable code of the error (see oma.errors).")
+    turns: int = Field(default=0, description="Model turns (LLM) or prompt turns (ACP) taken; 1 for a process run.")
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    budget_exceeded: bool = False
+    messages: list[LLMMessage] = Field(
+        default_factory=list, description="LLM agents: the conversation, including the answer."
+    )
+
+
+class TeamRunResult(BaseModel):
+    """The outcome of a ``TeamRun`` workflow.
+
+    ``status`` is ``completed`` when every task completed, ``failed`` when any
+    failed (its dependents are then ``skipped``).
+    """
+
+    success: bool
+    status: TeamRunStatus
+    tasks: list[TaskState]
+    task_results: dict[str, AgentRunResult] = Field(
+        default_factory=dict, description="Keyed by task id; only tasks that ran."
+    )
+    total_token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    shared_memory: dict[str, str] = Field(
+        default_factory=dict, description="The run's shared memory at the end, e.g. task:<id>:result."
+    )
