@@ -8,6 +8,10 @@ stock ``temporal`` CLI shows the same code a Python caller would catch.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from temporalio.exceptions import ApplicationError
+
 
 class OMAError(Exception):
     """Base class of every error OMA raises on purpose.
@@ -125,7 +129,35 @@ class ReplayMismatchError(OMAError):
     code = "REPLAY_MISMATCH"
 
 
+class UnknownToolError(OMAError):
+    """The model asked for a tool the agent does not declare."""
+
+    code = "UNKNOWN_TOOL"
+
+
 class TemporalUnavailableError(OMAError):
     """No Temporal server answers at the configured address and none could be started."""
 
     code = "TEMPORAL_UNAVAILABLE"
+
+
+def application_error(err: OMAError) -> ApplicationError:
+    """The ``ApplicationError`` an activity or workflow raises for ``err``.
+
+    ``type`` is the error's stable ``code``; ``non_retryable`` mirrors
+    ``err.retryable``; a provider's requested delay becomes Temporal's
+    ``next_retry_delay`` so the retry honours ``retry-after``.
+    """
+    details: dict[str, object] = {"code": err.code}
+    delay = None
+    if isinstance(err, ProviderError):
+        details |= {"status": err.status, "request_id": err.request_id}
+        if err.retry_after_s is not None and err.retry_after_s > 0:
+            delay = timedelta(seconds=err.retry_after_s)
+    return ApplicationError(
+        err.message,
+        details,
+        type=err.code,
+        non_retryable=not err.retryable,
+        next_retry_delay=delay,
+    )

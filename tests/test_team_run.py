@@ -1,0 +1,169 @@
+"""TeamRun: dependency order, parallel branches, the failure cascade, shared memory."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from oma.task import TaskStatus
+from tests._runs import assert_replays, process, run_team, scripted, task
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+# prints "<start> <end>" wall-clock seconds around a 1 s sleep
+SLEEP_AND_STAMP = "import time,sys; sys.stdin.read(); a=time.time(); time.sleep(1); print(a, time.time())"
+
+
+async def test_dependent_task_sees_its_dependencies_outputs_labelled_by_title(
+    client: Client, workflow_id: str
+) -> None:
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {
+                "name": "t",
+                "agents": [
+                    scripted("planner", "the plan: write slugify"),
+                    process("echo", "import sys; print(sys.stdin.read())"),
+                ],
+            },
+            "tasks": [task("plan", "planner"), task("code", "echo", "plan", description="code it")],
+        },
+    )
+    assert result.status == "completed" and result.success
+    assert result.task_results["code"].output == (
+        "# Task: Code\n\ncode it\n\n## Results of the tasks this one depends on\n\n"
+        "### Plan\nthe plan: write slugify\n"
+    )
+    assert result.shared_memory == {
+        "task:plan:result": "the plan: write slugify",
+        "task:code:result": result.task_results["code"].output,
+    }
+    assert await assert_replays(client, workflow_id) == 3
+
+
+async def test_result_lists_every_task_with_status_and_output(
+    client: Client, workflow_id: str
+) -> None:
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [scripted("a", "one two three")]},
+            "tasks": [task("only", "a")],
+        },
+    )
+    [only] = result.tasks
+    assert (only.id, only.title, only.assignee, only.status, only.depends_on, only.output) == (
+        "only", "Only", "a", TaskStatus.COMPLETED, [], "one two three",
+    )
+    tr = result.task_results["only"]
+    assert (tr.status, tr.turns, tr.tool_calls, tr.error) == ("completed", 1, [], None)
+    # the scripted provider counts words: 5 in the prompt "# Task: Only\n\ndo only", 3 out
+    assert tr.token_usage.model_dump() == {"input_tokens": 5, "output_tokens": 3}
+    assert result.total_token_usage == tr.token_usage
+
+
+async def test_independent_branches_overlap_in_time(client: Client, workflow_id: str) -> None:
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [process("sleeper", SLEEP_AND_STAMP)]},
+            "tasks": [task("left", "sleeper"), task("right", "sleeper")],
+        },
+    )
+    (a0, a1), (b0, b1) = (
+        map(float, result.task_results[t].output.split()) for t in ("left", "right")
+    )
+    assert max(a0, b0) < min(a1, b1), "the two independent tasks did not run at the same time"
+
+
+async def test_max_concurrency_one_runs_independent_tasks_one_at_a_time(
+    client: Client, workflow_id: str
+) -> None:
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [process("sleeper", SLEEP_AND_STAMP)]},
+            "tasks": [task("left", "sleeper"), task("right", "sleeper")],
+            "options": {"max_concurrency": 1},
+        },
+    )
+    (a0, a1), (b0, b1) = (
+        map(float, result.task_results[t].output.split()) for t in ("left", "right")
+    )
+    assert a1 <= b0 or b1 <= a0
+
+
+async def test_failed_task_skips_its_transitive_dependents_while_a_sibling_completes(
+    client: Client, workflow_id: str
+) -> None:
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {
+                "name": "t",
+                "agents": [
+                    scripted("ok", "fine", "fine", "fine"),
+                    process("broken", "import sys; sys.stdin.read(); sys.exit(3)"),
+                ],
+            },
+            "tasks": [
+                task("root", "ok"),
+                task("bad", "broken", "root"),
+                task("child", "ok", "bad"),
+                task("grandchild", "ok", "child"),
+                task("sibling", "ok", "root"),
+            ],
+        },
+    )
+    status = {t.id: t.status for t in result.tasks}
+    assert status == {
+        "root": "completed",
+        "bad": "failed",
+        "child": "skipped",
+        "grandchild": "skipped",
+        "sibling": "completed",
+    }
+    assert (result.success, result.status) == (False, "failed")
+    errors = {t.id: t.error for t in result.tasks}
+    assert "exited with status 3" in (errors["bad"] or "")
+    assert errors["grandchild"] == "skipped: dependency 'bad' (Bad) failed"
+    assert result.task_results["bad"].error_code == "PROCESS_FAILED"
+    assert set(result.task_results) == {"root", "bad", "sibling"}
+    await assert_replays(client, workflow_id)
+
+
+@pytest.mark.parametrize(
+    ("tasks", "message"),
+    [
+        ([task("a", "nobody")], "unknown assignee(s): task 'a' -> 'nobody'"),
+        ([task("a", "w", "ghost")], "unknown dependency: task 'a' depends on 'ghost'"),
+        ([task("a", "w"), task("a", "w")], "duplicate task id(s): a"),
+        (
+            [task("a", "w", "c"), task("b", "w", "a"), task("c", "w", "b")],
+            "dependency cycle: a -> c -> b -> a",
+        ),
+    ],
+    ids=["unknown-assignee", "unknown-dependency", "duplicate-id", "cycle"],
+)
+async def test_invalid_graph_fails_the_run_before_any_task_runs(
+    client: Client, workflow_id: str, tasks: list[dict[str, object]], message: str
+) -> None:
+    with pytest.raises(WorkflowFailureError) as info:
+        await run_team(
+            client,
+            workflow_id,
+            {"team": {"name": "t", "agents": [scripted("w", "x")]}, "tasks": tasks},
+        )
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert (cause.type, cause.non_retryable) == ("INVALID_TASK_GRAPH", True)
+    assert message in cause.message
+    # no task ran: the history started no child workflow
+    assert await assert_replays(client, workflow_id) == 1

@@ -1,0 +1,33 @@
+"""Activity and child-workflow options shared by the workflows.
+
+Heartbeat timeouts are short because cancellation reaches an activity only
+through a heartbeat; the worker throttles heartbeats to at most every 0.5 s
+(``worker.HEARTBEAT_THROTTLE``), so a cancel lands in about a second.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio.common import RetryPolicy
+
+LLM_TURN: dict[str, Any] = {
+    "start_to_close_timeout": timedelta(minutes=10),
+    "heartbeat_timeout": timedelta(seconds=30),
+    # provider errors say themselves whether they are retryable (429/5xx yes, 4xx no)
+    "retry_policy": RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=30),
+        maximum_attempts=5,
+    ),
+}
+
+PROCESS_RUN: dict[str, Any] = {
+    "start_to_close_timeout": timedelta(hours=2),
+    "heartbeat_timeout": timedelta(seconds=10),
+    # a failed command is non-retryable by its own error; only a lost worker
+    # (heartbeat timeout) makes Temporal start the command again elsewhere
+    "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3),
+}
