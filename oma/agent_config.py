@@ -14,7 +14,7 @@ DEFAULT_MODEL = "claude-sonnet-4-6"
 
 Provider = Literal["anthropic", "scripted"]
 
-_LLM_ONLY_FIELDS = ("provider", "model", "script", "max_tokens", "temperature")
+_LLM_ONLY_FIELDS = ("provider", "model", "script", "max_tokens")
 
 
 class AgentConfig(BaseModel):
@@ -30,8 +30,12 @@ class AgentConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, description="Unique within the team; tasks name it as assignee.")
-    description: str = Field(default="", description="What the agent is for (seen by a coordinator).")
+    name: str = Field(
+        min_length=1, description="Unique within the team; tasks name it as assignee."
+    )
+    description: str = Field(
+        default="", description="What the agent is for (seen by a coordinator)."
+    )
     system_prompt: str = Field(default="", description="Instructions given before every prompt.")
     provider: Provider | None = Field(
         default=None, description="Model provider; default 'anthropic' for an LLM agent."
@@ -43,7 +47,6 @@ class AgentConfig(BaseModel):
     max_tokens: int | None = Field(
         default=None, ge=1, description="Anthropic max_tokens per turn (default 4096)."
     )
-    temperature: float | None = Field(default=None, ge=0, le=1, description="Sampling temperature.")
     max_turns: int = Field(default=10, ge=1, description="Upper bound on model turns per run.")
     backend: BackendConfig | None = Field(
         default=None, description="Run this agent as an external process or ACP agent."

@@ -39,14 +39,48 @@ class ProcessBackendConfig(_BackendBase):
     )
 
 
+class PermissionRule(BaseModel):
+    """One rule of a declarative permission policy: matches a permission request
+    by ``kind`` (ACP ``ToolKind``: read, edit, delete, move, search, execute,
+    think, fetch, other) and/or a regular expression searched in its ``title``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str | None = None
+    title_pattern: str | None = Field(default=None, description="Python regex, re.search.")
+    decision: Literal["approve", "reject"]
+
+
+class PermissionPolicy(BaseModel):
+    """How an ``acp`` agent's ``session/request_permission`` is answered, when
+    neither ``auto-approve`` nor ``reject`` fits.
+
+    A JSON run input cannot carry a callback, so a policy is declarative: the
+    first rule that matches decides, else ``default``. From Python, ``callable``
+    may name a function by import path (``package.module:function``) that the
+    worker loads; it receives ``{title, kind, option_kinds}`` and returns a bool
+    (``True`` approves), and then ``rules`` are not consulted.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    rules: list[PermissionRule] = Field(default_factory=list)
+    default: Literal["approve", "reject"] = "reject"
+    callable: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+        description="package.module:function",
+    )
+
+
 class AcpBackendConfig(_BackendBase):
     """A coding agent spoken to over the Agent Client Protocol; OMA is the client."""
 
     kind: Literal["acp"] = "acp"
-    permission: Literal["auto-approve", "reject"] = Field(
+    permission: Literal["auto-approve", "reject"] | PermissionPolicy = Field(
         default="auto-approve",
         description="How to answer session/request_permission: 'auto-approve' picks "
-        "allow_once when offered, else allow_always; 'reject' refuses.",
+        "allow_once when offered, else allow_always; 'reject' refuses; or a policy.",
     )
 
 

@@ -40,7 +40,7 @@ def _worker_module() -> ModuleType:
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -79,7 +79,8 @@ def run(
         bool | None,
         typer.Option(
             "--worker/--no-worker",
-            help="Run a worker in this process (default: only when the embedded server is started).",
+            help="Run a worker in this process "
+            "(default: only when the embedded server is started).",
         ),
     ] = None,
 ) -> None:
@@ -145,6 +146,10 @@ def replay(
     history: Annotated[
         Path, typer.Argument(help="A history from `temporal workflow show --output json`.")
     ],
+    workflow_id: Annotated[
+        str | None,
+        typer.Option(help="The run's workflow id (default: read from the history's children)."),
+    ] = None,
 ) -> None:
     """Replay HISTORY against the current workflow code; exit 1 on a mismatch."""
     from temporalio.client import WorkflowHistory
@@ -152,11 +157,12 @@ def replay(
     from temporalio.worker import Replayer
 
     try:
-        text = history.read_text()
-        parsed = WorkflowHistory.from_json(history.stem, text)
+        raw = json.loads(history.read_text())
+        wid = workflow_id or _workflow_id_of(raw) or history.stem
+        parsed = WorkflowHistory.from_json(wid, raw)
     except OSError as e:
         raise _fail(f"cannot read {history}: {e.strerror}", 2) from None
-    except (ValueError, KeyError) as e:
+    except (ValueError, KeyError, TypeError) as e:
         raise _fail(f"{history} is not a workflow history in JSON: {e}", 2) from None
     replayer = Replayer(
         workflows=list(_worker_module().WORKFLOWS), data_converter=pydantic_data_converter
@@ -174,6 +180,16 @@ def replay(
     console.print(f"{history}: replayed {len(parsed.events)} events, no mismatch")
 
 
+def _workflow_id_of(history: Any) -> str | None:
+    """The exported history does not carry the workflow id, but a TeamRun names
+    its children ``<workflow id>/<task id>``; read it back from the first one."""
+    for event in history.get("events", []):
+        attrs = event.get("startChildWorkflowExecutionInitiatedEventAttributes")
+        if attrs and "/" in attrs.get("workflowId", ""):
+            return str(attrs["workflowId"]).rsplit("/", 1)[0]
+    return None
+
+
 @app.command()
 def worker() -> None:
     """Run a worker (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, OMA_TASK_QUEUE)."""
@@ -187,7 +203,9 @@ def dev(
     db: Annotated[Path, typer.Option(help="SQLite file for histories.")] = DEV_DB,
 ) -> None:
     """Start the embedded Temporal dev server (SQLite under .oma/) and a worker."""
-    server = DevServer(port=port, ui_port=ui_port, db_file=db, log_file=STATE_DIR / "dev-server.log")
+    server = DevServer(
+        port=port, ui_port=ui_port, db_file=db, log_file=STATE_DIR / "dev-server.log"
+    )
     try:
         server.start()
     except OMAError as e:

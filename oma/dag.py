@@ -22,7 +22,9 @@ def validate_task_graph(tasks: Sequence[TaskSpec], agent_names: Iterable[str]) -
         raise DagValidationError(f"duplicate task id(s): {', '.join(duplicates)}")
 
     agents = set(agent_names)
-    unknown_assignees = [f"task {t.id!r} -> {t.assignee!r}" for t in tasks if t.assignee not in agents]
+    unknown_assignees = [
+        f"task {t.id!r} -> {t.assignee!r}" for t in tasks if t.assignee not in agents
+    ]
     if unknown_assignees:
         raise DagValidationError(
             f"unknown assignee(s): {'; '.join(unknown_assignees)} "

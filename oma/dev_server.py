@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from oma.errors import TemporalUnavailableError
 
@@ -119,11 +120,12 @@ class DevServer:
         Raises ``TemporalUnavailableError`` if it exits or does not listen within
         ``timeout_s`` seconds.
         """
-        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
-        self._proc = subprocess.Popen(
-            self.command(), stdout=out, stderr=out, stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        if self.log_file is not None:
+            self.log_file.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_file, "ab") as log:
+                self._proc = self._spawn(log)
+        else:
+            self._proc = self._spawn(subprocess.DEVNULL)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
@@ -136,6 +138,16 @@ class DevServer:
             time.sleep(0.1)
         self.stop()
         raise TemporalUnavailableError(f"the Temporal dev server did not listen on {self.address}")
+
+    def _spawn(self, out: Any) -> subprocess.Popen[bytes]:
+        # its own session, so stop() can take down the server's whole group
+        return subprocess.Popen(
+            self.command(),
+            stdout=out,
+            stderr=out,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def stop(self) -> None:
         """Stop the server (TERM, then KILL after 5 s); idempotent."""

@@ -116,6 +116,48 @@ class ProcessSpawnError(OMAError):
     code = "PROCESS_SPAWN_FAILED"
 
 
+class AcpError(OMAError):
+    """Base of the errors raised while driving an ``acp`` agent (OMA is the ACP
+    client); the subclasses say what went wrong."""
+
+    code = "ACP_ERROR"
+
+
+class AcpSpawnError(AcpError):
+    """An ``acp`` agent could not be started: its command or ``cwd`` is missing or
+    not usable, or the process exited before it answered ``initialize``/``session/new``.
+
+    The message names the command and carries the redacted end of its stderr.
+    """
+
+    code = "ACP_SPAWN_FAILED"
+
+
+class AcpProtocolError(AcpError):
+    """An ``acp`` agent answered a request with a JSON-RPC error or with a message
+    that does not have the ACP shape, or speaks a protocol version OMA does not.
+
+    ``rpc_code`` is the JSON-RPC error code when the agent sent one (e.g.
+    ``-32000`` authentication required).
+    """
+
+    code = "ACP_PROTOCOL_ERROR"
+
+    def __init__(self, message: str, *, rpc_code: int | None = None) -> None:
+        super().__init__(message)
+        self.rpc_code = rpc_code
+
+
+class AcpAgentExitedError(AcpError):
+    """An ``acp`` agent's process died (or closed its stdout) during a prompt turn.
+
+    Retryable: the session is dropped, so the next attempt opens a fresh one.
+    """
+
+    code = "ACP_AGENT_EXITED"
+    retryable = True
+
+
 class MaxTurnsExceededError(OMAError):
     """An LLM agent's tool loop reached ``max_turns`` without a final answer."""
 
@@ -127,6 +169,19 @@ class ReplayMismatchError(OMAError):
     (a nondeterminism error)."""
 
     code = "REPLAY_MISMATCH"
+
+
+class AgentRefusalError(OMAError):
+    """An ACP agent ended its turn with stopReason ``refusal``: the task fails
+    and its dependents are skipped (external-agents.md, the ACP mapping table)."""
+
+    code = "AGENT_REFUSAL"
+
+
+class UnknownStopReasonError(OMAError):
+    """An ACP agent ended its turn with a stopReason the protocol does not define."""
+
+    code = "UNKNOWN_STOP_REASON"
 
 
 class UnknownToolError(OMAError):

@@ -14,6 +14,7 @@ from oma.task import TaskState
 from oma.usage import TokenUsage
 
 AgentRunStatus = Literal["completed", "failed", "cancelled"]
+"""``cancelled``: an ACP turn that ended with stopReason ``cancelled`` (partial output)."""
 TeamRunStatus = Literal["running", "completed", "failed", "cancelled"]
 
 
@@ -27,6 +28,27 @@ class ToolCallRecord(BaseModel):
     output: str | None = None
 
 
+class PermissionRecord(BaseModel):
+    """One ACP ``session/request_permission`` and the answer OMA gave."""
+
+    tool_call_id: str | None = None
+    title: str = ""
+    kind: str | None = None
+    option_kinds: list[str] = Field(default_factory=list)
+    outcome: Literal["selected", "cancelled"]
+    option_id: str | None = None
+    approved: bool
+
+
+class AcpSessionInfo(BaseModel):
+    """Where an ACP agent's session lives: later turns are routed to that worker."""
+
+    session_id: str
+    worker_task_queue: str = Field(description="The worker's own task queue.")
+    new_session: bool = Field(description="True when this run's turn opened the session.")
+    loaded_session: bool = Field(default=False, description="Opened with session/load.")
+
+
 class AgentRunResult(BaseModel):
     """The outcome of one agent run (an ``AgentRun`` workflow)."""
 
@@ -34,13 +56,24 @@ class AgentRunResult(BaseModel):
     status: AgentRunStatus
     output: str = Field(default="", description="The final text the agent produced.")
     error: str | None = Field(default=None, description="Why the run failed, for a user to read.")
-    error_code: str | None = Field(default=None, description="Stable code of the error (see oma.errors).")
-    turns: int = Field(default=0, description="Model turns (LLM) or prompt turns (ACP) taken; 1 for a process run.")
+    error_code: str | None = Field(
+        default=None, description="Stable code of the error (see oma.errors)."
+    )
+    turns: int = Field(
+        default=0, description="Model turns (LLM) or prompt turns (ACP) taken; 1 for a process run."
+    )
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     token_usage: TokenUsage = Field(default_factory=TokenUsage)
     budget_exceeded: bool = False
     messages: list[LLMMessage] = Field(
         default_factory=list, description="LLM agents: the conversation, including the answer."
+    )
+    stop_reason: str | None = Field(default=None, description="ACP agents: the turn's stopReason.")
+    permission_requests: list[PermissionRecord] = Field(
+        default_factory=list, description="ACP agents: every permission request and its answer."
+    )
+    acp_session: AcpSessionInfo | None = Field(
+        default=None, description="ACP agents: the session the turn ran in."
     )
 
 
@@ -59,5 +92,6 @@ class TeamRunResult(BaseModel):
     )
     total_token_usage: TokenUsage = Field(default_factory=TokenUsage)
     shared_memory: dict[str, str] = Field(
-        default_factory=dict, description="The run's shared memory at the end, e.g. task:<id>:result."
+        default_factory=dict,
+        description="The run's shared memory at the end, e.g. task:<id>:result.",
     )

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from oma.agent_config import AgentConfig
 from oma.errors import InvalidRunInputError
 from oma.messages import LLMMessage
+from oma.results import AcpSessionInfo
 from oma.task import TaskSpec
 from oma.team import TeamConfig
 
@@ -46,7 +47,18 @@ class AgentRunInput(BaseModel):
 
     agent: AgentConfig
     input: str | list[LLMMessage]
-    task_id: str | None = Field(default=None, description="The team task this run executes, if any.")
+    task_id: str | None = Field(
+        default=None, description="The team task this run executes, if any."
+    )
+    run_key: str | None = Field(
+        default=None,
+        description="Set by TeamRun: the run that owns this agent's ACP session "
+        "(default: this AgentRun's own workflow id and run id).",
+    )
+    acp_session: AcpSessionInfo | None = Field(
+        default=None,
+        description="Set by TeamRun: the ACP session an earlier task of this agent used.",
+    )
 
 
 def format_validation_error(err: ValidationError, root: str = "") -> str:

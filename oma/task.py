@@ -28,7 +28,9 @@ class TaskSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(min_length=1, description="Unique within the run; used in depends_on.")
-    title: str = Field(min_length=1, description="Short name; labels this task's output for dependents.")
+    title: str = Field(
+        min_length=1, description="Short name; labels this task's output for dependents."
+    )
     description: str = Field(default="", description="What to do: the body of the agent's prompt.")
     assignee: str = Field(min_length=1, description="Name of the team agent that runs the task.")
     depends_on: list[str] = Field(

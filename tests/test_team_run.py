@@ -12,7 +12,9 @@ from tests._runs import assert_replays, process, run_team, scripted, task
 pytestmark = pytest.mark.usefixtures("worker")
 
 # prints "<start> <end>" wall-clock seconds around a 1 s sleep
-SLEEP_AND_STAMP = "import time,sys; sys.stdin.read(); a=time.time(); time.sleep(1); print(a, time.time())"
+SLEEP_AND_STAMP = (
+    "import time,sys; sys.stdin.read(); a=time.time(); time.sleep(1); print(a, time.time())"
+)
 
 
 async def test_dependent_task_sees_its_dependencies_outputs_labelled_by_title(
@@ -57,7 +59,12 @@ async def test_result_lists_every_task_with_status_and_output(
     )
     [only] = result.tasks
     assert (only.id, only.title, only.assignee, only.status, only.depends_on, only.output) == (
-        "only", "Only", "a", TaskStatus.COMPLETED, [], "one two three",
+        "only",
+        "Only",
+        "a",
+        TaskStatus.COMPLETED,
+        [],
+        "one two three",
     )
     tr = result.task_results["only"]
     assert (tr.status, tr.turns, tr.tool_calls, tr.error) == ("completed", 1, [], None)
@@ -167,3 +174,19 @@ async def test_invalid_graph_fails_the_run_before_any_task_runs(
     assert message in cause.message
     # no task ran: the history started no child workflow
     assert await assert_replays(client, workflow_id) == 1
+
+
+def test_an_agent_with_a_backend_rejects_llm_only_fields() -> None:
+    from oma.errors import InvalidRunInputError
+    from oma.run_input import parse_team_run_input
+
+    agent = process("coder", "print(1)")
+    agent["model"] = "claude-sonnet-4-6"
+    with pytest.raises(InvalidRunInputError) as info:
+        parse_team_run_input(
+            {"team": {"name": "t", "agents": [agent]}, "tasks": [task("a", "coder")]}
+        )
+    assert (
+        "team.agents[0]: Value error, agent 'coder' has a backend, so the LLM-only "
+        "field(s) model do not apply; remove them" in info.value.message
+    )

@@ -31,3 +31,25 @@ PROCESS_RUN: dict[str, Any] = {
     # (heartbeat timeout) makes Temporal start the command again elsewhere
     "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3),
 }
+
+ACP_PROMPT: dict[str, Any] = {
+    "start_to_close_timeout": timedelta(hours=2),
+    "heartbeat_timeout": timedelta(seconds=10),
+    # a prompt turn is not idempotent: a lost worker means a new session, which
+    # AgentRun opens itself; protocol errors say themselves they are not retryable
+    "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=2),
+}
+
+ACP_PROMPT_ROUTED: dict[str, Any] = {
+    **ACP_PROMPT,
+    # the session's own worker polls its queue all the time: no pick-up in this
+    # long means it is gone (AgentRun then opens a session elsewhere)
+    "schedule_to_start_timeout": timedelta(seconds=10),
+    "retry_policy": RetryPolicy(maximum_attempts=1),
+}
+
+ACP_CLOSE_RUN: dict[str, Any] = {
+    "schedule_to_start_timeout": timedelta(seconds=10),
+    "start_to_close_timeout": timedelta(seconds=30),
+    "retry_policy": RetryPolicy(maximum_attempts=1),
+}

@@ -11,21 +11,25 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
+    from oma.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpPromptOutput
     from oma.agent_config import AgentConfig
+    from oma.backends import AcpBackendConfig, ProcessBackendConfig
     from oma.errors import (
+        AgentRefusalError,
         InvalidMessageError,
         MaxTurnsExceededError,
         OMAError,
+        UnknownStopReasonError,
         UnknownToolError,
         application_error,
     )
     from oma.llm import LlmTurnInput, LlmTurnOutput
     from oma.messages import LLMMessage, ToolUseBlock, text_of, user_text
     from oma.process import ProcessRunInput, ProcessRunOutput
-    from oma.results import AgentRunResult
+    from oma.results import AcpSessionInfo, AgentRunResult
     from oma.run_input import AgentRunInput, parse_agent_run_input
     from oma.usage import TokenUsage
     from workflows import _options
@@ -44,6 +48,7 @@ class AgentRun:
 
     def __init__(self) -> None:
         self._result: AgentRunResult | None = None
+        self._acp_queues: set[str] = set()
 
     @workflow.run
     async def run(self, raw_input: Any) -> AgentRunResult:
@@ -52,8 +57,10 @@ class AgentRun:
         try:
             if inp.agent.backend is None:
                 await self._run_model_loop(inp.agent, inp.input)
-            else:
+            elif inp.agent.backend.kind == "process":
                 await self._run_process(inp.agent, inp.input)
+            else:
+                await self._run_acp(inp)
         except OMAError as err:
             raise self._failure(err.code, err.message) from err
         except ActivityError as err:
@@ -97,13 +104,8 @@ class AgentRun:
         )
 
     async def _run_process(self, agent: AgentConfig, prompt: str | list[LLMMessage]) -> None:
-        assert self._result is not None and agent.backend is not None
-        if not isinstance(prompt, str):
-            # shared/reference/structured-input.md: external backends are text only
-            raise InvalidMessageError(
-                f"agent {agent.name!r} runs a {agent.backend.kind!r} backend, which takes a "
-                "text prompt only; pass a string instead of a message list"
-            )
+        assert self._result is not None and isinstance(agent.backend, ProcessBackendConfig)
+        prompt = _text_only(agent, prompt)
         out: ProcessRunOutput = await workflow.execute_activity(
             "process_run",
             ProcessRunInput(
@@ -119,6 +121,85 @@ class AgentRun:
         self._result.output = out.stdout
         self._result.token_usage = TokenUsage()
 
+    async def _run_acp(self, inp: AgentRunInput) -> None:
+        assert self._result is not None and isinstance(inp.agent.backend, AcpBackendConfig)
+        info = workflow.info()
+        prompt = AcpPromptInput(
+            run_key=inp.run_key or f"{info.workflow_id}/{info.run_id}",
+            agent=inp.agent.name,
+            backend=inp.agent.backend,
+            system_prompt=inp.agent.system_prompt,
+            prompt=_text_only(inp.agent, inp.input),
+        )
+        try:
+            out = await self._acp_prompt(prompt, inp.acp_session)
+        finally:
+            if inp.run_key is None:
+                # a standalone run owns its sessions: nothing outlives it
+                await close_acp_sessions(prompt.run_key, self._acp_queues)
+        self._record_acp_turn(out)
+
+    async def _acp_prompt(
+        self, prompt: AcpPromptInput, session: AcpSessionInfo | None
+    ) -> AcpPromptOutput:
+        # Later turns go to the worker that holds the session (its own task
+        # queue). If nothing picks the turn up there in time, that worker is
+        # gone: open a new session on any worker, loading the old one when the
+        # agent supports session/load.
+        if session is not None:
+            self._acp_queues.add(session.worker_task_queue)
+            try:
+                return await self._execute_acp_prompt(prompt, session.worker_task_queue)
+            except ActivityError as err:
+                if not _never_started(err):
+                    raise
+                workflow.logger.warning(
+                    "ACP session worker %s is gone; opening a new session",
+                    session.worker_task_queue,
+                )
+            prompt = prompt.model_copy(update={"resume_session_id": session.session_id})
+        return await self._execute_acp_prompt(prompt, None)
+
+    async def _execute_acp_prompt(
+        self, prompt: AcpPromptInput, queue: str | None
+    ) -> AcpPromptOutput:
+        out: AcpPromptOutput = await workflow.execute_activity(
+            "acp_prompt",
+            prompt,
+            result_type=AcpPromptOutput,
+            task_queue=queue or workflow.info().task_queue,
+            **(_options.ACP_PROMPT_ROUTED if queue else _options.ACP_PROMPT),
+        )
+        self._acp_queues.add(out.worker_task_queue)
+        return out
+
+    def _record_acp_turn(self, out: AcpPromptOutput) -> None:
+        # shared/reference/external-agents.md, "ACP update / stop" mapping
+        assert self._result is not None
+        r = self._result
+        r.turns = 1
+        r.output = out.output
+        r.stop_reason = out.stop_reason
+        r.tool_calls = out.tool_calls
+        r.permission_requests = out.permission_requests
+        r.token_usage = out.token_usage
+        r.acp_session = AcpSessionInfo(
+            session_id=out.session_id,
+            worker_task_queue=out.worker_task_queue,
+            new_session=out.new_session,
+            loaded_session=out.loaded_session,
+        )
+        if out.stop_reason in ("max_tokens", "max_turn_requests"):
+            r.budget_exceeded = True
+        elif out.stop_reason == "cancelled":
+            r.status = "cancelled"
+        elif out.stop_reason == "refusal":
+            raise AgentRefusalError(f"agent {r.agent!r} refused the prompt (stopReason refusal)")
+        elif out.stop_reason != "end_turn":
+            raise UnknownStopReasonError(
+                f"agent {r.agent!r} ended its turn with unknown stopReason {out.stop_reason!r}"
+            )
+
     def _failure(self, code: str, message: str) -> ApplicationError:
         assert self._result is not None
         self._result.status = "failed"
@@ -127,6 +208,40 @@ class AgentRun:
         return ApplicationError(
             message, self._result.model_dump(mode="json"), type=code, non_retryable=True
         )
+
+
+def _text_only(agent: AgentConfig, prompt: str | list[LLMMessage]) -> str:
+    if isinstance(prompt, str):
+        return prompt
+    assert agent.backend is not None
+    # shared/reference/structured-input.md: external backends are text only, so a
+    # message list fails before any process is spawned or session opened
+    raise InvalidMessageError(
+        f"agent {agent.name!r} runs a {agent.backend.kind!r} backend, which takes a "
+        "text prompt only; pass a string instead of a message list"
+    )
+
+
+def _never_started(err: ActivityError) -> bool:
+    """Whether the activity timed out waiting for a worker to pick it up."""
+    cause = err.cause
+    return isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START
+
+
+async def close_acp_sessions(run_key: str, queues: set[str]) -> None:
+    """Dispose the run's ACP sessions on every worker that holds one. A worker
+    that is gone took its subprocesses with it, so its timeout is not an error."""
+    for queue in sorted(queues):
+        try:
+            await workflow.execute_activity(
+                "acp_close_run",
+                AcpCloseRunInput(run_key=run_key),
+                result_type=AcpCloseRunOutput,
+                task_queue=queue,
+                **_options.ACP_CLOSE_RUN,
+            )
+        except ActivityError as err:
+            workflow.logger.warning("could not close ACP sessions on %s: %s", queue, err)
 
 
 def _validated(raw_input: Any) -> AgentRunInput:

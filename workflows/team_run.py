@@ -18,14 +18,16 @@ with workflow.unsafe.imports_passed_through():
     from oma.dag import dependents_map, transitive_dependents, validate_task_graph
     from oma.errors import OMAError, application_error
     from oma.prompt import task_prompt
-    from oma.results import AgentRunResult, TeamRunResult
+    from oma.results import AcpSessionInfo, AgentRunResult, TeamRunResult
     from oma.run_input import AgentRunInput, TeamRunInput, parse_team_run_input
     from oma.task import TaskSpec, TaskState, TaskStatus
-    from workflows.agent_run import AgentRun
+    from workflows.agent_run import AgentRun, close_acp_sessions
+
 
 def task_result_key(task_id: str) -> str:
     """The shared-memory key under which a completed task's output is stored."""
     return f"task:{task_id}:result"
+
 
 @workflow.defn(name="TeamRun")
 class TeamRun:
@@ -45,12 +47,22 @@ class TeamRun:
         self._dependents: dict[str, list[str]] = {}
         self._waiting_on: dict[str, int] = {}
         self._ready: deque[str] = deque()
+        self._in_flight: set[asyncio.Task[None]] = set()
+        # ACP agents hold one conversation: one task at a time, in one session
+        self._acp_busy: set[str] = set()
+        self._acp_sessions: dict[str, AcpSessionInfo] = {}
 
     @workflow.run
     async def run(self, raw_input: Any) -> TeamRunResult:
         inp = self._validate(raw_input)
         self._load(inp)
-        await self._dispatch_until_settled(inp)
+        try:
+            await self._dispatch_until_settled(inp)
+        except asyncio.CancelledError:
+            await self._drain_after_cancel()
+            raise
+        finally:
+            await self._close_acp_sessions()
         return self._finish()
 
     @workflow.query(name="state")
@@ -85,13 +97,47 @@ class TeamRun:
     async def _dispatch_until_settled(self, inp: TeamRunInput) -> None:
         # Event-driven, not in rounds: whenever a task settles, every task it
         # unblocked is dispatched at once, up to max_concurrency in flight.
-        in_flight: set[asyncio.Task[None]] = set()
-        while self._ready or in_flight:
-            while self._ready and len(in_flight) < inp.options.max_concurrency:
-                task_id = self._ready.popleft()
-                in_flight.add(asyncio.create_task(self._run_task(inp, self._specs[task_id])))
-            _, pending = await workflow.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
-            in_flight = set(pending)
+        while self._ready or self._in_flight:
+            while len(self._in_flight) < inp.options.max_concurrency:
+                task_id = self._next_ready(inp)
+                if task_id is None:
+                    break
+                spec = self._specs[task_id]
+                self._in_flight.add(asyncio.create_task(self._run_task(inp, spec)))
+            _, pending = await workflow.wait(self._in_flight, return_when=asyncio.FIRST_COMPLETED)
+            self._in_flight = set(pending)
+
+    def _next_ready(self, inp: TeamRunInput) -> str | None:
+        """The first ready task whose assignee can take it now (an ACP agent
+        that is busy with another task cannot)."""
+        for i, task_id in enumerate(self._ready):
+            if self._specs[task_id].assignee not in self._acp_busy:
+                del self._ready[i]
+                return task_id
+        return None
+
+    async def _drain_after_cancel(self) -> None:
+        # Temporal cancellation: cancel the children in flight (their
+        # activities are cancelled in turn), wait for them to settle, and skip
+        # everything that never started.
+        for in_flight in self._in_flight:
+            in_flight.cancel()
+        if self._in_flight:
+            await workflow.wait(self._in_flight)
+        for state in self._states.values():
+            if state.status in (TaskStatus.BLOCKED, TaskStatus.PENDING):
+                state.status = TaskStatus.SKIPPED
+                state.error = "skipped: the run was cancelled"
+        self._result.status = "cancelled"
+
+    async def _close_acp_sessions(self) -> None:
+        queues = sorted({s.worker_task_queue for s in self._acp_sessions.values()})
+        if queues:
+            await close_acp_sessions(self._run_key(), set(queues))
+
+    def _run_key(self) -> str:
+        info = workflow.info()
+        return f"{info.workflow_id}/{info.run_id}"
 
     async def _run_task(self, inp: TeamRunInput, spec: TaskSpec) -> None:
         state = self._states[spec.id]
@@ -101,17 +147,32 @@ class TeamRun:
         prompt = task_prompt(
             spec, [(self._specs[d].title, self._states[d].output or "") for d in spec.depends_on]
         )
+        is_acp = agent.backend is not None and agent.backend.kind == "acp"
+        if is_acp:
+            self._acp_busy.add(agent.name)
         try:
             result: AgentRunResult = await workflow.execute_child_workflow(
                 AgentRun.run,
-                AgentRunInput(agent=agent, input=prompt, task_id=spec.id),
+                AgentRunInput(
+                    agent=agent,
+                    input=prompt,
+                    task_id=spec.id,
+                    run_key=self._run_key() if is_acp else None,
+                    acp_session=self._acp_sessions.get(agent.name),
+                ),
                 id=f"{workflow.info().workflow_id}/{spec.id}",
                 result_type=AgentRunResult,
             )
         except ChildWorkflowError as err:
-            self._fail(spec.id, _failed_result(agent.name, err))
-            return
-        self._complete(spec.id, result)
+            result = _failed_result(agent.name, err)
+        finally:
+            self._acp_busy.discard(agent.name)
+        if result.acp_session is not None:
+            self._acp_sessions[agent.name] = result.acp_session
+        if result.status == "completed":
+            self._complete(spec.id, result)
+        else:
+            self._fail(spec.id, result)
 
     def _complete(self, task_id: str, result: AgentRunResult) -> None:
         state = self._states[task_id]
@@ -128,7 +189,7 @@ class TeamRun:
     def _fail(self, task_id: str, result: AgentRunResult) -> None:
         state = self._states[task_id]
         state.status = TaskStatus.FAILED
-        state.error = result.error
+        state.error = result.error or f"the agent's turn ended {result.status}"
         self._record(task_id, result)
         reason = f"skipped: dependency {task_id!r} ({state.title}) failed"
         for dependent in transitive_dependents(task_id, self._dependents):
@@ -146,6 +207,7 @@ class TeamRun:
         self._result.status = "failed" if failed else "completed"
         self._result.success = not failed
         return self._result
+
 
 def _failed_result(agent: str, err: ChildWorkflowError) -> AgentRunResult:
     """The ``AgentRunResult`` of a failed child: its own partial result when it

@@ -1,0 +1,149 @@
+"""The ACP agent's subprocess: spawned in its own session, stderr tail kept,
+killed as a whole process group.
+
+The SDK's ``spawn_agent_process`` is not used: it trims the environment to a
+few variables (``acp.transports.default_environment``), does not start a new
+session, and on shutdown signals only the direct child. An agent such as
+``npx @agentclientprotocol/claude-agent-acp`` is a tree of processes that
+needs the worker's environment, and all of it must die with the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+
+from oma.backends import AcpBackendConfig
+from oma.errors import AcpSpawnError
+from oma.redact import redact
+
+STDIO_LIMIT_BYTES = 50 * 1024 * 1024
+"""Longest JSON-RPC line read from the agent (the SDK's own stdio default,
+``acp.core.DEFAULT_STDIO_BUFFER_LIMIT_BYTES``)."""
+
+STDERR_TAIL_BYTES = 8 * 1024
+"""Bytes of the agent's stderr kept (the last ones) for error messages."""
+
+_READ_CHUNK_BYTES = 64 * 1024
+
+
+def resolve_cwd(backend: AcpBackendConfig) -> str:
+    """The absolute working directory of the agent: ``backend.cwd`` resolved
+    against the worker's working directory, or the worker's own."""
+    return os.path.abspath(backend.cwd) if backend.cwd is not None else os.getcwd()
+
+
+class AgentProcess:
+    """A running agent command whose stdin/stdout carry ACP and whose stderr is
+    drained (a full stderr pipe would block the agent) into a bounded tail."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, command: str) -> None:
+        self.proc = proc
+        self.command = command
+        self._stderr_tail = bytearray()
+        self._stderr_truncated = False
+        assert proc.stderr is not None
+        self._stderr_reader = asyncio.create_task(self._drain_stderr(proc.stderr))
+
+    @classmethod
+    async def spawn(cls, backend: AcpBackendConfig, agent: str) -> AgentProcess:
+        """Start ``backend.command`` with ``backend.args`` in a new session (its
+        own process group), with the worker's environment overlaid by
+        ``backend.env``, in ``resolve_cwd(backend)``.
+
+        Raises ``AcpSpawnError`` when the command or the directory is missing
+        or not usable.
+        """
+        cwd = resolve_cwd(backend)
+        if not os.path.isdir(cwd):
+            raise AcpSpawnError(
+                f"agent {agent!r}: cannot start command {backend.command!r}: "
+                f"cwd {cwd!r} is not a directory"
+            )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                backend.command,
+                *backend.args,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env={**os.environ, **backend.env},
+                cwd=cwd,
+                limit=STDIO_LIMIT_BYTES,
+                # Its own process group, so that a kill reaches every descendant.
+                start_new_session=True,
+            )
+        except OSError as err:
+            raise AcpSpawnError(
+                f"agent {agent!r}: cannot start command {backend.command!r}: "
+                f"{err.strerror or err}"
+            ) from err
+        return cls(proc, backend.command)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def running(self) -> bool:
+        return self.proc.returncode is None
+
+    def stderr_tail(self) -> str:
+        """The redacted end of what the agent wrote on stderr so far."""
+        text = self._stderr_tail.decode("utf-8", errors="replace")
+        if self._stderr_truncated:
+            # The first line is cut: a secret cut in half would escape redaction.
+            text = text.partition("\n")[2]
+        return redact(text).strip()
+
+    async def exit_status(self, wait_s: float) -> str:
+        """How the process ended, for an error message ("exit status 3",
+        "killed by signal SIGKILL", or "still running"), after waiting up to
+        ``wait_s`` seconds for it to end."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), timeout=wait_s)
+        code = self.proc.returncode
+        if code is None:
+            return "still running"
+        if code < 0:
+            try:
+                return f"killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit status {code}"
+
+    async def kill(self, grace_s: float) -> None:
+        """Close stdin, SIGTERM the process group, SIGKILL it after ``grace_s``
+        seconds, and reap the child.
+
+        SIGKILL goes to the group even when the child exited within the grace
+        period, because a descendant may have outlived it.
+        """
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self._signal_group(signal.SIGTERM)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.proc.wait(), timeout=grace_s)
+        finally:
+            self._signal_group(signal.SIGKILL)
+        await self.proc.wait()
+        # Descendants may hold stderr open a moment longer; what they still
+        # write is not needed.
+        await asyncio.wait({self._stderr_reader}, timeout=0.5)
+        self._stderr_reader.cancel()
+        await asyncio.wait({self._stderr_reader})
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        # With start_new_session the child leads its own group: pgid == pid.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+
+    async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(_READ_CHUNK_BYTES):
+            self._stderr_tail += chunk
+            if len(self._stderr_tail) > STDERR_TAIL_BYTES:
+                del self._stderr_tail[:-STDERR_TAIL_BYTES]
+                self._stderr_truncated = True

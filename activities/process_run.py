@@ -1,0 +1,255 @@
+"""The ``process_run`` activity: one run of a ``process`` agent's local command.
+
+Outcomes follow the process-outcome table of external-agents.md ("Process
+backend"): stdout with exit 0 is the output, stderr with exit 0 is ignored, a
+non-zero exit or a signal is a failure carrying the redacted stderr, and a
+cancellation kills the child's whole process tree. The process backend reports
+no token usage; the workflow counts it as zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Callable
+
+from temporalio import activity
+
+from activities._errors import application_error
+from oma.errors import EmptyPromptError, ProcessFailedError, ProcessSpawnError
+from oma.process import ProcessRunInput, ProcessRunOutput
+from oma.redact import redact
+
+HEARTBEAT_INTERVAL_S = 0.25
+"""Seconds between heartbeats. The worker runs this activity with a short
+heartbeat timeout so that a cancel request reaches it quickly: Temporal
+delivers activity cancellation in the answer to a heartbeat."""
+
+KILL_GRACE_S = 1.0
+"""Seconds between SIGTERM and SIGKILL when the process group is killed."""
+
+STDERR_TAIL_BYTES = 8 * 1024
+"""Bytes of stderr kept (the last ones) for a failure message."""
+
+PIPE_DRAIN_S = 2.0
+"""Seconds to wait, after the command exits, for its stdout and stderr to
+close. A background descendant that still holds them past this is killed with
+the rest of the process group, and the output read so far is used."""
+
+_LAST_LINE_CHARS = 200
+_READ_CHUNK_BYTES = 64 * 1024
+
+
+@activity.defn(name="process_run")
+async def process_run(inp: ProcessRunInput) -> ProcessRunOutput:
+    """Run ``inp.backend.command`` once and return its stdout.
+
+    The text sent is ``system_prompt + "\\n\\n" + prompt`` (just ``prompt``
+    when ``system_prompt`` is empty). ``backend.input`` says where it goes:
+    ``stdin`` (written, then stdin is closed), ``argument`` (the last argv
+    element) or ``none`` (stdin is ``/dev/null``). The command runs in a new
+    session (its own process group) with the worker's environment overlaid by
+    ``backend.env``, in ``backend.cwd`` resolved against the worker's working
+    directory (default: the worker's working directory).
+
+    While it runs the activity heartbeats every ``HEARTBEAT_INTERVAL_S``
+    seconds with ``{"stdout_bytes": int, "last_line": str}``: the bytes of
+    stdout read so far and the last non-empty stdout line (redacted, at most
+    200 characters) — progress without shipping the output twice.
+
+    Returns ``ProcessRunOutput(stdout=..., exit_code=0)``; stdout is decoded as
+    UTF-8 with invalid bytes replaced.
+
+    Raises (as ``ApplicationError``, type = the error's code, non-retryable):
+    ``EMPTY_PROMPT`` when ``input`` is ``stdin`` or ``argument`` and the prompt
+    is blank (nothing is spawned); ``PROCESS_SPAWN_FAILED`` when the command or
+    ``cwd`` is missing or not usable; ``PROCESS_FAILED`` on a non-zero exit or
+    a death by signal, with the status and the redacted last
+    ``STDERR_TAIL_BYTES`` of stderr.
+
+    On cancellation (or any other error) the process group gets SIGTERM, then
+    SIGKILL after ``KILL_GRACE_S`` seconds, so grandchildren die too; then the
+    cancellation propagates. Partial stdout is never returned.
+    """
+    if activity.is_cancelled():
+        # Cancelled before it started (e.g. the team run was cancelled while
+        # this task waited): spawning now would only need killing again.
+        raise asyncio.CancelledError()
+    backend = inp.backend
+    text = f"{inp.system_prompt}\n\n{inp.prompt}" if inp.system_prompt else inp.prompt
+    if backend.input != "none" and not inp.prompt.strip():
+        raise application_error(
+            EmptyPromptError(
+                f"agent {inp.agent!r}: the prompt is empty, and its process backend "
+                f"takes the prompt on {backend.input!r}"
+            )
+        )
+
+    proc = await _spawn(inp, text)
+    output = _Output()
+    stdin_data = text.encode() if backend.input == "stdin" else None
+    try:
+        await _collect(proc, stdin_data, output)
+    except BaseException:
+        await _kill_group(proc)
+        raise
+
+    code = proc.returncode
+    if code == 0:
+        return ProcessRunOutput(stdout=output.stdout.decode("utf-8", errors="replace"))
+    raise application_error(ProcessFailedError(_failure_message(inp, code, output)))
+
+
+async def _spawn(inp: ProcessRunInput, text: str) -> asyncio.subprocess.Process:
+    backend = inp.backend
+    cwd = os.path.abspath(backend.cwd) if backend.cwd is not None else None
+    if cwd is not None and not os.path.isdir(cwd):
+        raise application_error(
+            ProcessSpawnError(
+                f"agent {inp.agent!r}: cannot start command {backend.command!r}: "
+                f"cwd {cwd!r} is not a directory"
+            )
+        )
+    argv = [backend.command, *backend.args]
+    if backend.input == "argument":
+        argv.append(text)
+    try:
+        return await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE
+            if backend.input == "stdin"
+            else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, **backend.env},
+            cwd=cwd,
+            # Its own process group, so that a kill reaches every descendant.
+            start_new_session=True,
+        )
+    except OSError as err:
+        where = f" in cwd {cwd!r}" if cwd is not None and err.filename == cwd else ""
+        raise application_error(
+            ProcessSpawnError(
+                f"agent {inp.agent!r}: cannot start command {backend.command!r}{where}: "
+                f"{err.strerror or err}"
+            )
+        ) from err
+
+
+class _Output:
+    """What the command has written so far: all of stdout, the tail of stderr."""
+
+    def __init__(self) -> None:
+        self.stdout = bytearray()
+        self.stderr_tail = bytearray()
+        self.stderr_truncated = False
+
+    def add_stdout(self, chunk: bytes) -> None:
+        self.stdout += chunk
+
+    def add_stderr(self, chunk: bytes) -> None:
+        self.stderr_tail += chunk
+        if len(self.stderr_tail) > STDERR_TAIL_BYTES:
+            del self.stderr_tail[:-STDERR_TAIL_BYTES]
+            self.stderr_truncated = True
+
+    def heartbeat_details(self) -> dict[str, object]:
+        tail = self.stdout[-4 * _LAST_LINE_CHARS :].decode("utf-8", errors="replace")
+        lines = [line.strip() for line in tail.splitlines() if line.strip()]
+        last_line = redact(lines[-1])[:_LAST_LINE_CHARS] if lines else ""
+        return {"stdout_bytes": len(self.stdout), "last_line": last_line}
+
+
+async def _collect(
+    proc: asyncio.subprocess.Process, stdin_data: bytes | None, output: _Output
+) -> None:
+    """Feed stdin, read stdout and stderr concurrently (so that neither pipe
+    fills and blocks the child), and heartbeat until the command has exited."""
+    assert proc.stdout is not None and proc.stderr is not None
+    readers = {
+        asyncio.create_task(_read(proc.stdout, output.add_stdout)),
+        asyncio.create_task(_read(proc.stderr, output.add_stderr)),
+    }
+    helpers = {asyncio.create_task(_heartbeat(output))}
+    if stdin_data is not None:
+        assert proc.stdin is not None
+        helpers.add(asyncio.create_task(_write(proc.stdin, stdin_data)))
+    try:
+        await proc.wait()
+        _, still_open = await asyncio.wait(readers, timeout=PIPE_DRAIN_S)
+        if still_open:
+            _signal_group(proc, signal.SIGKILL)
+    finally:
+        await _cancel(readers | helpers)
+
+
+async def _read(stream: asyncio.StreamReader, sink: Callable[[bytes], None]) -> None:
+    while chunk := await stream.read(_READ_CHUNK_BYTES):
+        sink(chunk)
+
+
+async def _write(stdin: asyncio.StreamWriter, data: bytes) -> None:
+    # A command that exits without reading its stdin is not an error here;
+    # its exit status says how it went.
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        stdin.write(data)
+        await stdin.drain()
+    stdin.close()
+
+
+async def _heartbeat(output: _Output) -> None:
+    while True:
+        activity.heartbeat(output.heartbeat_details())
+        await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+
+
+async def _cancel(tasks: set[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    # asyncio.wait, unlike gather, does not re-raise the tasks' CancelledError.
+    await asyncio.wait(tasks)
+
+
+async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the process group, SIGKILL it after ``KILL_GRACE_S``, reap the child.
+
+    SIGKILL goes to the group even when the child exited within the grace
+    period, because a descendant may have outlived it.
+    """
+    _signal_group(proc, signal.SIGTERM)
+    try:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), timeout=KILL_GRACE_S)
+    finally:
+        _signal_group(proc, signal.SIGKILL)
+    await proc.wait()
+
+
+def _signal_group(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
+    # With start_new_session the child leads its own group: pgid == pid.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def _failure_message(inp: ProcessRunInput, code: int | None, output: _Output) -> str:
+    command = inp.backend.command
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = str(-code)
+        status = f"command {command!r} was killed by signal {name}"
+    else:
+        status = f"command {command!r} exited with status {code}"
+    message = f"agent {inp.agent!r}: {status}"
+    stderr = output.stderr_tail.decode("utf-8", errors="replace")
+    if output.stderr_truncated:
+        # The first line is cut: a secret cut in half would escape redaction.
+        stderr = stderr.partition("\n")[2]
+    stderr = redact(stderr).strip()
+    if stderr:
+        which = "the end of " if output.stderr_truncated else ""
+        message += f"\n{which}stderr (redacted):\n{stderr}"
+    return message

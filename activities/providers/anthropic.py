@@ -1,0 +1,223 @@
+"""The ``anthropic`` provider: one model turn through the Anthropic Messages API.
+
+The request and the answer keep the API's own names (``system``, ``messages``,
+``max_tokens``, ``stop_reason``, ``usage``); our ``LLMMessage`` models already
+dump to the wire shape. The answer is streamed so that a long generation can
+heartbeat its activity; failures become ``ProviderError`` with the retryability
+Temporal's retry policy needs (https://docs.anthropic.com/en/api/errors).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import time
+from typing import Any
+
+import anthropic
+import httpx2
+from temporalio import activity
+
+from oma.errors import MissingCredentialsError, ProviderError
+from oma.llm import LlmTurnInput, LlmTurnOutput
+from oma.messages import ContentBlock, TextBlock, ToolUseBlock
+from oma.usage import TokenUsage
+
+DEFAULT_MAX_TOKENS = 4096
+"""``max_tokens`` of a turn when the agent names none."""
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+"""Where turns go when neither ``base_url`` nor ``ANTHROPIC_BASE_URL`` says otherwise."""
+
+TIMEOUT = anthropic.Timeout(120.0, connect=10.0)
+"""Per-operation limits in seconds: 10 s to connect, 120 s for any one read or write.
+While streaming, the read limit bounds the silence between two events, not the turn."""
+
+HEARTBEAT_INTERVAL_S = 0.5
+"""At most this many seconds of streaming pass between two activity heartbeats."""
+
+# The HTTP status the API documents for each error ``type``; an error event sent
+# mid-stream arrives on an HTTP 200 response and only carries its type.
+_ERROR_TYPE_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+
+class AnthropicProvider:
+    """Runs a turn on Claude with the worker's ``ANTHROPIC_API_KEY``.
+
+    ``api_key`` and ``base_url`` default to ``ANTHROPIC_API_KEY`` and
+    ``ANTHROPIC_BASE_URL`` as the environment holds them when the provider is
+    built; the key never comes from workflow input. The
+    ``anthropic.AsyncAnthropic`` client is built on the first turn, with SDK
+    retries off (``max_retries=0``) because Temporal's retry policy owns retries.
+    """
+
+    def __init__(self, api_key: str | None = None, base_url: str | None = None) -> None:
+        self._api_key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
+        self._base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        self._client: anthropic.AsyncAnthropic | None = None
+
+    async def turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
+        """Send ``inp`` to ``POST /v1/messages`` (streaming) and return the final message.
+
+        Request: ``model`` = ``agent.resolved_model``, ``max_tokens`` =
+        ``agent.max_tokens`` (default 4096 tokens), ``system`` =
+        ``agent.system_prompt`` (omitted when empty), ``messages`` as the API
+        shapes them. Answer: the ``text`` and ``tool_use`` blocks (other block
+        types are dropped), ``stop_reason``, ``usage.input_tokens`` /
+        ``usage.output_tokens`` (the API's counts: cache reads and writes are not
+        in ``input_tokens``) and ``model``. Inside an activity it heartbeats
+        while events arrive, at most ``HEARTBEAT_INTERVAL_S`` seconds apart.
+
+        Raises ``MissingCredentialsError`` when there
+        is no API key; ``ProviderError`` for every failure of the call, retryable
+        for HTTP 429, 5xx (529 overloaded included), connection errors and
+        timeouts, not for other 4xx. An ``error`` event mid-stream (HTTP 200)
+        gets the status the API documents for its ``error.type``. The message
+        carries the status and the API's own ``error.message``, never the key.
+        """
+        client = self._get_client()
+        try:
+            message = await _stream_message(client, _request(inp))
+        except anthropic.APIStatusError as err:
+            raise self._redacted(_status_error(err)) from err
+        except anthropic.APIConnectionError as err:
+            raise self._redacted(self._connection_error(err, err.__cause__)) from err
+        except httpx2.TransportError as err:
+            # The SDK wraps transport errors of the request, but not those that
+            # interrupt a stream already under way (e.g. a read timeout between events).
+            raise self._redacted(self._connection_error(err, err)) from err
+        return _output(message)
+
+    def _get_client(self) -> anthropic.AsyncAnthropic:
+        if not self._api_key:
+            raise MissingCredentialsError(
+                "the anthropic provider needs an API key: set ANTHROPIC_API_KEY in the "
+                "worker's environment (credentials are never read from workflow input), "
+                'or give the agent provider "scripted"'
+            )
+        if self._client is None:
+            self._client = anthropic.AsyncAnthropic(
+                api_key=self._api_key, base_url=self._base_url, max_retries=0, timeout=TIMEOUT
+            )
+        return self._client
+
+    def _connection_error(self, err: Exception, cause: BaseException | None) -> ProviderError:
+        timed_out = isinstance(err, anthropic.APITimeoutError | httpx2.TimeoutException)
+        what = "timed out talking to" if timed_out else "could not reach"
+        detail = f": {cause}" if cause is not None and str(cause) else ""
+        return ProviderError(
+            f"{what} the Anthropic Messages API at {self._base_url}{detail}", retryable=True
+        )
+
+    def _redacted(self, err: ProviderError) -> ProviderError:
+        if self._api_key and self._api_key in err.message:
+            err.message = err.message.replace(self._api_key, "[redacted]")
+            err.args = (err.message,)
+        return err
+
+
+def _request(inp: LlmTurnInput) -> dict[str, Any]:
+    """The ``messages.stream`` keyword arguments for ``inp``, in API field names."""
+    agent = inp.agent
+    request: dict[str, Any] = {
+        "model": agent.resolved_model,
+        "max_tokens": agent.max_tokens or DEFAULT_MAX_TOKENS,
+        "messages": [m.model_dump(mode="json", exclude_none=True) for m in inp.messages],
+    }
+    if agent.system_prompt:
+        request["system"] = agent.system_prompt
+    return request
+
+
+async def _stream_message(
+    client: anthropic.AsyncAnthropic, request: dict[str, Any]
+) -> anthropic.types.Message:
+    heartbeating = activity.in_activity()
+    last_heartbeat = -HEARTBEAT_INTERVAL_S
+    async with client.messages.stream(**request) as stream:
+        async for _event in stream:
+            now = time.monotonic()
+            if heartbeating and now - last_heartbeat >= HEARTBEAT_INTERVAL_S:
+                activity.heartbeat()
+                last_heartbeat = now
+        return await stream.get_final_message()
+
+
+def _output(message: anthropic.types.Message) -> LlmTurnOutput:
+    if message.stop_reason is None:
+        raise ProviderError(
+            "the Anthropic Messages API stream ended before its message_delta event "
+            "gave a stop_reason",
+            retryable=True,
+        )
+    content: list[ContentBlock] = []
+    for block in message.content:
+        if block.type == "text":
+            content.append(TextBlock(text=block.text))
+        elif block.type == "tool_use":
+            tool_input = block.input if isinstance(block.input, dict) else {}
+            content.append(ToolUseBlock(id=block.id, name=block.name, input=tool_input))
+    return LlmTurnOutput(
+        content=content,
+        stop_reason=message.stop_reason,
+        usage=TokenUsage(
+            input_tokens=message.usage.input_tokens, output_tokens=message.usage.output_tokens
+        ),
+        model=message.model,
+    )
+
+
+def _status_error(err: anthropic.APIStatusError) -> ProviderError:
+    """``err`` as a ``ProviderError``: an HTTP error answer, or an ``error`` event mid-stream."""
+    error_type = err.type or "unknown_error"
+    detail = err.api_message or _body_text(err.body) or "no error message"
+    if err.status_code >= 400:
+        status: int | None = err.status_code
+        message = f"Anthropic Messages API answered HTTP {status} {error_type}: {detail}"
+    else:
+        status = _ERROR_TYPE_STATUS.get(error_type)
+        message = f"Anthropic Messages API sent an error event mid-stream ({error_type}): {detail}"
+    return ProviderError(
+        message,
+        status=status,
+        request_id=err.request_id,
+        retryable=status is None or status == 429 or status >= 500,
+        retry_after_s=_retry_after_s(err.response.headers),
+    )
+
+
+def _body_text(body: object) -> str:
+    text = body if isinstance(body, str) else "" if body is None else str(body)
+    return text[:500]
+
+
+def _retry_after_s(headers: httpx2.Headers) -> float | None:
+    """Seconds the API asks to wait: ``retry-after-ms`` (milliseconds), else
+    ``retry-after`` (seconds, or an HTTP date)."""
+    try:
+        return float(headers["retry-after-ms"]) / 1000
+    except (KeyError, ValueError):
+        pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

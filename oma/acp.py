@@ -1,0 +1,64 @@
+"""Input and output of the ACP activities: ``acp_prompt`` (one ``session/prompt``
+turn) and ``acp_close_run`` (dispose every session a run opened on a worker).
+
+Names at the boundary follow the Agent Client Protocol (``stopReason`` values
+``end_turn``, ``max_tokens``, ``max_turn_requests``, ``refusal``,
+``cancelled``; ``session/update`` kinds ``agent_message_chunk``,
+``tool_call``, ``tool_call_update``, ``usage_update``).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from oma.backends import AcpBackendConfig
+from oma.results import PermissionRecord, ToolCallRecord
+from oma.usage import TokenUsage
+
+
+class AcpPromptInput(BaseModel):
+    """One prompt turn for an ACP agent.
+
+    ``run_key`` identifies the run that owns the session (the ``TeamRun``'s
+    workflow id and run id); sessions are pooled per (``run_key``, ``agent``).
+    ``resume_session_id`` is the session an earlier worker opened: a worker
+    that has no live session for the key opens a new one and, when the agent
+    advertises ``loadSession``, loads that session instead of starting blank.
+    """
+
+    run_key: str
+    agent: str
+    backend: AcpBackendConfig
+    system_prompt: str = ""
+    prompt: str
+    resume_session_id: str | None = None
+
+
+class AcpPromptOutput(BaseModel):
+    """What one prompt turn produced."""
+
+    output: str = Field(description="agent_message_chunk text, assembled exactly as sent.")
+    stop_reason: str
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    permission_requests: list[PermissionRecord] = Field(default_factory=list)
+    token_usage: TokenUsage = Field(
+        default_factory=TokenUsage,
+        description="usage_update.used increment since the session's previous reading, "
+        "as input_tokens (output_tokens 0).",
+    )
+    session_id: str
+    worker_task_queue: str = Field(
+        description="This worker's own task queue: route later turns here."
+    )
+    new_session: bool = Field(description="True when this turn opened the session.")
+    loaded_session: bool = Field(default=False, description="True when opened with session/load.")
+
+
+class AcpCloseRunInput(BaseModel):
+    """Close every session of ``run_key`` on this worker and end their processes."""
+
+    run_key: str
+
+
+class AcpCloseRunOutput(BaseModel):
+    closed_sessions: int

@@ -1,0 +1,430 @@
+"""A local stand-in for the Anthropic Messages API, for tests that drive the real SDK.
+
+``AnthropicServer`` listens on ``127.0.0.1`` (an ephemeral port) in a daemon
+thread and answers ``POST /v1/messages`` (with or without ``?beta=true``) with
+replies a test scripts in advance: a FIFO queue of ``TextReply``,
+``ToolUseReply`` and ``ErrorReply``, then an optional default responder, then
+the text ``"ok"``. A request with ``"stream": true`` gets Server-Sent Events in
+the order the API documents (https://docs.anthropic.com/en/api/messages-streaming)::
+
+    message_start → (content_block_start → content_block_delta… → content_block_stop)…
+    → message_delta → message_stop
+
+Every request is recorded (path, headers, parsed JSON body, the SSE events sent
+back) so a test can assert the exact JSON the SDK put on the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+from urllib.parse import urlsplit
+
+_MAX_BODY_BYTES = 32 * 1024 * 1024
+_SOCKET_TIMEOUT_S = 5.0
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+"""The API's ``error.type`` for each HTTP status (https://docs.anthropic.com/en/api/errors)."""
+
+
+@dataclass(frozen=True)
+class TextReply:
+    """An assistant message with one ``text`` block.
+
+    The text is streamed in ``pieces`` ``text_delta`` events; ``delay_s``
+    seconds pass before each SSE event after ``message_start``.
+    """
+
+    text: str
+    stop_reason: str = "end_turn"
+    input_tokens: int = 10
+    output_tokens: int = 5
+    pieces: int = 3
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ToolUseReply:
+    """An assistant message ending in one ``tool_use`` block (``stop_reason`` ``tool_use``).
+
+    ``text``, when non-empty, is a ``text`` block sent before it. The JSON of
+    ``input`` is streamed in ``pieces`` ``input_json_delta`` events.
+    """
+
+    name: str
+    input: dict[str, Any]
+    id: str = "toolu_01"
+    text: str = ""
+    input_tokens: int = 10
+    output_tokens: int = 5
+    pieces: int = 3
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    """An error body ``{"type": "error", "error": {"type", "message"}}`` with ``status``.
+
+    ``error_type`` defaults to the API's type for ``status``. ``headers`` are
+    added to the response (e.g. ``retry-after-ms``, ``request-id``). With
+    ``mid_stream`` a streaming request gets HTTP 200, ``message_start``, then an
+    ``error`` event, as the API does when it overloads during generation.
+    """
+
+    status: int
+    message: str
+    error_type: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    mid_stream: bool = False
+
+    @property
+    def body(self) -> dict[str, Any]:
+        error_type = self.error_type or ERROR_TYPES.get(self.status, "api_error")
+        return {"type": "error", "error": {"type": error_type, "message": self.message}}
+
+
+Reply = TextReply | ToolUseReply | ErrorReply
+Responder = Callable[[dict[str, Any]], Reply]
+"""Builds a reply from a request's parsed JSON body."""
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request the server received, and the SSE events it answered with.
+
+    ``headers`` keys are lower-case; ``body`` is the parsed JSON body;
+    ``events`` is ``[(event_name, data)]`` of the SSE answer, in order (empty
+    for a non-streaming answer; the last one may not have reached a client that
+    hung up).
+    """
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+
+class AnthropicServer:
+    """A programmable Anthropic Messages API on ``127.0.0.1``; see the module docstring.
+
+    Use as a context manager, or call ``start()`` and ``stop()``. Thread-safe:
+    the test thread scripts replies while the server thread answers.
+    """
+
+    def __init__(self, default_responder: Responder | None = None) -> None:
+        self.default_responder = default_responder
+        self._lock = threading.Lock()
+        self._replies: deque[Reply] = deque()
+        self._requests: list[RecordedRequest] = []
+        self._request_count = 0
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def start(self) -> Self:
+        """Bind an ephemeral port and serve in a daemon thread."""
+        if self._httpd is not None:
+            return self
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        httpd.daemon_threads = True
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the listening socket (idempotent)."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=_SOCKET_TIMEOUT_S)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>``, for the SDK's ``base_url``."""
+        if self._httpd is None:
+            raise RuntimeError("AnthropicServer is not started")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    # -- scripting ---------------------------------------------------------
+
+    def reply(self, reply: Reply) -> None:
+        """Queue ``reply`` for the next request."""
+        with self._lock:
+            self._replies.append(reply)
+
+    def reply_text(
+        self,
+        text: str,
+        stop_reason: str = "end_turn",
+        input_tokens: int = 10,
+        output_tokens: int = 5,
+        **options: Any,
+    ) -> None:
+        """Queue a ``TextReply`` (``options``: ``pieces``, ``delay_s``)."""
+        self.reply(TextReply(text, stop_reason, input_tokens, output_tokens, **options))
+
+    def reply_tool_use(
+        self, name: str, input: dict[str, Any], id: str = "toolu_01", **options: Any
+    ) -> None:
+        """Queue a ``ToolUseReply`` (``options``: ``text``, tokens, ``pieces``, ``delay_s``)."""
+        self.reply(ToolUseReply(name, input, id, **options))
+
+    def reply_error(
+        self,
+        status: int,
+        message: str,
+        error_type: str | None = None,
+        headers: dict[str, str] | None = None,
+        mid_stream: bool = False,
+    ) -> None:
+        """Queue an ``ErrorReply``."""
+        self.reply(ErrorReply(status, message, error_type, dict(headers or {}), mid_stream))
+
+    def reset(self) -> None:
+        """Forget queued replies, recorded requests and the default responder."""
+        with self._lock:
+            self._replies.clear()
+            self._requests.clear()
+            self.default_responder = None
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """A snapshot of the requests received so far, oldest first."""
+        with self._lock:
+            return list(self._requests)
+
+    # -- used by the handler -----------------------------------------------
+
+    def _record(self, request: RecordedRequest) -> str:
+        with self._lock:
+            self._requests.append(request)
+            self._request_count += 1
+            return f"req_test_{self._request_count:04d}"
+
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            if self._replies:
+                return self._replies.popleft()
+            responder = self.default_responder
+        return responder(body) if responder is not None else TextReply("ok")
+
+
+def _handler_for(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(_MessagesHandler):
+        owner = server
+
+    return Handler
+
+
+class _MessagesHandler(BaseHTTPRequestHandler):
+    owner: AnthropicServer
+    protocol_version = "HTTP/1.1"
+    timeout = _SOCKET_TIMEOUT_S  # a stuck client cannot hold a handler thread forever
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        if urlsplit(self.path).path != "/v1/messages":
+            self._send_json(404, ErrorReply(404, f"no route for POST {self.path}").body, {})
+            return
+        length = int(self.headers.get("content-length") or 0)
+        if length > _MAX_BODY_BYTES:
+            self._send_json(413, ErrorReply(413, "request body too large").body, {})
+            return
+        raw = self.rfile.read(length)
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self._send_json(400, ErrorReply(400, "request body is not JSON").body, {})
+            return
+        recorded = RecordedRequest(
+            method="POST",
+            path=self.path,
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+        )
+        request_id = self.owner._record(recorded)
+        reply = self.owner._next_reply(body)
+        streaming = isinstance(body, dict) and body.get("stream") is True
+        model = body.get("model", "") if isinstance(body, dict) else ""
+        headers = {"request-id": request_id}
+        if isinstance(reply, ErrorReply):
+            headers |= reply.headers
+            if not (reply.mid_stream and streaming):
+                self._send_json(reply.status, reply.body, headers)
+                return
+        if streaming:
+            self._send_sse(_events(reply, model, request_id), headers, recorded, reply)
+        else:
+            assert not isinstance(reply, ErrorReply)
+            self._send_json(200, _message(reply, model, request_id), headers)
+
+    def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("connection", "close")
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+        self.close_connection = True
+
+    def _send_sse(
+        self,
+        events: Iterator[tuple[str, dict[str, Any]]],
+        headers: dict[str, str],
+        recorded: RecordedRequest,
+        reply: Reply,
+    ) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("connection", "close")  # the body ends when the socket closes
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        delay_s = 0.0 if isinstance(reply, ErrorReply) else reply.delay_s
+        self.close_connection = True
+        for i, (name, data) in enumerate(events):
+            if i and delay_s:
+                time.sleep(delay_s)
+            # Recorded before it is written, so a client that has read the last
+            # event always finds it recorded.
+            recorded.events.append((name, data))
+            try:
+                self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                return  # the client gave up (e.g. its read timeout); nothing to report
+
+
+def _content(reply: TextReply | ToolUseReply) -> list[dict[str, Any]]:
+    if isinstance(reply, TextReply):
+        return [{"type": "text", "text": reply.text}]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
+    blocks.append({"type": "tool_use", "id": reply.id, "name": reply.name, "input": reply.input})
+    return blocks
+
+
+def _stop_reason(reply: TextReply | ToolUseReply) -> str:
+    return reply.stop_reason if isinstance(reply, TextReply) else "tool_use"
+
+
+def _message(reply: TextReply | ToolUseReply, model: str, request_id: str) -> dict[str, Any]:
+    """The non-streaming answer: a complete ``Message`` object."""
+    return {
+        "id": f"msg_{request_id}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": _content(reply),
+        "stop_reason": _stop_reason(reply),
+        "stop_sequence": None,
+        "usage": _usage(reply.input_tokens, reply.output_tokens),
+    }
+
+
+def _usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
+
+
+def _events(reply: Reply, model: str, request_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The streaming answer, event by event, as ``(event_name, data)``."""
+    input_tokens = 10 if isinstance(reply, ErrorReply) else reply.input_tokens
+    yield (
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {
+                "id": f"msg_{request_id}",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": _usage(input_tokens, 1),
+            },
+        },
+    )
+    if isinstance(reply, ErrorReply):
+        yield ("error", reply.body)
+        return
+    for index, block in enumerate(_content(reply)):
+        if block["type"] == "text":
+            start: dict[str, Any] = {"type": "text", "text": ""}
+            deltas = [
+                {"type": "text_delta", "text": p} for p in _split(block["text"], reply.pieces)
+            ]
+        else:
+            start = {**block, "input": {}}
+            partial = _split(json.dumps(block["input"]), reply.pieces)
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in partial]
+        yield (
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": start},
+        )
+        for delta in deltas:
+            yield (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": index, "delta": delta},
+            )
+        yield ("content_block_stop", {"type": "content_block_stop", "index": index})
+    yield (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": _stop_reason(reply), "stop_sequence": None},
+            "usage": {"output_tokens": reply.output_tokens},
+        },
+    )
+    yield ("message_stop", {"type": "message_stop"})
+
+
+def _split(text: str, pieces: int) -> list[str]:
+    """``text`` cut into at most ``pieces`` consecutive non-empty pieces (``[""]`` if empty)."""
+    if not text:
+        return [""]
+    size = math.ceil(len(text) / max(1, pieces))
+    return [text[i : i + size] for i in range(0, len(text), size)]

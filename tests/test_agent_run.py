@@ -1,0 +1,159 @@
+"""AgentRun: the model loop against the real anthropic SDK, and process agents
+on Temporal (including cancellation of a process tree)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError, CancelledError
+
+from oma.results import AgentRunResult
+from tests._runs import TASK_QUEUE, assert_replays, process, run_team, task
+from tests.anthropic_server import AnthropicServer
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+
+def claude(name: str = "claude", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "system_prompt": "Be brief.", "provider": "anthropic", **extra}
+
+
+async def run_agent(
+    client: Client, workflow_id: str, agent: dict[str, Any], inp: Any
+) -> AgentRunResult:
+    return await client.execute_workflow(
+        "AgentRun",
+        {"agent": agent, "input": inp},
+        id=workflow_id,
+        task_queue=TASK_QUEUE,
+        result_type=AgentRunResult,
+    )
+
+
+async def test_anthropic_agent_answers_through_the_local_messages_api(
+    client: Client, workflow_id: str, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.reset()
+    anthropic_server.reply_text("Hello from Claude.", input_tokens=12, output_tokens=4)
+    result = await run_agent(client, workflow_id, claude(model="claude-test"), "Say hello.")
+    assert (result.status, result.output, result.turns) == ("completed", "Hello from Claude.", 1)
+    assert result.token_usage.model_dump() == {"input_tokens": 12, "output_tokens": 4}
+    [request] = anthropic_server.requests
+    assert request.body["model"] == "claude-test"
+    assert request.body["system"] == "Be brief."
+    assert request.body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Say hello."}]}
+    ]
+    await assert_replays(client, workflow_id)
+
+
+async def test_rate_limited_turn_is_retried_by_temporal_then_succeeds(
+    client: Client, workflow_id: str, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.reset()
+    anthropic_server.reply_error(429, "slow down", headers={"retry-after-ms": "100"})
+    anthropic_server.reply_text("second time lucky")
+    result = await run_agent(client, workflow_id, claude(), "hi")
+    assert result.output == "second time lucky"
+    assert len(anthropic_server.requests) == 2
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    [completed] = [
+        e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+    ]
+    assert completed.activity_task_started_event_attributes.attempt == 2
+    await assert_replays(client, workflow_id)
+
+
+async def test_bad_request_fails_the_task_without_retry_and_carries_the_provider_message(
+    client: Client, workflow_id: str, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.reset()
+    anthropic_server.reply_error(400, "messages: roles must alternate")
+    result = await run_team(
+        client,
+        workflow_id,
+        {"team": {"name": "t", "agents": [claude()]}, "tasks": [task("ask", "claude")]},
+    )
+    failed = result.task_results["ask"]
+    assert (failed.status, failed.error_code) == ("failed", "PROVIDER_ERROR")
+    assert "messages: roles must alternate" in (failed.error or "")
+    assert "400" in (failed.error or "")
+    assert len(anthropic_server.requests) == 1
+    await assert_replays(client, workflow_id)
+
+
+async def test_agent_run_input_is_validated_and_names_the_field(
+    client: Client, workflow_id: str
+) -> None:
+    with pytest.raises(WorkflowFailureError) as info:
+        await run_agent(client, workflow_id, {"name": "x", "provider": "openai"}, "hi")
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "INVALID_RUN_INPUT"
+    assert "agent.provider: Input should be 'anthropic' or 'scripted'" in cause.message
+
+
+async def test_message_list_to_a_process_agent_fails_before_spawning(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    marker = tmp_path / "spawned"
+    agent = process("p", f"open({str(marker)!r}, 'w')")
+    messages = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    with pytest.raises(WorkflowFailureError) as info:
+        await run_agent(client, workflow_id, agent, messages)
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "INVALID_MESSAGE"
+    assert not marker.exists()
+
+
+GRANDCHILD = """
+import subprocess, sys, time
+sys.stdin.read()
+child = subprocess.Popen(["sleep", "300"])  # a background grandchild of the activity
+open(sys.argv[1], "w").write(f"{child.pid}\\n")
+time.sleep(300)
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead: it only waits for its parent to reap it
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"
+
+
+async def test_cancelling_a_team_run_kills_the_process_tree_of_a_running_task(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    pids = tmp_path / "pids"
+    agent = process("sleeper", GRANDCHILD)
+    agent["backend"]["args"] = ["-c", GRANDCHILD, str(pids)]
+    handle = await client.start_workflow(
+        "TeamRun",
+        {"team": {"name": "t", "agents": [agent]}, "tasks": [task("long", "sleeper")]},
+        id=workflow_id,
+        task_queue=TASK_QUEUE,
+    )
+    for _ in range(100):
+        if pids.exists() and pids.read_text().endswith("\n"):
+            break
+        await asyncio.sleep(0.1)
+    grandchild = int(pids.read_text())
+    assert alive(grandchild)
+    await handle.cancel()
+    cancelled_at = asyncio.get_running_loop().time()
+    while alive(grandchild) and asyncio.get_running_loop().time() - cancelled_at < 2.0:
+        await asyncio.sleep(0.05)
+    assert not alive(grandchild), "the grandchild survived 2 s after the cancel"
+    with pytest.raises(WorkflowFailureError) as info:
+        await handle.result()
+    assert isinstance(info.value.cause, CancelledError)
+    await assert_replays(client, workflow_id)

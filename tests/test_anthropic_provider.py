@@ -1,0 +1,312 @@
+"""``AnthropicProvider`` against a local Messages API, through the real ``anthropic`` SDK."""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+from collections.abc import Iterator
+
+import anthropic
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from activities.providers import anthropic as anthropic_provider
+from activities.providers.anthropic import AnthropicProvider
+from oma.agent_config import AgentConfig
+from oma.errors import MissingCredentialsError, ProviderError
+from oma.llm import LlmTurnInput, LlmTurnOutput
+from oma.messages import (
+    Base64ImageSource,
+    ImageBlock,
+    LLMMessage,
+    TextBlock,
+    ToolUseBlock,
+    user_text,
+)
+from oma.usage import TokenUsage
+from tests.anthropic_server import AnthropicServer
+
+API_KEY = "sk-ant-test-key-0123456789"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[AnthropicServer]:
+    with AnthropicServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def api(server: AnthropicServer) -> AnthropicServer:
+    server.reset()
+    return server
+
+
+@pytest.fixture
+def provider(api: AnthropicServer) -> AnthropicProvider:
+    return AnthropicProvider(api_key=API_KEY, base_url=api.base_url)
+
+
+def turn_input(*messages: LLMMessage, **agent: object) -> LlmTurnInput:
+    config = AgentConfig.model_validate({"name": "writer", **agent})
+    return LlmTurnInput(agent=config, messages=list(messages) or [user_text("Hi")], turn=0)
+
+
+async def provider_error(provider: AnthropicProvider) -> ProviderError:
+    with pytest.raises(ProviderError) as caught:
+        await provider.turn(turn_input())
+    return caught.value
+
+
+async def test_text_reply_becomes_the_turn_output(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    api.reply_text("Hello there.", stop_reason="max_tokens", input_tokens=21, output_tokens=4)
+
+    out = await provider.turn(turn_input(model="claude-test-1"))
+
+    assert out == LlmTurnOutput(
+        content=[TextBlock(text="Hello there.")],
+        stop_reason="max_tokens",
+        usage=TokenUsage(input_tokens=21, output_tokens=4),
+        model="claude-test-1",
+    )
+
+
+async def test_request_body_uses_the_messages_api_fields(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    messages = [
+        user_text("Plan it."),
+        LLMMessage(
+            role="assistant",
+            content=[ToolUseBlock(id="toolu_9", name="search", input={"q": "dag"})],
+        ),
+    ]
+
+    await provider.turn(
+        turn_input(
+            *messages,
+            model="claude-test-1",
+            system_prompt="You plan.",
+            max_tokens=321,
+        )
+    )
+
+    (request,) = api.requests
+    assert request.path == "/v1/messages"
+    assert request.body == {
+        "model": "claude-test-1",
+        "max_tokens": 321,
+        "system": "You plan.",
+        "stream": True,
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Plan it."}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "toolu_9", "name": "search", "input": {"q": "dag"}}
+                ],
+            },
+        ],
+    }
+
+
+async def test_defaults_send_4096_max_tokens_and_no_system(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    await provider.turn(turn_input())
+
+    body = api.requests[0].body
+    assert (body["model"], body["max_tokens"]) == ("claude-sonnet-4-6", 4096)
+    assert "system" not in body
+
+
+async def test_api_key_is_sent_in_a_header_not_the_body(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    await provider.turn(turn_input())
+
+    (request,) = api.requests
+    # anthropic SDK 2.x sends the key as a bearer token, not as x-api-key.
+    assert request.headers["authorization"] == f"Bearer {API_KEY}"
+    assert API_KEY not in json.dumps(request.body)
+
+
+async def test_tool_use_input_streamed_in_pieces_is_joined_and_parsed(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    tool_input = {"query": "temporal workflows", "limit": 3, "filters": {"lang": ["en", "fr"]}}
+    api.reply_tool_use("search", tool_input, id="toolu_42", text="Looking.", pieces=4)
+
+    out = await provider.turn(turn_input())
+
+    pieces = [
+        data["delta"]["partial_json"]
+        for name, data in api.requests[0].events
+        if name == "content_block_delta" and data["delta"]["type"] == "input_json_delta"
+    ]
+    assert len(pieces) == 4
+    assert out.stop_reason == "tool_use"
+    assert out.content == [
+        TextBlock(text="Looking."),
+        ToolUseBlock(id="toolu_42", name="search", input=tool_input),
+    ]
+
+
+async def test_base64_image_reaches_the_api_byte_identical(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    png = bytes(range(256)) * 4
+    data = base64.b64encode(png).decode()
+    image = ImageBlock(source=Base64ImageSource(media_type="image/png", data=data))
+
+    await provider.turn(turn_input(LLMMessage(role="user", content=[image, TextBlock(text="?")])))
+
+    sent = api.requests[0].body["messages"][0]["content"][0]
+    assert sent == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": data},
+    }
+    assert base64.b64decode(sent["source"]["data"]) == png
+
+
+async def test_rate_limit_is_retryable_and_carries_retry_after(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    api.reply_error(
+        429, "Rate limited.", headers={"retry-after-ms": "1500", "request-id": "req_429"}
+    )
+
+    err = await provider_error(provider)
+
+    assert (err.status, err.retryable, err.retry_after_s, err.request_id) == (
+        429,
+        True,
+        1.5,
+        "req_429",
+    )
+
+
+async def test_retry_after_seconds_header_is_used_without_retry_after_ms(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    api.reply_error(429, "Rate limited.", headers={"retry-after": "7"})
+
+    err = await provider_error(provider)
+
+    assert err.retry_after_s == 7.0
+
+
+@pytest.mark.parametrize("status", [500, 529])
+async def test_server_errors_are_retryable(
+    api: AnthropicServer, provider: AnthropicProvider, status: int
+) -> None:
+    api.reply_error(status, "Overloaded" if status == 529 else "Internal server error")
+
+    err = await provider_error(provider)
+
+    assert (err.status, err.retryable, err.retry_after_s) == (status, True, None)
+
+
+async def test_bad_request_is_not_retryable_and_carries_the_api_message(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    api.reply_error(400, "messages: roles must alternate between user and assistant")
+
+    err = await provider_error(provider)
+
+    assert (err.status, err.retryable) == (400, False)
+    assert err.message == (
+        "Anthropic Messages API answered HTTP 400 invalid_request_error: "
+        "messages: roles must alternate between user and assistant"
+    )
+
+
+async def test_authentication_error_is_not_retryable(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    api.reply_error(401, "invalid x-api-key")
+
+    err = await provider_error(provider)
+
+    assert (err.status, err.retryable) == (401, False)
+    assert API_KEY not in str(err)
+
+
+async def test_overload_error_event_mid_stream_is_retryable(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    api.reply_error(529, "Overloaded", mid_stream=True)
+
+    err = await provider_error(provider)
+
+    assert (err.status, err.retryable) == (529, True)
+    assert err.message == (
+        "Anthropic Messages API sent an error event mid-stream (overloaded_error): Overloaded"
+    )
+
+
+async def test_read_timeout_mid_stream_is_retryable_without_status(
+    monkeypatch: pytest.MonkeyPatch, api: AnthropicServer
+) -> None:
+    monkeypatch.setattr(anthropic_provider, "TIMEOUT", anthropic.Timeout(0.1, connect=1.0))
+    provider = AnthropicProvider(api_key=API_KEY, base_url=api.base_url)
+    api.reply_text("slow", delay_s=0.3)
+
+    err = await provider_error(provider)
+
+    assert (err.status, err.retryable) == (None, True)
+    assert err.message.startswith("timed out talking to the Anthropic Messages API")
+
+
+async def test_connection_refused_is_retryable_without_status() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed_port = sock.getsockname()[1]
+    provider = AnthropicProvider(api_key=API_KEY, base_url=f"http://127.0.0.1:{closed_port}")
+
+    err = await provider_error(provider)
+
+    assert (err.status, err.retryable, err.request_id) == (None, True, None)
+    assert err.message.startswith(
+        f"could not reach the Anthropic Messages API at http://127.0.0.1:{closed_port}"
+    )
+
+
+async def test_missing_api_key_raises_missing_credentials(
+    monkeypatch: pytest.MonkeyPatch, api: AnthropicServer
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    provider = AnthropicProvider(base_url=api.base_url)
+
+    with pytest.raises(MissingCredentialsError, match="set ANTHROPIC_API_KEY in the worker's"):
+        await provider.turn(turn_input())
+    assert api.requests == []
+
+
+async def test_key_and_base_url_are_read_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, api: AnthropicServer
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
+    api.reply_text("from env")
+
+    out = await AnthropicProvider().turn(turn_input())
+
+    assert out.content == [TextBlock(text="from env")]
+
+
+async def test_streaming_inside_an_activity_heartbeats_every_half_second(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    # 8 events 0.15 s apart: ~1.05 s of streaming, so 2 or 3 heartbeats, not 8.
+    api.reply_text("one two three", pieces=3, delay_s=0.15)
+    env = ActivityEnvironment()
+    heartbeats: list[tuple[object, ...]] = []
+    env.on_heartbeat = lambda *details: heartbeats.append(details)
+
+    out = await env.run(provider.turn, turn_input())
+
+    assert out.content == [TextBlock(text="one two three")]
+    assert 2 <= len(heartbeats) <= 3

@@ -1,0 +1,189 @@
+"""The `oma` CLI and the stock `temporal` CLI against real runs."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from oma.dev_server import DevServer, free_port, is_listening, temporal_binary
+from tests._runs import TASK_QUEUE, assert_replays
+
+ROOT = Path(__file__).resolve().parent.parent
+OMA = str(Path(sys.executable).parent / "oma")
+
+
+def demo_copy(tmp_path: Path) -> Path:
+    """A copy of examples/ in a scratch project, as a user's checkout has it."""
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    (tmp_path / "scratch").mkdir()
+    return tmp_path
+
+
+async def run_cmd(*cmd: str) -> subprocess.CompletedProcess[str]:
+    """Run a command off the event loop: the test worker shares this loop."""
+    return await asyncio.to_thread(
+        subprocess.run, list(cmd), capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+async def temporal(dev_server: DevServer, *args: str) -> subprocess.CompletedProcess[str]:
+    """The stock `temporal` CLI against the test server."""
+    return await run_cmd(temporal_binary(), *args, "--address", dev_server.address)
+
+
+def test_oma_run_starts_the_embedded_server_runs_the_demo_and_leaves_nothing_running(
+    tmp_path: Path,
+) -> None:
+    project = demo_copy(tmp_path)
+    address = f"127.0.0.1:{free_port()}"
+    env = {**os.environ, "TEMPORAL_ADDRESS": address, "OMA_TASK_QUEUE": "oma-cli"}
+    env.pop("ANTHROPIC_API_KEY", None)
+    proc = subprocess.run(
+        [OMA, "run", "examples/hybrid-team-scripted.json", "--json"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert [(t["id"], t["status"]) for t in result["tasks"]] == [
+        ("plan", "completed"),
+        ("code", "completed"),
+        ("review", "completed"),
+    ]
+    assert "checks passed" in result["task_results"]["code"]["output"]
+    assert (project / "scratch" / "slugify.py").is_file()
+    assert (project / ".oma" / "temporal.db").is_file()
+    assert not is_listening(address), "the embedded dev server outlived `oma run`"
+
+
+def test_oma_run_rejects_an_invalid_file_naming_the_field_and_starts_nothing(
+    tmp_path: Path, dev_server: DevServer
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps(
+            {
+                "team": {"name": "t", "agents": [{"name": "a", "backend": {"kind": "process"}}]},
+                "tasks": [],
+            }
+        )
+    )
+    env = {**os.environ, "TEMPORAL_ADDRESS": dev_server.address}
+    proc = subprocess.run(
+        [OMA, "run", str(bad)], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 2
+    assert "team.agents[0].backend.command: Field required" in proc.stderr
+    assert "tasks: List should have at least 1 item" in proc.stderr
+
+
+@pytest.mark.usefixtures("worker")
+async def test_malformed_input_from_the_stock_cli_fails_the_workflow_naming_the_field(
+    client: Client, dev_server: DevServer, workflow_id: str
+) -> None:
+    bad = {
+        "team": {"agents": [{"name": "a", "provider": "scripted", "script": ["x"]}]},
+        "tasks": [{"id": "t", "title": "T", "assignee": "a", "depends_on": "nope"}],
+    }
+    started = await temporal(
+        dev_server,
+        "workflow",
+        "start",
+        "--type",
+        "TeamRun",
+        "--task-queue",
+        TASK_QUEUE,
+        "--workflow-id",
+        workflow_id,
+        "--input",
+        json.dumps(bad),
+    )
+    assert started.returncode == 0, started.stderr
+    with pytest.raises(WorkflowFailureError) as info:
+        await client.get_workflow_handle(workflow_id).result()
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert (cause.type, cause.non_retryable) == ("INVALID_RUN_INPUT", True)
+    assert "team.name: Field required" in cause.message
+    assert "tasks[0].depends_on: Input should be a valid list" in cause.message
+    await assert_replays(client, workflow_id)
+
+
+@pytest.mark.usefixtures("worker")
+async def test_stock_cli_walkthrough_start_result_show_then_oma_replay(
+    client: Client, dev_server: DevServer, workflow_id: str, tmp_path: Path
+) -> None:
+    project = demo_copy(tmp_path)
+    run_input = json.loads((project / "examples" / "hybrid-team-scripted.json").read_text())
+    # the test worker runs in the repository root: point the coder at the copy
+    coder = run_input["team"]["agents"][1]["backend"]
+    coder["cwd"] = str(project / "scratch")
+    coder["args"] = [str(project / "examples" / "agents" / "coder.py")]
+    input_file = tmp_path / "input.json"
+    input_file.write_text(json.dumps(run_input))
+
+    started = await temporal(
+        dev_server,
+        "workflow",
+        "start",
+        "--type",
+        "TeamRun",
+        "--task-queue",
+        TASK_QUEUE,
+        "--workflow-id",
+        workflow_id,
+        "--input-file",
+        str(input_file),
+    )
+    assert started.returncode == 0, started.stderr
+    result = await temporal(
+        dev_server, "workflow", "result", "--workflow-id", workflow_id, "--output", "json"
+    )
+    assert result.returncode == 0, result.stderr
+    assert '"success": true' in result.stdout.replace('":true', '": true')
+
+    shown = await temporal(
+        dev_server, "workflow", "show", "--workflow-id", workflow_id, "--output", "json"
+    )
+    assert shown.returncode == 0, shown.stderr
+    history = tmp_path / "run.json"
+    history.write_text(shown.stdout)
+    replayed = await run_cmd(OMA, "replay", str(history))
+    assert replayed.returncode == 0, replayed.stderr
+    assert "no mismatch" in replayed.stdout
+
+
+def test_oma_replay_exits_nonzero_and_prints_the_nondeterminism_error(tmp_path: Path) -> None:
+    # a TeamRun history whose recorded first command (a child workflow) does not
+    # match what the current code does for that input (it fails validation)
+    source = ROOT / "tests" / "histories" / "team_run_hybrid_scripted.json"
+    history = json.loads(source.read_text())
+    for event in history["events"]:
+        attrs = event.get("workflowExecutionStartedEventAttributes")
+        if attrs:
+            payload = attrs["input"]["payloads"][0]
+            data = json.loads(base64.b64decode(payload["data"]))
+            data["tasks"][0]["assignee"] = "nobody-here"
+            payload["data"] = base64.b64encode(json.dumps(data).encode()).decode()
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(json.dumps(history))
+    proc = subprocess.run(
+        [OMA, "replay", str(tampered)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 1
+    assert "REPLAY_MISMATCH" in proc.stderr
+    assert "nondeterminism" in proc.stderr.lower()

@@ -1,0 +1,34 @@
+"""Recorded histories keep replaying against the current workflow code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+import worker as oma_worker
+from oma.cli import _workflow_id_of
+
+HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+async def test_recorded_history_replays(path: Path) -> None:
+    raw = json.loads(path.read_text())
+    history = WorkflowHistory.from_json(_workflow_id_of(raw) or path.stem, raw)
+    replayer = Replayer(
+        workflows=list(oma_worker.WORKFLOWS), data_converter=pydantic_data_converter
+    )
+    await replayer.replay_workflow(history)
+
+
+def test_the_corpus_holds_a_team_run_and_both_agent_kinds() -> None:
+    assert {p.stem for p in HISTORIES} >= {
+        "team_run_hybrid_scripted",
+        "agent_run_process",
+        "agent_run_scripted",
+    }
