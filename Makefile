@@ -30,7 +30,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy oma
+	$(BIN)/mypy oma activities workflows worker.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/dag_overhead.py

@@ -43,12 +43,13 @@ async def client(dev_server: DevServer) -> Client:
 @pytest.fixture(scope="session")
 async def worker(
     client: Client, anthropic_server: AnthropicServer
-) -> AsyncIterator[oma_worker.Worker]:
+) -> AsyncIterator[oma_worker.OmaWorker]:
     from activities.llm_turn import LlmActivities
     from activities.providers.anthropic import AnthropicProvider
     from activities.providers.scripted import ScriptedProvider
 
     activities = oma_worker.Activities(
+        session_task_queue=oma_worker.session_task_queue(TASK_QUEUE),
         llm=LlmActivities(
             {
                 "anthropic": AnthropicProvider(
@@ -56,7 +57,7 @@ async def worker(
                 ),
                 "scripted": ScriptedProvider(),
             }
-        )
+        ),
     )
     w = oma_worker.build_worker(client, TASK_QUEUE, activities)
     async with w:

@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
-    from oma.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpPromptOutput
+    from oma.acp import AcpPromptInput, AcpPromptOutput
     from oma.agent_config import AgentConfig
     from oma.backends import AcpBackendConfig, ProcessBackendConfig
     from oma.errors import (
@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.run_input import AgentRunInput, parse_agent_run_input
     from oma.usage import TokenUsage
     from workflows import _options
+    from workflows._acp import close_acp_sessions
 
 
 @workflow.defn(name="AgentRun")
@@ -226,22 +227,6 @@ def _never_started(err: ActivityError) -> bool:
     """Whether the activity timed out waiting for a worker to pick it up."""
     cause = err.cause
     return isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START
-
-
-async def close_acp_sessions(run_key: str, queues: set[str]) -> None:
-    """Dispose the run's ACP sessions on every worker that holds one. A worker
-    that is gone took its subprocesses with it, so its timeout is not an error."""
-    for queue in sorted(queues):
-        try:
-            await workflow.execute_activity(
-                "acp_close_run",
-                AcpCloseRunInput(run_key=run_key),
-                result_type=AcpCloseRunOutput,
-                task_queue=queue,
-                **_options.ACP_CLOSE_RUN,
-            )
-        except ActivityError as err:
-            workflow.logger.warning("could not close ACP sessions on %s: %s", queue, err)
 
 
 def _validated(raw_input: Any) -> AgentRunInput:

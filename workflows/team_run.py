@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.results import AcpSessionInfo, AgentRunResult, TeamRunResult
     from oma.run_input import AgentRunInput, TeamRunInput, parse_team_run_input
     from oma.task import TaskSpec, TaskState, TaskStatus
-    from workflows.agent_run import AgentRun, close_acp_sessions
+    from workflows._acp import close_acp_sessions
 
 
 def task_result_key(task_id: str) -> str:
@@ -152,7 +152,7 @@ class TeamRun:
             self._acp_busy.add(agent.name)
         try:
             result: AgentRunResult = await workflow.execute_child_workflow(
-                AgentRun.run,
+                "AgentRun",
                 AgentRunInput(
                     agent=agent,
                     input=prompt,

@@ -77,8 +77,7 @@ class AgentProcess:
             )
         except OSError as err:
             raise AcpSpawnError(
-                f"agent {agent!r}: cannot start command {backend.command!r}: "
-                f"{err.strerror or err}"
+                f"agent {agent!r}: cannot start command {backend.command!r}: {err.strerror or err}"
             ) from err
         return cls(proc, backend.command)
 

@@ -25,9 +25,9 @@ from acp.schema import (
     RequestPermissionResponse,
 )
 
-from oma.acp import PermissionRecord
 from oma.backends import PermissionPolicy
 from oma.errors import InvalidRunInputError
+from oma.results import PermissionRecord
 
 PermissionSetting = Literal["auto-approve", "reject"] | PermissionPolicy
 """The type of ``AcpBackendConfig.permission``."""

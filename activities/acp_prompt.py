@@ -1,0 +1,125 @@
+"""The ACP activities: ``acp_prompt`` (one prompt turn of an ``acp`` agent) and
+``acp_close_run`` (end every session a run opened on this worker).
+
+ARCHITECTURE.md, "ACP sessions across activities": the session outlives the
+activity in the worker's ``SessionPool``; every output names this worker's own
+task queue so that the workflow routes the agent's later turns back here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import activity
+
+from activities._errors import application_error
+from activities.acp import AcpSession, SessionPool, TurnResult
+from oma.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpPromptOutput
+from oma.errors import OMAError
+
+HEARTBEAT_INTERVAL_S = 0.25
+"""Seconds between heartbeats while a turn runs. Temporal delivers activity
+cancellation in the answer to a heartbeat, so this bounds how late a cancel
+reaches the agent."""
+
+
+class AcpActivities:
+    """The ACP activities of one worker, sharing its ``SessionPool``.
+
+    ``worker_task_queue`` is the task queue only this worker polls; it is
+    returned in every ``AcpPromptOutput``.
+    """
+
+    def __init__(self, pool: SessionPool, worker_task_queue: str) -> None:
+        self.pool = pool
+        self.worker_task_queue = worker_task_queue
+
+    @activity.defn(name="acp_prompt")
+    async def acp_prompt(self, inp: AcpPromptInput) -> AcpPromptOutput:
+        """Send ``inp.prompt`` to the agent's session, opening the session first
+        when this worker holds none for (``run_key``, ``agent``).
+
+        Heartbeats every ``HEARTBEAT_INTERVAL_S`` seconds with
+        ``{"output_chars": int}``, the length of the agent's text so far.
+
+        On cancellation the turn is cancelled (``AcpSession.cancel``): if the
+        agent ends it within the grace period, the partial result is returned
+        (stop reason as the agent sent it, normally ``cancelled``); otherwise
+        its process tree is killed and the cancellation propagates.
+
+        Raises (as ``ApplicationError``, type = the error's code):
+        ``ACP_SPAWN_FAILED``, ``ACP_PROTOCOL_ERROR``, ``INVALID_RUN_INPUT``
+        (non-retryable); ``ACP_AGENT_EXITED`` (retryable: the dead session is
+        dropped, so the next attempt opens a fresh one).
+        """
+        if activity.is_cancelled():
+            raise asyncio.CancelledError()
+        progress = _Progress()
+        heartbeat = asyncio.create_task(_heartbeat(progress))
+        try:
+            session, new = await self._open(inp)
+            try:
+                result = await self._prompt(session, inp, progress)
+            finally:
+                if not session.alive:
+                    await self.pool.discard(inp.run_key, inp.agent, session)
+        finally:
+            heartbeat.cancel()
+            await asyncio.wait({heartbeat})
+        return AcpPromptOutput(
+            output=result.output,
+            stop_reason=result.stop_reason,
+            tool_calls=result.tool_calls,
+            permission_requests=result.permission_requests,
+            token_usage=result.token_usage,
+            session_id=session.session_id,
+            worker_task_queue=self.worker_task_queue,
+            new_session=new,
+            loaded_session=session.loaded_session,
+        )
+
+    @activity.defn(name="acp_close_run")
+    async def acp_close_run(self, inp: AcpCloseRunInput) -> AcpCloseRunOutput:
+        """Close every session of ``inp.run_key`` on this worker and kill their
+        process trees."""
+        return AcpCloseRunOutput(closed_sessions=await self.pool.close_run(inp.run_key))
+
+    async def _open(self, inp: AcpPromptInput) -> tuple[AcpSession, bool]:
+        try:
+            return await self.pool.get_or_open(
+                inp.run_key, inp.agent, inp.backend, inp.system_prompt, inp.resume_session_id
+            )
+        except OMAError as err:
+            raise application_error(err) from err
+
+    async def _prompt(
+        self, session: AcpSession, inp: AcpPromptInput, progress: _Progress
+    ) -> TurnResult:
+        try:
+            turn = await session.start_prompt(inp.prompt, progress.add)
+            try:
+                return await turn.result()
+            except asyncio.CancelledError:
+                partial = await turn.cancel()
+                if partial is None:
+                    raise
+                # Temporal records this result if the workflow still waits for it.
+                return partial
+        except OMAError as err:
+            raise application_error(err) from err
+
+
+class _Progress:
+    """How much text the agent has sent in this turn."""
+
+    def __init__(self) -> None:
+        self.output_chars = 0
+
+    def add(self, text: str) -> None:
+        self.output_chars += len(text)
+
+
+async def _heartbeat(progress: _Progress) -> None:
+    while True:
+        activity.heartbeat({"output_chars": progress.output_chars})
+        await asyncio.sleep(HEARTBEAT_INTERVAL_S)

@@ -1,0 +1,249 @@
+"""ACP agents as team members on Temporal: sessions across activities, the
+stop-reason mapping, and nothing left running when the run ends."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import CancelledError
+
+import worker as oma_worker
+from oma.results import AcpSessionInfo, AgentRunResult
+from tests._runs import TASK_QUEUE, assert_replays, process, run_team, scripted, task
+from tests.anthropic_server import AnthropicServer
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+TEST_AGENT = str(Path(__file__).parent / "acp_agent.py")
+
+
+class AcpAgent:
+    """The scriptable test ACP agent (tests/acp_agent.py) as a team member."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.spawn_log = tmp_path / "spawn.log"
+        self.event_log = tmp_path / "events.log"
+        self.cwd = tmp_path
+
+    def config(self, name: str, turns: list[dict[str, Any]], **script: Any) -> dict[str, Any]:
+        return {
+            "name": name,
+            "system_prompt": "You write code.",
+            "backend": {
+                "kind": "acp",
+                "command": sys.executable,
+                "args": [TEST_AGENT],
+                "cwd": str(self.cwd),
+                "env": {
+                    "ACP_TEST_SCRIPT": json.dumps({"turns": turns, **script}),
+                    "ACP_TEST_SPAWN_LOG": str(self.spawn_log),
+                    "ACP_TEST_EVENT_LOG": str(self.event_log),
+                },
+            },
+        }
+
+    def pids(self) -> list[int]:
+        if not self.spawn_log.exists():
+            return []
+        return [
+            int(pid) for role, pid in (ln.split() for ln in self.spawn_log.read_text().splitlines())
+        ]
+
+    def prompts(self) -> list[str]:
+        lines = self.event_log.read_text().splitlines() if self.event_log.exists() else []
+        return [e["text"] for e in map(json.loads, lines) if e["event"] == "prompt"]
+
+
+def turn(*steps: dict[str, Any], stop_reason: str = "end_turn") -> dict[str, Any]:
+    return {"steps": list(steps), "stop_reason": stop_reason}
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"
+
+
+async def test_hybrid_team_llm_planner_acp_coder_process_reviewer_share_outputs(
+    client: Client, workflow_id: str, tmp_path: Path, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.reset()
+    anthropic_server.reply_text("1. write slugify\n2. test it", input_tokens=20, output_tokens=8)
+    acp = AcpAgent(tmp_path)
+    coder = acp.config(
+        "coder",
+        [
+            turn(
+                {"tool_call": {"id": "t1", "title": "Write slugify.py", "kind": "edit"}},
+                {"tool_call_update": {"id": "t1", "status": "completed"}},
+                {"text": "Wrote slugify.py"},
+                {"text": " and its test."},
+                {"usage": 1200},
+            )
+        ],
+    )
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {
+                "name": "hybrid",
+                "agents": [
+                    {"name": "planner", "provider": "anthropic"},
+                    coder,
+                    process("reviewer", "import sys; print('REVIEWED:', sys.stdin.read()[-40:])"),
+                ],
+            },
+            "tasks": [
+                task("plan", "planner"),
+                task("code", "coder", "plan"),
+                task("review", "reviewer", "code"),
+            ],
+        },
+    )
+    assert result.success, [t.error for t in result.tasks]
+    code = result.task_results["code"]
+    assert code.output == "Wrote slugify.py and its test."
+    assert code.stop_reason == "end_turn"
+    assert [(c.id, c.name, c.status) for c in code.tool_calls] == [
+        ("t1", "Write slugify.py", "completed")
+    ]
+    assert code.token_usage.model_dump() == {"input_tokens": 1200, "output_tokens": 0}
+    assert result.total_token_usage.model_dump() == {"input_tokens": 1220, "output_tokens": 8}
+    # the coder got the planner's output; the reviewer got the coder's
+    [prompt] = acp.prompts()
+    assert prompt.startswith("You write code.\n\n# Task: Code")
+    assert "### Plan\n1. write slugify\n2. test it" in prompt
+    assert result.task_results["review"].output.strip().endswith("Wrote slugify.py and its test.")
+    await assert_replays(client, workflow_id)
+
+
+async def test_two_tasks_of_one_acp_agent_share_one_subprocess_and_session(
+    client: Client, workflow_id: str, tmp_path: Path, worker: oma_worker.OmaWorker
+) -> None:
+    acp = AcpAgent(tmp_path)
+    coder = acp.config("coder", [turn({"text": "first"}), turn({"text": "second"})])
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [coder]},
+            # independent tasks: the run still gives the agent one at a time
+            "tasks": [task("one", "coder"), task("two", "coder")],
+        },
+    )
+    assert result.success
+    assert sorted(r.output for r in result.task_results.values()) == ["first", "second"]
+    sessions = [r.acp_session for r in result.task_results.values()]
+    assert all(isinstance(s, AcpSessionInfo) for s in sessions)
+    assert len({s.session_id for s in sessions if s}) == 1
+    assert sorted(s.new_session for s in sessions if s) == [False, True]
+    assert len(acp.pids()) == 1, "the second prompt spawned a second agent process"
+    # the system prompt went with the session's first prompt only
+    assert [p.startswith("You write code.") for p in acp.prompts()] == [True, False]
+    # the run ended: its session is closed and the agent process is gone
+    assert len(worker.activities.acp_pool) == 0
+    assert not any(alive(pid) for pid in acp.pids())
+    await assert_replays(client, workflow_id)
+
+
+async def test_refusal_fails_the_task_and_skips_its_dependents(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    acp = AcpAgent(tmp_path)
+    coder = acp.config("coder", [turn({"text": "I won't."}, stop_reason="refusal")])
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [coder, scripted("after", "x")]},
+            "tasks": [task("code", "coder"), task("next", "after", "code")],
+        },
+    )
+    assert [(t.id, t.status) for t in result.tasks] == [("code", "failed"), ("next", "skipped")]
+    assert result.task_results["code"].error_code == "AGENT_REFUSAL"
+    await assert_replays(client, workflow_id)
+
+
+@pytest.mark.parametrize("stop_reason", ["max_tokens", "max_turn_requests"])
+async def test_turn_stopped_early_succeeds_with_budget_exceeded(
+    client: Client, workflow_id: str, tmp_path: Path, stop_reason: str
+) -> None:
+    acp = AcpAgent(tmp_path)
+    coder = acp.config("coder", [turn({"text": "partial"}, stop_reason=stop_reason)])
+    result = await run_team(
+        client,
+        workflow_id,
+        {"team": {"name": "t", "agents": [coder]}, "tasks": [task("code", "coder")]},
+    )
+    code = result.task_results["code"]
+    assert (result.success, code.status, code.output, code.budget_exceeded) == (
+        True,
+        "completed",
+        "partial",
+        True,
+    )
+
+
+async def test_turn_routed_to_a_gone_worker_opens_a_new_session_elsewhere(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    acp = AcpAgent(tmp_path)
+    coder = acp.config("coder", [turn({"text": "back again"})], load_session=True)
+    gone = AcpSessionInfo(
+        session_id="sess-old", worker_task_queue=f"{TASK_QUEUE}/gone-worker", new_session=True
+    )
+    result: AgentRunResult = await client.execute_workflow(
+        "AgentRun",
+        {"agent": coder, "input": "continue", "acp_session": gone.model_dump()},
+        id=workflow_id,
+        task_queue=TASK_QUEUE,
+        result_type=AgentRunResult,
+    )
+    assert result.output == "back again"
+    assert result.acp_session is not None
+    assert (result.acp_session.new_session, result.acp_session.loaded_session) == (True, True)
+    assert result.acp_session.worker_task_queue != gone.worker_task_queue
+    # a standalone AgentRun owns its session: gone with the run
+    assert not any(alive(pid) for pid in acp.pids())
+    await assert_replays(client, workflow_id)
+
+
+async def test_cancelling_a_run_mid_prompt_leaves_no_agent_process(
+    client: Client, workflow_id: str, tmp_path: Path, worker: oma_worker.OmaWorker
+) -> None:
+    acp = AcpAgent(tmp_path)
+    coder = acp.config("coder", [turn({"text": "working"}, {"sleep": 60})], spawn_child=True)
+    handle = await client.start_workflow(
+        "TeamRun",
+        {"team": {"name": "t", "agents": [coder]}, "tasks": [task("code", "coder")]},
+        id=workflow_id,
+        task_queue=TASK_QUEUE,
+    )
+    for _ in range(100):
+        if len(acp.pids()) >= 2:
+            break
+        await asyncio.sleep(0.1)
+    pids = acp.pids()
+    assert len(pids) == 2 and all(alive(p) for p in pids)
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError) as info:
+        await handle.result()
+    assert isinstance(info.value.cause, CancelledError)
+    for _ in range(40):
+        if not any(alive(p) for p in pids):
+            break
+        await asyncio.sleep(0.05)
+    assert not any(alive(p) for p in pids), "an agent process outlived the cancelled run"
+    assert len(worker.activities.acp_pool) == 0
+    await assert_replays(client, workflow_id)
