@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+NPM_STAMP := tests/npm/node_modules/.installed
 
 .PHONY: demo test lint typecheck bench clean
 
@@ -23,7 +24,12 @@ demo: $(STAMP)
 		$(BIN)/oma run examples/hybrid-team-scripted.json; \
 	fi
 
-test: $(STAMP)
+# The real ACP agent the tests drive, pinned by tests/npm/package-lock.json.
+$(NPM_STAMP): tests/npm/package.json tests/npm/package-lock.json
+	npm ci --prefix tests/npm --no-audit --no-fund
+	touch $(NPM_STAMP)
+
+test: $(STAMP) $(NPM_STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)

@@ -18,6 +18,13 @@ from collections.abc import Callable
 from temporalio import activity
 
 from activities._errors import application_error
+from activities._process_group import (
+    StderrTail,
+    kill_group,
+    signal_group,
+    spawn_group_leader,
+    wait_exited,
+)
 from oma.errors import EmptyPromptError, ProcessFailedError, ProcessSpawnError
 from oma.process import ProcessRunInput, ProcessRunOutput
 from oma.redact import redact
@@ -29,9 +36,6 @@ delivers activity cancellation in the answer to a heartbeat."""
 
 KILL_GRACE_S = 1.0
 """Seconds between SIGTERM and SIGKILL when the process group is killed."""
-
-STDERR_TAIL_BYTES = 8 * 1024
-"""Bytes of stderr kept (the last ones) for a failure message."""
 
 PIPE_DRAIN_S = 2.0
 """Seconds to wait, after the command exits, for its stdout and stderr to
@@ -93,7 +97,7 @@ async def process_run(inp: ProcessRunInput) -> ProcessRunOutput:
     try:
         await _collect(proc, stdin_data, output)
     except BaseException:
-        await _kill_group(proc)
+        await kill_group(proc, KILL_GRACE_S)
         raise
 
     code = proc.returncode
@@ -116,17 +120,13 @@ async def _spawn(inp: ProcessRunInput, text: str) -> asyncio.subprocess.Process:
     if backend.input == "argument":
         argv.append(text)
     try:
-        return await asyncio.create_subprocess_exec(
-            *argv,
+        return await spawn_group_leader(
+            argv,
+            env=backend.env,
+            cwd=cwd,
             stdin=asyncio.subprocess.PIPE
             if backend.input == "stdin"
             else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, **backend.env},
-            cwd=cwd,
-            # Its own process group, so that a kill reaches every descendant.
-            start_new_session=True,
         )
     except OSError as err:
         where = f" in cwd {cwd!r}" if cwd is not None and err.filename == cwd else ""
@@ -143,17 +143,10 @@ class _Output:
 
     def __init__(self) -> None:
         self.stdout = bytearray()
-        self.stderr_tail = bytearray()
-        self.stderr_truncated = False
+        self.stderr = StderrTail()
 
     def add_stdout(self, chunk: bytes) -> None:
         self.stdout += chunk
-
-    def add_stderr(self, chunk: bytes) -> None:
-        self.stderr_tail += chunk
-        if len(self.stderr_tail) > STDERR_TAIL_BYTES:
-            del self.stderr_tail[:-STDERR_TAIL_BYTES]
-            self.stderr_truncated = True
 
     def heartbeat_details(self) -> dict[str, object]:
         tail = self.stdout[-4 * _LAST_LINE_CHARS :].decode("utf-8", errors="replace")
@@ -170,17 +163,17 @@ async def _collect(
     assert proc.stdout is not None and proc.stderr is not None
     readers = {
         asyncio.create_task(_read(proc.stdout, output.add_stdout)),
-        asyncio.create_task(_read(proc.stderr, output.add_stderr)),
+        asyncio.create_task(_read(proc.stderr, output.stderr.add)),
     }
     helpers = {asyncio.create_task(_heartbeat(output))}
     if stdin_data is not None:
         assert proc.stdin is not None
         helpers.add(asyncio.create_task(_write(proc.stdin, stdin_data)))
     try:
-        await proc.wait()
+        await wait_exited(proc)
         _, still_open = await asyncio.wait(readers, timeout=PIPE_DRAIN_S)
         if still_open:
-            _signal_group(proc, signal.SIGKILL)
+            signal_group(proc, signal.SIGKILL)
     finally:
         await _cancel(readers | helpers)
 
@@ -212,27 +205,6 @@ async def _cancel(tasks: set[asyncio.Task[None]]) -> None:
     await asyncio.wait(tasks)
 
 
-async def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM the process group, SIGKILL it after ``KILL_GRACE_S``, reap the child.
-
-    SIGKILL goes to the group even when the child exited within the grace
-    period, because a descendant may have outlived it.
-    """
-    _signal_group(proc, signal.SIGTERM)
-    try:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), timeout=KILL_GRACE_S)
-    finally:
-        _signal_group(proc, signal.SIGKILL)
-    await proc.wait()
-
-
-def _signal_group(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
-    # With start_new_session the child leads its own group: pgid == pid.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)
-
-
 def _failure_message(inp: ProcessRunInput, code: int | None, output: _Output) -> str:
     command = inp.backend.command
     if code is not None and code < 0:
@@ -244,12 +216,8 @@ def _failure_message(inp: ProcessRunInput, code: int | None, output: _Output) ->
     else:
         status = f"command {command!r} exited with status {code}"
     message = f"agent {inp.agent!r}: {status}"
-    stderr = output.stderr_tail.decode("utf-8", errors="replace")
-    if output.stderr_truncated:
-        # The first line is cut: a secret cut in half would escape redaction.
-        stderr = stderr.partition("\n")[2]
-    stderr = redact(stderr).strip()
+    stderr = output.stderr.redacted()
     if stderr:
-        which = "the end of " if output.stderr_truncated else ""
+        which = "the end of " if output.stderr.truncated else ""
         message += f"\n{which}stderr (redacted):\n{stderr}"
     return message

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -22,6 +21,7 @@ from oma.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpProm
 from oma.backends import AcpBackendConfig, PermissionPolicy, PermissionRule
 from oma.results import PermissionRecord, ToolCallRecord
 from oma.usage import TokenUsage
+from tests._procs import alive
 
 AGENT_SCRIPT = Path(__file__).resolve().parent / "acp_agent.py"
 WORKER_QUEUE = "oma-worker-test-1"
@@ -134,16 +134,6 @@ async def eventually(condition: Callable[[], bool], timeout_s: float = 5.0) -> N
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.02)
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie waiting to be reaped is not)."""
-    try:
-        os.kill(pid, 0)
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (ProcessLookupError, FileNotFoundError):
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 # Permission callables, referenced by import path as a worker would load them.

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from temporalio.exceptions import CancelledError
 
 import worker as oma_worker
 from oma.results import AcpSessionInfo, AgentRunResult
+from tests._procs import alive
 from tests._runs import TASK_QUEUE, assert_replays, process, run_team, scripted, task
 from tests.anthropic_server import AnthropicServer
 
@@ -63,15 +63,6 @@ class AcpAgent:
 
 def turn(*steps: dict[str, Any], stop_reason: str = "end_turn") -> dict[str, Any]:
     return {"steps": list(steps), "stop_reason": stop_reason}
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"
 
 
 async def test_hybrid_team_llm_planner_acp_coder_process_reviewer_share_outputs(

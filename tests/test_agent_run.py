@@ -4,16 +4,16 @@ on Temporal (including cancellation of a process tree)."""
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError, CancelledError
 
-from oma.results import AgentRunResult
+from oma.results import AgentRunResult, TeamRunResult
+from tests._procs import alive
 from tests._runs import TASK_QUEUE, assert_replays, process, run_team, task
 from tests.anthropic_server import AnthropicServer
 
@@ -114,20 +114,12 @@ async def test_message_list_to_a_process_agent_fails_before_spawning(
 GRANDCHILD = """
 import subprocess, sys, time
 sys.stdin.read()
-child = subprocess.Popen(["sleep", "300"])  # a background grandchild of the activity
+# a background grandchild that would outlive its parent: only a kill of the
+# whole process group ends it (a plain `sleep` may exit with its parent here)
+child = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()"])
 open(sys.argv[1], "w").write(f"{child.pid}\\n")
 time.sleep(300)
 """
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is dead: it only waits for its parent to reap it
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"
 
 
 async def test_cancelling_a_team_run_kills_the_process_tree_of_a_running_task(
@@ -156,4 +148,10 @@ async def test_cancelling_a_team_run_kills_the_process_tree_of_a_running_task(
     with pytest.raises(WorkflowFailureError) as info:
         await handle.result()
     assert isinstance(info.value.cause, CancelledError)
+    child = await client.get_workflow_handle(f"{workflow_id}/long").describe()
+    assert child.status == WorkflowExecutionStatus.CANCELED
+    state = await handle.query("state", result_type=TeamRunResult)
+    assert [(t.id, t.status, t.error) for t in state.tasks] == [
+        ("long", "failed", "cancelled with the run")
+    ]
     await assert_replays(client, workflow_id)

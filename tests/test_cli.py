@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -29,10 +30,19 @@ def demo_copy(tmp_path: Path) -> Path:
     return tmp_path
 
 
-async def run_cmd(*cmd: str) -> subprocess.CompletedProcess[str]:
+async def run_cmd(
+    *cmd: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run a command off the event loop: the test worker shares this loop."""
     return await asyncio.to_thread(
-        subprocess.run, list(cmd), capture_output=True, text=True, timeout=60, check=False
+        subprocess.run,
+        list(cmd),
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
@@ -187,3 +197,38 @@ def test_oma_replay_exits_nonzero_and_prints_the_nondeterminism_error(tmp_path: 
     assert proc.returncode == 1
     assert "REPLAY_MISMATCH" in proc.stderr
     assert "nondeterminism" in proc.stderr.lower()
+
+
+async def test_oma_dev_serves_runs_until_interrupted_and_then_stops_the_server(
+    tmp_path: Path,
+) -> None:
+    project = demo_copy(tmp_path)
+    port, ui_port = free_port(), free_port()
+    env = {**os.environ, "OMA_TASK_QUEUE": "oma-dev-test"}
+    dev = subprocess.Popen(
+        [OMA, "dev", "--port", str(port), "--ui-port", str(ui_port)],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert dev.stdout is not None
+        banner = await asyncio.to_thread(dev.stdout.readline)
+        assert f"Web UI at http://127.0.0.1:{ui_port}" in banner
+        proc = await run_cmd(
+            OMA,
+            "run",
+            "--no-worker",
+            "--json",
+            "examples/hybrid-team-scripted.json",
+            cwd=project,
+            env={**env, "TEMPORAL_ADDRESS": f"127.0.0.1:{port}"},
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["success"] is True
+    finally:
+        dev.send_signal(signal.SIGINT)
+        await asyncio.to_thread(dev.wait, 30)
+    assert not is_listening(f"127.0.0.1:{port}")

@@ -12,11 +12,14 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+import activities.process_run as process_run_module
 from activities.process_run import process_run
 from oma.backends import ProcessBackendConfig
 from oma.process import ProcessRunInput, ProcessRunOutput
+from tests._procs import alive
 
 PY = sys.executable
+PAUSE = f"{PY} -c 'import signal; signal.pause()'"
 CODER = Path(__file__).resolve().parent.parent / "examples" / "agents" / "coder.py"
 
 
@@ -33,19 +36,6 @@ async def run_failing(inp: ProcessRunInput) -> ApplicationError:
     with pytest.raises(ApplicationError) as caught:
         await ActivityEnvironment().run(process_run, inp)
     return caught.value
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie waiting to be reaped is not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 async def wait_for_file(path: Path, timeout_s: float = 5.0) -> str:
@@ -213,9 +203,12 @@ async def test_heartbeats_report_stdout_progress() -> None:
 
 
 async def test_cancel_kills_the_process_group_including_grandchild(tmp_path: Path) -> None:
-    # The child ignores SIGTERM (and so does the grandchild it leaves running
-    # in the background), so only the SIGKILL after the grace period ends them.
-    script = "trap '' TERM; sleep 300 & echo $! > grandchild.pid; echo $$ > child.pid; wait"
+    # The child ignores SIGTERM, and so does the grandchild it leaves running in
+    # the background, so only the group SIGKILL after the grace period ends them.
+    # The grandchild is a pause()d Python rather than `sleep 300`: in some
+    # sandboxes a sleep returns early once its parent is killed, which would
+    # let a kill of the child alone pass this test.
+    script = f"trap '' TERM; {PAUSE} & echo $! > grandchild.pid; echo $$ > child.pid; wait"
     backend = ProcessBackendConfig(command="sh", args=["-c", script], cwd=str(tmp_path))
     env = ActivityEnvironment()
     run = asyncio.create_task(env.run(process_run, run_input(backend)))
@@ -231,6 +224,23 @@ async def test_cancel_kills_the_process_group_including_grandchild(tmp_path: Pat
     while (alive(child) or alive(grandchild)) and time.monotonic() - cancelled_at < 2.0:
         await asyncio.sleep(0.02)
     assert not alive(child)
+    assert not alive(grandchild)
+
+
+async def test_background_descendant_holding_stdout_does_not_hang_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(process_run_module, "PIPE_DRAIN_S", 0.2)
+    script = f"{PAUSE} & echo $! > grandchild.pid; echo done"
+    backend = ProcessBackendConfig(command="sh", args=["-c", script], cwd=str(tmp_path))
+
+    out = await ActivityEnvironment().run(process_run, run_input(backend))
+
+    assert out.stdout == "done\n"
+    grandchild = int((tmp_path / "grandchild.pid").read_text())
+    deadline = time.monotonic() + 2.0
+    while alive(grandchild) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
     assert not alive(grandchild)
 
 

@@ -8,10 +8,17 @@ holding the partial ``AgentRunResult`` (turns and token usage so far).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    TimeoutError,
+    TimeoutType,
+)
 
 with workflow.unsafe.imports_passed_through():
     from oma.acp import AcpPromptInput, AcpPromptOutput
@@ -66,6 +73,9 @@ class AgentRun:
             raise self._failure(err.code, err.message) from err
         except ActivityError as err:
             cause = err.cause
+            if isinstance(cause, CancelledError):
+                # the run was cancelled: end Canceled, not Failed
+                raise asyncio.CancelledError() from err
             if isinstance(cause, ApplicationError):
                 raise self._failure(cause.type or "ACTIVITY_FAILED", cause.message) from err
             raise self._failure("ACTIVITY_FAILED", str(cause or err)) from err

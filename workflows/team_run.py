@@ -12,7 +12,7 @@ from collections import deque
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, ChildWorkflowError
+from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from oma.dag import dependents_map, transitive_dependents, validate_task_graph
@@ -213,6 +213,10 @@ def _failed_result(agent: str, err: ChildWorkflowError) -> AgentRunResult:
     """The ``AgentRunResult`` of a failed child: its own partial result when it
     sent one in the failure details, else one built from the failure."""
     cause = err.cause
+    if isinstance(cause, CancelledError):
+        return AgentRunResult(
+            agent=agent, status="cancelled", error="cancelled with the run", error_code="CANCELLED"
+        )
     if isinstance(cause, ApplicationError):
         if cause.details and isinstance(cause.details[0], dict):
             return AgentRunResult.model_validate(cause.details[0])

@@ -1,9 +1,9 @@
-"""The ACP agent's subprocess: spawned in its own session, stderr tail kept,
+"""The ACP agent's subprocess: spawned in its own process group, stderr tail kept,
 killed as a whole process group.
 
 The SDK's ``spawn_agent_process`` is not used: it trims the environment to a
 few variables (``acp.transports.default_environment``), does not start a new
-session, and on shutdown signals only the direct child. An agent such as
+process group, and on shutdown signals only the direct child. An agent such as
 ``npx @agentclientprotocol/claude-agent-acp`` is a tree of processes that
 needs the worker's environment, and all of it must die with the session.
 """
@@ -13,18 +13,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 
+from activities._process_group import (
+    StderrTail,
+    describe_exit,
+    kill_group,
+    spawn_group_leader,
+    wait_exited,
+)
 from oma.backends import AcpBackendConfig
 from oma.errors import AcpSpawnError
-from oma.redact import redact
 
 STDIO_LIMIT_BYTES = 50 * 1024 * 1024
 """Longest JSON-RPC line read from the agent (the SDK's own stdio default,
 ``acp.core.DEFAULT_STDIO_BUFFER_LIMIT_BYTES``)."""
-
-STDERR_TAIL_BYTES = 8 * 1024
-"""Bytes of the agent's stderr kept (the last ones) for error messages."""
 
 _READ_CHUNK_BYTES = 64 * 1024
 
@@ -42,15 +44,14 @@ class AgentProcess:
     def __init__(self, proc: asyncio.subprocess.Process, command: str) -> None:
         self.proc = proc
         self.command = command
-        self._stderr_tail = bytearray()
-        self._stderr_truncated = False
+        self._stderr = StderrTail()
         assert proc.stderr is not None
         self._stderr_reader = asyncio.create_task(self._drain_stderr(proc.stderr))
 
     @classmethod
     async def spawn(cls, backend: AcpBackendConfig, agent: str) -> AgentProcess:
-        """Start ``backend.command`` with ``backend.args`` in a new session (its
-        own process group), with the worker's environment overlaid by
+        """Start ``backend.command`` with ``backend.args`` as the leader of its
+        own process group, with the worker's environment overlaid by
         ``backend.env``, in ``resolve_cwd(backend)``.
 
         Raises ``AcpSpawnError`` when the command or the directory is missing
@@ -63,17 +64,12 @@ class AgentProcess:
                 f"cwd {cwd!r} is not a directory"
             )
         try:
-            proc = await asyncio.create_subprocess_exec(
-                backend.command,
-                *backend.args,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env={**os.environ, **backend.env},
+            proc = await spawn_group_leader(
+                [backend.command, *backend.args],
+                env=backend.env,
                 cwd=cwd,
+                stdin=asyncio.subprocess.PIPE,
                 limit=STDIO_LIMIT_BYTES,
-                # Its own process group, so that a kill reaches every descendant.
-                start_new_session=True,
             )
         except OSError as err:
             raise AcpSpawnError(
@@ -91,27 +87,15 @@ class AgentProcess:
 
     def stderr_tail(self) -> str:
         """The redacted end of what the agent wrote on stderr so far."""
-        text = self._stderr_tail.decode("utf-8", errors="replace")
-        if self._stderr_truncated:
-            # The first line is cut: a secret cut in half would escape redaction.
-            text = text.partition("\n")[2]
-        return redact(text).strip()
+        return self._stderr.redacted()
 
     async def exit_status(self, wait_s: float) -> str:
         """How the process ended, for an error message ("exit status 3",
         "killed by signal SIGKILL", or "still running"), after waiting up to
         ``wait_s`` seconds for it to end."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.proc.wait(), timeout=wait_s)
-        code = self.proc.returncode
-        if code is None:
-            return "still running"
-        if code < 0:
-            try:
-                return f"killed by signal {signal.Signals(-code).name}"
-            except ValueError:
-                return f"killed by signal {-code}"
-        return f"exit status {code}"
+            await asyncio.wait_for(wait_exited(self.proc), timeout=wait_s)
+        return describe_exit(self.proc.returncode)
 
     async def kill(self, grace_s: float) -> None:
         """Close stdin, SIGTERM the process group, SIGKILL it after ``grace_s``
@@ -122,27 +106,13 @@ class AgentProcess:
         """
         if self.proc.stdin is not None:
             self.proc.stdin.close()
-        self._signal_group(signal.SIGTERM)
-        try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.proc.wait(), timeout=grace_s)
-        finally:
-            self._signal_group(signal.SIGKILL)
-        await self.proc.wait()
+        await kill_group(self.proc, grace_s)
         # Descendants may hold stderr open a moment longer; what they still
         # write is not needed.
         await asyncio.wait({self._stderr_reader}, timeout=0.5)
         self._stderr_reader.cancel()
         await asyncio.wait({self._stderr_reader})
 
-    def _signal_group(self, sig: signal.Signals) -> None:
-        # With start_new_session the child leads its own group: pgid == pid.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)
-
     async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
         while chunk := await stream.read(_READ_CHUNK_BYTES):
-            self._stderr_tail += chunk
-            if len(self._stderr_tail) > STDERR_TAIL_BYTES:
-                del self._stderr_tail[:-STDERR_TAIL_BYTES]
-                self._stderr_truncated = True
+            self._stderr.add(chunk)

@@ -1,0 +1,420 @@
+"""How much a ``TeamRun`` task costs over the plain-Temporal floor.
+
+Runs, against one embedded dev server and one in-process worker:
+
+1. a ``TeamRun`` of ``chains`` independent chains of ``length`` tasks, every
+   agent a ``scripted`` LLM agent with a one-response script (instant), with
+   ``options.max_concurrency = chains``;
+2. floor (a): a plain workflow running the same shape of no-op activities;
+3. floor (b): a plain workflow running the same shape of no-op child workflows.
+
+Each gets a small warm-up run first. For each it prints the wall time, the
+milliseconds per task, the history events per task (the parent history plus
+every child's) and the CPU per task of this process (worker and client) and
+of the dev server. On a small machine the run is CPU-bound, worker and server
+sharing the cores, so other load on the machine moves the wall times: compare
+the CPU columns too, or use ``--repeat`` (medians). The last line is::
+
+    per_task_ms=<x> floor_activity_ms=<y> floor_child_ms=<z> ratio_vs_child_floor=<x/z>
+
+Run from the repository root: ``.venv/bin/python bench/dag_overhead.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from temporalio import activity
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+TASK_QUEUE = "oma-bench"
+WARMUP_SHAPE = (2, 2)
+MAX_CONCURRENT_WORKFLOW_TASKS = 100
+MAX_CONCURRENT_ACTIVITIES = 100
+RUN_TIMEOUT = timedelta(minutes=5)
+"""A measured workflow that has not finished by then fails (say, a workflow task
+failing over and over) instead of hanging the benchmark."""
+
+Shape = tuple[int, int]
+"""``(chains, length)``: ``chains`` independent chains of ``length`` sequential steps."""
+
+
+@activity.defn(name="bench_noop")
+async def noop() -> None:
+    """Does nothing."""
+
+
+# The floor workflows. The workflow sandbox re-imports a workflow's module for
+# every workflow instance it creates (compiling it from source when no .pyc
+# can be written, as with PYTHONDONTWRITEBYTECODE=1), so the no-op child lives
+# in a module of its own holding nothing else, and the two parents in another:
+# otherwise each floor child would pay for compiling and decorating this whole
+# file, and the floor would look dearer than a real no-op child is. They are
+# written to a temporary directory at start-up and imported from there.
+FLOOR_MODULES = {
+    "oma_bench_floor_child": '''
+from temporalio import workflow
+
+
+@workflow.defn(name="BenchFloorChild")
+class FloorChild:
+    """A child workflow that does nothing and returns."""
+
+    @workflow.run
+    async def run(self) -> None:
+        return None
+''',
+    "oma_bench_floor": '''
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+
+
+@workflow.defn(name="BenchFloorActivities")
+class FloorActivities:
+    """``chains`` chains in parallel; each step one no-op activity."""
+
+    @workflow.run
+    async def run(self, chains: int, length: int) -> int:
+        async def chain() -> None:
+            for _ in range(length):
+                await workflow.execute_activity(
+                    "bench_noop", start_to_close_timeout=timedelta(minutes=1)
+                )
+
+        await asyncio.gather(*(chain() for _ in range(chains)))
+        return chains * length
+
+
+@workflow.defn(name="BenchFloorChildren")
+class FloorChildren:
+    """``chains`` chains in parallel; each step one no-op child workflow."""
+
+    @workflow.run
+    async def run(self, chains: int, length: int) -> int:
+        parent = workflow.info().workflow_id
+
+        async def chain(c: int) -> None:
+            for i in range(length):
+                await workflow.execute_child_workflow("BenchFloorChild", id=f"{parent}/c{c}-t{i}")
+
+        await asyncio.gather(*(chain(c) for c in range(chains)))
+        return chains * length
+''',
+}
+
+
+def floor_workflows(directory: str) -> list[type]:
+    """Write the floor modules to ``directory``, import them, return their workflows."""
+    for name, source in FLOOR_MODULES.items():
+        with open(os.path.join(directory, f"{name}.py"), "w") as f:
+            f.write(source.lstrip())
+    sys.path.insert(0, directory)
+    child = importlib.import_module("oma_bench_floor_child")
+    parents = importlib.import_module("oma_bench_floor")
+    return [parents.FloorActivities, parents.FloorChildren, child.FloorChild]
+
+
+def team_run_input(chains: int, length: int) -> dict[str, Any]:
+    """A ``TeamRun`` input: one scripted agent per chain (a one-response
+    script), each task depending on the previous task of its chain."""
+    agents = [
+        {"name": f"agent-{c}", "provider": "scripted", "script": ["ok"]} for c in range(chains)
+    ]
+    tasks = [
+        {
+            "id": f"c{c}-t{i}",
+            "title": f"C{c} t{i}",
+            "description": "answer ok",
+            "assignee": f"agent-{c}",
+            "depends_on": [f"c{c}-t{i - 1}"] if i else [],
+        }
+        for c in range(chains)
+        for i in range(length)
+    ]
+    return {
+        "team": {"name": "bench", "agents": agents},
+        "tasks": tasks,
+        "options": {"max_concurrency": chains},
+    }
+
+
+class Measurement:
+    """One timed run: wall time, history events and CPU used."""
+
+    def __init__(
+        self, name: str, tasks: int, seconds: float, events: int, histories: int, cpu: Any
+    ) -> None:
+        self.name, self.tasks, self.seconds = name, tasks, seconds
+        self.events, self.histories = events, histories
+        self.worker_cpu_s, self.server_cpu_s = cpu
+
+    @property
+    def ms_per_task(self) -> float:
+        return self.seconds * 1000 / self.tasks
+
+    def line(self) -> str:
+        per = 1000 / self.tasks
+        return (
+            f"{self.name:<15} tasks={self.tasks:<5} total_s={self.seconds:7.3f} "
+            f"ms_per_task={self.ms_per_task:7.2f} "
+            f"events_per_task={self.events / self.tasks:6.2f} "
+            f"({self.events} events in {self.histories} histories) "
+            f"cpu_ms_per_task worker={self.worker_cpu_s * per:.2f} "
+            f"server={self.server_cpu_s * per:.2f}"
+        )
+
+
+async def count_events(client: Any, workflow_id: str) -> tuple[int, int]:
+    """Events in the history of ``workflow_id`` plus those of every child it
+    started (read from its ``ChildWorkflowExecutionStarted`` events);
+    returns ``(events, histories)``."""
+    parent = await client.get_workflow_handle(workflow_id).fetch_history()
+    children = [
+        e.child_workflow_execution_started_event_attributes.workflow_execution
+        for e in parent.events
+        if e.HasField("child_workflow_execution_started_event_attributes")
+    ]
+    limit = asyncio.Semaphore(16)
+
+    async def child_events(execution: Any) -> int:
+        async with limit:
+            handle = client.get_workflow_handle(execution.workflow_id, run_id=execution.run_id)
+            return len((await handle.fetch_history()).events)
+
+    counts = await asyncio.gather(*(child_events(x) for x in children))
+    return len(parent.events) + sum(counts), 1 + len(children)
+
+
+async def run_team(client: Any, chains: int, length: int) -> str:
+    from oma.results import TeamRunResult
+
+    wf_id = f"bench-team-{uuid.uuid4().hex[:8]}"
+    result = await client.execute_workflow(
+        "TeamRun",
+        team_run_input(chains, length),
+        id=wf_id,
+        task_queue=TASK_QUEUE,
+        execution_timeout=RUN_TIMEOUT,
+        result_type=TeamRunResult,
+    )
+    if not result.success or len(result.task_results) != chains * length:
+        raise RuntimeError(f"TeamRun {wf_id} did not complete every task: {result.status}")
+    return wf_id
+
+
+async def run_floor(client: Any, workflow_type: str, chains: int, length: int) -> str:
+    wf_id = f"bench-{workflow_type.lower()}-{uuid.uuid4().hex[:8]}"
+    done = await client.execute_workflow(
+        workflow_type,
+        args=[chains, length],
+        id=wf_id,
+        task_queue=TASK_QUEUE,
+        result_type=int,
+        execution_timeout=RUN_TIMEOUT,
+    )
+    if done != chains * length:
+        raise RuntimeError(f"{wf_id} ran {done} steps, expected {chains * length}")
+    return wf_id
+
+
+def process_cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds used so far by process ``pid`` (0.0 if unknown)."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+RUNNERS: dict[str, Any] = {
+    "team_run": run_team,
+    "floor_activity": lambda client, c, n: run_floor(client, "BenchFloorActivities", c, n),
+    "floor_child": lambda client, c, n: run_floor(client, "BenchFloorChildren", c, n),
+}
+
+
+async def measure(client: Any, name: str, shape: Shape, server_pid: int | None) -> Measurement:
+    """Run ``name`` on ``shape``; time it, then count its history events."""
+    chains, length = shape
+    cpu0, server0 = time.process_time(), process_cpu_s(server_pid)
+    start = time.perf_counter()
+    wf_id = await RUNNERS[name](client, chains, length)
+    seconds = time.perf_counter() - start
+    cpu = (time.process_time() - cpu0, process_cpu_s(server_pid) - server0)
+    events, histories = await count_events(client, wf_id)
+    return Measurement(name, chains * length, seconds, events, histories, cpu)
+
+
+async def bench(
+    address: str, server_pid: int | None, shapes: list[Shape], floors: list[type], repeat: int
+) -> list[Measurement]:
+    """Warm up, then measure every runner on every shape, ``repeat`` rounds in
+    turn; returns the last shape's median measurement of each runner."""
+    from temporalio.worker import Worker
+
+    import worker as oma_worker
+
+    client = await oma_worker.connect(
+        oma_worker.WorkerSettings(address=address, task_queue=TASK_QUEUE)
+    )
+    # One worker on one task queue serves the OMA workflows and activities and
+    # the floors alike, with the same slots for all three measurements. Its
+    # ACP session queue is not polled: no task here runs an ACP agent.
+    activities = oma_worker.Activities(session_task_queue=oma_worker.session_task_queue(TASK_QUEUE))
+    w = Worker(
+        client,
+        task_queue=TASK_QUEUE,
+        workflows=[*oma_worker.WORKFLOWS, *floors],
+        activities=[*activities.all(), noop],
+        max_heartbeat_throttle_interval=oma_worker.HEARTBEAT_THROTTLE,
+        default_heartbeat_throttle_interval=oma_worker.HEARTBEAT_THROTTLE,
+        max_concurrent_workflow_tasks=MAX_CONCURRENT_WORKFLOW_TASKS,
+        max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+    )
+    row: list[Measurement] = []
+    try:
+        async with w:
+            for name in RUNNERS:
+                m = await measure(client, name, WARMUP_SHAPE, server_pid)
+                print(f"warm-up  {m.line()}", flush=True)
+            for shape in shapes:
+                print(f"shape: {shape[0]} chains x {shape[1]} tasks", flush=True)
+                rounds: dict[str, list[Measurement]] = {name: [] for name in RUNNERS}
+                for _ in range(repeat):
+                    for name in RUNNERS:
+                        m = await measure(client, name, shape, server_pid)
+                        print(f"  {m.line()}", flush=True)
+                        rounds[name].append(m)
+                row = [median(ms) for ms in rounds.values()]
+                if repeat > 1:
+                    for m in row:
+                        print(f"  median {m.line()}", flush=True)
+    finally:
+        await activities.acp_pool.close_all()
+    return row
+
+
+def median(measurements: list[Measurement]) -> Measurement:
+    """The measurement with the median wall time (the lower middle one of an even count)."""
+    ordered = sorted(measurements, key=lambda m: m.seconds)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def parse_sizes(text: str) -> list[Shape]:
+    """``"20x10,50x4"`` -> ``[(20, 10), (50, 4)]``."""
+    shapes = []
+    for part in text.split(","):
+        chains, _, length = part.strip().lower().partition("x")
+        shapes.append((int(chains), int(length)))
+    return shapes
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process is left in process group ``pgid``."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def live_children() -> list[int]:
+    """Pids of this process's children that are still running (not zombies)."""
+    me, found = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me and fields[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--chains", type=int, default=20, help="independent chains (default 20)")
+    parser.add_argument("--length", type=int, default=10, help="tasks per chain (default 10)")
+    parser.add_argument(
+        "--sizes",
+        help="comma-separated CHAINSxLENGTH shapes measured in turn, e.g. 20x10,50x4; "
+        "the last line reports the last one (default: CHAINSxLENGTH from the options above)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of the three measurements, in turn; the last line reports "
+        "each one's median (default 1)",
+    )
+    args = parser.parse_args()
+    shapes = parse_sizes(args.sizes) if args.sizes else [(args.chains, args.length)]
+
+    from oma.dev_server import DevServer, free_port, is_listening
+
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"machine: {os.cpu_count()} CPUs, load average {load}", flush=True)
+
+    floor_dir = tempfile.mkdtemp(prefix="oma-bench-floor-")
+    server = DevServer(port=free_port())
+
+    def interrupted(signum: int, _frame: Any) -> None:
+        # Unwinding through asyncio.run can wait forever on the worker's
+        # shutdown; stop the server and leave at once instead.
+        print(f"interrupted by signal {signum}: stopping the dev server", file=sys.stderr)
+        server.stop()
+        shutil.rmtree(floor_dir, ignore_errors=True)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)
+    try:
+        floors = floor_workflows(floor_dir)
+        server.start()
+        # the server runs in its own session: its pid is its process group id
+        proc = getattr(server, "_proc", None)
+        server_pid = proc.pid if proc is not None else None
+        team, floor_activity, floor_child = asyncio.run(
+            bench(server.address, server_pid, shapes, floors, max(1, args.repeat))
+        )
+    finally:
+        server.stop()
+        shutil.rmtree(floor_dir, ignore_errors=True)
+
+    left = live_children()
+    if (server_pid and group_alive(server_pid)) or left or is_listening(server.address):
+        raise SystemExit(f"not shut down: children {left}, server at {server.address}")
+    print(f"shutdown: worker stopped, dev server (pid {server_pid}) gone, no child left")
+
+    x, y, z = team.ms_per_task, floor_activity.ms_per_task, floor_child.ms_per_task
+    print(
+        f"per_task_ms={x:.2f} floor_activity_ms={y:.2f} floor_child_ms={z:.2f} "
+        f"ratio_vs_child_floor={x / z:.2f}",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    main()
