@@ -52,12 +52,19 @@ async def spawn_group_leader(
 async def wait_exited(proc: asyncio.subprocess.Process) -> None:
     """Return once the child has exited (descendants may still run).
 
-    Polls the return code instead of awaiting ``proc.wait()``: on Python 3.11
-    a ``wait()`` begun before the exit also waits for stdout and stderr to
-    close, which a background descendant holding them open delays forever.
+    On Python 3.11 ``proc.wait()`` also waits for stdout and stderr to close,
+    which a background descendant holding them open delays forever; so the
+    return code is also polled every ``_EXIT_POLL_S`` seconds. The usual exit
+    still returns at once, through ``wait()``.
     """
-    while proc.returncode is None:
-        await asyncio.sleep(_EXIT_POLL_S)
+    if proc.returncode is not None:
+        return
+    waiter = asyncio.ensure_future(proc.wait())
+    try:
+        while proc.returncode is None and not waiter.done():
+            await asyncio.wait({waiter}, timeout=_EXIT_POLL_S)
+    finally:
+        waiter.cancel()
 
 
 def signal_group(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:

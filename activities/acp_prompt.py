@@ -13,6 +13,7 @@ import asyncio
 from temporalio import activity
 
 from activities._errors import application_error
+from activities._heartbeat import heartbeating
 from activities.acp import AcpSession, SessionPool, TurnResult
 from oma.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpPromptOutput
 from oma.errors import OMAError
@@ -55,17 +56,13 @@ class AcpActivities:
         if activity.is_cancelled():
             raise asyncio.CancelledError()
         progress = _Progress()
-        heartbeat = asyncio.create_task(_heartbeat(progress))
-        try:
+        with heartbeating(progress.details, HEARTBEAT_INTERVAL_S):
             session, new = await self._open(inp)
             try:
                 result = await self._prompt(session, inp, progress)
             finally:
                 if not session.alive:
                     await self.pool.discard(inp.run_key, inp.agent, session)
-        finally:
-            heartbeat.cancel()
-            await asyncio.wait({heartbeat})
         return AcpPromptOutput(
             output=result.output,
             stop_reason=result.stop_reason,
@@ -118,8 +115,5 @@ class _Progress:
     def add(self, text: str) -> None:
         self.output_chars += len(text)
 
-
-async def _heartbeat(progress: _Progress) -> None:
-    while True:
-        activity.heartbeat({"output_chars": progress.output_chars})
-        await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+    def details(self) -> dict[str, int]:
+        return {"output_chars": self.output_chars}

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from temporalio import activity
 
 from activities._errors import application_error
+from activities._heartbeat import heartbeating
 from activities._process_group import (
     StderrTail,
     kill_group,
@@ -165,13 +166,14 @@ async def _collect(
         asyncio.create_task(_read(proc.stdout, output.add_stdout)),
         asyncio.create_task(_read(proc.stderr, output.stderr.add)),
     }
-    helpers = {asyncio.create_task(_heartbeat(output))}
+    helpers = set()
     if stdin_data is not None:
         assert proc.stdin is not None
         helpers.add(asyncio.create_task(_write(proc.stdin, stdin_data)))
     try:
-        await wait_exited(proc)
-        _, still_open = await asyncio.wait(readers, timeout=PIPE_DRAIN_S)
+        with heartbeating(output.heartbeat_details, HEARTBEAT_INTERVAL_S):
+            await wait_exited(proc)
+            _, still_open = await asyncio.wait(readers, timeout=PIPE_DRAIN_S)
         if still_open:
             signal_group(proc, signal.SIGKILL)
     finally:
@@ -190,12 +192,6 @@ async def _write(stdin: asyncio.StreamWriter, data: bytes) -> None:
         stdin.write(data)
         await stdin.drain()
     stdin.close()
-
-
-async def _heartbeat(output: _Output) -> None:
-    while True:
-        activity.heartbeat(output.heartbeat_details())
-        await asyncio.sleep(HEARTBEAT_INTERVAL_S)
 
 
 async def _cancel(tasks: set[asyncio.Task[None]]) -> None:
