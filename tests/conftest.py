@@ -10,7 +10,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
 
 import worker as oma_worker
 from oma.dev_server import DevServer, free_port
@@ -62,6 +64,24 @@ async def worker(
     w = oma_worker.build_worker(client, TASK_QUEUE, activities)
     async with w:
         yield w
+    await replay_every_closed_workflow(client)
+
+
+async def replay_every_closed_workflow(client: Client) -> None:
+    """Replay the history of every workflow the session ran against the current
+    workflow code: a nondeterminism anywhere fails the session (as an error in
+    the teardown of the ``worker`` fixture)."""
+    replayer = Replayer(
+        workflows=list(oma_worker.WORKFLOWS), data_converter=pydantic_data_converter
+    )
+    replayed = 0
+    async for wf in client.list_workflows():
+        if wf.status == WorkflowExecutionStatus.RUNNING:
+            continue
+        history = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
+        await replayer.replay_workflow(history)
+        replayed += 1
+    print(f"\nreplayed {replayed} recorded workflow histories against the current code")
 
 
 @pytest.fixture

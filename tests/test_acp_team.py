@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.exceptions import CancelledError
+from temporalio.exceptions import ApplicationError, CancelledError
 
 import worker as oma_worker
 from oma.results import AcpSessionInfo, AgentRunResult
@@ -238,3 +238,20 @@ async def test_cancelling_a_run_mid_prompt_leaves_no_agent_process(
     assert not any(alive(p) for p in pids), "an agent process outlived the cancelled run"
     assert len(worker.activities.acp_pool) == 0
     await assert_replays(client, workflow_id)
+
+
+async def test_message_list_to_an_acp_agent_fails_before_any_session_opens(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    acp = AcpAgent(tmp_path)
+    messages = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    with pytest.raises(WorkflowFailureError) as info:
+        await client.execute_workflow(
+            "AgentRun",
+            {"agent": acp.config("coder", [turn({"text": "never"})]), "input": messages},
+            id=workflow_id,
+            task_queue=TASK_QUEUE,
+        )
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "INVALID_MESSAGE"
+    assert acp.pids() == []

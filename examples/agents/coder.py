@@ -61,7 +61,11 @@ if __name__ == "__main__":
 
 def main() -> int:
     task = sys.stdin.read()
-    first_line = next((line.strip() for line in task.splitlines() if line.strip()), "(empty)")
+    lines = [line.strip() for line in task.splitlines() if line.strip()]
+    # OMA sends the system prompt, then the task under a "# Task:" heading
+    first_line = next(
+        (ln for ln in lines if ln.startswith("# Task:")), lines[0] if lines else "(empty)"
+    )
     workdir = Path.cwd()
     files = {"slugify.py": SLUGIFY_PY, "test_slugify.py": TEST_SLUGIFY_PY}
     for name, source in files.items():
