@@ -17,6 +17,9 @@ COPY worker.py ./
 COPY examples ./examples
 
 RUN pip install --no-cache-dir .
+# Bytecode at build time: the Temporal sandbox re-imports the workflow modules
+# for every workflow run, and without .pyc files it recompiles them each time.
+RUN python -m compileall -q /app
 
 # Run as an unprivileged user; it owns the working directory so run-time state (.oma/,
 # scratch files of process agents) can be written there, while the code stays root-owned.

@@ -18,8 +18,12 @@ def heartbeating(details: Callable[[], Any], interval_s: float) -> Iterator[None
     Temporal delivers activity cancellation in the answer to a heartbeat, so
     this bounds how late a cancel arrives. A re-arming timer rather than a
     task: no task to start, cancel and await on every activity (about 0.05 ms
-    of a 1 ms ACP turn, ``bench/backends.py``).
+    of a 1 ms ACP turn, ``bench/backends.py``). Outside an activity (the
+    Python ``Agent`` API calls activities as plain functions) it does nothing.
     """
+    if not activity.in_activity():
+        yield
+        return
     loop = asyncio.get_running_loop()
     timer: asyncio.TimerHandle | None = None
 

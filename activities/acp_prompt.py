@@ -53,7 +53,7 @@ class AcpActivities:
         (non-retryable); ``ACP_AGENT_EXITED`` (retryable: the dead session is
         dropped, so the next attempt opens a fresh one).
         """
-        if activity.is_cancelled():
+        if activity.in_activity() and activity.is_cancelled():
             raise asyncio.CancelledError()
         progress = _Progress()
         with heartbeating(progress.details, HEARTBEAT_INTERVAL_S):

@@ -78,7 +78,7 @@ async def process_run(inp: ProcessRunInput) -> ProcessRunOutput:
     SIGKILL after ``KILL_GRACE_S`` seconds, so grandchildren die too; then the
     cancellation propagates. Partial stdout is never returned.
     """
-    if activity.is_cancelled():
+    if activity.in_activity() and activity.is_cancelled():
         # Cancelled before it started (e.g. the team run was cancelled while
         # this task waited): spawning now would only need killing again.
         raise asyncio.CancelledError()

@@ -12,7 +12,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from oma.backends import AcpBackendConfig
-from oma.results import PermissionRecord, ToolCallRecord
+from oma.errors import AgentRefusalError, UnknownStopReasonError
+from oma.results import AcpSessionInfo, AgentRunResult, PermissionRecord, ToolCallRecord
 from oma.usage import TokenUsage
 
 
@@ -62,3 +63,36 @@ class AcpCloseRunInput(BaseModel):
 
 class AcpCloseRunOutput(BaseModel):
     closed_sessions: int
+
+
+def record_acp_turn(result: AgentRunResult, out: AcpPromptOutput) -> None:
+    """Map one prompt turn onto ``result`` (shared/reference/external-agents.md,
+    the "ACP update / stop" table): ``end_turn`` completes; ``max_tokens`` and
+    ``max_turn_requests`` complete with ``budget_exceeded``; ``cancelled``
+    keeps the partial output with status ``cancelled``.
+
+    Raises ``AgentRefusalError`` for ``refusal`` and ``UnknownStopReasonError``
+    for a stop reason the protocol does not define (the turn is recorded first).
+    """
+    result.turns = 1
+    result.output = out.output
+    result.stop_reason = out.stop_reason
+    result.tool_calls = out.tool_calls
+    result.permission_requests = out.permission_requests
+    result.token_usage = out.token_usage
+    result.acp_session = AcpSessionInfo(
+        session_id=out.session_id,
+        worker_task_queue=out.worker_task_queue,
+        new_session=out.new_session,
+        loaded_session=out.loaded_session,
+    )
+    if out.stop_reason in ("max_tokens", "max_turn_requests"):
+        result.budget_exceeded = True
+    elif out.stop_reason == "cancelled":
+        result.status = "cancelled"
+    elif out.stop_reason == "refusal":
+        raise AgentRefusalError(f"agent {result.agent!r} refused the prompt (stopReason refusal)")
+    elif out.stop_reason != "end_turn":
+        raise UnknownStopReasonError(
+            f"agent {result.agent!r} ended its turn with unknown stopReason {out.stop_reason!r}"
+        )

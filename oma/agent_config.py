@@ -8,13 +8,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from oma.backends import BackendConfig
+from oma.messages import LLMMessage
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 """The model an ``anthropic`` agent uses when it names none."""
 
 Provider = Literal["anthropic", "scripted"]
 
-_LLM_ONLY_FIELDS = ("provider", "model", "script", "max_tokens")
+_LLM_ONLY_FIELDS = ("provider", "model", "script", "max_tokens", "history")
 
 
 class AgentConfig(BaseModel):
@@ -50,6 +51,17 @@ class AgentConfig(BaseModel):
     max_turns: int = Field(default=10, ge=1, description="Upper bound on model turns per run.")
     backend: BackendConfig | None = Field(
         default=None, description="Run this agent as an external process or ACP agent."
+    )
+    before_run: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+        description="A hook called before each run, by import path 'package.module:function' "
+        "(loaded by the worker); see oma.before_run.",
+    )
+    history: list[LLMMessage] | None = Field(
+        default=None,
+        description="Earlier turns restored for Agent.prompt() only (LLM agents); run() and "
+        "team tasks never read it.",
     )
 
     @model_validator(mode="after")

@@ -54,6 +54,14 @@ class InvalidMessageError(OMAError):
     code = "INVALID_MESSAGE"
 
 
+class InvalidHookError(OMAError):
+    """A hook path (``package.module:function``, e.g. an agent's ``before_run``) is
+    malformed, or names a module, attribute or object that cannot be imported or
+    called on this worker."""
+
+    code = "INVALID_HOOK"
+
+
 class ProviderError(OMAError):
     """A model provider answered with an error.
 

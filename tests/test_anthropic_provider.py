@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import socket
 from collections.abc import Iterator
 
@@ -22,8 +23,10 @@ from oma.messages import (
     LLMMessage,
     TextBlock,
     ToolUseBlock,
+    URLImageSource,
     user_text,
 )
+from oma.stream import TextDelta, ToolCallEvent
 from oma.usage import TokenUsage
 from tests.anthropic_server import AnthropicServer
 
@@ -310,3 +313,129 @@ async def test_streaming_inside_an_activity_heartbeats_every_half_second(
 
     assert out.content == [TextBlock(text="one two three")]
     assert 2 <= len(heartbeats) <= 3
+
+
+def sent_deltas(api: AnthropicServer, delta_type: str, field: str) -> list[str]:
+    """The ``field`` of every ``content_block_delta`` of ``delta_type`` the server sent."""
+    return [
+        data["delta"][field]
+        for name, data in api.requests[0].events
+        if name == "content_block_delta" and data["delta"]["type"] == delta_type
+    ]
+
+
+async def test_text_deltas_reach_on_event_in_order_and_join_to_the_answer(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    api.reply_text("one two three four", pieces=4)
+    events: list[TextDelta | ToolCallEvent] = []
+
+    out = await provider.turn(turn_input(), on_event=events.append)
+
+    pieces = sent_deltas(api, "text_delta", "text")
+    assert len(pieces) == 4
+    assert events == [TextDelta(text=piece) for piece in pieces]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "one two three four"
+    assert out.content == [TextBlock(text="one two three four")]
+
+
+async def test_tool_use_in_json_pieces_yields_one_tool_call_event_with_parsed_input(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    tool_input = {"query": "temporal workflows", "limit": 3, "filters": {"lang": ["en", "fr"]}}
+    api.reply_tool_use("search", tool_input, id="toolu_42", text="Looking.", pieces=5)
+    events: list[TextDelta | ToolCallEvent] = []
+
+    await provider.turn(turn_input(), on_event=events.append)
+
+    assert len(sent_deltas(api, "input_json_delta", "partial_json")) == 5
+    assert events == [TextDelta(text=piece) for piece in sent_deltas(api, "text_delta", "text")] + [
+        ToolCallEvent(id="toolu_42", name="search", input=tool_input)
+    ]
+
+
+async def test_mutating_a_tool_call_event_leaves_the_turn_output_unchanged(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    api.reply_tool_use("search", {"filters": {"lang": ["en"]}}, id="toolu_7")
+
+    def vandalize(event: TextDelta | ToolCallEvent) -> None:
+        if isinstance(event, ToolCallEvent):
+            event.input["filters"]["lang"].append("xx")
+            event.input["extra"] = True
+
+    out = await provider.turn(turn_input(), on_event=vandalize)
+
+    assert out.content == [
+        ToolUseBlock(id="toolu_7", name="search", input={"filters": {"lang": ["en"]}})
+    ]
+
+
+async def test_failing_on_event_does_not_fail_the_turn_and_still_gets_later_events(
+    api: AnthropicServer, provider: AnthropicProvider, caplog: pytest.LogCaptureFixture
+) -> None:
+    api.reply_text("abc", pieces=3)
+    received: list[str] = []
+
+    def flaky(event: TextDelta | ToolCallEvent) -> None:
+        assert isinstance(event, TextDelta)
+        received.append(event.text)
+        raise RuntimeError("progress sink is down")
+
+    with caplog.at_level(logging.DEBUG, logger=anthropic_provider.__name__):
+        out = await provider.turn(turn_input(), on_event=flaky)
+
+    assert out.content == [TextBlock(text="abc")]
+    assert received == ["a", "b", "c"]
+    errors = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.getMessage() for r in errors] == ["a progress callback failed on a text_delta event"]
+
+
+async def test_image_messages_reach_the_api_exactly(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    jpeg = bytes(range(256)) * 64 + b"\xff\xd9"
+    data = base64.b64encode(jpeg).decode()
+    messages = [
+        LLMMessage(
+            role="user",
+            content=[
+                TextBlock(text="Compare these."),
+                ImageBlock(source=Base64ImageSource(media_type="image/jpeg", data=data)),
+                ImageBlock(source=URLImageSource(url="https://example.com/a.png?v=1&s=2")),
+            ],
+        ),
+        LLMMessage(role="assistant", content=[TextBlock(text="The first is darker.")]),
+        LLMMessage(
+            role="user",
+            content=[ImageBlock(source=URLImageSource(url="https://example.com/b.webp"))],
+        ),
+    ]
+
+    await provider.turn(turn_input(*messages))
+
+    sent = api.requests[0].body["messages"]
+    assert sent == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Compare these."},
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/jpeg", "data": data},
+                },
+                {
+                    "type": "image",
+                    "source": {"type": "url", "url": "https://example.com/a.png?v=1&s=2"},
+                },
+            ],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "The first is darker."}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "image", "source": {"type": "url", "url": "https://example.com/b.webp"}}
+            ],
+        },
+    ]
+    assert base64.b64decode(sent[0]["content"][1]["source"]["data"]) == jpeg

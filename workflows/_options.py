@@ -24,6 +24,11 @@ LLM_TURN: dict[str, Any] = {
     ),
 }
 
+LLM_TURN_LOCAL: dict[str, Any] = {
+    "start_to_close_timeout": timedelta(seconds=30),
+    "retry_policy": RetryPolicy(maximum_attempts=3),
+}
+
 PROCESS_RUN: dict[str, Any] = {
     "start_to_close_timeout": timedelta(hours=2),
     "heartbeat_timeout": timedelta(seconds=10),

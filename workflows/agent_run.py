@@ -21,20 +21,17 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from oma.acp import AcpPromptInput, AcpPromptOutput
+    from oma.acp import AcpPromptInput, AcpPromptOutput, record_acp_turn
     from oma.agent_config import AgentConfig
+    from oma.agent_loop import run_model_loop
     from oma.backends import AcpBackendConfig, ProcessBackendConfig
     from oma.errors import (
-        AgentRefusalError,
         InvalidMessageError,
-        MaxTurnsExceededError,
         OMAError,
-        UnknownStopReasonError,
-        UnknownToolError,
         application_error,
     )
     from oma.llm import LlmTurnInput, LlmTurnOutput
-    from oma.messages import LLMMessage, ToolUseBlock, text_of, user_text
+    from oma.messages import LLMMessage, user_text
     from oma.process import ProcessRunInput, ProcessRunOutput
     from oma.results import AcpSessionInfo, AgentRunResult
     from oma.run_input import AgentRunInput, parse_agent_run_input
@@ -87,32 +84,9 @@ class AgentRun:
         return self._result
 
     async def _run_model_loop(self, agent: AgentConfig, prompt: str | list[LLMMessage]) -> None:
-        # The loop the tool loop extends: a turn that asks for tools gets their
-        # results as the next user message; an answer without tool use ends it.
         assert self._result is not None
-        messages = [user_text(prompt)] if isinstance(prompt, str) else list(prompt)
-        for turn in range(agent.max_turns):
-            out: LlmTurnOutput = await workflow.execute_activity(
-                "llm_turn",
-                LlmTurnInput(agent=agent, messages=messages, turn=turn),
-                result_type=LlmTurnOutput,
-                **_options.LLM_TURN,
-            )
-            self._result.turns = turn + 1
-            self._result.token_usage += out.usage
-            messages.append(LLMMessage(role="assistant", content=out.content))
-            self._result.messages = messages
-            tool_uses = [b for b in out.content if isinstance(b, ToolUseBlock)]
-            if out.stop_reason != "tool_use" or not tool_uses:
-                self._result.output = text_of(out.content)
-                return
-            raise UnknownToolError(
-                f"the model asked for tool {tool_uses[0].name!r}, but agent "
-                f"{agent.name!r} declares no tools"
-            )
-        raise MaxTurnsExceededError(
-            f"agent {agent.name!r} reached max_turns={agent.max_turns} without a final answer"
-        )
+        messages = [user_text(prompt)] if isinstance(prompt, str) else prompt
+        await run_model_loop(agent, messages, _llm_turn_activity, self._result)
 
     async def _run_process(self, agent: AgentConfig, prompt: str | list[LLMMessage]) -> None:
         assert self._result is not None and isinstance(agent.backend, ProcessBackendConfig)
@@ -148,7 +122,7 @@ class AgentRun:
             if inp.run_key is None:
                 # a standalone run owns its sessions: nothing outlives it
                 await close_acp_sessions(prompt.run_key, self._acp_queues)
-        self._record_acp_turn(out)
+        record_acp_turn(self._result, out)
 
     async def _acp_prompt(
         self, prompt: AcpPromptInput, session: AcpSessionInfo | None
@@ -184,33 +158,6 @@ class AgentRun:
         self._acp_queues.add(out.worker_task_queue)
         return out
 
-    def _record_acp_turn(self, out: AcpPromptOutput) -> None:
-        # shared/reference/external-agents.md, "ACP update / stop" mapping
-        assert self._result is not None
-        r = self._result
-        r.turns = 1
-        r.output = out.output
-        r.stop_reason = out.stop_reason
-        r.tool_calls = out.tool_calls
-        r.permission_requests = out.permission_requests
-        r.token_usage = out.token_usage
-        r.acp_session = AcpSessionInfo(
-            session_id=out.session_id,
-            worker_task_queue=out.worker_task_queue,
-            new_session=out.new_session,
-            loaded_session=out.loaded_session,
-        )
-        if out.stop_reason in ("max_tokens", "max_turn_requests"):
-            r.budget_exceeded = True
-        elif out.stop_reason == "cancelled":
-            r.status = "cancelled"
-        elif out.stop_reason == "refusal":
-            raise AgentRefusalError(f"agent {r.agent!r} refused the prompt (stopReason refusal)")
-        elif out.stop_reason != "end_turn":
-            raise UnknownStopReasonError(
-                f"agent {r.agent!r} ended its turn with unknown stopReason {out.stop_reason!r}"
-            )
-
     def _failure(self, code: str, message: str) -> ApplicationError:
         assert self._result is not None
         self._result.status = "failed"
@@ -219,6 +166,20 @@ class AgentRun:
         return ApplicationError(
             message, self._result.model_dump(mode="json"), type=code, non_retryable=True
         )
+
+
+async def _llm_turn_activity(turn: LlmTurnInput) -> LlmTurnOutput:
+    if turn.agent.resolved_provider == "scripted":
+        # instant and deterministic: a local activity (a marker in the
+        # history, no task queue round trip) is all it needs
+        scripted: LlmTurnOutput = await workflow.execute_local_activity(
+            "llm_turn", turn, result_type=LlmTurnOutput, **_options.LLM_TURN_LOCAL
+        )
+        return scripted
+    out: LlmTurnOutput = await workflow.execute_activity(
+        "llm_turn", turn, result_type=LlmTurnOutput, **_options.LLM_TURN
+    )
+    return out
 
 
 def _text_only(agent: AgentConfig, prompt: str | list[LLMMessage]) -> str:

@@ -3,25 +3,34 @@
 The request and the answer keep the API's own names (``system``, ``messages``,
 ``max_tokens``, ``stop_reason``, ``usage``); our ``LLMMessage`` models already
 dump to the wire shape. The answer is streamed so that a long generation can
-heartbeat its activity; failures become ``ProviderError`` with the retryability
+heartbeat its activity and report progress (text deltas, complete tool calls)
+as it arrives; failures become ``ProviderError`` with the retryability
 Temporal's retry policy needs (https://docs.anthropic.com/en/api/errors).
 """
 
 from __future__ import annotations
 
+import copy
 import email.utils
+import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anthropic
 import httpx2
+from anthropic.lib.streaming import ParsedMessageStreamEvent
 from temporalio import activity
 
 from oma.errors import MissingCredentialsError, ProviderError
 from oma.llm import LlmTurnInput, LlmTurnOutput
 from oma.messages import ContentBlock, TextBlock, ToolUseBlock
+from oma.stream import TextDelta, ToolCallEvent
 from oma.usage import TokenUsage
+
+OnEvent = Callable[[TextDelta | ToolCallEvent], None]
+"""A progress callback: receives each event of a turn while it streams."""
 
 DEFAULT_MAX_TOKENS = 4096
 """``max_tokens`` of a turn when the agent names none."""
@@ -35,6 +44,8 @@ While streaming, the read limit bounds the silence between two events, not the t
 
 HEARTBEAT_INTERVAL_S = 0.5
 """At most this many seconds of streaming pass between two activity heartbeats."""
+
+logger = logging.getLogger(__name__)
 
 # The HTTP status the API documents for each error ``type``; an error event sent
 # mid-stream arrives on an HTTP 200 response and only carries its type.
@@ -67,7 +78,7 @@ class AnthropicProvider:
         self._base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
         self._client: anthropic.AsyncAnthropic | None = None
 
-    async def turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
+    async def turn(self, inp: LlmTurnInput, on_event: OnEvent | None = None) -> LlmTurnOutput:
         """Send ``inp`` to ``POST /v1/messages`` (streaming) and return the final message.
 
         Request: ``model`` = ``agent.resolved_model``, ``max_tokens`` =
@@ -79,6 +90,16 @@ class AnthropicProvider:
         in ``input_tokens``) and ``model``. Inside an activity it heartbeats
         while events arrive, at most ``HEARTBEAT_INTERVAL_S`` seconds apart.
 
+        ``on_event``, when given, is called while the answer streams: with a
+        ``TextDelta`` for every non-empty ``text_delta`` (in order, so they join
+        to the answer's text) and with one ``ToolCallEvent`` per ``tool_use``
+        block at its ``content_block_stop``, its input parsed from all the
+        block's ``input_json_delta`` pieces (the SDK's stream helper joins them).
+        Each event is a fresh object with its own copy of the tool input, so
+        mutating it changes nothing of the turn. Progress must not affect the
+        run: an exception from ``on_event`` is logged (the first one of a turn,
+        with its traceback) and the turn goes on, still delivering later events.
+
         Raises ``MissingCredentialsError`` when there
         is no API key; ``ProviderError`` for every failure of the call, retryable
         for HTTP 429, 5xx (529 overloaded included), connection errors and
@@ -88,7 +109,7 @@ class AnthropicProvider:
         """
         client = self._get_client()
         try:
-            message = await _stream_message(client, _request(inp))
+            message = await _stream_message(client, _request(inp), on_event)
         except anthropic.APIStatusError as err:
             raise self._redacted(_status_error(err)) from err
         except anthropic.APIConnectionError as err:
@@ -141,17 +162,52 @@ def _request(inp: LlmTurnInput) -> dict[str, Any]:
 
 
 async def _stream_message(
-    client: anthropic.AsyncAnthropic, request: dict[str, Any]
+    client: anthropic.AsyncAnthropic, request: dict[str, Any], on_event: OnEvent | None
 ) -> anthropic.types.Message:
     heartbeating = activity.in_activity()
     last_heartbeat = -HEARTBEAT_INTERVAL_S
+    progress = _Progress(on_event) if on_event is not None else None
     async with client.messages.stream(**request) as stream:
-        async for _event in stream:
+        async for event in stream:
             now = time.monotonic()
             if heartbeating and now - last_heartbeat >= HEARTBEAT_INTERVAL_S:
                 activity.heartbeat()
                 last_heartbeat = now
+            if progress is not None:
+                progress.send(event)
         return await stream.get_final_message()
+
+
+class _Progress:
+    """Turns the SDK's stream events into ``TextDelta`` / ``ToolCallEvent`` for
+    one turn's ``on_event``, shielding the turn from the callback's errors."""
+
+    def __init__(self, on_event: OnEvent) -> None:
+        self._on_event = on_event
+        self._failures = 0
+
+    def send(self, event: ParsedMessageStreamEvent[Any]) -> None:
+        # ``text`` is the helper's event for one ``text_delta``; at
+        # ``content_block_stop`` the helper's ``content_block`` holds the input
+        # parsed from every ``input_json_delta`` of the block.
+        progress: TextDelta | ToolCallEvent
+        if event.type == "text" and event.text:
+            progress = TextDelta(text=event.text)
+        elif event.type == "content_block_stop" and event.content_block.type == "tool_use":
+            block = event.content_block
+            # A deep copy: the block is the SDK's snapshot, which becomes the turn's output.
+            tool_input = copy.deepcopy(block.input) if isinstance(block.input, dict) else {}
+            progress = ToolCallEvent(id=block.id, name=block.name, input=tool_input)
+        else:
+            return
+        try:
+            self._on_event(progress)
+        except Exception:
+            self._failures += 1
+            if self._failures == 1:
+                logger.exception("a progress callback failed on a %s event", progress.type)
+            else:
+                logger.debug("a progress callback failed again (%d times)", self._failures)
 
 
 def _output(message: anthropic.types.Message) -> LlmTurnOutput:
