@@ -28,6 +28,7 @@ from activities.acp.reaper import reap_forever
 from activities.acp_prompt import AcpActivities
 from activities.llm_turn import LlmActivities
 from activities.process_run import process_run
+from activities.run_hooks import before_run, evaluate_run
 from workflows.agent_run import AgentRun
 from workflows.team_run import TeamRun
 
@@ -74,7 +75,13 @@ class Activities:
 
     def all(self) -> list[Any]:
         """Every activity, for the shared task queue."""
-        return [self.llm.llm_turn, process_run, *self.session_activities()]
+        return [
+            self.llm.llm_turn,
+            process_run,
+            before_run,
+            evaluate_run,
+            *self.session_activities(),
+        ]
 
     def session_activities(self) -> list[Any]:
         """The activities that must reach this worker's own sessions."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from temporalio import activity
 
@@ -14,9 +15,12 @@ from oma.llm import LlmTurnInput, LlmTurnOutput
 
 
 class ModelProvider(Protocol):
-    """What a provider adapter offers: one turn, raising ``OMAError`` subclasses."""
+    """What a provider adapter offers: one turn, raising ``OMAError`` subclasses;
+    ``on_event`` receives ``TextDelta`` / ``ToolCallEvent`` as they stream."""
 
-    async def turn(self, inp: LlmTurnInput) -> LlmTurnOutput: ...
+    async def turn(
+        self, inp: LlmTurnInput, on_event: Callable[[Any], None] | None = None
+    ) -> LlmTurnOutput: ...
 
 
 class LlmActivities:

@@ -21,6 +21,7 @@ import asyncio
 import copy
 import importlib
 import logging
+import random
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
@@ -31,6 +32,7 @@ from oma.agent_config import AgentConfig
 from oma.agent_loop import run_model_loop
 from oma.before_run import BeforeRunContext, BeforeRunHook, apply_before_run, load_hook
 from oma.errors import InvalidMessageError, OMAError
+from oma.evaluation import EvaluationRecord, evaluate, is_sampled, load_evaluator, not_sampled
 from oma.llm import LlmTurnInput, LlmTurnOutput
 from oma.message_guard import latest_user_prompt, to_messages, validate_content_blocks
 from oma.messages import LLMMessage
@@ -114,7 +116,7 @@ class Agent:
         if isinstance(input, str):
             blocks, structured = to_messages(input)[0][0].content, False
         else:
-            blocks, structured = validate_content_blocks(input), True
+            blocks, structured = validate_content_blocks(input, history=self._history), True
             self._reject_structured_for_external(structured)
         turn = LLMMessage(role="user", content=blocks)
         if self.is_external:
@@ -170,7 +172,8 @@ class Agent:
         messages = await self._apply_hook(messages)
         emit = self._emitter(on_event)
         prompt = None if structured else latest_user_prompt(messages)
-        emit(agent_start(self.config.name, prompt, messages if structured else None))
+        start = agent_start(self.config.name, prompt, messages if structured else None)
+        emit(start)
         result = AgentRunResult(agent=self.config.name, status="completed")
         try:
             if self.config.backend is None:
@@ -183,8 +186,18 @@ class Agent:
             result.status, result.error, result.error_code = "failed", err.message, err.code
         except ApplicationError as err:
             result.status, result.error, result.error_code = "failed", err.message, err.type
+        if result.status == "completed":
+            result.evaluation = await self._evaluate(start.payload, result.output)
         emit(Done(result=result))
         return result
+
+    async def _evaluate(self, run_input: dict[str, Any], output: str) -> EvaluationRecord | None:
+        config = self.config.evaluation
+        if config is None:
+            return None
+        if not is_sampled(config.sample_rate, random.random()):
+            return not_sampled(config)
+        return await evaluate(config, load_evaluator(config.evaluator), run_input, output)
 
     async def _apply_hook(self, messages: list[LLMMessage]) -> list[LLMMessage]:
         if self._before_run is None:

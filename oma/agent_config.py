@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from oma.backends import BackendConfig
+from oma.evaluation import EvaluationConfig
 from oma.messages import LLMMessage
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
@@ -57,6 +58,9 @@ class AgentConfig(BaseModel):
         pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
         description="A hook called before each run, by import path 'package.module:function' "
         "(loaded by the worker); see oma.before_run.",
+    )
+    evaluation: EvaluationConfig | None = Field(
+        default=None, description="An online evaluator run on a sample of this agent's runs."
     )
     history: list[LLMMessage] | None = Field(
         default=None,

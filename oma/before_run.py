@@ -64,7 +64,8 @@ async def apply_before_run(
        text block holding it. Non-text blocks keep their relative order; the
        new text block takes the place of the first text block, or comes first
        in an image-only message. Comparing with ``ctx.prompt`` means a hook that
-       returns ``{**ctx, "messages": new}`` keeps ``new``'s own text.
+       returns ``{"messages": new, "prompt": ctx.prompt}`` keeps ``new``'s own
+       text.
 
     Returning ``None`` means no change — edits the hook made to its copy in
     place and did not return are ignored. ``agent`` cannot be changed. For an

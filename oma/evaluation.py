@@ -15,17 +15,16 @@ random draw from the caller, e.g. ``workflow.random().random()``). Only
 from __future__ import annotations
 
 import copy
-import importlib
 import inspect
 import json
-import re
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import to_jsonable_python
 
-from oma.errors import InvalidRunInputError
+from oma.before_run import load_hook
+from oma.errors import InvalidHookError
 from oma.redact import REDACTED, redact
 
 EVALUATOR_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
@@ -39,8 +38,8 @@ Evaluator = Callable[[dict[str, Any]], Any]
 """Takes ``{"input": ..., "output": ...}``; returns (or, when it is a coroutine
 function, resolves to) a float score or a dict with ``score``/``label``/``details``."""
 
-_EVALUATOR_PATH = re.compile(EVALUATOR_PATTERN)
 _MAX_ERROR_CHARS = 1000
+_REDACTION_MARGIN_CHARS = 8192
 
 
 class EvaluationConfig(BaseModel):
@@ -129,13 +128,25 @@ def stored_payload(value: Any, policy: StorePayloads, max_bytes: int) -> tuple[A
     allows, and the flag is ``True``. If even empty strings do not fit (the
     structure alone is too big), the result is the compact JSON text itself,
     cut the same way, a ``str``; if not even ``""`` fits, ``(None, True)``.
+    Under ``redacted``, strings longer than ``max_bytes`` + 8192 characters
+    are first cut to that length (and the flag is ``True``), so the cost of
+    redaction does not grow with, say, a base64 image's size.
+
+    Raises ``ValueError`` when ``value`` has no JSON form (a circular structure).
     """
     if policy == "none":
         return None, False
     data = to_jsonable_python(value, bytes_mode="base64", fallback=str)
+    precut = False
     if policy == "redacted":
-        data = _redacted(data)
-    if _json_size(data) <= max_bytes:
+        # Only the first ``max_bytes`` characters of a string can be kept, so
+        # redacting megabytes of image data would be wasted time (and, in a
+        # workflow, could trip the deadlock detector); the margin lets a
+        # credential that straddles the bound still be recognised and shrink.
+        limit = max_bytes + _REDACTION_MARGIN_CHARS
+        precut = _longest_string(data) > limit
+        data = _redacted(_cut_strings(data, limit) if precut else data)
+    if not precut and _json_size(data) <= max_bytes:
         return data, False
     cut = _cut_strings_to_fit(data, max_bytes)
     if cut is None:
@@ -203,34 +214,17 @@ def not_sampled(config: EvaluationConfig) -> EvaluationRecord:
 
 
 def load_evaluator(path: str) -> Evaluator:
-    """The evaluator function named by ``package.module:function``.
+    """The evaluator function named by ``package.module:function``, imported once
+    per worker (``oma.before_run.load_hook`` does the loading).
 
-    Raises ``InvalidRunInputError`` when ``path`` does not have that shape,
-    the module cannot be imported, it has no such attribute, or the attribute
-    is not callable.
+    Raises ``InvalidHookError``, its message starting ``evaluation.evaluator:``,
+    when ``path`` is malformed, the module is missing or fails to import, it
+    has no such attribute, or the attribute is not callable.
     """
-    if _EVALUATOR_PATH.fullmatch(path) is None:
-        raise InvalidRunInputError(
-            f"evaluation.evaluator {path!r} is not an import path of the form "
-            "package.module:function"
-        )
-    module_name, _, attr = path.partition(":")
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise InvalidRunInputError(
-            f"evaluation.evaluator {path!r} cannot be loaded on this worker: {err}"
-        ) from err
-    fn = getattr(module, attr, None)
-    if fn is None:
-        raise InvalidRunInputError(
-            f"evaluation.evaluator {path!r}: module {module_name!r} has no attribute {attr!r}"
-        )
-    if not callable(fn):
-        raise InvalidRunInputError(
-            f"evaluation.evaluator {path!r} is not callable (it is a {type(fn).__name__})"
-        )
-    return fn  # type: ignore[no-any-return]
+        return cast(Evaluator, load_hook(path))
+    except InvalidHookError as err:
+        raise InvalidHookError(f"evaluation.evaluator: {err.message}") from err
 
 
 def _answer(result: Any) -> _EvaluatorAnswer | str:

@@ -83,8 +83,9 @@ def validate_messages(value: object, path: str = "input") -> list[LLMMessage]:
       trailing assistant message as a prefill to continue, which an agent run
       has no use for.)
 
-    Raises ``InvalidMessageError`` for the first problem in document order, its
-    message ``"<path>: <what is wrong>"`` with the path rooted at ``path``.
+    Raises ``InvalidMessageError`` for the first problem, message by message,
+    block by block; its message is ``"<path>: <what is wrong>"`` with the path
+    rooted at ``path``.
     """
     if not isinstance(value, list):
         raise _invalid(path, f"should be a list of messages, got {_kind(value)}")
@@ -285,7 +286,7 @@ def _json_copy(value: Any, path: str, parents: tuple[int, ...]) -> Any:
         copy = {}
         for key, item in value.items():
             if type(key) is not str:
-                raise _invalid(path, f"object key {key!r} is not a string")
+                raise _invalid(path, f"object key {_show(key)} is not a string")
             copy[key] = _json_copy(item, _member(path, key), (*parents, id(value)))
         return copy
     if isinstance(value, list):

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from oma.evaluation import EvaluationRecord
 from oma.messages import LLMMessage
 from oma.task import TaskState
 from oma.usage import TokenUsage
@@ -74,6 +75,9 @@ class AgentRunResult(BaseModel):
     )
     acp_session: AcpSessionInfo | None = Field(
         default=None, description="ACP agents: the session the turn ran in."
+    )
+    evaluation: EvaluationRecord | None = Field(
+        default=None, description="The online evaluation of this run, when it was sampled."
     )
 
 

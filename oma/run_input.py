@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from oma.agent_config import AgentConfig
 from oma.errors import InvalidRunInputError
+from oma.message_guard import validate_messages
 from oma.messages import LLMMessage
 from oma.results import AcpSessionInfo
 from oma.task import TaskSpec
@@ -97,6 +98,11 @@ def parse_team_run_input(raw: Any) -> TeamRunInput:
 def parse_agent_run_input(raw: Any) -> AgentRunInput:
     """Validate a decoded JSON value as an ``AgentRunInput``.
 
-    Raises ``InvalidRunInputError`` whose message names every bad field path.
+    A message list in ``input`` goes through the one message shape guard
+    first (``oma.message_guard``). Raises ``InvalidMessageError`` naming the
+    bad field's path (``input[2].content[1].source.media_type``), or
+    ``InvalidRunInputError`` naming every bad field of the rest.
     """
+    if isinstance(raw, dict) and isinstance(raw.get("input"), list):
+        raw = {**raw, "input": validate_messages(raw["input"], "input")}
     return _parse(AgentRunInput, raw, "AgentRun input")

@@ -17,7 +17,9 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from oma.dev_server import DevServer, free_port, is_listening, temporal_binary
+from oma.results import AgentRunResult
 from tests._runs import TASK_QUEUE, assert_replays
+from tests.anthropic_server import AnthropicServer
 
 ROOT = Path(__file__).resolve().parent.parent
 OMA = str(Path(sys.executable).parent / "oma")
@@ -232,3 +234,96 @@ async def test_oma_dev_serves_runs_until_interrupted_and_then_stops_the_server(
         dev.send_signal(signal.SIGINT)
         await asyncio.to_thread(dev.wait, 30)
     assert not is_listening(f"127.0.0.1:{port}")
+
+
+@pytest.mark.usefixtures("worker")
+async def test_agent_run_with_an_image_started_from_the_stock_cli_reaches_the_provider_intact(
+    client: Client,
+    dev_server: DevServer,
+    workflow_id: str,
+    tmp_path: Path,
+    anthropic_server: AnthropicServer,
+) -> None:
+    anthropic_server.reset()
+    anthropic_server.reply_text("A red pixel.")
+    png = base64.b64encode(bytes(range(256)) * 4).decode()
+    run_input = {
+        "agent": {"name": "vision", "provider": "anthropic", "model": "claude-test"},
+        "input": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What is shown here?"},
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": png},
+                    },
+                ],
+            }
+        ],
+    }
+    input_file = tmp_path / "input.json"
+    input_file.write_text(json.dumps(run_input))
+    started = await temporal(
+        dev_server,
+        "workflow",
+        "start",
+        "--type",
+        "AgentRun",
+        "--task-queue",
+        TASK_QUEUE,
+        "--workflow-id",
+        workflow_id,
+        "--input-file",
+        str(input_file),
+    )
+    assert started.returncode == 0, started.stderr
+    handle = client.get_workflow_handle(workflow_id, result_type=AgentRunResult)
+    result = await handle.result()
+    assert result.output == "A red pixel."
+    [request] = anthropic_server.requests
+    assert request.body["messages"] == run_input["input"]
+    sent = request.body["messages"][0]["content"][1]["source"]["data"]
+    assert base64.b64decode(sent) == bytes(range(256)) * 4
+    await assert_replays(client, workflow_id)
+
+
+@pytest.mark.usefixtures("worker")
+async def test_agent_run_with_an_invalid_message_fails_naming_the_path(
+    client: Client, dev_server: DevServer, workflow_id: str
+) -> None:
+    bad = {
+        "agent": {"name": "vision", "provider": "anthropic"},
+        "input": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "hi"},
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/bmp", "data": "AAAA"},
+                    },
+                ],
+            }
+        ],
+    }
+    started = await temporal(
+        dev_server,
+        "workflow",
+        "start",
+        "--type",
+        "AgentRun",
+        "--task-queue",
+        TASK_QUEUE,
+        "--workflow-id",
+        workflow_id,
+        "--input",
+        json.dumps(bad),
+    )
+    assert started.returncode == 0, started.stderr
+    with pytest.raises(WorkflowFailureError) as info:
+        await client.get_workflow_handle(workflow_id).result()
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert (cause.type, cause.non_retryable) == ("INVALID_MESSAGE", True)
+    assert "input[0].content[1].source.media_type" in cause.message

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from oma.errors import InvalidRunInputError
+from oma.errors import InvalidHookError
 from oma.evaluation import (
     EvaluationConfig,
     EvaluationRecord,
@@ -179,6 +179,18 @@ def test_a_redacted_payload_is_bounded_after_redaction() -> None:
     assert (stored, truncated) == (("[redacted] " + "z" * 5000)[:62], True)
 
 
+def test_a_huge_redacted_string_is_cut_before_redaction_and_flagged() -> None:
+    pem = "-----BEGIN PRIVATE KEY-----\n" + "A" * 20000 + "\n-----END PRIVATE KEY-----"
+
+    assert stored_payload(pem, "redacted", 64) == ("[redacted]", True)
+
+
+def test_a_credential_in_a_huge_string_is_redacted_before_the_cut() -> None:
+    text = "key: " + KEY + " " + "y" * 20000
+
+    assert stored_payload(text, "redacted", 100) == ("key: [redacted] " + "y" * 82, True)
+
+
 # -- running the evaluator --------------------------------------------------------
 
 
@@ -317,12 +329,14 @@ def test_load_evaluator_imports_the_function() -> None:
 @pytest.mark.parametrize(
     ("path", "message"),
     [
-        ("no_colon", "is not an import path of the form package.module:function"),
-        ("oma.no_such_module:fn", "cannot be loaded on this worker: No module named"),
+        ("no_colon", "hook 'no_colon' should look like 'package.module:function'"),
+        ("oma.no_such_module:fn", "no module named 'oma.no_such_module' on this worker"),
         (f"{THIS}:no_such_fn", f"module '{THIS}' has no attribute 'no_such_fn'"),
-        (f"{THIS}:NOT_CALLABLE", r"is not callable \(it is a int\)"),
+        (f"{THIS}:NOT_CALLABLE", "'NOT_CALLABLE' is a int, not a callable"),
     ],
 )
 def test_load_evaluator_says_why_it_cannot(path: str, message: str) -> None:
-    with pytest.raises(InvalidRunInputError, match=message):
+    with pytest.raises(InvalidHookError) as caught:
         load_evaluator(path)
+    assert caught.value.message.startswith("evaluation.evaluator: hook ")
+    assert message in caught.value.message

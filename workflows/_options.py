@@ -58,3 +58,10 @@ ACP_CLOSE_RUN: dict[str, Any] = {
     "start_to_close_timeout": timedelta(seconds=30),
     "retry_policy": RetryPolicy(maximum_attempts=1),
 }
+
+USER_CODE: dict[str, Any] = {
+    # a before_run hook or an evaluator: the user's code, bounded, not retried
+    # (its errors are the user's to fix, not transient)
+    "start_to_close_timeout": timedelta(minutes=5),
+    "retry_policy": RetryPolicy(maximum_attempts=1),
+}

@@ -30,11 +30,15 @@ with workflow.unsafe.imports_passed_through():
         OMAError,
         application_error,
     )
+    from oma.evaluation import EvaluationRecord, is_sampled, not_sampled
     from oma.llm import LlmTurnInput, LlmTurnOutput
+    from oma.message_guard import latest_user_prompt
     from oma.messages import LLMMessage, user_text
     from oma.process import ProcessRunInput, ProcessRunOutput
     from oma.results import AcpSessionInfo, AgentRunResult
+    from oma.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
     from oma.run_input import AgentRunInput, parse_agent_run_input
+    from oma.stream import AgentStart, agent_start
     from oma.usage import TokenUsage
     from workflows import _options
     from workflows._acp import close_acp_sessions
@@ -54,18 +58,29 @@ class AgentRun:
     def __init__(self) -> None:
         self._result: AgentRunResult | None = None
         self._acp_queues: set[str] = set()
+        self._events: list[AgentStart] = []
 
     @workflow.run
     async def run(self, raw_input: Any) -> AgentRunResult:
         inp = _validated(raw_input)
-        self._result = AgentRunResult(agent=inp.agent.name, status="completed")
+        agent = inp.agent
+        self._result = AgentRunResult(agent=agent.name, status="completed")
+        structured = not isinstance(inp.input, str)
+        messages = inp.input if isinstance(inp.input, list) else [user_text(inp.input)]
         try:
-            if inp.agent.backend is None:
-                await self._run_model_loop(inp.agent, inp.input)
-            elif inp.agent.backend.kind == "process":
-                await self._run_process(inp.agent, inp.input)
+            if structured:
+                _check_takes_messages(agent)
+            messages = await self._before_run(agent, messages)
+            prompt = latest_user_prompt(messages)
+            start = agent_start(agent.name, prompt, messages if structured else None)
+            self._events.append(start)
+            if agent.backend is None:
+                await run_model_loop(agent, messages, _llm_turn_activity, self._result)
+            elif agent.backend.kind == "process":
+                await self._run_process(agent, prompt)
             else:
-                await self._run_acp(inp)
+                await self._run_acp(inp, prompt)
+            await self._evaluate(agent, start.payload)
         except OMAError as err:
             raise self._failure(err.code, err.message) from err
         except ActivityError as err:
@@ -83,14 +98,44 @@ class AgentRun:
         """The run so far (``None`` before the input is validated)."""
         return self._result
 
-    async def _run_model_loop(self, agent: AgentConfig, prompt: str | list[LLMMessage]) -> None:
-        assert self._result is not None
-        messages = [user_text(prompt)] if isinstance(prompt, str) else prompt
-        await run_model_loop(agent, messages, _llm_turn_activity, self._result)
+    @workflow.query(name="events")
+    def events(self) -> list[AgentStart]:
+        """The run's progress events so far (``agent_start``)."""
+        return self._events
 
-    async def _run_process(self, agent: AgentConfig, prompt: str | list[LLMMessage]) -> None:
+    async def _before_run(self, agent: AgentConfig, messages: list[LLMMessage]) -> list[LLMMessage]:
+        if agent.before_run is None:
+            return messages
+        out: BeforeRunOutput = await workflow.execute_activity(
+            "before_run",
+            BeforeRunInput(
+                agent=agent.name,
+                hook=agent.before_run,
+                messages=messages,
+                external=agent.backend is not None,
+            ),
+            result_type=BeforeRunOutput,
+            **_options.USER_CODE,
+        )
+        return out.messages
+
+    async def _evaluate(self, agent: AgentConfig, run_input: dict[str, Any]) -> None:
+        # sampled with the workflow's deterministic random, so replay agrees
+        config = agent.evaluation
+        if config is None or self._result is None:
+            return
+        if not is_sampled(config.sample_rate, workflow.random().random()):
+            self._result.evaluation = not_sampled(config)
+            return
+        self._result.evaluation = await workflow.execute_activity(
+            "evaluate",
+            EvaluateInput(config=config, input=run_input, output=self._result.output),
+            result_type=EvaluationRecord,
+            **_options.USER_CODE,
+        )
+
+    async def _run_process(self, agent: AgentConfig, prompt: str) -> None:
         assert self._result is not None and isinstance(agent.backend, ProcessBackendConfig)
-        prompt = _text_only(agent, prompt)
         out: ProcessRunOutput = await workflow.execute_activity(
             "process_run",
             ProcessRunInput(
@@ -106,7 +151,7 @@ class AgentRun:
         self._result.output = out.stdout
         self._result.token_usage = TokenUsage()
 
-    async def _run_acp(self, inp: AgentRunInput) -> None:
+    async def _run_acp(self, inp: AgentRunInput, prompt_text: str) -> None:
         assert self._result is not None and isinstance(inp.agent.backend, AcpBackendConfig)
         info = workflow.info()
         prompt = AcpPromptInput(
@@ -114,7 +159,7 @@ class AgentRun:
             agent=inp.agent.name,
             backend=inp.agent.backend,
             system_prompt=inp.agent.system_prompt,
-            prompt=_text_only(inp.agent, inp.input),
+            prompt=prompt_text,
         )
         try:
             out = await self._acp_prompt(prompt, inp.acp_session)
@@ -182,16 +227,14 @@ async def _llm_turn_activity(turn: LlmTurnInput) -> LlmTurnOutput:
     return out
 
 
-def _text_only(agent: AgentConfig, prompt: str | list[LLMMessage]) -> str:
-    if isinstance(prompt, str):
-        return prompt
-    assert agent.backend is not None
-    # shared/reference/structured-input.md: external backends are text only, so a
-    # message list fails before any process is spawned or session opened
-    raise InvalidMessageError(
-        f"agent {agent.name!r} runs a {agent.backend.kind!r} backend, which takes a "
-        "text prompt only; pass a string instead of a message list"
-    )
+def _check_takes_messages(agent: AgentConfig) -> None:
+    if agent.backend is not None:
+        # shared/reference/structured-input.md: external backends are text only,
+        # so a message list fails before any hook, process or session
+        raise InvalidMessageError(
+            f"agent {agent.name!r} runs a {agent.backend.kind!r} backend, which takes a "
+            "text prompt only; pass a string instead of a message list"
+        )
 
 
 def _never_started(err: ActivityError) -> bool:

@@ -7,22 +7,28 @@ subprocesses) stays real.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from oma.errors import ScriptExhaustedError
 from oma.llm import LlmTurnInput, LlmTurnOutput
 from oma.messages import TextBlock, text_of
+from oma.stream import TextDelta
 from oma.usage import TokenUsage
 
 
 class ScriptedProvider:
     """Answers turn ``n`` of an agent run with ``agent.script[n]`` as text.
 
-    Usage is counted as whitespace-separated words (input: the latest message's
+    ``on_event`` (outside Temporal, ``Agent.stream``) gets the answer as one
+    ``TextDelta``. Usage is counted as whitespace-separated words (input: the latest message's
     text; output: the answer) so budgets and totals have something real to add.
     Raises ``ScriptExhaustedError`` (non-retryable) when the script has no entry
     for the turn.
     """
 
-    async def turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
+    async def turn(
+        self, inp: LlmTurnInput, on_event: Callable[[TextDelta], None] | None = None
+    ) -> LlmTurnOutput:
         script = inp.agent.script or []
         if inp.turn >= len(script):
             raise ScriptExhaustedError(
@@ -31,6 +37,8 @@ class ScriptedProvider:
             )
         answer = script[inp.turn]
         prompt = text_of(inp.messages[-1].content) if inp.messages else ""
+        if on_event is not None:
+            on_event(TextDelta(text=answer))
         return LlmTurnOutput(
             content=[TextBlock(text=answer)],
             stop_reason="end_turn",

@@ -1,0 +1,41 @@
+"""The ``before_run`` and ``evaluate`` activities: user code around an agent run."""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from activities._errors import application_error
+from oma.before_run import BeforeRunContext, apply_before_run, load_hook
+from oma.errors import OMAError
+from oma.evaluation import EvaluationRecord, evaluate, load_evaluator
+from oma.message_guard import latest_user_prompt
+from oma.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
+
+
+@activity.defn(name="before_run")
+async def before_run(inp: BeforeRunInput) -> BeforeRunOutput:
+    """Load ``inp.hook`` on this worker and apply it (``oma.before_run``).
+
+    Raises (as non-retryable ``ApplicationError``): ``INVALID_HOOK`` when the
+    hook cannot be loaded, ``INVALID_MESSAGE`` when it returns invalid
+    messages, or changes the messages of an external agent.
+    """
+    try:
+        hook = load_hook(inp.hook)
+        ctx = BeforeRunContext(
+            agent=inp.agent, messages=inp.messages, prompt=latest_user_prompt(inp.messages)
+        )
+        return BeforeRunOutput(messages=await apply_before_run(hook, ctx, external=inp.external))
+    except OMAError as err:
+        raise application_error(err) from err
+
+
+@activity.defn(name="evaluate")
+async def evaluate_run(inp: EvaluateInput) -> EvaluationRecord:
+    """Run the online evaluator on a sampled run; its failures are recorded in
+    the record, never raised. ``INVALID_HOOK`` when it cannot be loaded."""
+    try:
+        evaluator = load_evaluator(inp.config.evaluator)
+    except OMAError as err:
+        raise application_error(err) from err
+    return await evaluate(inp.config, evaluator, inp.input, inp.output)

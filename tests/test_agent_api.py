@@ -1,0 +1,294 @@
+"""The Python Agent API: every row of structured-input.md's API table, input
+validation and copying, before_run, progress events."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from activities.providers.anthropic import AnthropicProvider
+from activities.providers.scripted import ScriptedProvider
+from oma.agent import Agent
+from oma.errors import InvalidMessageError
+from oma.messages import LLMMessage
+from tests.anthropic_server import AnthropicServer
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n-a-tiny-png-").decode()
+
+
+def image(data: str = PNG) -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+
+
+def text(t: str) -> dict[str, Any]:
+    return {"type": "text", "text": t}
+
+
+@pytest.fixture
+def api(anthropic_server: AnthropicServer) -> AnthropicServer:
+    anthropic_server.reset()
+    return anthropic_server
+
+
+def claude(api: AnthropicServer, **config: Any) -> Agent:
+    providers = {
+        "anthropic": AnthropicProvider(api_key="sk-ant-test", base_url=api.base_url),
+        "scripted": ScriptedProvider(),
+    }
+    hooks = {k: config.pop(k) for k in ("before_run", "on_progress") if k in config}
+    return Agent({"name": "vision", "model": "claude-test", **config}, providers=providers, **hooks)
+
+
+def sent_messages(api: AnthropicServer) -> list[Any]:
+    return [r.body["messages"] for r in api.requests]
+
+
+async def test_run_with_a_string_sends_one_user_text_message(api: AnthropicServer) -> None:
+    api.reply_text("Hello.")
+    result = await claude(api).run("Say hello.")
+    assert (result.status, result.output) == ("completed", "Hello.")
+    assert sent_messages(api) == [[{"role": "user", "content": [text("Say hello.")]}]]
+
+
+async def test_run_with_messages_sends_the_complete_conversation_with_the_image(
+    api: AnthropicServer,
+) -> None:
+    conversation = [
+        {"role": "user", "content": [text("Keep answers concise.")]},
+        {"role": "assistant", "content": [text("Understood.")]},
+        {"role": "user", "content": [text("What is shown here?"), image()]},
+    ]
+    api.reply_text("A tiny PNG.")
+    result = await claude(api).run(conversation)
+    assert result.output == "A tiny PNG."
+    assert sent_messages(api) == [conversation]
+    sent_image = api.requests[0].body["messages"][2]["content"][1]["source"]["data"]
+    assert base64.b64decode(sent_image) == base64.b64decode(PNG)
+
+
+async def test_run_is_fresh_it_neither_reads_nor_updates_the_history(
+    api: AnthropicServer,
+) -> None:
+    seeded = [
+        {"role": "user", "content": [text("earlier")]},
+        {"role": "assistant", "content": [text("noted")]},
+    ]
+    agent = claude(api, history=seeded)
+    api.reply_text("fresh")
+    await agent.run("now")
+    assert sent_messages(api) == [[{"role": "user", "content": [text("now")]}]]
+    assert [m.model_dump() for m in agent.get_history()] == seeded
+
+
+async def test_prompt_appends_the_turn_and_the_answer_to_the_seeded_history(
+    api: AnthropicServer,
+) -> None:
+    seeded = [
+        {"role": "user", "content": [text("earlier")]},
+        {"role": "assistant", "content": [text("noted")]},
+    ]
+    agent = claude(api, history=seeded)
+    api.reply_text("first answer")
+    api.reply_text("second answer")
+    await agent.prompt("one")
+    await agent.prompt([text("two"), image()])
+    assert sent_messages(api)[1] == [
+        *seeded,
+        {"role": "user", "content": [text("one")]},
+        {"role": "assistant", "content": [text("first answer")]},
+        {"role": "user", "content": [text("two"), image()]},
+    ]
+    assert len(agent.get_history()) == 6
+    assert agent.get_history()[-1].model_dump() == {
+        "role": "assistant",
+        "content": [text("second answer")],
+    }
+
+
+async def test_invalid_prompt_input_is_not_appended_to_the_history(api: AnthropicServer) -> None:
+    agent = claude(api)
+    with pytest.raises(InvalidMessageError) as info:
+        await agent.prompt([text("look"), image(data="not base64!")])
+    assert "input[1].source.data" in info.value.message
+    assert agent.get_history() == []
+    assert api.requests == []
+
+
+async def test_get_history_returns_a_deep_copy(api: AnthropicServer) -> None:
+    agent = claude(api)
+    api.reply_text("ok")
+    await agent.prompt("hi")
+    copy = agent.get_history()
+    copy[0].content.clear()
+    copy.append(LLMMessage(role="user", content=[]))
+    assert [len(m.content) for m in agent.get_history()] == [1, 1]
+
+
+async def test_invalid_messages_fail_before_the_hook_the_provider_and_any_progress(
+    api: AnthropicServer,
+) -> None:
+    seen: list[str] = []
+    agent = claude(
+        api, before_run=lambda ctx: seen.append("hook"), on_progress=lambda e: seen.append(e.type)
+    )
+    bad = [
+        {
+            "role": "user",
+            "content": [
+                text("a"),
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/tiff", "data": PNG},
+                },
+            ],
+        }
+    ]
+    with pytest.raises(InvalidMessageError) as info:
+        await agent.run(bad)
+    assert info.value.code == "INVALID_MESSAGE"
+    assert "input[0].content[1].source.media_type" in info.value.message
+    assert (seen, api.requests) == ([], [])
+
+
+async def test_stream_validates_when_called_before_iteration(api: AnthropicServer) -> None:
+    agent = claude(api)
+    with pytest.raises(InvalidMessageError):
+        agent.stream([{"role": "user", "content": []}])
+
+
+async def test_stream_yields_start_text_deltas_and_done(api: AnthropicServer) -> None:
+    api.reply_text("streamed answer", pieces=3)
+    events = [e async for e in claude(api).stream("go")]
+    assert events[0].type == "agent_start"
+    assert events[0].payload == {"prompt": "go"}
+    deltas = [e.text for e in events if e.type == "text_delta"]
+    assert len(deltas) == 3 and "".join(deltas) == "streamed answer"
+    assert events[-1].type == "done" and events[-1].result.output == "streamed answer"
+
+
+async def test_mutating_the_callers_data_during_the_run_changes_nothing(
+    api: AnthropicServer,
+) -> None:
+    conversation = [{"role": "user", "content": [text("describe"), image()]}]
+
+    def meddle(event: Any) -> None:  # the caller mutates its own data mid-run
+        conversation[0]["content"][1]["source"]["data"] = base64.b64encode(b"other").decode()
+        conversation[0]["content"].append(text("injected"))
+        event.payload.clear()
+
+    api.reply_text("ok")
+    await claude(api, on_progress=meddle).run(conversation)
+    assert sent_messages(api) == [[{"role": "user", "content": [text("describe"), image()]}]]
+
+
+async def test_before_run_prompt_change_replaces_text_blocks_keeping_images_in_order(
+    api: AnthropicServer,
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def hook(ctx: Any) -> dict[str, Any]:
+        seen["prompt"] = ctx.prompt
+        return {"prompt": "NEW"}
+
+    first, second = image(), image(base64.b64encode(b"second").decode())
+    api.reply_text("ok")
+    await claude(api, before_run=hook).run(
+        [{"role": "user", "content": [text("A"), first, text("B"), second]}]
+    )
+    assert seen["prompt"] == "AB"
+    assert sent_messages(api) == [[{"role": "user", "content": [text("NEW"), first, second]}]]
+
+
+async def test_before_run_messages_replace_the_input_before_the_prompt_applies(
+    api: AnthropicServer,
+) -> None:
+    replaced = [{"role": "user", "content": [image(), text("old")]}]
+    api.reply_text("ok")
+    await claude(api, before_run=lambda ctx: {"messages": replaced, "prompt": "final"}).run("x")
+    assert sent_messages(api) == [[{"role": "user", "content": [image(), text("final")]}]]
+
+
+async def test_image_only_turn_has_an_empty_prompt(api: AnthropicServer) -> None:
+    prompts: list[str] = []
+    api.reply_text("a picture")
+    await claude(api, before_run=lambda ctx: prompts.append(ctx.prompt)).run(
+        [{"role": "user", "content": [image()]}]
+    )
+    assert prompts == [""]
+
+
+async def test_progress_payload_is_the_prompt_for_strings_and_messages_for_lists(
+    api: AnthropicServer,
+) -> None:
+    starts: list[dict[str, Any]] = []
+    agent = claude(
+        api, on_progress=lambda e: starts.append(e.payload) if e.type == "agent_start" else None
+    )
+    api.reply_text("1")
+    api.reply_text("2")
+    await agent.run("plain")
+    await agent.run([{"role": "user", "content": [text("structured")]}])
+    assert starts == [
+        {"prompt": "plain"},
+        {"messages": [{"role": "user", "content": [text("structured")]}]},
+    ]
+
+
+async def test_a_progress_callback_that_raises_does_not_fail_the_run(api: AnthropicServer) -> None:
+    def boom(event: Any) -> None:
+        raise RuntimeError("callback bug")
+
+    api.reply_text("fine")
+    assert (await claude(api, on_progress=boom).run("go")).output == "fine"
+
+
+async def test_provider_error_follows_the_normal_failure_path(api: AnthropicServer) -> None:
+    api.reply_error(400, "image too large")
+    result = await claude(api).run([{"role": "user", "content": [image()]}])
+    assert (result.status, result.error_code) == ("failed", "PROVIDER_ERROR")
+    assert "image too large" in (result.error or "")
+
+
+def marker_process(tmp_path: Path, **backend: Any) -> Agent:
+    marker = tmp_path / "spawned"
+    code = f"import sys; open({str(marker)!r}, 'w'); print(sys.stdin.read())"
+    return Agent(
+        {
+            "name": "proc",
+            "backend": {"kind": "process", "command": "python3", "args": ["-c", code], **backend},
+        }
+    )
+
+
+async def test_process_agent_rejects_messages_before_spawning(tmp_path: Path) -> None:
+    agent = marker_process(tmp_path)
+    with pytest.raises(InvalidMessageError):
+        await agent.run([{"role": "user", "content": [text("hi")]}])
+    with pytest.raises(InvalidMessageError):
+        await agent.prompt([text("hi")])
+    with pytest.raises(InvalidMessageError):
+        agent.stream([{"role": "user", "content": [text("hi")]}])
+    assert not (tmp_path / "spawned").exists()
+
+
+async def test_process_agent_runs_a_string_and_its_hook_may_change_the_prompt(
+    tmp_path: Path,
+) -> None:
+    agent = Agent(
+        marker_process(tmp_path).config, before_run=lambda ctx: {"prompt": ctx.prompt.upper()}
+    )
+    result = await agent.run("hello")
+    assert (result.status, result.output) == ("completed", "HELLO\n")
+
+
+async def test_external_agent_hook_changing_messages_is_rejected(tmp_path: Path) -> None:
+    agent = Agent(
+        marker_process(tmp_path).config,
+        before_run=lambda ctx: {"messages": [{"role": "user", "content": [text("other")]}]},
+    )
+    with pytest.raises(InvalidMessageError):
+        await agent.run("hello")
+    assert not (tmp_path / "spawned").exists()

@@ -1,0 +1,110 @@
+"""AgentRun on Temporal: before_run and the online evaluator run as activities,
+and the agent_start event is queryable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from oma.results import AgentRunResult
+from tests._runs import TASK_QUEUE, assert_replays, process
+from tests.anthropic_server import AnthropicServer
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+
+async def run_agent(
+    client: Client, workflow_id: str, agent: dict[str, Any], inp: Any
+) -> AgentRunResult:
+    return await client.execute_workflow(
+        "AgentRun",
+        {"agent": agent, "input": inp},
+        id=workflow_id,
+        task_queue=TASK_QUEUE,
+        result_type=AgentRunResult,
+    )
+
+
+async def test_before_run_by_import_path_rewrites_the_prompt_on_the_worker(
+    client: Client, workflow_id: str, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.reset()
+    anthropic_server.reply_text("ok")
+    agent = {"name": "a", "provider": "anthropic", "before_run": "tests.hooks:shout"}
+    await run_agent(client, workflow_id, agent, "quiet please")
+    assert anthropic_server.requests[0].body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "QUIET PLEASE"}]}
+    ]
+    events = await client.get_workflow_handle(workflow_id).query("events")
+    assert [(e["type"], e["payload"]) for e in events] == [
+        ("agent_start", {"prompt": "QUIET PLEASE"})
+    ]
+    await assert_replays(client, workflow_id)
+
+
+async def test_external_agent_hook_that_changes_messages_fails_before_spawning(
+    client: Client, workflow_id: str, tmp_path: Any
+) -> None:
+    marker = tmp_path / "spawned"
+    agent = process("p", f"open({str(marker)!r}, 'w')")
+    agent["before_run"] = "tests.hooks:replace_messages"
+    with pytest.raises(WorkflowFailureError) as info:
+        await run_agent(client, workflow_id, agent, "hello")
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "INVALID_MESSAGE"
+    assert not marker.exists()
+
+
+async def test_a_missing_hook_fails_the_run_naming_it(client: Client, workflow_id: str) -> None:
+    agent = {
+        "name": "a",
+        "provider": "scripted",
+        "script": ["x"],
+        "before_run": "tests.nowhere:hook",
+    }
+    with pytest.raises(WorkflowFailureError) as info:
+        await run_agent(client, workflow_id, agent, "hello")
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "INVALID_HOOK"
+    assert "tests.nowhere" in cause.message
+
+
+async def test_sampled_run_is_evaluated_with_redacted_stored_payloads(
+    client: Client, workflow_id: str
+) -> None:
+    agent = {
+        "name": "a",
+        "provider": "scripted",
+        "script": ["four"],
+        "evaluation": {
+            "evaluator": "tests.hooks:output_length",
+            "sample_rate": 1.0,
+            "store_payloads": "redacted",
+        },
+    }
+    result = await run_agent(client, workflow_id, agent, "my key is sk-ant-api03-secretsecret")
+    record = result.evaluation
+    assert record is not None
+    assert (record.sampled, record.score, record.label, record.output) == (
+        True,
+        4.0,
+        "length",
+        "four",
+    )
+    assert record.input == {"prompt": "my key is [redacted]"}
+    await assert_replays(client, workflow_id)
+
+
+async def test_unsampled_run_is_not_evaluated(client: Client, workflow_id: str) -> None:
+    agent = {
+        "name": "a",
+        "provider": "scripted",
+        "script": ["four"],
+        "evaluation": {"evaluator": "tests.hooks:output_length", "sample_rate": 0.0},
+    }
+    result = await run_agent(client, workflow_id, agent, "hi")
+    assert result.evaluation is not None and result.evaluation.sampled is False
+    assert result.evaluation.score is None
