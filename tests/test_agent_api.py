@@ -4,6 +4,7 @@ validation and copying, before_run, progress events."""
 from __future__ import annotations
 
 import base64
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -292,3 +293,45 @@ async def test_external_agent_hook_changing_messages_is_rejected(tmp_path: Path)
     with pytest.raises(InvalidMessageError):
         await agent.run("hello")
     assert not (tmp_path / "spawned").exists()
+
+
+async def test_acp_agent_rejects_messages_before_opening_a_session(tmp_path: Path) -> None:
+    spawn_log = tmp_path / "spawn.log"
+    agent = Agent(
+        {
+            "name": "coder",
+            "backend": {
+                "kind": "acp",
+                "command": sys.executable,
+                "args": [str(Path(__file__).parent / "acp_agent.py")],
+                "env": {"ACP_TEST_SPAWN_LOG": str(spawn_log)},
+            },
+        }
+    )
+    with pytest.raises(InvalidMessageError):
+        await agent.run([{"role": "user", "content": [text("hi")]}])
+    with pytest.raises(InvalidMessageError):
+        await agent.prompt([text("hi")])
+    assert not spawn_log.exists()
+
+
+async def test_acp_agent_runs_a_string_in_one_session_across_prompts(tmp_path: Path) -> None:
+    spawn_log = tmp_path / "spawn.log"
+    script = '{"turns": [{"steps": [{"text": "one"}]}, {"steps": [{"text": "two"}]}]}'
+    agent = Agent(
+        {
+            "name": "coder",
+            "backend": {
+                "kind": "acp",
+                "command": sys.executable,
+                "args": [str(Path(__file__).parent / "acp_agent.py")],
+                "env": {"ACP_TEST_SPAWN_LOG": str(spawn_log), "ACP_TEST_SCRIPT": script},
+            },
+        }
+    )
+    try:
+        outputs = [(await agent.prompt("a")).output, (await agent.run("b")).output]
+    finally:
+        await agent.close()
+    assert outputs == ["one", "two"]
+    assert len(spawn_log.read_text().splitlines()) == 1
