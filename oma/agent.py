@@ -31,7 +31,7 @@ from temporalio.exceptions import ApplicationError
 from oma.agent_config import AgentConfig
 from oma.agent_loop import run_model_loop
 from oma.before_run import BeforeRunContext, BeforeRunHook, apply_before_run, load_hook
-from oma.errors import InvalidMessageError, OMAError
+from oma.errors import OMAError
 from oma.evaluation import EvaluationRecord, evaluate, is_sampled, load_evaluator, not_sampled
 from oma.llm import LlmTurnInput, LlmTurnOutput
 from oma.message_guard import latest_user_prompt, to_messages, validate_content_blocks
@@ -116,8 +116,8 @@ class Agent:
         if isinstance(input, str):
             blocks, structured = to_messages(input)[0][0].content, False
         else:
+            self.config.check_accepts_messages()
             blocks, structured = validate_content_blocks(input, history=self._history), True
-            self._reject_structured_for_external(structured)
         turn = LLMMessage(role="user", content=blocks)
         if self.is_external:
             return await self._execute([turn], structured, on_event=None)
@@ -137,15 +137,9 @@ class Agent:
 
     def _checked_input(self, input: str | Sequence[Any]) -> tuple[list[LLMMessage], bool]:
         messages, structured = to_messages(input)
-        self._reject_structured_for_external(structured)
+        if structured:
+            self.config.check_accepts_messages()
         return messages, structured
-
-    def _reject_structured_for_external(self, structured: bool) -> None:
-        if structured and self.config.backend is not None:
-            raise InvalidMessageError(
-                f"agent {self.config.name!r} runs a {self.config.backend.kind!r} backend, "
-                "which takes a text prompt only; pass a string instead of a message list"
-            )
 
     async def _stream(
         self, messages: list[LLMMessage], structured: bool

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from oma.backends import BackendConfig
+from oma.errors import InvalidMessageError
 from oma.evaluation import EvaluationConfig
 from oma.messages import LLMMessage
 
@@ -80,6 +81,20 @@ class AgentConfig(BaseModel):
         elif self.resolved_provider == "scripted" and not self.script:
             raise ValueError(f"agent {self.name!r} uses provider 'scripted' but has no 'script'")
         return self
+
+    def check_accepts_messages(self) -> None:
+        """Raise ``InvalidMessageError`` if this agent cannot take a message list.
+
+        External backends (``process``, ``acp``) are text transports, so
+        structured input fails before any process is spawned or session opened
+        rather than losing images or history (structured-input.md, "External
+        process and ACP backends").
+        """
+        if self.backend is not None:
+            raise InvalidMessageError(
+                f"agent {self.name!r} runs a {self.backend.kind!r} backend, which takes a "
+                "text prompt only; pass a string instead of a message list"
+            )
 
     @property
     def resolved_provider(self) -> Provider:

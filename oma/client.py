@@ -17,7 +17,6 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from oma.agent_config import AgentConfig
 from oma.dag import validate_task_graph
-from oma.errors import InvalidMessageError
 from oma.message_guard import to_messages
 from oma.results import AgentRunResult, TeamRunResult
 from oma.run_input import AgentRunInput, RunOptions, TeamRunInput
@@ -73,11 +72,8 @@ class OpenMultiAgent:
         """
         agent = config if isinstance(config, AgentConfig) else AgentConfig.model_validate(config)
         messages, structured = to_messages(input)
-        if structured and agent.backend is not None:
-            raise InvalidMessageError(
-                f"agent {agent.name!r} runs a {agent.backend.kind!r} backend, which takes a "
-                "text prompt only; pass a string instead of a message list"
-            )
+        if structured:
+            agent.check_accepts_messages()
         run_input = AgentRunInput(agent=agent, input=messages if structured else str(input))
         client = await self.client()
         result: AgentRunResult = await client.execute_workflow(

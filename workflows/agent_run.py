@@ -1,7 +1,9 @@
 """``AgentRun``: one agent run, as a workflow.
 
 An LLM agent runs its model loop (each turn an ``llm_turn`` activity); a
-``process`` agent is one ``process_run`` activity. A failed run fails this
+``process`` agent is one ``process_run`` activity; an ``acp`` agent is one
+``acp_prompt`` turn on the worker that holds its session. A ``before_run``
+hook and an online evaluator run as activities around it. A failed run fails this
 workflow with an ``ApplicationError`` typed with the error's code, its details
 holding the partial ``AgentRunResult`` (turns and token usage so far).
 """
@@ -26,7 +28,6 @@ with workflow.unsafe.imports_passed_through():
     from oma.agent_loop import run_model_loop
     from oma.backends import AcpBackendConfig, ProcessBackendConfig
     from oma.errors import (
-        InvalidMessageError,
         OMAError,
         application_error,
     )
@@ -69,7 +70,7 @@ class AgentRun:
         messages = inp.input if isinstance(inp.input, list) else [user_text(inp.input)]
         try:
             if structured:
-                _check_takes_messages(agent)
+                agent.check_accepts_messages()
             messages = await self._before_run(agent, messages)
             prompt = latest_user_prompt(messages)
             start = agent_start(agent.name, prompt, messages if structured else None)
@@ -122,7 +123,7 @@ class AgentRun:
     async def _evaluate(self, agent: AgentConfig, run_input: dict[str, Any]) -> None:
         # sampled with the workflow's deterministic random, so replay agrees
         config = agent.evaluation
-        if config is None or self._result is None:
+        if config is None or self._result is None or self._result.status != "completed":
             return
         if not is_sampled(config.sample_rate, workflow.random().random()):
             self._result.evaluation = not_sampled(config)
@@ -225,16 +226,6 @@ async def _llm_turn_activity(turn: LlmTurnInput) -> LlmTurnOutput:
         "llm_turn", turn, result_type=LlmTurnOutput, **_options.LLM_TURN
     )
     return out
-
-
-def _check_takes_messages(agent: AgentConfig) -> None:
-    if agent.backend is not None:
-        # shared/reference/structured-input.md: external backends are text only,
-        # so a message list fails before any hook, process or session
-        raise InvalidMessageError(
-            f"agent {agent.name!r} runs a {agent.backend.kind!r} backend, which takes a "
-            "text prompt only; pass a string instead of a message list"
-        )
 
 
 def _never_started(err: ActivityError) -> bool:
