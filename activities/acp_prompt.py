@@ -16,7 +16,7 @@ from activities._errors import application_error
 from activities._heartbeat import heartbeating
 from activities.acp import AcpSession, SessionPool, TurnResult
 from oma.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpPromptOutput
-from oma.errors import OMAError
+from oma.errors import OMAError, check_output_size
 
 HEARTBEAT_INTERVAL_S = 0.25
 """Seconds between heartbeats while a turn runs. Temporal delivers activity
@@ -63,6 +63,10 @@ class AcpActivities:
             finally:
                 if not session.alive:
                     await self.pool.discard(inp.run_key, inp.agent, session)
+        try:
+            check_output_size(inp.agent, len(result.output.encode()))
+        except OMAError as err:
+            raise application_error(err) from None
         return AcpPromptOutput(
             output=result.output,
             stop_reason=result.stop_reason,

@@ -26,7 +26,14 @@ from activities._process_group import (
     spawn_group_leader,
     wait_exited,
 )
-from oma.errors import EmptyPromptError, ProcessFailedError, ProcessSpawnError
+from oma.errors import (
+    MAX_OUTPUT_BYTES,
+    EmptyPromptError,
+    OMAError,
+    ProcessFailedError,
+    ProcessSpawnError,
+    check_output_size,
+)
 from oma.process import ProcessRunInput, ProcessRunOutput
 from oma.redact import redact
 
@@ -103,6 +110,10 @@ async def process_run(inp: ProcessRunInput) -> ProcessRunOutput:
 
     code = proc.returncode
     if code == 0:
+        try:
+            check_output_size(inp.agent, output.stdout_bytes)
+        except OMAError as err:
+            raise application_error(err) from None
         return ProcessRunOutput(stdout=output.stdout.decode("utf-8", errors="replace"))
     raise application_error(ProcessFailedError(_failure_message(inp, code, output)))
 
@@ -144,16 +155,21 @@ class _Output:
 
     def __init__(self) -> None:
         self.stdout = bytearray()
+        self.stdout_bytes = 0
         self.stderr = StderrTail()
 
     def add_stdout(self, chunk: bytes) -> None:
-        self.stdout += chunk
+        # keep one byte over the limit: enough to know it was exceeded
+        room = MAX_OUTPUT_BYTES + 1 - len(self.stdout)
+        if room > 0:
+            self.stdout += chunk[:room]
+        self.stdout_bytes += len(chunk)
 
     def heartbeat_details(self) -> dict[str, object]:
         tail = self.stdout[-4 * _LAST_LINE_CHARS :].decode("utf-8", errors="replace")
         lines = [line.strip() for line in tail.splitlines() if line.strip()]
         last_line = redact(lines[-1])[:_LAST_LINE_CHARS] if lines else ""
-        return {"stdout_bytes": len(self.stdout), "last_line": last_line}
+        return {"stdout_bytes": self.stdout_bytes, "last_line": last_line}
 
 
 async def _collect(

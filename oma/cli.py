@@ -8,9 +8,11 @@ workflow or activity code.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import os
+import signal
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,6 +23,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from oma.dev_server import DevServer, is_listening, split_address
 from oma.errors import OMAError
@@ -53,13 +57,18 @@ async def _temporal(with_worker: bool | None) -> AsyncIterator[tuple[Any, str]]:
     settings = wm.WorkerSettings.from_env()
     server: DevServer | None = None
     if not is_listening(settings.address):
+        if with_worker is False:
+            raise _fail(
+                f"nothing listens on {settings.address} and --no-worker leaves no worker to "
+                "run the workflow: start `oma dev`, or drop --no-worker"
+            )
         _, port = split_address(settings.address)
         err_console.print(f"[dim]starting the embedded Temporal dev server on port {port}[/]")
         server = DevServer(port=port, db_file=DEV_DB, log_file=STATE_DIR / "dev-server.log")
         await asyncio.to_thread(server.start)
         settings = wm.WorkerSettings(server.address, settings.namespace, settings.task_queue)
     try:
-        client = await wm.connect(settings)
+        client = await _connect(wm, settings)
         if with_worker if with_worker is not None else server is not None:
             async with wm.build_worker(client, settings.task_queue):
                 yield client, settings.task_queue
@@ -68,6 +77,18 @@ async def _temporal(with_worker: bool | None) -> AsyncIterator[tuple[Any, str]]:
     finally:
         if server is not None:
             await asyncio.to_thread(server.stop)
+
+
+async def _connect(wm: ModuleType, settings: Any) -> Any:
+    # a dev server that just started listens a moment before its frontend is
+    # healthy; give it a few seconds
+    for attempt in range(20):
+        try:
+            return await wm.connect(settings)
+        except RuntimeError:
+            if attempt == 19:
+                raise
+            await asyncio.sleep(0.5)
 
 
 @app.command()
@@ -89,6 +110,8 @@ def run(
         raw = json.loads(file.read_text())
     except OSError as e:
         raise _fail(f"cannot read {file}: {e.strerror}", 2) from None
+    except UnicodeDecodeError:
+        raise _fail(f"{file} is not UTF-8 text", 2) from None
     except json.JSONDecodeError as e:
         raise _fail(f"{file} is not valid JSON: {e}", 2) from None
     try:
@@ -102,13 +125,26 @@ def run(
     async def go() -> TeamRunResult:
         async with _temporal(worker) as (client, task_queue):
             wid = workflow_id or f"team-{inp.team.name}-{uuid.uuid4().hex[:8]}"
+            try:
+                handle = await client.start_workflow(
+                    "TeamRun", inp, id=wid, task_queue=task_queue, result_type=TeamRunResult
+                )
+            except WorkflowAlreadyStartedError:
+                raise _fail(f"a run with workflow id {wid!r} is already running") from None
             err_console.print(f"[dim]started TeamRun {wid} on task queue {task_queue!r}[/]")
-            result: TeamRunResult = await client.execute_workflow(
-                "TeamRun", inp, id=wid, task_queue=task_queue, result_type=TeamRunResult
-            )
+            try:
+                result: TeamRunResult = await handle.result()
+            except asyncio.CancelledError:
+                # Ctrl-C or SIGTERM: the run would otherwise go on (or come back
+                # with the next embedded server); cancel it and let it drain
+                err_console.print(f"interrupted: cancelling TeamRun {wid}")
+                await _cancel_and_wait(handle)
+                raise
+            except WorkflowFailureError as err:
+                raise _fail(f"TeamRun {wid} did not complete: {_cause(err)}") from None
             return result
 
-    result = asyncio.run(go())
+    result = _run_async(go())
     if as_json:
         print(result.model_dump_json(indent=2))
     else:
@@ -141,6 +177,36 @@ def _final_tasks(result: TeamRunResult) -> list[Any]:
     return [t for t in result.tasks if t.id not in depended_on]
 
 
+async def _cancel_and_wait(handle: Any) -> None:
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(handle.cancel(), 5)
+        await asyncio.wait_for(handle.result(), 15)
+
+
+def _cause(err: BaseException) -> str:
+    """The innermost cause of a Temporal failure, as ``TYPE: message``."""
+    while err.__cause__ is not None or getattr(err, "cause", None) is not None:
+        err = getattr(err, "cause", None) or err.__cause__  # type: ignore[assignment]
+    kind = getattr(err, "type", None) or type(err).__name__
+    return f"{kind}: {err}"
+
+
+def _run_async(coro: Any) -> Any:
+    """Run ``coro``; Ctrl-C and SIGTERM (a closed terminal, ``kill``, a service
+    manager) both cancel it, so its cleanup runs, and exit with status 130."""
+
+    async def cancellable() -> Any:
+        main = asyncio.current_task()
+        assert main is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
+        return await coro
+
+    try:
+        return asyncio.run(cancellable())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        raise typer.Exit(130) from None
+
+
 @app.command()
 def replay(
     history: Annotated[
@@ -158,8 +224,12 @@ def replay(
 
     try:
         raw = json.loads(history.read_text())
+        if not isinstance(raw, dict) or not raw.get("events"):
+            raise ValueError("expected an object with a non-empty 'events' list")
         wid = workflow_id or _workflow_id_of(raw) or history.stem
         parsed = WorkflowHistory.from_json(wid, raw)
+        if not parsed.events[0].HasField("workflow_execution_started_event_attributes"):
+            raise ValueError("its first event is not WorkflowExecutionStarted")
     except OSError as e:
         raise _fail(f"cannot read {history}: {e.strerror}", 2) from None
     except (ValueError, KeyError, TypeError) as e:
@@ -171,7 +241,7 @@ def replay(
     async def go() -> Any:
         return await replayer.replay_workflow(parsed, raise_on_replay_failure=False)
 
-    result = asyncio.run(go())
+    result = _run_async(go())
     if result.replay_failure is not None:
         raise _fail(
             f"{history} no longer replays against the current workflow code "
@@ -193,7 +263,7 @@ def _workflow_id_of(history: Any) -> str | None:
 @app.command()
 def worker() -> None:
     """Run a worker (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, OMA_TASK_QUEUE)."""
-    asyncio.run(_worker_module().main())
+    _run_async(_worker_module().main())
 
 
 @app.command()
@@ -211,11 +281,12 @@ def dev(
     except OMAError as e:
         raise _fail(str(e)) from None
     os.environ["TEMPORAL_ADDRESS"] = server.address
+    task_queue = _worker_module().WorkerSettings.from_env().task_queue
     console.print(f"Temporal dev server at {server.address}; Web UI at {server.ui_url}")
-    console.print("Worker running on task queue 'oma'. Ctrl-C stops both.")
+    console.print(f"Worker running on task queue {task_queue!r}. Ctrl-C stops both.")
     try:
-        asyncio.run(_worker_module().main())
-    except KeyboardInterrupt:
+        _run_async(_worker_module().main())
+    except typer.Exit:
         pass
     finally:
         server.stop()

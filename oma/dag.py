@@ -13,8 +13,8 @@ def validate_task_graph(tasks: Sequence[TaskSpec], agent_names: Iterable[str]) -
     """Check ids, assignees, dependencies and acyclicity, in that order.
 
     Raises ``DagValidationError`` listing every problem found by the first
-    failing check: duplicate ids, unknown assignees, unknown dependencies, or
-    a cycle (named as ``a -> b -> a``).
+    failing check: duplicate ids, unknown assignees, a dependency listed twice,
+    unknown dependencies, or a cycle (named as ``a -> b -> a``).
     """
     ids = [t.id for t in tasks]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
@@ -30,6 +30,14 @@ def validate_task_graph(tasks: Sequence[TaskSpec], agent_names: Iterable[str]) -
             f"unknown assignee(s): {'; '.join(unknown_assignees)} "
             f"(team agents: {', '.join(sorted(agents))})"
         )
+
+    repeated = [
+        f"task {t.id!r} lists {d!r} twice"
+        for t in tasks
+        for d in sorted({d for d in t.depends_on if t.depends_on.count(d) > 1})
+    ]
+    if repeated:
+        raise DagValidationError(f"repeated dependency: {'; '.join(repeated)}")
 
     known = set(ids)
     unknown_deps = [

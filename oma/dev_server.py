@@ -48,9 +48,14 @@ def temporal_binary() -> str:
 
 
 def split_address(address: str) -> tuple[str, int]:
-    """``"host:port"`` -> ``(host, port)``."""
+    """``"host:port"`` -> ``(host, port)``. Raises ``TemporalUnavailableError``
+    for an address without a port number."""
     host, _, port = address.rpartition(":")
-    return host or "localhost", int(port)
+    if not host or not port.isdigit():
+        raise TemporalUnavailableError(
+            f"Temporal address {address!r} is not host:port (e.g. localhost:7233)"
+        )
+    return host, int(port)
 
 
 def is_listening(address: str, timeout_s: float = 0.5) -> bool:
@@ -117,9 +122,13 @@ class DevServer:
     def start(self, timeout_s: float = 30.0) -> DevServer:
         """Start the server and wait until it accepts connections.
 
-        Raises ``TemporalUnavailableError`` if it exits or does not listen within
-        ``timeout_s`` seconds.
+        Raises ``TemporalUnavailableError`` if the port is already taken, or the
+        server exits or does not listen within ``timeout_s`` seconds.
         """
+        if is_listening(self.address, 0.2):
+            raise TemporalUnavailableError(
+                f"port {self.port} is already in use: something else listens on {self.address}"
+            )
         if self.log_file is not None:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
             with open(self.log_file, "ab") as log:

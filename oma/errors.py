@@ -108,6 +108,29 @@ class EmptyPromptError(OMAError):
     code = "EMPTY_PROMPT"
 
 
+class OutputTooLargeError(OMAError):
+    """An external agent's output is larger than ``MAX_OUTPUT_BYTES``. Outputs
+    travel in workflow history (Temporal limits a payload to 2 MB), so a large
+    result belongs in a file the agent writes, with its path in the output."""
+
+    code = "OUTPUT_TOO_LARGE"
+
+
+def check_output_size(agent: str, size: int) -> None:
+    """Raise ``OutputTooLargeError`` if an output of ``size`` bytes is over
+    ``MAX_OUTPUT_BYTES``."""
+    if size > MAX_OUTPUT_BYTES:
+        raise OutputTooLargeError(
+            f"agent {agent!r} produced {size} bytes of output; a task's output may be at "
+            f"most {MAX_OUTPUT_BYTES} bytes (it travels in workflow history): write large "
+            "results to files and print their paths"
+        )
+
+
+MAX_OUTPUT_BYTES = 256 * 1024
+"""The largest output one task may return (bytes of UTF-8)."""
+
+
 class ProcessFailedError(OMAError):
     """A ``process`` agent's command exited non-zero or was killed by a signal.
 

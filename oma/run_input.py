@@ -76,7 +76,8 @@ def format_validation_error(err: ValidationError, root: str = "") -> str:
                 continue
             else:
                 path += f".{part}" if path else str(part)
-        lines.append(f"{path or '(input)'}: {e['msg']}")
+        message = e["msg"].removeprefix("Value error, ")
+        lines.append(f"{path or '(input)'}: {message}")
     return "; ".join(lines)
 
 

@@ -27,7 +27,12 @@ class TaskSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(min_length=1, description="Unique within the run; used in depends_on.")
+    id: str = Field(
+        min_length=1,
+        pattern=r"^[^/]+$",
+        description="Unique within the run; used in depends_on. No '/': the task's "
+        "workflow id is '<run id>/<task id>'.",
+    )
     title: str = Field(
         min_length=1, description="Short name; labels this task's output for dependents."
     )

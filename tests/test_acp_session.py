@@ -15,10 +15,11 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.acp import SessionPool
+from activities.acp import AcpSession, SessionPool
 from activities.acp_prompt import AcpActivities
 from oma.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpPromptOutput
 from oma.backends import AcpBackendConfig, PermissionPolicy, PermissionRule
+from oma.errors import AcpProtocolError, AcpSpawnError
 from oma.results import PermissionRecord, ToolCallRecord
 from oma.usage import TokenUsage
 from tests._procs import alive
@@ -645,3 +646,32 @@ async def test_agent_ignoring_cancel_is_killed_after_the_grace(agent: ScriptedAg
     assert [e["event"] for e in agent.events("cancel")] == ["cancel"]
     assert not alive(agent.pids()[0])
     assert len(pool) == 0
+
+
+async def test_a_command_that_is_not_an_acp_agent_fails_the_handshake_in_time(
+    tmp_path: Path,
+) -> None:
+    # prints a banner line per input line, as a CLI started without its ACP flag might
+    backend = AcpBackendConfig(
+        command=sys.executable,
+        args=["-c", "import sys\nfor line in sys.stdin:\n    print('Welcome!', flush=True)"],
+    )
+    with pytest.raises(AcpSpawnError) as info:
+        await AcpSession.open(backend, agent="not-acp", handshake_timeout_s=1.0)
+    assert "did not answer within 1 s; is it an ACP agent?" in info.value.message
+
+
+async def test_initialize_method_not_found_suggests_it_is_not_an_acp_agent(
+    tmp_path: Path,
+) -> None:
+    answer = (
+        "import sys, json\n"
+        "for line in sys.stdin:\n"
+        "    req = json.loads(line)\n"
+        "    print(json.dumps({'jsonrpc': '2.0', 'id': req['id'], "
+        "'error': {'code': -32601, 'message': 'Method not found'}}), flush=True)"
+    )
+    backend = AcpBackendConfig(command=sys.executable, args=["-c", answer])
+    with pytest.raises(AcpProtocolError) as info:
+        await AcpSession.open(backend, agent="not-acp")
+    assert "(is this command an ACP agent?)" in info.value.message

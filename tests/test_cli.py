@@ -18,6 +18,7 @@ from temporalio.exceptions import ApplicationError
 
 from oma.dev_server import DevServer, free_port, is_listening, temporal_binary
 from oma.results import AgentRunResult
+from tests._procs import alive
 from tests._runs import TASK_QUEUE, assert_replays
 from tests.anthropic_server import AnthropicServer
 
@@ -327,3 +328,98 @@ async def test_agent_run_with_an_invalid_message_fails_naming_the_path(
     assert isinstance(cause, ApplicationError)
     assert (cause.type, cause.non_retryable) == ("INVALID_MESSAGE", True)
     assert "input[0].content[1].source.media_type" in cause.message
+
+
+HANG = {
+    "team": {
+        "name": "hang",
+        "agents": [
+            {
+                "name": "sleeper",
+                "backend": {
+                    "kind": "process",
+                    "command": "sh",
+                    "args": ["-c", "echo $$ > pid; sleep 300 & sleep 300"],
+                },
+            }
+        ],
+    },
+    "tasks": [{"id": "wait", "title": "Wait", "description": "wait", "assignee": "sleeper"}],
+}
+
+
+async def test_sigterm_to_oma_run_cancels_the_run_and_stops_everything_it_started(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "hang.json").write_text(json.dumps(HANG))
+    address = f"127.0.0.1:{free_port()}"
+    env = {**os.environ, "TEMPORAL_ADDRESS": address, "OMA_TASK_QUEUE": "oma-sigterm"}
+    proc = subprocess.Popen(
+        [OMA, "run", "hang.json"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    pid_file = tmp_path / "pid"
+    for _ in range(300):
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        await asyncio.sleep(0.1)
+    shell = int(pid_file.read_text())
+    assert alive(shell)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = await asyncio.to_thread(proc.communicate, None, 60)
+    assert proc.returncode == 130
+    assert "interrupted: cancelling TeamRun" in stderr
+    assert not alive(shell), "the task's process outlived `oma run`"
+    assert not is_listening(address), "the embedded dev server outlived `oma run`"
+
+
+def test_oma_run_no_worker_with_nothing_listening_fails_at_once(tmp_path: Path) -> None:
+    (tmp_path / "hang.json").write_text(json.dumps(HANG))
+    env = {**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
+    proc = subprocess.run(
+        [OMA, "run", "--no-worker", "hang.json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert "--no-worker leaves no worker to run the workflow" in proc.stderr
+
+
+def test_oma_dev_refuses_a_port_that_is_in_use(dev_server: DevServer, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [OMA, "dev", "--port", str(dev_server.port), "--ui-port", str(free_port())],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert f"port {dev_server.port} is already in use" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ('{"events": []}', "non-empty 'events' list"),
+        ("[1, 2]", "non-empty 'events' list"),
+    ],
+)
+def test_oma_replay_rejects_what_is_not_a_history(
+    tmp_path: Path, content: str, problem: str
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    proc = subprocess.run(
+        [OMA, "replay", str(bad)], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert proc.returncode == 2
+    assert "is not a workflow history in JSON" in proc.stderr and problem in proc.stderr

@@ -267,3 +267,32 @@ async def test_coder_example_writes_slugify_and_its_passing_test(tmp_path: Path)
         f"wrote: slugify.py, test_slugify.py in {tmp_path}\n"
         "test: python3 test_slugify.py -> 7 checks passed\n"
     )
+
+
+async def test_output_over_the_limit_fails_with_a_clear_error() -> None:
+    from oma.errors import MAX_OUTPUT_BYTES
+
+    code = "import sys; sys.stdin.read(); sys.stdout.write('y' * 1_000_000)"
+    inp = ProcessRunInput(
+        agent="big",
+        backend=ProcessBackendConfig(command=sys.executable, args=["-c", code]),
+        prompt="go",
+    )
+    with pytest.raises(ApplicationError) as info:
+        await ActivityEnvironment().run(process_run, inp)
+    assert (info.value.type, info.value.non_retryable) == ("OUTPUT_TOO_LARGE", True)
+    assert "agent 'big' produced 1000000 bytes of output" in info.value.message
+    assert f"at most {MAX_OUTPUT_BYTES} bytes" in info.value.message
+
+
+async def test_output_at_the_limit_is_returned_whole() -> None:
+    from oma.errors import MAX_OUTPUT_BYTES
+
+    code = f"import sys; sys.stdin.read(); sys.stdout.write('y' * {MAX_OUTPUT_BYTES})"
+    inp = ProcessRunInput(
+        agent="big",
+        backend=ProcessBackendConfig(command=sys.executable, args=["-c", code]),
+        prompt="go",
+    )
+    out = await ActivityEnvironment().run(process_run, inp)
+    assert len(out.stdout) == MAX_OUTPUT_BYTES

@@ -187,6 +187,6 @@ def test_an_agent_with_a_backend_rejects_llm_only_fields() -> None:
             {"team": {"name": "t", "agents": [agent]}, "tasks": [task("a", "coder")]}
         )
     assert (
-        "team.agents[0]: Value error, agent 'coder' has a backend, so the LLM-only "
+        "team.agents[0]: agent 'coder' has a backend, so the LLM-only "
         "field(s) model do not apply; remove them" in info.value.message
     )

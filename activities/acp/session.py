@@ -60,10 +60,16 @@ CANCEL_GRACE_S = 5.0
 """Seconds an agent has, after ``session/cancel``, to end the turn before its
 process tree is killed."""
 
+HANDSHAKE_TIMEOUT_S = 60.0
+"""Seconds an agent has to answer ``initialize`` and open its session. A
+command that is not an ACP agent (a CLI started without its ACP flag) would
+otherwise be waited on for the whole activity timeout."""
+
 KILL_GRACE_S = 1.0
 """Seconds between SIGTERM and SIGKILL when the process group is killed."""
 
 _EXIT_WAIT_S = 1.0
+_METHOD_NOT_FOUND = -32601
 _AUTH_REQUIRED = -32000
 
 logger = logging.getLogger(__name__)
@@ -158,6 +164,7 @@ class AcpSession:
         resume_session_id: str | None = None,
         cancel_grace_s: float = CANCEL_GRACE_S,
         kill_grace_s: float = KILL_GRACE_S,
+        handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S,
     ) -> AcpSession:
         """Spawn the agent (see ``AgentProcess.spawn``), ``initialize`` it and open a session.
 
@@ -167,10 +174,12 @@ class AcpSession:
         session is opened instead. ``system_prompt`` is prepended to the first
         prompt of a new session; a loaded session already has it in its history.
 
-        Raises ``AcpSpawnError`` (command or cwd missing, or the process ended
-        before answering), ``AcpProtocolError`` (a JSON-RPC error, a malformed
-        answer, a protocol version other than 1), ``InvalidRunInputError`` (a
-        permission policy that cannot work on this worker, before spawning).
+        Raises ``AcpSpawnError`` (command or cwd missing, the process ended
+        before answering, or it did not answer ``initialize`` and
+        ``session/new`` within ``handshake_timeout_s``), ``AcpProtocolError``
+        (a JSON-RPC error, a malformed answer, a protocol version other than
+        1), ``InvalidRunInputError`` (a permission policy that cannot work on
+        this worker, before spawning).
         On any error or cancellation the process tree is killed.
         """
         gate = PermissionGate(backend.permission)
@@ -184,7 +193,14 @@ class AcpSession:
             kill_grace_s=kill_grace_s,
         )
         try:
-            await session._start(resolve_cwd(backend), resume_session_id)
+            await asyncio.wait_for(
+                session._start(resolve_cwd(backend), resume_session_id), handshake_timeout_s
+            )
+        except TimeoutError:
+            await session.close()
+            raise AcpSpawnError(
+                session._not_an_agent(f"did not answer within {handshake_timeout_s:g} s")
+            ) from None
         except BaseException:
             await session.close()
             raise
@@ -460,8 +476,18 @@ class AcpSession:
             self._broken = True
             raise await self._exited_error(method, during_turn) from err
 
+    def _not_an_agent(self, what: str) -> str:
+        message = (
+            f"agent {self.agent!r}: command {self._process.command!r} {what}; is it an ACP "
+            "agent? (some CLIs need a flag, e.g. `gemini --acp`)"
+        )
+        stderr = self._process.stderr_tail()
+        return message + (f"\nstderr (redacted):\n{stderr}" if stderr else "")
+
     def _protocol_error(self, method: str, err: RequestError) -> AcpProtocolError:
         detail = f"JSON-RPC error {err.code} {str(err)!r}"
+        if method == "initialize" and err.code == _METHOD_NOT_FOUND:
+            detail += " (is this command an ACP agent?)"
         if err.data is not None:
             detail += f" {json.dumps(err.data, default=str)[:500]}"
         if err.code == _AUTH_REQUIRED:
