@@ -65,7 +65,11 @@ async def _temporal(with_worker: bool | None) -> AsyncIterator[tuple[Any, str]]:
         _, port = split_address(settings.address)
         err_console.print(f"[dim]starting the embedded Temporal dev server on port {port}[/]")
         server = DevServer(port=port, db_file=DEV_DB, log_file=STATE_DIR / "dev-server.log")
-        await asyncio.to_thread(server.start)
+        try:
+            await asyncio.to_thread(server.start)
+        except OMAError as e:
+            # e.g. another `oma run` holds .oma/temporal.db
+            raise _fail(f"{e}; see {server.log_file}") from None
         settings = wm.WorkerSettings(server.address, settings.namespace, settings.task_queue)
     try:
         client = await _connect(wm, settings)
