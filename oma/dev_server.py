@@ -13,6 +13,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -68,11 +70,24 @@ def is_listening(address: str, timeout_s: float = 0.5) -> bool:
         return False
 
 
+def free_ports(count: int, exclude: Iterable[int] = ()) -> list[int]:
+    """``count`` distinct TCP ports on 127.0.0.1 that are free right now and
+    not in ``exclude`` (ports chosen but not bound yet)."""
+    excluded = set(exclude)
+    with ExitStack() as stack:
+        ports: list[int] = []
+        while len(ports) < count:
+            s = stack.enter_context(socket.socket())
+            s.bind(("127.0.0.1", 0))  # held until all are chosen: never the same twice
+            port = int(s.getsockname()[1])
+            if port not in excluded:
+                ports.append(port)
+        return ports
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
 
 
 class DevServer:
@@ -109,7 +124,8 @@ class DevServer:
         cmd = [temporal_binary(), "server", "start-dev", "--ip", "127.0.0.1"]
         cmd += ["--port", str(self.port), "--log-level", "warn", *DEV_SERVER_TUNING]
         # explicit free ports: the defaults collide when two servers run at once
-        cmd += ["--http-port", str(free_port()), "--metrics-port", str(free_port())]
+        http_port, metrics_port = free_ports(2, exclude=(self.port, self.ui_port or 0))
+        cmd += ["--http-port", str(http_port), "--metrics-port", str(metrics_port)]
         if self.ui_port:
             cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
         else:

@@ -9,7 +9,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 import worker as oma_worker
-from oma.results import TeamRunResult
+from oma.results import AgentRunResult, TeamRunResult
 
 TASK_QUEUE = "oma-test"
 
@@ -18,6 +18,19 @@ async def run_team(client: Client, workflow_id: str, run_input: dict[str, Any]) 
     """Start a ``TeamRun`` with ``run_input`` (the user's JSON) and await its result."""
     return await client.execute_workflow(
         "TeamRun", run_input, id=workflow_id, task_queue=TASK_QUEUE, result_type=TeamRunResult
+    )
+
+
+async def run_agent(
+    client: Client, workflow_id: str, agent: dict[str, Any], inp: Any
+) -> AgentRunResult:
+    """Start an ``AgentRun`` of ``agent`` on ``inp`` and await its result."""
+    return await client.execute_workflow(
+        "AgentRun",
+        {"agent": agent, "input": inp},
+        id=workflow_id,
+        task_queue=TASK_QUEUE,
+        result_type=AgentRunResult,
     )
 
 

@@ -12,9 +12,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError, CancelledError
 
-from oma.results import AgentRunResult, TeamRunResult
+from oma.results import TeamRunResult
 from tests._procs import alive
-from tests._runs import TASK_QUEUE, assert_replays, process, run_team, task
+from tests._runs import TASK_QUEUE, assert_replays, process, run_agent, run_team, task
 from tests.anthropic_server import AnthropicServer
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -22,18 +22,6 @@ pytestmark = pytest.mark.usefixtures("worker")
 
 def claude(name: str = "claude", **extra: Any) -> dict[str, Any]:
     return {"name": name, "system_prompt": "Be brief.", "provider": "anthropic", **extra}
-
-
-async def run_agent(
-    client: Client, workflow_id: str, agent: dict[str, Any], inp: Any
-) -> AgentRunResult:
-    return await client.execute_workflow(
-        "AgentRun",
-        {"agent": agent, "input": inp},
-        id=workflow_id,
-        task_queue=TASK_QUEUE,
-        result_type=AgentRunResult,
-    )
 
 
 async def test_anthropic_agent_answers_through_the_local_messages_api(

@@ -9,23 +9,10 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from oma.results import AgentRunResult
-from tests._runs import TASK_QUEUE, assert_replays, process
+from tests._runs import assert_replays, process, run_agent
 from tests.anthropic_server import AnthropicServer
 
 pytestmark = pytest.mark.usefixtures("worker")
-
-
-async def run_agent(
-    client: Client, workflow_id: str, agent: dict[str, Any], inp: Any
-) -> AgentRunResult:
-    return await client.execute_workflow(
-        "AgentRun",
-        {"agent": agent, "input": inp},
-        id=workflow_id,
-        task_queue=TASK_QUEUE,
-        result_type=AgentRunResult,
-    )
 
 
 async def test_before_run_by_import_path_rewrites_the_prompt_on_the_worker(

@@ -16,7 +16,7 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from oma.dev_server import DevServer, free_port, is_listening, temporal_binary
+from oma.dev_server import DevServer, free_port, free_ports, is_listening, temporal_binary
 from oma.results import AgentRunResult
 from tests._procs import alive
 from tests._runs import TASK_QUEUE, assert_replays
@@ -52,6 +52,25 @@ async def run_cmd(
 async def temporal(dev_server: DevServer, *args: str) -> subprocess.CompletedProcess[str]:
     """The stock `temporal` CLI against the test server."""
     return await run_cmd(temporal_binary(), *args, "--address", dev_server.address)
+
+
+async def start_with_stock_cli(
+    dev_server: DevServer, workflow_type: str, workflow_id: str, *input_args: str
+) -> None:
+    """`temporal workflow start` on the test task queue; asserts it was accepted."""
+    started = await temporal(
+        dev_server,
+        "workflow",
+        "start",
+        "--type",
+        workflow_type,
+        "--task-queue",
+        TASK_QUEUE,
+        "--workflow-id",
+        workflow_id,
+        *input_args,
+    )
+    assert started.returncode == 0, started.stderr
 
 
 def test_oma_run_starts_the_embedded_server_runs_the_demo_and_leaves_nothing_running(
@@ -112,20 +131,7 @@ async def test_malformed_input_from_the_stock_cli_fails_the_workflow_naming_the_
         "team": {"agents": [{"name": "a", "provider": "scripted", "script": ["x"]}]},
         "tasks": [{"id": "t", "title": "T", "assignee": "a", "depends_on": "nope"}],
     }
-    started = await temporal(
-        dev_server,
-        "workflow",
-        "start",
-        "--type",
-        "TeamRun",
-        "--task-queue",
-        TASK_QUEUE,
-        "--workflow-id",
-        workflow_id,
-        "--input",
-        json.dumps(bad),
-    )
-    assert started.returncode == 0, started.stderr
+    await start_with_stock_cli(dev_server, "TeamRun", workflow_id, "--input", json.dumps(bad))
     with pytest.raises(WorkflowFailureError) as info:
         await client.get_workflow_handle(workflow_id).result()
     cause = info.value.cause
@@ -149,20 +155,7 @@ async def test_stock_cli_walkthrough_start_result_show_then_oma_replay(
     input_file = tmp_path / "input.json"
     input_file.write_text(json.dumps(run_input))
 
-    started = await temporal(
-        dev_server,
-        "workflow",
-        "start",
-        "--type",
-        "TeamRun",
-        "--task-queue",
-        TASK_QUEUE,
-        "--workflow-id",
-        workflow_id,
-        "--input-file",
-        str(input_file),
-    )
-    assert started.returncode == 0, started.stderr
+    await start_with_stock_cli(dev_server, "TeamRun", workflow_id, "--input-file", str(input_file))
     result = await temporal(
         dev_server, "workflow", "result", "--workflow-id", workflow_id, "--output", "json"
     )
@@ -206,7 +199,7 @@ async def test_oma_dev_serves_runs_until_interrupted_and_then_stops_the_server(
     tmp_path: Path,
 ) -> None:
     project = demo_copy(tmp_path)
-    port, ui_port = free_port(), free_port()
+    port, ui_port = free_ports(2)
     env = {**os.environ, "OMA_TASK_QUEUE": "oma-dev-test"}
     dev = subprocess.Popen(
         [OMA, "dev", "--port", str(port), "--ui-port", str(ui_port)],
@@ -265,20 +258,7 @@ async def test_agent_run_with_an_image_started_from_the_stock_cli_reaches_the_pr
     }
     input_file = tmp_path / "input.json"
     input_file.write_text(json.dumps(run_input))
-    started = await temporal(
-        dev_server,
-        "workflow",
-        "start",
-        "--type",
-        "AgentRun",
-        "--task-queue",
-        TASK_QUEUE,
-        "--workflow-id",
-        workflow_id,
-        "--input-file",
-        str(input_file),
-    )
-    assert started.returncode == 0, started.stderr
+    await start_with_stock_cli(dev_server, "AgentRun", workflow_id, "--input-file", str(input_file))
     handle = client.get_workflow_handle(workflow_id, result_type=AgentRunResult)
     result = await handle.result()
     assert result.output == "A red pixel."
@@ -308,20 +288,7 @@ async def test_agent_run_with_an_invalid_message_fails_naming_the_path(
             }
         ],
     }
-    started = await temporal(
-        dev_server,
-        "workflow",
-        "start",
-        "--type",
-        "AgentRun",
-        "--task-queue",
-        TASK_QUEUE,
-        "--workflow-id",
-        workflow_id,
-        "--input",
-        json.dumps(bad),
-    )
-    assert started.returncode == 0, started.stderr
+    await start_with_stock_cli(dev_server, "AgentRun", workflow_id, "--input", json.dumps(bad))
     with pytest.raises(WorkflowFailureError) as info:
         await client.get_workflow_handle(workflow_id).result()
     cause = info.value.cause
