@@ -17,6 +17,9 @@ from activities._heartbeat import heartbeating
 from activities.acp import AcpSession, SessionPool, TurnResult
 from oma.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpPromptOutput
 from oma.errors import OMAError, check_output_size
+from oma.redact import redact
+
+_LAST_TEXT_CHARS = 200
 
 HEARTBEAT_INTERVAL_S = 0.25
 """Seconds between heartbeats while a turn runs. Temporal delivers activity
@@ -41,7 +44,8 @@ class AcpActivities:
         when this worker holds none for (``run_key``, ``agent``).
 
         Heartbeats every ``HEARTBEAT_INTERVAL_S`` seconds with
-        ``{"output_chars": int}``, the length of the agent's text so far.
+        ``{"output_chars": int, "last_text": str}``: the length of the agent's
+        text so far and its last 200 characters (redacted), the progress text.
 
         On cancellation the turn is cancelled (``AcpSession.cancel``): if the
         agent ends it within the grace period, the partial result is returned
@@ -111,13 +115,16 @@ class AcpActivities:
 
 
 class _Progress:
-    """How much text the agent has sent in this turn."""
+    """How much text the agent has sent in this turn, and its latest part."""
 
     def __init__(self) -> None:
         self.output_chars = 0
+        self.tail = ""
 
     def add(self, text: str) -> None:
         self.output_chars += len(text)
+        self.tail = (self.tail + text)[-2 * _LAST_TEXT_CHARS :]
 
-    def details(self) -> dict[str, int]:
-        return {"output_chars": self.output_chars}
+    def details(self) -> dict[str, object]:
+        last = redact(self.tail)[-_LAST_TEXT_CHARS:]
+        return {"output_chars": self.output_chars, "last_text": last}

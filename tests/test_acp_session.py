@@ -126,7 +126,7 @@ class Heartbeats:
         self.env.on_heartbeat = lambda *details: self.details.extend(details)
 
     async def until_output_chars(self, n: int) -> None:
-        await eventually(lambda: {"output_chars": n} in self.details)
+        await eventually(lambda: any(d["output_chars"] == n for d in self.details))
 
 
 async def eventually(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
@@ -253,8 +253,8 @@ async def test_heartbeats_report_the_output_length_so_far(
 
     await prompt(acts, agent.backend(turn(text("abc"), {"sleep": 0.6}, text("de"))), env=beats.env)
 
-    assert {"output_chars": 3} in beats.details
-    assert {key for detail in beats.details for key in detail} == {"output_chars"}
+    assert {"output_chars": 3, "last_text": "abc"} in beats.details
+    assert {key for detail in beats.details for key in detail} == {"output_chars", "last_text"}
 
 
 # -- sessions --------------------------------------------------------------------
