@@ -12,11 +12,10 @@ import asyncio
 
 from temporalio import activity
 
-from activities._errors import application_error
 from activities._heartbeat import heartbeating
 from activities.acp import AcpSession, SessionPool, TurnResult
 from oma.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpPromptOutput
-from oma.errors import OMAError, check_output_size
+from oma.errors import OMAError, application_error, check_output_size
 from oma.redact import redact
 
 _LAST_TEXT_CHARS = 200

@@ -7,10 +7,9 @@ from typing import Any, Protocol
 
 from temporalio import activity
 
-from activities._errors import application_error
 from activities.providers.anthropic import AnthropicProvider
 from activities.providers.scripted import ScriptedProvider
-from oma.errors import OMAError
+from oma.errors import OMAError, application_error
 from oma.llm import LlmTurnInput, LlmTurnOutput
 
 

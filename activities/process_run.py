@@ -17,7 +17,6 @@ from collections.abc import Callable
 
 from temporalio import activity
 
-from activities._errors import application_error
 from activities._heartbeat import heartbeating
 from activities._process_group import (
     StderrTail,
@@ -32,6 +31,7 @@ from oma.errors import (
     OMAError,
     ProcessFailedError,
     ProcessSpawnError,
+    application_error,
     check_output_size,
 )
 from oma.process import ProcessRunInput, ProcessRunOutput

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from activities._errors import application_error
 from oma.before_run import BeforeRunContext, apply_before_run, load_hook
-from oma.errors import OMAError
+from oma.errors import OMAError, application_error
 from oma.evaluation import EvaluationRecord, evaluate, load_evaluator
 from oma.message_guard import latest_user_prompt
 from oma.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput

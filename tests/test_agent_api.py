@@ -34,6 +34,14 @@ def api(anthropic_server: AnthropicServer) -> AnthropicServer:
     return anthropic_server
 
 
+def seeded_history() -> list[dict[str, Any]]:
+    """Two earlier turns, as AgentConfig.history restores them."""
+    return [
+        {"role": "user", "content": [text("earlier")]},
+        {"role": "assistant", "content": [text("noted")]},
+    ]
+
+
 def claude(api: AnthropicServer, **config: Any) -> Agent:
     providers = {
         "anthropic": AnthropicProvider(api_key="sk-ant-test", base_url=api.base_url),
@@ -73,10 +81,7 @@ async def test_run_with_messages_sends_the_complete_conversation_with_the_image(
 async def test_run_is_fresh_it_neither_reads_nor_updates_the_history(
     api: AnthropicServer,
 ) -> None:
-    seeded = [
-        {"role": "user", "content": [text("earlier")]},
-        {"role": "assistant", "content": [text("noted")]},
-    ]
+    seeded = seeded_history()
     agent = claude(api, history=seeded)
     api.reply_text("fresh")
     await agent.run("now")
@@ -87,10 +92,7 @@ async def test_run_is_fresh_it_neither_reads_nor_updates_the_history(
 async def test_prompt_appends_the_turn_and_the_answer_to_the_seeded_history(
     api: AnthropicServer,
 ) -> None:
-    seeded = [
-        {"role": "user", "content": [text("earlier")]},
-        {"role": "assistant", "content": [text("noted")]},
-    ]
+    seeded = seeded_history()
     agent = claude(api, history=seeded)
     api.reply_text("first answer")
     api.reply_text("second answer")
@@ -295,19 +297,24 @@ async def test_external_agent_hook_changing_messages_is_rejected(tmp_path: Path)
     assert not (tmp_path / "spawned").exists()
 
 
-async def test_acp_agent_rejects_messages_before_opening_a_session(tmp_path: Path) -> None:
-    spawn_log = tmp_path / "spawn.log"
-    agent = Agent(
+def acp_agent(spawn_log: Path, **env: str) -> Agent:
+    """The scriptable test ACP agent (tests/acp_agent.py), logging its spawns."""
+    return Agent(
         {
             "name": "coder",
             "backend": {
                 "kind": "acp",
                 "command": sys.executable,
                 "args": [str(Path(__file__).parent / "acp_agent.py")],
-                "env": {"ACP_TEST_SPAWN_LOG": str(spawn_log)},
+                "env": {"ACP_TEST_SPAWN_LOG": str(spawn_log), **env},
             },
         }
     )
+
+
+async def test_acp_agent_rejects_messages_before_opening_a_session(tmp_path: Path) -> None:
+    spawn_log = tmp_path / "spawn.log"
+    agent = acp_agent(spawn_log)
     with pytest.raises(InvalidMessageError):
         await agent.run([{"role": "user", "content": [text("hi")]}])
     with pytest.raises(InvalidMessageError):
@@ -318,17 +325,7 @@ async def test_acp_agent_rejects_messages_before_opening_a_session(tmp_path: Pat
 async def test_acp_agent_runs_a_string_in_one_session_across_prompts(tmp_path: Path) -> None:
     spawn_log = tmp_path / "spawn.log"
     script = '{"turns": [{"steps": [{"text": "one"}]}, {"steps": [{"text": "two"}]}]}'
-    agent = Agent(
-        {
-            "name": "coder",
-            "backend": {
-                "kind": "acp",
-                "command": sys.executable,
-                "args": [str(Path(__file__).parent / "acp_agent.py")],
-                "env": {"ACP_TEST_SPAWN_LOG": str(spawn_log), "ACP_TEST_SCRIPT": script},
-            },
-        }
-    )
+    agent = acp_agent(spawn_log, ACP_TEST_SCRIPT=script)
     try:
         outputs = [(await agent.prompt("a")).output, (await agent.run("b")).output]
     finally:

@@ -33,6 +33,21 @@ def demo_copy(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def oma(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: int = 60
+) -> subprocess.CompletedProcess[str]:
+    """The `oma` command, run to completion."""
+    return subprocess.run(
+        [OMA, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 async def run_cmd(
     *cmd: str, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -80,14 +95,8 @@ def test_oma_run_starts_the_embedded_server_runs_the_demo_and_leaves_nothing_run
     address = f"127.0.0.1:{free_port()}"
     env = {**os.environ, "TEMPORAL_ADDRESS": address, "OMA_TASK_QUEUE": "oma-cli"}
     env.pop("ANTHROPIC_API_KEY", None)
-    proc = subprocess.run(
-        [OMA, "run", "examples/hybrid-team-scripted.json", "--json"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    proc = oma(
+        "run", "examples/hybrid-team-scripted.json", "--json", cwd=project, env=env, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
@@ -115,9 +124,7 @@ def test_oma_run_rejects_an_invalid_file_naming_the_field_and_starts_nothing(
         )
     )
     env = {**os.environ, "TEMPORAL_ADDRESS": dev_server.address}
-    proc = subprocess.run(
-        [OMA, "run", str(bad)], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
+    proc = oma("run", str(bad), env=env)
     assert proc.returncode == 2
     assert "team.agents[0].backend.command: Field required" in proc.stderr
     assert "tasks: List should have at least 1 item" in proc.stderr
@@ -187,9 +194,7 @@ def test_oma_replay_exits_nonzero_and_prints_the_nondeterminism_error(tmp_path: 
             payload["data"] = base64.b64encode(json.dumps(data).encode()).decode()
     tampered = tmp_path / "tampered.json"
     tampered.write_text(json.dumps(history))
-    proc = subprocess.run(
-        [OMA, "replay", str(tampered)], capture_output=True, text=True, timeout=60, check=False
-    )
+    proc = oma("replay", str(tampered))
     assert proc.returncode == 1
     assert "REPLAY_MISMATCH" in proc.stderr
     assert "nondeterminism" in proc.stderr.lower()
@@ -347,27 +352,20 @@ async def test_sigterm_to_oma_run_cancels_the_run_and_stops_everything_it_starte
 def test_oma_run_no_worker_with_nothing_listening_fails_at_once(tmp_path: Path) -> None:
     (tmp_path / "hang.json").write_text(json.dumps(HANG))
     env = {**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
-    proc = subprocess.run(
-        [OMA, "run", "--no-worker", "hang.json"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    proc = oma("run", "--no-worker", "hang.json", cwd=tmp_path, env=env, timeout=30)
     assert proc.returncode == 1
     assert "--no-worker leaves no worker to run the workflow" in proc.stderr
 
 
 def test_oma_dev_refuses_a_port_that_is_in_use(dev_server: DevServer, tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [OMA, "dev", "--port", str(dev_server.port), "--ui-port", str(free_port())],
+    proc = oma(
+        "dev",
+        "--port",
+        str(dev_server.port),
+        "--ui-port",
+        str(free_port()),
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=30,
-        check=False,
     )
     assert proc.returncode == 1
     assert f"port {dev_server.port} is already in use" in proc.stderr
@@ -385,8 +383,6 @@ def test_oma_replay_rejects_what_is_not_a_history(
 ) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(content)
-    proc = subprocess.run(
-        [OMA, "replay", str(bad)], capture_output=True, text=True, timeout=30, check=False
-    )
+    proc = oma("replay", str(bad), timeout=30)
     assert proc.returncode == 2
     assert "is not a workflow history in JSON" in proc.stderr and problem in proc.stderr

@@ -6,6 +6,7 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from oma.results import TeamRunResult
 from oma.task import TaskStatus
 from tests._runs import assert_replays, process, run_team, scripted, task
 
@@ -73,6 +74,12 @@ async def test_result_lists_every_task_with_status_and_output(
     assert result.total_token_usage == tr.token_usage
 
 
+def stamps(result: TeamRunResult) -> list[tuple[float, float]]:
+    """The (start, end) each SLEEP_AND_STAMP task printed, left then right."""
+    spans = (result.task_results[t].output.split() for t in ("left", "right"))
+    return [(float(a), float(b)) for a, b in spans]
+
+
 async def test_independent_branches_overlap_in_time(client: Client, workflow_id: str) -> None:
     result = await run_team(
         client,
@@ -82,9 +89,7 @@ async def test_independent_branches_overlap_in_time(client: Client, workflow_id:
             "tasks": [task("left", "sleeper"), task("right", "sleeper")],
         },
     )
-    (a0, a1), (b0, b1) = (
-        map(float, result.task_results[t].output.split()) for t in ("left", "right")
-    )
+    (a0, a1), (b0, b1) = stamps(result)
     assert max(a0, b0) < min(a1, b1), "the two independent tasks did not run at the same time"
 
 
@@ -100,9 +105,7 @@ async def test_max_concurrency_one_runs_independent_tasks_one_at_a_time(
             "options": {"max_concurrency": 1},
         },
     )
-    (a0, a1), (b0, b1) = (
-        map(float, result.task_results[t].output.split()) for t in ("left", "right")
-    )
+    (a0, a1), (b0, b1) = stamps(result)
     assert a1 <= b0 or b1 <= a0
 
 

@@ -9,14 +9,12 @@ least-privilege allow option (``allow_once`` before ``allow_always``),
 
 from __future__ import annotations
 
-import functools
-import importlib
 import inspect
 import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from acp.schema import (
     AllowedOutcome,
@@ -26,7 +24,8 @@ from acp.schema import (
 )
 
 from oma.backends import PermissionPolicy
-from oma.errors import InvalidRunInputError
+from oma.before_run import load_hook
+from oma.errors import InvalidHookError, InvalidRunInputError
 from oma.results import PermissionRecord
 
 PermissionSetting = Literal["auto-approve", "reject"] | PermissionPolicy
@@ -149,22 +148,18 @@ def permission_record(
     )
 
 
-@functools.cache
 def load_callable(path: str) -> PermissionCallable:
-    """The function named by ``package.module:function``, imported once per worker.
+    """The function named by ``package.module:function``, imported once per
+    worker (``oma.before_run.load_hook`` does the loading).
 
     Raises ``InvalidRunInputError`` when it cannot be imported or is not callable.
     """
-    module_name, _, attr = path.partition(":")
     try:
-        fn = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as err:
+        return cast(PermissionCallable, load_hook(path))
+    except InvalidHookError as err:
         raise InvalidRunInputError(
-            f"backend.permission.callable {path!r} cannot be loaded on this worker: {err}"
+            f"backend.permission.callable {path!r} cannot be loaded on this worker: {err.message}"
         ) from err
-    if not callable(fn):
-        raise InvalidRunInputError(f"backend.permission.callable {path!r} is not callable")
-    return fn  # type: ignore[no-any-return]
 
 
 def _first_of_kinds(
