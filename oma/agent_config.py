@@ -11,6 +11,7 @@ from oma.backends import BackendConfig
 from oma.errors import InvalidMessageError
 from oma.evaluation import EvaluationConfig
 from oma.messages import LLMMessage
+from oma.task import BackendKind
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 """The model an ``anthropic`` agent uses when it names none."""
@@ -40,6 +41,11 @@ class AgentConfig(BaseModel):
         default="", description="What the agent is for (seen by a coordinator)."
     )
     system_prompt: str = Field(default="", description="Instructions given before every prompt.")
+    capabilities: list[str] = Field(
+        default_factory=list,
+        description="What the agent can do, e.g. ['python', 'review']: matched against "
+        "tasks' requires.capabilities and used by capability-match scheduling.",
+    )
     provider: Provider | None = Field(
         default=None, description="Model provider; default 'anthropic' for an LLM agent."
     )
@@ -95,6 +101,11 @@ class AgentConfig(BaseModel):
                 f"agent {self.name!r} runs a {self.backend.kind!r} backend, which takes a "
                 "text prompt only; pass a string instead of a message list"
             )
+
+    @property
+    def kind(self) -> BackendKind:
+        """``llm`` for an LLM agent, else its backend's ``kind``."""
+        return "llm" if self.backend is None else self.backend.kind
 
     @property
     def resolved_provider(self) -> Provider:

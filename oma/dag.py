@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 
 from oma.errors import DagValidationError
@@ -10,20 +10,23 @@ from oma.task import TaskSpec
 
 
 def validate_task_graph(tasks: Sequence[TaskSpec], agent_names: Iterable[str]) -> None:
-    """Check ids, assignees, dependencies and acyclicity, in that order.
+    """Check ids, assignees, dependencies and acyclicity, in that order; linear
+    in tasks + dependencies. A task without an assignee is left to the scheduler.
 
     Raises ``DagValidationError`` listing every problem found by the first
     failing check: duplicate ids, unknown assignees, a dependency listed twice,
     unknown dependencies, or a cycle (named as ``a -> b -> a``).
     """
     ids = [t.id for t in tasks]
-    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    duplicates = sorted(i for i, n in Counter(ids).items() if n > 1)
     if duplicates:
         raise DagValidationError(f"duplicate task id(s): {', '.join(duplicates)}")
 
     agents = set(agent_names)
     unknown_assignees = [
-        f"task {t.id!r} -> {t.assignee!r}" for t in tasks if t.assignee not in agents
+        f"task {t.id!r} -> {t.assignee!r}"
+        for t in tasks
+        if t.assignee is not None and t.assignee not in agents
     ]
     if unknown_assignees:
         raise DagValidationError(

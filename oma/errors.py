@@ -227,6 +227,88 @@ class TemporalUnavailableError(OMAError):
     code = "TEMPORAL_UNAVAILABLE"
 
 
+class PlanValidationError(OMAError):
+    """The coordinator's plan is not a usable task graph (not a JSON array of
+    tasks, an assignee outside the roster, an unknown or ambiguous dependency, a
+    cycle) and its one correction turn did not fix it. The message lists every
+    problem of the last answer."""
+
+    code = "INVALID_PLAN"
+
+
+class NoEligibleAgentError(OMAError):
+    """A task without an assignee has ``requires`` that no agent of the team
+    satisfies. Raised before any task runs."""
+
+    code = "NO_ELIGIBLE_AGENT"
+
+
+class AssigneeRequirementsMismatchError(OMAError):
+    """A task names an assignee that does not satisfy the task's ``requires``.
+    Raised before any task runs."""
+
+    code = "ASSIGNEE_REQUIREMENTS_MISMATCH"
+
+
+class DependencyPayloadTooLargeError(OMAError):
+    """What a task would receive from shared memory (one dependency's payload,
+    or the ``all`` summary) is over ``MAX_DEPENDENCY_PAYLOAD_BYTES``. The task
+    fails without running; its dependents are skipped."""
+
+    code = "DEPENDENCY_PAYLOAD_TOO_LARGE"
+
+
+MAX_DEPENDENCY_PAYLOAD_BYTES = 64 * 1024
+"""The largest payload one task receives per dependency (or as the ``all`` summary)."""
+
+
+class TaskTimeoutError(OMAError):
+    """A task ran longer than its ``timeout_s``; it was cancelled. Retryable
+    (``max_retries``)."""
+
+    code = "TASK_TIMEOUT"
+    retryable = True
+
+
+class RunTimeoutError(OMAError):
+    """The run passed ``options.timeout_s``: tasks in flight were cancelled and
+    the rest skipped."""
+
+    code = "RUN_TIMEOUT"
+
+
+class BudgetExceededError(OMAError):
+    """The run's token usage reached ``options.max_token_budget``: no task
+    started after that; tasks in flight settled and the rest were skipped."""
+
+    code = "BUDGET_EXCEEDED"
+
+
+class ApprovalError(OMAError):
+    """A decision on an approval request was refused; the subclasses say why."""
+
+    code = "APPROVAL_ERROR"
+
+
+class ApprovalUnknownRequestError(ApprovalError):
+    """A decision names a ``request_id`` that the run has not requested."""
+
+    code = "APPROVAL_UNKNOWN_REQUEST"
+
+
+class ApprovalStaleDecisionError(ApprovalError):
+    """A decision's ``request_hash`` is not the hash of the request as it is
+    now: the reviewer saw other content. Read ``pending_approvals`` again."""
+
+    code = "APPROVAL_STALE_DECISION"
+
+
+class ApprovalConflictError(ApprovalError):
+    """The request already has a decision; the first decision wins."""
+
+    code = "APPROVAL_CONFLICT"
+
+
 def application_error(err: OMAError) -> ApplicationError:
     """The ``ApplicationError`` an activity or workflow raises for ``err``.
 

@@ -1,22 +1,70 @@
-"""How a task becomes an agent's prompt."""
+"""How a task becomes an agent's prompt: its text, then what it reads from
+the shared memory (``memory_scope``, ``dependency_payload``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 
-from oma.task import TaskSpec
+from oma.errors import MAX_DEPENDENCY_PAYLOAD_BYTES, DependencyPayloadTooLargeError
+from oma.shared_memory import memory_summary
+from oma.task import TaskSpec, TaskState
 
 
-def task_prompt(task: TaskSpec, dependency_outputs: Sequence[tuple[str, str]]) -> str:
-    """The prompt for ``task``: its title and description, then each direct
-    dependency's output under a heading with that dependency's title.
+def task_prompt(
+    task: TaskSpec, dependencies: Sequence[TaskState], memory: Mapping[str, str]
+) -> str:
+    """The prompt for ``task``: its title and description, then
 
-    ``dependency_outputs`` is ``[(title, output), ...]`` in ``depends_on`` order.
+    - ``memory_scope`` ``dependencies``: each direct dependency's payload under
+      a heading with its title, in ``depends_on`` order: its output
+      (``dependency_payload`` ``output``), a JSON record ``{task_id, title,
+      assignee, status, output}`` with the output parsed when it is JSON
+      (``structured``), or both;
+    - ``all``: a summary of every entry of ``memory`` (the run's shared memory).
+
+    Raises ``DependencyPayloadTooLargeError`` when one payload (or the summary)
+    is over ``MAX_DEPENDENCY_PAYLOAD_BYTES``.
     """
     parts = [f"# Task: {task.title}"]
     if task.description:
         parts.append(task.description)
-    if dependency_outputs:
+    if task.memory_scope == "all":
+        parts.append("## Shared memory of the run")
+        parts.append(_capped(task, "the shared-memory summary", memory_summary(memory)))
+    elif dependencies:
         parts.append("## Results of the tasks this one depends on")
-        parts.extend(f"### {title}\n{output}" for title, output in dependency_outputs)
+        for dep in dependencies:
+            payload = _payload(dep, task.dependency_payload)
+            parts.append(f"### {dep.title}\n{_capped(task, f'dependency {dep.id!r}', payload)}")
     return "\n\n".join(parts)
+
+
+def _payload(dep: TaskState, kind: str) -> str:
+    output = dep.output or ""
+    if kind == "output":
+        return output
+    try:
+        parsed: object = json.loads(output)
+    except ValueError:
+        parsed = output
+    record = {
+        "task_id": dep.id,
+        "title": dep.title,
+        "assignee": dep.assignee,
+        "status": dep.status.value,
+        "output": parsed,
+    }
+    structured = f"```json\n{json.dumps(record, indent=2, ensure_ascii=False)}\n```"
+    return structured if kind == "structured" else f"{output}\n\n{structured}"
+
+
+def _capped(task: TaskSpec, what: str, payload: str) -> str:
+    size = len(payload.encode())
+    if size > MAX_DEPENDENCY_PAYLOAD_BYTES:
+        raise DependencyPayloadTooLargeError(
+            f"task {task.id!r} would receive {size} bytes from {what}; a payload may be at "
+            f"most {MAX_DEPENDENCY_PAYLOAD_BYTES} bytes: have the agent write large results "
+            "to files and output their paths, or use dependency_payload 'output'"
+        )
+    return payload

@@ -9,14 +9,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from oma.approvals import ApprovalDecision
 from oma.evaluation import EvaluationRecord
 from oma.messages import LLMMessage
+from oma.plan import PlanArtifact
 from oma.task import TaskState
 from oma.usage import TokenUsage
 
 AgentRunStatus = Literal["completed", "failed", "cancelled"]
 """``cancelled``: an ACP turn that ended with stopReason ``cancelled`` (partial output)."""
-TeamRunStatus = Literal["running", "completed", "failed", "cancelled"]
+TeamRunStatus = Literal["running", "planned", "completed", "failed", "rejected", "cancelled"]
 
 
 class ToolCallRecord(BaseModel):
@@ -66,6 +68,11 @@ class AgentRunResult(BaseModel):
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     token_usage: TokenUsage = Field(default_factory=TokenUsage)
     budget_exceeded: bool = False
+    retryable: bool = Field(
+        default=False,
+        description="A failed run whose error is transient (rate limit, server or "
+        "network error, timeout): a team task may retry it (max_retries).",
+    )
     messages: list[LLMMessage] = Field(
         default_factory=list, description="LLM agents: the conversation, including the answer."
     )
@@ -82,20 +89,41 @@ class AgentRunResult(BaseModel):
 
 
 class TeamRunResult(BaseModel):
-    """The outcome of a ``TeamRun`` workflow.
+    """The outcome of a ``TeamRun`` workflow (also what its ``state`` query shows).
 
-    ``status`` is ``completed`` when every task completed, ``failed`` when any
-    failed (its dependents are then ``skipped``).
+    ``status``: ``completed`` when every task completed; ``failed`` when a task
+    failed (its dependents are ``skipped``), the run timed out or the token
+    budget ran out (``error_code`` says which); ``rejected`` when a reviewer
+    rejected a plan, round or dispatch; ``cancelled`` after an ``abort``
+    signal; ``planned`` for ``options.plan_only``. Each task's details (the
+    conversation, tool calls) are in its ``AgentRun`` child's result, workflow
+    id ``<run id>/<task id>``.
     """
 
     success: bool
     status: TeamRunStatus
+    goal: str | None = Field(default=None, description="The goal of a goal run.")
     tasks: list[TaskState]
-    task_results: dict[str, AgentRunResult] = Field(
-        default_factory=dict, description="Keyed by task id; only tasks that ran."
+    plan: PlanArtifact | None = Field(
+        default=None, description="A goal run: the coordinator's validated plan."
+    )
+    final_output: str | None = Field(
+        default=None, description="A goal run: the coordinator's synthesized answer."
+    )
+    agent_results: dict[str, AgentRunResult] = Field(
+        default_factory=dict,
+        description="Runs not tied to one task: 'coordinator' (planning and synthesis, "
+        "usage summed; messages left out).",
     )
     total_token_usage: TokenUsage = Field(default_factory=TokenUsage)
-    shared_memory: dict[str, str] = Field(
-        default_factory=dict,
-        description="The run's shared memory at the end, e.g. task:<id>:result.",
-    )
+    budget_exceeded: bool = False
+    error: str | None = Field(default=None, description="Why the run stopped early, if it did.")
+    error_code: str | None = None
+    approval_decisions: list[ApprovalDecision] = Field(default_factory=list)
+
+    def task(self, task_id: str) -> TaskState:
+        """The task ``task_id``; raises ``KeyError`` when the run has none."""
+        for t in self.tasks:
+            if t.id == task_id:
+                return t
+        raise KeyError(task_id)

@@ -5,19 +5,26 @@ Parse user JSON with ``parse_team_run_input`` so every error names its field.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from oma.agent_config import AgentConfig
+from oma.approvals import ApprovalOptions, ApprovalRequest
 from oma.errors import InvalidRunInputError
+from oma.events import RunEvent
 from oma.message_guard import validate_messages
 from oma.messages import LLMMessage
-from oma.results import AcpSessionInfo
+from oma.plan import CoordinatorConfig, PlanArtifact
+from oma.results import AcpSessionInfo, TeamRunResult
 from oma.task import TaskSpec
 from oma.team import TeamConfig
 
 M = TypeVar("M", bound=BaseModel)
+
+
+SchedulingStrategy = Literal["dependency-first", "round-robin", "least-busy", "capability-match"]
 
 
 class RunOptions(BaseModel):
@@ -26,16 +33,93 @@ class RunOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_concurrency: int = Field(default=5, ge=1, description="Most tasks in flight at once.")
+    scheduling: SchedulingStrategy = Field(
+        default="dependency-first",
+        description="How tasks without an assignee get one (see oma.scheduling).",
+    )
+    plan_only: bool = Field(
+        default=False, description="A goal run: return the coordinator's plan, run no task."
+    )
+    strict_assignees: bool = Field(
+        default=True,
+        description="A goal run: a planned assignee outside the team is an error (else the "
+        "task is left for the scheduler).",
+    )
+    timeout_s: float | None = Field(
+        default=None, gt=0, description="Whole-run time limit (RUN_TIMEOUT)."
+    )
+    max_token_budget: int | None = Field(
+        default=None,
+        ge=1,
+        description="Input + output tokens of every agent, coordinator included (BUDGET_EXCEEDED).",
+    )
+    approvals: ApprovalOptions | None = None
+    history_event_limit: int = Field(
+        default=10_000,
+        ge=100,
+        description="Continue as new once the run's history has this many events "
+        "(Temporal's hard limit is 51,200); the run's state carries over.",
+    )
+
+
+class TeamRunCheckpoint(BaseModel):
+    """Set by ``TeamRun`` itself when it continues as new: the run so far.
+
+    Not for users to write. ``tasks`` are the tasks of a goal run's plan.
+    """
+
+    result: TeamRunResult
+    tasks: list[TaskSpec] = Field(default_factory=list)
+    requests: list[ApprovalRequest] = Field(default_factory=list)
+    events: list[RunEvent] = Field(default_factory=list)
+    next_seq: int = 0
+    started_at: datetime
+    rounds: int = 0
+    round_robin: int = 0
+    coordinator_turns: int = 0
 
 
 class TeamRunInput(BaseModel):
-    """Input of the ``TeamRun`` workflow: a team and the tasks it runs."""
+    """Input of the ``TeamRun`` workflow: a team and exactly one of ``goal``
+    (a coordinator plans the tasks), ``tasks``, or a frozen ``plan``."""
 
     model_config = ConfigDict(extra="forbid")
 
     team: TeamConfig
-    tasks: list[TaskSpec] = Field(min_length=1)
+    goal: str | None = Field(default=None, min_length=1)
+    tasks: list[TaskSpec] | None = Field(default=None, min_length=1)
+    plan: PlanArtifact | None = None
+    coordinator: CoordinatorConfig | None = Field(
+        default=None, description="A goal run: the model that plans and synthesizes."
+    )
     options: RunOptions = Field(default_factory=RunOptions)
+    resume: TeamRunCheckpoint | None = Field(
+        default=None, description="Set by the run itself when it continues as new."
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TeamRunInput:
+        given = [k for k in ("goal", "tasks", "plan") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of 'goal', 'tasks' or 'plan'"
+                + (f" (got {', '.join(given)})" if given else "")
+            )
+        if self.coordinator is not None and self.goal is None:
+            raise ValueError("'coordinator' plans a 'goal'; a run with tasks or a plan has none")
+        if self.options.plan_only and self.goal is None:
+            raise ValueError("options.plan_only needs a 'goal' (there is nothing to plan)")
+        if self.options.approvals and self.options.approvals.plan and self.goal is None:
+            raise ValueError(
+                "options.approvals.plan reviews a coordinator's plan: it needs a 'goal'"
+            )
+        return self
+
+    def given_tasks(self) -> list[TaskSpec]:
+        """The tasks of a ``tasks`` or ``plan`` run (empty for a goal run)."""
+        if self.tasks is not None:
+            return self.tasks
+        return self.plan.tasks if self.plan is not None else []
 
 
 class AgentRunInput(BaseModel):

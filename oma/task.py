@@ -3,16 +3,32 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from oma.usage import TokenUsage
+
+MemoryScope = Literal["dependencies", "all"]
+"""What a task sees of the shared memory: its direct dependencies' outputs
+(``dependencies``), or a summary of every entry (``all``)."""
+
+DependencyPayload = Literal["output", "structured", "both"]
+"""How a dependency's result reaches the task: its output text (``output``), a
+JSON record of the result (``structured``), or both."""
+
+BackendKind = Literal["llm", "process", "acp"]
+"""An agent's kind: an LLM agent (no ``backend``), or its backend's ``kind``."""
+
 
 class TaskStatus(StrEnum):
-    """Where a task is in its life. ``blocked`` waits on dependencies; ``skipped``
-    never ran because a dependency failed (or the run stopped first)."""
+    """Where a task is in its life. ``blocked`` waits on dependencies;
+    ``awaiting_approval`` waits on a dispatch or round approval; ``skipped``
+    never ran because a dependency failed or the run stopped first."""
 
     PENDING = "pending"
     BLOCKED = "blocked"
+    AWAITING_APPROVAL = "awaiting_approval"
     IN_PROGRESS = "in_progress"
     COMPLETED = "completed"
     FAILED = "failed"
@@ -22,8 +38,24 @@ class TaskStatus(StrEnum):
 TERMINAL_STATUSES = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.SKIPPED})
 
 
+class TaskRequirements(BaseModel):
+    """``requires`` of a task: what its agent must have. Every field set must hold."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    capabilities: list[str] = Field(
+        default_factory=list, description="Each must be in the agent's 'capabilities'."
+    )
+    backend: BackendKind | None = Field(
+        default=None, description="The agent's kind: 'llm', 'process' or 'acp'."
+    )
+    provider: str | None = Field(
+        default=None, description="An LLM agent's provider, e.g. 'anthropic'."
+    )
+
+
 class TaskSpec(BaseModel):
-    """A task as the user writes it in a run input's ``tasks``."""
+    """A task as the user writes it in a run input's ``tasks`` (or a plan's)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -37,20 +69,46 @@ class TaskSpec(BaseModel):
         min_length=1, description="Short name; labels this task's output for dependents."
     )
     description: str = Field(default="", description="What to do: the body of the agent's prompt.")
-    assignee: str = Field(min_length=1, description="Name of the team agent that runs the task.")
+    assignee: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Name of the team agent that runs the task; none: options.scheduling "
+        "picks one among the agents that satisfy 'requires'.",
+    )
     depends_on: list[str] = Field(
         default_factory=list, description="Ids of tasks that must complete before this one starts."
+    )
+    requires: TaskRequirements | None = Field(
+        default=None,
+        description="What the task's agent must have (capabilities, backend, provider).",
+    )
+    memory_scope: MemoryScope = "dependencies"
+    dependency_payload: DependencyPayload = "output"
+    max_retries: int = Field(
+        default=0, ge=0, description="Retries after a retryable failure (0: run once)."
+    )
+    retry_delay_s: float = Field(default=1.0, ge=0, description="Delay before the first retry.")
+    retry_backoff: float = Field(
+        default=2.0, ge=1, description="Each later retry waits this many times longer."
+    )
+    timeout_s: float | None = Field(
+        default=None, gt=0, description="Cancel an attempt that runs longer (TASK_TIMEOUT)."
     )
 
 
 class TaskState(BaseModel):
-    """A task as the run reports it: the spec plus its status and outcome."""
+    """A task as the run reports it: who runs it, its status and its outcome."""
 
     id: str
     title: str
     description: str = ""
-    assignee: str
+    assignee: str | None = Field(
+        default=None, description="None until the scheduler assigns an unassigned task."
+    )
     depends_on: list[str] = Field(default_factory=list)
     status: TaskStatus = TaskStatus.PENDING
     output: str | None = None
     error: str | None = None
+    error_code: str | None = None
+    attempts: int = Field(default=0, description="How many times the task was started.")
+    token_usage: TokenUsage = Field(default_factory=TokenUsage)

@@ -83,15 +83,18 @@ class AgentRun:
                 await self._run_acp(inp, prompt)
             await self._evaluate(agent, start.payload)
         except OMAError as err:
-            raise self._failure(err.code, err.message) from err
+            raise self._failure(err.code, err.message, err.retryable) from err
         except ActivityError as err:
             cause = err.cause
             if isinstance(cause, CancelledError):
                 # the run was cancelled: end Canceled, not Failed
                 raise asyncio.CancelledError() from err
             if isinstance(cause, ApplicationError):
-                raise self._failure(cause.type or "ACTIVITY_FAILED", cause.message) from err
-            raise self._failure("ACTIVITY_FAILED", str(cause or err)) from err
+                code = cause.type or "ACTIVITY_FAILED"
+                raise self._failure(code, cause.message, not cause.non_retryable) from err
+            # an activity timeout (a lost worker, a hung call) is transient
+            retryable = isinstance(cause, TimeoutError)
+            raise self._failure("ACTIVITY_FAILED", str(cause or err), retryable) from err
         return self._result
 
     @workflow.query(name="state")
@@ -204,11 +207,12 @@ class AgentRun:
         self._acp_queues.add(out.worker_task_queue)
         return out
 
-    def _failure(self, code: str, message: str) -> ApplicationError:
+    def _failure(self, code: str, message: str, retryable: bool) -> ApplicationError:
         assert self._result is not None
         self._result.status = "failed"
         self._result.error = message
         self._result.error_code = code
+        self._result.retryable = retryable
         return ApplicationError(
             message, self._result.model_dump(mode="json"), type=code, non_retryable=True
         )

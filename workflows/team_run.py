@@ -1,212 +1,939 @@
 """``TeamRun``: a team executes a task graph, as a workflow.
 
-The life of a run, top to bottom in ``run``: validate the input and the graph,
-dispatch every task whose dependencies completed (each an ``AgentRun`` child
-workflow), cascade a failure to the dependents, and report.
+The life of a run, top to bottom in ``run``: validate the input; with a goal,
+the coordinator plans the tasks (one correction turn when the plan is
+invalid); approve the plan if asked; dispatch every task whose dependencies
+completed (each an ``AgentRun`` child workflow), retrying retryable failures
+and cascading the others to the dependents; with a goal, the coordinator
+synthesizes the final answer; report. Approvals, ``abort``, budgets and
+timeouts stop the dispatch and drain the run. A long run continues as new
+before its history grows large, carrying its state.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Literal
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
+    from oma.approvals import (
+        ApprovalDecision,
+        ApprovalRequest,
+        Boundary,
+        Decision,
+        Reviewer,
+        check_decision,
+        request_hash,
+    )
     from oma.dag import dependents_map, transitive_dependents, validate_task_graph
-    from oma.errors import OMAError, application_error
+    from oma.errors import (
+        InvalidRunInputError,
+        OMAError,
+        PlanValidationError,
+        application_error,
+    )
+    from oma.events import RunEvent, RunEventType
+    from oma.messages import LLMMessage, user_text
+    from oma.plan import (
+        COORDINATOR,
+        CoordinatorConfig,
+        coordinator_agent,
+        correction_prompt,
+        parse_plan,
+        plan_artifact,
+        plan_tasks,
+        planning_prompt,
+        synthesis_prompt,
+    )
     from oma.prompt import task_prompt
     from oma.results import AcpSessionInfo, AgentRunResult, TeamRunResult
-    from oma.run_input import AgentRunInput, TeamRunInput, parse_team_run_input
+    from oma.run_input import (
+        AgentRunInput,
+        TeamRunCheckpoint,
+        TeamRunInput,
+        format_validation_error,
+        parse_team_run_input,
+    )
+    from oma.scheduling import Scheduler, check_assignments
+    from oma.shared_memory import shared_memory
     from oma.task import TaskSpec, TaskState, TaskStatus
+    from oma.workflow_ids import coordinator_workflow_id, task_workflow_id
     from workflows._acp import close_acp_sessions
 
+EVENTS_KEPT = 2000
+"""The ``events`` query returns at most this many of the latest events."""
 
-def task_result_key(task_id: str) -> str:
-    """The shared-memory key under which a completed task's output is stored."""
-    return f"task:{task_id}:result"
+Stop = Literal["aborted", "rejected", "budget", "timeout", "continue"]
 
 
 @workflow.defn(name="TeamRun")
 class TeamRun:
-    """Runs a team over a task graph and returns a ``TeamRunResult``.
+    """Runs a team over a goal, a task list or a frozen plan; returns a ``TeamRunResult``.
 
-    Input: a ``TeamRunInput`` as JSON. It is decoded as plain JSON and
-    validated here, so bad input fails the workflow at once, before any task
-    runs, with ``INVALID_RUN_INPUT`` (a field, named by path) or
-    ``INVALID_TASK_GRAPH`` (unknown assignee or dependency, duplicate id, cycle).
+    Input: a ``TeamRunInput`` as JSON, decoded as plain JSON and validated
+    here, so bad input fails the workflow at once, before any task runs, with
+    ``INVALID_RUN_INPUT`` (a field, named by path), ``INVALID_TASK_GRAPH``,
+    ``NO_ELIGIBLE_AGENT`` or ``ASSIGNEE_REQUIREMENTS_MISMATCH``; an invalid
+    coordinator plan fails it with ``INVALID_PLAN``.
+
+    Queries ``state``, ``events``, ``shared_memory``, ``pending_approvals``;
+    signals ``decide`` and ``abort``; update ``decide``.
     """
 
-    def __init__(self) -> None:
-        # One structure holds the run's state: the result being built.
+    @workflow.init
+    def __init__(self, raw_input: Any) -> None:
+        # Everything is set up here, before any signal, update or query is
+        # handled, so a decision sent as the run starts sees the whole state.
         self._result = TeamRunResult(success=False, status="running", tasks=[])
         self._specs: dict[str, TaskSpec] = {}
         self._states: dict[str, TaskState] = {}
         self._dependents: dict[str, list[str]] = {}
         self._waiting_on: dict[str, int] = {}
-        self._ready: deque[str] = deque()
-        self._in_flight: set[asyncio.Task[None]] = set()
+        self._scheduler: Scheduler | None = None
+        self._in_flight: dict[str, asyncio.Task[None]] = {}
+        self._wake = False
+        self._stop: Stop | None = None
+        self._stop_reason = ""
         # ACP agents hold one conversation: one task at a time, in one session
         self._acp_busy: set[str] = set()
         self._acp_sessions: dict[str, AcpSessionInfo] = {}
+        # approvals: every request made, the open ones, and the decisions
+        self._requests: dict[str, ApprovalRequest] = {}
+        self._open: dict[str, asyncio.Task[None] | None] = {}
+        self._decisions: dict[str, ApprovalDecision] = {}
+        self._gated: dict[str, str] = {}  # task id -> its dispatch request id
+        self._approved: set[str] = set()
+        self._events: deque[RunEvent] = deque(maxlen=EVENTS_KEPT)
+        self._next_seq = 0
+        self._rounds = 0
+        self._last_round: set[str] = set()
+        self._coordinator_turns = 0
+        self._started_at = workflow.now()
+        self._deadline: datetime | None = None
+        self._deadline_watch: asyncio.Task[None] | None = None
+        self._invalid: ApplicationError | None = None
+        self._input: TeamRunInput | None = None
+        try:
+            self._input = _parse(raw_input)
+        except OMAError as err:
+            self._invalid = application_error(err)
+            return
+        inp = self._input
+        if inp.resume is not None:
+            self._restore(inp, inp.resume)
+            return
+        self._event("run_start", detail=f"goal: {inp.goal}" if inp.goal else None)
+        if inp.goal is None:
+            try:
+                self._load(inp, inp.given_tasks())
+            except OMAError as err:
+                self._invalid = application_error(err)
 
     @workflow.run
     async def run(self, raw_input: Any) -> TeamRunResult:
-        inp = self._validate(raw_input)
-        self._load(inp)
+        if self._invalid is not None:
+            raise self._invalid
+        inp = self._input
+        assert inp is not None
+        options = inp.options
+        if options.timeout_s is not None:
+            self._deadline = self._started_at + timedelta(seconds=options.timeout_s)
+            self._watch_deadline()
         try:
-            await self._dispatch_until_settled(inp)
+            if inp.goal is not None and inp.resume is None:
+                await self._until_stopped(self._plan(inp, inp.goal))
+                if self._stop is None and options.plan_only:
+                    return self._finish("planned")
+                if self._stop is None and options.approvals and options.approvals.plan:
+                    await self._approve_plan()
+            if self._stop is None:
+                await self._execute(inp)
+            if self._stop == "continue":
+                await self._close_acp_sessions()
+                workflow.continue_as_new(self._checkpoint(inp))
+            self._skip_rest()
+            if inp.goal is not None and self._stop is None:
+                await self._until_stopped(self._synthesize(inp, inp.goal))
         except asyncio.CancelledError:
             await self._drain_after_cancel()
             raise
         finally:
             await self._close_acp_sessions()
+        await workflow.wait_condition(workflow.all_handlers_finished)
         return self._finish()
+
+    # -- queries, signals, updates -----------------------------------------
 
     @workflow.query(name="state")
     def state(self) -> TeamRunResult:
-        """The run so far: every task's status, results and shared memory."""
+        """The run so far: every task's status and output, usage, decisions."""
         return self._result
+
+    @workflow.query(name="events")
+    def events(self, after_seq: int = -1) -> list[RunEvent]:
+        """The run's events with ``seq`` above ``after_seq`` (all by default),
+        oldest first; the latest ``EVENTS_KEPT`` are kept."""
+        return [e for e in self._events if e.seq > after_seq]
 
     @workflow.query(name="shared_memory")
     def shared_memory(self) -> dict[str, str]:
-        """The run's shared memory: ``task:<id>:result`` -> output, so far."""
-        return self._result.shared_memory
+        """The run's shared memory: ``<agent>/task:<id>:result`` -> output, so far."""
+        return shared_memory(self._states.values())
 
-    def _validate(self, raw_input: Any) -> TeamRunInput:
+    @workflow.query(name="pending_approvals")
+    def pending_approvals(self) -> list[ApprovalRequest]:
+        """The open approval requests, oldest first."""
+        return [self._requests[r] for r in self._open]
+
+    @workflow.signal(name="abort")
+    def abort(self, raw: Any = None) -> None:
+        """``{reason}``: stop dispatching, let tasks in flight settle, skip the
+        rest and the synthesis; the run completes ``cancelled``."""
+        reason = raw.get("reason") if isinstance(raw, dict) else None
+        if self._stop in (None, "continue"):
+            self._event("abort", detail=str(reason or "abort signal"))
+            self._stop_with("aborted", f"aborted: {reason or 'abort signal'}")
+
+    @workflow.signal(name="decide")
+    def decide_signal(self, raw: Any) -> None:
+        """A ``Decision`` sent as a signal: the same rules as the update; a
+        refused decision is recorded as an ``approval_refused`` event."""
         try:
-            inp = parse_team_run_input(raw_input)
-            validate_task_graph(inp.tasks, (a.name for a in inp.team.agents))
+            self._record_decision(_decision(raw), "signal")
+        except OMAError as err:
+            request = raw.get("request_id") if isinstance(raw, dict) else None
+            self._event("approval_refused", detail=f"{request}: {err}")
+
+    @workflow.update(name="decide")
+    def decide_update(self, raw: Any) -> ApprovalDecision:
+        """A ``Decision``; returns the recorded ``ApprovalDecision``. Refused
+        (``APPROVAL_UNKNOWN_REQUEST``, ``APPROVAL_STALE_DECISION``,
+        ``APPROVAL_CONFLICT``, ``INVALID_RUN_INPUT``) by the validator, without
+        writing history, or by the handler when another decision won the race."""
+        try:
+            return self._record_decision(_decision(raw), "update")
         except OMAError as err:
             raise application_error(err) from None
-        return inp
 
-    def _load(self, inp: TeamRunInput) -> None:
-        self._specs = {t.id: t for t in inp.tasks}
-        self._dependents = dependents_map(inp.tasks)
-        self._waiting_on = {t.id: len(t.depends_on) for t in inp.tasks}
-        for t in inp.tasks:
-            status = TaskStatus.BLOCKED if t.depends_on else TaskStatus.PENDING
-            self._states[t.id] = TaskState(**t.model_dump(), status=status)
-            if not t.depends_on:
-                self._ready.append(t.id)
-        self._result.tasks = list(self._states.values())
+    @decide_update.validator
+    def _validate_decide(self, raw: Any) -> None:
+        try:
+            check_decision(self._decidable(), self._decisions, _decision(raw))
+        except OMAError as err:
+            raise application_error(err) from None
 
-    async def _dispatch_until_settled(self, inp: TeamRunInput) -> None:
-        # Event-driven, not in rounds: whenever a task settles, every task it
-        # unblocked is dispatched at once, up to max_concurrency in flight.
-        while self._ready or self._in_flight:
-            while len(self._in_flight) < inp.options.max_concurrency:
-                task_id = self._next_ready(inp)
-                if task_id is None:
-                    break
-                spec = self._specs[task_id]
-                self._in_flight.add(asyncio.create_task(self._run_task(inp, spec)))
-            _, pending = await workflow.wait(self._in_flight, return_when=asyncio.FIRST_COMPLETED)
-            self._in_flight = set(pending)
+    def _decidable(self) -> dict[str, ApprovalRequest]:
+        # open requests, and decided ones (so a late decision is a conflict)
+        return {
+            r: req for r, req in self._requests.items() if r in self._open or r in self._decisions
+        }
 
-    def _next_ready(self, inp: TeamRunInput) -> str | None:
-        """The first ready task whose assignee can take it now (an ACP agent
-        that is busy with another task cannot)."""
-        for i, task_id in enumerate(self._ready):
-            if self._specs[task_id].assignee not in self._acp_busy:
-                del self._ready[i]
-                return task_id
-        return None
+    def _record_decision(
+        self, decision: Decision, source: Literal["update", "signal"]
+    ) -> ApprovalDecision:
+        request = check_decision(self._decidable(), self._decisions, decision)
+        return self._decide(request, decision.decision, decision.reviewer, decision.comment, source)
 
-    async def _drain_after_cancel(self) -> None:
-        # Temporal cancellation: cancel the children in flight (their
-        # activities are cancelled in turn), wait for them to settle, and skip
-        # everything that never started.
-        for in_flight in self._in_flight:
-            in_flight.cancel()
-        if self._in_flight:
-            await workflow.wait(self._in_flight)
-        for state in self._states.values():
-            if state.status in (TaskStatus.BLOCKED, TaskStatus.PENDING):
-                state.status = TaskStatus.SKIPPED
-                state.error = "skipped: the run was cancelled"
-        self._result.status = "cancelled"
-
-    async def _close_acp_sessions(self) -> None:
-        queues = sorted({s.worker_task_queue for s in self._acp_sessions.values()})
-        if queues:
-            await close_acp_sessions(self._run_key(), set(queues))
-
-    def _run_key(self) -> str:
-        info = workflow.info()
-        return f"{info.workflow_id}/{info.run_id}"
-
-    async def _run_task(self, inp: TeamRunInput, spec: TaskSpec) -> None:
-        state = self._states[spec.id]
-        agent = inp.team.agent(spec.assignee)
-        assert agent is not None  # validated
-        state.status = TaskStatus.IN_PROGRESS
-        prompt = task_prompt(
-            spec, [(self._specs[d].title, self._states[d].output or "") for d in spec.depends_on]
+    def _decide(
+        self,
+        request: ApprovalRequest,
+        value: Literal["approve", "reject"],
+        reviewer: Reviewer,
+        comment: str | None,
+        source: Literal["update", "signal", "timeout"],
+    ) -> ApprovalDecision:
+        record = ApprovalDecision(
+            request_id=request.request_id,
+            boundary=request.boundary,
+            request_hash=request.request_hash,
+            decision=value,
+            reviewer=reviewer,
+            comment=comment,
+            decided_at=workflow.now(),
+            source=source,
         )
-        is_acp = agent.backend is not None and agent.backend.kind == "acp"
-        if is_acp:
-            self._acp_busy.add(agent.name)
+        self._decisions[request.request_id] = record
+        self._result.approval_decisions.append(record)
+        self._event("approval_decision", detail=f"{request.request_id}: {value} by {reviewer.id}")
+        self._wake = True
+        return record
+
+    # -- approvals ---------------------------------------------------------
+
+    def _request(self, request_id: str, boundary: Boundary, content: Any, reason: str) -> None:
+        """Record an open request; its waiter starts in the main loop."""
+        now = workflow.now()
+        approvals = self._options_approvals()
+        timeout = approvals.timeout_s if approvals else None
+        self._requests[request_id] = ApprovalRequest(
+            request_id=request_id,
+            boundary=boundary,
+            scope=workflow.info().workflow_id,
+            content=content,
+            reason=reason,
+            requested_at=now,
+            expires_at=now + timedelta(seconds=timeout) if timeout else None,
+            request_hash=request_hash(workflow.info().workflow_id, boundary, content),
+        )
+        self._open[request_id] = None
+        self._event("approval_request", detail=request_id)
+
+    def _start_waiters(self) -> None:
+        for request_id, waiter in self._open.items():
+            if waiter is None:
+                self._open[request_id] = asyncio.create_task(self._wait_for_decision(request_id))
+
+    async def _wait_for_decision(self, request_id: str) -> None:
+        request = self._requests[request_id]
+        timeout = None
+        if request.expires_at is not None:
+            timeout = max((request.expires_at - workflow.now()).total_seconds(), 0.001)
+        try:
+            await workflow.wait_condition(lambda: request_id in self._decisions, timeout=timeout)
+        except TimeoutError:
+            approvals = self._options_approvals()
+            assert approvals is not None
+            self._decide(
+                request,
+                approvals.on_timeout,
+                Reviewer(id="oma:timeout", display_name="approval timeout"),
+                f"no decision within {approvals.timeout_s} s",
+                "timeout",
+            )
+        finally:
+            self._open.pop(request_id, None)
+            self._wake = True
+
+    async def _approved_request(
+        self, request_id: str, boundary: Boundary, content: Any, reason: str
+    ) -> bool:
+        """Request an approval and wait for it (or for the run to stop)."""
+        self._request(request_id, boundary, content, reason)
+        self._start_waiters()
+        await workflow.wait_condition(lambda: request_id in self._decisions or bool(self._stop))
+        return self._settle_decision(request_id)
+
+    def _settle_decision(self, request_id: str) -> bool:
+        decision = self._decisions.get(request_id)
+        if decision is None:
+            return False
+        if decision.decision == "reject":
+            self._stop_with(
+                "rejected",
+                f"rejected: {request_id} by {decision.reviewer.id}"
+                + (f" ({decision.comment})" if decision.comment else ""),
+            )
+            return False
+        return True
+
+    async def _approve_plan(self) -> None:
+        assert self._result.plan is not None
+        await self._approved_request(
+            "plan",
+            "plan",
+            self._result.plan.model_dump(mode="json"),
+            "options.approvals.plan: review the coordinator's plan before it runs",
+        )
+
+    def _options_approvals(self) -> Any:
+        return self._input.options.approvals if self._input else None
+
+    # -- planning and synthesis (goal runs) --------------------------------
+
+    async def _plan(self, inp: TeamRunInput, goal: str) -> None:
+        config = inp.coordinator or CoordinatorConfig()
+        messages = [user_text(planning_prompt(inp.team, goal, config.instructions))]
+        answer = await self._coordinator("plan", config, inp, messages)
+        tasks, errors = _read_plan(answer.output, inp)
+        if errors:
+            messages = [*answer.messages, user_text(correction_prompt(errors))]
+            answer = await self._coordinator("plan-correction", config, inp, messages)
+            tasks, errors = _read_plan(answer.output, inp)
+            if errors:
+                raise application_error(
+                    PlanValidationError(
+                        "the coordinator's plan is invalid after one correction turn: "
+                        + "; ".join(errors)
+                    )
+                )
+        try:
+            self._load(inp, tasks)
+        except OMAError as err:
+            raise application_error(err) from None
+        self._result.plan = plan_artifact(goal, tasks)
+        self._event("plan_ready", detail=f"{len(tasks)} task(s)")
+
+    async def _synthesize(self, inp: TeamRunInput, goal: str) -> None:
+        config = inp.coordinator or CoordinatorConfig()
+        prompt = synthesis_prompt(goal, self._result.tasks)
+        try:
+            answer = await self._coordinator("synthesis", config, inp, [user_text(prompt)])
+        except ApplicationError as err:
+            self._result.error = f"the coordinator's synthesis failed: {err.message}"
+            self._result.error_code = err.type
+            return
+        self._result.final_output = answer.output
+
+    async def _coordinator(
+        self,
+        step: str,
+        config: CoordinatorConfig,
+        inp: TeamRunInput,
+        messages: list[LLMMessage],
+    ) -> AgentRunResult:
+        """One coordinator step as an ``AgentRun`` child; its usage counts for
+        the run. Raises ``ApplicationError`` when the step fails."""
+        try:
+            agent = coordinator_agent(config, inp.team, self._coordinator_turns)
+        except OMAError as err:
+            raise application_error(err) from None
         try:
             result: AgentRunResult = await workflow.execute_child_workflow(
                 "AgentRun",
-                AgentRunInput(
-                    agent=agent,
-                    input=prompt,
-                    task_id=spec.id,
-                    run_key=self._run_key() if is_acp else None,
-                    acp_session=self._acp_sessions.get(agent.name),
-                ),
-                id=f"{workflow.info().workflow_id}/{spec.id}",
+                AgentRunInput(agent=agent, input=messages),
+                id=coordinator_workflow_id(workflow.info().workflow_id, step),
                 result_type=AgentRunResult,
             )
         except ChildWorkflowError as err:
-            result = _failed_result(agent.name, err)
+            failed = _failed_result(COORDINATOR, err)
+            self._add_coordinator_usage(failed)
+            raise ApplicationError(
+                f"coordinator step {step!r} failed: {failed.error}",
+                type=failed.error_code or "AGENT_RUN_FAILED",
+                non_retryable=True,
+            ) from None
+        self._add_coordinator_usage(result)
+        return result
+
+    def _add_coordinator_usage(self, result: AgentRunResult) -> None:
+        self._coordinator_turns += result.turns
+        self._result.total_token_usage += result.token_usage
+        earlier = self._result.agent_results.get(COORDINATOR)
+        summary = result.model_copy(update={"messages": []})
+        if earlier is not None:
+            summary.turns += earlier.turns
+            summary.token_usage = earlier.token_usage + result.token_usage
+        self._result.agent_results[COORDINATOR] = summary
+
+    # -- the task graph ----------------------------------------------------
+
+    def _load(self, inp: TeamRunInput, tasks: list[TaskSpec]) -> None:
+        validate_task_graph(tasks, (a.name for a in inp.team.agents))
+        check_assignments(tasks, inp.team)
+        self._specs = {t.id: t for t in tasks}
+        self._dependents = dependents_map(tasks)
+        self._waiting_on = {t.id: len(t.depends_on) for t in tasks}
+        self._scheduler = Scheduler(inp.options.scheduling, inp.team, tasks, self._dependents)
+        for t in tasks:
+            status = TaskStatus.BLOCKED if t.depends_on else TaskStatus.PENDING
+            self._states[t.id] = TaskState(
+                id=t.id,
+                title=t.title,
+                description=t.description,
+                assignee=t.assignee,
+                depends_on=t.depends_on,
+                status=status,
+            )
+        self._result.tasks = list(self._states.values())
+        if inp.goal is None or not inp.options.plan_only:
+            for t in tasks:
+                if not t.depends_on:
+                    self._make_ready(t.id)
+
+    def _make_ready(self, task_id: str) -> None:
+        """``task_id``'s dependencies completed: queue it, or first request the
+        approval of its dispatch."""
+        assert self._scheduler is not None
+        state = self._states[task_id]
+        approvals = self._options_approvals()
+        if (
+            approvals is not None
+            and task_id not in self._approved
+            and approvals.gates_dispatch(task_id, state.assignee)
+        ):
+            request_id = f"dispatch-{task_id}"
+            state.status = TaskStatus.AWAITING_APPROVAL
+            self._gated[task_id] = request_id
+            self._request(
+                request_id,
+                "dispatch",
+                _snapshot(state),
+                f"options.approvals.dispatch: review task {task_id!r} before it starts",
+            )
+            return
+        state.status = TaskStatus.PENDING
+        self._scheduler.push(task_id)
+
+    async def _execute(self, inp: TeamRunInput) -> None:
+        """Dispatch until every task settled or the run stops, then let the
+        tasks in flight settle. Event-driven: whenever a task settles or a
+        decision arrives, everything it unblocked is dispatched at once."""
+        assert self._scheduler is not None
+        rounds = bool(inp.options.approvals and inp.options.approvals.round)
+        batch: deque[str] = deque()
+        while True:
+            self._take_gate_decisions()
+            if rounds and self._stop is None and not batch and not self._in_flight:
+                batch = await self._next_round()
+            if self._stop is None:
+                self._dispatch(inp, batch if rounds else None)
+            self._start_waiters()
+            if not self._in_flight and (
+                self._stop is not None
+                or not (self._open or (batch if rounds else len(self._scheduler)))
+            ):
+                return
+            self._wake = False
+            await workflow.wait_condition(lambda: self._wake)
+
+    def _take_gate_decisions(self) -> None:
+        assert self._scheduler is not None
+        for task_id, request_id in list(self._gated.items()):
+            if request_id not in self._decisions:
+                continue
+            del self._gated[task_id]
+            if self._settle_decision(request_id):
+                self._approved.add(task_id)
+                self._make_ready(task_id)
+
+    async def _next_round(self) -> deque[str]:
+        """A round barrier: every ready task forms the next round, approved
+        together with a look at the round that just completed."""
+        assert self._scheduler is not None
+        batch: deque[str] = deque()
+        while (nxt := self._scheduler.next(lambda agent: True)) is not None:
+            task_id, agent = nxt
+            self._states[task_id].assignee = agent
+            batch.append(task_id)
+        if not batch:
+            return batch
+        self._rounds += 1
+        completed = [
+            _snapshot(s)
+            for s in self._states.values()
+            if s.status in (TaskStatus.COMPLETED, TaskStatus.FAILED) and s.id in self._last_round
+        ]
+        content = {
+            "round": self._rounds,
+            "completed": completed,
+            "next": [_snapshot(self._states[t]) for t in batch],
+        }
+        self._last_round = set(batch)
+        approved = await self._approved_request(
+            f"round-{self._rounds}",
+            "round",
+            content,
+            f"options.approvals.round: review round {self._rounds} before it starts",
+        )
+        return batch if approved else deque()
+
+    def _dispatch(self, inp: TeamRunInput, batch: deque[str] | None) -> None:
+        assert self._scheduler is not None
+        while len(self._in_flight) < inp.options.max_concurrency:
+            if self._over_budget(inp):
+                return
+            if batch is not None:
+                task_id = next((t for t in batch if self._available(self._agent_of(t))), None)
+                if task_id is None:
+                    return
+                batch.remove(task_id)
+                agent = self._agent_of(task_id)
+            else:
+                nxt = self._scheduler.next(self._available)
+                if nxt is None:
+                    return
+                task_id, agent = nxt
+            self._start(inp, task_id, agent)
+
+    def _agent_of(self, task_id: str) -> str:
+        agent = self._states[task_id].assignee
+        assert agent is not None
+        return agent
+
+    def _available(self, agent: str) -> bool:
+        return agent not in self._acp_busy
+
+    def _start(self, inp: TeamRunInput, task_id: str, agent_name: str) -> None:
+        assert self._scheduler is not None
+        agent = inp.team.agent(agent_name)
+        assert agent is not None  # validated
+        state = self._states[task_id]
+        state.assignee = agent_name
+        state.status = TaskStatus.IN_PROGRESS
+        self._scheduler.started(agent_name)
+        if agent.kind == "acp":
+            self._acp_busy.add(agent_name)
+        self._event("task_start", task_id, f"agent {agent_name}")
+        self._in_flight[task_id] = asyncio.create_task(self._run_task(inp, task_id))
+
+    async def _run_task(self, inp: TeamRunInput, task_id: str) -> None:
+        spec, state = self._specs[task_id], self._states[task_id]
+        agent = inp.team.agent(self._agent_of(task_id))
+        assert agent is not None
+        is_acp = agent.kind == "acp"
+        try:
+            while True:
+                state.attempts += 1
+                result = await self._attempt(inp, spec, state, is_acp)
+                if result.status == "cancelled" and self._stop == "timeout":
+                    result.error, result.error_code = self._stop_reason, "RUN_TIMEOUT"
+                if result.acp_session is not None:
+                    self._acp_sessions[agent.name] = result.acp_session
+                if result.status == "completed":
+                    self._complete(task_id, result)
+                    return
+                retry = state.attempts <= spec.max_retries and result.retryable
+                if not retry or self._stop is not None:
+                    self._fail(task_id, result)
+                    return
+                delay = spec.retry_delay_s * spec.retry_backoff ** (state.attempts - 1)
+                self._event(
+                    "task_retry",
+                    task_id,
+                    f"attempt {state.attempts + 1} in {delay:g} s after "
+                    f"{result.error_code}: {result.error}",
+                )
+                self._add_usage(state, result)
+                await workflow.sleep(delay)
+        except asyncio.CancelledError:
+            # the run timed out, or was cancelled: this task ends with it
+            self._fail(
+                task_id,
+                AgentRunResult(
+                    agent=agent.name,
+                    status="cancelled",
+                    error=self._stop_reason or "cancelled with the run",
+                    error_code="RUN_TIMEOUT" if self._stop == "timeout" else "CANCELLED",
+                ),
+            )
         finally:
             self._acp_busy.discard(agent.name)
-        if result.acp_session is not None:
-            self._acp_sessions[agent.name] = result.acp_session
-        if result.status == "completed":
-            self._complete(spec.id, result)
-        else:
-            self._fail(spec.id, result)
+            assert self._scheduler is not None
+            self._scheduler.settled(agent.name)
+            self._in_flight.pop(task_id, None)
+            self._wake = True
+
+    async def _attempt(
+        self, inp: TeamRunInput, spec: TaskSpec, state: TaskState, is_acp: bool
+    ) -> AgentRunResult:
+        """One attempt of a task: its ``AgentRun`` child, bounded by ``timeout_s``."""
+        assert state.assignee is not None
+        agent = inp.team.agent(state.assignee)
+        assert agent is not None
+        try:
+            prompt = task_prompt(
+                spec,
+                [self._states[d] for d in spec.depends_on],
+                shared_memory(self._states.values()) if spec.memory_scope == "all" else {},
+            )
+        except OMAError as err:
+            return AgentRunResult(
+                agent=agent.name, status="failed", error=err.message, error_code=err.code
+            )
+        handle = await workflow.start_child_workflow(
+            "AgentRun",
+            AgentRunInput(
+                agent=agent,
+                input=prompt,
+                task_id=spec.id,
+                run_key=self._run_key() if is_acp else None,
+                acp_session=self._acp_sessions.get(agent.name),
+            ),
+            id=task_workflow_id(workflow.info().workflow_id, spec.id),
+            result_type=AgentRunResult,
+        )
+        try:
+            if spec.timeout_s is None:
+                result: AgentRunResult = await handle
+                return result
+            done, _ = await workflow.wait([handle], timeout=spec.timeout_s)
+            if done:
+                result = handle.result()
+                return result
+        except ChildWorkflowError as err:
+            return _failed_result(agent.name, err)
+        handle.cancel()
+        with contextlib.suppress(ChildWorkflowError, asyncio.CancelledError):
+            await handle
+        return AgentRunResult(
+            agent=agent.name,
+            status="failed",
+            error=f"task {spec.id!r} ran longer than its timeout_s ({spec.timeout_s:g} s)",
+            error_code="TASK_TIMEOUT",
+            retryable=True,
+        )
 
     def _complete(self, task_id: str, result: AgentRunResult) -> None:
         state = self._states[task_id]
         state.status = TaskStatus.COMPLETED
         state.output = result.output
-        self._record(task_id, result)
-        self._result.shared_memory[task_result_key(task_id)] = result.output
+        self._add_usage(state, result)
+        self._event("task_complete", task_id)
         for dependent in self._dependents[task_id]:
             self._waiting_on[dependent] -= 1
-            if self._waiting_on[dependent] == 0:
+            if self._waiting_on[dependent] == 0 and self._stop is None:
+                self._make_ready(dependent)
+            elif self._waiting_on[dependent] == 0:
                 self._states[dependent].status = TaskStatus.PENDING
-                self._ready.append(dependent)
+        self._check_continue_as_new()
 
     def _fail(self, task_id: str, result: AgentRunResult) -> None:
         state = self._states[task_id]
         state.status = TaskStatus.FAILED
         state.error = result.error or f"the agent's turn ended {result.status}"
-        self._record(task_id, result)
+        state.error_code = result.error_code
+        self._add_usage(state, result)
+        self._event("task_failed", task_id, f"{state.error_code}: {state.error}")
         reason = f"skipped: dependency {task_id!r} ({state.title}) failed"
         for dependent in transitive_dependents(task_id, self._dependents):
-            skipped = self._states[dependent]
-            if skipped.status in (TaskStatus.BLOCKED, TaskStatus.PENDING):
-                skipped.status = TaskStatus.SKIPPED
-                skipped.error = reason
+            self._skip(dependent, reason)
+        self._check_continue_as_new()
 
-    def _record(self, task_id: str, result: AgentRunResult) -> None:
-        self._result.task_results[task_id] = result
+    def _skip(self, task_id: str, reason: str) -> None:
+        state = self._states[task_id]
+        if state.status in (TaskStatus.BLOCKED, TaskStatus.PENDING, TaskStatus.AWAITING_APPROVAL):
+            state.status = TaskStatus.SKIPPED
+            state.error = reason
+            self._event("task_skipped", task_id, reason)
+            request_id = self._gated.pop(task_id, None)
+            if request_id is not None:
+                self._close_request(request_id)
+
+    def _skip_rest(self) -> None:
+        """Skip every task that never started (the run stopped early)."""
+        reason = f"skipped: {self._stop_reason or 'the run stopped'}"
+        for task_id, state in self._states.items():
+            if state.status not in (TaskStatus.COMPLETED, TaskStatus.FAILED):
+                self._skip(task_id, reason)
+        for request_id in list(self._open):
+            self._close_request(request_id)
+
+    def _close_request(self, request_id: str) -> None:
+        waiter = self._open.pop(request_id, None)
+        if waiter is not None:
+            waiter.cancel()
+
+    def _add_usage(self, state: TaskState, result: AgentRunResult) -> None:
+        state.token_usage += result.token_usage
         self._result.total_token_usage += result.token_usage
+        if self._input is not None:
+            self._over_budget(self._input)
 
-    def _finish(self) -> TeamRunResult:
+    def _over_budget(self, inp: TeamRunInput) -> bool:
+        """Checked before each dispatch and after each completion."""
+        budget = inp.options.max_token_budget
+        if budget is None:
+            return False
+        used = self._result.total_token_usage
+        if used.input_tokens + used.output_tokens < budget:
+            return False
+        if not self._result.budget_exceeded:
+            self._result.budget_exceeded = True
+            self._event(
+                "budget_exceeded",
+                detail=f"{used.input_tokens + used.output_tokens} tokens of {budget}",
+            )
+            self._stop_with("budget", f"the token budget of {budget} is used up")
+        return True
+
+    def _stop_with(self, stop: Stop, reason: str) -> None:
+        if self._stop not in (None, "continue"):
+            return
+        self._stop = stop
+        self._stop_reason = reason
+        for request_id in list(self._open):
+            self._close_request(request_id)
+        if stop == "timeout":
+            for in_flight in self._in_flight.values():
+                in_flight.cancel()
+        self._wake = True
+
+    def _check_continue_as_new(self) -> None:
+        assert self._input is not None
+        info = workflow.info()
+        limit = self._input.options.history_event_limit
+        if self._stop is None and (
+            info.is_continue_as_new_suggested() or info.get_current_history_length() >= limit
+        ):
+            self._stop = "continue"
+            self._wake = True
+
+    def _watch_deadline(self) -> None:
+        assert self._deadline is not None and self._input is not None
+        timeout = self._input.options.timeout_s or 0
+        remaining = (self._deadline - workflow.now()).total_seconds()
+
+        async def watch() -> None:
+            await workflow.sleep(max(remaining, 0.001))
+            self._stop_with("timeout", f"the run passed options.timeout_s ({timeout:g} s)")
+
+        self._deadline_watch = asyncio.create_task(watch())
+
+    async def _until_stopped(self, step: Any) -> None:
+        """Run a coordinator step unless the run stops first (a timeout or an
+        abort cancels it)."""
+        task = asyncio.create_task(step)
+        await workflow.wait_condition(lambda: task.done() or self._stop is not None)
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ApplicationError):
+                await task
+            return
+        await task
+
+    async def _drain_after_cancel(self) -> None:
+        # Temporal cancellation: cancel the children in flight (their
+        # activities are cancelled in turn), wait for them to settle, and skip
+        # everything that never started.
+        self._stop_reason = "the run was cancelled"
+        for in_flight in self._in_flight.values():
+            in_flight.cancel()
+        if self._in_flight:
+            await workflow.wait(list(self._in_flight.values()))
+        self._skip_rest()
+        self._result.status = "cancelled"
+        self._event("run_end", detail="cancelled")
+
+    async def _close_acp_sessions(self) -> None:
+        queues = {s.worker_task_queue for s in self._acp_sessions.values()}
+        self._acp_sessions.clear()
+        if queues:
+            await close_acp_sessions(self._run_key(), queues)
+
+    def _run_key(self) -> str:
+        info = workflow.info()
+        return f"{info.workflow_id}/{info.run_id}"
+
+    # -- events, results, continue-as-new ----------------------------------
+
+    def _event(
+        self, kind: RunEventType, task_id: str | None = None, detail: str | None = None
+    ) -> None:
+        self._events.append(
+            RunEvent(
+                seq=self._next_seq, type=kind, at=workflow.now(), task_id=task_id, detail=detail
+            )
+        )
+        self._next_seq += 1
+
+    def _finish(self, status: Any = None) -> TeamRunResult:
+        result = self._result
         failed = any(s.status == TaskStatus.FAILED for s in self._states.values())
-        self._result.status = "failed" if failed else "completed"
-        self._result.success = not failed
-        return self._result
+        if status is None:
+            status = {
+                "aborted": "cancelled",
+                "rejected": "rejected",
+                "budget": "failed",
+                "timeout": "failed",
+            }.get(self._stop or "", "failed" if failed else "completed")
+        if self._stop in ("budget", "timeout", "rejected", "aborted"):
+            result.error = self._stop_reason
+            result.error_code = {
+                "budget": "BUDGET_EXCEEDED",
+                "timeout": "RUN_TIMEOUT",
+                "rejected": "APPROVAL_REJECTED",
+                "aborted": "ABORTED",
+            }[self._stop]
+        if status == "completed" and result.error_code is not None:
+            status = "failed"  # e.g. the synthesis failed
+        result.status = status
+        result.success = status in ("completed", "planned")
+        self._event("run_end", detail=status)
+        return result
+
+    def _checkpoint(self, inp: TeamRunInput) -> dict[str, Any]:
+        """The input of the next run: the same input plus the state so far,
+        dumped without defaults to stay small."""
+        checkpoint = TeamRunCheckpoint(
+            result=self._result,
+            requests=[self._requests[r] for r in self._open],
+            events=list(self._events),
+            next_seq=self._next_seq,
+            started_at=self._started_at,
+            rounds=self._rounds,
+            round_robin=self._scheduler.round_robin if self._scheduler else 0,
+            coordinator_turns=self._coordinator_turns,
+        )
+        return inp.model_copy(update={"resume": checkpoint}).model_dump(
+            mode="json", exclude_defaults=True
+        )
+
+    def _restore(self, inp: TeamRunInput, resume: TeamRunCheckpoint) -> None:
+        result = resume.result
+        tasks = result.plan.tasks if result.plan is not None else inp.given_tasks()
+        self._result = result
+        self._specs = {t.id: t for t in tasks}
+        self._dependents = dependents_map(tasks)
+        self._states = {s.id: s for s in result.tasks}
+        self._result.tasks = list(self._states.values())
+        self._scheduler = Scheduler(
+            inp.options.scheduling, inp.team, tasks, self._dependents, resume.round_robin
+        )
+        self._events.extend(resume.events)
+        self._next_seq = resume.next_seq
+        self._started_at = resume.started_at
+        self._rounds = resume.rounds
+        self._coordinator_turns = resume.coordinator_turns
+        self._decisions = {d.request_id: d for d in result.approval_decisions}
+        for request in resume.requests:
+            self._requests[request.request_id] = request
+            self._open[request.request_id] = None
+        done = {TaskStatus.COMPLETED}
+        self._waiting_on = {
+            t.id: sum(1 for d in t.depends_on if self._states[d].status not in done) for t in tasks
+        }
+        for t in tasks:
+            state = self._states[t.id]
+            if state.status == TaskStatus.AWAITING_APPROVAL:
+                self._gated[t.id] = f"dispatch-{t.id}"
+        self._approved = {
+            d.request_id.removeprefix("dispatch-")
+            for d in result.approval_decisions
+            if d.boundary == "dispatch" and d.decision == "approve"
+        }
+        for t in tasks:
+            if self._states[t.id].status == TaskStatus.PENDING and self._waiting_on[t.id] == 0:
+                self._make_ready(t.id)
+
+
+def _parse(raw_input: Any) -> TeamRunInput:
+    return parse_team_run_input(raw_input)
+
+
+def _decision(raw: Any) -> Decision:
+    try:
+        return Decision.model_validate(raw)
+    except ValidationError as err:
+        raise InvalidRunInputError(f"invalid decision: {format_validation_error(err)}") from None
+
+
+def _read_plan(answer: str, inp: TeamRunInput) -> tuple[list[TaskSpec], list[str]]:
+    try:
+        items = parse_plan(answer)
+    except ValueError as err:
+        return [], [str(err)]
+    return plan_tasks(items, inp.team, strict_assignees=inp.options.strict_assignees)
+
+
+def _snapshot(state: TaskState) -> dict[str, Any]:
+    """A task as a reviewer sees it in an approval request."""
+    return {
+        "id": state.id,
+        "title": state.title,
+        "description": state.description,
+        "assignee": state.assignee,
+        "depends_on": state.depends_on,
+        "status": state.status.value,
+        "output": state.output,
+    }
 
 
 def _failed_result(agent: str, err: ChildWorkflowError) -> AgentRunResult:

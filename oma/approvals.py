@@ -1,0 +1,169 @@
+"""Approval gates of a team run: requests, decisions and their rules.
+
+A gate (``plan``, ``round``, ``dispatch``) records an ``ApprovalRequest`` and
+waits; a reviewer answers with a ``Decision`` (the ``decide`` signal or update).
+Pure logic: no I/O, safe inside workflows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from oma.errors import (
+    ApprovalConflictError,
+    ApprovalStaleDecisionError,
+    ApprovalUnknownRequestError,
+)
+
+Boundary = Literal["plan", "round", "dispatch"]
+DecisionValue = Literal["approve", "reject"]
+
+
+class ApprovalOptions(BaseModel):
+    """``options.approvals`` of a run input.
+
+    ``round`` and ``dispatch`` are mutually exclusive (a round barrier already
+    reviews every dispatch). ``timeout_s`` bounds each wait; when it passes,
+    ``on_timeout`` decides.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    plan: bool = Field(default=False, description="Approve a coordinator's plan before it runs.")
+    round: bool = Field(
+        default=False,
+        description="Run in rounds; approve each round, seeing the completed one and the next.",
+    )
+    dispatch: Literal["all"] | list[str] | None = Field(
+        default=None,
+        description="'all', or task ids and/or agent names: approve such a task before it starts.",
+    )
+    timeout_s: float | None = Field(default=None, gt=0, description="How long a request waits.")
+    on_timeout: DecisionValue = Field(
+        default="reject", description="The decision taken when timeout_s passes."
+    )
+
+    @model_validator(mode="after")
+    def _round_xor_dispatch(self) -> ApprovalOptions:
+        if self.round and self.dispatch is not None:
+            raise ValueError(
+                "'round' and 'dispatch' approvals are mutually exclusive: a round "
+                "approval already reviews every task it dispatches; keep one"
+            )
+        return self
+
+    def gates_dispatch(self, task_id: str, assignee: str | None) -> bool:
+        """Whether the dispatch of this task needs an approval."""
+        if self.dispatch is None:
+            return False
+        if self.dispatch == "all":
+            return True
+        return task_id in self.dispatch or (assignee is not None and assignee in self.dispatch)
+
+
+class Reviewer(BaseModel):
+    """Who decided."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1)
+    display_name: str | None = None
+
+
+class Decision(BaseModel):
+    """The input of the ``decide`` signal and update."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    request_id: str = Field(min_length=1)
+    request_hash: str = Field(min_length=1, description="The hash of the request reviewed.")
+    decision: DecisionValue
+    reviewer: Reviewer
+    comment: str | None = None
+
+
+class ApprovalRequest(BaseModel):
+    """An open (or answered) request, as the ``pending_approvals`` query shows it.
+
+    ``request_hash`` is ``request_hash(scope, boundary, content)``; ``reason``,
+    ``requested_at`` and ``expires_at`` are not part of it.
+    """
+
+    request_id: str
+    boundary: Boundary
+    scope: str = Field(description="The run's workflow id.")
+    content: Any = Field(description="What is reviewed: the plan, the rounds, or the task.")
+    reason: str
+    requested_at: datetime
+    expires_at: datetime | None = None
+    request_hash: str
+
+
+class ApprovalDecision(BaseModel):
+    """A recorded decision, as the result's ``approval_decisions`` lists it.
+
+    ``source``: ``update`` or ``signal`` (a reviewer), or ``timeout``
+    (``on_timeout`` applied; ``reviewer.id`` is then ``oma:timeout``).
+    """
+
+    request_id: str
+    boundary: Boundary
+    request_hash: str
+    decision: DecisionValue
+    reviewer: Reviewer
+    comment: str | None = None
+    decided_at: datetime
+    source: Literal["update", "signal", "timeout"]
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no whitespace: equal values give equal text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def request_hash(scope: str, boundary: Boundary, content: Any) -> str:
+    """SHA-256 (hex) of the canonical JSON of ``{scope, boundary, content}``.
+
+    ``content`` must be JSON-compatible (dump pydantic models with
+    ``mode="json"`` first). Key order does not change the hash.
+    """
+    doc = canonical_json({"scope": scope, "boundary": boundary, "content": content})
+    return hashlib.sha256(doc.encode()).hexdigest()
+
+
+def check_decision(
+    requests: Mapping[str, ApprovalRequest],
+    decisions: Mapping[str, ApprovalDecision],
+    decision: Decision,
+) -> ApprovalRequest:
+    """The request ``decision`` answers, if it may be recorded.
+
+    Raises, in this order: ``ApprovalUnknownRequestError`` (no such request),
+    ``ApprovalConflictError`` (already decided: the first decision wins),
+    ``ApprovalStaleDecisionError`` (the hash is not the request's).
+    """
+    request = requests.get(decision.request_id)
+    if request is None:
+        known = ", ".join(sorted(requests)) or "none"
+        raise ApprovalUnknownRequestError(
+            f"no approval request {decision.request_id!r} in this run (requests: {known})"
+        )
+    earlier = decisions.get(decision.request_id)
+    if earlier is not None:
+        raise ApprovalConflictError(
+            f"request {decision.request_id!r} was already decided: {earlier.decision} by "
+            f"{earlier.reviewer.id} at {earlier.decided_at.isoformat()}"
+        )
+    if decision.request_hash != request.request_hash:
+        raise ApprovalStaleDecisionError(
+            f"request {decision.request_id!r} has hash {request.request_hash}, not "
+            f"{decision.request_hash}: the content changed since it was reviewed; read "
+            "pending_approvals again"
+        )
+    return request

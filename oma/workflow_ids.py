@@ -1,0 +1,30 @@
+"""Workflow ids of a team run's children, and the way back to the run's id.
+
+A task's ``AgentRun`` is ``<run id>/<task id>`` (every attempt reuses it, one
+after the other); the coordinator's steps are ``<run id>/coordinator/<step>``.
+Task ids have no ``/``, so the two never collide.
+"""
+
+from __future__ import annotations
+
+import re
+
+_COORDINATOR_STEP = re.compile(r"/coordinator/[^/]+$")
+
+
+def task_workflow_id(run_id: str, task_id: str) -> str:
+    """The workflow id of task ``task_id``'s ``AgentRun``."""
+    return f"{run_id}/{task_id}"
+
+
+def coordinator_workflow_id(run_id: str, step: str) -> str:
+    """The workflow id of a coordinator step (``plan``, ``plan-correction``, ``synthesis``)."""
+    return f"{run_id}/coordinator/{step}"
+
+
+def team_run_id_of(child_id: str) -> str | None:
+    """The ``TeamRun`` workflow id a child id was made from, or ``None``."""
+    stripped = _COORDINATOR_STEP.sub("", child_id)
+    if stripped != child_id:
+        return stripped
+    return child_id.rsplit("/", 1)[0] if "/" in child_id else None
