@@ -18,8 +18,9 @@ from oma.message_guard import validate_messages
 from oma.messages import LLMMessage
 from oma.plan import CoordinatorConfig, PlanArtifact
 from oma.results import AcpSessionInfo, TeamRunResult
-from oma.task import TaskSpec
+from oma.task import TaskSpec, TaskStatus
 from oma.team import TeamConfig
+from oma.usage import TokenUsage
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -62,14 +63,30 @@ class RunOptions(BaseModel):
     )
 
 
+class TaskProgress(BaseModel):
+    """A started or settled task in a ``TeamRunCheckpoint``: its ``TaskState``
+    without what the task's spec already says."""
+
+    id: str
+    status: TaskStatus
+    assignee: str | None = None
+    output: str | None = None
+    error: str | None = None
+    error_code: str | None = None
+    attempts: int = 0
+    token_usage: TokenUsage = Field(default_factory=TokenUsage)
+
+
 class TeamRunCheckpoint(BaseModel):
     """Set by ``TeamRun`` itself when it continues as new: the run so far.
 
-    Not for users to write. ``tasks`` are the tasks of a goal run's plan.
+    Not for users to write. ``result`` has no ``tasks``: ``progress`` holds
+    what changed in them, the rest is rebuilt from the input (or, in a goal
+    run, from ``result.plan``).
     """
 
     result: TeamRunResult
-    tasks: list[TaskSpec] = Field(default_factory=list)
+    progress: list[TaskProgress] = Field(default_factory=list)
     requests: list[ApprovalRequest] = Field(default_factory=list)
     events: list[RunEvent] = Field(default_factory=list)
     next_seq: int = 0

@@ -10,6 +10,7 @@ from temporalio.worker import Replayer
 
 import worker as oma_worker
 from oma.results import AgentRunResult, TeamRunResult
+from oma.workflow_ids import task_workflow_id
 
 TASK_QUEUE = "oma-test"
 
@@ -32,6 +33,17 @@ async def run_agent(
         task_queue=TASK_QUEUE,
         result_type=AgentRunResult,
     )
+
+
+async def agent_result(client: Client, workflow_id: str, task_id: str) -> AgentRunResult:
+    """The full result of task ``task_id`` of the ``TeamRun`` ``workflow_id``
+    (tool calls, messages, permission requests, stop reason, ACP session): the
+    result of its ``AgentRun`` child, workflow id ``<run id>/<task id>``.
+    Raises ``WorkflowFailureError`` for a task whose run failed."""
+    handle = client.get_workflow_handle(
+        task_workflow_id(workflow_id, task_id), result_type=AgentRunResult
+    )
+    return await handle.result()
 
 
 async def histories_of(client: Client, workflow_id: str) -> list[WorkflowHistory]:

@@ -16,7 +16,15 @@ from temporalio.exceptions import ApplicationError, CancelledError
 import worker as oma_worker
 from oma.results import AcpSessionInfo, AgentRunResult
 from tests._procs import alive
-from tests._runs import TASK_QUEUE, assert_replays, process, run_team, scripted, task
+from tests._runs import (
+    TASK_QUEUE,
+    agent_result,
+    assert_replays,
+    process,
+    run_team,
+    scripted,
+    task,
+)
 from tests.anthropic_server import AnthropicServer
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -103,8 +111,8 @@ async def test_hybrid_team_llm_planner_acp_coder_process_reviewer_share_outputs(
         },
     )
     assert result.success, [t.error for t in result.tasks]
-    code = result.task_results["code"]
-    assert code.output == "Wrote slugify.py and its test."
+    code = await agent_result(client, workflow_id, "code")
+    assert code.output == result.task("code").output == "Wrote slugify.py and its test."
     assert code.stop_reason == "end_turn"
     assert [(c.id, c.name, c.status) for c in code.tool_calls] == [
         ("t1", "Write slugify.py", "completed")
@@ -115,7 +123,7 @@ async def test_hybrid_team_llm_planner_acp_coder_process_reviewer_share_outputs(
     [prompt] = acp.prompts()
     assert prompt.startswith("You write code.\n\n# Task: Code")
     assert "### Plan\n1. write slugify\n2. test it" in prompt
-    assert result.task_results["review"].output.strip().endswith("Wrote slugify.py and its test.")
+    assert (result.task("review").output or "").strip().endswith("Wrote slugify.py and its test.")
     await assert_replays(client, workflow_id)
 
 
@@ -134,8 +142,8 @@ async def test_two_tasks_of_one_acp_agent_share_one_subprocess_and_session(
         },
     )
     assert result.success
-    assert sorted(r.output for r in result.task_results.values()) == ["first", "second"]
-    sessions = [r.acp_session for r in result.task_results.values()]
+    assert sorted(t.output or "" for t in result.tasks) == ["first", "second"]
+    sessions = [(await agent_result(client, workflow_id, t)).acp_session for t in ("one", "two")]
     assert all(isinstance(s, AcpSessionInfo) for s in sessions)
     assert len({s.session_id for s in sessions if s}) == 1
     assert sorted(s.new_session for s in sessions if s) == [False, True]
@@ -162,7 +170,7 @@ async def test_refusal_fails_the_task_and_skips_its_dependents(
         },
     )
     assert [(t.id, t.status) for t in result.tasks] == [("code", "failed"), ("next", "skipped")]
-    assert result.task_results["code"].error_code == "AGENT_REFUSAL"
+    assert result.task("code").error_code == "AGENT_REFUSAL"
     await assert_replays(client, workflow_id)
 
 
@@ -177,7 +185,7 @@ async def test_turn_stopped_early_succeeds_with_budget_exceeded(
         workflow_id,
         {"team": {"name": "t", "agents": [coder]}, "tasks": [task("code", "coder")]},
     )
-    code = result.task_results["code"]
+    code = await agent_result(client, workflow_id, "code")
     assert (result.success, code.status, code.output, code.budget_exceeded) == (
         True,
         "completed",

@@ -68,7 +68,7 @@ async def test_bad_request_fails_the_task_without_retry_and_carries_the_provider
         workflow_id,
         {"team": {"name": "t", "agents": [claude()]}, "tasks": [task("ask", "claude")]},
     )
-    failed = result.task_results["ask"]
+    failed = result.task("ask")
     assert (failed.status, failed.error_code) == ("failed", "PROVIDER_ERROR")
     assert "messages: roles must alternate" in (failed.error or "")
     assert "400" in (failed.error or "")

@@ -26,7 +26,7 @@ from temporalio.exceptions import CancelledError
 
 import worker as oma_worker
 from tests._procs import alive
-from tests._runs import TASK_QUEUE, assert_replays, run_team, task
+from tests._runs import TASK_QUEUE, agent_result, assert_replays, run_team, task
 from tests.anthropic_server import AnthropicServer, Reply, TextReply, ToolUseReply
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -218,7 +218,7 @@ async def test_claude_writes_a_file_after_oma_approves_its_permission_request(
 
     assert result.success, [t.error for t in result.tasks]
     assert target.read_text() == play.content
-    code = result.task_results["code"]
+    code = await agent_result(client, workflow_id, "code")
     assert code.stop_reason == "end_turn"
     # both assistant messages of the turn, chunks joined as sent
     assert code.output == "Writing hello.py." + play.done
@@ -259,7 +259,7 @@ async def test_claude_reports_it_could_not_write_when_oma_rejects_the_permission
 
     assert result.success, [t.error for t in result.tasks]
     assert not target.exists()
-    code = result.task_results["code"]
+    code = await agent_result(client, workflow_id, "code")
     assert (code.status, code.stop_reason) == ("completed", "end_turn")
     assert code.output == "Writing hello.py." + play.refused
     [perm] = code.permission_requests

@@ -8,7 +8,7 @@ from temporalio.exceptions import ApplicationError
 
 from oma.results import TeamRunResult
 from oma.task import TaskStatus
-from tests._runs import assert_replays, process, run_team, scripted, task
+from tests._runs import agent_result, assert_replays, process, run_team, scripted, task
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -36,13 +36,14 @@ async def test_dependent_task_sees_its_dependencies_outputs_labelled_by_title(
         },
     )
     assert result.status == "completed" and result.success
-    assert result.task_results["code"].output == (
+    assert result.task("code").output == (
         "# Task: Code\n\ncode it\n\n## Results of the tasks this one depends on\n\n"
         "### Plan\nthe plan: write slugify\n"
     )
-    assert result.shared_memory == {
-        "task:plan:result": "the plan: write slugify",
-        "task:code:result": result.task_results["code"].output,
+    memory = await client.get_workflow_handle(workflow_id).query("shared_memory")
+    assert memory == {
+        "planner/task:plan:result": "the plan: write slugify",
+        "echo/task:code:result": result.task("code").output,
     }
     assert await assert_replays(client, workflow_id) == 3
 
@@ -67,16 +68,17 @@ async def test_result_lists_every_task_with_status_and_output(
         [],
         "one two three",
     )
-    tr = result.task_results["only"]
+    tr = await agent_result(client, workflow_id, "only")
     assert (tr.status, tr.turns, tr.tool_calls, tr.error) == ("completed", 1, [], None)
     # the scripted provider counts words: 5 in the prompt "# Task: Only\n\ndo only", 3 out
     assert tr.token_usage.model_dump() == {"input_tokens": 5, "output_tokens": 3}
+    assert only.token_usage == tr.token_usage
     assert result.total_token_usage == tr.token_usage
 
 
 def stamps(result: TeamRunResult) -> list[tuple[float, float]]:
     """The (start, end) each SLEEP_AND_STAMP task printed, left then right."""
-    spans = (result.task_results[t].output.split() for t in ("left", "right"))
+    spans = ((result.task(t).output or "").split() for t in ("left", "right"))
     return [(float(a), float(b)) for a, b in spans]
 
 
@@ -144,9 +146,10 @@ async def test_failed_task_skips_its_transitive_dependents_while_a_sibling_compl
     errors = {t.id: t.error for t in result.tasks}
     assert "exited with status 3" in (errors["bad"] or "")
     assert errors["grandchild"] == "skipped: dependency 'bad' (Bad) failed"
-    assert result.task_results["bad"].error_code == "PROCESS_FAILED"
-    assert set(result.task_results) == {"root", "bad", "sibling"}
-    await assert_replays(client, workflow_id)
+    assert result.task("bad").error_code == "PROCESS_FAILED"
+    assert {t.id for t in result.tasks if t.attempts} == {"root", "bad", "sibling"}
+    # the run and one AgentRun child per task that ran
+    assert await assert_replays(client, workflow_id) == 4
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from collections.abc import Coroutine
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -57,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.results import AcpSessionInfo, AgentRunResult, TeamRunResult
     from oma.run_input import (
         AgentRunInput,
+        TaskProgress,
         TeamRunCheckpoint,
         TeamRunInput,
         format_validation_error,
@@ -70,6 +72,10 @@ with workflow.unsafe.imports_passed_through():
 
 EVENTS_KEPT = 2000
 """The ``events`` query returns at most this many of the latest events."""
+
+EVENTS_CARRIED = 500
+"""How many of the latest events a run carries when it continues as new (the
+others stay in the earlier runs' histories)."""
 
 Stop = Literal["aborted", "rejected", "budget", "timeout", "continue"]
 
@@ -428,10 +434,17 @@ class TeamRun:
     def _load(self, inp: TeamRunInput, tasks: list[TaskSpec]) -> None:
         validate_task_graph(tasks, (a.name for a in inp.team.agents))
         check_assignments(tasks, inp.team)
+        self._load_graph(tasks)
+        self._scheduler = Scheduler(inp.options.scheduling, inp.team, tasks, self._dependents)
+        if inp.goal is None or not inp.options.plan_only:
+            for t in tasks:
+                if not t.depends_on:
+                    self._make_ready(t.id)
+
+    def _load_graph(self, tasks: list[TaskSpec]) -> None:
         self._specs = {t.id: t for t in tasks}
         self._dependents = dependents_map(tasks)
         self._waiting_on = {t.id: len(t.depends_on) for t in tasks}
-        self._scheduler = Scheduler(inp.options.scheduling, inp.team, tasks, self._dependents)
         for t in tasks:
             status = TaskStatus.BLOCKED if t.depends_on else TaskStatus.PENDING
             self._states[t.id] = TaskState(
@@ -443,10 +456,6 @@ class TeamRun:
                 status=status,
             )
         self._result.tasks = list(self._states.values())
-        if inp.goal is None or not inp.options.plan_only:
-            for t in tasks:
-                if not t.depends_on:
-                    self._make_ready(t.id)
 
     def _make_ready(self, task_id: str) -> None:
         """``task_id``'s dependencies completed: queue it, or first request the
@@ -591,7 +600,7 @@ class TeamRun:
                     self._complete(task_id, result)
                     return
                 retry = state.attempts <= spec.max_retries and result.retryable
-                if not retry or self._stop is not None:
+                if not retry or self._stop not in (None, "continue"):
                     self._fail(task_id, result)
                     return
                 delay = spec.retry_delay_s * spec.retry_backoff ** (state.attempts - 1)
@@ -777,17 +786,19 @@ class TeamRun:
 
         self._deadline_watch = asyncio.create_task(watch())
 
-    async def _until_stopped(self, step: Any) -> None:
-        """Run a coordinator step unless the run stops first (a timeout or an
-        abort cancels it)."""
+    async def _until_stopped(self, step: Coroutine[Any, Any, None]) -> None:
+        """Run a coordinator step unless the run stops first: a timeout, an
+        abort or a cancellation cancels it."""
         task = asyncio.create_task(step)
-        await workflow.wait_condition(lambda: task.done() or self._stop is not None)
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, ApplicationError):
-                await task
-            return
-        await task
+        try:
+            await workflow.wait_condition(lambda: task.done() or self._stop is not None)
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, ApplicationError):
+                    await task
+        if not task.cancelled():
+            await task
 
     async def _drain_after_cancel(self) -> None:
         # Temporal cancellation: cancel the children in flight (their
@@ -852,10 +863,16 @@ class TeamRun:
     def _checkpoint(self, inp: TeamRunInput) -> dict[str, Any]:
         """The input of the next run: the same input plus the state so far,
         dumped without defaults to stay small."""
+        fields = set(TaskProgress.model_fields)
         checkpoint = TeamRunCheckpoint(
-            result=self._result,
+            result=self._result.model_copy(update={"tasks": []}),
+            progress=[
+                TaskProgress.model_validate(s.model_dump(include=fields))
+                for s in self._states.values()
+                if s.status not in (TaskStatus.PENDING, TaskStatus.BLOCKED) or s.assignee
+            ],
             requests=[self._requests[r] for r in self._open],
-            events=list(self._events),
+            events=list(self._events)[-EVENTS_CARRIED:],
             next_seq=self._next_seq,
             started_at=self._started_at,
             rounds=self._rounds,
@@ -870,9 +887,12 @@ class TeamRun:
         result = resume.result
         tasks = result.plan.tasks if result.plan is not None else inp.given_tasks()
         self._result = result
-        self._specs = {t.id: t for t in tasks}
-        self._dependents = dependents_map(tasks)
-        self._states = {s.id: s for s in result.tasks}
+        self._load_graph(tasks)
+        for progress in resume.progress:
+            spec_state = self._states[progress.id].model_dump()
+            self._states[progress.id] = TaskState.model_validate(
+                spec_state | progress.model_dump(exclude_unset=True)
+            )
         self._result.tasks = list(self._states.values())
         self._scheduler = Scheduler(
             inp.options.scheduling, inp.team, tasks, self._dependents, resume.round_robin
@@ -891,8 +911,7 @@ class TeamRun:
             t.id: sum(1 for d in t.depends_on if self._states[d].status not in done) for t in tasks
         }
         for t in tasks:
-            state = self._states[t.id]
-            if state.status == TaskStatus.AWAITING_APPROVAL:
+            if self._states[t.id].status == TaskStatus.AWAITING_APPROVAL:
                 self._gated[t.id] = f"dispatch-{t.id}"
         self._approved = {
             d.request_id.removeprefix("dispatch-")
