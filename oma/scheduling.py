@@ -11,8 +11,10 @@ Strategies, as in the TypeScript original:
 - ``least-busy``: the agent with the fewest tasks in flight (then the fewest
   assigned so far, then roster order).
 - ``capability-match``: the agent whose ``capabilities`` and description best
-  match the task's ``requires.capabilities``, title and description (ties go
-  to the least busy).
+  match the task's title and description (ties go to the least busy).
+
+Capabilities compare without regard to case. Ties among ready tasks go to the
+one that became ready first.
 
 Every strategy chooses only among agents that satisfy the task's ``requires``.
 Unlike the original, whose default strategy rebuilt its reverse-dependency map
@@ -37,7 +39,8 @@ from oma.team import TeamConfig
 
 
 def satisfies(agent: AgentConfig, requires: TaskRequirements | None) -> bool:
-    """Whether ``agent`` has everything ``requires`` asks for."""
+    """Whether ``agent`` has everything ``requires`` asks for (capabilities
+    compared without regard to case)."""
     if requires is None:
         return True
     if requires.backend is not None and agent.kind != requires.backend:
@@ -46,7 +49,7 @@ def satisfies(agent: AgentConfig, requires: TaskRequirements | None) -> bool:
         agent.backend is not None or agent.resolved_provider != requires.provider
     ):
         return False
-    return set(requires.capabilities) <= set(agent.capabilities)
+    return {c.lower() for c in requires.capabilities} <= {c.lower() for c in agent.capabilities}
 
 
 def check_assignments(tasks: Sequence[TaskSpec], team: TeamConfig) -> None:
@@ -191,8 +194,8 @@ class Scheduler:
         elif self.strategy == "least-busy":
             pick = min(eligible, key=self._load)
         else:
-            words = _words(task)
-            pick = min(eligible, key=lambda i: (-_match(roster[i], task, words), *self._load(i)))
+            text = _text(task)
+            pick = min(eligible, key=lambda i: (-_match(roster[i], text), *self._load(i)))
         return roster[pick].name
 
     def _load(self, i: int) -> tuple[int, int, int]:
@@ -200,14 +203,19 @@ class Scheduler:
         return (self._in_flight[name], self._assigned[name], i)
 
 
-def _words(task: TaskSpec) -> set[str]:
-    return set(re.findall(r"[a-z0-9]+", f"{task.title} {task.description}".lower()))
+def _text(task: TaskSpec) -> str:
+    return f"{task.title} {task.description}".lower()
 
 
-def _match(agent: AgentConfig, task: TaskSpec, task_words: set[str]) -> int:
-    """How well ``agent`` fits ``task``: each required capability it has counts
-    10, each capability or description word that the task's text uses counts 1."""
-    caps = {c.lower() for c in agent.capabilities}
-    required = {c.lower() for c in task.requires.capabilities} if task.requires else set()
-    agent_words = caps | set(re.findall(r"[a-z0-9]{4,}", agent.description.lower()))
-    return 10 * len(required & caps) + len(agent_words & task_words)
+def _match(agent: AgentConfig, task_text: str) -> int:
+    """How well ``agent`` fits a task whose lowercased title and description
+    are ``task_text``: each of its capabilities the text names (as a whole
+    term, so ``code-review`` or ``node.js`` count) and each word of four
+    letters or more of its description that the text uses count 1."""
+    score = sum(
+        1
+        for cap in agent.capabilities
+        if re.search(rf"(?<![\w]){re.escape(cap.lower())}(?![\w])", task_text)
+    )
+    task_words = set(re.findall(r"\w+", task_text))
+    return score + len(set(re.findall(r"\w{4,}", agent.description.lower())) & task_words)

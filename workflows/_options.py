@@ -11,8 +11,14 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.common import RetryPolicy
+from temporalio.workflow import ActivityCancellationType
+
+# A cancelled run ends once its activities really stopped (a process tree
+# killed, an ACP turn cancelled, a model call abandoned), not before.
+WAIT_CANCELLED = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
 
 LLM_TURN: dict[str, Any] = {
+    "cancellation_type": WAIT_CANCELLED,
     "start_to_close_timeout": timedelta(minutes=10),
     "heartbeat_timeout": timedelta(seconds=30),
     # provider errors say themselves whether they are retryable (429/5xx yes, 4xx no)
@@ -30,6 +36,7 @@ LLM_TURN_LOCAL: dict[str, Any] = {
 }
 
 PROCESS_RUN: dict[str, Any] = {
+    "cancellation_type": WAIT_CANCELLED,
     "start_to_close_timeout": timedelta(hours=2),
     "heartbeat_timeout": timedelta(seconds=10),
     # a failed command is non-retryable by its own error; only a lost worker
@@ -38,6 +45,7 @@ PROCESS_RUN: dict[str, Any] = {
 }
 
 ACP_PROMPT: dict[str, Any] = {
+    "cancellation_type": WAIT_CANCELLED,
     "start_to_close_timeout": timedelta(hours=2),
     "heartbeat_timeout": timedelta(seconds=10),
     # a prompt turn is not idempotent: a lost worker means a new session, which

@@ -21,8 +21,8 @@ from typing import Any
 import anthropic
 import httpx2
 from anthropic.lib.streaming import ParsedMessageStreamEvent
-from temporalio import activity
 
+from activities._heartbeat import heartbeating
 from oma.errors import MissingCredentialsError, ProviderError
 from oma.llm import LlmTurnInput, LlmTurnOutput
 from oma.messages import ContentBlock, TextBlock, ToolUseBlock
@@ -43,7 +43,7 @@ TIMEOUT = anthropic.Timeout(120.0, connect=10.0)
 While streaming, the read limit bounds the silence between two events, not the turn."""
 
 HEARTBEAT_INTERVAL_S = 0.5
-"""At most this many seconds of streaming pass between two activity heartbeats."""
+"""Seconds between two activity heartbeats while a turn runs, streaming or silent."""
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +88,8 @@ class AnthropicProvider:
         types are dropped), ``stop_reason``, ``usage.input_tokens`` /
         ``usage.output_tokens`` (the API's counts: cache reads and writes are not
         in ``input_tokens``) and ``model``. Inside an activity it heartbeats
-        while events arrive, at most ``HEARTBEAT_INTERVAL_S`` seconds apart.
+        every ``HEARTBEAT_INTERVAL_S`` seconds while the turn runs, so a cancel
+        reaches it even while the model is silent.
 
         ``on_event``, when given, is called while the answer streams: with a
         ``TextDelta`` for every non-empty ``text_delta`` (in order, so they join
@@ -109,7 +110,10 @@ class AnthropicProvider:
         """
         client = self._get_client()
         try:
-            message = await _stream_message(client, _request(inp), on_event)
+            # on a timer, not per event: a cancel must also reach a turn whose
+            # model is silent (thinking before its first token, a slow stream)
+            with heartbeating(lambda: None, HEARTBEAT_INTERVAL_S):
+                message = await _stream_message(client, _request(inp), on_event)
         except anthropic.APIStatusError as err:
             raise self._redacted(_status_error(err)) from err
         except anthropic.APIConnectionError as err:
@@ -164,15 +168,9 @@ def _request(inp: LlmTurnInput) -> dict[str, Any]:
 async def _stream_message(
     client: anthropic.AsyncAnthropic, request: dict[str, Any], on_event: OnEvent | None
 ) -> anthropic.types.Message:
-    heartbeating = activity.in_activity()
-    last_heartbeat = -HEARTBEAT_INTERVAL_S
     progress = _Progress(on_event) if on_event is not None else None
     async with client.messages.stream(**request) as stream:
         async for event in stream:
-            now = time.monotonic()
-            if heartbeating and now - last_heartbeat >= HEARTBEAT_INTERVAL_S:
-                activity.heartbeat()
-                last_heartbeat = now
             if progress is not None:
                 progress.send(event)
         return await stream.get_final_message()
