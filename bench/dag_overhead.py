@@ -8,14 +8,20 @@ Runs, against one embedded dev server and one in-process worker:
 2. floor (a): a plain workflow running the same shape of no-op activities;
 3. floor (b): a plain workflow running the same shape of no-op child workflows.
 
+It does so at each size of ``--sizes`` (default 200, 800 and 5,000 tasks).
 Each gets a small warm-up run first. For each it prints the wall time, the
-milliseconds per task, the history events per task (the parent history plus
-every child's) and the CPU per task of this process (worker and client) and
-of the dev server. On a small machine the run is CPU-bound, worker and server
-sharing the cores, so other load on the machine moves the wall times: compare
-the CPU columns too, or use ``--repeat`` (medians). The last line is::
+milliseconds per task, the history events per task (every run of the parent,
+which continues as new past ``options.history_event_limit`` events, plus every
+child's), the longest history of the parent, and the CPU per task of this
+process (worker and client) and of the dev server. On a small machine the run
+is CPU-bound, worker and server sharing the cores, so other load on the
+machine moves the wall times: compare the CPU columns too, or use
+``--repeat`` (medians). The summary ends with one line per size::
 
-    per_task_ms=<x> floor_activity_ms=<y> floor_child_ms=<z> ratio_vs_child_floor=<x/z>
+    tasks=<n> per_task_ms=<x> floor_activity_ms=<y> floor_child_ms=<z>
+    ratio_vs_child_floor=<x/z> team_run_histories=<runs> longest_team_run_history=<events>
+
+The per-task overhead must not grow with the size.
 
 Run from the repository root: ``.venv/bin/python bench/dag_overhead.py``.
 """
@@ -45,9 +51,16 @@ TASK_QUEUE = "oma-bench"
 WARMUP_SHAPE = (2, 2)
 MAX_CONCURRENT_WORKFLOW_TASKS = 100
 MAX_CONCURRENT_ACTIVITIES = 100
-RUN_TIMEOUT = timedelta(minutes=5)
-"""A measured workflow that has not finished by then fails (say, a workflow task
-failing over and over) instead of hanging the benchmark."""
+
+
+def run_timeout(tasks: int) -> timedelta:
+    """A measured workflow that has not finished by then fails (say, a workflow
+    task failing over and over) instead of hanging the benchmark."""
+    return timedelta(seconds=max(300, tasks * 0.2))
+
+
+DEFAULT_SIZES = "20x10,40x20,50x100"
+"""200, 800 and 5,000 tasks: the per-task overhead must not grow with the size."""
 
 Shape = tuple[int, int]
 """``(chains, length)``: ``chains`` independent chains of ``length`` sequential steps."""
@@ -158,10 +171,10 @@ class Measurement:
     """One timed run: wall time, history events and CPU used."""
 
     def __init__(
-        self, name: str, tasks: int, seconds: float, events: int, histories: int, cpu: Any
+        self, name: str, tasks: int, seconds: float, counts: tuple[int, int, int, int], cpu: Any
     ) -> None:
         self.name, self.tasks, self.seconds = name, tasks, seconds
-        self.events, self.histories = events, histories
+        self.events, self.histories, self.runs, self.longest = counts
         self.worker_cpu_s, self.server_cpu_s = cpu
 
     @property
@@ -174,20 +187,23 @@ class Measurement:
             f"{self.name:<15} tasks={self.tasks:<5} total_s={self.seconds:7.3f} "
             f"ms_per_task={self.ms_per_task:7.2f} "
             f"events_per_task={self.events / self.tasks:6.2f} "
-            f"({self.events} events in {self.histories} histories) "
+            f"({self.events} events in {self.histories} histories, the workflow's own "
+            f"{self.runs} run(s), the longest {self.longest} events) "
             f"cpu_ms_per_task worker={self.worker_cpu_s * per:.2f} "
             f"server={self.server_cpu_s * per:.2f}"
         )
 
 
-async def count_events(client: Any, workflow_id: str) -> tuple[int, int]:
+async def count_events(client: Any, workflow_id: str) -> tuple[int, int, int, int]:
     """Events in the history of ``workflow_id`` plus those of every child it
-    started (read from its ``ChildWorkflowExecutionStarted`` events);
-    returns ``(events, histories)``."""
-    parent = await client.get_workflow_handle(workflow_id).fetch_history()
+    started (read from its ``ChildWorkflowExecutionStarted`` events), over
+    every run of it (continue-as-new); returns ``(events, histories, runs,
+    events in the longest run's history)``."""
+    runs = await run_histories(client, workflow_id)
     children = [
         e.child_workflow_execution_started_event_attributes.workflow_execution
-        for e in parent.events
+        for run in runs
+        for e in run.events
         if e.HasField("child_workflow_execution_started_event_attributes")
     ]
     limit = asyncio.Semaphore(16)
@@ -198,7 +214,27 @@ async def count_events(client: Any, workflow_id: str) -> tuple[int, int]:
             return len((await handle.fetch_history()).events)
 
     counts = await asyncio.gather(*(child_events(x) for x in children))
-    return len(parent.events) + sum(counts), 1 + len(children)
+    parents = [len(run.events) for run in runs]
+    return sum(parents) + sum(counts), len(runs) + len(children), len(runs), max(parents)
+
+
+async def run_histories(client: Any, workflow_id: str) -> list[Any]:
+    """The history of every run of ``workflow_id``, following continue-as-new
+    from the first run."""
+    latest = await client.get_workflow_handle(workflow_id).describe()
+    run_id = latest.raw_description.workflow_execution_info.first_run_id or latest.run_id
+    runs = []
+    while run_id:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        runs.append(history)
+        last = history.events[-1]
+        attrs = last.workflow_execution_continued_as_new_event_attributes
+        run_id = (
+            attrs.new_execution_run_id
+            if last.HasField("workflow_execution_continued_as_new_event_attributes")
+            else None
+        )
+    return runs
 
 
 async def run_team(client: Any, chains: int, length: int) -> str:
@@ -210,7 +246,7 @@ async def run_team(client: Any, chains: int, length: int) -> str:
         team_run_input(chains, length),
         id=wf_id,
         task_queue=TASK_QUEUE,
-        execution_timeout=RUN_TIMEOUT,
+        execution_timeout=run_timeout(chains * length),
         result_type=TeamRunResult,
     )
     completed = sum(t.status == "completed" for t in result.tasks)
@@ -227,7 +263,7 @@ async def run_floor(client: Any, workflow_type: str, chains: int, length: int) -
         id=wf_id,
         task_queue=TASK_QUEUE,
         result_type=int,
-        execution_timeout=RUN_TIMEOUT,
+        execution_timeout=run_timeout(chains * length),
     )
     if done != chains * length:
         raise RuntimeError(f"{wf_id} ran {done} steps, expected {chains * length}")
@@ -261,15 +297,15 @@ async def measure(client: Any, name: str, shape: Shape, server_pid: int | None) 
     wf_id = await RUNNERS[name](client, chains, length)
     seconds = time.perf_counter() - start
     cpu = (time.process_time() - cpu0, process_cpu_s(server_pid) - server0)
-    events, histories = await count_events(client, wf_id)
-    return Measurement(name, chains * length, seconds, events, histories, cpu)
+    events, histories, runs, longest = await count_events(client, wf_id)
+    return Measurement(name, chains * length, seconds, (events, histories, runs, longest), cpu)
 
 
 async def bench(
     address: str, server_pid: int | None, shapes: list[Shape], floors: list[type], repeat: int
 ) -> list[Measurement]:
     """Warm up, then measure every runner on every shape, ``repeat`` rounds in
-    turn; returns the last shape's median measurement of each runner."""
+    turn; returns, per shape, the median measurement of each runner."""
     from temporalio.worker import Worker
 
     import worker as oma_worker
@@ -291,7 +327,7 @@ async def bench(
         max_concurrent_workflow_tasks=MAX_CONCURRENT_WORKFLOW_TASKS,
         max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
     )
-    row: list[Measurement] = []
+    rows: list[list[Measurement]] = []
     try:
         async with w:
             for name in RUNNERS:
@@ -305,13 +341,13 @@ async def bench(
                         m = await measure(client, name, shape, server_pid)
                         print(f"  {m.line()}", flush=True)
                         rounds[name].append(m)
-                row = [median(ms) for ms in rounds.values()]
+                rows.append([median(ms) for ms in rounds.values()])
                 if repeat > 1:
-                    for m in row:
+                    for m in rows[-1]:
                         print(f"  median {m.line()}", flush=True)
     finally:
         await activities.acp_pool.close_all()
-    return row
+    return rows
 
 
 def median(measurements: list[Measurement]) -> Measurement:
@@ -356,22 +392,21 @@ def live_children() -> list[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--chains", type=int, default=20, help="independent chains (default 20)")
-    parser.add_argument("--length", type=int, default=10, help="tasks per chain (default 10)")
     parser.add_argument(
         "--sizes",
-        help="comma-separated CHAINSxLENGTH shapes measured in turn, e.g. 20x10,50x4; "
-        "the last line reports the last one (default: CHAINSxLENGTH from the options above)",
+        default=DEFAULT_SIZES,
+        help="comma-separated CHAINSxLENGTH shapes measured in turn, e.g. 20x10,50x4 "
+        f"(default {DEFAULT_SIZES}: 200, 800 and 5,000 tasks)",
     )
     parser.add_argument(
         "--repeat",
         type=int,
         default=1,
-        help="rounds of the three measurements, in turn; the last line reports "
+        help="rounds of the three measurements, in turn; the summary reports "
         "each one's median (default 1)",
     )
     args = parser.parse_args()
-    shapes = parse_sizes(args.sizes) if args.sizes else [(args.chains, args.length)]
+    shapes = parse_sizes(args.sizes)
 
     from oma.dev_server import DevServer, free_port, is_listening
 
@@ -397,9 +432,7 @@ def main() -> None:
         # the server runs in its own session: its pid is its process group id
         proc = getattr(server, "_proc", None)
         server_pid = proc.pid if proc is not None else None
-        team, floor_activity, floor_child = asyncio.run(
-            bench(server.address, server_pid, shapes, floors, max(1, args.repeat))
-        )
+        rows = asyncio.run(bench(server.address, server_pid, shapes, floors, max(1, args.repeat)))
     finally:
         server.stop()
         shutil.rmtree(floor_dir, ignore_errors=True)
@@ -409,12 +442,14 @@ def main() -> None:
         raise SystemExit(f"not shut down: children {left}, server at {server.address}")
     print(f"shutdown: worker stopped, dev server (pid {server_pid}) gone, no child left")
 
-    x, y, z = team.ms_per_task, floor_activity.ms_per_task, floor_child.ms_per_task
-    print(
-        f"per_task_ms={x:.2f} floor_activity_ms={y:.2f} floor_child_ms={z:.2f} "
-        f"ratio_vs_child_floor={x / z:.2f}",
-        flush=True,
-    )
+    for team, floor_activity, floor_child in rows:
+        x, y, z = team.ms_per_task, floor_activity.ms_per_task, floor_child.ms_per_task
+        print(
+            f"tasks={team.tasks} per_task_ms={x:.2f} floor_activity_ms={y:.2f} "
+            f"floor_child_ms={z:.2f} ratio_vs_child_floor={x / z:.2f} "
+            f"team_run_histories={team.runs} longest_team_run_history={team.longest}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
