@@ -5,9 +5,10 @@ The public Python API, re-exported once here.
 
 from oma.agent import Agent
 from oma.agent_config import AgentConfig
+from oma.approvals import ApprovalDecision, ApprovalRequest, Reviewer
 from oma.backends import AcpBackendConfig, PermissionPolicy, PermissionRule, ProcessBackendConfig
 from oma.before_run import BeforeRunContext
-from oma.client import OpenMultiAgent
+from oma.client import ApprovalAnswer, ApprovalCallback, OpenMultiAgent
 from oma.errors import InvalidMessageError, OMAError
 from oma.evaluation import EvaluationConfig, EvaluationRecord
 from oma.messages import (
@@ -20,6 +21,7 @@ from oma.messages import (
     ToolUseBlock,
     URLImageSource,
 )
+from oma.plan import CoordinatorConfig, PlanArtifact
 from oma.results import AgentRunResult, TeamRunResult
 from oma.run_input import AgentRunInput, RunOptions, TeamRunInput
 from oma.stream import StreamEvent
@@ -32,9 +34,14 @@ __all__ = [
     "AgentConfig",
     "AgentRunInput",
     "AgentRunResult",
+    "ApprovalAnswer",
+    "ApprovalCallback",
+    "ApprovalDecision",
+    "ApprovalRequest",
     "Base64ImageSource",
     "BeforeRunContext",
     "ContentBlock",
+    "CoordinatorConfig",
     "EvaluationConfig",
     "EvaluationRecord",
     "ImageBlock",
@@ -44,7 +51,9 @@ __all__ = [
     "OpenMultiAgent",
     "PermissionPolicy",
     "PermissionRule",
+    "PlanArtifact",
     "ProcessBackendConfig",
+    "Reviewer",
     "RunOptions",
     "StreamEvent",
     "TaskSpec",

@@ -2,26 +2,82 @@
 
 The client side only: it validates input, starts ``AgentRun`` / ``TeamRun``
 workflows and awaits their results. Workers (``worker.py``, ``oma worker``)
-execute them.
+execute them. While it awaits a team run, the client can answer the run's
+approval requests with Python callbacks (``on_plan_ready``,
+``on_task_dispatch``, ``on_approval``), through the same ``decide`` update
+the ``oma`` CLI and the stock ``temporal`` CLI use.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import inspect
+import logging
 import os
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal, TypeAlias
 
-from temporalio.client import Client
+from pydantic import ValidationError
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 
 from oma.agent_config import AgentConfig
+from oma.approvals import ApprovalDecision, ApprovalRequest, Decision, DecisionValue, Reviewer
 from oma.dag import validate_task_graph
+from oma.errors import (
+    ApprovalConflictError,
+    ApprovalStaleDecisionError,
+    ApprovalUnknownRequestError,
+    BudgetExceededError,
+    InvalidRunInputError,
+    OMAError,
+    RunTimeoutError,
+)
 from oma.message_guard import to_messages
+from oma.plan import CoordinatorConfig, PlanArtifact
 from oma.results import AgentRunResult, TeamRunResult
-from oma.run_input import AgentRunInput, RunOptions, TeamRunInput
+from oma.run_input import (
+    AgentRunInput,
+    RunOptions,
+    TeamRunInput,
+    format_validation_error,
+    parse_team_run_input,
+)
+from oma.scheduling import check_assignments
 from oma.task import TaskSpec
 from oma.team import TeamConfig
+
+logger = logging.getLogger(__name__)
+
+ApprovalAnswer: TypeAlias = Literal["approve", "reject", "suspend"] | bool
+"""What an approval callback returns: ``approve`` (or ``True``), ``reject``
+(or ``False``), or ``suspend``: leave the request open for another reviewer
+(``oma approve``, ``temporal workflow update``, ``OpenMultiAgent.decide``)."""
+
+ApprovalCallback: TypeAlias = Callable[
+    [ApprovalRequest], ApprovalAnswer | Awaitable[ApprovalAnswer]
+]
+"""An approval callback: gets the open ``ApprovalRequest``, sync or async."""
+
+CALLBACK_REVIEWER_ID = "oma:python-callback"
+"""The reviewer id recorded for a callback's decision unless ``reviewer`` is given."""
+
+POLL_INTERVAL_S = 0.3
+"""Seconds between two ``pending_approvals`` queries while callbacks wait for requests."""
+
+_APPROVAL_ERRORS: dict[str, type[OMAError]] = {
+    cls.code: cls
+    for cls in (
+        ApprovalConflictError,
+        ApprovalStaleDecisionError,
+        ApprovalUnknownRequestError,
+        InvalidRunInputError,
+    )
+}
 
 
 class OpenMultiAgent:
@@ -32,6 +88,37 @@ class OpenMultiAgent:
     ``default``) and starts workflows on ``task_queue`` (``OMA_TASK_QUEUE``
     or ``oma``), or uses the given ``client``, which must use the pydantic
     data converter.
+
+    Approval callbacks answer the approval requests (``options.approvals``) of
+    the team runs this client starts and awaits (``run_team``, ``run_tasks``,
+    ``run_from_plan``, ``plan``). While it awaits such a run, the client
+    queries ``pending_approvals`` every ``POLL_INTERVAL_S`` seconds and offers
+    each new open request once, oldest first, one at a time: a ``plan``
+    request to ``on_plan_ready``, a ``dispatch`` request to
+    ``on_task_dispatch``, and any request whose specific callback is unset
+    (``round`` requests always) to ``on_approval``. With no callback for it, a
+    request stays open for another reviewer. Without any callback, the client
+    sends no query at all.
+
+    A callback gets the ``ApprovalRequest`` and returns an ``ApprovalAnswer``.
+    An ``async`` callback runs on the caller's event loop; a plain one runs in
+    a worker thread (``asyncio.to_thread``), so it may block, e.g. to ask on a
+    terminal. ``approve``/``reject`` are sent as the ``decide`` update with the
+    request's hash, ``reviewer`` (default ``{id: "oma:python-callback"}``) and
+    no comment. A decision the run refuses because another reviewer decided
+    first (``APPROVAL_CONFLICT``) or the request closed meanwhile
+    (``APPROVAL_UNKNOWN_REQUEST``, e.g. it timed out) is logged, not raised;
+    one refused as stale (``APPROVAL_STALE_DECISION``: the content changed)
+    is logged and the request offered again with its new content.
+    When the run ends first, a callback still running is cancelled (async) or
+    its answer is ignored (sync).
+
+    A callback that raises, or returns anything else than an
+    ``ApprovalAnswer`` (``ValueError``), stops the review: the exception
+    propagates out of the ``run_*`` call and the run is left running, its
+    request open; decide it with ``decide`` or stop the run with ``abort``.
+    An ``RPCError`` of the update (other than the run having closed) propagates
+    the same way.
     """
 
     def __init__(
@@ -41,10 +128,20 @@ class OpenMultiAgent:
         namespace: str | None = None,
         task_queue: str | None = None,
         client: Client | None = None,
+        on_plan_ready: ApprovalCallback | None = None,
+        on_task_dispatch: ApprovalCallback | None = None,
+        on_approval: ApprovalCallback | None = None,
+        reviewer: Reviewer | Mapping[str, Any] | str | None = None,
     ) -> None:
+        """Raises ``InvalidRunInputError`` for a malformed ``reviewer`` (a
+        ``Reviewer``, its ``{id, display_name}`` or an id string)."""
         self.address = address or os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
         self.namespace = namespace or os.environ.get("TEMPORAL_NAMESPACE", "default")
         self.task_queue = task_queue or os.environ.get("OMA_TASK_QUEUE", "oma")
+        self.on_plan_ready = on_plan_ready
+        self.on_task_dispatch = on_task_dispatch
+        self.on_approval = on_approval
+        self.reviewer = _reviewer(reviewer if reviewer is not None else CALLBACK_REVIEWER_ID)
         self._client = client
 
     async def client(self) -> Client:
@@ -54,6 +151,8 @@ class OpenMultiAgent:
                 self.address, namespace=self.namespace, data_converter=pydantic_data_converter
             )
         return self._client
+
+    # -- runs ----------------------------------------------------------------
 
     async def run_agent(
         self,
@@ -85,6 +184,40 @@ class OpenMultiAgent:
         )
         return result
 
+    async def run_team(
+        self,
+        team: TeamConfig | Mapping[str, Any],
+        goal: str,
+        *,
+        coordinator: CoordinatorConfig | Mapping[str, Any] | None = None,
+        options: RunOptions | Mapping[str, Any] | None = None,
+        workflow_id: str | None = None,
+    ) -> TeamRunResult:
+        """Run ``team`` toward ``goal`` as a ``TeamRun`` workflow: the
+        ``coordinator`` (default: the team's default model) plans the tasks,
+        the team runs them, the coordinator synthesizes ``final_output``.
+
+        ``team`` is ``{name, agents: [AgentConfig, ...]}``; ``coordinator``
+        is ``{provider, model, system_prompt, instructions, max_turns,
+        max_tokens, script}``; ``options`` is ``RunOptions``
+        (``approvals``, ``timeout_s``, ``max_token_budget``, ...). The
+        coordinator's usage is in ``agent_results["coordinator"]``.
+
+        Raises ``InvalidRunInputError`` (the message names each bad field's
+        path, e.g. ``team.agents[0].provider``) before anything starts. A run
+        that fails as a whole (``INVALID_PLAN``: the coordinator's plan was
+        still invalid after its correction turn) raises
+        ``temporalio.client.WorkflowFailureError`` whose cause is an
+        ``ApplicationError`` typed with the code; a task failure, a timeout, a
+        budget, a rejection or an abort does not raise: the result's
+        ``status`` and ``error_code`` say so. Approval callbacks: see the
+        class.
+        """
+        run_input = _team_run_input(
+            {"team": team, "goal": goal, "coordinator": coordinator, "options": options or {}}
+        )
+        return await self._execute_team_run(run_input, workflow_id)
+
     async def run_tasks(
         self,
         team: TeamConfig | Mapping[str, Any],
@@ -93,22 +226,345 @@ class OpenMultiAgent:
         options: RunOptions | Mapping[str, Any] | None = None,
         workflow_id: str | None = None,
     ) -> TeamRunResult:
-        """Run ``tasks`` (text descriptions) across ``team`` as a ``TeamRun``
-        workflow and return its result.
+        """Run ``tasks`` across ``team`` as a ``TeamRun`` workflow and return
+        its result (``result.task(id)`` for one task; the outputs are also in
+        the run's ``shared_memory`` query, ``<assignee>/task:<id>:result``).
 
-        Raises ``pydantic.ValidationError`` for a malformed team or task and
-        ``DagValidationError`` for an invalid graph, before anything starts.
+        Each task is ``{id, title, description, assignee, depends_on: [ids],
+        requires, ...}`` (``TaskSpec``); ``options`` is ``RunOptions``.
+
+        Raises, before anything starts: ``InvalidRunInputError`` for a
+        malformed team, task or option (naming the field's path),
+        ``DagValidationError`` for an invalid graph (duplicate id, unknown
+        assignee or dependency, cycle), ``AssigneeRequirementsMismatchError``
+        or ``NoEligibleAgentError`` for a task whose ``requires`` no suitable
+        agent meets. A failed task, a timeout, a budget, a rejection or an
+        abort does not raise: see the result's ``status`` and ``error_code``.
+        Approval callbacks: see the class.
         """
-        run_input = TeamRunInput.model_validate(
-            {"team": team, "tasks": list(tasks), "options": options or {}}
+        run_input = _team_run_input({"team": team, "tasks": list(tasks), "options": options or {}})
+        return await self._execute_team_run(run_input, workflow_id)
+
+    async def run_from_plan(
+        self,
+        team: TeamConfig | Mapping[str, Any],
+        plan: PlanArtifact | Mapping[str, Any],
+        *,
+        options: RunOptions | Mapping[str, Any] | None = None,
+        workflow_id: str | None = None,
+    ) -> TeamRunResult:
+        """Run a frozen ``plan`` (``{version: 1, goal, tasks: [...]}``, from
+        ``plan`` or ``oma plan``) across ``team`` as a ``TeamRun`` workflow:
+        its tasks run as written, with no coordinator and no synthesis.
+
+        Raises what ``run_tasks`` raises, before anything starts; an
+        unsupported ``plan.version`` is an ``InvalidRunInputError``.
+        """
+        run_input = _team_run_input({"team": team, "plan": plan, "options": options or {}})
+        return await self._execute_team_run(run_input, workflow_id)
+
+    async def plan(
+        self,
+        team: TeamConfig | Mapping[str, Any],
+        goal: str,
+        *,
+        coordinator: CoordinatorConfig | Mapping[str, Any] | None = None,
+        options: RunOptions | Mapping[str, Any] | None = None,
+        workflow_id: str | None = None,
+    ) -> PlanArtifact:
+        """The coordinator's plan for ``goal``, from a plan-only ``TeamRun``
+        (``options.plan_only`` is set): validated tasks with ids ``t1``,
+        ``t2``, ... and ``depends_on`` as ids, none of them run. Run it later
+        with ``run_from_plan``.
+
+        Raises what ``run_team`` raises; a run that stopped before its plan
+        was ready raises ``RunTimeoutError`` (``options.timeout_s``),
+        ``BudgetExceededError`` (``options.max_token_budget``) or, aborted,
+        an ``OMAError`` naming the run's status and error code.
+        """
+        if isinstance(options, RunOptions):
+            options = options.model_copy(update={"plan_only": True})
+        else:
+            options = {**(options or {}), "plan_only": True}
+        run_input = _team_run_input(
+            {"team": team, "goal": goal, "coordinator": coordinator, "options": options}
         )
-        validate_task_graph(run_input.tasks, (a.name for a in run_input.team.agents))
+        result = await self._execute_team_run(run_input, workflow_id)
+        if result.plan is None:
+            raise _stopped_error(result)
+        return result.plan
+
+    # -- approvals and abort -------------------------------------------------
+
+    async def pending_approvals(self, workflow_id: str) -> list[ApprovalRequest]:
+        """The open approval requests of the ``TeamRun`` ``workflow_id``,
+        oldest first (the ``pending_approvals`` query).
+
+        Raises ``temporalio.service.RPCError`` (status ``NOT_FOUND``) when
+        there is no such workflow.
+        """
         client = await self.client()
-        result: TeamRunResult = await client.execute_workflow(
+        return await _pending(client.get_workflow_handle(workflow_id))
+
+    async def decide(
+        self,
+        workflow_id: str,
+        request_id: str,
+        decision: DecisionValue | bool,
+        reviewer: Reviewer | Mapping[str, Any] | str,
+        comment: str | None = None,
+    ) -> ApprovalDecision:
+        """Approve or reject the open request ``request_id`` of the ``TeamRun``
+        ``workflow_id`` and return the decision the run recorded.
+
+        ``decision``: ``approve`` (or ``True``) or ``reject`` (or ``False``);
+        ``reviewer``: a ``Reviewer``, its ``{id, display_name}``, or an id.
+        Reads the request's current hash from ``pending_approvals`` and sends
+        the ``decide`` update, so the run validates it before recording it.
+
+        Raises ``InvalidRunInputError`` for a malformed decision or reviewer
+        (before any call), ``ApprovalConflictError`` when the request was
+        already decided (the first decision wins), ``ApprovalUnknownRequestError``
+        when the run has no such open request, ``ApprovalStaleDecisionError``
+        when its content changed between the query and the update, and
+        ``temporalio.service.RPCError`` (status ``NOT_FOUND``) when there is no
+        such workflow.
+        """
+        value = _decision_value(decision)
+        who = _reviewer(reviewer)
+        client = await self.client()
+        handle = client.get_workflow_handle(workflow_id)
+        pending = await _pending(handle)
+        request = next((r for r in pending if r.request_id == request_id), None)
+        if request is None:
+            state: TeamRunResult = await handle.query("state", result_type=TeamRunResult)
+            decided = {d.request_id: d for d in state.approval_decisions}
+            earlier = decided.get(request_id)
+            if earlier is not None:
+                raise ApprovalConflictError(
+                    f"request {request_id!r} was already decided: {earlier.decision} by "
+                    f"{earlier.reviewer.id} at {earlier.decided_at.isoformat()}"
+                )
+            open_ids = ", ".join(r.request_id for r in pending) or "none"
+            raise ApprovalUnknownRequestError(
+                f"TeamRun {workflow_id} has no open approval request {request_id!r} "
+                f"(open: {open_ids})"
+            )
+        return await _send_decision(handle, request, value, who, comment)
+
+    async def abort(self, workflow_id: str, reason: str | None = None) -> None:
+        """Abort the ``TeamRun`` ``workflow_id`` gracefully (the ``abort``
+        signal, ``{reason}``): no new task starts, tasks in flight settle, the
+        rest and the synthesis are skipped, open requests close; the run ends
+        ``cancelled`` with ``error_code`` ``ABORTED``. Returns once the signal
+        is delivered, not when the run has ended.
+
+        Raises ``temporalio.service.RPCError`` (status ``NOT_FOUND``) when
+        there is no such running workflow.
+        """
+        client = await self.client()
+        await client.get_workflow_handle(workflow_id).signal("abort", {"reason": reason})
+
+    # -- awaiting a team run -------------------------------------------------
+
+    def _callbacks(self) -> dict[str, ApprovalCallback | None]:
+        return {
+            "on_plan_ready": self.on_plan_ready,
+            "on_task_dispatch": self.on_task_dispatch,
+            "on_approval": self.on_approval,
+        }
+
+    async def _execute_team_run(
+        self, run_input: TeamRunInput, workflow_id: str | None
+    ) -> TeamRunResult:
+        client = await self.client()
+        handle: WorkflowHandle[Any, TeamRunResult] = await client.start_workflow(
             "TeamRun",
             run_input,
             id=workflow_id or f"team-{run_input.team.name}-{uuid.uuid4().hex[:8]}",
             task_queue=self.task_queue,
             result_type=TeamRunResult,
         )
-        return result
+        if not any(self._callbacks().values()):
+            return await handle.result()
+        return await self._result_with_review(handle)
+
+    async def _result_with_review(
+        self, handle: WorkflowHandle[Any, TeamRunResult]
+    ) -> TeamRunResult:
+        """The run's result, answering its requests meanwhile; the review
+        loop only ends by raising (a callback's error)."""
+        result = asyncio.ensure_future(handle.result())
+        review = asyncio.ensure_future(self._review(handle))
+        try:
+            await asyncio.wait({result, review}, return_when=asyncio.FIRST_COMPLETED)
+            if review.done():
+                review.result()
+            return await result
+        finally:
+            for task in (result, review):
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
+    async def _review(self, handle: WorkflowHandle[Any, TeamRunResult]) -> None:
+        offered: set[str] = set()
+        while True:
+            for request in await self._open_requests(handle):
+                if request.request_id not in offered:
+                    offered.add(request.request_id)
+                    if await self._offer(handle, request) == "stale":
+                        offered.discard(request.request_id)
+            await asyncio.sleep(POLL_INTERVAL_S)
+
+    async def _open_requests(
+        self, handle: WorkflowHandle[Any, TeamRunResult]
+    ) -> list[ApprovalRequest]:
+        # A query can fail while the run has not finished its first workflow
+        # task, or while no worker answers: the result wait is what counts,
+        # so the next poll simply asks again.
+        try:
+            return await _pending(handle)
+        except RPCError as err:
+            logger.debug("pending_approvals of %s: %s", handle.id, err)
+            return []
+
+    async def _offer(
+        self, handle: WorkflowHandle[Any, TeamRunResult], request: ApprovalRequest
+    ) -> Literal["decided", "open", "stale"]:
+        """Offer ``request`` to its callback and send the answer."""
+        name = {"plan": "on_plan_ready", "dispatch": "on_task_dispatch"}.get(request.boundary)
+        callbacks = self._callbacks()
+        if name is None or callbacks[name] is None:
+            name = "on_approval"
+        callback = callbacks[name]
+        if callback is None:
+            return "open"
+        answer = await _call(callback, request)
+        value = _callback_decision(answer, name)
+        if value is None:
+            logger.info("%s suspended %s of %s: left open", name, request.request_id, handle.id)
+            return "open"
+        try:
+            await _send_decision(handle, request, value, self.reviewer, None)
+        except (ApprovalConflictError, ApprovalUnknownRequestError) as err:
+            logger.info("%s's %s of %s not recorded: %s", name, value, request.request_id, err)
+            return "open"
+        except ApprovalStaleDecisionError as err:
+            logger.info("%s reviewed a stale %s: offered again: %s", name, request.request_id, err)
+            return "stale"
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            # the run closed between the query and the update; its result follows
+            logger.info("%s's %s of %s came after the run ended", name, value, request.request_id)
+            return "open"
+        return "decided"
+
+
+# -- helpers -----------------------------------------------------------------
+
+
+def _team_run_input(raw: dict[str, Any]) -> TeamRunInput:
+    """``raw`` validated as the workflow will validate it: the input's shape,
+    then the task graph and the assignments of a tasks or plan run."""
+    run_input = parse_team_run_input(raw)
+    tasks = run_input.given_tasks()
+    if tasks:
+        validate_task_graph(tasks, (a.name for a in run_input.team.agents))
+        check_assignments(tasks, run_input.team)
+    return run_input
+
+
+async def _pending(handle: WorkflowHandle[Any, Any]) -> list[ApprovalRequest]:
+    pending: list[ApprovalRequest] = await handle.query(
+        "pending_approvals", result_type=list[ApprovalRequest]
+    )
+    return pending
+
+
+async def _send_decision(
+    handle: WorkflowHandle[Any, Any],
+    request: ApprovalRequest,
+    value: DecisionValue,
+    reviewer: Reviewer,
+    comment: str | None,
+) -> ApprovalDecision:
+    """Send the ``decide`` update (an update, not a signal, because the
+    caller needs to know whether its decision is the one recorded).
+
+    A refusal raises the matching ``ApprovalError`` (or ``InvalidRunInputError``).
+    """
+    decision = Decision(
+        request_id=request.request_id,
+        request_hash=request.request_hash,
+        decision=value,
+        reviewer=reviewer,
+        comment=comment,
+    )
+    try:
+        recorded: ApprovalDecision = await handle.execute_update(
+            "decide", decision, result_type=ApprovalDecision
+        )
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        if isinstance(cause, ApplicationError) and cause.type in _APPROVAL_ERRORS:
+            raise _APPROVAL_ERRORS[cause.type](cause.message) from err
+        raise
+    return recorded
+
+
+async def _call(callback: ApprovalCallback, request: ApprovalRequest) -> Any:
+    if inspect.iscoroutinefunction(callback):
+        answer = await callback(request)
+    else:
+        answer = await asyncio.to_thread(callback, request)
+    if inspect.isawaitable(answer):  # e.g. a lambda or partial around an async function
+        answer = await answer
+    return answer
+
+
+def _callback_decision(answer: Any, name: str) -> DecisionValue | None:
+    """The decision a callback's answer stands for; ``None`` for ``suspend``."""
+    if answer is True or answer == "approve":
+        return "approve"
+    if answer is False or answer == "reject":
+        return "reject"
+    if answer == "suspend":
+        return None
+    raise ValueError(
+        f"{name} returned {answer!r}; an approval callback returns 'approve', 'reject', "
+        "'suspend', True or False"
+    )
+
+
+def _decision_value(decision: DecisionValue | bool) -> DecisionValue:
+    if decision is True or decision == "approve":
+        return "approve"
+    if decision is False or decision == "reject":
+        return "reject"
+    raise InvalidRunInputError(
+        f"invalid decision: {decision!r}; give 'approve', 'reject', True or False"
+    )
+
+
+def _reviewer(reviewer: Reviewer | Mapping[str, Any] | str) -> Reviewer:
+    if isinstance(reviewer, Reviewer):
+        return reviewer
+    try:
+        return Reviewer.model_validate({"id": reviewer} if isinstance(reviewer, str) else reviewer)
+    except ValidationError as err:
+        raise InvalidRunInputError(
+            f"invalid reviewer: {format_validation_error(err, 'reviewer')}"
+        ) from None
+
+
+def _stopped_error(result: TeamRunResult) -> OMAError:
+    """The error of a plan-only run that ended without a plan."""
+    message = result.error or f"the run ended {result.status} before its plan was ready"
+    if result.error_code == RunTimeoutError.code:
+        return RunTimeoutError(message)
+    if result.error_code == BudgetExceededError.code:
+        return BudgetExceededError(message)
+    return OMAError(f"{message} (status {result.status}, error code {result.error_code})")

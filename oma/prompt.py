@@ -65,6 +65,11 @@ def _capped(task: TaskSpec, what: str, payload: str) -> str:
         raise DependencyPayloadTooLargeError(
             f"task {task.id!r} would receive {size} bytes from {what}; a payload may be at "
             f"most {MAX_DEPENDENCY_PAYLOAD_BYTES} bytes: have the agent write large results "
-            "to files and output their paths, or use dependency_payload 'output'"
+            "to files and output their paths"
+            + (
+                ", or use dependency_payload 'output'"
+                if task.memory_scope == "dependencies" and task.dependency_payload != "output"
+                else ""
+            )
         )
     return payload

@@ -170,8 +170,15 @@ def test_a_payload_over_the_cap_fails_the_task() -> None:
     assert info.value.message == (
         f"task 'report' would receive {size} bytes from dependency 'collect'; a payload may "
         f"be at most {MAX_DEPENDENCY_PAYLOAD_BYTES} bytes: have the agent write large "
-        "results to files and output their paths, or use dependency_payload 'output'"
+        "results to files and output their paths"
     )
+
+
+def test_an_oversized_structured_payload_suggests_the_plain_output() -> None:
+    big = done("collect", "Collect data", "collector", "x" * MAX_DEPENDENCY_PAYLOAD_BYTES)
+
+    with pytest.raises(DependencyPayloadTooLargeError, match="use dependency_payload 'output'$"):
+        task_prompt(spec(dependency_payload="both"), [big], {})
 
 
 def test_the_cap_counts_utf8_bytes_not_characters() -> None:

@@ -136,6 +136,7 @@ class TeamRun:
         if inp.resume is not None:
             self._restore(inp, inp.resume)
             return
+        self._result.goal = inp.goal
         self._event("run_start", detail=f"goal: {inp.goal}" if inp.goal else None)
         if inp.goal is None:
             try:
@@ -428,6 +429,8 @@ class TeamRun:
             summary.turns += earlier.turns
             summary.token_usage = earlier.token_usage + result.token_usage
         self._result.agent_results[COORDINATOR] = summary
+        if self._input is not None:
+            self._over_budget(self._input)
 
     # -- the task graph ----------------------------------------------------
 
@@ -445,8 +448,11 @@ class TeamRun:
         self._specs = {t.id: t for t in tasks}
         self._dependents = dependents_map(tasks)
         self._waiting_on = {t.id: len(t.depends_on) for t in tasks}
+        plan_only = self._input is not None and self._input.options.plan_only
         for t in tasks:
-            status = TaskStatus.BLOCKED if t.depends_on else TaskStatus.PENDING
+            # a plan-only run reports its plan: every task pending
+            blocked = t.depends_on and not plan_only
+            status = TaskStatus.BLOCKED if blocked else TaskStatus.PENDING
             self._states[t.id] = TaskState(
                 id=t.id,
                 title=t.title,
@@ -879,9 +885,11 @@ class TeamRun:
             round_robin=self._scheduler.round_robin if self._scheduler else 0,
             coordinator_turns=self._coordinator_turns,
         )
-        return inp.model_copy(update={"resume": checkpoint}).model_dump(
-            mode="json", exclude_defaults=True
-        )
+        # the input as the user wrote it (defaults dropped there would lose the
+        # backends' 'kind' tags); the checkpoint without its defaults
+        carried = inp.model_dump(mode="json", exclude_unset=True)
+        carried["resume"] = checkpoint.model_dump(mode="json", exclude_defaults=True)
+        return carried
 
     def _restore(self, inp: TeamRunInput, resume: TeamRunCheckpoint) -> None:
         result = resume.result
