@@ -789,15 +789,17 @@ async def test_events_after_a_seq_returns_only_later_events(
 async def test_long_run_continues_as_new_and_completes_every_task(
     client: Client, workflow_id: str
 ) -> None:
+    # chain 3 runs on a process agent: its backend's 'kind' tag must survive
+    # the carried input
     tasks = [
-        task(f"c{c}s{s}", "w", *([f"c{c}s{s - 1}"] if s else []))
+        task(f"c{c}s{s}", "p" if c == 3 else "w", *([f"c{c}s{s - 1}"] if s else []))
         for c in range(4)
         for s in range(10)
     ]
     handle = await client.start_workflow(
         "TeamRun",
         {
-            "team": {"name": "t", "agents": [scripted("w", "ok")]},
+            "team": {"name": "t", "agents": [scripted("w", "ok"), process("p", ECHO)]},
             "tasks": tasks,
             "options": {"history_event_limit": 100},
         },
