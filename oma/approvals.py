@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Literal
 
@@ -19,7 +19,10 @@ from oma.errors import (
     ApprovalConflictError,
     ApprovalStaleDecisionError,
     ApprovalUnknownRequestError,
+    InvalidRunInputError,
 )
+from oma.task import TaskSpec
+from oma.team import TeamConfig
 
 Boundary = Literal["plan", "round", "dispatch"]
 DecisionValue = Literal["approve", "reject"]
@@ -167,3 +170,19 @@ def check_decision(
             "pending_approvals again"
         )
     return request
+
+
+def check_dispatch_names(
+    approvals: ApprovalOptions | None, tasks: Iterable[TaskSpec], team: TeamConfig
+) -> None:
+    """Raise ``InvalidRunInputError`` when ``approvals.dispatch`` lists a name
+    that is neither a task id nor an agent (a typo would silently drop a gate)."""
+    if approvals is None or not isinstance(approvals.dispatch, list):
+        return
+    known = {t.id for t in tasks} | {a.name for a in team.agents}
+    unknown = [name for name in approvals.dispatch if name not in known]
+    if unknown:
+        raise InvalidRunInputError(
+            f"options.approvals.dispatch names {', '.join(map(repr, unknown))}, which is "
+            "neither a task id nor an agent of the team"
+        )

@@ -138,6 +138,7 @@ class Scheduler:
         self._priority: Mapping[str, int] = (
             downstream_counts(tasks, dependents) if strategy == "dependency-first" else {}
         )
+        self._pinned: dict[str, str] = {}
         self._in_flight: Counter[str] = Counter()
         self._assigned: Counter[str] = Counter()
 
@@ -171,6 +172,11 @@ class Scheduler:
             heapq.heappush(self._heap, entry)
         return found
 
+    def pin(self, task_id: str, agent: str) -> None:
+        """Give a task without an assignee to ``agent`` for good (e.g. the
+        agent a reviewer approved it for)."""
+        self._pinned[task_id] = agent
+
     def started(self, agent: str) -> None:
         self._in_flight[agent] += 1
         self._assigned[agent] += 1
@@ -179,8 +185,9 @@ class Scheduler:
         self._in_flight[agent] -= 1
 
     def _agent_for(self, task: TaskSpec, available: Callable[[str], bool]) -> str | None:
-        if task.assignee is not None:
-            return task.assignee if available(task.assignee) else None
+        assignee = task.assignee or self._pinned.get(task.id)
+        if assignee is not None:
+            return assignee if available(assignee) else None
         roster = self._team.agents
         eligible = [
             i for i, a in enumerate(roster) if satisfies(a, task.requires) and available(a.name)

@@ -19,6 +19,7 @@ from oma.approvals import (
     Reviewer,
     canonical_json,
     check_decision,
+    check_dispatch_names,
     request_hash,
 )
 from oma.errors import (
@@ -26,7 +27,10 @@ from oma.errors import (
     ApprovalError,
     ApprovalStaleDecisionError,
     ApprovalUnknownRequestError,
+    InvalidRunInputError,
 )
+from oma.task import TaskSpec
+from oma.team import TeamConfig
 
 SCOPE = "run-1"
 PLAN = {"tasks": [{"id": "a", "title": "Collect"}, {"id": "b", "title": "Write"}]}
@@ -249,3 +253,19 @@ def test_no_dispatch_option_gates_nothing() -> None:
 
 def test_an_empty_dispatch_list_gates_nothing() -> None:
     assert ApprovalOptions(dispatch=[]).gates_dispatch("deploy", "ops") is False
+
+
+def test_a_dispatch_gate_naming_no_task_or_agent_is_refused() -> None:
+    team = TeamConfig.model_validate(
+        {"name": "t", "agents": [{"name": "coder", "provider": "scripted", "script": ["x"]}]}
+    )
+    tasks = [TaskSpec(id="build", title="Build", assignee="coder")]
+    check_dispatch_names(ApprovalOptions(dispatch=["build", "coder"]), tasks, team)
+    check_dispatch_names(ApprovalOptions(dispatch="all"), tasks, team)
+
+    with pytest.raises(InvalidRunInputError) as info:
+        check_dispatch_names(ApprovalOptions(dispatch=["biuld", "coder"]), tasks, team)
+    assert info.value.message == (
+        "options.approvals.dispatch names 'biuld', which is neither a task id nor an agent "
+        "of the team"
+    )

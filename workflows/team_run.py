@@ -32,10 +32,12 @@ with workflow.unsafe.imports_passed_through():
         Decision,
         Reviewer,
         check_decision,
+        check_dispatch_names,
         request_hash,
     )
     from oma.dag import dependents_map, transitive_dependents, validate_task_graph
     from oma.errors import (
+        ApprovalUnknownRequestError,
         InvalidRunInputError,
         OMAError,
         PlanValidationError,
@@ -210,7 +212,7 @@ class TeamRun:
             self._stop_with("aborted", f"aborted: {reason or 'abort signal'}")
 
     @workflow.signal(name="decide")
-    def decide_signal(self, raw: Any) -> None:
+    def decide_signal(self, raw: Any = None) -> None:
         """A ``Decision`` sent as a signal: the same rules as the update; a
         refused decision is recorded as an ``approval_refused`` event."""
         try:
@@ -220,7 +222,7 @@ class TeamRun:
             self._event("approval_refused", detail=f"{request}: {err}")
 
     @workflow.update(name="decide")
-    def decide_update(self, raw: Any) -> ApprovalDecision:
+    def decide_update(self, raw: Any = None) -> ApprovalDecision:
         """A ``Decision``; returns the recorded ``ApprovalDecision``. Refused
         (``APPROVAL_UNKNOWN_REQUEST``, ``APPROVAL_STALE_DECISION``,
         ``APPROVAL_CONFLICT``, ``INVALID_RUN_INPUT``) by the validator, without
@@ -231,9 +233,9 @@ class TeamRun:
             raise application_error(err) from None
 
     @decide_update.validator
-    def _validate_decide(self, raw: Any) -> None:
+    def _validate_decide(self, raw: Any = None) -> None:
         try:
-            check_decision(self._decidable(), self._decisions, _decision(raw))
+            self._check_decision(_decision(raw))
         except OMAError as err:
             raise application_error(err) from None
 
@@ -243,10 +245,20 @@ class TeamRun:
             r: req for r, req in self._requests.items() if r in self._open or r in self._decisions
         }
 
+    def _check_decision(self, decision: Decision) -> ApprovalRequest:
+        """The request ``decision`` answers; raises an ``ApprovalError``."""
+        request_id = decision.request_id
+        if request_id in self._requests and request_id not in self._decidable():
+            raise ApprovalUnknownRequestError(
+                f"request {request_id!r} was closed without a decision: "
+                f"{self._stop_reason or 'the run stopped'}"
+            )
+        return check_decision(self._decidable(), self._decisions, decision)
+
     def _record_decision(
         self, decision: Decision, source: Literal["update", "signal"]
     ) -> ApprovalDecision:
-        request = check_decision(self._decidable(), self._decisions, decision)
+        request = self._check_decision(decision)
         return self._decide(request, decision.decision, decision.reviewer, decision.comment, source)
 
     def _decide(
@@ -308,6 +320,8 @@ class TeamRun:
         except TimeoutError:
             approvals = self._options_approvals()
             assert approvals is not None
+            if request_id in self._decisions:
+                return  # a decision arrived in the same workflow task: it wins
             self._decide(
                 request,
                 approvals.on_timeout,
@@ -437,6 +451,7 @@ class TeamRun:
     def _load(self, inp: TeamRunInput, tasks: list[TaskSpec]) -> None:
         validate_task_graph(tasks, (a.name for a in inp.team.agents))
         check_assignments(tasks, inp.team)
+        check_dispatch_names(inp.options.approvals, tasks, inp.team)
         self._load_graph(tasks)
         self._scheduler = Scheduler(inp.options.scheduling, inp.team, tasks, self._dependents)
         if inp.goal is None or not inp.options.plan_only:
@@ -486,6 +501,23 @@ class TeamRun:
             return
         state.status = TaskStatus.PENDING
         self._scheduler.push(task_id)
+
+    def _gate_assigned(self, task_id: str, agent: str) -> bool:
+        """A task the scheduler just gave to ``agent``: if a dispatch approval
+        names that agent, request it now, for that agent."""
+        assert self._scheduler is not None
+        approvals = self._options_approvals()
+        if (
+            approvals is None
+            or task_id in self._approved
+            or self._specs[task_id].assignee is not None
+            or not approvals.gates_dispatch(task_id, agent)
+        ):
+            return False
+        self._states[task_id].assignee = agent
+        self._scheduler.pin(task_id, agent)
+        self._make_ready(task_id)
+        return True
 
     async def _execute(self, inp: TeamRunInput) -> None:
         """Dispatch until every task settled or the run stops, then let the
@@ -566,6 +598,8 @@ class TeamRun:
                 if nxt is None:
                     return
                 task_id, agent = nxt
+                if self._gate_assigned(task_id, agent):
+                    continue
             self._start(inp, task_id, agent)
 
     def _agent_of(self, task_id: str) -> str:
@@ -618,6 +652,10 @@ class TeamRun:
                 )
                 self._add_usage(state, result)
                 await workflow.sleep(delay)
+                if self._stop not in (None, "continue"):
+                    # stopped during the delay: no new attempt
+                    self._fail(task_id, result, usage_counted=True)
+                    return
         except asyncio.CancelledError:
             # the run timed out, or was cancelled: this task ends with it
             self._fail(
@@ -700,12 +738,13 @@ class TeamRun:
                 self._states[dependent].status = TaskStatus.PENDING
         self._check_continue_as_new()
 
-    def _fail(self, task_id: str, result: AgentRunResult) -> None:
+    def _fail(self, task_id: str, result: AgentRunResult, usage_counted: bool = False) -> None:
         state = self._states[task_id]
         state.status = TaskStatus.FAILED
         state.error = result.error or f"the agent's turn ended {result.status}"
         state.error_code = result.error_code
-        self._add_usage(state, result)
+        if not usage_counted:
+            self._add_usage(state, result)
         self._event("task_failed", task_id, f"{state.error_code}: {state.error}")
         reason = f"skipped: dependency {task_id!r} ({state.title}) failed"
         for dependent in transitive_dependents(task_id, self._dependents):
@@ -905,6 +944,10 @@ class TeamRun:
         self._scheduler = Scheduler(
             inp.options.scheduling, inp.team, tasks, self._dependents, resume.round_robin
         )
+        for t in tasks:
+            assignee = self._states[t.id].assignee
+            if t.assignee is None and assignee is not None:
+                self._scheduler.pin(t.id, assignee)
         self._events.extend(resume.events)
         self._next_seq = resume.next_seq
         self._started_at = resume.started_at

@@ -1,0 +1,184 @@
+"""Helpers for approval tests: a started ``TeamRun`` seen the way a reviewer sees it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.exceptions import ApplicationError
+
+from oma.approvals import ApprovalDecision, ApprovalRequest
+from oma.events import RunEvent
+from oma.results import TeamRunResult
+from tests._runs import TASK_QUEUE
+
+T = TypeVar("T")
+
+WAIT_S = 15.0
+"""How long a test waits for a run to reach a point before it fails."""
+
+
+async def eventually(probe: Callable[[], Awaitable[T | None]], what: str, timeout_s: float) -> T:
+    """Poll ``probe`` until it returns something other than ``None``; fail
+    naming ``what`` after ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = await probe()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def decision(
+    request_id: str,
+    request_hash: str,
+    value: str = "approve",
+    reviewer: str = "alice",
+    comment: str | None = None,
+) -> dict[str, Any]:
+    """A ``decide`` payload, as a reviewer writes it."""
+    payload: dict[str, Any] = {
+        "request_id": request_id,
+        "request_hash": request_hash,
+        "decision": value,
+        "reviewer": {"id": reviewer, "display_name": reviewer.capitalize()},
+    }
+    if comment is not None:
+        payload["comment"] = comment
+    return payload
+
+
+def refusal_code(err: BaseException) -> str:
+    """The ``ApplicationError`` type behind a refused ``decide`` update."""
+    assert isinstance(err, WorkflowUpdateFailedError), repr(err)
+    assert isinstance(err.cause, ApplicationError), repr(err.cause)
+    return str(err.cause.type)
+
+
+async def wait_for_file(path: Path, timeout_s: float = WAIT_S) -> str:
+    """The text of ``path`` once a line of it is complete."""
+
+    async def probe() -> str | None:
+        text = path.read_text() if path.exists() else ""
+        return text if text.endswith("\n") else None
+
+    return await eventually(probe, f"{path} to be written", timeout_s)
+
+
+class Run:
+    """A started ``TeamRun``: its queries, and the reviewer's signals and updates."""
+
+    def __init__(self, handle: WorkflowHandle[Any, TeamRunResult]) -> None:
+        self.handle = handle
+        self.id = handle.id
+
+    async def pending(self) -> list[ApprovalRequest]:
+        return await self.handle.query("pending_approvals", result_type=list[ApprovalRequest])
+
+    async def state(self) -> TeamRunResult:
+        return await self.handle.query("state", result_type=TeamRunResult)
+
+    async def events(self) -> list[RunEvent]:
+        return await self.handle.query("events", result_type=list[RunEvent])
+
+    async def request(self, request_id: str, timeout_s: float = WAIT_S) -> ApprovalRequest:
+        """The open request ``request_id``, once the run has made it."""
+
+        async def probe() -> ApprovalRequest | None:
+            return next((r for r in await self.pending() if r.request_id == request_id), None)
+
+        return await eventually(probe, f"approval request {request_id!r}", timeout_s)
+
+    async def state_where(
+        self, holds: Callable[[TeamRunResult], bool], what: str, timeout_s: float = WAIT_S
+    ) -> TeamRunResult:
+        """The run's state once ``holds`` is true of it."""
+
+        async def probe() -> TeamRunResult | None:
+            state = await self.state()
+            return state if holds(state) else None
+
+        return await eventually(probe, what, timeout_s)
+
+    async def decide(
+        self, request: ApprovalRequest, value: str = "approve", reviewer: str = "alice"
+    ) -> ApprovalDecision:
+        """Answer ``request`` with the ``decide`` update."""
+        return await self.handle.execute_update(
+            "decide",
+            decision(request.request_id, request.request_hash, value, reviewer),
+            result_type=ApprovalDecision,
+        )
+
+    async def signal_decision(
+        self, request: ApprovalRequest, value: str = "approve", reviewer: str = "alice"
+    ) -> None:
+        """Answer ``request`` with the ``decide`` signal."""
+        await self.handle.signal(
+            "decide", decision(request.request_id, request.request_hash, value, reviewer)
+        )
+
+    async def abort(self, reason: str) -> None:
+        await self.handle.signal("abort", {"reason": reason})
+
+    async def result(self) -> TeamRunResult:
+        return await self.handle.result()
+
+
+async def start_run(
+    client: Client, workflow_id: str, run_input: dict[str, Any], task_queue: str = TASK_QUEUE
+) -> Run:
+    """Start a ``TeamRun`` (without waiting for it)."""
+    handle = await client.start_workflow(
+        "TeamRun", run_input, id=workflow_id, task_queue=task_queue, result_type=TeamRunResult
+    )
+    return Run(handle)
+
+
+async def children_started(client: Client, workflow_id: str) -> list[str]:
+    """The workflow ids of every child the run asked to start, in order (read
+    from its history, so a child that never got going still counts)."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    return [
+        e.start_child_workflow_execution_initiated_event_attributes.workflow_id
+        for e in history.events
+        if e.HasField("start_child_workflow_execution_initiated_event_attributes")
+    ]
+
+
+async def result_within(run: Run, timeout_s: float) -> TeamRunResult:
+    """The run's result; when it takes longer than ``timeout_s``, fail with the
+    errors of the run's failed workflow tasks (a run whose workflow task keeps
+    failing never ends by itself)."""
+    try:
+        return await asyncio.wait_for(run.result(), timeout_s)
+    except TimeoutError:
+        history = await run.handle.fetch_history()
+        failures = sorted(
+            {
+                e.workflow_task_failed_event_attributes.failure.message
+                for e in history.events
+                if e.HasField("workflow_task_failed_event_attributes")
+            }
+        )
+        raise AssertionError(
+            f"run {run.id} did not end within {timeout_s:g} s; failed workflow tasks: {failures}"
+        ) from None
+
+
+async def terminate_if_running(run: Run) -> None:
+    """Leave no run behind whose workflow task keeps failing."""
+    description = await run.handle.describe()
+    if description.status == WorkflowExecutionStatus.RUNNING:
+        await run.handle.terminate("left running by a failed test")
