@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
 
     from oma.approvals import (
         ApprovalDecision,
+        ApprovalOptions,
         ApprovalRequest,
         Boundary,
         Decision,
@@ -57,7 +58,7 @@ with workflow.unsafe.imports_passed_through():
         synthesis_prompt,
     )
     from oma.prompt import task_prompt
-    from oma.results import AcpSessionInfo, AgentRunResult, TeamRunResult
+    from oma.results import AcpSessionInfo, AgentRunResult, TeamRunResult, TeamRunStatus
     from oma.run_input import (
         AgentRunInput,
         TaskProgress,
@@ -80,6 +81,14 @@ EVENTS_CARRIED = 500
 others stay in the earlier runs' histories)."""
 
 Stop = Literal["aborted", "rejected", "budget", "timeout", "continue"]
+
+STOPPED: dict[str, tuple[TeamRunStatus, str]] = {
+    "aborted": ("cancelled", "ABORTED"),
+    "rejected": ("rejected", "APPROVAL_REJECTED"),
+    "budget": ("failed", "BUDGET_EXCEEDED"),
+    "timeout": ("failed", "RUN_TIMEOUT"),
+}
+"""How a run that stopped early ends: its status and error code."""
 
 
 @workflow.defn(name="TeamRun")
@@ -166,7 +175,7 @@ class TeamRun:
             if self._stop is None:
                 await self._execute(inp)
             if self._stop == "continue":
-                await self._close_acp_sessions()
+                await self._close_acp_sessions()  # the next run opens its own
                 workflow.continue_as_new(self._checkpoint(inp))
             self._skip_rest()
             if inp.goal is not None and self._stop is None:
@@ -364,7 +373,7 @@ class TeamRun:
             "options.approvals.plan: review the coordinator's plan before it runs",
         )
 
-    def _options_approvals(self) -> Any:
+    def _options_approvals(self) -> ApprovalOptions | None:
         return self._input.options.approvals if self._input else None
 
     # -- planning and synthesis (goal runs) --------------------------------
@@ -880,26 +889,15 @@ class TeamRun:
         )
         self._next_seq += 1
 
-    def _finish(self, status: Any = None) -> TeamRunResult:
+    def _finish(self, status: TeamRunStatus | None = None) -> TeamRunResult:
         result = self._result
-        failed = any(s.status == TaskStatus.FAILED for s in self._states.values())
-        if status is None:
-            status = {
-                "aborted": "cancelled",
-                "rejected": "rejected",
-                "budget": "failed",
-                "timeout": "failed",
-            }.get(self._stop or "", "failed" if failed else "completed")
-        if self._stop in ("budget", "timeout", "rejected", "aborted"):
+        if self._stop in STOPPED:
+            status, result.error_code = STOPPED[self._stop]
             result.error = self._stop_reason
-            result.error_code = {
-                "budget": "BUDGET_EXCEEDED",
-                "timeout": "RUN_TIMEOUT",
-                "rejected": "APPROVAL_REJECTED",
-                "aborted": "ABORTED",
-            }[self._stop]
-        if status == "completed" and result.error_code is not None:
-            status = "failed"  # e.g. the synthesis failed
+        elif status is None:
+            failed = any(s.status == TaskStatus.FAILED for s in self._states.values())
+            # a failed synthesis leaves an error_code on an otherwise completed run
+            status = "failed" if failed or result.error_code else "completed"
         result.status = status
         result.success = status in ("completed", "planned")
         self._event("run_end", detail=status)
