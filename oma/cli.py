@@ -1,4 +1,10 @@
-"""The ``oma`` command line: ``dev``, ``worker``, ``run``, ``replay``.
+"""The ``oma`` command line.
+
+``run`` and ``plan`` start a ``TeamRun`` (and, when nothing listens on
+``TEMPORAL_ADDRESS``, the embedded dev server and a worker); ``approvals``,
+``approve``, ``reject`` and ``abort`` talk to a run that is already going, on a
+server that is already running; ``dev``, ``worker`` and ``replay`` serve and
+debug runs.
 
 Only this client side talks to Temporal. Commands that need a worker import
 the top-level ``worker`` module lazily, so ``oma`` itself never imports the
@@ -13,30 +19,58 @@ import importlib
 import json
 import os
 import signal
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
+from rich import box
 from rich.console import Console
+from rich.json import JSON
 from rich.table import Table
-from temporalio.client import WorkflowFailureError
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from rich.text import Text
+from temporalio.client import (
+    Client,
+    RPCTimeoutOrCancelledError,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
+from oma.approvals import ApprovalDecision, ApprovalRequest, Decision, Reviewer
 from oma.dev_server import DevServer, is_listening, split_address
 from oma.errors import OMAError
+from oma.events import RunEvent
 from oma.results import TeamRunResult
-from oma.run_input import parse_team_run_input
+from oma.run_input import TeamRunInput, parse_team_run_input
 
 app = typer.Typer(help="OMA on Temporal: multi-agent team runs as durable Temporal workflows.")
-console = Console()
-err_console = Console(stderr=True)
+# soft wrap: a line longer than the terminal is left for the terminal to wrap,
+# so output piped to a file or a test keeps its lines whole
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 STATE_DIR = Path(".oma")
 DEV_DB = STATE_DIR / "temporal.db"
+
+EVENT_POLL_S = 0.5
+"""How often ``oma run`` and ``oma plan`` ask the run for new events."""
+
+QUERY_TIMEOUT = timedelta(seconds=10)
+"""How long a query or signal waits for the server and a worker."""
+
+UPDATE_TIMEOUT = timedelta(seconds=30)
+"""How long ``oma approve`` and ``oma reject`` wait for the run to record the decision."""
 
 
 def _worker_module() -> ModuleType:
@@ -44,8 +78,11 @@ def _worker_module() -> ModuleType:
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
     return typer.Exit(code)
+
+
+# -- connecting ------------------------------------------------------------
 
 
 @asynccontextmanager
@@ -95,21 +132,66 @@ async def _connect(wm: ModuleType, settings: Any) -> Any:
             await asyncio.sleep(0.5)
 
 
-@app.command()
-def run(
-    file: Annotated[Path, typer.Argument(help="A run input: a TeamRun JSON file.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print the raw result as JSON.")] = False,
-    workflow_id: Annotated[str | None, typer.Option(help="Workflow id (default: random).")] = None,
-    worker: Annotated[
-        bool | None,
-        typer.Option(
-            "--worker/--no-worker",
-            help="Run a worker in this process "
-            "(default: only when the embedded server is started).",
-        ),
-    ] = None,
-) -> None:
-    """Validate FILE, start a TeamRun, wait for it, and print the tasks and the output."""
+@asynccontextmanager
+async def _running_team_run(workflow_id: str) -> AsyncIterator[WorkflowHandle[Any, Any]]:
+    """A handle on the running ``TeamRun`` ``workflow_id``, on the server at
+    ``TEMPORAL_ADDRESS`` (namespace ``TEMPORAL_NAMESPACE``).
+
+    Connect only: a decision or an abort goes to a run that is already going,
+    so nothing is started here (an embedded server would not hold the run).
+    Fails with a clear error when nothing listens, when there is no such
+    workflow, when it is not a ``TeamRun``, or when it has already closed.
+    """
+    address = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
+    namespace = os.environ.get("TEMPORAL_NAMESPACE", "default")
+    if not is_listening(address):
+        raise _fail(
+            f"nothing listens on {address}: start `oma dev` (or point TEMPORAL_ADDRESS at the "
+            "Temporal server that holds the run)"
+        )
+    try:
+        client = await Client.connect(
+            address, namespace=namespace, data_converter=pydantic_data_converter
+        )
+    except RuntimeError as e:
+        raise _fail(f"cannot connect to Temporal at {address}: {e}") from None
+    handle = client.get_workflow_handle(workflow_id, result_type=TeamRunResult)
+    try:
+        described = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            raise _fail(f"no workflow {workflow_id!r} in namespace {namespace!r}") from None
+        raise _fail(f"cannot describe workflow {workflow_id!r}: {e}") from None
+    if described.workflow_type != "TeamRun":
+        raise _fail(f"workflow {workflow_id!r} is a {described.workflow_type}, not a TeamRun")
+    if described.status != WorkflowExecutionStatus.RUNNING:
+        status = described.status.name if described.status else "closed"
+        raise _fail(
+            f"TeamRun {workflow_id} has already ended ({status}): it takes no more "
+            f"decisions or signals; see `temporal workflow result --workflow-id {workflow_id}`"
+        )
+    yield handle
+
+
+async def _query(handle: WorkflowHandle[Any, Any], name: str, result_type: Any) -> Any:
+    try:
+        return await handle.query(name, result_type=result_type, rpc_timeout=QUERY_TIMEOUT)
+    except RPCError as e:
+        raise _fail(
+            f"the {name} query of TeamRun {handle.id} got no answer ({e}): is a worker "
+            "running on the run's task queue?"
+        ) from None
+    except WorkflowQueryFailedError as e:
+        raise _fail(f"the {name} query of TeamRun {handle.id} failed: {e.message}") from None
+
+
+# -- run and plan ----------------------------------------------------------
+
+
+def _read_run_input(file: Path) -> TeamRunInput:
+    """FILE as a ``TeamRunInput``, checked as the workflow will check it (the
+    task graph and the assignments of a tasks or plan run); exits 2 when it
+    is not one."""
     try:
         raw = json.loads(file.read_text())
     except OSError as e:
@@ -120,59 +202,228 @@ def run(
         raise _fail(f"{file} is not valid JSON: {e}", 2) from None
     try:
         inp = parse_team_run_input(raw)
-        from oma.dag import validate_task_graph
+        if inp.goal is None:
+            from oma.approvals import check_dispatch_names
+            from oma.dag import validate_task_graph
+            from oma.scheduling import check_assignments
 
-        validate_task_graph(inp.tasks, (a.name for a in inp.team.agents))
+            tasks = inp.given_tasks()
+            validate_task_graph(tasks, (a.name for a in inp.team.agents))
+            check_assignments(tasks, inp.team)
+            check_dispatch_names(inp.options.approvals, tasks, inp.team)
     except OMAError as e:
         raise _fail(f"{file}: {e}", 2) from None
+    return inp
 
-    async def go() -> TeamRunResult:
-        async with _temporal(worker) as (client, task_queue):
-            wid = workflow_id or f"team-{inp.team.name}-{uuid.uuid4().hex[:8]}"
-            try:
-                handle = await client.start_workflow(
-                    "TeamRun", inp, id=wid, task_queue=task_queue, result_type=TeamRunResult
-                )
-            except WorkflowAlreadyStartedError:
-                raise _fail(f"a run with workflow id {wid!r} is already running") from None
-            err_console.print(f"[dim]started TeamRun {wid} on task queue {task_queue!r}[/]")
-            try:
-                result: TeamRunResult = await handle.result()
-            except asyncio.CancelledError:
-                # Ctrl-C or SIGTERM: the run would otherwise go on (or come back
-                # with the next embedded server); cancel it and let it drain
-                err_console.print(f"interrupted: cancelling TeamRun {wid}")
-                await _cancel_and_wait(handle)
-                raise
-            except WorkflowFailureError as err:
-                raise _fail(f"TeamRun {wid} did not complete: {_cause(err)}") from None
-            return result
 
-    result = _run_async(go())
+WorkerOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--worker/--no-worker",
+        help="Run a worker in this process (default: only when the embedded server is started).",
+    ),
+]
+WorkflowIdOption = Annotated[str | None, typer.Option(help="Workflow id (default: random).")]
+
+
+@app.command()
+def run(
+    file: Annotated[Path, typer.Argument(help="A run input: a TeamRun JSON file.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the raw result as JSON.")] = False,
+    workflow_id: WorkflowIdOption = None,
+    worker: WorkerOption = None,
+) -> None:
+    """Validate FILE, start a TeamRun, follow its events, and print the tasks and the output.
+
+    FILE has a team and exactly one of goal, tasks or plan. Exits 0 when the
+    run succeeded, 1 when it did not, 2 when FILE is invalid, 130 when
+    interrupted (the run is cancelled).
+    """
+    inp = _read_run_input(file)
+    result = _run_async(_start_and_follow(inp, workflow_id, worker))
     if as_json:
         print(result.model_dump_json(indent=2))
     else:
-        _print_result(result)
+        _print_result(result, goal_run=inp.goal is not None)
+        if result.plan is not None and result.status == "planned":  # options.plan_only
+            console.rule("plan")
+            print(result.plan.model_dump_json(indent=2))
     raise typer.Exit(0 if result.success else 1)
 
 
-def _print_result(result: TeamRunResult) -> None:
+@app.command()
+def plan(
+    file: Annotated[
+        Path, typer.Argument(help="A goal run input: a TeamRun JSON file with 'goal'.")
+    ],
+    workflow_id: WorkflowIdOption = None,
+    worker: WorkerOption = None,
+) -> None:
+    """Have the coordinator plan FILE's goal, run nothing, and print the plan as JSON.
+
+    The printed plan artifact runs later as ``{"team": ..., "plan": <it>}``.
+    Progress goes to stderr. Exits 2 when FILE has no goal.
+    """
+    inp = _read_run_input(file)
+    if inp.goal is None:
+        raise _fail(f"{file}: `oma plan` plans a 'goal'; this input has none", 2)
+    options = inp.options.model_copy(update={"plan_only": True})
+    result = _run_async(
+        _start_and_follow(inp.model_copy(update={"options": options}), workflow_id, worker)
+    )
+    if result.plan is None:
+        _print_error_code(result)
+        raise _fail(f"the run ended {result.status} without a plan")
+    print(result.plan.model_dump_json(indent=2))
+    raise typer.Exit(0 if result.success else 1)
+
+
+async def _start_and_follow(
+    inp: TeamRunInput, workflow_id: str | None, with_worker: bool | None
+) -> TeamRunResult:
+    """Start a ``TeamRun`` of ``inp``, print its events to stderr as they
+    happen, and return its result. Cancelled (Ctrl-C, SIGTERM), it cancels the
+    run and waits for it to drain."""
+    async with _temporal(with_worker) as (client, task_queue):
+        wid = workflow_id or f"team-{inp.team.name}-{uuid.uuid4().hex[:8]}"
+        try:
+            handle = await client.start_workflow(
+                "TeamRun", inp, id=wid, task_queue=task_queue, result_type=TeamRunResult
+            )
+        except WorkflowAlreadyStartedError:
+            raise _fail(f"a run with workflow id {wid!r} is already running") from None
+        err_console.print(f"[dim]started TeamRun {wid} on task queue {task_queue!r}[/]")
+        progress = _Progress(handle)
+        follow = asyncio.create_task(progress.follow())
+        try:
+            result: TeamRunResult = await handle.result()
+        except asyncio.CancelledError:
+            # Ctrl-C or SIGTERM: the run would otherwise go on (or come back
+            # with the next embedded server); cancel it and let it drain
+            follow.cancel()
+            err_console.print(f"interrupted: cancelling TeamRun {wid}")
+            await _cancel_and_wait(handle)
+            raise
+        except WorkflowFailureError as err:
+            raise _fail(f"TeamRun {wid} did not complete: {_cause(err)}") from None
+        finally:
+            follow.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await follow
+        # the events of the run's last steps (run_end, ...) came with the result
+        await progress.poll(timeout=timedelta(seconds=2))
+        return result
+
+
+class _Progress:
+    """Prints a run's events to stderr, one line each, as the ``events``
+    query returns them (polled with ``after_seq``, so each is printed once)."""
+
+    def __init__(self, handle: WorkflowHandle[Any, Any]) -> None:
+        self.handle = handle
+        self.after_seq = -1
+        self.hinted: set[str] = set()
+
+    async def follow(self) -> None:
+        while True:
+            await self.poll()
+            await asyncio.sleep(EVENT_POLL_S)
+
+    async def poll(self, timeout: timedelta = QUERY_TIMEOUT) -> None:
+        try:
+            events: list[RunEvent] = await self.handle.query(
+                "events", self.after_seq, result_type=list[RunEvent], rpc_timeout=timeout
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # progress is best effort: the run may not have taken its first
+            # workflow task yet, and the result is what counts
+            return
+        for event in events:
+            if event.seq <= self.after_seq:
+                continue
+            self.after_seq = event.seq
+            err_console.print(_event_line(event))
+            if event.type == "approval_request" and event.detail not in self.hinted:
+                self.hinted.add(event.detail or "")
+                err_console.print(
+                    f"approval needed: oma approve {self.handle.id} {event.detail} --reviewer ID",
+                    style="bold yellow",
+                    highlight=False,
+                    markup=False,
+                )
+
+
+_EVENT_STYLES = {
+    "task_complete": "green",
+    "task_failed": "red",
+    "task_skipped": "yellow",
+    "task_retry": "yellow",
+    "budget_exceeded": "red",
+    "approval_request": "yellow",
+    "approval_refused": "red",
+    "abort": "red",
+    "run_end": "bold",
+}
+
+
+def _event_line(event: RunEvent) -> Text:
+    """``12:00:03 task_failed      code     PROCESS_FAILED: exit status 1``"""
+    detail = (event.detail or "").strip()
+    first = detail.splitlines()[0] if detail else ""
+    at = event.at.astimezone().strftime("%H:%M:%S")
+    line = Text(f"{at} ", style="dim")
+    line.append(f"{event.type:<17}", style=_EVENT_STYLES.get(event.type, "cyan"))
+    line.append(f" {event.task_id or '-':<12} {first}".rstrip())
+    return line
+
+
+def _print_result(result: TeamRunResult, goal_run: bool | None = None) -> None:
+    """The task table, the tokens, the error code, and the final output: a goal
+    run's synthesized answer, else the outputs of the tasks nothing depends on."""
     table = Table(title=f"TeamRun: {result.status}")
-    for col in ("task", "assignee", "status", "tokens in/out", "output or error"):
-        table.add_column(col)
+    for col in ("task", "assignee", "status", "attempts", "tokens in/out"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("output or error")
     for t in result.tasks:
-        tr = result.task_results.get(t.id)
-        usage = f"{tr.token_usage.input_tokens}/{tr.token_usage.output_tokens}" if tr else ""
-        detail = (t.output if t.output is not None else t.error) or ""
-        first = detail.strip().splitlines()[0] if detail.strip() else ""
-        table.add_row(t.id, t.assignee, t.status.value, usage, first[:80])
+        usage = f"{t.token_usage.input_tokens}/{t.token_usage.output_tokens}"
+        detail = ((t.output if t.output is not None else t.error) or "").strip()
+        # one line a task, cut to the terminal: the whole output is below
+        # (final tasks) or in --json
+        first = Text(detail.splitlines()[0] if detail else "", no_wrap=True, overflow="ellipsis")
+        table.add_row(t.id, t.assignee or "-", t.status.value, str(t.attempts), usage, first)
     console.print(table)
+    coordinator = result.agent_results.get("coordinator")
+    if coordinator is not None:
+        cu = coordinator.token_usage
+        console.print(
+            f"coordinator: {coordinator.turns} turn(s), {cu.input_tokens} in, "
+            f"{cu.output_tokens} out"
+        )
     u = result.total_token_usage
     console.print(f"total tokens: {u.input_tokens} in, {u.output_tokens} out")
-    sinks = _final_tasks(result)
-    for t in sinks:
+    _print_error_code(result)
+    if goal_run is None:
+        goal_run = result.goal is not None
+    if goal_run:
+        if result.final_output is not None:
+            console.rule("final output")
+            console.print(result.final_output, highlight=False, markup=False)
+        return
+    for t in _final_tasks(result):
         console.rule(f"output of {t.id} ({t.title})")
         console.print(t.output or t.error or "", highlight=False, markup=False)
+
+
+def _print_error_code(result: TeamRunResult) -> None:
+    if result.error_code is not None:
+        console.print(
+            f"{result.error_code}: {result.error}" if result.error else result.error_code,
+            style="bold red",
+            highlight=False,
+            markup=False,
+        )
 
 
 def _final_tasks(result: TeamRunResult) -> list[Any]:
@@ -211,6 +462,199 @@ def _run_async(coro: Any) -> Any:
         raise typer.Exit(130) from None
 
 
+# -- approvals and abort ---------------------------------------------------
+
+ReviewerOption = Annotated[str, typer.Option(help="Your reviewer id, recorded with the decision.")]
+DisplayNameOption = Annotated[str | None, typer.Option(help="Your name, as a person reads it.")]
+CommentOption = Annotated[str | None, typer.Option(help="Why, recorded with the decision.")]
+
+
+@app.command()
+def approvals(
+    workflow_id: Annotated[str, typer.Argument(help="The TeamRun's workflow id.")],
+) -> None:
+    """List the open approval requests of a running TeamRun (the pending_approvals query)."""
+
+    async def go() -> list[ApprovalRequest]:
+        async with _running_team_run(workflow_id) as handle:
+            pending: list[ApprovalRequest] = await _query(
+                handle, "pending_approvals", list[ApprovalRequest]
+            )
+            return pending
+
+    pending = _run_async(go())
+    if not pending:
+        console.print(f"TeamRun {workflow_id}: no open approval requests")
+        return
+    table = Table(title=f"open approval requests of TeamRun {workflow_id}", box=box.SIMPLE)
+    table.add_column("request id", no_wrap=True)
+    table.add_column("boundary", no_wrap=True)
+    table.add_column("reason", min_width=20, overflow="fold")
+    table.add_column("requested at (UTC)")
+    table.add_column("expires at (UTC)")
+    for r in pending:
+        expires = _utc(r.expires_at) if r.expires_at else "never"
+        table.add_row(r.request_id, r.boundary, r.reason, _utc(r.requested_at), expires)
+    console.print(table)
+    for r in pending:
+        _print_request_content(r)
+    console.print(
+        f"decide with: oma approve|reject {workflow_id} REQUEST_ID --reviewer ID",
+        highlight=False,
+    )
+
+
+def _utc(at: datetime) -> str:
+    # two lines, so the reason keeps the width of a narrow terminal
+    return at.astimezone(UTC).strftime("%Y-%m-%d\n%H:%M:%S")
+
+
+def _print_request_content(request: ApprovalRequest) -> None:
+    console.rule(f"{request.request_id} ({request.boundary})")
+    console.print(JSON.from_data(request.content))
+
+
+@app.command()
+def approve(
+    workflow_id: Annotated[str, typer.Argument(help="The TeamRun's workflow id.")],
+    request_id: Annotated[str, typer.Argument(help="The request to approve (`oma approvals`).")],
+    reviewer: ReviewerOption,
+    display_name: DisplayNameOption = None,
+    comment: CommentOption = None,
+) -> None:
+    """Approve an open approval request (the decide update); prints what was recorded."""
+    _decide(workflow_id, request_id, "approve", reviewer, display_name, comment)
+
+
+@app.command()
+def reject(
+    workflow_id: Annotated[str, typer.Argument(help="The TeamRun's workflow id.")],
+    request_id: Annotated[str, typer.Argument(help="The request to reject (`oma approvals`).")],
+    reviewer: ReviewerOption,
+    display_name: DisplayNameOption = None,
+    comment: CommentOption = None,
+) -> None:
+    """Reject an open approval request (the decide update): the run stops and ends rejected."""
+    _decide(workflow_id, request_id, "reject", reviewer, display_name, comment)
+
+
+def _decide(
+    workflow_id: str,
+    request_id: str,
+    value: Literal["approve", "reject"],
+    reviewer: str,
+    display_name: str | None,
+    comment: str | None,
+) -> None:
+    """Show the request, then send the ``decide`` update with its current hash.
+
+    A request that is no longer open but was decided is still sent, so the
+    run itself answers ``APPROVAL_CONFLICT`` with the decision that won.
+    """
+    if not reviewer.strip():
+        raise _fail("--reviewer must not be empty: it says who decided", 2)
+
+    async def go() -> ApprovalDecision:
+        async with _running_team_run(workflow_id) as handle:
+            pending: list[ApprovalRequest] = await _query(
+                handle, "pending_approvals", list[ApprovalRequest]
+            )
+            request = next((r for r in pending if r.request_id == request_id), None)
+            if request is not None:
+                _print_request_content(request)
+                request_hash = request.request_hash
+            else:
+                state: TeamRunResult = await _query(handle, "state", TeamRunResult)
+                earlier = next(
+                    (d for d in state.approval_decisions if d.request_id == request_id), None
+                )
+                if earlier is None:
+                    open_ids = ", ".join(r.request_id for r in pending) or "none"
+                    raise _fail(
+                        f"TeamRun {workflow_id} has no open approval request {request_id!r} "
+                        f"(open: {open_ids})"
+                    )
+                request_hash = earlier.request_hash
+            decision = Decision(
+                request_id=request_id,
+                request_hash=request_hash,
+                decision=value,
+                reviewer=Reviewer(id=reviewer, display_name=display_name),
+                comment=comment,
+            )
+            try:
+                recorded: ApprovalDecision = await handle.execute_update(
+                    "decide", decision, result_type=ApprovalDecision, rpc_timeout=UPDATE_TIMEOUT
+                )
+            except WorkflowUpdateFailedError as err:
+                cause = err.cause
+                if isinstance(cause, ApplicationError):
+                    raise _fail(f"{cause.type}: {cause.message}") from None
+                raise _fail(f"the decision was refused: {_cause(err)}") from None
+            except RPCTimeoutOrCancelledError:
+                raise _fail(
+                    f"TeamRun {workflow_id} did not answer the decision within "
+                    f"{UPDATE_TIMEOUT.total_seconds():g} s: is a worker running on the run's "
+                    "task queue? Read `oma approvals` before deciding again"
+                ) from None
+            except RPCError as err:
+                raise _fail(f"the decision did not reach TeamRun {workflow_id}: {err}") from None
+            return recorded
+
+    recorded = _run_async(go())
+    who = recorded.reviewer.id + (
+        f" ({recorded.reviewer.display_name})" if recorded.reviewer.display_name else ""
+    )
+    console.print(
+        f"recorded: {recorded.decision} of {recorded.request_id} ({recorded.boundary}) by {who} "
+        f"at {recorded.decided_at.isoformat(timespec='seconds')}"
+        + (f": {recorded.comment}" if recorded.comment else ""),
+        highlight=False,
+        markup=False,
+    )
+    if recorded.decision == "reject":
+        console.print(f"TeamRun {workflow_id} stops: it ends `rejected`", highlight=False)
+
+
+@app.command()
+def abort(
+    workflow_id: Annotated[str, typer.Argument(help="The TeamRun's workflow id.")],
+    reason: Annotated[str | None, typer.Option(help="Why, recorded in the run.")] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Wait for the run to end and print it.")
+    ] = False,
+) -> None:
+    """Abort a running TeamRun gracefully (the abort signal): no new task starts,
+    tasks in flight finish, the rest are skipped, and the run ends cancelled."""
+
+    async def go() -> TeamRunResult | None:
+        async with _running_team_run(workflow_id) as handle:
+            try:
+                await handle.signal(
+                    "abort", {"reason": reason} if reason else {}, rpc_timeout=QUERY_TIMEOUT
+                )
+            except RPCError as err:
+                raise _fail(
+                    f"the abort signal did not reach TeamRun {workflow_id}: {err}"
+                ) from None
+            console.print(
+                f"abort sent to TeamRun {workflow_id}: no new task starts, tasks in flight "
+                "finish, the rest are skipped, and the run ends `cancelled`",
+                highlight=False,
+            )
+            if not wait:
+                return None
+            result: TeamRunResult = await handle.result()
+            return result
+
+    result = _run_async(go())
+    if result is not None:
+        _print_result(result)
+
+
+# -- replay, worker, dev ---------------------------------------------------
+
+
 @app.command()
 def replay(
     history: Annotated[
@@ -223,7 +667,6 @@ def replay(
 ) -> None:
     """Replay HISTORY against the current workflow code; exit 1 on a mismatch."""
     from temporalio.client import WorkflowHistory
-    from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.worker import Replayer
 
     try:
@@ -256,11 +699,16 @@ def replay(
 
 def _workflow_id_of(history: Any) -> str | None:
     """The exported history does not carry the workflow id, but a TeamRun names
-    its children ``<workflow id>/<task id>``; read it back from the first one."""
+    its children after it (``<id>/<task id>``, ``<id>/coordinator/<step>``);
+    read it back from the first one."""
+    from oma.workflow_ids import team_run_id_of
+
     for event in history.get("events", []):
         attrs = event.get("startChildWorkflowExecutionInitiatedEventAttributes")
-        if attrs and "/" in attrs.get("workflowId", ""):
-            return str(attrs["workflowId"]).rsplit("/", 1)[0]
+        if attrs:
+            wid = team_run_id_of(str(attrs.get("workflowId", "")))
+            if wid:
+                return wid
     return None
 
 
@@ -297,8 +745,21 @@ def dev(
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point.
+
+    Leaves with ``os._exit`` once the command has finished and its output is
+    flushed: with a client connected, the SDK's Rust core can crash while the
+    interpreter tears down (temporalio/sdk-python#300), which would turn a
+    command that succeeded into exit status 134.
+    """
+    try:
+        app()
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -105,7 +105,9 @@ def test_oma_run_starts_the_embedded_server_runs_the_demo_and_leaves_nothing_run
         ("code", "completed"),
         ("review", "completed"),
     ]
-    assert "checks passed" in result["task_results"]["code"]["output"]
+    code = next(t for t in result["tasks"] if t["id"] == "code")
+    assert "checks passed" in code["output"]
+    assert (code["attempts"], code["error"]) == (1, None)
     assert (project / "scratch" / "slugify.py").is_file()
     assert (project / ".oma" / "temporal.db").is_file()
     assert not is_listening(address), "the embedded dev server outlived `oma run`"

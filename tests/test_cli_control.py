@@ -1,0 +1,584 @@
+"""Goal runs, plans, approvals and abort from the `oma` CLI and the stock `temporal` CLI.
+
+Every `oma` here runs as a subprocess with `--no-worker` (or connect-only
+commands) against the session's dev server; the session's worker, in this
+process, runs the workflows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import CancelledError
+from temporalio.service import RPCError
+
+from oma.approvals import ApprovalRequest
+from oma.dev_server import DevServer, free_port, is_listening
+from oma.plan import PlanArtifact
+from oma.results import TeamRunResult
+from oma.task import TaskStatus
+from tests._runs import TASK_QUEUE, process, run_team, scripted, task
+from tests.test_cli import OMA, run_cmd, temporal
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+PLAN_ANSWER = json.dumps(
+    [
+        {"title": "Draft", "description": "draft it", "assignee": "writer", "depends_on": []},
+        {"title": "Edit", "description": "edit it", "assignee": "editor", "depends_on": ["Draft"]},
+    ]
+)
+
+EVENT_LINE = re.compile(r"^\d\d:\d\d:\d\d (\w+) +(\S+)")
+
+
+def writers() -> dict[str, Any]:
+    return {
+        "name": "writers",
+        "agents": [scripted("writer", "a draft"), scripted("editor", "an edit")],
+    }
+
+
+def goal_input() -> dict[str, Any]:
+    """A goal run whose scripted coordinator plans Draft -> Edit, then answers."""
+    return {
+        "team": writers(),
+        "goal": "Write and edit a haiku.",
+        "coordinator": {"provider": "scripted", "script": [PLAN_ANSWER, "The final haiku."]},
+    }
+
+
+def gated_input(*task_ids: str) -> dict[str, Any]:
+    """Independent tasks, each of whose dispatch waits for an approval."""
+    return {
+        "team": {"name": "gated", "agents": [scripted("a", "done")]},
+        "tasks": [task(t, "a") for t in task_ids],
+        "options": {"approvals": {"dispatch": list(task_ids)}},
+    }
+
+
+def cli_env(dev_server: DevServer) -> dict[str, str]:
+    return {**os.environ, "TEMPORAL_ADDRESS": dev_server.address, "OMA_TASK_QUEUE": TASK_QUEUE}
+
+
+async def oma(
+    dev_server: DevServer, *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`oma ARGS` against the session dev server, off the event loop."""
+    return await run_cmd(OMA, *args, cwd=cwd, env=cli_env(dev_server))
+
+
+def input_file(tmp_path: Path, run_input: dict[str, Any], name: str = "run.json") -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(run_input))
+    return str(path)
+
+
+def events_in(stderr: str) -> list[tuple[str, str]]:
+    """(type, task id or '-') of every progress line `oma run` printed."""
+    return [m.groups() for line in stderr.splitlines() if (m := EVENT_LINE.match(line))]
+
+
+def normalized(stderr: str) -> list[str]:
+    """The progress lines without their time, whitespace runs as one space."""
+    return [" ".join(line.split()[1:]) for line in stderr.splitlines() if EVENT_LINE.match(line)]
+
+
+def table_rows(stdout: str) -> list[list[str]]:
+    """The cells of every row of the task table."""
+    return [
+        [cell.strip() for cell in line.split("│")[1:-1]]
+        for line in stdout.splitlines()
+        if line.startswith("│")
+    ]
+
+
+async def start_gated(client: Client, workflow_id: str, *task_ids: str) -> None:
+    """Start a run gating ``task_ids`` and wait until all their requests are open."""
+    await client.start_workflow(
+        "TeamRun", gated_input(*task_ids), id=workflow_id, task_queue=TASK_QUEUE
+    )
+    await wait_for_requests(client, workflow_id, *(f"dispatch-{t}" for t in task_ids))
+
+
+async def wait_for_requests(client: Client, workflow_id: str, *request_ids: str) -> None:
+    handle = client.get_workflow_handle(workflow_id)
+    for _ in range(200):
+        try:
+            pending = await handle.query("pending_approvals", result_type=list[ApprovalRequest])
+        except RPCError:  # the run has not taken its first workflow task yet
+            pending = []
+        if {r.request_id for r in pending} >= set(request_ids):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{workflow_id}: requests {request_ids} never opened")
+
+
+async def result_of(client: Client, workflow_id: str) -> TeamRunResult:
+    handle = client.get_workflow_handle(workflow_id, result_type=TeamRunResult)
+    result: TeamRunResult = await handle.result()
+    return result
+
+
+async def pending_via_stock_cli(dev_server: DevServer, workflow_id: str) -> list[dict[str, Any]]:
+    query = await temporal(
+        dev_server,
+        "workflow",
+        "query",
+        "--workflow-id",
+        workflow_id,
+        "--type",
+        "pending_approvals",
+        "--output",
+        "json",
+    )
+    assert query.returncode == 0, query.stderr
+    [pending] = json.loads(query.stdout)["queryResult"]
+    return list(pending)
+
+
+# -- oma run and oma plan ------------------------------------------------------
+
+
+async def test_oma_run_of_a_goal_prints_progress_the_task_table_and_the_final_output(
+    dev_server: DevServer, workflow_id: str, tmp_path: Path
+) -> None:
+    proc = await oma(
+        dev_server,
+        "run",
+        "--no-worker",
+        "--workflow-id",
+        workflow_id,
+        input_file(tmp_path, goal_input()),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert events_in(proc.stderr) == [
+        ("run_start", "-"),
+        ("plan_ready", "-"),
+        ("task_start", "t1"),
+        ("task_complete", "t1"),
+        ("task_start", "t2"),
+        ("task_complete", "t2"),
+        ("run_end", "-"),
+    ]
+    assert "plan_ready - 2 task(s)" in normalized(proc.stderr)
+    # the scripted provider counts words: 5 in "# Task: Draft\n\ndraft it", 2 out
+    assert table_rows(proc.stdout) == [
+        ["t1", "writer", "completed", "1", "5/2", "a draft"],
+        ["t2", "editor", "completed", "1", "18/2", "an edit"],
+    ]
+    assert "final output" in proc.stdout
+    assert proc.stdout.rstrip().endswith("The final haiku.")
+    assert "output of t2" not in proc.stdout
+
+
+async def test_oma_plan_prints_an_artifact_that_runs_as_the_same_task_graph(
+    dev_server: DevServer, workflow_id: str, tmp_path: Path
+) -> None:
+    planned = await oma(
+        dev_server,
+        "plan",
+        "--no-worker",
+        "--workflow-id",
+        workflow_id,
+        input_file(tmp_path, goal_input()),
+    )
+    assert planned.returncode == 0, planned.stderr
+    assert ("run_end", "-") in events_in(planned.stderr)
+    assert "planned" in planned.stderr
+    artifact = PlanArtifact.model_validate_json(planned.stdout)
+    graph = [(t.id, t.assignee, t.depends_on) for t in artifact.tasks]
+    assert graph == [("t1", "writer", []), ("t2", "editor", ["t1"])]
+
+    frozen = {"team": writers(), "plan": json.loads(planned.stdout)}
+    ran = await oma(
+        dev_server,
+        "run",
+        "--no-worker",
+        "--json",
+        "--workflow-id",
+        f"{workflow_id}-run",
+        input_file(tmp_path, frozen, "frozen.json"),
+    )
+    assert ran.returncode == 0, ran.stderr
+    result = TeamRunResult.model_validate_json(ran.stdout)
+    assert [(t.id, t.assignee, t.depends_on) for t in result.tasks] == graph
+    assert [t.status for t in result.tasks] == [TaskStatus.COMPLETED] * 2
+    assert (result.final_output, result.plan) == (None, None)
+
+
+async def test_oma_plan_of_an_input_without_a_goal_exits_2(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    proc = await oma(dev_server, "plan", input_file(tmp_path, gated_input("x")))
+    assert proc.returncode == 2
+    assert "`oma plan` plans a 'goal'; this input has none" in proc.stderr
+
+
+async def test_oma_run_rejects_an_assignee_without_what_its_task_requires(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    run_input = {
+        "team": {"name": "t", "agents": [scripted("a", "x")]},
+        "tasks": [{**task("build", "a"), "requires": {"backend": "process"}}],
+    }
+    proc = await oma(dev_server, "run", input_file(tmp_path, run_input))
+    assert proc.returncode == 2
+    assert "ASSIGNEE_REQUIREMENTS_MISMATCH: task 'build': 'a' does not satisfy" in proc.stderr
+
+
+async def test_oma_run_hints_once_at_the_command_that_approves_a_waiting_task(
+    client: Client, dev_server: DevServer, workflow_id: str, tmp_path: Path
+) -> None:
+    run = subprocess.Popen(
+        [
+            OMA,
+            "run",
+            "--no-worker",
+            "--workflow-id",
+            workflow_id,
+            input_file(tmp_path, gated_input("x")),
+        ],
+        env=cli_env(dev_server),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        await wait_for_requests(client, workflow_id, "dispatch-x")
+        await asyncio.sleep(1.2)  # two polls of `oma run` with the request open
+        approved = await oma(
+            dev_server, "approve", workflow_id, "dispatch-x", "--reviewer", "alice"
+        )
+        assert approved.returncode == 0, approved.stderr
+        _, stderr = await asyncio.to_thread(run.communicate, None, 60)
+    finally:
+        run.kill()
+    assert run.returncode == 0, stderr
+    hint = f"approval needed: oma approve {workflow_id} dispatch-x --reviewer ID"
+    assert stderr.count(hint) == 1
+    assert events_in(stderr) == [
+        ("run_start", "-"),
+        ("approval_request", "-"),
+        ("approval_decision", "-"),
+        ("task_start", "x"),
+        ("task_complete", "x"),
+        ("run_end", "-"),
+    ]
+
+
+async def test_oma_replay_reads_a_goal_runs_id_from_its_coordinator_children(
+    client: Client, dev_server: DevServer, workflow_id: str, tmp_path: Path
+) -> None:
+    result = await run_team(client, workflow_id, goal_input())
+    assert result.final_output == "The final haiku."
+    shown = await temporal(
+        dev_server, "workflow", "show", "--workflow-id", workflow_id, "--output", "json"
+    )
+    assert shown.returncode == 0, shown.stderr
+    history = tmp_path / "goal-run.json"
+    history.write_text(shown.stdout)
+    assert f'"{workflow_id}/coordinator/plan"' in shown.stdout
+    replayed = await run_cmd(OMA, "replay", str(history))
+    assert replayed.returncode == 0, replayed.stderr
+    assert "no mismatch" in replayed.stdout
+    # the id matters: the children's ids are made from it
+    wrong = await run_cmd(
+        OMA, "replay", str(history), "--workflow-id", f"{workflow_id}/coordinator"
+    )
+    assert wrong.returncode == 1
+    assert "REPLAY_MISMATCH" in wrong.stderr
+
+
+# -- oma approvals, approve, reject, abort -----------------------------------
+
+
+async def test_oma_approvals_lists_the_request_and_oma_approve_lets_the_task_run(
+    client: Client, dev_server: DevServer, workflow_id: str
+) -> None:
+    await start_gated(client, workflow_id, "x")
+    listed = await oma(dev_server, "approvals", workflow_id)
+    assert listed.returncode == 0, listed.stderr
+    assert "dispatch-x" in listed.stdout and "dispatch" in listed.stdout
+    assert '"status": "awaiting_approval"' in listed.stdout
+    assert '"description": "do x"' in listed.stdout
+
+    approved = await oma(
+        dev_server,
+        "approve",
+        workflow_id,
+        "dispatch-x",
+        "--reviewer",
+        "alice",
+        "--display-name",
+        "Alice",
+        "--comment",
+        "looks fine",
+    )
+    assert approved.returncode == 0, approved.stderr
+    assert approved.stdout.index('"id": "x"') < approved.stdout.index("recorded:")
+    assert "recorded: approve of dispatch-x (dispatch) by alice (Alice) at " in approved.stdout
+    assert approved.stdout.rstrip().endswith(": looks fine")
+
+    result = await result_of(client, workflow_id)
+    assert (result.status, result.task("x").output) == ("completed", "done")
+    [decision] = result.approval_decisions
+    assert (decision.reviewer.id, decision.reviewer.display_name, decision.comment) == (
+        "alice",
+        "Alice",
+        "looks fine",
+    )
+    assert decision.source == "update"
+
+
+async def test_oma_reject_ends_the_run_rejected(
+    client: Client, dev_server: DevServer, workflow_id: str
+) -> None:
+    await start_gated(client, workflow_id, "x")
+    rejected = await oma(
+        dev_server, "reject", workflow_id, "dispatch-x", "--reviewer", "bob", "--comment", "no"
+    )
+    assert rejected.returncode == 0, rejected.stderr
+    assert "recorded: reject of dispatch-x (dispatch) by bob at " in rejected.stdout
+    result = await result_of(client, workflow_id)
+    assert (result.status, result.success, result.error_code) == (
+        "rejected",
+        False,
+        "APPROVAL_REJECTED",
+    )
+    assert result.error == "rejected: dispatch-x by bob (no)"
+    assert result.task("x").status == TaskStatus.SKIPPED
+
+
+async def test_approving_twice_the_second_exits_1_with_approval_conflict(
+    client: Client, dev_server: DevServer, workflow_id: str
+) -> None:
+    await start_gated(client, workflow_id, "x", "y")  # y keeps the run waiting
+    first = await oma(dev_server, "approve", workflow_id, "dispatch-x", "--reviewer", "alice")
+    assert first.returncode == 0, first.stderr
+    second = await oma(dev_server, "approve", workflow_id, "dispatch-x", "--reviewer", "bob")
+    assert second.returncode == 1
+    assert second.stderr.startswith(
+        "error: APPROVAL_CONFLICT: request 'dispatch-x' was already decided: approve by alice at "
+    )
+    unknown = await oma(dev_server, "reject", workflow_id, "dispatch-z", "--reviewer", "bob")
+    assert unknown.returncode == 1
+    assert (
+        f"TeamRun {workflow_id} has no open approval request 'dispatch-z' (open: dispatch-y)"
+        in unknown.stderr
+    )
+    await client.get_workflow_handle(workflow_id).signal("abort", {"reason": "test over"})
+    assert (await result_of(client, workflow_id)).status == "cancelled"
+
+
+async def test_oma_abort_of_a_run_waiting_on_an_approval_ends_it_cancelled(
+    client: Client, dev_server: DevServer, workflow_id: str
+) -> None:
+    await start_gated(client, workflow_id, "x")
+    aborted = await oma(dev_server, "abort", workflow_id, "--reason", "not today", "--wait")
+    assert aborted.returncode == 0, aborted.stderr
+    assert f"abort sent to TeamRun {workflow_id}" in aborted.stdout
+    assert "TeamRun: cancelled" in aborted.stdout
+    assert "ABORTED: aborted: not today" in aborted.stdout
+    result = await result_of(client, workflow_id)
+    assert (result.status, result.error_code) == ("cancelled", "ABORTED")
+    assert result.task("x").error == "skipped: aborted: not today"
+
+
+async def test_oma_approvals_with_no_open_request_says_so(
+    client: Client, dev_server: DevServer, workflow_id: str
+) -> None:
+    # y's request opens only once x, which sleeps, has completed
+    run_input = {
+        "team": {"name": "t", "agents": [process("sleeper", "import time; time.sleep(30)")]},
+        "tasks": [task("x", "sleeper"), task("y", "sleeper", "x")],
+        "options": {"approvals": {"dispatch": ["y"]}},
+    }
+    handle = await client.start_workflow(
+        "TeamRun", run_input, id=workflow_id, task_queue=TASK_QUEUE
+    )
+    listed = await oma(dev_server, "approvals", workflow_id)
+    assert listed.returncode == 0, listed.stderr
+    assert f"TeamRun {workflow_id}: no open approval requests" in listed.stdout
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+
+
+async def test_oma_approve_on_a_run_that_ended_is_a_clear_error(
+    client: Client, dev_server: DevServer, workflow_id: str
+) -> None:
+    run_input = {"team": {"name": "t", "agents": [scripted("a", "x")]}, "tasks": [task("x", "a")]}
+    await run_team(client, workflow_id, run_input)
+    proc = await oma(dev_server, "approve", workflow_id, "dispatch-x", "--reviewer", "alice")
+    assert proc.returncode == 1
+    assert f"TeamRun {workflow_id} has already ended (COMPLETED)" in proc.stderr
+
+
+async def test_oma_approvals_with_nothing_listening_fails_and_starts_no_server(
+    tmp_path: Path,
+) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    env = {**os.environ, "TEMPORAL_ADDRESS": address}
+    proc = await run_cmd(OMA, "approvals", "some-run", cwd=tmp_path, env=env)
+    assert proc.returncode == 1
+    assert f"error: nothing listens on {address}: start `oma dev`" in proc.stderr
+    assert not is_listening(address)
+    assert not (tmp_path / ".oma").exists()
+
+
+async def test_oma_approve_refuses_an_empty_reviewer_before_connecting(tmp_path: Path) -> None:
+    env = {**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
+    proc = await run_cmd(OMA, "approve", "run-1", "plan", "--reviewer", " ", cwd=tmp_path, env=env)
+    assert proc.returncode == 2
+    assert "--reviewer must not be empty" in proc.stderr
+
+
+# -- the stock temporal CLI ----------------------------------------------------
+
+
+async def test_stock_cli_query_pending_approvals_then_update_decide_approves(
+    client: Client, dev_server: DevServer, workflow_id: str
+) -> None:
+    await start_gated(client, workflow_id, "x", "y")  # y keeps the run waiting
+    request, _ = await pending_via_stock_cli(dev_server, workflow_id)
+    assert (request["request_id"], request["boundary"]) == ("dispatch-x", "dispatch")
+    decision = {
+        "request_id": "dispatch-x",
+        "request_hash": request["request_hash"],
+        "decision": "approve",
+        "reviewer": {"id": "carol"},
+    }
+    update = [
+        "workflow",
+        "update",
+        "execute",
+        "--workflow-id",
+        workflow_id,
+        "--name",
+        "decide",
+        "--input",
+        json.dumps(decision),
+    ]
+    updated = await temporal(dev_server, *update)
+    assert updated.returncode == 0, updated.stderr
+    assert "decision:approve" in updated.stdout
+    again = await temporal(dev_server, *update)
+    assert again.returncode == 1
+    assert "already decided: approve by carol" in again.stderr
+    assert "APPROVAL_CONFLICT" in again.stderr
+
+    await client.get_workflow_handle(workflow_id).signal("abort", {"reason": "test over"})
+    result = await result_of(client, workflow_id)
+    assert result.task("x").status == TaskStatus.COMPLETED
+    [recorded] = result.approval_decisions
+    assert (recorded.reviewer.id, recorded.source) == ("carol", "update")
+
+
+async def test_stock_cli_signal_decide_records_a_rejection_and_refuses_a_stale_hash(
+    client: Client, dev_server: DevServer, workflow_id: str
+) -> None:
+    await start_gated(client, workflow_id, "x")
+    [request] = await pending_via_stock_cli(dev_server, workflow_id)
+    signal = ["workflow", "signal", "--workflow-id", workflow_id, "--name", "decide", "--input"]
+    stale = {
+        "request_id": "dispatch-x",
+        "request_hash": "0" * 64,
+        "decision": "approve",
+        "reviewer": {"id": "dave"},
+    }
+    sent = await temporal(dev_server, *signal, json.dumps(stale))
+    assert sent.returncode == 0, sent.stderr
+    reject = {**stale, "request_hash": request["request_hash"], "decision": "reject"}
+    sent = await temporal(dev_server, *signal, json.dumps(reject))
+    assert sent.returncode == 0, sent.stderr
+
+    result = await result_of(client, workflow_id)
+    assert result.status == "rejected"
+    [recorded] = result.approval_decisions
+    assert (recorded.decision, recorded.source) == ("reject", "signal")
+    events = await temporal(
+        dev_server,
+        "workflow",
+        "query",
+        "--workflow-id",
+        workflow_id,
+        "--type",
+        "events",
+        "--output",
+        "json",
+    )
+    assert events.returncode == 0, events.stderr
+    [log] = json.loads(events.stdout)["queryResult"]
+    [refused] = [e for e in log if e["type"] == "approval_refused"]
+    assert refused["detail"].startswith("dispatch-x: APPROVAL_STALE_DECISION: ")
+
+
+async def test_stock_cli_abort_signal_ends_the_run_cancelled(
+    client: Client, dev_server: DevServer, workflow_id: str
+) -> None:
+    await start_gated(client, workflow_id, "x")
+    sent = await temporal(
+        dev_server,
+        "workflow",
+        "signal",
+        "--workflow-id",
+        workflow_id,
+        "--name",
+        "abort",
+        "--input",
+        json.dumps({"reason": "changed my mind"}),
+    )
+    assert sent.returncode == 0, sent.stderr
+    result = await result_of(client, workflow_id)
+    assert (result.status, result.error_code, result.error) == (
+        "cancelled",
+        "ABORTED",
+        "aborted: changed my mind",
+    )
+
+
+async def test_stock_cli_cancel_ends_the_run_canceled_and_state_shows_its_tasks(
+    client: Client, dev_server: DevServer, workflow_id: str
+) -> None:
+    await start_gated(client, workflow_id, "x")
+    cancelled = await temporal(dev_server, "workflow", "cancel", "--workflow-id", workflow_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    with pytest.raises(WorkflowFailureError) as info:
+        await client.get_workflow_handle(workflow_id).result()
+    assert isinstance(info.value.cause, CancelledError)
+
+    result = await temporal(dev_server, "workflow", "result", "--workflow-id", workflow_id)
+    assert result.returncode == 1
+    assert "CANCELED" in result.stdout
+    described = await temporal(
+        dev_server, "workflow", "describe", "--workflow-id", workflow_id, "--output", "json"
+    )
+    assert described.returncode == 0, described.stderr
+    info_json = json.loads(described.stdout)["workflowExecutionInfo"]
+    assert info_json["status"] == "WORKFLOW_EXECUTION_STATUS_CANCELED"
+    state = await temporal(
+        dev_server,
+        "workflow",
+        "query",
+        "--workflow-id",
+        workflow_id,
+        "--type",
+        "state",
+        "--output",
+        "json",
+    )
+    assert state.returncode == 0, state.stderr
+    [run] = json.loads(state.stdout)["queryResult"]
+    assert run["status"] == "cancelled"
+    assert [(t["id"], t["status"], t["error"]) for t in run["tasks"]] == [
+        ("x", "skipped", "skipped: the run was cancelled")
+    ]
