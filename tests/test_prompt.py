@@ -177,7 +177,7 @@ def test_a_payload_over_the_cap_fails_the_task() -> None:
 def test_an_oversized_structured_payload_suggests_the_plain_output() -> None:
     big = done("collect", "Collect data", "collector", "x" * MAX_DEPENDENCY_PAYLOAD_BYTES)
 
-    with pytest.raises(DependencyPayloadTooLargeError, match="use dependency_payload 'output'$"):
+    with pytest.raises(DependencyPayloadTooLargeError, match=r"use dependency_payload 'output'$"):
         task_prompt(spec(dependency_payload="both"), [big], {})
 
 
