@@ -526,6 +526,11 @@ async def test_pending_dispatch_approval_blocks_only_its_task(
     await run.decide(request)
     result = await run.result()
     assert set(statuses(result).values()) == {TaskStatus.COMPLETED}
+    # the dispatch request's events name its task
+    approval_events = [
+        (e.type, e.task_id) for e in await run.events() if e.type.startswith("approval_")
+    ]
+    assert approval_events == [("approval_request", "gated"), ("approval_decision", "gated")]
     await assert_replays(client, workflow_id)
 
 

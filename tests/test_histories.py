@@ -26,9 +26,12 @@ async def test_recorded_history_replays(path: Path) -> None:
     await replayer.replay_workflow(history)
 
 
-def test_the_corpus_holds_a_team_run_and_both_agent_kinds() -> None:
+def test_the_corpus_holds_team_runs_of_each_kind_and_both_agent_kinds() -> None:
     assert {p.stem for p in HISTORIES} >= {
         "team_run_hybrid_scripted",
+        "team_run_goal_plan_approval",
+        "team_run_dispatch_gate_abort",
+        "team_run_continued_as_new",
         "agent_run_process",
         "agent_run_scripted",
     }

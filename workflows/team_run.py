@@ -290,7 +290,11 @@ class TeamRun:
         )
         self._decisions[request.request_id] = record
         self._result.approval_decisions.append(record)
-        self._event("approval_decision", detail=f"{request.request_id}: {value} by {reviewer.id}")
+        self._event(
+            "approval_decision",
+            _task_of(request),
+            f"{request.request_id}: {value} by {reviewer.id}",
+        )
         self._wake = True
         return record
 
@@ -312,7 +316,7 @@ class TeamRun:
             request_hash=request_hash(workflow.info().workflow_id, boundary, content),
         )
         self._open[request_id] = None
-        self._event("approval_request", detail=request_id)
+        self._event("approval_request", _task_of(self._requests[request_id]), request_id)
 
     def _start_waiters(self) -> None:
         for request_id, waiter in self._open.items():
@@ -989,6 +993,11 @@ def _read_plan(answer: str, inp: TeamRunInput) -> tuple[list[TaskSpec], list[str
     except ValueError as err:
         return [], [str(err)]
     return plan_tasks(items, inp.team, strict_assignees=inp.options.strict_assignees)
+
+
+def _task_of(request: ApprovalRequest) -> str | None:
+    """The task a dispatch request is about (its events carry the task id)."""
+    return request.content["id"] if request.boundary == "dispatch" else None
 
 
 def _snapshot(state: TaskState) -> dict[str, Any]:
