@@ -203,14 +203,7 @@ def _read_run_input(file: Path) -> TeamRunInput:
     try:
         inp = parse_team_run_input(raw)
         if inp.goal is None:
-            from oma.approvals import check_dispatch_names
-            from oma.dag import validate_task_graph
-            from oma.scheduling import check_assignments
-
-            tasks = inp.given_tasks()
-            validate_task_graph(tasks, (a.name for a in inp.team.agents))
-            check_assignments(tasks, inp.team)
-            check_dispatch_names(inp.options.approvals, tasks, inp.team)
+            inp.check_tasks(inp.given_tasks())
     except OMAError as e:
         raise _fail(f"{file}: {e}", 2) from None
     return inp

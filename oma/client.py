@@ -27,7 +27,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from oma.agent_config import AgentConfig
 from oma.approvals import ApprovalDecision, ApprovalRequest, Decision, DecisionValue, Reviewer
-from oma.dag import validate_task_graph
 from oma.errors import (
     ApprovalConflictError,
     ApprovalStaleDecisionError,
@@ -47,7 +46,6 @@ from oma.run_input import (
     format_validation_error,
     parse_team_run_input,
 )
-from oma.scheduling import check_assignments
 from oma.task import TaskSpec
 from oma.team import TeamConfig
 
@@ -470,10 +468,8 @@ def _team_run_input(raw: dict[str, Any]) -> TeamRunInput:
     """``raw`` validated as the workflow will validate it: the input's shape,
     then the task graph and the assignments of a tasks or plan run."""
     run_input = parse_team_run_input(raw)
-    tasks = run_input.given_tasks()
-    if tasks:
-        validate_task_graph(tasks, (a.name for a in run_input.team.agents))
-        check_assignments(tasks, run_input.team)
+    if run_input.goal is None:
+        run_input.check_tasks(run_input.given_tasks())
     return run_input
 
 

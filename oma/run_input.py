@@ -5,27 +5,27 @@ Parse user JSON with ``parse_team_run_input`` so every error names its field.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from oma.agent_config import AgentConfig
-from oma.approvals import ApprovalOptions, ApprovalRequest
+from oma.approvals import ApprovalOptions, ApprovalRequest, check_dispatch_names
+from oma.dag import validate_task_graph
 from oma.errors import InvalidRunInputError
 from oma.events import RunEvent
 from oma.message_guard import validate_messages
 from oma.messages import LLMMessage
 from oma.plan import CoordinatorConfig, PlanArtifact
 from oma.results import AcpSessionInfo, TeamRunResult
+from oma.scheduling import SchedulingStrategy, check_assignments
 from oma.task import TaskSpec, TaskStatus
 from oma.team import TeamConfig
 from oma.usage import TokenUsage
 
 M = TypeVar("M", bound=BaseModel)
-
-
-SchedulingStrategy = Literal["dependency-first", "round-robin", "least-busy", "capability-match"]
 
 
 class RunOptions(BaseModel):
@@ -131,6 +131,19 @@ class TeamRunInput(BaseModel):
                 "options.approvals.plan reviews a coordinator's plan: it needs a 'goal'"
             )
         return self
+
+    def check_tasks(self, tasks: Sequence[TaskSpec]) -> None:
+        """Check ``tasks`` against this run, as ``TeamRun`` does before any
+        task runs (a goal run: once its plan is made).
+
+        Raises ``DagValidationError`` (duplicate id, unknown assignee or
+        dependency, cycle), ``AssigneeRequirementsMismatchError`` or
+        ``NoEligibleAgentError`` (``requires``), ``InvalidRunInputError`` (a
+        dispatch approval naming no task or agent).
+        """
+        validate_task_graph(tasks, (a.name for a in self.team.agents))
+        check_assignments(tasks, self.team)
+        check_dispatch_names(self.options.approvals, tasks, self.team)
 
     def given_tasks(self) -> list[TaskSpec]:
         """The tasks of a ``tasks`` or ``plan`` run (empty for a goal run)."""

@@ -30,12 +30,15 @@ import heapq
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from typing import Literal
 
 from oma.agent_config import AgentConfig
 from oma.errors import AssigneeRequirementsMismatchError, NoEligibleAgentError
-from oma.run_input import SchedulingStrategy
 from oma.task import TaskRequirements, TaskSpec
 from oma.team import TeamConfig
+
+SchedulingStrategy = Literal["dependency-first", "round-robin", "least-busy", "capability-match"]
+"""``options.scheduling`` of a run input."""
 
 
 def satisfies(agent: AgentConfig, requires: TaskRequirements | None) -> bool:

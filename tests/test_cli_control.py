@@ -267,8 +267,8 @@ async def test_oma_run_hints_once_at_the_command_that_approves_a_waiting_task(
     assert stderr.count(hint) == 1
     assert events_in(stderr) == [
         ("run_start", "-"),
-        ("approval_request", "-"),
-        ("approval_decision", "-"),
+        ("approval_request", "x"),
+        ("approval_decision", "x"),
         ("task_start", "x"),
         ("task_complete", "x"),
         ("run_end", "-"),

@@ -33,10 +33,9 @@ with workflow.unsafe.imports_passed_through():
         Decision,
         Reviewer,
         check_decision,
-        check_dispatch_names,
         request_hash,
     )
-    from oma.dag import dependents_map, transitive_dependents, validate_task_graph
+    from oma.dag import dependents_map, transitive_dependents
     from oma.errors import (
         ApprovalUnknownRequestError,
         InvalidRunInputError,
@@ -67,7 +66,7 @@ with workflow.unsafe.imports_passed_through():
         format_validation_error,
         parse_team_run_input,
     )
-    from oma.scheduling import Scheduler, check_assignments
+    from oma.scheduling import Scheduler
     from oma.shared_memory import shared_memory
     from oma.task import TaskSpec, TaskState, TaskStatus
     from oma.workflow_ids import coordinator_workflow_id, task_workflow_id
@@ -462,9 +461,7 @@ class TeamRun:
     # -- the task graph ----------------------------------------------------
 
     def _load(self, inp: TeamRunInput, tasks: list[TaskSpec]) -> None:
-        validate_task_graph(tasks, (a.name for a in inp.team.agents))
-        check_assignments(tasks, inp.team)
-        check_dispatch_names(inp.options.approvals, tasks, inp.team)
+        inp.check_tasks(tasks)
         self._load_graph(tasks)
         self._scheduler = Scheduler(inp.options.scheduling, inp.team, tasks, self._dependents)
         if inp.goal is None or not inp.options.plan_only:
