@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import importlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -45,6 +46,13 @@ from temporalio.client import (
 )
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.runtime import (
+    LogForwardingConfig,
+    LoggingConfig,
+    Runtime,
+    TelemetryConfig,
+    TelemetryFilter,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.approvals import ApprovalDecision, ApprovalRequest, Decision, Reviewer
@@ -737,6 +745,21 @@ def dev(
         server.stop()
 
 
+def _core_logs_to_stderr() -> None:
+    """Send the Temporal SDK core's own log lines (e.g. its warning about a
+    payload over 512 KB) through Python logging to stderr. By default the
+    core writes them to stdout, where they would corrupt ``oma run --json``
+    and ``oma plan > plan.json``."""
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    forwarding = LogForwardingConfig(logger=logging.getLogger("temporalio.core"))
+    telemetry = TelemetryConfig(
+        logging=LoggingConfig(
+            filter=TelemetryFilter(core_level="WARN", other_level="ERROR"), forwarding=forwarding
+        )
+    )
+    Runtime.set_default(Runtime(telemetry=telemetry), error_if_already_set=False)
+
+
 def main() -> None:
     """Console-script entry point.
 
@@ -745,6 +768,7 @@ def main() -> None:
     interpreter tears down (temporalio/sdk-python#300), which would turn a
     command that succeeded into exit status 134.
     """
+    _core_logs_to_stderr()
     try:
         app()
         code = 0

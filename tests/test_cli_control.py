@@ -582,3 +582,21 @@ async def test_stock_cli_cancel_ends_the_run_canceled_and_state_shows_its_tasks(
     assert [(t["id"], t["status"], t["error"]) for t in run["tasks"]] == [
         ("x", "skipped", "skipped: the run was cancelled")
     ]
+
+
+async def test_oma_run_json_stays_json_when_the_sdk_core_warns(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    # a run input over 512 KB: the SDK core warns about the payload's size,
+    # on stdout unless `oma` sends its logs to stderr
+    big = "word " * 120_000
+    run_input = {
+        "team": {"name": "t", "agents": [scripted("a", "short answer")]},
+        "tasks": [{**task("only", "a"), "description": big}],
+    }
+    proc = await oma(dev_server, "run", input_file(tmp_path, run_input), "--json", "--no-worker")
+
+    assert proc.returncode == 0, proc.stderr
+    result = TeamRunResult.model_validate_json(proc.stdout)
+    assert result.task("only").output == "short answer"
+    assert "exceeded the warning limit" in proc.stderr
