@@ -138,7 +138,7 @@ class TeamRun:
         self._invalid: ApplicationError | None = None
         self._input: TeamRunInput | None = None
         try:
-            self._input = _parse(raw_input)
+            self._input = parse_team_run_input(raw_input)
         except OMAError as err:
             self._invalid = application_error(err)
             return
@@ -971,10 +971,6 @@ class TeamRun:
         for t in tasks:
             if self._states[t.id].status == TaskStatus.PENDING and self._waiting_on[t.id] == 0:
                 self._make_ready(t.id)
-
-
-def _parse(raw_input: Any) -> TeamRunInput:
-    return parse_team_run_input(raw_input)
 
 
 def _decision(raw: Any) -> Decision:
