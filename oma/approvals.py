@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from oma.errors import (
     ApprovalConflictError,
@@ -52,6 +52,15 @@ class ApprovalOptions(BaseModel):
         default="reject", description="The decision taken when timeout_s passes."
     )
 
+    @field_validator("dispatch", mode="before")
+    @classmethod
+    def _all_or_names(cls, value: Any) -> Any:
+        if isinstance(value, str) and value != "all":
+            raise ValueError(
+                f'must be "all" or a list of task ids and/or agent names, not the string {value!r}'
+            )
+        return value
+
     @model_validator(mode="after")
     def _round_xor_dispatch(self) -> ApprovalOptions:
         if self.round and self.dispatch is not None:
@@ -77,6 +86,13 @@ class Reviewer(BaseModel):
 
     id: str = Field(min_length=1)
     display_name: str | None = None
+
+
+DECISION_SHAPE = (
+    '{"request_id", "request_hash", "decision": "approve" | "reject", '
+    '"reviewer": {"id", "display_name"?}, "comment"?}'
+)
+"""The shape of a decision, for error messages."""
 
 
 class Decision(BaseModel):

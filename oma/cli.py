@@ -413,7 +413,10 @@ def _print_result(result: TeamRunResult, goal_run: bool | None = None) -> None:
             console.print(result.final_output, highlight=False, markup=False)
         return
     for t in _final_tasks(result):
-        console.rule(f"output of {t.id} ({t.title})")
+        if t.output is not None:
+            console.rule(f"output of {t.id} ({t.title})")
+        else:  # a final task that failed or was skipped: why
+            console.rule(f"{t.id} ({t.title}): {t.status.value}")
         console.print(t.output or t.error or "", highlight=False, markup=False)
 
 
@@ -444,7 +447,8 @@ def _cause(err: BaseException) -> str:
     while err.__cause__ is not None or getattr(err, "cause", None) is not None:
         err = getattr(err, "cause", None) or err.__cause__  # type: ignore[assignment]
     kind = getattr(err, "type", None) or type(err).__name__
-    return f"{kind}: {err}"
+    # str() of an ApplicationError already starts with its type
+    return f"{kind}: {getattr(err, 'message', None) or err}"
 
 
 def _run_async(coro: Any) -> Any:
@@ -614,7 +618,7 @@ def _decide(
         markup=False,
     )
     if recorded.decision == "reject":
-        console.print(f"TeamRun {workflow_id} stops: it ends `rejected`", highlight=False)
+        console.print(f"TeamRun {workflow_id} stops: it ends rejected", highlight=False)
 
 
 @app.command()
@@ -625,8 +629,11 @@ def abort(
         bool, typer.Option("--wait/--no-wait", help="Wait for the run to end and print it.")
     ] = False,
 ) -> None:
-    """Abort a running TeamRun gracefully (the abort signal): no new task starts,
-    tasks in flight finish, the rest are skipped, and the run ends cancelled."""
+    """Abort a running TeamRun gracefully (the abort signal).
+
+    No new task starts, tasks in flight finish, the rest are skipped, and the
+    run ends cancelled.
+    """
 
     async def go() -> TeamRunResult | None:
         async with _running_team_run(workflow_id) as handle:
@@ -640,7 +647,7 @@ def abort(
                 ) from None
             console.print(
                 f"abort sent to TeamRun {workflow_id}: no new task starts, tasks in flight "
-                "finish, the rest are skipped, and the run ends `cancelled`",
+                "finish, the rest are skipped, and the run ends cancelled",
                 highlight=False,
             )
             if not wait:

@@ -6,6 +6,7 @@ Nothing is downloaded at run time: the ``temporal`` binary is the one the
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -13,10 +14,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from oma.errors import TemporalUnavailableError
 
@@ -93,7 +94,9 @@ def free_port() -> int:
 class DevServer:
     """A ``temporal server start-dev`` subprocess.
 
-    ``db_file`` persists histories in SQLite (``None``: in memory). Use as a
+    ``db_file`` persists histories in SQLite (``None``: in memory).
+    ``dynamic_config`` adds server settings (``--dynamic-config-value``),
+    e.g. ``{"history.maxInFlightUpdates": "100"}``. Use as a
     context manager, or ``start()`` / ``stop()``. ``address`` is ``host:port``
     for clients; ``ui_url`` the Web UI (``None`` when headless).
     """
@@ -105,12 +108,15 @@ class DevServer:
         ui_port: int | None = None,
         db_file: Path | None = None,
         log_file: Path | None = None,
+        dynamic_config: Mapping[str, str] | None = None,
     ) -> None:
         self.port = port
+        self.dynamic_config = dict(dynamic_config or {})
         self.ui_port = ui_port
         self.db_file = db_file
         self.log_file = log_file
         self._proc: subprocess.Popen[bytes] | None = None
+        self._lock: IO[str] | None = None
 
     @property
     def address(self) -> str:
@@ -123,6 +129,8 @@ class DevServer:
     def command(self) -> list[str]:
         cmd = [temporal_binary(), "server", "start-dev", "--ip", "127.0.0.1"]
         cmd += ["--port", str(self.port), "--log-level", "warn", *DEV_SERVER_TUNING]
+        for key, value in self.dynamic_config.items():
+            cmd += ["--dynamic-config-value", f"{key}={value}"]
         # explicit free ports: the defaults collide when two servers run at once
         http_port, metrics_port = free_ports(2, exclude=(self.port, self.ui_port or 0))
         cmd += ["--http-port", str(http_port), "--metrics-port", str(metrics_port)]
@@ -138,13 +146,15 @@ class DevServer:
     def start(self, timeout_s: float = 30.0) -> DevServer:
         """Start the server and wait until it accepts connections.
 
-        Raises ``TemporalUnavailableError`` if the port is already taken, or the
-        server exits or does not listen within ``timeout_s`` seconds.
+        Raises ``TemporalUnavailableError`` if the port is already taken, the
+        database file is held by another running server, or the server exits or
+        does not listen within ``timeout_s`` seconds.
         """
         if is_listening(self.address, 0.2):
             raise TemporalUnavailableError(
                 f"port {self.port} is already in use: something else listens on {self.address}"
             )
+        self._lock_db()
         if self.log_file is not None:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
             with open(self.log_file, "ab") as log:
@@ -153,9 +163,11 @@ class DevServer:
             self._proc = self._spawn(subprocess.DEVNULL)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
+            status = self._proc.poll()
+            if status is not None:
+                self.stop()
                 raise TemporalUnavailableError(
-                    f"the Temporal dev server exited with status {self._proc.returncode}"
+                    f"the Temporal dev server exited with status {status}"
                     + (f"; see {self.log_file}" if self.log_file else "")
                 )
             if is_listening(self.address, 0.2):
@@ -163,6 +175,31 @@ class DevServer:
             time.sleep(0.1)
         self.stop()
         raise TemporalUnavailableError(f"the Temporal dev server did not listen on {self.address}")
+
+    def _lock_db(self) -> None:
+        """Hold ``<db_file>.lock`` while this server runs: two servers on one
+        SQLite file fight over it (``SQLITE_BUSY``, shards stolen from each
+        other). The lock file names the holder's address."""
+        if self.db_file is None:
+            return
+        self.db_file.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(self.db_file.with_name(self.db_file.name + ".lock"), "a+")  # noqa: SIM115
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another address"
+            lock.close()
+            raise TemporalUnavailableError(
+                f"{self.db_file} is in use by another embedded Temporal server (`oma dev` or "
+                f"`oma run` in this directory), listening on {holder}: set "
+                f"TEMPORAL_ADDRESS={holder} to use it"
+            ) from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(self.address)
+        lock.flush()
+        self._lock = lock
 
     def _spawn(self, out: Any) -> subprocess.Popen[bytes]:
         # its own session, so stop() can take down the server's whole group
@@ -177,14 +214,16 @@ class DevServer:
     def stop(self) -> None:
         """Stop the server (TERM, then KILL after 5 s); idempotent."""
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.close()  # releases the flock
 
     def __enter__(self) -> DevServer:
         return self.start()

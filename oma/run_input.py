@@ -122,6 +122,13 @@ class TeamRunInput(BaseModel):
                 "give exactly one of 'goal', 'tasks' or 'plan'"
                 + (f" (got {', '.join(given)})" if given else "")
             )
+        if self.goal is not None and not self.goal.strip():
+            raise ValueError("'goal' is blank: say what the team should achieve")
+        if not self.options.strict_assignees and self.goal is None:
+            # (by value, not "was it set": clients send the whole model)
+            raise ValueError(
+                "options.strict_assignees checks a coordinator's plan: it needs a 'goal'"
+            )
         if self.coordinator is not None and self.goal is None:
             raise ValueError("'coordinator' plans a 'goal'; a run with tasks or a plan has none")
         if self.options.plan_only and self.goal is None:
@@ -174,6 +181,19 @@ class AgentRunInput(BaseModel):
         default=None,
         description="Set by TeamRun: the ACP session an earlier task of this agent used.",
     )
+
+
+def single_input(args: tuple[Any, ...], what: str) -> Any:
+    """The one input in ``args`` (a workflow's, a signal's or an update's
+    arguments, taken as ``*args``). Raises ``InvalidRunInputError`` for none
+    or several: a client can send any number, and a handler that takes
+    exactly one would fail the workflow task over and over instead."""
+    if len(args) != 1:
+        raise InvalidRunInputError(
+            f"{what} takes exactly one input, a JSON object; got {len(args)}"
+            + (" (pass it with --input or --input-file)" if not args else "")
+        )
+    return args[0]
 
 
 def format_validation_error(err: ValidationError, root: str = "") -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from oma.usage import TokenUsage
 
@@ -61,7 +61,6 @@ class TaskSpec(BaseModel):
 
     id: str = Field(
         min_length=1,
-        pattern=r"^[^/]+$",
         description="Unique within the run; used in depends_on. No '/': the task's "
         "workflow id is '<run id>/<task id>'.",
     )
@@ -78,6 +77,17 @@ class TaskSpec(BaseModel):
     depends_on: list[str] = Field(
         default_factory=list, description="Ids of tasks that must complete before this one starts."
     )
+
+    @field_validator("id")
+    @classmethod
+    def _no_slash(cls, task_id: str) -> str:
+        if "/" in task_id:
+            raise ValueError(
+                f"task id {task_id!r} contains '/': a task's workflow id is "
+                "'<run id>/<task id>', so ids may not"
+            )
+        return task_id
+
     requires: TaskRequirements | None = Field(
         default=None,
         description="What the task's agent must have (capabilities, backend, provider).",

@@ -25,7 +25,11 @@ TASK_QUEUE = "oma-test"
 @pytest.fixture(scope="session")
 def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     log = tmp_path_factory.mktemp("temporal") / "dev-server.log"
-    with DevServer(port=free_port(), log_file=log) as server:
+    # Temporal admits 10 updates in flight per workflow by default and has the
+    # client retry the rest; a test sends 50 decisions at once, and under the
+    # suite's load on 2 cores those retries can run out
+    updates = {"history.maxInFlightUpdates": "100"}
+    with DevServer(port=free_port(), log_file=log, dynamic_config=updates) as server:
         yield server
 
 

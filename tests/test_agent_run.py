@@ -86,6 +86,24 @@ async def test_agent_run_input_is_validated_and_names_the_field(
     assert "agent.provider: Input should be 'anthropic' or 'scripted'" in cause.message
 
 
+@pytest.mark.parametrize("workflow_type", ["AgentRun", "TeamRun"])
+async def test_a_run_started_without_its_input_fails_at_once(
+    client: Client, workflow_id: str, workflow_type: str
+) -> None:
+    # `temporal workflow start` without --input: the workflow must fail with a
+    # clear error, not retry a workflow task that cannot call it forever
+    handle = await client.start_workflow(workflow_type, id=workflow_id, task_queue=TASK_QUEUE)
+    with pytest.raises(WorkflowFailureError) as info:
+        await asyncio.wait_for(handle.result(), 10)
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "INVALID_RUN_INPUT"
+    assert cause.message == (
+        f"{workflow_type} takes exactly one input, a JSON object; got 0 "
+        "(pass it with --input or --input-file)"
+    )
+    await assert_replays(client, workflow_id)
+
+
 async def test_message_list_to_a_process_agent_fails_before_spawning(
     client: Client, workflow_id: str, tmp_path: Path
 ) -> None:

@@ -296,8 +296,6 @@ async def test_request_hash_is_sha256_of_canonical_scope_boundary_and_content(
         "description": "do a",
         "assignee": "w",
         "depends_on": [],
-        "status": "awaiting_approval",
-        "output": None,
     }
     canonical = json.dumps(
         {"scope": workflow_id, "boundary": "dispatch", "content": request.content},
@@ -810,6 +808,38 @@ async def test_cancel_kills_the_running_task_process_tree_and_skips_the_rest(
         "CANCELLED",
     )
     assert state.task("after").status == TaskStatus.SKIPPED
+    # the dependent was skipped because the run stopped, not because its
+    # dependency failed on its own
+    assert state.task("after").error == "skipped: the run was cancelled"
+    await assert_replays(client, workflow_id)
+
+
+# -- payloads of the wrong arity ------------------------------------------
+
+
+async def test_signals_and_updates_with_two_payloads_are_refused_not_stuck(
+    start: Start, client: Client, workflow_id: str
+) -> None:
+    # the stock CLI sends one payload per --input: two must not fail the
+    # workflow task for good (a handler taking one argument would)
+    run = await start(two_steps(dispatch=["a"]))
+    request = await run.request("dispatch-a")
+    payload = decision(request.request_id, request.request_hash, "approve", "alice")
+
+    await run.handle.signal("decide", args=[payload, payload])
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await run.handle.execute_update("decide", args=[payload, payload])
+    assert refusal_code(refused.value) == "INVALID_RUN_INPUT"
+
+    refusals = [e for e in await run.events() if e.type == "approval_refused"]
+    assert [e.detail for e in refusals] == [
+        "(no request_id): INVALID_RUN_INPUT: a decision takes exactly one input, a JSON "
+        "object; got 2"
+    ]
+    assert await run.pending() == [request]
+    await run.handle.signal("abort", args=[{"reason": "enough"}, "extra"])
+    result = await result_within(run, 10)
+    assert (result.status, result.error) == ("cancelled", "aborted: enough")
     await assert_replays(client, workflow_id)
 
 

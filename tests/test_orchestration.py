@@ -685,6 +685,45 @@ async def test_token_budget_crossed_mid_run_skips_the_rest(
     await assert_replays(client, workflow_id)
 
 
+async def test_the_synthesis_starts_only_within_the_budget(client: Client, goal_run: Run) -> None:
+    # the shared goal run, unbudgeted: what the plan and the tasks used
+    synthesis = await child_result(client, f"{goal_run.workflow_id}/coordinator/synthesis")
+    used = goal_run.result.total_token_usage
+    before_synthesis = (
+        used.input_tokens
+        + used.output_tokens
+        - synthesis.token_usage.input_tokens
+        - synthesis.token_usage.output_tokens
+    )
+
+    # one token left when the tasks are done: the synthesis runs, and its
+    # own usage may pass the budget without failing the finished run
+    within = new_id("budget-synthesis")
+    result = await run_team(
+        client, within, goal_input(PLAN, SYNTHESIS, max_token_budget=before_synthesis + 1)
+    )
+    assert (result.status, result.final_output, result.error_code) == (
+        "completed",
+        SYNTHESIS,
+        None,
+    )
+
+    # used up by the tasks (the researcher's turn reaches it; the writer, a
+    # process agent, uses no tokens but no longer starts): no synthesis
+    spent = new_id("budget-no-synthesis")
+    result = await run_team(
+        client, spent, goal_input(PLAN, SYNTHESIS, max_token_budget=before_synthesis)
+    )
+    assert (result.status, result.error_code, result.final_output) == (
+        "failed",
+        "BUDGET_EXCEEDED",
+        None,
+    )
+    assert f"{spent}/coordinator/synthesis" not in await child_ids(client, spent)
+    await assert_replays(client, within)
+    await assert_replays(client, spent)
+
+
 async def test_token_budget_lets_tasks_in_flight_settle(client: Client, workflow_id: str) -> None:
     slow = "import sys, time; sys.stdin.read(); time.sleep(2); sys.stdout.write('slow done')"
     result = await run_team(

@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.process import ProcessRunInput, ProcessRunOutput
     from oma.results import AcpSessionInfo, AgentRunResult
     from oma.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
-    from oma.run_input import AgentRunInput, parse_agent_run_input
+    from oma.run_input import AgentRunInput, parse_agent_run_input, single_input
     from oma.stream import AgentStart, agent_start
     from oma.usage import TokenUsage
     from workflows import _options
@@ -62,8 +62,8 @@ class AgentRun:
         self._events: list[AgentStart] = []
 
     @workflow.run
-    async def run(self, raw_input: Any) -> AgentRunResult:
-        inp = _validated(raw_input)
+    async def run(self, *args: Any) -> AgentRunResult:
+        inp = _validated(args)
         agent = inp.agent
         self._result = AgentRunResult(agent=agent.name, status="completed")
         structured = not isinstance(inp.input, str)
@@ -238,8 +238,10 @@ def _never_started(err: ActivityError) -> bool:
     return isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START
 
 
-def _validated(raw_input: Any) -> AgentRunInput:
+def _validated(args: tuple[Any, ...]) -> AgentRunInput:
+    # *args: a start with no input, or two, fails the run (INVALID_RUN_INPUT)
+    # instead of failing its workflow task forever
     try:
-        return parse_agent_run_input(raw_input)
+        return parse_agent_run_input(single_input(args, "AgentRun"))
     except OMAError as err:
         raise application_error(err) from None

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from oma.approvals import (
+        DECISION_SHAPE,
         ApprovalDecision,
         ApprovalOptions,
         ApprovalRequest,
@@ -65,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
         TeamRunInput,
         format_validation_error,
         parse_team_run_input,
+        single_input,
     )
     from oma.scheduling import Scheduler
     from oma.shared_memory import shared_memory
@@ -105,7 +107,7 @@ class TeamRun:
     """
 
     @workflow.init
-    def __init__(self, raw_input: Any) -> None:
+    def __init__(self, *args: Any) -> None:
         # Everything is set up here, before any signal, update or query is
         # handled, so a decision sent as the run starts sees the whole state.
         self._result = TeamRunResult(success=False, status="running", tasks=[])
@@ -138,7 +140,7 @@ class TeamRun:
         self._invalid: ApplicationError | None = None
         self._input: TeamRunInput | None = None
         try:
-            self._input = parse_team_run_input(raw_input)
+            self._input = parse_team_run_input(single_input(args, "TeamRun"))
         except OMAError as err:
             self._invalid = application_error(err)
             return
@@ -155,7 +157,7 @@ class TeamRun:
                 self._invalid = application_error(err)
 
     @workflow.run
-    async def run(self, raw_input: Any) -> TeamRunResult:
+    async def run(self, *args: Any) -> TeamRunResult:
         if self._invalid is not None:
             raise self._invalid
         inp = self._input
@@ -177,7 +179,8 @@ class TeamRun:
                 await self._close_acp_sessions()  # the next run opens its own
                 workflow.continue_as_new(self._checkpoint(inp))
             self._skip_rest()
-            if inp.goal is not None and self._stop is None:
+            # the synthesis starts only within budget (its own usage may pass it)
+            if inp.goal is not None and self._stop is None and not self._over_budget(inp):
                 await self._until_stopped(self._synthesize(inp, inp.goal))
         except asyncio.CancelledError:
             await self._drain_after_cancel()
@@ -211,39 +214,44 @@ class TeamRun:
         return [self._requests[r] for r in self._open]
 
     @workflow.signal(name="abort")
-    def abort(self, raw: Any = None) -> None:
-        """``{reason}``: stop dispatching, let tasks in flight settle, skip the
-        rest and the synthesis; the run completes ``cancelled``."""
+    def abort(self, *args: Any) -> None:
+        """``{reason}`` (optional): stop dispatching, let tasks in flight
+        settle, skip the rest and the synthesis; the run completes
+        ``cancelled``. Any payload aborts; a ``reason`` is recorded."""
+        raw = args[0] if args else None
         reason = raw.get("reason") if isinstance(raw, dict) else None
         if self._stop in (None, "continue"):
             self._event("abort", detail=str(reason or "abort signal"))
             self._stop_with("aborted", f"aborted: {reason or 'abort signal'}")
 
     @workflow.signal(name="decide")
-    def decide_signal(self, raw: Any = None) -> None:
+    def decide_signal(self, *args: Any) -> None:
         """A ``Decision`` sent as a signal: the same rules as the update; a
-        refused decision is recorded as an ``approval_refused`` event."""
+        refused decision is recorded as an ``approval_refused`` event. (Every
+        handler takes ``*args``: a signal with a payload of the wrong arity
+        must be refused, not fail the workflow task for good.)"""
         try:
-            self._record_decision(_decision(raw), "signal")
+            self._record_decision(_decision(args), "signal")
         except OMAError as err:
+            raw = args[0] if len(args) == 1 else None
             request = raw.get("request_id") if isinstance(raw, dict) else None
-            self._event("approval_refused", detail=f"{request}: {err}")
+            self._event("approval_refused", detail=f"{request or '(no request_id)'}: {err}")
 
     @workflow.update(name="decide")
-    def decide_update(self, raw: Any = None) -> ApprovalDecision:
+    def decide_update(self, *args: Any) -> ApprovalDecision:
         """A ``Decision``; returns the recorded ``ApprovalDecision``. Refused
         (``APPROVAL_UNKNOWN_REQUEST``, ``APPROVAL_STALE_DECISION``,
         ``APPROVAL_CONFLICT``, ``INVALID_RUN_INPUT``) by the validator, without
         writing history, or by the handler when another decision won the race."""
         try:
-            return self._record_decision(_decision(raw), "update")
+            return self._record_decision(_decision(args), "update")
         except OMAError as err:
             raise application_error(err) from None
 
     @decide_update.validator
-    def _validate_decide(self, raw: Any = None) -> None:
+    def _validate_decide(self, *args: Any) -> None:
         try:
-            self._check_decision(_decision(raw))
+            self._check_decision(_decision(args))
         except OMAError as err:
             raise application_error(err) from None
 
@@ -437,16 +445,16 @@ class TeamRun:
             )
         except ChildWorkflowError as err:
             failed = _failed_result(COORDINATOR, err)
-            self._add_coordinator_usage(failed)
+            self._add_coordinator_usage(failed, step)
             raise ApplicationError(
                 f"coordinator step {step!r} failed: {failed.error}",
                 type=failed.error_code or "AGENT_RUN_FAILED",
                 non_retryable=True,
             ) from None
-        self._add_coordinator_usage(result)
+        self._add_coordinator_usage(result, step)
         return result
 
-    def _add_coordinator_usage(self, result: AgentRunResult) -> None:
+    def _add_coordinator_usage(self, result: AgentRunResult, step: str) -> None:
         self._coordinator_turns += result.turns
         self._result.total_token_usage += result.token_usage
         earlier = self._result.agent_results.get(COORDINATOR)
@@ -455,7 +463,7 @@ class TeamRun:
             summary.turns += earlier.turns
             summary.token_usage = earlier.token_usage + result.token_usage
         self._result.agent_results[COORDINATOR] = summary
-        if self._input is not None:
+        if self._input is not None and step != "synthesis":
             self._over_budget(self._input)
 
     # -- the task graph ----------------------------------------------------
@@ -505,7 +513,7 @@ class TeamRun:
             self._request(
                 request_id,
                 "dispatch",
-                _snapshot(state),
+                _snapshot(state, outcome=False),
                 f"options.approvals.dispatch: review task {task_id!r} before it starts",
             )
             return
@@ -738,8 +746,8 @@ class TeamRun:
         state = self._states[task_id]
         state.status = TaskStatus.COMPLETED
         state.output = result.output
-        self._add_usage(state, result)
         self._event("task_complete", task_id)
+        self._add_usage(state, result)
         for dependent in self._dependents[task_id]:
             self._waiting_on[dependent] -= 1
             if self._waiting_on[dependent] == 0 and self._stop is None:
@@ -753,10 +761,13 @@ class TeamRun:
         state.status = TaskStatus.FAILED
         state.error = result.error or f"the agent's turn ended {result.status}"
         state.error_code = result.error_code
+        self._event("task_failed", task_id, f"{state.error_code}: {state.error}")
         if not usage_counted:
             self._add_usage(state, result)
-        self._event("task_failed", task_id, f"{state.error_code}: {state.error}")
-        reason = f"skipped: dependency {task_id!r} ({state.title}) failed"
+        if result.error_code in ("CANCELLED", "RUN_TIMEOUT") and self._stop_reason:
+            reason = f"skipped: {self._stop_reason}"  # the run stopped, not the task
+        else:
+            reason = f"skipped: dependency {task_id!r} ({state.title}) failed"
         for dependent in transitive_dependents(task_id, self._dependents):
             self._skip(dependent, reason)
         self._check_continue_as_new()
@@ -973,7 +984,10 @@ class TeamRun:
                 self._make_ready(t.id)
 
 
-def _decision(raw: Any) -> Decision:
+def _decision(args: tuple[Any, ...]) -> Decision:
+    raw = single_input(args, "a decision")
+    if not isinstance(raw, dict):
+        raise InvalidRunInputError(f"a decision is {DECISION_SHAPE}; got {type(raw).__name__}")
     try:
         return Decision.model_validate(raw)
     except ValidationError as err:
@@ -993,17 +1007,19 @@ def _task_of(request: ApprovalRequest) -> str | None:
     return request.content["id"] if request.boundary == "dispatch" else None
 
 
-def _snapshot(state: TaskState) -> dict[str, Any]:
-    """A task as a reviewer sees it in an approval request."""
-    return {
+def _snapshot(state: TaskState, outcome: bool = True) -> dict[str, Any]:
+    """A task as a reviewer sees it in an approval request; with ``outcome``
+    (a round's tasks), its status and output too."""
+    snapshot: dict[str, Any] = {
         "id": state.id,
         "title": state.title,
         "description": state.description,
         "assignee": state.assignee,
         "depends_on": state.depends_on,
-        "status": state.status.value,
-        "output": state.output,
     }
+    if outcome:
+        snapshot |= {"status": state.status.value, "output": state.output}
+    return snapshot
 
 
 def _failed_result(agent: str, err: ChildWorkflowError) -> AgentRunResult:
