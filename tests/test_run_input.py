@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -61,3 +63,16 @@ def test_a_workflow_or_handler_takes_exactly_one_input() -> None:
         single_input((), "TeamRun")
     with pytest.raises(InvalidRunInputError, match=r"a decision takes exactly one input.*got 2"):
         single_input(({}, {}), "a decision")
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((Path(__file__).parent.parent / "examples").glob("*.json")),
+    ids=lambda p: p.name,
+)
+def test_every_example_is_a_valid_run_input(path: Path) -> None:
+    run_input = parse_team_run_input(json.loads(path.read_text()))
+    if run_input.goal is None:
+        run_input.check_tasks(run_input.given_tasks())
+    else:
+        assert run_input.coordinator is not None  # goal examples set the coordinator's brief
