@@ -15,6 +15,19 @@ from oma.events import RunEvent
 from oma.messages import text_of
 from oma.results import AgentRunResult
 
+RESEARCH_THEN_WRITE = json.dumps(
+    [
+        {"title": "Research", "description": "find facts", "assignee": "researcher"},
+        {
+            "title": "Write",
+            "description": "write it up",
+            "assignee": "writer",
+            "depends_on": ["Research"],
+        },
+    ]
+)
+"""A coordinator's plan as a bare JSON array: ``researcher`` then ``writer``."""
+
 ECHO = "import sys; sys.stdout.write(sys.stdin.read())"
 """A process agent whose output is exactly its prompt."""
 

@@ -41,6 +41,7 @@ from tests._approvals import (
     terminate_if_running,
     wait_for_file,
 )
+from tests._orchestration import RESEARCH_THEN_WRITE as PLAN
 from tests._procs import alive
 from tests._runs import TASK_QUEUE, assert_replays, process, scripted, task
 
@@ -584,18 +585,6 @@ async def test_dispatch_list_gates_an_unassigned_task_the_scheduler_gives_that_a
 
 
 # -- the plan gate ----------------------------------------------------------
-
-PLAN = json.dumps(
-    [
-        {"title": "Research", "description": "find facts", "assignee": "researcher"},
-        {
-            "title": "Write",
-            "description": "write it up",
-            "assignee": "writer",
-            "depends_on": ["Research"],
-        },
-    ]
-)
 
 
 def goal_run(**approvals: Any) -> dict[str, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from typing import Any
 
@@ -24,6 +23,7 @@ from oma.errors import (
 )
 from oma.results import TeamRunResult
 from oma.task import TaskStatus
+from tests._orchestration import RESEARCH_THEN_WRITE as PLAN
 from tests._runs import TASK_QUEUE, assert_replays, process, scripted, task
 from tests.anthropic_server import AnthropicServer
 
@@ -32,17 +32,6 @@ pytestmark = pytest.mark.usefixtures("worker")
 PNG = "iVBORw0KGgo="
 
 TEAM = {"name": "t", "agents": [scripted("researcher", "facts"), scripted("writer", "article")]}
-PLAN = json.dumps(
-    [
-        {"title": "Research", "description": "find facts", "assignee": "researcher"},
-        {
-            "title": "Write",
-            "description": "write it up",
-            "assignee": "writer",
-            "depends_on": ["Research"],
-        },
-    ]
-)
 COORDINATOR = {"provider": "scripted", "script": [PLAN, "the answer"]}
 WRITER_TEAM = {"name": "t", "agents": [scripted("writer", "drafted")]}
 GATE_ALL = {"approvals": {"dispatch": "all"}}

@@ -127,8 +127,7 @@ class TeamRun:
         self._requests: dict[str, ApprovalRequest] = {}
         self._open: dict[str, asyncio.Task[None] | None] = {}
         self._decisions: dict[str, ApprovalDecision] = {}
-        self._gated: dict[str, str] = {}  # task id -> its dispatch request id
-        self._approved: set[str] = set()
+        self._gated: set[str] = set()  # tasks whose dispatch request is open
         self._events: deque[RunEvent] = deque(maxlen=EVENTS_KEPT)
         self._next_seq = 0
         self._rounds = 0
@@ -255,21 +254,19 @@ class TeamRun:
         except OMAError as err:
             raise application_error(err) from None
 
-    def _decidable(self) -> dict[str, ApprovalRequest]:
-        # open requests, and decided ones (so a late decision is a conflict)
-        return {
-            r: req for r, req in self._requests.items() if r in self._open or r in self._decisions
-        }
-
     def _check_decision(self, decision: Decision) -> ApprovalRequest:
         """The request ``decision`` answers; raises an ``ApprovalError``."""
         request_id = decision.request_id
-        if request_id in self._requests and request_id not in self._decidable():
+        # open requests, and decided ones (so a late decision is a conflict)
+        decidable = {
+            r: req for r, req in self._requests.items() if r in self._open or r in self._decisions
+        }
+        if request_id in self._requests and request_id not in decidable:
             raise ApprovalUnknownRequestError(
                 f"request {request_id!r} was closed without a decision: "
                 f"{self._stop_reason or 'the run stopped'}"
             )
-        return check_decision(self._decidable(), self._decisions, decision)
+        return check_decision(decidable, self._decisions, decision)
 
     def _record_decision(
         self, decision: Decision, source: Literal["update", "signal"]
@@ -501,17 +498,11 @@ class TeamRun:
         approval of its dispatch."""
         assert self._scheduler is not None
         state = self._states[task_id]
-        approvals = self._options_approvals()
-        if (
-            approvals is not None
-            and task_id not in self._approved
-            and approvals.gates_dispatch(task_id, state.assignee)
-        ):
-            request_id = f"dispatch-{task_id}"
+        if self._needs_dispatch_approval(task_id, state.assignee):
             state.status = TaskStatus.AWAITING_APPROVAL
-            self._gated[task_id] = request_id
+            self._gated.add(task_id)
             self._request(
-                request_id,
+                _dispatch_request(task_id),
                 "dispatch",
                 _snapshot(state, outcome=False),
                 f"options.approvals.dispatch: review task {task_id!r} before it starts",
@@ -520,16 +511,22 @@ class TeamRun:
         state.status = TaskStatus.PENDING
         self._scheduler.push(task_id)
 
+    def _needs_dispatch_approval(self, task_id: str, agent: str | None) -> bool:
+        """Whether ``options.approvals.dispatch`` gates this task (run by
+        ``agent``) and it has no decision yet."""
+        approvals = self._options_approvals()
+        return (
+            approvals is not None
+            and approvals.gates_dispatch(task_id, agent)
+            and _dispatch_request(task_id) not in self._decisions
+        )
+
     def _gate_assigned(self, task_id: str, agent: str) -> bool:
         """A task the scheduler just gave to ``agent``: if a dispatch approval
         names that agent, request it now, for that agent."""
         assert self._scheduler is not None
-        approvals = self._options_approvals()
-        if (
-            approvals is None
-            or task_id in self._approved
-            or self._specs[task_id].assignee is not None
-            or not approvals.gates_dispatch(task_id, agent)
+        if self._specs[task_id].assignee is not None or not self._needs_dispatch_approval(
+            task_id, agent
         ):
             return False
         self._states[task_id].assignee = agent
@@ -561,12 +558,9 @@ class TeamRun:
 
     def _take_gate_decisions(self) -> None:
         assert self._scheduler is not None
-        for task_id, request_id in list(self._gated.items()):
-            if request_id not in self._decisions:
-                continue
-            del self._gated[task_id]
-            if self._settle_decision(request_id):
-                self._approved.add(task_id)
+        for task_id in [t for t in self._gated if _dispatch_request(t) in self._decisions]:
+            self._gated.discard(task_id)
+            if self._settle_decision(_dispatch_request(task_id)):
                 self._make_ready(task_id)
 
     async def _next_round(self) -> deque[str]:
@@ -651,7 +645,7 @@ class TeamRun:
                 state.attempts += 1
                 result = await self._attempt(inp, spec, state, is_acp)
                 if result.status == "cancelled" and self._stop == "timeout":
-                    result.error, result.error_code = self._stop_reason, "RUN_TIMEOUT"
+                    result = self._cut_short(result)
                 if result.acp_session is not None:
                     self._acp_sessions[agent.name] = result.acp_session
                 if result.status == "completed":
@@ -677,13 +671,7 @@ class TeamRun:
         except asyncio.CancelledError:
             # the run timed out, or was cancelled: this task ends with it
             self._fail(
-                task_id,
-                AgentRunResult(
-                    agent=agent.name,
-                    status="cancelled",
-                    error=self._stop_reason or "cancelled with the run",
-                    error_code="RUN_TIMEOUT" if self._stop == "timeout" else "CANCELLED",
-                ),
+                task_id, self._cut_short(AgentRunResult(agent=agent.name, status="cancelled"))
             )
         finally:
             self._acp_busy.discard(agent.name)
@@ -691,6 +679,17 @@ class TeamRun:
             self._scheduler.settled(agent.name)
             self._in_flight.pop(task_id, None)
             self._wake = True
+
+    def _cut_short(self, result: AgentRunResult) -> AgentRunResult:
+        """``result`` of a task the run's stop cancelled: ``RUN_TIMEOUT`` after
+        ``options.timeout_s``, else ``CANCELLED`` (Temporal cancellation)."""
+        timeout = self._stop == "timeout"
+        return result.model_copy(
+            update={
+                "error": self._stop_reason or "cancelled with the run",
+                "error_code": "RUN_TIMEOUT" if timeout else "CANCELLED",
+            }
+        )
 
     async def _attempt(
         self, inp: TeamRunInput, spec: TaskSpec, state: TaskState, is_acp: bool
@@ -778,9 +777,9 @@ class TeamRun:
             state.status = TaskStatus.SKIPPED
             state.error = reason
             self._event("task_skipped", task_id, reason)
-            request_id = self._gated.pop(task_id, None)
-            if request_id is not None:
-                self._close_request(request_id)
+            if task_id in self._gated:
+                self._gated.discard(task_id)
+                self._close_request(_dispatch_request(task_id))
 
     def _skip_rest(self) -> None:
         """Skip every task that never started (the run stopped early)."""
@@ -972,15 +971,10 @@ class TeamRun:
             t.id: sum(1 for d in t.depends_on if self._states[d].status not in done) for t in tasks
         }
         for t in tasks:
-            if self._states[t.id].status == TaskStatus.AWAITING_APPROVAL:
-                self._gated[t.id] = f"dispatch-{t.id}"
-        self._approved = {
-            d.request_id.removeprefix("dispatch-")
-            for d in result.approval_decisions
-            if d.boundary == "dispatch" and d.decision == "approve"
-        }
-        for t in tasks:
-            if self._states[t.id].status == TaskStatus.PENDING and self._waiting_on[t.id] == 0:
+            status = self._states[t.id].status
+            if status == TaskStatus.AWAITING_APPROVAL:
+                self._gated.add(t.id)
+            elif status == TaskStatus.PENDING and self._waiting_on[t.id] == 0:
                 self._make_ready(t.id)
 
 
@@ -1000,6 +994,11 @@ def _read_plan(answer: str, inp: TeamRunInput) -> tuple[list[TaskSpec], list[str
     except ValueError as err:
         return [], [str(err)]
     return plan_tasks(items, inp.team, strict_assignees=inp.options.strict_assignees)
+
+
+def _dispatch_request(task_id: str) -> str:
+    """The id of the request that gates the dispatch of ``task_id``."""
+    return f"dispatch-{task_id}"
 
 
 def _task_of(request: ApprovalRequest) -> str | None:
