@@ -33,10 +33,10 @@ test: $(STAMP) $(NPM_STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports
 
 typecheck: $(STAMP)
-	$(BIN)/mypy oma activities workflows worker.py
+	$(BIN)/mypy oma
 
 bench: $(STAMP)
 	$(BIN)/python bench/dag_overhead.py

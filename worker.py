@@ -1,9 +1,13 @@
 """Run an OMA worker: connect to Temporal and serve the ``oma`` task queue.
 
-Environment: ``TEMPORAL_ADDRESS`` (default ``localhost:7233``),
-``TEMPORAL_NAMESPACE`` (``default``), ``OMA_TASK_QUEUE`` (``oma``). Model
-credentials (``ANTHROPIC_API_KEY``) are read here, by the activities, and
-never travel in workflow input.
+``python worker.py`` or ``oma worker``. Where it connects comes from
+Temporal's environment configuration (``oma.connection``: a profile file,
+``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, ``TEMPORAL_API_KEY``, TLS) and
+``OMA_TASK_QUEUE`` (``oma``). Model credentials (``ANTHROPIC_API_KEY``) are
+read here, by the activities, and never travel in workflow input.
+
+Installed as ``oma.worker``: a composition root, which alone (with the CLI,
+the client, the in-process ``Agent`` and the dev server) imports everything.
 """
 
 from __future__ import annotations
@@ -12,49 +16,22 @@ import asyncio
 import os
 import socket
 import uuid
-from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from datetime import timedelta
 from types import TracebackType
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from activities.acp.pool import SessionPool
-from activities.acp.reaper import reap_forever
-from activities.acp_prompt import AcpActivities
-from activities.llm_turn import LlmActivities
-from activities.process_run import process_run
-from activities.run_hooks import before_run, evaluate_run
-from workflows.agent_run import AgentRun
-from workflows.team_run import TeamRun
-
-WORKFLOWS: Sequence[type] = (TeamRun, AgentRun)
-
-HEARTBEAT_THROTTLE = timedelta(milliseconds=500)
-"""Heartbeats reach the server at most this often, and at least this often when
-an activity heartbeats faster, so a cancel reaches a running activity within
-about a second (the SDK's default throttle is 30 s without a heartbeat timeout)."""
-
-
-@dataclass(frozen=True)
-class WorkerSettings:
-    """Where the worker connects; read from the environment by ``from_env``."""
-
-    address: str = "localhost:7233"
-    namespace: str = "default"
-    task_queue: str = "oma"
-
-    @classmethod
-    def from_env(cls) -> WorkerSettings:
-        return cls(
-            address=os.environ.get("TEMPORAL_ADDRESS", cls.address),
-            namespace=os.environ.get("TEMPORAL_NAMESPACE", cls.namespace),
-            task_queue=os.environ.get("OMA_TASK_QUEUE", cls.task_queue),
-        )
+from oma.activities.acp.pool import SessionPool
+from oma.activities.acp.reaper import reap_forever
+from oma.activities.acp_prompt import AcpActivities
+from oma.activities.llm_turn import LlmActivities
+from oma.activities.process_run import process_run
+from oma.activities.run_hooks import before_run, evaluate_run
+from oma.connection import Connection
+from oma.plugin import OmaPlugin
 
 
 @dataclass
@@ -93,18 +70,11 @@ def session_task_queue(task_queue: str) -> str:
     return f"{task_queue}/{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
-async def connect(settings: WorkerSettings) -> Client:
-    """A client with the pydantic data converter, which every OMA payload uses."""
-    return await Client.connect(
-        settings.address, namespace=settings.namespace, data_converter=pydantic_data_converter
-    )
-
-
 class OmaWorker:
     """One OMA worker process: a Temporal worker on the shared ``task_queue``
     (every workflow and activity) and one on this process's own session task
     queue (the ACP activities only). While it runs, the sessions of runs that
-    have ended are closed (``activities.acp.reaper``), however they ended; on
+    have ended are closed (``oma.activities.acp.reaper``), however they ended; on
     the way out every ACP session this worker holds is closed. Use
     ``async with`` or ``run()``.
     """
@@ -112,25 +82,10 @@ class OmaWorker:
     def __init__(self, client: Client, task_queue: str, activities: Activities, **kwargs: Any):
         self.client = client
         self.activities = activities
-        common: dict[str, Any] = {
-            "max_heartbeat_throttle_interval": HEARTBEAT_THROTTLE,
-            "default_heartbeat_throttle_interval": HEARTBEAT_THROTTLE,
-            **kwargs,
-        }
+        serving = serving_client(client, activities)
         self.workers = [
-            Worker(
-                client,
-                task_queue=task_queue,
-                workflows=list(WORKFLOWS),
-                activities=activities.all(),
-                **common,
-            ),
-            Worker(
-                client,
-                task_queue=activities.session_task_queue,
-                activities=activities.session_activities(),
-                **common,
-            ),
+            Worker(serving, task_queue=queue, **kwargs)
+            for queue in (task_queue, activities.session_task_queue)
         ]
         self._stack: AsyncExitStack | None = None
 
@@ -160,6 +115,17 @@ class OmaWorker:
             await asyncio.Event().wait()
 
 
+def serving_client(client: Client, activities: Activities) -> Client:
+    """``client`` (its connection, namespace and plugins) with
+    ``OmaPlugin(activities)`` in place of its own ``OmaPlugin``: a worker built
+    on it serves OMA's workflows and these activities (the SDK takes a
+    worker's plugins from its client, and warns when a worker repeats one)."""
+    config = client.config()
+    others = [p for p in config.get("plugins", ()) if not isinstance(p, OmaPlugin)]
+    config["plugins"] = [*others, OmaPlugin(activities)]
+    return Client(**config)
+
+
 def build_worker(
     client: Client, task_queue: str, activities: Activities | None = None, **kwargs: Any
 ) -> OmaWorker:
@@ -172,13 +138,14 @@ def build_worker(
     )
 
 
-async def main() -> None:
-    settings = WorkerSettings.from_env()
-    client = await connect(settings)
-    worker = build_worker(client, settings.task_queue)
+async def main(connection: Connection | None = None) -> None:
+    """Connect (``Connection.from_env()`` by default) and serve until cancelled."""
+    connection = connection or Connection.from_env()
+    client = await connection.connect()
+    worker = build_worker(client, connection.task_queue)
     print(
-        f"OMA worker on task queue {settings.task_queue!r} at {settings.address} "
-        f"(namespace {settings.namespace!r})",
+        f"OMA worker on task queue {connection.task_queue!r} at {connection.address} "
+        f"(namespace {connection.namespace!r})",
         flush=True,
     )
     await worker.run()

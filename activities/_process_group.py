@@ -13,7 +13,7 @@ import os
 import signal
 from collections.abc import Mapping
 
-from oma.redact import redact
+from oma.core.redact import redact
 
 STDERR_TAIL_BYTES = 8 * 1024
 """Bytes of stderr kept (the last ones) for error messages."""

@@ -12,11 +12,11 @@ import asyncio
 
 from temporalio import activity
 
-from activities._heartbeat import heartbeating
-from activities.acp import AcpSession, SessionPool, TurnResult
-from oma.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpPromptOutput
-from oma.errors import OMAError, application_error, check_output_size
-from oma.redact import redact
+from oma.activities._heartbeat import heartbeating
+from oma.activities.acp import AcpSession, SessionPool, TurnResult
+from oma.core.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpPromptOutput
+from oma.core.errors import OMAError, application_error, check_output_size
+from oma.core.redact import redact
 
 _LAST_TEXT_CHARS = 200
 

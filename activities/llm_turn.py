@@ -7,10 +7,10 @@ from typing import Any, Protocol
 
 from temporalio import activity
 
-from activities.providers.anthropic import AnthropicProvider
-from activities.providers.scripted import ScriptedProvider
-from oma.errors import OMAError, application_error
-from oma.llm import LlmTurnInput, LlmTurnOutput
+from oma.activities.providers.anthropic import AnthropicProvider
+from oma.activities.providers.scripted import ScriptedProvider
+from oma.core.errors import OMAError, application_error
+from oma.core.llm import LlmTurnInput, LlmTurnOutput
 
 
 class ModelProvider(Protocol):

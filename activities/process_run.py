@@ -17,15 +17,15 @@ from collections.abc import Callable
 
 from temporalio import activity
 
-from activities._heartbeat import heartbeating
-from activities._process_group import (
+from oma.activities._heartbeat import heartbeating
+from oma.activities._process_group import (
     StderrTail,
     kill_group,
     signal_group,
     spawn_group_leader,
     wait_exited,
 )
-from oma.errors import (
+from oma.core.errors import (
     MAX_OUTPUT_BYTES,
     EmptyPromptError,
     OMAError,
@@ -34,8 +34,8 @@ from oma.errors import (
     application_error,
     check_output_size,
 )
-from oma.process import ProcessRunInput, ProcessRunOutput
-from oma.redact import redact
+from oma.core.process import ProcessRunInput, ProcessRunOutput
+from oma.core.redact import redact
 
 HEARTBEAT_INTERVAL_S = 0.25
 """Seconds between heartbeats. The worker runs this activity with a short

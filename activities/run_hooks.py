@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from oma.before_run import BeforeRunContext, apply_before_run, load_hook
-from oma.errors import OMAError, application_error
-from oma.evaluation import EvaluationRecord, evaluate, load_evaluator
-from oma.message_guard import latest_user_prompt
-from oma.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
+from oma.core.before_run import BeforeRunContext, apply_before_run, load_hook
+from oma.core.errors import OMAError, application_error
+from oma.core.evaluation import EvaluationRecord, evaluate, load_evaluator
+from oma.core.message_guard import latest_user_prompt
+from oma.core.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
 
 
 @activity.defn(name="before_run")
 async def before_run(inp: BeforeRunInput) -> BeforeRunOutput:
-    """Load ``inp.hook`` on this worker and apply it (``oma.before_run``).
+    """Load ``inp.hook`` on this worker and apply it (``oma.core.before_run``).
 
     Raises (as non-retryable ``ApplicationError``): ``INVALID_HOOK`` when the
     hook cannot be loaded, ``INVALID_MESSAGE`` when it returns invalid

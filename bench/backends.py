@@ -56,12 +56,12 @@ import acp  # noqa: E402
 from temporalio import activity  # noqa: E402
 from temporalio.testing import ActivityEnvironment  # noqa: E402
 
-from activities.acp import SessionPool  # noqa: E402
-from activities.acp_prompt import AcpActivities  # noqa: E402
-from activities.process_run import process_run  # noqa: E402
-from oma.acp import AcpPromptInput  # noqa: E402
-from oma.backends import AcpBackendConfig, ProcessBackendConfig  # noqa: E402
-from oma.process import ProcessRunInput  # noqa: E402
+from oma.activities.acp import SessionPool  # noqa: E402
+from oma.activities.acp_prompt import AcpActivities  # noqa: E402
+from oma.activities.process_run import process_run  # noqa: E402
+from oma.core.acp import AcpPromptInput  # noqa: E402
+from oma.core.backends import AcpBackendConfig, ProcessBackendConfig  # noqa: E402
+from oma.core.process import ProcessRunInput  # noqa: E402
 
 AGENT_SCRIPT = os.path.join(ROOT, "tests", "acp_agent.py")
 PROMPT = "Summarise the benchmark input.\n" * 8

@@ -238,7 +238,7 @@ async def run_histories(client: Any, workflow_id: str) -> list[Any]:
 
 
 async def run_team(client: Any, chains: int, length: int) -> str:
-    from oma.results import TeamRunResult
+    from oma.core.results import TeamRunResult
 
     wf_id = f"bench-team-{uuid.uuid4().hex[:8]}"
     result = await client.execute_workflow(
@@ -308,22 +308,19 @@ async def bench(
     turn; returns, per shape, the median measurement of each runner."""
     from temporalio.worker import Worker
 
-    import worker as oma_worker
+    from oma import worker as oma_worker
+    from oma.connection import Connection
 
-    client = await oma_worker.connect(
-        oma_worker.WorkerSettings(address=address, task_queue=TASK_QUEUE)
-    )
+    client = await Connection.local(address, TASK_QUEUE).connect()
     # One worker on one task queue serves the OMA workflows and activities and
     # the floors alike, with the same slots for all three measurements. Its
     # ACP session queue is not polled: no task here runs an ACP agent.
     activities = oma_worker.Activities(session_task_queue=oma_worker.session_task_queue(TASK_QUEUE))
     w = Worker(
-        client,
+        oma_worker.serving_client(client, activities),
         task_queue=TASK_QUEUE,
-        workflows=[*oma_worker.WORKFLOWS, *floors],
-        activities=[*activities.all(), noop],
-        max_heartbeat_throttle_interval=oma_worker.HEARTBEAT_THROTTLE,
-        default_heartbeat_throttle_interval=oma_worker.HEARTBEAT_THROTTLE,
+        workflows=floors,
+        activities=[noop],
         max_concurrent_workflow_tasks=MAX_CONCURRENT_WORKFLOW_TASKS,
         max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
     )

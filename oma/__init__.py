@@ -1,32 +1,52 @@
 """OMA on Temporal: multi-agent teams whose runs are durable Temporal workflows.
 
-The public Python API, re-exported once here.
+The public Python API, re-exported once here. The names are imported on first
+use (PEP 562): importing ``oma`` itself costs nothing, which matters because
+the Temporal workflow sandbox imports this package again for every workflow
+run, and the command line starts faster.
+
+The package's layers (ARCHITECTURE.md, "Layout"; ``make lint`` checks them):
+``oma.core`` (models and pure logic), ``oma.workflows`` and ``oma.activities``
+(each only over the core), and the composition roots that may import
+everything: ``oma.worker``, ``oma.cli``, ``oma.client``, ``oma.agent`` and
+``oma.dev_server``.
 """
 
-from oma.agent import Agent
-from oma.agent_config import AgentConfig
-from oma.approvals import ApprovalDecision, ApprovalRequest, Reviewer
-from oma.backends import AcpBackendConfig, PermissionPolicy, PermissionRule, ProcessBackendConfig
-from oma.before_run import BeforeRunContext
-from oma.client import ApprovalAnswer, ApprovalCallback, OpenMultiAgent
-from oma.errors import InvalidMessageError, OMAError
-from oma.evaluation import EvaluationConfig, EvaluationRecord
-from oma.messages import (
-    Base64ImageSource,
-    ContentBlock,
-    ImageBlock,
-    LLMMessage,
-    TextBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-    URLImageSource,
-)
-from oma.plan import CoordinatorConfig, PlanArtifact
-from oma.results import AgentRunResult, TeamRunResult
-from oma.run_input import AgentRunInput, RunOptions, TeamRunInput
-from oma.stream import StreamEvent
-from oma.task import TaskSpec, TaskStatus
-from oma.team import TeamConfig
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from oma.agent import Agent
+    from oma.client import ApprovalAnswer, ApprovalCallback, OpenMultiAgent
+    from oma.core.agent_config import AgentConfig
+    from oma.core.approvals import ApprovalDecision, ApprovalRequest, Reviewer
+    from oma.core.backends import (
+        AcpBackendConfig,
+        PermissionPolicy,
+        PermissionRule,
+        ProcessBackendConfig,
+    )
+    from oma.core.before_run import BeforeRunContext
+    from oma.core.errors import InvalidMessageError, OMAError
+    from oma.core.evaluation import EvaluationConfig, EvaluationRecord
+    from oma.core.messages import (
+        Base64ImageSource,
+        ContentBlock,
+        ImageBlock,
+        LLMMessage,
+        TextBlock,
+        ToolResultBlock,
+        ToolUseBlock,
+        URLImageSource,
+    )
+    from oma.core.plan import CoordinatorConfig, PlanArtifact
+    from oma.core.results import AgentRunResult, TeamRunResult
+    from oma.core.run_input import AgentRunInput, RunOptions, TeamRunInput
+    from oma.core.stream import StreamEvent
+    from oma.core.task import TaskSpec, TaskStatus
+    from oma.core.team import TeamConfig
 
 __all__ = [
     "AcpBackendConfig",
@@ -66,3 +86,77 @@ __all__ = [
     "ToolUseBlock",
     "URLImageSource",
 ]
+
+_MODULES: dict[str, tuple[str, ...]] = {
+    "oma.agent": ("Agent",),
+    "oma.client": (
+        "ApprovalAnswer",
+        "ApprovalCallback",
+        "OpenMultiAgent",
+    ),
+    "oma.core.agent_config": ("AgentConfig",),
+    "oma.core.approvals": (
+        "ApprovalDecision",
+        "ApprovalRequest",
+        "Reviewer",
+    ),
+    "oma.core.backends": (
+        "AcpBackendConfig",
+        "PermissionPolicy",
+        "PermissionRule",
+        "ProcessBackendConfig",
+    ),
+    "oma.core.before_run": ("BeforeRunContext",),
+    "oma.core.errors": (
+        "InvalidMessageError",
+        "OMAError",
+    ),
+    "oma.core.evaluation": (
+        "EvaluationConfig",
+        "EvaluationRecord",
+    ),
+    "oma.core.messages": (
+        "Base64ImageSource",
+        "ContentBlock",
+        "ImageBlock",
+        "LLMMessage",
+        "TextBlock",
+        "ToolResultBlock",
+        "ToolUseBlock",
+        "URLImageSource",
+    ),
+    "oma.core.plan": (
+        "CoordinatorConfig",
+        "PlanArtifact",
+    ),
+    "oma.core.results": (
+        "AgentRunResult",
+        "TeamRunResult",
+    ),
+    "oma.core.run_input": (
+        "AgentRunInput",
+        "RunOptions",
+        "TeamRunInput",
+    ),
+    "oma.core.stream": ("StreamEvent",),
+    "oma.core.task": (
+        "TaskSpec",
+        "TaskStatus",
+    ),
+    "oma.core.team": ("TeamConfig",),
+}
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
+"""Where each public name is defined."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'oma' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -9,7 +9,7 @@ The API table of ``shared/reference/structured-input.md``, in Python:
 - ``prompt(input)``: a string, or the content blocks of one user turn;
   appends the turn and the answer to the persistent history.
 
-The model loop is the one ``AgentRun`` runs (``oma.agent_loop``): here its
+The model loop is the one ``AgentRun`` runs (``oma.core.agent_loop``): here its
 turns call the provider adapter directly instead of the ``llm_turn``
 activity, and external agents call the ``process_run`` / ``acp_prompt``
 activity functions directly.
@@ -28,16 +28,16 @@ from typing import Any
 
 from temporalio.exceptions import ApplicationError
 
-from oma.agent_config import AgentConfig
-from oma.agent_loop import run_model_loop
-from oma.before_run import BeforeRunContext, BeforeRunHook, apply_before_run, load_hook
-from oma.errors import OMAError
-from oma.evaluation import EvaluationRecord, evaluate, is_sampled, load_evaluator, not_sampled
-from oma.llm import LlmTurnInput, LlmTurnOutput
-from oma.message_guard import latest_user_prompt, to_messages, validate_content_blocks
-from oma.messages import LLMMessage
-from oma.results import AgentRunResult
-from oma.stream import Done, StreamEvent, agent_start
+from oma.core.agent_config import AgentConfig
+from oma.core.agent_loop import run_model_loop
+from oma.core.before_run import BeforeRunContext, BeforeRunHook, apply_before_run, load_hook
+from oma.core.errors import OMAError
+from oma.core.evaluation import EvaluationRecord, evaluate, is_sampled, load_evaluator, not_sampled
+from oma.core.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.message_guard import latest_user_prompt, to_messages, validate_content_blocks
+from oma.core.messages import LLMMessage
+from oma.core.results import AgentRunResult
+from oma.core.stream import Done, StreamEvent, agent_start
 
 ProgressCallback = Callable[[StreamEvent], Any]
 """Receives a copy of every event of a run; what it does cannot affect the run."""
@@ -49,7 +49,7 @@ class Agent:
     """One agent, configured by ``AgentConfig`` (or the same as a dict).
 
     ``before_run`` is a hook (a callable, or an import path) called with a
-    copy of the effective input before every run (see ``oma.before_run``);
+    copy of the effective input before every run (see ``oma.core.before_run``);
     ``on_progress`` receives copies of the run's events. ``providers`` maps
     provider names to adapters (default: the Anthropic adapter, reading
     ``ANTHROPIC_API_KEY``, and the scripted one).
@@ -224,8 +224,8 @@ class Agent:
 
     def _provider(self, name: str) -> Any:
         if self._providers is None:
-            anthropic = importlib.import_module("activities.providers.anthropic")
-            scripted = importlib.import_module("activities.providers.scripted")
+            anthropic = importlib.import_module("oma.activities.providers.anthropic")
+            scripted = importlib.import_module("oma.activities.providers.scripted")
             self._providers = {
                 "anthropic": anthropic.AnthropicProvider(),
                 "scripted": scripted.ScriptedProvider(),
@@ -233,9 +233,9 @@ class Agent:
         return self._providers[name]
 
     async def _run_process(self, prompt: str, result: AgentRunResult) -> None:
-        from oma.process import ProcessRunInput
+        from oma.core.process import ProcessRunInput
 
-        process_run = importlib.import_module("activities.process_run").process_run
+        process_run = importlib.import_module("oma.activities.process_run").process_run
         assert self.config.backend is not None and self.config.backend.kind == "process"
         out = await process_run(
             ProcessRunInput(
@@ -248,12 +248,12 @@ class Agent:
         result.turns, result.output = 1, out.stdout
 
     async def _run_acp(self, prompt: str, result: AgentRunResult) -> None:
-        from oma.acp import AcpPromptInput, record_acp_turn
+        from oma.core.acp import AcpPromptInput, record_acp_turn
 
         assert self.config.backend is not None and self.config.backend.kind == "acp"
         if self._acp is None:
-            acp = importlib.import_module("activities.acp_prompt")
-            pool = importlib.import_module("activities.acp.pool").SessionPool()
+            acp = importlib.import_module("oma.activities.acp_prompt")
+            pool = importlib.import_module("oma.activities.acp.pool").SessionPool()
             self._acp = acp.AcpActivities(pool, "local")
         out = await self._acp.acp_prompt(
             AcpPromptInput(

@@ -6,16 +6,16 @@
 server that is already running; ``dev``, ``worker`` and ``replay`` serve and
 debug runs.
 
-Only this client side talks to Temporal. Commands that need a worker import
-the top-level ``worker`` module lazily, so ``oma`` itself never imports the
-workflow or activity code.
+Every command connects through ``oma.connection`` (Temporal's environment
+configuration: a profile file, ``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``,
+credentials). Commands that run a worker import ``oma.worker`` (and with it
+every activity) when they need it, so the other commands start fast.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import json
 import logging
 import os
@@ -26,7 +26,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import ModuleType
 from typing import Annotated, Any, Literal
 
 import typer
@@ -44,7 +43,6 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.runtime import (
     LogForwardingConfig,
@@ -55,12 +53,14 @@ from temporalio.runtime import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma.approvals import ApprovalDecision, ApprovalRequest, Decision, Reviewer
+from oma import plugin
+from oma.connection import Connection
+from oma.core.approvals import ApprovalDecision, ApprovalRequest, Decision, Reviewer
+from oma.core.errors import OMAError
+from oma.core.events import RunEvent
+from oma.core.results import TeamRunResult
+from oma.core.run_input import TeamRunInput, parse_team_run_input
 from oma.dev_server import DevServer, is_listening, split_address
-from oma.errors import OMAError
-from oma.events import RunEvent
-from oma.results import TeamRunResult
-from oma.run_input import TeamRunInput, parse_team_run_input
 
 app = typer.Typer(help="OMA on Temporal: multi-agent team runs as durable Temporal workflows.")
 # soft wrap: a line longer than the terminal is left for the terminal to wrap,
@@ -81,10 +81,6 @@ UPDATE_TIMEOUT = timedelta(seconds=30)
 """How long ``oma approve`` and ``oma reject`` wait for the run to record the decision."""
 
 
-def _worker_module() -> ModuleType:
-    return importlib.import_module("worker")
-
-
 def _fail(message: str, code: int = 1) -> typer.Exit:
     err_console.print(f"[bold red]error:[/] {message}", highlight=False)
     return typer.Exit(code)
@@ -98,46 +94,60 @@ async def _temporal(with_worker: bool | None) -> AsyncIterator[tuple[Any, str]]:
     """A connected client and task queue. Starts the embedded dev server (and a
     worker in this process) when nothing listens on ``TEMPORAL_ADDRESS``;
     everything started here is stopped on exit."""
-    wm = _worker_module()
-    settings = wm.WorkerSettings.from_env()
+    connection = _connection()
     server: DevServer | None = None
-    if not is_listening(settings.address):
+    if not is_listening(connection.address):
         if with_worker is False:
             raise _fail(
-                f"nothing listens on {settings.address} and --no-worker leaves no worker to "
+                f"nothing listens on {connection.address} and --no-worker leaves no worker to "
                 "run the workflow: start `oma dev`, or drop --no-worker"
             )
-        _, port = split_address(settings.address)
+        _, port = split_address(connection.address)
         err_console.print(f"[dim]starting the embedded Temporal dev server on port {port}[/]")
-        server = DevServer(port=port, db_file=DEV_DB, log_file=STATE_DIR / "dev-server.log")
+        server = DevServer(
+            port=port,
+            db_file=DEV_DB,
+            log_file=STATE_DIR / "dev-server.log",
+            namespaces=[connection.namespace],
+        )
         try:
             await asyncio.to_thread(server.start)
         except OMAError as e:
             # e.g. another `oma run` holds .oma/temporal.db
             raise _fail(f"{e}; see {server.log_file}") from None
-        settings = wm.WorkerSettings(server.address, settings.namespace, settings.task_queue)
+        connection = connection.at(server.address)
     try:
-        client = await _connect(wm, settings)
+        client = await _connect(connection)
         if with_worker if with_worker is not None else server is not None:
-            async with wm.build_worker(client, settings.task_queue):
-                yield client, settings.task_queue
+            from oma.worker import build_worker
+
+            async with build_worker(client, connection.task_queue):
+                yield client, connection.task_queue
         else:
-            yield client, settings.task_queue
+            yield client, connection.task_queue
     finally:
         if server is not None:
             await asyncio.to_thread(server.stop)
 
 
-async def _connect(wm: ModuleType, settings: Any) -> Any:
+def _connection() -> Connection:
+    try:
+        return Connection.from_env()
+    except OMAError as e:
+        raise _fail(str(e)) from None
+
+
+async def _connect(connection: Connection) -> Client:
     # a dev server that just started listens a moment before its frontend is
     # healthy; give it a few seconds
     for attempt in range(20):
         try:
-            return await wm.connect(settings)
+            return await connection.connect()
         except RuntimeError:
             if attempt == 19:
                 raise
             await asyncio.sleep(0.5)
+    raise AssertionError("unreachable")
 
 
 @asynccontextmanager
@@ -150,17 +160,15 @@ async def _running_team_run(workflow_id: str) -> AsyncIterator[WorkflowHandle[An
     Fails with a clear error when nothing listens, when there is no such
     workflow, when it is not a ``TeamRun``, or when it has already closed.
     """
-    address = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
-    namespace = os.environ.get("TEMPORAL_NAMESPACE", "default")
+    connection = _connection()
+    address, namespace = connection.address, connection.namespace
     if not is_listening(address):
         raise _fail(
             f"nothing listens on {address}: start `oma dev` (or point TEMPORAL_ADDRESS at the "
             "Temporal server that holds the run)"
         )
     try:
-        client = await Client.connect(
-            address, namespace=namespace, data_converter=pydantic_data_converter
-        )
+        client = await connection.connect()
     except RuntimeError as e:
         raise _fail(f"cannot connect to Temporal at {address}: {e}") from None
     handle = client.get_workflow_handle(workflow_id, result_type=TeamRunResult)
@@ -675,7 +683,6 @@ def replay(
 ) -> None:
     """Replay HISTORY against the current workflow code; exit 1 on a mismatch."""
     from temporalio.client import WorkflowHistory
-    from temporalio.worker import Replayer
 
     try:
         raw = json.loads(history.read_text())
@@ -689,9 +696,7 @@ def replay(
         raise _fail(f"cannot read {history}: {e.strerror}", 2) from None
     except (ValueError, KeyError, TypeError) as e:
         raise _fail(f"{history} is not a workflow history in JSON: {e}", 2) from None
-    replayer = Replayer(
-        workflows=list(_worker_module().WORKFLOWS), data_converter=pydantic_data_converter
-    )
+    replayer = plugin.replayer()
 
     async def go() -> Any:
         return await replayer.replay_workflow(parsed, raise_on_replay_failure=False)
@@ -709,7 +714,7 @@ def _workflow_id_of(history: Any) -> str | None:
     """The exported history does not carry the workflow id, but a TeamRun names
     its children after it (``<id>/<task id>``, ``<id>/coordinator/<step>``);
     read it back from the first one."""
-    from oma.workflow_ids import team_run_id_of
+    from oma.core.workflow_ids import team_run_id_of
 
     for event in history.get("events", []):
         attrs = event.get("startChildWorkflowExecutionInitiatedEventAttributes")
@@ -722,8 +727,10 @@ def _workflow_id_of(history: Any) -> str | None:
 
 @app.command()
 def worker() -> None:
-    """Run a worker (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, OMA_TASK_QUEUE)."""
-    _run_async(_worker_module().main())
+    """Run a worker (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE or a TEMPORAL_PROFILE; OMA_TASK_QUEUE)."""
+    from oma.worker import main as worker_main
+
+    _run_async(worker_main(_connection()))
 
 
 @app.command()
@@ -733,19 +740,28 @@ def dev(
     db: Annotated[Path, typer.Option(help="SQLite file for histories.")] = DEV_DB,
 ) -> None:
     """Start the embedded Temporal dev server (SQLite under .oma/) and a worker."""
+    from oma.worker import main as worker_main
+
+    connection = _connection()
     server = DevServer(
-        port=port, ui_port=ui_port, db_file=db, log_file=STATE_DIR / "dev-server.log"
+        port=port,
+        ui_port=ui_port,
+        db_file=db,
+        log_file=STATE_DIR / "dev-server.log",
+        namespaces=[connection.namespace],
     )
     try:
         server.start()
     except OMAError as e:
         raise _fail(str(e)) from None
-    os.environ["TEMPORAL_ADDRESS"] = server.address
-    task_queue = _worker_module().WorkerSettings.from_env().task_queue
-    console.print(f"Temporal dev server at {server.address}; Web UI at {server.ui_url}")
-    console.print(f"Worker running on task queue {task_queue!r}. Ctrl-C stops both.")
+    connection = connection.at(server.address)
+    console.print(
+        f"Temporal dev server at {server.address} (namespace {connection.namespace!r}); "
+        f"Web UI at {server.ui_url}"
+    )
+    console.print(f"Worker running on task queue {connection.task_queue!r}. Ctrl-C stops both.")
     try:
-        _run_async(_worker_module().main())
+        _run_async(worker_main(connection))
     except typer.Exit:
         pass
     finally:

@@ -14,20 +14,19 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import os
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
 from pydantic import ValidationError
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma.agent_config import AgentConfig
-from oma.approvals import ApprovalDecision, ApprovalRequest, Decision, DecisionValue, Reviewer
-from oma.errors import (
+from oma.connection import Connection
+from oma.core.agent_config import AgentConfig
+from oma.core.approvals import ApprovalDecision, ApprovalRequest, Decision, DecisionValue, Reviewer
+from oma.core.errors import (
     ApprovalConflictError,
     ApprovalStaleDecisionError,
     ApprovalUnknownRequestError,
@@ -36,18 +35,18 @@ from oma.errors import (
     OMAError,
     RunTimeoutError,
 )
-from oma.message_guard import to_messages
-from oma.plan import CoordinatorConfig, PlanArtifact
-from oma.results import AgentRunResult, TeamRunResult
-from oma.run_input import (
+from oma.core.message_guard import to_messages
+from oma.core.plan import CoordinatorConfig, PlanArtifact
+from oma.core.results import AgentRunResult, TeamRunResult
+from oma.core.run_input import (
     AgentRunInput,
     RunOptions,
     TeamRunInput,
     format_validation_error,
     parse_team_run_input,
 )
-from oma.task import TaskSpec
-from oma.team import TeamConfig
+from oma.core.task import TaskSpec
+from oma.core.team import TeamConfig
 
 logger = logging.getLogger(__name__)
 
@@ -81,11 +80,13 @@ _APPROVAL_ERRORS: dict[str, type[OMAError]] = {
 class OpenMultiAgent:
     """Runs agents and teams as Temporal workflows.
 
-    Connects to ``address`` (default ``TEMPORAL_ADDRESS`` or
-    ``localhost:7233``) in ``namespace`` (``TEMPORAL_NAMESPACE`` or
-    ``default``) and starts workflows on ``task_queue`` (``OMA_TASK_QUEUE``
-    or ``oma``), or uses the given ``client``, which must use the pydantic
-    data converter.
+    Connects where Temporal's environment configuration says
+    (``oma.connection``: a ``TEMPORAL_PROFILE`` of the profile file,
+    ``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, ``TEMPORAL_API_KEY``, TLS;
+    default ``localhost:7233``, namespace ``default``), with ``address`` and
+    ``namespace`` overriding it, and starts workflows on ``task_queue``
+    (``OMA_TASK_QUEUE`` or ``oma``); or uses the given ``client``, which must
+    use ``oma.plugin.OmaPlugin`` (its pydantic data converter).
 
     Approval callbacks answer the approval requests (``options.approvals``) of
     the team runs this client starts and awaits (``run_team``, ``run_tasks``,
@@ -132,10 +133,18 @@ class OpenMultiAgent:
         reviewer: Reviewer | Mapping[str, Any] | str | None = None,
     ) -> None:
         """Raises ``InvalidRunInputError`` for a malformed ``reviewer`` (a
-        ``Reviewer``, its ``{id, display_name}`` or an id string)."""
-        self.address = address or os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
-        self.namespace = namespace or os.environ.get("TEMPORAL_NAMESPACE", "default")
-        self.task_queue = task_queue or os.environ.get("OMA_TASK_QUEUE", "oma")
+        ``Reviewer``, its ``{id, display_name}`` or an id string), and
+        ``TemporalConfigError`` when the Temporal profile file cannot be loaded."""
+        connection = Connection.from_env()
+        config = {**connection.config}
+        if address:
+            config["target_host"] = address
+        if namespace:
+            config["namespace"] = namespace
+        self.connection = Connection(config, task_queue or connection.task_queue)
+        self.address = self.connection.address
+        self.namespace = self.connection.namespace
+        self.task_queue = self.connection.task_queue
         self.on_plan_ready = on_plan_ready
         self.on_task_dispatch = on_task_dispatch
         self.on_approval = on_approval
@@ -145,9 +154,7 @@ class OpenMultiAgent:
     async def client(self) -> Client:
         """The Temporal client (connected on first use)."""
         if self._client is None:
-            self._client = await Client.connect(
-                self.address, namespace=self.namespace, data_converter=pydantic_data_converter
-            )
+            self._client = await self.connection.connect()
         return self._client
 
     # -- runs ----------------------------------------------------------------

@@ -19,7 +19,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
-from oma.errors import TemporalUnavailableError
+from oma.core.errors import TemporalUnavailableError
 
 DEV_SERVER_TUNING = (
     "--dynamic-config-value",
@@ -96,7 +96,8 @@ class DevServer:
 
     ``db_file`` persists histories in SQLite (``None``: in memory).
     ``dynamic_config`` adds server settings (``--dynamic-config-value``),
-    e.g. ``{"history.maxInFlightUpdates": "100"}``. Use as a
+    e.g. ``{"history.maxInFlightUpdates": "100"}``; ``namespaces`` are
+    created at start besides ``default``. Use as a
     context manager, or ``start()`` / ``stop()``. ``address`` is ``host:port``
     for clients; ``ui_url`` the Web UI (``None`` when headless).
     """
@@ -109,8 +110,10 @@ class DevServer:
         db_file: Path | None = None,
         log_file: Path | None = None,
         dynamic_config: Mapping[str, str] | None = None,
+        namespaces: Iterable[str] = (),
     ) -> None:
         self.port = port
+        self.namespaces = [n for n in namespaces if n != "default"]
         self.dynamic_config = dict(dynamic_config or {})
         self.ui_port = ui_port
         self.db_file = db_file
@@ -129,6 +132,8 @@ class DevServer:
     def command(self) -> list[str]:
         cmd = [temporal_binary(), "server", "start-dev", "--ip", "127.0.0.1"]
         cmd += ["--port", str(self.port), "--log-level", "warn", *DEV_SERVER_TUNING]
+        for namespace in self.namespaces:
+            cmd += ["--namespace", namespace]
         for key, value in self.dynamic_config.items():
             cmd += ["--dynamic-config-value", f"{key}={value}"]
         # explicit free ports: the defaults collide when two servers run at once

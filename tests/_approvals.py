@@ -16,9 +16,9 @@ from temporalio.client import (
 )
 from temporalio.exceptions import ApplicationError
 
-from oma.approvals import ApprovalDecision, ApprovalRequest
-from oma.events import RunEvent
-from oma.results import TeamRunResult
+from oma.core.approvals import ApprovalDecision, ApprovalRequest
+from oma.core.events import RunEvent
+from oma.core.results import TeamRunResult
 from tests._runs import TASK_QUEUE
 
 T = TypeVar("T")

@@ -11,9 +11,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from oma.events import RunEvent
-from oma.messages import text_of
-from oma.results import AgentRunResult
+from oma.core.events import RunEvent
+from oma.core.messages import text_of
+from oma.core.results import AgentRunResult
 
 RESEARCH_THEN_WRITE = json.dumps(
     [

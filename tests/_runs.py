@@ -5,12 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio.client import Client, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Replayer
 
-import worker as oma_worker
-from oma.results import AgentRunResult, TeamRunResult
-from oma.workflow_ids import task_workflow_id
+from oma import plugin
+from oma.core.results import AgentRunResult, TeamRunResult
+from oma.core.workflow_ids import task_workflow_id
 
 TASK_QUEUE = "oma-test"
 
@@ -63,9 +61,7 @@ async def histories_of(client: Client, workflow_id: str) -> list[WorkflowHistory
 async def assert_replays(client: Client, workflow_id: str) -> int:
     """Replay the run's histories against the current workflow code; raise on
     any nondeterminism. Returns how many histories were replayed."""
-    replayer = Replayer(
-        workflows=list(oma_worker.WORKFLOWS), data_converter=pydantic_data_converter
-    )
+    replayer = plugin.replayer()
     histories = await histories_of(client, workflow_id)
     for history in histories:
         await replayer.replay_workflow(history)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Replayer
 
-import worker as oma_worker
+from oma import plugin
+from oma import worker as oma_worker
+from oma.connection import Connection
 from oma.dev_server import DevServer, free_port
 from tests.anthropic_server import AnthropicServer
 
@@ -41,18 +41,16 @@ def anthropic_server() -> Iterator[AnthropicServer]:
 
 @pytest.fixture(scope="session")
 async def client(dev_server: DevServer) -> Client:
-    return await oma_worker.connect(
-        oma_worker.WorkerSettings(address=dev_server.address, task_queue=TASK_QUEUE)
-    )
+    return await Connection.local(dev_server.address, TASK_QUEUE).connect()
 
 
 @pytest.fixture(scope="session")
 async def worker(
     client: Client, anthropic_server: AnthropicServer
 ) -> AsyncIterator[oma_worker.OmaWorker]:
-    from activities.llm_turn import LlmActivities
-    from activities.providers.anthropic import AnthropicProvider
-    from activities.providers.scripted import ScriptedProvider
+    from oma.activities.llm_turn import LlmActivities
+    from oma.activities.providers.anthropic import AnthropicProvider
+    from oma.activities.providers.scripted import ScriptedProvider
 
     activities = oma_worker.Activities(
         session_task_queue=oma_worker.session_task_queue(TASK_QUEUE),
@@ -75,9 +73,7 @@ async def replay_every_closed_workflow(client: Client) -> None:
     """Replay the history of every workflow the session ran against the current
     workflow code: a nondeterminism anywhere fails the session (as an error in
     the teardown of the ``worker`` fixture)."""
-    replayer = Replayer(
-        workflows=list(oma_worker.WORKFLOWS), data_converter=pydantic_data_converter
-    )
+    replayer = plugin.replayer()
     replayed = 0
     async for wf in client.list_workflows():
         if wf.status == WorkflowExecutionStatus.RUNNING:

@@ -23,9 +23,10 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
-import worker as oma_worker
+from oma import worker as oma_worker
+from oma.connection import Connection
+from oma.core.results import TeamRunResult
 from oma.dev_server import DevServer, free_port
-from oma.results import TeamRunResult
 
 HISTORIES = Path(__file__).parent / "histories"
 TASK_QUEUE = "oma-record"
@@ -159,9 +160,7 @@ SCENARIOS: dict[str, Scenario] = {
 
 
 async def record(address: str, names: list[str]) -> None:
-    client = await oma_worker.connect(
-        oma_worker.WorkerSettings(address=address, task_queue=TASK_QUEUE)
-    )
+    client = await Connection.local(address, TASK_QUEUE).connect()
     async with oma_worker.build_worker(client, TASK_QUEUE):
         for name in names:
             for run_id in await SCENARIOS[name](client, name):

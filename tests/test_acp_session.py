@@ -15,13 +15,13 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.acp import AcpSession, SessionPool
-from activities.acp_prompt import AcpActivities
-from oma.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpPromptOutput
-from oma.backends import AcpBackendConfig, PermissionPolicy, PermissionRule
-from oma.errors import AcpProtocolError, AcpSpawnError
-from oma.results import PermissionRecord, ToolCallRecord
-from oma.usage import TokenUsage
+from oma.activities.acp import AcpSession, SessionPool
+from oma.activities.acp_prompt import AcpActivities
+from oma.core.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpPromptOutput
+from oma.core.backends import AcpBackendConfig, PermissionPolicy, PermissionRule
+from oma.core.errors import AcpProtocolError, AcpSpawnError
+from oma.core.results import PermissionRecord, ToolCallRecord
+from oma.core.usage import TokenUsage
 from tests._procs import alive
 
 AGENT_SCRIPT = Path(__file__).resolve().parent / "acp_agent.py"

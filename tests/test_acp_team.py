@@ -13,8 +13,8 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError, CancelledError
 
-import worker as oma_worker
-from oma.results import AcpSessionInfo, AgentRunResult
+from oma import worker as oma_worker
+from oma.core.results import AcpSessionInfo, AgentRunResult
 from tests._procs import alive
 from tests._runs import (
     TASK_QUEUE,

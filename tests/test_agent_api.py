@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from activities.providers.anthropic import AnthropicProvider
-from activities.providers.scripted import ScriptedProvider
+from oma.activities.providers.anthropic import AnthropicProvider
+from oma.activities.providers.scripted import ScriptedProvider
 from oma.agent import Agent
-from oma.errors import InvalidMessageError
-from oma.messages import LLMMessage
+from oma.core.errors import InvalidMessageError
+from oma.core.messages import LLMMessage
 from tests.anthropic_server import AnthropicServer
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n-a-tiny-png-").decode()

@@ -12,12 +12,12 @@ import anthropic
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.providers import anthropic as anthropic_provider
-from activities.providers.anthropic import AnthropicProvider
-from oma.agent_config import AgentConfig
-from oma.errors import MissingCredentialsError, ProviderError
-from oma.llm import LlmTurnInput, LlmTurnOutput
-from oma.messages import (
+from oma.activities.providers import anthropic as anthropic_provider
+from oma.activities.providers.anthropic import AnthropicProvider
+from oma.core.agent_config import AgentConfig
+from oma.core.errors import MissingCredentialsError, ProviderError
+from oma.core.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.messages import (
     Base64ImageSource,
     ImageBlock,
     LLMMessage,
@@ -26,8 +26,8 @@ from oma.messages import (
     URLImageSource,
     user_text,
 )
-from oma.stream import TextDelta, ToolCallEvent
-from oma.usage import TokenUsage
+from oma.core.stream import TextDelta, ToolCallEvent
+from oma.core.usage import TokenUsage
 from tests.anthropic_server import AnthropicServer
 
 API_KEY = "sk-ant-test-key-0123456789"

@@ -23,12 +23,12 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError, CancelledError
 
-import worker as oma_worker
-from activities.llm_turn import LlmActivities
-from activities.providers.scripted import ScriptedProvider
-from oma.approvals import ApprovalDecision, request_hash
-from oma.results import TeamRunResult
-from oma.task import TaskStatus
+from oma import worker as oma_worker
+from oma.activities.llm_turn import LlmActivities
+from oma.activities.providers.scripted import ScriptedProvider
+from oma.core.approvals import ApprovalDecision, request_hash
+from oma.core.results import TeamRunResult
+from oma.core.task import TaskStatus
 from tests._approvals import (
     WAIT_S,
     Run,

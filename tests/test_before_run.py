@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from oma.before_run import BeforeRunContext, apply_before_run, load_hook
-from oma.errors import InvalidHookError, InvalidMessageError
-from oma.message_guard import latest_user_prompt, validate_messages
-from oma.messages import (
+from oma.core.before_run import BeforeRunContext, apply_before_run, load_hook
+from oma.core.errors import InvalidHookError, InvalidMessageError
+from oma.core.message_guard import latest_user_prompt, validate_messages
+from oma.core.messages import (
     Base64ImageSource,
     ImageBlock,
     LLMMessage,

@@ -24,7 +24,7 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
-import worker as oma_worker
+from oma import worker as oma_worker
 from tests._procs import alive
 from tests._runs import TASK_QUEUE, agent_result, assert_replays, run_team, task
 from tests.anthropic_server import AnthropicServer, Reply, TextReply, ToolUseReply

@@ -16,8 +16,8 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from oma.core.results import AgentRunResult
 from oma.dev_server import DevServer, free_port, free_ports, is_listening, temporal_binary
-from oma.results import AgentRunResult
 from tests._procs import alive
 from tests._runs import TASK_QUEUE, assert_replays
 from tests.anthropic_server import AnthropicServer

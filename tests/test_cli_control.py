@@ -20,11 +20,11 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError
 
-from oma.approvals import ApprovalRequest
+from oma.core.approvals import ApprovalRequest
+from oma.core.plan import PlanArtifact
+from oma.core.results import TeamRunResult
+from oma.core.task import TaskStatus
 from oma.dev_server import DevServer, free_port, is_listening
-from oma.plan import PlanArtifact
-from oma.results import TeamRunResult
-from oma.task import TaskStatus
 from tests._runs import TASK_QUEUE, process, run_team, scripted, task
 from tests.test_cli import OMA, run_cmd, temporal
 

@@ -11,9 +11,9 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma.approvals import ApprovalRequest, Reviewer
 from oma.client import ApprovalAnswer, OpenMultiAgent
-from oma.errors import (
+from oma.core.approvals import ApprovalRequest, Reviewer
+from oma.core.errors import (
     ApprovalConflictError,
     ApprovalUnknownRequestError,
     AssigneeRequirementsMismatchError,
@@ -21,8 +21,8 @@ from oma.errors import (
     InvalidMessageError,
     InvalidRunInputError,
 )
-from oma.results import TeamRunResult
-from oma.task import TaskStatus
+from oma.core.results import TeamRunResult
+from oma.core.task import TaskStatus
 from tests._orchestration import RESEARCH_THEN_WRITE as PLAN
 from tests._runs import TASK_QUEUE, assert_replays, process, scripted, task
 from tests.anthropic_server import AnthropicServer
@@ -172,7 +172,7 @@ async def test_plan_then_run_from_plan_runs_the_planned_task_graph(
     client: Client, workflow_id: str
 ) -> None:
     oma = OpenMultiAgent(client=client, task_queue=TASK_QUEUE)
-    plan = await oma.plan(
+    plan = await oma.core.plan(
         TEAM, "an article", coordinator=COORDINATOR, workflow_id=f"{workflow_id}-plan"
     )
     assert graph(plan.tasks) == [

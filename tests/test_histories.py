@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Replayer
 
-import worker as oma_worker
+from oma import plugin
 from oma.cli import _workflow_id_of
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
@@ -20,9 +18,7 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 async def test_recorded_history_replays(path: Path) -> None:
     raw = json.loads(path.read_text())
     history = WorkflowHistory.from_json(_workflow_id_of(raw) or path.stem, raw)
-    replayer = Replayer(
-        workflows=list(oma_worker.WORKFLOWS), data_converter=pydantic_data_converter
-    )
+    replayer = plugin.replayer()
     await replayer.replay_workflow(history)
 
 

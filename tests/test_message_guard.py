@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from oma.errors import InvalidMessageError
-from oma.message_guard import (
+from oma.core.errors import InvalidMessageError
+from oma.core.message_guard import (
     latest_user_prompt,
     to_messages,
     validate_content_blocks,
     validate_messages,
 )
-from oma.messages import (
+from oma.core.messages import (
     Base64ImageSource,
     ImageBlock,
     LLMMessage,

@@ -15,16 +15,15 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
-from temporalio.worker import Replayer
 
-import worker as oma_worker
-from oma.events import RunEvent
-from oma.plan import PlanArtifact, planning_prompt
-from oma.results import TeamRunResult
-from oma.task import TaskStatus
-from oma.team import TeamConfig
+from oma import plugin
+from oma import worker as oma_worker
+from oma.core.events import RunEvent
+from oma.core.plan import PlanArtifact, planning_prompt
+from oma.core.results import TeamRunResult
+from oma.core.task import TaskStatus
+from oma.core.team import TeamConfig
 from tests._orchestration import (
     ECHO,
     child_ids,
@@ -871,8 +870,6 @@ async def test_long_run_continues_as_new_and_completes_every_task(
     assert sum(e.type == "task_complete" for e in events) == 40
     assert sum(e.type == "task_start" for e in events) == 40
 
-    replayer = Replayer(
-        workflows=list(oma_worker.WORKFLOWS), data_converter=pydantic_data_converter
-    )
+    replayer = plugin.replayer()
     await replayer.replay_workflow(first)
     await assert_replays(client, workflow_id)

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from oma.agent_config import AgentConfig
-from oma.backends import ProcessBackendConfig
-from oma.errors import ScriptExhaustedError
-from oma.plan import (
+from oma.core.agent_config import AgentConfig
+from oma.core.backends import ProcessBackendConfig
+from oma.core.errors import ScriptExhaustedError
+from oma.core.plan import (
     COORDINATOR,
     COORDINATOR_SYSTEM_PROMPT,
     CoordinatorConfig,
@@ -23,8 +23,8 @@ from oma.plan import (
     planning_prompt,
     synthesis_prompt,
 )
-from oma.task import TaskRequirements, TaskSpec, TaskState, TaskStatus
-from oma.team import TeamConfig
+from oma.core.task import TaskRequirements, TaskSpec, TaskState, TaskStatus
+from oma.core.team import TeamConfig
 
 
 def process_agent(name: str) -> AgentConfig:

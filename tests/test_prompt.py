@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from oma.errors import MAX_DEPENDENCY_PAYLOAD_BYTES, DependencyPayloadTooLargeError
-from oma.prompt import task_prompt
-from oma.shared_memory import SUMMARY_VALUE_CHARS, memory_summary, result_key, shared_memory
-from oma.task import TaskSpec, TaskState, TaskStatus
+from oma.core.errors import MAX_DEPENDENCY_PAYLOAD_BYTES, DependencyPayloadTooLargeError
+from oma.core.prompt import task_prompt
+from oma.core.shared_memory import SUMMARY_VALUE_CHARS, memory_summary, result_key, shared_memory
+from oma.core.task import TaskSpec, TaskState, TaskStatus
 
 
 def spec(**extra: Any) -> TaskSpec:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oma.redact import redact
+from oma.core.redact import redact
 
 
 def test_text_without_credentials_is_unchanged() -> None:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from oma.errors import InvalidRunInputError
-from oma.run_input import parse_team_run_input, single_input
+from oma.core.errors import InvalidRunInputError
+from oma.core.run_input import parse_team_run_input, single_input
 
 TEAM = {"name": "t", "agents": [{"name": "a", "provider": "scripted", "script": ["x"]}]}
 TASKS = [{"id": "one", "title": "One", "assignee": "a"}]

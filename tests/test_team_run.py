@@ -6,8 +6,8 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from oma.results import TeamRunResult
-from oma.task import TaskStatus
+from oma.core.results import TeamRunResult
+from oma.core.task import TaskStatus
 from tests._runs import agent_result, assert_replays, process, run_team, scripted, task
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -183,8 +183,8 @@ async def test_invalid_graph_fails_the_run_before_any_task_runs(
 
 
 def test_an_agent_with_a_backend_rejects_llm_only_fields() -> None:
-    from oma.errors import InvalidRunInputError
-    from oma.run_input import parse_team_run_input
+    from oma.core.errors import InvalidRunInputError
+    from oma.core.run_input import parse_team_run_input
 
     agent = process("coder", "print(1)")
     agent["model"] = "claude-sonnet-4-6"

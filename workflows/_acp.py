@@ -6,8 +6,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from oma.acp import AcpCloseRunInput, AcpCloseRunOutput
-    from workflows import _options
+    from oma.core.acp import AcpCloseRunInput, AcpCloseRunOutput
+    from oma.workflows import _options
 
 
 async def close_acp_sessions(run_key: str, queues: set[str]) -> None:

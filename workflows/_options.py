@@ -2,7 +2,7 @@
 
 Heartbeat timeouts are short because cancellation reaches an activity only
 through a heartbeat; the worker throttles heartbeats to at most every 0.5 s
-(``worker.HEARTBEAT_THROTTLE``), so a cancel lands in about a second.
+(``oma.worker.HEARTBEAT_THROTTLE``), so a cancel lands in about a second.
 """
 
 from __future__ import annotations

@@ -23,26 +23,26 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from oma.acp import AcpPromptInput, AcpPromptOutput, record_acp_turn
-    from oma.agent_config import AgentConfig
-    from oma.agent_loop import run_model_loop
-    from oma.backends import AcpBackendConfig, ProcessBackendConfig
-    from oma.errors import (
+    from oma.core.acp import AcpPromptInput, AcpPromptOutput, record_acp_turn
+    from oma.core.agent_config import AgentConfig
+    from oma.core.agent_loop import run_model_loop
+    from oma.core.backends import AcpBackendConfig, ProcessBackendConfig
+    from oma.core.errors import (
         OMAError,
         application_error,
     )
-    from oma.evaluation import EvaluationRecord, is_sampled, not_sampled
-    from oma.llm import LlmTurnInput, LlmTurnOutput
-    from oma.message_guard import latest_user_prompt
-    from oma.messages import LLMMessage, user_text
-    from oma.process import ProcessRunInput, ProcessRunOutput
-    from oma.results import AcpSessionInfo, AgentRunResult
-    from oma.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
-    from oma.run_input import AgentRunInput, parse_agent_run_input, single_input
-    from oma.stream import AgentStart, agent_start
-    from oma.usage import TokenUsage
-    from workflows import _options
-    from workflows._acp import close_acp_sessions
+    from oma.core.evaluation import EvaluationRecord, is_sampled, not_sampled
+    from oma.core.llm import LlmTurnInput, LlmTurnOutput
+    from oma.core.message_guard import latest_user_prompt
+    from oma.core.messages import LLMMessage, user_text
+    from oma.core.process import ProcessRunInput, ProcessRunOutput
+    from oma.core.results import AcpSessionInfo, AgentRunResult
+    from oma.core.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
+    from oma.core.run_input import AgentRunInput, parse_agent_run_input, single_input
+    from oma.core.stream import AgentStart, agent_start
+    from oma.core.usage import TokenUsage
+    from oma.workflows import _options
+    from oma.workflows._acp import close_acp_sessions
 
 
 @workflow.defn(name="AgentRun")

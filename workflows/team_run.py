@@ -25,7 +25,7 @@ from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflo
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from oma.approvals import (
+    from oma.core.approvals import (
         DECISION_SHAPE,
         ApprovalDecision,
         ApprovalOptions,
@@ -36,17 +36,17 @@ with workflow.unsafe.imports_passed_through():
         check_decision,
         request_hash,
     )
-    from oma.dag import dependents_map, transitive_dependents
-    from oma.errors import (
+    from oma.core.dag import dependents_map, transitive_dependents
+    from oma.core.errors import (
         ApprovalUnknownRequestError,
         InvalidRunInputError,
         OMAError,
         PlanValidationError,
         application_error,
     )
-    from oma.events import RunEvent, RunEventType
-    from oma.messages import LLMMessage, user_text
-    from oma.plan import (
+    from oma.core.events import RunEvent, RunEventType
+    from oma.core.messages import LLMMessage, user_text
+    from oma.core.plan import (
         COORDINATOR,
         CoordinatorConfig,
         coordinator_agent,
@@ -57,9 +57,9 @@ with workflow.unsafe.imports_passed_through():
         planning_prompt,
         synthesis_prompt,
     )
-    from oma.prompt import task_prompt
-    from oma.results import AcpSessionInfo, AgentRunResult, TeamRunResult, TeamRunStatus
-    from oma.run_input import (
+    from oma.core.prompt import task_prompt
+    from oma.core.results import AcpSessionInfo, AgentRunResult, TeamRunResult, TeamRunStatus
+    from oma.core.run_input import (
         AgentRunInput,
         TaskProgress,
         TeamRunCheckpoint,
@@ -68,11 +68,11 @@ with workflow.unsafe.imports_passed_through():
         parse_team_run_input,
         single_input,
     )
-    from oma.scheduling import Scheduler
-    from oma.shared_memory import shared_memory
-    from oma.task import TaskSpec, TaskState, TaskStatus
-    from oma.workflow_ids import coordinator_workflow_id, task_workflow_id
-    from workflows._acp import close_acp_sessions
+    from oma.core.scheduling import Scheduler
+    from oma.core.shared_memory import shared_memory
+    from oma.core.task import TaskSpec, TaskState, TaskStatus
+    from oma.core.workflow_ids import coordinator_workflow_id, task_workflow_id
+    from oma.workflows._acp import close_acp_sessions
 
 EVENTS_KEPT = 2000
 """The ``events`` query returns at most this many of the latest events."""

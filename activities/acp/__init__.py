@@ -3,13 +3,13 @@
 ``AcpSession`` owns one agent subprocess and one ACP session; ``SessionPool``
 keeps a worker's sessions across activities; ``PermissionGate`` answers the
 agent's permission requests. The activities themselves are in
-``activities.acp_prompt``.
+``oma.activities.acp_prompt``.
 """
 
-from activities.acp._turn import ProgressCallback, TurnResult
-from activities.acp.permissions import PermissionGate, PermissionQuestion, PermissionSetting
-from activities.acp.pool import SessionPool
-from activities.acp.session import CANCEL_GRACE_S, KILL_GRACE_S, AcpSession, PromptTurn
+from oma.activities.acp._turn import ProgressCallback, TurnResult
+from oma.activities.acp.permissions import PermissionGate, PermissionQuestion, PermissionSetting
+from oma.activities.acp.pool import SessionPool
+from oma.activities.acp.session import CANCEL_GRACE_S, KILL_GRACE_S, AcpSession, PromptTurn
 
 __all__ = [
     "CANCEL_GRACE_S",

@@ -14,15 +14,15 @@ import asyncio
 import contextlib
 import os
 
-from activities._process_group import (
+from oma.activities._process_group import (
     StderrTail,
     describe_exit,
     kill_group,
     spawn_group_leader,
     wait_exited,
 )
-from oma.backends import AcpBackendConfig
-from oma.errors import AcpSpawnError
+from oma.core.backends import AcpBackendConfig
+from oma.core.errors import AcpSpawnError
 
 STDIO_LIMIT_BYTES = 50 * 1024 * 1024
 """Longest JSON-RPC line read from the agent (the SDK's own stdio default,

@@ -33,8 +33,8 @@ from acp.schema import (
     ToolCallStart,
 )
 
-from oma.results import PermissionRecord, ToolCallRecord
-from oma.usage import TokenUsage
+from oma.core.results import PermissionRecord, ToolCallRecord
+from oma.core.usage import TokenUsage
 
 ProgressCallback = Callable[[str], None]
 """Called with each text chunk of the agent's message as it arrives."""

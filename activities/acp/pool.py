@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 
-from activities.acp.session import CANCEL_GRACE_S, KILL_GRACE_S, AcpSession
-from oma.backends import AcpBackendConfig
+from oma.activities.acp.session import CANCEL_GRACE_S, KILL_GRACE_S, AcpSession
+from oma.core.backends import AcpBackendConfig
 
 SessionKey = tuple[str, str]
 """(run_key, agent name)."""

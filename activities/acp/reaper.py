@@ -15,7 +15,7 @@ import logging
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.acp.pool import SessionPool
+from oma.activities.acp.pool import SessionPool
 
 REAP_INTERVAL_S = 0.5
 """Seconds between two checks (only while the pool holds a session)."""

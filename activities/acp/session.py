@@ -44,17 +44,17 @@ from acp.schema import (
 from acp.utils import serialize_params
 from pydantic import BaseModel, ValidationError
 
-from activities.acp._process import AgentProcess, resolve_cwd
-from activities.acp._turn import ProgressCallback, Turn, TurnResult
-from activities.acp.permissions import (
+from oma.activities.acp._process import AgentProcess, resolve_cwd
+from oma.activities.acp._turn import ProgressCallback, Turn, TurnResult
+from oma.activities.acp.permissions import (
     PermissionGate,
     PermissionQuestion,
     answer,
     permission_record,
 )
-from oma.backends import AcpBackendConfig
-from oma.errors import AcpAgentExitedError, AcpError, AcpProtocolError, AcpSpawnError
-from oma.redact import redact
+from oma.core.backends import AcpBackendConfig
+from oma.core.errors import AcpAgentExitedError, AcpError, AcpProtocolError, AcpSpawnError
+from oma.core.redact import redact
 
 CANCEL_GRACE_S = 5.0
 """Seconds an agent has, after ``session/cancel``, to end the turn before its

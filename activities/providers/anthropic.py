@@ -22,12 +22,12 @@ import anthropic
 import httpx2
 from anthropic.lib.streaming import ParsedMessageStreamEvent
 
-from activities._heartbeat import heartbeating
-from oma.errors import MissingCredentialsError, ProviderError
-from oma.llm import LlmTurnInput, LlmTurnOutput
-from oma.messages import ContentBlock, TextBlock, ToolUseBlock
-from oma.stream import TextDelta, ToolCallEvent
-from oma.usage import TokenUsage
+from oma.activities._heartbeat import heartbeating
+from oma.core.errors import MissingCredentialsError, ProviderError
+from oma.core.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.messages import ContentBlock, TextBlock, ToolUseBlock
+from oma.core.stream import TextDelta, ToolCallEvent
+from oma.core.usage import TokenUsage
 
 OnEvent = Callable[[TextDelta | ToolCallEvent], None]
 """A progress callback: receives each event of a turn while it streams."""

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from oma.errors import ScriptExhaustedError
-from oma.llm import LlmTurnInput, LlmTurnOutput
-from oma.messages import TextBlock, text_of
-from oma.stream import TextDelta
-from oma.usage import TokenUsage
+from oma.core.errors import ScriptExhaustedError
+from oma.core.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.messages import TextBlock, text_of
+from oma.core.stream import TextDelta
+from oma.core.usage import TokenUsage
 
 
 class ScriptedProvider:

@@ -18,11 +18,11 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from oma.agent_config import AgentConfig, Provider
-from oma.dag import find_cycle
-from oma.errors import ScriptExhaustedError
-from oma.task import TaskRequirements, TaskSpec, TaskState
-from oma.team import TeamConfig
+from oma.core.agent_config import AgentConfig, Provider
+from oma.core.dag import find_cycle
+from oma.core.errors import ScriptExhaustedError
+from oma.core.task import TaskRequirements, TaskSpec, TaskState
+from oma.core.team import TeamConfig
 
 PLAN_VERSION = 1
 """The ``version`` of the ``PlanArtifact`` format this code reads and writes."""

@@ -27,8 +27,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ValidationError
 
-from oma.errors import InvalidMessageError
-from oma.messages import (
+from oma.core.errors import InvalidMessageError
+from oma.core.messages import (
     Base64ImageSource,
     ContentBlock,
     ImageBlock,

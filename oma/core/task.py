@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from oma.usage import TokenUsage
+from oma.core.usage import TokenUsage
 
 MemoryScope = Literal["dependencies", "all"]
 """What a task sees of the shared memory: its direct dependencies' outputs

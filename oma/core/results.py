@@ -9,12 +9,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from oma.approvals import ApprovalDecision
-from oma.evaluation import EvaluationRecord
-from oma.messages import LLMMessage
-from oma.plan import PlanArtifact
-from oma.task import TaskState
-from oma.usage import TokenUsage
+from oma.core.approvals import ApprovalDecision
+from oma.core.evaluation import EvaluationRecord
+from oma.core.messages import LLMMessage
+from oma.core.plan import PlanArtifact
+from oma.core.task import TaskState
+from oma.core.usage import TokenUsage
 
 AgentRunStatus = Literal["completed", "failed", "cancelled"]
 """``cancelled``: an ACP turn that ended with stopReason ``cancelled`` (partial output)."""
@@ -60,7 +60,7 @@ class AgentRunResult(BaseModel):
     output: str = Field(default="", description="The final text the agent produced.")
     error: str | None = Field(default=None, description="Why the run failed, for a user to read.")
     error_code: str | None = Field(
-        default=None, description="Stable code of the error (see oma.errors)."
+        default=None, description="Stable code of the error (see oma.core.errors)."
     )
     turns: int = Field(
         default=0, description="Model turns (LLM) or prompt turns (ACP) taken; 1 for a process run."

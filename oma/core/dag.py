@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 
-from oma.errors import DagValidationError
-from oma.task import TaskSpec
+from oma.core.errors import DagValidationError
+from oma.core.task import TaskSpec
 
 
 def validate_task_graph(tasks: Sequence[TaskSpec], agent_names: Iterable[str]) -> None:

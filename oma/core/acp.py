@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from oma.backends import AcpBackendConfig
-from oma.errors import AgentRefusalError, UnknownStopReasonError
-from oma.results import AcpSessionInfo, AgentRunResult, PermissionRecord, ToolCallRecord
-from oma.usage import TokenUsage
+from oma.core.backends import AcpBackendConfig
+from oma.core.errors import AgentRefusalError, UnknownStopReasonError
+from oma.core.results import AcpSessionInfo, AgentRunResult, PermissionRecord, ToolCallRecord
+from oma.core.usage import TokenUsage
 
 
 class AcpPromptInput(BaseModel):

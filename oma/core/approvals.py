@@ -15,14 +15,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from oma.errors import (
+from oma.core.errors import (
     ApprovalConflictError,
     ApprovalStaleDecisionError,
     ApprovalUnknownRequestError,
     InvalidRunInputError,
 )
-from oma.task import TaskSpec
-from oma.team import TeamConfig
+from oma.core.task import TaskSpec
+from oma.core.team import TeamConfig
 
 Boundary = Literal["plan", "round", "dispatch"]
 DecisionValue = Literal["approve", "reject"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from oma.agent_config import AgentConfig
-from oma.messages import ContentBlock, LLMMessage
-from oma.usage import TokenUsage
+from oma.core.agent_config import AgentConfig
+from oma.core.messages import ContentBlock, LLMMessage
+from oma.core.usage import TokenUsage
 
 
 class LlmTurnInput(BaseModel):

@@ -227,6 +227,13 @@ class TemporalUnavailableError(OMAError):
     code = "TEMPORAL_UNAVAILABLE"
 
 
+class TemporalConfigError(OMAError):
+    """The Temporal client configuration (the profile file named by
+    ``TEMPORAL_CONFIG_FILE``, ``TEMPORAL_PROFILE``) cannot be loaded."""
+
+    code = "TEMPORAL_CONFIG_INVALID"
+
+
 class PlanValidationError(OMAError):
     """The coordinator's plan is not a usable task graph (not a JSON array of
     tasks, an assignee outside the roster, an unknown or ambiguous dependency, a

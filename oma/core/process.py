@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from oma.backends import ProcessBackendConfig
+from oma.core.backends import ProcessBackendConfig
 
 
 class ProcessRunInput(BaseModel):

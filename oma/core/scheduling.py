@@ -32,10 +32,10 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
-from oma.agent_config import AgentConfig
-from oma.errors import AssigneeRequirementsMismatchError, NoEligibleAgentError
-from oma.task import TaskRequirements, TaskSpec
-from oma.team import TeamConfig
+from oma.core.agent_config import AgentConfig
+from oma.core.errors import AssigneeRequirementsMismatchError, NoEligibleAgentError
+from oma.core.task import TaskRequirements, TaskSpec
+from oma.core.team import TeamConfig
 
 SchedulingStrategy = Literal["dependency-first", "round-robin", "least-busy", "capability-match"]
 """``options.scheduling`` of a run input."""

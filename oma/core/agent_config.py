@@ -7,11 +7,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from oma.backends import BackendConfig
-from oma.errors import InvalidMessageError
-from oma.evaluation import EvaluationConfig
-from oma.messages import LLMMessage
-from oma.task import BackendKind
+from oma.core.backends import BackendConfig
+from oma.core.errors import InvalidMessageError
+from oma.core.evaluation import EvaluationConfig
+from oma.core.messages import LLMMessage
+from oma.core.task import BackendKind
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 """The model an ``anthropic`` agent uses when it names none."""
@@ -64,7 +64,7 @@ class AgentConfig(BaseModel):
         default=None,
         pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
         description="A hook called before each run, by import path 'package.module:function' "
-        "(loaded by the worker); see oma.before_run.",
+        "(loaded by the worker); see oma.core.before_run.",
     )
     evaluation: EvaluationConfig | None = Field(
         default=None, description="An online evaluator run on a sample of this agent's runs."

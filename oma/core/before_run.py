@@ -20,9 +20,9 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from oma.errors import InvalidHookError, InvalidMessageError
-from oma.message_guard import validate_messages
-from oma.messages import ContentBlock, LLMMessage, TextBlock
+from oma.core.errors import InvalidHookError, InvalidMessageError
+from oma.core.message_guard import validate_messages
+from oma.core.messages import ContentBlock, LLMMessage, TextBlock
 
 
 class BeforeRunContext(BaseModel):

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from oma.agent_config import AgentConfig
-from oma.errors import MaxTurnsExceededError, UnknownToolError
-from oma.llm import LlmTurnInput, LlmTurnOutput
-from oma.messages import LLMMessage, ToolUseBlock, text_of
-from oma.results import AgentRunResult
+from oma.core.agent_config import AgentConfig
+from oma.core.errors import MaxTurnsExceededError, UnknownToolError
+from oma.core.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.messages import LLMMessage, ToolUseBlock, text_of
+from oma.core.results import AgentRunResult
 
 ModelCall = Callable[[LlmTurnInput], Awaitable[LlmTurnOutput]]
 """One model turn: the ``llm_turn`` activity, or a provider adapter's ``turn``."""

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from oma.errors import MAX_DEPENDENCY_PAYLOAD_BYTES, DependencyPayloadTooLargeError
-from oma.shared_memory import memory_summary
-from oma.task import TaskSpec, TaskState
+from oma.core.errors import MAX_DEPENDENCY_PAYLOAD_BYTES, DependencyPayloadTooLargeError
+from oma.core.shared_memory import memory_summary
+from oma.core.task import TaskSpec, TaskState
 
 
 def task_prompt(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from oma.agent_config import AgentConfig
+from oma.core.agent_config import AgentConfig
 
 
 class TeamConfig(BaseModel):

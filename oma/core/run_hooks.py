@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from oma.evaluation import EvaluationConfig
-from oma.messages import LLMMessage
+from oma.core.evaluation import EvaluationConfig
+from oma.core.messages import LLMMessage
 
 
 class BeforeRunInput(BaseModel):

@@ -23,9 +23,9 @@ from typing import Any, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import to_jsonable_python
 
-from oma.before_run import load_hook
-from oma.errors import InvalidHookError
-from oma.redact import REDACTED, redact
+from oma.core.before_run import load_hook
+from oma.core.errors import InvalidHookError
+from oma.core.redact import REDACTED, redact
 
 EVALUATOR_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
 """An evaluator's import path: ``package.module:function``."""
@@ -117,7 +117,7 @@ def stored_payload(value: Any, policy: StorePayloads, max_bytes: int) -> tuple[A
     - ``none``: ``(None, False)``.
     - ``full``: ``value`` as JSON-compatible data (pydantic models dumped in
       JSON mode, bytes as base64, anything else unknown as its ``str``).
-    - ``redacted``: the same, with ``oma.redact.redact`` applied to every string
+    - ``redacted``: the same, with ``oma.core.redact.redact`` applied to every string
       in it, dict keys included, and every string value under a key that
       ``redact`` takes for a credential name (``api_key``, ``GITHUB_TOKEN``,
       ``password``...) replaced by ``[redacted]``.
@@ -215,7 +215,7 @@ def not_sampled(config: EvaluationConfig) -> EvaluationRecord:
 
 def load_evaluator(path: str) -> Evaluator:
     """The evaluator function named by ``package.module:function``, imported once
-    per worker (``oma.before_run.load_hook`` does the loading).
+    per worker (``oma.core.before_run.load_hook`` does the loading).
 
     Raises ``InvalidHookError``, its message starting ``evaluation.evaluator:``,
     when ``path`` is malformed, the module is missing or fails to import, it

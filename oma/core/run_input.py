@@ -11,19 +11,19 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from oma.agent_config import AgentConfig
-from oma.approvals import ApprovalOptions, ApprovalRequest, check_dispatch_names
-from oma.dag import validate_task_graph
-from oma.errors import InvalidRunInputError
-from oma.events import RunEvent
-from oma.message_guard import validate_messages
-from oma.messages import LLMMessage
-from oma.plan import CoordinatorConfig, PlanArtifact
-from oma.results import AcpSessionInfo, TeamRunResult
-from oma.scheduling import SchedulingStrategy, check_assignments
-from oma.task import TaskSpec, TaskStatus
-from oma.team import TeamConfig
-from oma.usage import TokenUsage
+from oma.core.agent_config import AgentConfig
+from oma.core.approvals import ApprovalOptions, ApprovalRequest, check_dispatch_names
+from oma.core.dag import validate_task_graph
+from oma.core.errors import InvalidRunInputError
+from oma.core.events import RunEvent
+from oma.core.message_guard import validate_messages
+from oma.core.messages import LLMMessage
+from oma.core.plan import CoordinatorConfig, PlanArtifact
+from oma.core.results import AcpSessionInfo, TeamRunResult
+from oma.core.scheduling import SchedulingStrategy, check_assignments
+from oma.core.task import TaskSpec, TaskStatus
+from oma.core.team import TeamConfig
+from oma.core.usage import TokenUsage
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -36,7 +36,7 @@ class RunOptions(BaseModel):
     max_concurrency: int = Field(default=5, ge=1, description="Most tasks in flight at once.")
     scheduling: SchedulingStrategy = Field(
         default="dependency-first",
-        description="How tasks without an assignee get one (see oma.scheduling).",
+        description="How tasks without an assignee get one (see oma.core.scheduling).",
     )
     plan_only: bool = Field(
         default=False, description="A goal run: return the coordinator's plan, run no task."
@@ -234,7 +234,7 @@ def parse_agent_run_input(raw: Any) -> AgentRunInput:
     """Validate a decoded JSON value as an ``AgentRunInput``.
 
     A message list in ``input`` goes through the one message shape guard
-    first (``oma.message_guard``). Raises ``InvalidMessageError`` naming the
+    first (``oma.core.message_guard``). Raises ``InvalidMessageError`` naming the
     bad field's path (``input[2].content[1].source.media_type``), or
     ``InvalidRunInputError`` naming every bad field of the rest.
     """

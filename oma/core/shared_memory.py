@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from oma.task import TaskState, TaskStatus
+from oma.core.task import TaskState, TaskStatus
 
 SUMMARY_VALUE_CHARS = 500
 """How much of each entry the ``all`` summary shows."""

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from oma.messages import LLMMessage
-from oma.results import AgentRunResult
+from oma.core.messages import LLMMessage
+from oma.core.results import AgentRunResult
 
 
 class AgentStart(BaseModel):

@@ -1,0 +1,101 @@
+"""Where OMA connects: Temporal's environment configuration, read in one place.
+
+The worker, the ``oma`` CLI and the Python client all connect through
+``Connection.from_env()``, which reads Temporal's own client configuration
+(``temporalio.envconfig``: https://docs.temporal.io/develop/environment-configuration):
+the TOML profile file (``TEMPORAL_CONFIG_FILE``, default
+``~/.config/temporalio/temporal.toml``; profile ``TEMPORAL_PROFILE``, default
+``default``) overridden by ``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``,
+``TEMPORAL_API_KEY``, ``TEMPORAL_TLS*`` and ``TEMPORAL_GRPC_META_*``. So a
+Temporal Cloud namespace (an API key, or mTLS certificates) works as it does
+for the ``temporal`` CLI. With nothing configured: ``localhost:7233``,
+namespace ``default``. The task queue is OMA's own setting,
+``OMA_TASK_QUEUE`` (default ``oma``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.envconfig import ClientConfig, ClientConnectConfig
+
+from oma.core.errors import TemporalConfigError
+from oma.plugin import OmaPlugin
+
+DEFAULT_ADDRESS = "localhost:7233"
+DEFAULT_NAMESPACE = "default"
+DEFAULT_TASK_QUEUE = "oma"
+
+
+@dataclass(frozen=True)
+class Connection:
+    """A Temporal server, a namespace, its credentials, and OMA's task queue.
+
+    ``config`` holds the keyword arguments of ``temporalio.client.Client.connect``
+    (``target_host``, ``namespace``, and ``api_key``, ``tls``,
+    ``rpc_metadata`` when configured).
+    """
+
+    config: Mapping[str, Any]
+    task_queue: str = DEFAULT_TASK_QUEUE
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Connection:
+        """The connection the environment (and its profile file) configures.
+
+        Raises ``TemporalConfigError`` when the profile file cannot be read
+        or parsed, or names no such profile.
+        """
+        env = os.environ if environ is None else environ
+        try:
+            loaded: ClientConnectConfig = ClientConfig.load_client_connect_config(
+                override_env_vars=dict(env)
+            )
+        except Exception as err:  # the SDK's ConfigError is not importable by name
+            where = env.get("TEMPORAL_CONFIG_FILE") or "~/.config/temporalio/temporal.toml"
+            profile = env.get("TEMPORAL_PROFILE") or "default"
+            raise TemporalConfigError(
+                f"cannot load the Temporal client configuration (profile {profile!r} of "
+                f"{where}, and the TEMPORAL_* environment): {err}"
+            ) from None
+        config: dict[str, Any] = {
+            "target_host": DEFAULT_ADDRESS,
+            "namespace": DEFAULT_NAMESPACE,
+            **loaded,
+        }
+        return cls(config, env.get("OMA_TASK_QUEUE") or DEFAULT_TASK_QUEUE)
+
+    @classmethod
+    def local(
+        cls, address: str, task_queue: str = DEFAULT_TASK_QUEUE, namespace: str = DEFAULT_NAMESPACE
+    ) -> Connection:
+        """A local server at ``address`` (plain TCP, no credentials), e.g. the
+        embedded dev server."""
+        return cls({"target_host": address, "namespace": namespace}, task_queue)
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the Temporal frontend."""
+        return str(self.config["target_host"])
+
+    @property
+    def namespace(self) -> str:
+        return str(self.config["namespace"])
+
+    def at(self, address: str) -> Connection:
+        """The same namespace and task queue on a local server at ``address``
+        (the embedded dev server: plain TCP, no credentials)."""
+        return Connection.local(address, self.task_queue, self.namespace)
+
+    async def connect(self, **kwargs: Any) -> Client:
+        """A client with ``OmaPlugin`` (the pydantic data converter).
+
+        ``kwargs`` go to ``Client.connect`` (e.g. more ``plugins``). Raises
+        ``RuntimeError`` when the server does not answer.
+        """
+        plugins = [OmaPlugin(), *kwargs.pop("plugins", ())]
+        return await Client.connect(**self.config, plugins=plugins, **kwargs)

@@ -1,0 +1,68 @@
+"""``OmaPlugin``: the product on Temporal, as one SDK plugin.
+
+Every process that talks to Temporal uses it: a client (``oma`` CLI, the
+Python client, the tests) gets the pydantic data converter every OMA payload
+uses; a ``Replayer`` gets the converter and the workflows; a worker built
+with ``OmaPlugin(activities)`` gets the workflows and the activities it
+serves, and the heartbeat throttle that lets a cancel reach an activity within
+about a second. (``temporalio.plugin.SimplePlugin``, the SDK's plugin
+interface: https://docs.temporal.io/develop/python/temporal-client#plugins.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import Replayer, WorkerConfig
+
+from oma.workflows.agent_run import AgentRun
+from oma.workflows.team_run import TeamRun
+
+if TYPE_CHECKING:
+    from oma.worker import Activities
+
+WORKFLOWS: Sequence[type] = (TeamRun, AgentRun)
+"""Every OMA workflow."""
+
+HEARTBEAT_THROTTLE = timedelta(milliseconds=500)
+"""Heartbeats reach the server at most this often, and at least this often when
+an activity heartbeats faster, so a cancel reaches a running activity within
+about a second (the SDK's default throttle is 30 s without a heartbeat timeout)."""
+
+
+class OmaPlugin(SimplePlugin):
+    """The data converter and the workflows; on a worker, also its activities.
+
+    Without ``activities`` (a client, a replayer) it leaves the workers of
+    its client alone: a worker says what it serves with its own
+    ``OmaPlugin(activities)``. With them, a worker on
+    ``activities.session_task_queue`` (this process's own queue, where the
+    later turns of its ACP sessions are routed) serves the session activities
+    only; a worker on any other queue serves every workflow and activity.
+    """
+
+    def __init__(self, activities: Activities | None = None) -> None:
+        super().__init__("oma", data_converter=pydantic_data_converter, workflows=list(WORKFLOWS))
+        self.oma_activities = activities
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        if self.oma_activities is None:
+            return config
+        config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
+        config["default_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
+        if config.get("task_queue") == self.oma_activities.session_task_queue:
+            served = self.oma_activities.session_activities()
+        else:
+            config = super().configure_worker(config)
+            served = self.oma_activities.all()
+        config["activities"] = [*config.get("activities", ()), *served]
+        return config
+
+
+def replayer() -> Replayer:
+    """A ``Replayer`` of every OMA workflow, with the product's data converter."""
+    return Replayer(workflows=[], plugins=[OmaPlugin()])

@@ -1,0 +1,74 @@
+"""The package's layout: one installed namespace, and a core without side effects.
+
+The import direction between the layers is checked by ``lint-imports``
+(``make lint``, the contracts in ``pyproject.toml``); what it cannot say about
+the external packages the core may use is checked here.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from shutil import copy, copytree, ignore_patterns
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_the_core_uses_only_the_exceptions_of_the_temporal_sdk() -> None:
+    temporal = {
+        f"{path.name}: {name}"
+        for path in (ROOT / "oma" / "core").glob("*.py")
+        for name in _imports(path)
+        if name.split(".")[0] == "temporalio" and name != "temporalio.exceptions"
+    }
+    assert temporal == set()
+
+
+def test_the_wheel_installs_one_namespace(tmp_path: Path) -> None:
+    # built from a copy: a build writes build/ next to the sources
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "worker.py"):
+        copy(ROOT / name, source / name)
+    for name in ("oma", "workflows", "activities"):
+        copytree(ROOT / name, source / name, symlinks=True, ignore=ignore_patterns("__pycache__"))
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(tmp_path),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=source,
+    )
+    (wheel,) = tmp_path.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top_level = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top_level == {"oma"}
+    assert {
+        "oma/worker.py",
+        "oma/workflows/team_run.py",
+        "oma/activities/llm_turn.py",
+        "oma/core/errors.py",
+    } <= set(names)
