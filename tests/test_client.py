@@ -172,7 +172,7 @@ async def test_plan_then_run_from_plan_runs_the_planned_task_graph(
     client: Client, workflow_id: str
 ) -> None:
     oma = OpenMultiAgent(client=client, task_queue=TASK_QUEUE)
-    plan = await oma.core.plan(
+    plan = await oma.plan(
         TEAM, "an article", coordinator=COORDINATOR, workflow_id=f"{workflow_id}-plan"
     )
     assert graph(plan.tasks) == [
