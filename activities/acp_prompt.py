@@ -15,7 +15,8 @@ from temporalio import activity
 from oma.activities._heartbeat import heartbeating
 from oma.activities.acp import AcpSession, SessionPool, TurnResult
 from oma.core.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpPromptOutput
-from oma.core.errors import OMAError, application_error, check_output_size
+from oma.core.errors import OMAError, application_error
+from oma.core.limits import check_output_size
 from oma.core.redact import redact
 
 _LAST_TEXT_CHARS = 200

@@ -26,14 +26,13 @@ from oma.activities._process_group import (
     wait_exited,
 )
 from oma.core.errors import (
-    MAX_OUTPUT_BYTES,
     EmptyPromptError,
     OMAError,
     ProcessFailedError,
     ProcessSpawnError,
     application_error,
-    check_output_size,
 )
+from oma.core.limits import MAX_OUTPUT_BYTES, check_output_size
 from oma.core.process import ProcessRunInput, ProcessRunOutput
 from oma.core.redact import redact
 

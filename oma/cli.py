@@ -43,7 +43,7 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.runtime import (
     LogForwardingConfig,
     LoggingConfig,
@@ -54,9 +54,10 @@ from temporalio.runtime import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma import plugin
+from oma.client import OpenMultiAgent
 from oma.connection import Connection
-from oma.core.approvals import ApprovalDecision, ApprovalRequest, Decision, Reviewer
-from oma.core.errors import OMAError
+from oma.core.approvals import ApprovalDecision, ApprovalRequest, Reviewer
+from oma.core.errors import OMAError, ReplayMismatchError
 from oma.core.events import RunEvent
 from oma.core.results import TeamRunResult
 from oma.core.run_input import TeamRunInput, parse_team_run_input
@@ -151,9 +152,11 @@ async def _connect(connection: Connection) -> Client:
 
 
 @asynccontextmanager
-async def _running_team_run(workflow_id: str) -> AsyncIterator[WorkflowHandle[Any, Any]]:
-    """A handle on the running ``TeamRun`` ``workflow_id``, on the server at
-    ``TEMPORAL_ADDRESS`` (namespace ``TEMPORAL_NAMESPACE``).
+async def _running_team_run(
+    workflow_id: str,
+) -> AsyncIterator[tuple[Client, WorkflowHandle[Any, Any]]]:
+    """A client and a handle on the running ``TeamRun`` ``workflow_id``, on the
+    server and namespace ``oma.connection`` configures.
 
     Connect only: a decision or an abort goes to a run that is already going,
     so nothing is started here (an embedded server would not hold the run).
@@ -186,7 +189,7 @@ async def _running_team_run(workflow_id: str) -> AsyncIterator[WorkflowHandle[An
             f"TeamRun {workflow_id} has already ended ({status}): it takes no more "
             f"decisions or signals; see `temporal workflow result --workflow-id {workflow_id}`"
         )
-    yield handle
+    yield client, handle
 
 
 async def _query(handle: WorkflowHandle[Any, Any], name: str, result_type: Any) -> Any:
@@ -489,7 +492,7 @@ def approvals(
     """List the open approval requests of a running TeamRun (the pending_approvals query)."""
 
     async def go() -> list[ApprovalRequest]:
-        async with _running_team_run(workflow_id) as handle:
+        async with _running_team_run(workflow_id) as (_, handle):
             pending: list[ApprovalRequest] = await _query(
                 handle, "pending_approvals", list[ApprovalRequest]
             )
@@ -559,60 +562,40 @@ def _decide(
     display_name: str | None,
     comment: str | None,
 ) -> None:
-    """Show the request, then send the ``decide`` update with its current hash.
-
-    A request that is no longer open but was decided is still sent, so the
-    run itself answers ``APPROVAL_CONFLICT`` with the decision that won.
-    """
+    """Show the request, then send the ``decide`` update with its current hash
+    (``OpenMultiAgent.approval_request`` and ``decide``)."""
     if not reviewer.strip():
         raise _fail("--reviewer must not be empty: it says who decided", 2)
 
     async def go() -> ApprovalDecision:
-        async with _running_team_run(workflow_id) as handle:
-            pending: list[ApprovalRequest] = await _query(
-                handle, "pending_approvals", list[ApprovalRequest]
-            )
-            request = next((r for r in pending if r.request_id == request_id), None)
-            if request is not None:
-                _print_request_content(request)
-                request_hash = request.request_hash
-            else:
-                state: TeamRunResult = await _query(handle, "state", TeamRunResult)
-                earlier = next(
-                    (d for d in state.approval_decisions if d.request_id == request_id), None
-                )
-                if earlier is None:
-                    open_ids = ", ".join(r.request_id for r in pending) or "none"
-                    raise _fail(
-                        f"TeamRun {workflow_id} has no open approval request {request_id!r} "
-                        f"(open: {open_ids})"
-                    )
-                request_hash = earlier.request_hash
-            decision = Decision(
-                request_id=request_id,
-                request_hash=request_hash,
-                decision=value,
-                reviewer=Reviewer(id=reviewer, display_name=display_name),
-                comment=comment,
-            )
+        async with _running_team_run(workflow_id) as (client, _):
+            oma = OpenMultiAgent(client=client)
             try:
-                recorded: ApprovalDecision = await handle.execute_update(
-                    "decide", decision, result_type=ApprovalDecision, rpc_timeout=UPDATE_TIMEOUT
+                request = await oma.approval_request(
+                    workflow_id, request_id, rpc_timeout=QUERY_TIMEOUT
                 )
-            except WorkflowUpdateFailedError as err:
-                cause = err.cause
-                if isinstance(cause, ApplicationError):
-                    raise _fail(f"{cause.type}: {cause.message}") from None
-                raise _fail(f"the decision was refused: {_cause(err)}") from None
+                _print_request_content(request)
+                return await oma.decide(
+                    workflow_id,
+                    request_id,
+                    value,
+                    Reviewer(id=reviewer, display_name=display_name),
+                    comment,
+                    request=request,
+                    rpc_timeout=UPDATE_TIMEOUT,
+                )
+            except OMAError as err:
+                raise _fail(str(err)) from None
             except RPCTimeoutOrCancelledError:
                 raise _fail(
                     f"TeamRun {workflow_id} did not answer the decision within "
                     f"{UPDATE_TIMEOUT.total_seconds():g} s: is a worker running on the run's "
                     "task queue? Read `oma approvals` before deciding again"
                 ) from None
+            except WorkflowUpdateFailedError as err:
+                raise _fail(f"the decision was refused: {_cause(err)}") from None
             except RPCError as err:
                 raise _fail(f"the decision did not reach TeamRun {workflow_id}: {err}") from None
-            return recorded
 
     recorded = _run_async(go())
     who = recorded.reviewer.id + (
@@ -644,7 +627,7 @@ def abort(
     """
 
     async def go() -> TeamRunResult | None:
-        async with _running_team_run(workflow_id) as handle:
+        async with _running_team_run(workflow_id) as (_, handle):
             try:
                 await handle.signal(
                     "abort", {"reason": reason} if reason else {}, rpc_timeout=QUERY_TIMEOUT
@@ -703,10 +686,11 @@ def replay(
 
     result = _run_async(go())
     if result.replay_failure is not None:
-        raise _fail(
-            f"{history} no longer replays against the current workflow code "
-            f"(REPLAY_MISMATCH): {result.replay_failure}"
+        mismatch = ReplayMismatchError(
+            f"{history} no longer replays against the current workflow code: "
+            f"{result.replay_failure}"
         )
+        raise _fail(str(mismatch))
     console.print(f"{history}: replayed {len(parsed.events)} events, no mismatch")
 
 

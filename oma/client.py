@@ -16,6 +16,7 @@ import inspect
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any, Literal, TypeAlias
 
 from pydantic import ValidationError
@@ -27,13 +28,13 @@ from oma.connection import Connection
 from oma.core.agent_config import AgentConfig
 from oma.core.approvals import ApprovalDecision, ApprovalRequest, Decision, DecisionValue, Reviewer
 from oma.core.errors import (
+    ERRORS,
     ApprovalConflictError,
     ApprovalStaleDecisionError,
     ApprovalUnknownRequestError,
-    BudgetExceededError,
     InvalidRunInputError,
     OMAError,
-    RunTimeoutError,
+    error_for,
 )
 from oma.core.message_guard import to_messages
 from oma.core.plan import CoordinatorConfig, PlanArtifact
@@ -65,16 +66,6 @@ CALLBACK_REVIEWER_ID = "oma:python-callback"
 
 POLL_INTERVAL_S = 0.3
 """Seconds between two ``pending_approvals`` queries while callbacks wait for requests."""
-
-_APPROVAL_ERRORS: dict[str, type[OMAError]] = {
-    cls.code: cls
-    for cls in (
-        ApprovalConflictError,
-        ApprovalStaleDecisionError,
-        ApprovalUnknownRequestError,
-        InvalidRunInputError,
-    )
-}
 
 
 class OpenMultiAgent:
@@ -311,6 +302,38 @@ class OpenMultiAgent:
         client = await self.client()
         return await _pending(client.get_workflow_handle(workflow_id))
 
+    async def approval_request(
+        self, workflow_id: str, request_id: str, *, rpc_timeout: timedelta | None = None
+    ) -> ApprovalRequest:
+        """The open request ``request_id`` of the ``TeamRun`` ``workflow_id``
+        (from ``pending_approvals``), with its current ``request_hash``.
+
+        Raises ``ApprovalConflictError`` when it was already decided (the
+        message names the decision that won), ``ApprovalUnknownRequestError``
+        when the run has no such open request (the message lists the open
+        ones), and ``temporalio.service.RPCError`` (status ``NOT_FOUND``) when
+        there is no such workflow.
+        """
+        client = await self.client()
+        handle = client.get_workflow_handle(workflow_id)
+        pending = await _pending(handle, rpc_timeout)
+        request = next((r for r in pending if r.request_id == request_id), None)
+        if request is not None:
+            return request
+        state: TeamRunResult = await handle.query(
+            "state", result_type=TeamRunResult, rpc_timeout=rpc_timeout
+        )
+        earlier = next((d for d in state.approval_decisions if d.request_id == request_id), None)
+        if earlier is not None:
+            raise ApprovalConflictError(
+                f"request {request_id!r} was already decided: {earlier.decision} by "
+                f"{earlier.reviewer.id} at {earlier.decided_at.isoformat()}"
+            )
+        open_ids = ", ".join(r.request_id for r in pending) or "none"
+        raise ApprovalUnknownRequestError(
+            f"TeamRun {workflow_id} has no open approval request {request_id!r} (open: {open_ids})"
+        )
+
     async def decide(
         self,
         workflow_id: str,
@@ -318,44 +341,33 @@ class OpenMultiAgent:
         decision: DecisionValue | bool,
         reviewer: Reviewer | Mapping[str, Any] | str,
         comment: str | None = None,
+        *,
+        request: ApprovalRequest | None = None,
+        rpc_timeout: timedelta | None = None,
     ) -> ApprovalDecision:
         """Approve or reject the open request ``request_id`` of the ``TeamRun``
         ``workflow_id`` and return the decision the run recorded.
 
         ``decision``: ``approve`` (or ``True``) or ``reject`` (or ``False``);
         ``reviewer``: a ``Reviewer``, its ``{id, display_name}``, or an id.
-        Reads the request's current hash from ``pending_approvals`` and sends
-        the ``decide`` update, so the run validates it before recording it.
+        Sends the ``decide`` update with the hash of ``request`` (what the
+        reviewer saw, from ``approval_request``; read now when not given), so
+        the run validates it before recording it. ``rpc_timeout`` bounds each
+        call (``temporalio.client.RPCTimeoutOrCancelledError`` past it: no
+        worker answered).
 
         Raises ``InvalidRunInputError`` for a malformed decision or reviewer
-        (before any call), ``ApprovalConflictError`` when the request was
-        already decided (the first decision wins), ``ApprovalUnknownRequestError``
-        when the run has no such open request, ``ApprovalStaleDecisionError``
-        when its content changed between the query and the update, and
-        ``temporalio.service.RPCError`` (status ``NOT_FOUND``) when there is no
-        such workflow.
+        (before any call), what ``approval_request`` raises, and
+        ``ApprovalStaleDecisionError`` when the content changed since it was
+        read (``ApprovalConflictError`` when another reviewer decided first).
         """
         value = _decision_value(decision)
         who = _reviewer(reviewer)
+        if request is None:
+            request = await self.approval_request(workflow_id, request_id, rpc_timeout=rpc_timeout)
         client = await self.client()
         handle = client.get_workflow_handle(workflow_id)
-        pending = await _pending(handle)
-        request = next((r for r in pending if r.request_id == request_id), None)
-        if request is None:
-            state: TeamRunResult = await handle.query("state", result_type=TeamRunResult)
-            decided = {d.request_id: d for d in state.approval_decisions}
-            earlier = decided.get(request_id)
-            if earlier is not None:
-                raise ApprovalConflictError(
-                    f"request {request_id!r} was already decided: {earlier.decision} by "
-                    f"{earlier.reviewer.id} at {earlier.decided_at.isoformat()}"
-                )
-            open_ids = ", ".join(r.request_id for r in pending) or "none"
-            raise ApprovalUnknownRequestError(
-                f"TeamRun {workflow_id} has no open approval request {request_id!r} "
-                f"(open: {open_ids})"
-            )
-        return await _send_decision(handle, request, value, who, comment)
+        return await _send_decision(handle, request, value, who, comment, rpc_timeout)
 
     async def abort(self, workflow_id: str, reason: str | None = None) -> None:
         """Abort the ``TeamRun`` ``workflow_id`` gracefully (the ``abort``
@@ -480,9 +492,11 @@ def _team_run_input(raw: dict[str, Any]) -> TeamRunInput:
     return run_input
 
 
-async def _pending(handle: WorkflowHandle[Any, Any]) -> list[ApprovalRequest]:
+async def _pending(
+    handle: WorkflowHandle[Any, Any], rpc_timeout: timedelta | None = None
+) -> list[ApprovalRequest]:
     pending: list[ApprovalRequest] = await handle.query(
-        "pending_approvals", result_type=list[ApprovalRequest]
+        "pending_approvals", result_type=list[ApprovalRequest], rpc_timeout=rpc_timeout
     )
     return pending
 
@@ -493,11 +507,13 @@ async def _send_decision(
     value: DecisionValue,
     reviewer: Reviewer,
     comment: str | None,
+    rpc_timeout: timedelta | None = None,
 ) -> ApprovalDecision:
     """Send the ``decide`` update (an update, not a signal, because the
     caller needs to know whether its decision is the one recorded).
 
-    A refusal raises the matching ``ApprovalError`` (or ``InvalidRunInputError``).
+    A refusal raises the matching ``ApprovalError`` (or ``InvalidRunInputError``),
+    read from the refusal's code with ``oma.core.errors.error_for``.
     """
     decision = Decision(
         request_id=request.request_id,
@@ -508,12 +524,12 @@ async def _send_decision(
     )
     try:
         recorded: ApprovalDecision = await handle.execute_update(
-            "decide", decision, result_type=ApprovalDecision
+            "decide", decision, result_type=ApprovalDecision, rpc_timeout=rpc_timeout
         )
     except WorkflowUpdateFailedError as err:
         cause = err.cause
-        if isinstance(cause, ApplicationError) and cause.type in _APPROVAL_ERRORS:
-            raise _APPROVAL_ERRORS[cause.type](cause.message) from err
+        if isinstance(cause, ApplicationError) and cause.type in ERRORS:
+            raise error_for(cause.type, cause.message) from err
         raise
     return recorded
 
@@ -564,10 +580,8 @@ def _reviewer(reviewer: Reviewer | Mapping[str, Any] | str) -> Reviewer:
 
 
 def _stopped_error(result: TeamRunResult) -> OMAError:
-    """The error of a plan-only run that ended without a plan."""
+    """The error of a plan-only run that ended without a plan: the class of
+    its ``error_code`` (``RunTimeoutError``, ``BudgetExceededError``,
+    ``AbortedError``, ...)."""
     message = result.error or f"the run ended {result.status} before its plan was ready"
-    if result.error_code == RunTimeoutError.code:
-        return RunTimeoutError(message)
-    if result.error_code == BudgetExceededError.code:
-        return BudgetExceededError(message)
-    return OMAError(f"{message} (status {result.status}, error code {result.error_code})")
+    return error_for(result.error_code, f"{message} (status {result.status})")

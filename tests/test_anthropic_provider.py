@@ -183,7 +183,8 @@ async def test_rate_limit_is_retryable_and_carries_retry_after(
 
     err = await provider_error(provider)
 
-    assert (err.status, err.retryable, err.retry_after_s, err.request_id) == (
+    assert (err.error_type, err.status, err.retryable, err.retry_after_s, err.request_id) == (
+        "rate_limit_error",
         429,
         True,
         1.5,
@@ -271,7 +272,7 @@ async def test_connection_refused_is_retryable_without_status() -> None:
 
     err = await provider_error(provider)
 
-    assert (err.status, err.retryable, err.request_id) == (None, True, None)
+    assert (err.error_type, err.status, err.retryable, err.request_id) == (None, None, True, None)
     assert err.message.startswith(
         f"could not reach the Anthropic Messages API at http://127.0.0.1:{closed_port}"
     )

@@ -27,10 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.agent_config import AgentConfig
     from oma.core.agent_loop import run_model_loop
     from oma.core.backends import AcpBackendConfig, ProcessBackendConfig
-    from oma.core.errors import (
-        OMAError,
-        application_error,
-    )
+    from oma.core.errors import ActivityFailedError, OMAError, application_error
     from oma.core.evaluation import EvaluationRecord, is_sampled, not_sampled
     from oma.core.llm import LlmTurnInput, LlmTurnOutput
     from oma.core.message_guard import latest_user_prompt
@@ -90,11 +87,11 @@ class AgentRun:
                 # the run was cancelled: end Canceled, not Failed
                 raise asyncio.CancelledError() from err
             if isinstance(cause, ApplicationError):
-                code = cause.type or "ACTIVITY_FAILED"
+                code = cause.type or ActivityFailedError.code
                 raise self._failure(code, cause.message, not cause.non_retryable) from err
             # an activity timeout (a lost worker, a hung call) is transient
             retryable = isinstance(cause, TimeoutError)
-            raise self._failure("ACTIVITY_FAILED", str(cause or err), retryable) from err
+            raise self._failure(ActivityFailedError.code, str(cause or err), retryable) from err
         return self._result
 
     @workflow.query(name="state")

@@ -244,6 +244,7 @@ def _status_error(err: anthropic.APIStatusError) -> ProviderError:
         message = f"Anthropic Messages API sent an error event mid-stream ({error_type}): {detail}"
     return ProviderError(
         message,
+        error_type=error_type,
         status=status,
         request_id=err.request_id,
         retryable=status is None or status == 429 or status >= 500,

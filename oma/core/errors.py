@@ -31,7 +31,18 @@ class OMAError(Exception):
         return f"{self.code}: {self.message}"
 
 
-class InvalidRunInputError(OMAError):
+# -- the caller's input ----------------------------------------------------
+
+
+class InputError(OMAError):
+    """Base of the errors that say the caller's input is wrong (a run input, a
+    message, a hook path, a decision): fix the input and try again. Raised
+    before anything runs, by the client, the CLI and the workflows alike."""
+
+    code = "INVALID_INPUT"
+
+
+class InvalidRunInputError(InputError):
     """The run input (a team file, a workflow input) does not have the documented shape.
 
     The message names every bad field by its path, e.g. ``team.agents[1].backend.command``.
@@ -40,21 +51,35 @@ class InvalidRunInputError(OMAError):
     code = "INVALID_RUN_INPUT"
 
 
-class DagValidationError(OMAError):
+class DagValidationError(InputError):
     """The task graph is invalid: unknown assignee, unknown dependency,
     duplicate task id, or a dependency cycle. Raised before any task runs."""
 
     code = "INVALID_TASK_GRAPH"
 
 
-class InvalidMessageError(OMAError):
+class NoEligibleAgentError(InputError):
+    """A task without an assignee has ``requires`` that no agent of the team
+    satisfies. Raised before any task runs."""
+
+    code = "NO_ELIGIBLE_AGENT"
+
+
+class AssigneeRequirementsMismatchError(InputError):
+    """A task names an assignee that does not satisfy the task's ``requires``.
+    Raised before any task runs."""
+
+    code = "ASSIGNEE_REQUIREMENTS_MISMATCH"
+
+
+class InvalidMessageError(InputError):
     """A message or content block does not have the Anthropic Messages API shape,
     or structured input was given to an agent whose transport is text only."""
 
     code = "INVALID_MESSAGE"
 
 
-class InvalidHookError(OMAError):
+class InvalidHookError(InputError):
     """A hook path (``package.module:function``, e.g. an agent's ``before_run``) is
     malformed, or names a module, attribute or object that cannot be imported or
     called on this worker."""
@@ -62,76 +87,62 @@ class InvalidHookError(OMAError):
     code = "INVALID_HOOK"
 
 
-class ProviderError(OMAError):
-    """A model provider answered with an error.
-
-    ``status`` is the HTTP status (``None`` for connection errors and timeouts),
-    ``request_id`` the provider's request id when it sent one, ``retry_after_s``
-    the delay the provider asked for (``retry-after-ms`` / ``retry-after``).
-    429, 5xx, connection errors and timeouts are retryable; other 4xx are not.
-    """
-
-    code = "PROVIDER_ERROR"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int | None = None,
-        request_id: str | None = None,
-        retryable: bool = False,
-        retry_after_s: float | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.request_id = request_id
-        self.retryable = retryable
-        self.retry_after_s = retry_after_s
+# -- the environment ----------------------------------------------------------
 
 
-class MissingCredentialsError(OMAError):
+class SetupError(OMAError):
+    """Base of the errors that say the environment OMA runs in is not usable
+    (no Temporal server, a broken client configuration, a missing credential
+    on a worker): nothing is wrong with the run itself."""
+
+    code = "SETUP_ERROR"
+
+
+class TemporalUnavailableError(SetupError):
+    """No Temporal server answers at the configured address and none could be started."""
+
+    code = "TEMPORAL_UNAVAILABLE"
+
+
+class TemporalConfigError(SetupError):
+    """The Temporal client configuration (the profile file named by
+    ``TEMPORAL_CONFIG_FILE``, ``TEMPORAL_PROFILE``) cannot be loaded."""
+
+    code = "TEMPORAL_CONFIG_INVALID"
+
+
+class MissingCredentialsError(SetupError):
     """A provider needs a credential (e.g. ``ANTHROPIC_API_KEY``) that the
     worker's environment does not have. Credentials never travel in run input."""
 
     code = "MISSING_CREDENTIALS"
 
 
-class ScriptExhaustedError(OMAError):
-    """A ``scripted`` agent was asked for more turns than its ``script`` holds."""
-
-    code = "SCRIPT_EXHAUSTED"
+# -- a run that failed -----------------------------------------------------------
 
 
-class EmptyPromptError(OMAError):
-    """A ``process`` agent with ``input`` ``stdin`` or ``argument`` got an empty prompt."""
+class RunError(OMAError):
+    """Base of the errors that fail a run or one of its tasks (a task's
+    ``error_code`` is one of these codes, or a ``ProviderError``'s)."""
 
-    code = "EMPTY_PROMPT"
-
-
-class OutputTooLargeError(OMAError):
-    """An external agent's output is larger than ``MAX_OUTPUT_BYTES``. Outputs
-    travel in workflow history (Temporal limits a payload to 2 MB), so a large
-    result belongs in a file the agent writes, with its path in the output."""
-
-    code = "OUTPUT_TOO_LARGE"
+    code = "RUN_FAILED"
 
 
-def check_output_size(agent: str, size: int) -> None:
-    """Raise ``OutputTooLargeError`` if an output of ``size`` bytes is over
-    ``MAX_OUTPUT_BYTES``."""
-    if size > MAX_OUTPUT_BYTES:
-        raise OutputTooLargeError(
-            f"agent {agent!r} produced {size} bytes of output; a task's output may be at "
-            f"most {MAX_OUTPUT_BYTES} bytes (it travels in workflow history): write large "
-            "results to files and print their paths"
-        )
+class AgentRunFailedError(RunError):
+    """An ``AgentRun`` child failed with a failure that carries no OMA error
+    code (e.g. it was terminated, or its workflow task kept failing)."""
+
+    code = "AGENT_RUN_FAILED"
 
 
-MAX_OUTPUT_BYTES = 256 * 1024
-"""The largest output one task may return (bytes of UTF-8)."""
+class ActivityFailedError(RunError):
+    """An activity failed without an OMA error code: it timed out (a lost
+    worker, a hung call; retryable) or raised an unexpected exception."""
+
+    code = "ACTIVITY_FAILED"
 
 
-class ProcessFailedError(OMAError):
+class ProcessFailedError(RunError):
     """A ``process`` agent's command exited non-zero or was killed by a signal.
 
     The message carries the exit status and the redacted tail of stderr.
@@ -140,14 +151,63 @@ class ProcessFailedError(OMAError):
     code = "PROCESS_FAILED"
 
 
-class ProcessSpawnError(OMAError):
+class ProcessSpawnError(RunError):
     """A ``process`` agent's command could not be started (not found, not executable,
     bad ``cwd``)."""
 
     code = "PROCESS_SPAWN_FAILED"
 
 
-class AcpError(OMAError):
+class EmptyPromptError(RunError):
+    """A ``process`` agent with ``input`` ``stdin`` or ``argument`` got an empty prompt."""
+
+    code = "EMPTY_PROMPT"
+
+
+class OutputTooLargeError(RunError):
+    """An external agent's output is larger than ``MAX_OUTPUT_BYTES``. Outputs
+    travel in workflow history (Temporal limits a payload to 2 MB), so a large
+    result belongs in a file the agent writes, with its path in the output."""
+
+    code = "OUTPUT_TOO_LARGE"
+
+
+class DependencyPayloadTooLargeError(RunError):
+    """What a task would receive from shared memory (one dependency's payload,
+    or the ``all`` summary) is over ``MAX_DEPENDENCY_PAYLOAD_BYTES``. The task
+    fails without running; its dependents are skipped."""
+
+    code = "DEPENDENCY_PAYLOAD_TOO_LARGE"
+
+
+class ScriptExhaustedError(RunError):
+    """A ``scripted`` agent was asked for more turns than its ``script`` holds."""
+
+    code = "SCRIPT_EXHAUSTED"
+
+
+class MaxTurnsExceededError(RunError):
+    """An LLM agent's tool loop reached ``max_turns`` without a final answer."""
+
+    code = "MAX_TURNS_EXCEEDED"
+
+
+class UnknownToolError(RunError):
+    """The model asked for a tool the agent does not declare."""
+
+    code = "UNKNOWN_TOOL"
+
+
+class PlanValidationError(RunError):
+    """The coordinator's plan is not a usable task graph (not a JSON array of
+    tasks, an assignee outside the roster, an unknown or ambiguous dependency, a
+    cycle) and its one correction turn did not fix it. The message lists every
+    problem of the last answer."""
+
+    code = "INVALID_PLAN"
+
+
+class AcpError(RunError):
     """Base of the errors raised while driving an ``acp`` agent (OMA is the ACP
     client); the subclasses say what went wrong."""
 
@@ -189,87 +249,59 @@ class AcpAgentExitedError(AcpError):
     retryable = True
 
 
-class MaxTurnsExceededError(OMAError):
-    """An LLM agent's tool loop reached ``max_turns`` without a final answer."""
-
-    code = "MAX_TURNS_EXCEEDED"
-
-
-class ReplayMismatchError(OMAError):
-    """A recorded history no longer replays against the current workflow code
-    (a nondeterminism error)."""
-
-    code = "REPLAY_MISMATCH"
-
-
-class AgentRefusalError(OMAError):
+class AgentRefusalError(AcpError):
     """An ACP agent ended its turn with stopReason ``refusal``: the task fails
     and its dependents are skipped (external-agents.md, the ACP mapping table)."""
 
     code = "AGENT_REFUSAL"
 
 
-class UnknownStopReasonError(OMAError):
+class UnknownStopReasonError(AcpError):
     """An ACP agent ended its turn with a stopReason the protocol does not define."""
 
     code = "UNKNOWN_STOP_REASON"
 
 
-class UnknownToolError(OMAError):
-    """The model asked for a tool the agent does not declare."""
+class ReplayMismatchError(RunError):
+    """A recorded history no longer replays against the current workflow code
+    (a nondeterminism error)."""
 
-    code = "UNKNOWN_TOOL"
-
-
-class TemporalUnavailableError(OMAError):
-    """No Temporal server answers at the configured address and none could be started."""
-
-    code = "TEMPORAL_UNAVAILABLE"
+    code = "REPLAY_MISMATCH"
 
 
-class TemporalConfigError(OMAError):
-    """The Temporal client configuration (the profile file named by
-    ``TEMPORAL_CONFIG_FILE``, ``TEMPORAL_PROFILE``) cannot be loaded."""
-
-    code = "TEMPORAL_CONFIG_INVALID"
+# -- a run that stopped early ----------------------------------------------------
 
 
-class PlanValidationError(OMAError):
-    """The coordinator's plan is not a usable task graph (not a JSON array of
-    tasks, an assignee outside the roster, an unknown or ambiguous dependency, a
-    cycle) and its one correction turn did not fix it. The message lists every
-    problem of the last answer."""
+class RunStoppedError(RunError):
+    """Base of the reasons a run (or a task) stopped before it finished: an
+    abort, a rejection, a timeout, a budget, a cancellation. A team run that
+    stops this way completes with the code as its ``error_code``."""
 
-    code = "INVALID_PLAN"
-
-
-class NoEligibleAgentError(OMAError):
-    """A task without an assignee has ``requires`` that no agent of the team
-    satisfies. Raised before any task runs."""
-
-    code = "NO_ELIGIBLE_AGENT"
+    code = "RUN_STOPPED"
 
 
-class AssigneeRequirementsMismatchError(OMAError):
-    """A task names an assignee that does not satisfy the task's ``requires``.
-    Raised before any task runs."""
+class AbortedError(RunStoppedError):
+    """The run got the ``abort`` signal: no task started after it, tasks in
+    flight settled, the rest were skipped (the run ends ``cancelled``)."""
 
-    code = "ASSIGNEE_REQUIREMENTS_MISMATCH"
-
-
-class DependencyPayloadTooLargeError(OMAError):
-    """What a task would receive from shared memory (one dependency's payload,
-    or the ``all`` summary) is over ``MAX_DEPENDENCY_PAYLOAD_BYTES``. The task
-    fails without running; its dependents are skipped."""
-
-    code = "DEPENDENCY_PAYLOAD_TOO_LARGE"
+    code = "ABORTED"
 
 
-MAX_DEPENDENCY_PAYLOAD_BYTES = 64 * 1024
-"""The largest payload one task receives per dependency (or as the ``all`` summary)."""
+class ApprovalRejectedError(RunStoppedError):
+    """A reviewer rejected a plan, a round or a dispatch (or ``on_timeout``
+    rejected it): the run stops and ends ``rejected``."""
+
+    code = "APPROVAL_REJECTED"
 
 
-class TaskTimeoutError(OMAError):
+class RunCancelledError(RunStoppedError):
+    """The run was cancelled through Temporal (``temporal workflow cancel``):
+    the task was cut short with it."""
+
+    code = "CANCELLED"
+
+
+class TaskTimeoutError(RunStoppedError):
     """A task ran longer than its ``timeout_s``; it was cancelled. Retryable
     (``max_retries``)."""
 
@@ -277,18 +309,56 @@ class TaskTimeoutError(OMAError):
     retryable = True
 
 
-class RunTimeoutError(OMAError):
+class RunTimeoutError(RunStoppedError):
     """The run passed ``options.timeout_s``: tasks in flight were cancelled and
     the rest skipped."""
 
     code = "RUN_TIMEOUT"
 
 
-class BudgetExceededError(OMAError):
+class BudgetExceededError(RunStoppedError):
     """The run's token usage reached ``options.max_token_budget``: no task
     started after that; tasks in flight settled and the rest were skipped."""
 
     code = "BUDGET_EXCEEDED"
+
+
+# -- a model provider --------------------------------------------------------------
+
+
+class ProviderError(OMAError):
+    """A model provider answered with an error, or could not be reached.
+
+    ``error_type`` is the provider's own error type as it sent it on the wire
+    (Anthropic's ``error.type``, e.g. ``rate_limit_error``; ``None`` for
+    connection errors and timeouts), ``status`` the HTTP status (``None`` for
+    connection errors and timeouts), ``request_id`` the provider's request id
+    when it sent one, ``retry_after_s`` the delay the provider asked for
+    (``retry-after-ms`` / ``retry-after``). 429, 5xx, connection errors and
+    timeouts are retryable; other 4xx are not.
+    """
+
+    code = "PROVIDER_ERROR"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        error_type: str | None = None,
+        status: int | None = None,
+        request_id: str | None = None,
+        retryable: bool = False,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.status = status
+        self.request_id = request_id
+        self.retryable = retryable
+        self.retry_after_s = retry_after_s
+
+
+# -- approvals ------------------------------------------------------------------------
 
 
 class ApprovalError(OMAError):
@@ -326,7 +396,11 @@ def application_error(err: OMAError) -> ApplicationError:
     details: dict[str, object] = {"code": err.code}
     delay = None
     if isinstance(err, ProviderError):
-        details |= {"status": err.status, "request_id": err.request_id}
+        details |= {
+            "error_type": err.error_type,
+            "status": err.status,
+            "request_id": err.request_id,
+        }
         if err.retry_after_s is not None and err.retry_after_s > 0:
             delay = timedelta(seconds=err.retry_after_s)
     return ApplicationError(
@@ -336,3 +410,26 @@ def application_error(err: OMAError) -> ApplicationError:
         non_retryable=not err.retryable,
         next_retry_delay=delay,
     )
+
+
+def _codes(cls: type[OMAError]) -> dict[str, type[OMAError]]:
+    found = {cls.code: cls}
+    for sub in cls.__subclasses__():
+        found |= _codes(sub)
+    return found
+
+
+ERRORS: dict[str, type[OMAError]] = _codes(OMAError)
+"""Every error code -> its class: the one registry the client and the CLI read
+a failure's ``ApplicationError.type`` with."""
+
+
+def error_for(code: str | None, message: str) -> OMAError:
+    """The ``OMAError`` of ``code`` (e.g. a failure's ``ApplicationError.type``)
+    with ``message``; a code OMA does not define gives an ``OMAError`` that
+    carries it as its ``code``."""
+    cls = ERRORS.get(code or "", OMAError)
+    err = cls(message)
+    if cls is OMAError and code:
+        err.code = code
+    return err

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from oma.core.errors import MAX_DEPENDENCY_PAYLOAD_BYTES, DependencyPayloadTooLargeError
+from oma.core.errors import DependencyPayloadTooLargeError
+from oma.core.limits import MAX_DEPENDENCY_PAYLOAD_BYTES
 from oma.core.shared_memory import memory_summary
 from oma.core.task import TaskSpec, TaskState
 
