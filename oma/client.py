@@ -43,11 +43,11 @@ from oma.core.run_input import (
     AgentRunInput,
     RunOptions,
     TeamRunInput,
-    format_validation_error,
     parse_team_run_input,
 )
 from oma.core.task import TaskSpec
 from oma.core.team import TeamConfig
+from oma.core.validation import format_validation_error
 
 logger = logging.getLogger(__name__)
 

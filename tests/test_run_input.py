@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from oma.core.errors import InvalidRunInputError
-from oma.core.run_input import parse_team_run_input, single_input
+from oma.core.run_input import parse_team_run_input
+from oma.core.validation import single_input
 
 TEAM = {"name": "t", "agents": [{"name": "a", "provider": "scripted", "script": ["x"]}]}
 TASKS = [{"id": "one", "title": "One", "assignee": "a"}]

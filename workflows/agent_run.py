@@ -35,9 +35,10 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.process import ProcessRunInput, ProcessRunOutput
     from oma.core.results import AcpSessionInfo, AgentRunResult
     from oma.core.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
-    from oma.core.run_input import AgentRunInput, parse_agent_run_input, single_input
+    from oma.core.run_input import AgentRunInput, parse_agent_run_input
     from oma.core.stream import AgentStart, agent_start
     from oma.core.usage import TokenUsage
+    from oma.core.validation import single_input
     from oma.workflows import _options
     from oma.workflows._acp import close_acp_sessions
 

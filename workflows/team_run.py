@@ -8,6 +8,10 @@ and cascading the others to the dependents; with a goal, the coordinator
 synthesizes the final answer; report. Approvals, ``abort``, budgets and
 timeouts stop the dispatch and drain the run. A long run continues as new
 before its history grows large, carrying its state.
+
+The rules live in the core (``TeamRunState``, ``TaskGraph``, ``ApprovalGate``,
+``EventLog``, ``Scheduler``); this module is the Temporal glue: waiting,
+timers, children, handlers.
 """
 
 from __future__ import annotations
@@ -16,80 +20,60 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Coroutine
-from datetime import datetime, timedelta
-from typing import Any, Literal
+from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError
+from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
-
+    from oma.core.approval_gate import (
+        ApprovalGate,
+        dispatch_request_id,
+        task_of,
+        task_snapshot,
+    )
     from oma.core.approvals import (
-        DECISION_SHAPE,
         ApprovalDecision,
-        ApprovalOptions,
         ApprovalRequest,
         Boundary,
         Decision,
-        Reviewer,
-        check_decision,
-        request_hash,
+        DecisionSource,
+        parse_decision,
     )
-    from oma.core.dag import dependents_map, transitive_dependents
     from oma.core.errors import (
-        ApprovalUnknownRequestError,
-        InvalidRunInputError,
+        AgentRunFailedError,
         OMAError,
         PlanValidationError,
+        RunCancelledError,
+        RunTimeoutError,
+        TaskTimeoutError,
         application_error,
     )
-    from oma.core.events import RunEvent, RunEventType
+    from oma.core.events import EventLog, RunEvent, RunEventType
     from oma.core.messages import LLMMessage, user_text
     from oma.core.plan import (
         COORDINATOR,
         CoordinatorConfig,
         coordinator_agent,
         correction_prompt,
-        parse_plan,
         plan_artifact,
-        plan_tasks,
         planning_prompt,
+        read_plan,
         synthesis_prompt,
     )
     from oma.core.prompt import task_prompt
     from oma.core.results import AcpSessionInfo, AgentRunResult, TeamRunResult, TeamRunStatus
-    from oma.core.run_input import (
-        AgentRunInput,
-        TaskProgress,
-        TeamRunCheckpoint,
-        TeamRunInput,
-        format_validation_error,
-        parse_team_run_input,
-        single_input,
-    )
+    from oma.core.run_input import AgentRunInput, TeamRunInput, parse_team_run_input
     from oma.core.scheduling import Scheduler
     from oma.core.shared_memory import shared_memory
     from oma.core.task import TaskSpec, TaskState, TaskStatus
+    from oma.core.task_graph import SETTLED, TaskGraph
+    from oma.core.team_run_state import STOPS, StopKind, TeamRunState
+    from oma.core.validation import single_input
     from oma.core.workflow_ids import coordinator_workflow_id, task_workflow_id
     from oma.workflows._acp import close_acp_sessions
-
-EVENTS_KEPT = 2000
-"""The ``events`` query returns at most this many of the latest events."""
-
-EVENTS_CARRIED = 500
-"""How many of the latest events a run carries when it continues as new (the
-others stay in the earlier runs' histories)."""
-
-Stop = Literal["aborted", "rejected", "budget", "timeout", "continue"]
-
-STOPPED: dict[str, tuple[TeamRunStatus, str]] = {
-    "aborted": ("cancelled", "ABORTED"),
-    "rejected": ("rejected", "APPROVAL_REJECTED"),
-    "budget": ("failed", "BUDGET_EXCEEDED"),
-    "timeout": ("failed", "RUN_TIMEOUT"),
-}
-"""How a run that stopped early ends: its status and error code."""
+    from oma.workflows._children import failed_result
 
 
 @workflow.defn(name="TeamRun")
@@ -110,47 +94,48 @@ class TeamRun:
     def __init__(self, *args: Any) -> None:
         # Everything is set up here, before any signal, update or query is
         # handled, so a decision sent as the run starts sees the whole state.
-        self._result = TeamRunResult(success=False, status="running", tasks=[])
-        self._specs: dict[str, TaskSpec] = {}
-        self._states: dict[str, TaskState] = {}
-        self._dependents: dict[str, list[str]] = {}
-        self._waiting_on: dict[str, int] = {}
+        self._invalid: ApplicationError | None = None
+        try:
+            inp = parse_team_run_input(single_input(args, "TeamRun"))
+        except OMAError as err:
+            self._invalid = application_error(err)
+            inp = None
+        self._input = inp
+        self.state = (inp and inp.resume) or TeamRunState(
+            result=TeamRunResult(success=False, status="running", tasks=[]),
+            started_at=workflow.now(),
+        )
+        self._log = EventLog(self.state.events)
+        self._gate = ApprovalGate(
+            workflow.info().workflow_id,
+            inp.options.approvals if inp else None,
+            self.state.requests,
+            self.state.result.approval_decisions,
+        )
+        self._graph = TaskGraph([])
         self._scheduler: Scheduler | None = None
+        # what only this run holds: the Temporal side of the state
         self._in_flight: dict[str, asyncio.Task[None]] = {}
+        self._waiters: dict[str, asyncio.Task[None]] = {}
         self._wake = False
-        self._stop: Stop | None = None
+        self._stop: StopKind | None = None
         self._stop_reason = ""
+        self._continuing = False
         # ACP agents hold one conversation: one task at a time, in one session
         self._acp_busy: set[str] = set()
         self._acp_sessions: dict[str, AcpSessionInfo] = {}
-        # approvals: every request made, the open ones, and the decisions
-        self._requests: dict[str, ApprovalRequest] = {}
-        self._open: dict[str, asyncio.Task[None] | None] = {}
-        self._decisions: dict[str, ApprovalDecision] = {}
-        self._gated: set[str] = set()  # tasks whose dispatch request is open
-        self._events: deque[RunEvent] = deque(maxlen=EVENTS_KEPT)
-        self._next_seq = 0
-        self._rounds = 0
-        self._last_round: set[str] = set()
-        self._coordinator_turns = 0
-        self._started_at = workflow.now()
-        self._deadline: datetime | None = None
-        self._deadline_watch: asyncio.Task[None] | None = None
-        self._invalid: ApplicationError | None = None
-        self._input: TeamRunInput | None = None
-        try:
-            self._input = parse_team_run_input(single_input(args, "TeamRun"))
-        except OMAError as err:
-            self._invalid = application_error(err)
+        self._deadline: asyncio.Task[None] | None = None
+        if inp is None:
             return
-        inp = self._input
         if inp.resume is not None:
-            self._restore(inp, inp.resume)
+            plan = self.state.result.plan
+            self._load(inp, plan.tasks if plan is not None else inp.given_tasks())
             return
-        self._result.goal = inp.goal
+        self.state.result.goal = inp.goal
         self._event("run_start", detail=f"goal: {inp.goal}" if inp.goal else None)
         if inp.goal is None:
             try:
+                inp.check_tasks(inp.given_tasks())
                 self._load(inp, inp.given_tasks())
             except OMAError as err:
                 self._invalid = application_error(err)
@@ -163,8 +148,7 @@ class TeamRun:
         assert inp is not None
         options = inp.options
         if options.timeout_s is not None:
-            self._deadline = self._started_at + timedelta(seconds=options.timeout_s)
-            self._watch_deadline()
+            self._watch_deadline(options.timeout_s)
         try:
             if inp.goal is not None and inp.resume is None:
                 await self._until_stopped(self._plan(inp, inp.goal))
@@ -174,12 +158,11 @@ class TeamRun:
                     await self._approve_plan()
             if self._stop is None:
                 await self._execute(inp)
-            if self._stop == "continue":
-                await self._close_acp_sessions()  # the next run opens its own
-                workflow.continue_as_new(self._checkpoint(inp))
+            if self._continuing and self._stop is None:
+                await self._continue_as_new(inp)
             self._skip_rest()
             # the synthesis starts only within budget (its own usage may pass it)
-            if inp.goal is not None and self._stop is None and not self._over_budget(inp):
+            if inp.goal is not None and self._stop is None and not self._check_budget():
                 await self._until_stopped(self._synthesize(inp, inp.goal))
         except asyncio.CancelledError:
             await self._drain_after_cancel()
@@ -192,25 +175,25 @@ class TeamRun:
     # -- queries, signals, updates -----------------------------------------
 
     @workflow.query(name="state")
-    def state(self) -> TeamRunResult:
+    def state_query(self) -> TeamRunResult:
         """The run so far: every task's status and output, usage, decisions."""
-        return self._result
+        return self.state.result
 
     @workflow.query(name="events")
     def events(self, after_seq: int = -1) -> list[RunEvent]:
         """The run's events with ``seq`` above ``after_seq`` (all by default),
         oldest first; the latest ``EVENTS_KEPT`` are kept."""
-        return [e for e in self._events if e.seq > after_seq]
+        return self._log.after(after_seq)
 
     @workflow.query(name="shared_memory")
     def shared_memory(self) -> dict[str, str]:
         """The run's shared memory: ``<agent>/task:<id>:result`` -> output, so far."""
-        return shared_memory(self._states.values())
+        return shared_memory(self._graph)
 
     @workflow.query(name="pending_approvals")
     def pending_approvals(self) -> list[ApprovalRequest]:
         """The open approval requests, oldest first."""
-        return [self._requests[r] for r in self._open]
+        return list(self.state.requests)
 
     @workflow.signal(name="abort")
     def abort(self, *args: Any) -> None:
@@ -219,7 +202,7 @@ class TeamRun:
         ``cancelled``. Any payload aborts; a ``reason`` is recorded."""
         raw = args[0] if args else None
         reason = raw.get("reason") if isinstance(raw, dict) else None
-        if self._stop in (None, "continue"):
+        if self._stop is None:
             self._event("abort", detail=str(reason or "abort signal"))
             self._stop_with("aborted", f"aborted: {reason or 'abort signal'}")
 
@@ -248,119 +231,81 @@ class TeamRun:
             raise application_error(err) from None
 
     @decide_update.validator
-    def _validate_decide(self, *args: Any) -> None:
+    def validate_decision(self, *args: Any) -> None:
         try:
-            self._check_decision(_decision(args))
+            self._gate.check(_decision(args), self._stop_reason)
         except OMAError as err:
             raise application_error(err) from None
 
-    def _check_decision(self, decision: Decision) -> ApprovalRequest:
-        """The request ``decision`` answers; raises an ``ApprovalError``."""
-        request_id = decision.request_id
-        # open requests, and decided ones (so a late decision is a conflict)
-        decidable = {
-            r: req for r, req in self._requests.items() if r in self._open or r in self._decisions
-        }
-        if request_id in self._requests and request_id not in decidable:
-            raise ApprovalUnknownRequestError(
-                f"request {request_id!r} was closed without a decision: "
-                f"{self._stop_reason or 'the run stopped'}"
-            )
-        return check_decision(decidable, self._decisions, decision)
-
-    def _record_decision(
-        self, decision: Decision, source: Literal["update", "signal"]
-    ) -> ApprovalDecision:
-        request = self._check_decision(decision)
-        return self._decide(request, decision.decision, decision.reviewer, decision.comment, source)
-
-    def _decide(
-        self,
-        request: ApprovalRequest,
-        value: Literal["approve", "reject"],
-        reviewer: Reviewer,
-        comment: str | None,
-        source: Literal["update", "signal", "timeout"],
-    ) -> ApprovalDecision:
-        record = ApprovalDecision(
-            request_id=request.request_id,
-            boundary=request.boundary,
-            request_hash=request.request_hash,
-            decision=value,
-            reviewer=reviewer,
-            comment=comment,
-            decided_at=workflow.now(),
-            source=source,
+    def _record_decision(self, decision: Decision, source: DecisionSource) -> ApprovalDecision:
+        request = self._gate.check(decision, self._stop_reason)
+        record = self._gate.decide(
+            request,
+            decision.decision,
+            decision.reviewer,
+            decision.comment,
+            source,
+            workflow.now(),
         )
-        self._decisions[request.request_id] = record
-        self._result.approval_decisions.append(record)
-        self._event(
-            "approval_decision",
-            _task_of(request),
-            f"{request.request_id}: {value} by {reviewer.id}",
-        )
-        self._wake = True
+        self._recorded(request, record)
         return record
+
+    def _recorded(self, request: ApprovalRequest, record: ApprovalDecision) -> None:
+        detail = f"{request.request_id}: {record.decision} by {record.reviewer.id}"
+        self._event("approval_decision", task_of(request), detail)
+        self._wake = True
 
     # -- approvals ---------------------------------------------------------
 
     def _request(self, request_id: str, boundary: Boundary, content: Any, reason: str) -> None:
-        """Record an open request; its waiter starts in the main loop."""
-        now = workflow.now()
-        approvals = self._options_approvals()
-        timeout = approvals.timeout_s if approvals else None
-        self._requests[request_id] = ApprovalRequest(
-            request_id=request_id,
-            boundary=boundary,
-            scope=workflow.info().workflow_id,
-            content=content,
-            reason=reason,
-            requested_at=now,
-            expires_at=now + timedelta(seconds=timeout) if timeout else None,
-            request_hash=request_hash(workflow.info().workflow_id, boundary, content),
-        )
-        self._open[request_id] = None
-        self._event("approval_request", _task_of(self._requests[request_id]), request_id)
+        """Open a request; its expiry waiter starts in the main loop."""
+        request = self._gate.request(request_id, boundary, content, reason, workflow.now())
+        self._event("approval_request", task_of(request), request_id)
 
     def _start_waiters(self) -> None:
-        for request_id, waiter in self._open.items():
-            if waiter is None:
-                self._open[request_id] = asyncio.create_task(self._wait_for_decision(request_id))
+        for request in self.state.requests:
+            if request.request_id not in self._waiters:
+                waiter = asyncio.create_task(self._expire_unless_decided(request))
+                self._waiters[request.request_id] = waiter
 
-    async def _wait_for_decision(self, request_id: str) -> None:
-        request = self._requests[request_id]
+    async def _expire_unless_decided(self, request: ApprovalRequest) -> None:
+        request_id = request.request_id
         timeout = None
         if request.expires_at is not None:
             timeout = max((request.expires_at - workflow.now()).total_seconds(), 0.001)
         try:
-            await workflow.wait_condition(lambda: request_id in self._decisions, timeout=timeout)
-        except TimeoutError:
-            approvals = self._options_approvals()
-            assert approvals is not None
-            if request_id in self._decisions:
-                return  # a decision arrived in the same workflow task: it wins
-            self._decide(
-                request,
-                approvals.on_timeout,
-                Reviewer(id="oma:timeout", display_name="approval timeout"),
-                f"no decision within {approvals.timeout_s} s",
-                "timeout",
+            await workflow.wait_condition(
+                lambda: self._gate.decision(request_id) is not None, timeout=timeout
             )
+        except TimeoutError:
+            # a decision that arrived in the same workflow task wins
+            if self._gate.decision(request_id) is None:
+                self._recorded(request, self._gate.expire(request, workflow.now()))
         finally:
-            self._open.pop(request_id, None)
+            self._gate.close(request_id)
+            self._waiters.pop(request_id, None)
             self._wake = True
 
-    async def _approved_request(
+    def _close_request(self, request_id: str) -> None:
+        self._gate.close(request_id)
+        waiter = self._waiters.pop(request_id, None)
+        if waiter is not None:
+            waiter.cancel()
+
+    async def _ask_approval(
         self, request_id: str, boundary: Boundary, content: Any, reason: str
     ) -> bool:
-        """Request an approval and wait for it (or for the run to stop)."""
+        """Request an approval and wait for its decision (or for the run to stop)."""
         self._request(request_id, boundary, content, reason)
         self._start_waiters()
-        await workflow.wait_condition(lambda: request_id in self._decisions or bool(self._stop))
-        return self._settle_decision(request_id)
+        await workflow.wait_condition(
+            lambda: self._gate.decision(request_id) is not None or self._stop is not None
+        )
+        return self._approved(request_id)
 
-    def _settle_decision(self, request_id: str) -> bool:
-        decision = self._decisions.get(request_id)
+    def _approved(self, request_id: str) -> bool:
+        """Whether ``request_id`` was approved; a rejection stops the run."""
+        decision = self._gate.decision(request_id)
         if decision is None:
             return False
         if decision.decision == "reject":
@@ -373,28 +318,26 @@ class TeamRun:
         return True
 
     async def _approve_plan(self) -> None:
-        assert self._result.plan is not None
-        await self._approved_request(
+        assert self.state.result.plan is not None
+        await self._ask_approval(
             "plan",
             "plan",
-            self._result.plan.model_dump(mode="json"),
+            self.state.result.plan.model_dump(mode="json"),
             "options.approvals.plan: review the coordinator's plan before it runs",
         )
-
-    def _options_approvals(self) -> ApprovalOptions | None:
-        return self._input.options.approvals if self._input else None
 
     # -- planning and synthesis (goal runs) --------------------------------
 
     async def _plan(self, inp: TeamRunInput, goal: str) -> None:
         config = inp.coordinator or CoordinatorConfig()
+        strict = inp.options.strict_assignees
         messages = [user_text(planning_prompt(inp.team, goal, config.instructions))]
         answer = await self._coordinator("plan", config, inp, messages)
-        tasks, errors = _read_plan(answer.output, inp)
+        tasks, errors = read_plan(answer.output, inp.team, strict_assignees=strict)
         if errors:
             messages = [*answer.messages, user_text(correction_prompt(errors))]
             answer = await self._coordinator("plan-correction", config, inp, messages)
-            tasks, errors = _read_plan(answer.output, inp)
+            tasks, errors = read_plan(answer.output, inp.team, strict_assignees=strict)
             if errors:
                 raise application_error(
                     PlanValidationError(
@@ -403,34 +346,31 @@ class TeamRun:
                     )
                 )
         try:
-            self._load(inp, tasks)
+            inp.check_tasks(tasks)
         except OMAError as err:
             raise application_error(err) from None
-        self._result.plan = plan_artifact(goal, tasks)
+        self._load(inp, tasks)
+        self.state.result.plan = plan_artifact(goal, tasks)
         self._event("plan_ready", detail=f"{len(tasks)} task(s)")
 
     async def _synthesize(self, inp: TeamRunInput, goal: str) -> None:
         config = inp.coordinator or CoordinatorConfig()
-        prompt = synthesis_prompt(goal, self._result.tasks)
+        prompt = synthesis_prompt(goal, self.state.result.tasks)
         try:
             answer = await self._coordinator("synthesis", config, inp, [user_text(prompt)])
         except ApplicationError as err:
-            self._result.error = f"the coordinator's synthesis failed: {err.message}"
-            self._result.error_code = err.type
+            self.state.result.error = f"the coordinator's synthesis failed: {err.message}"
+            self.state.result.error_code = err.type
             return
-        self._result.final_output = answer.output
+        self.state.result.final_output = answer.output
 
     async def _coordinator(
-        self,
-        step: str,
-        config: CoordinatorConfig,
-        inp: TeamRunInput,
-        messages: list[LLMMessage],
+        self, step: str, config: CoordinatorConfig, inp: TeamRunInput, messages: list[LLMMessage]
     ) -> AgentRunResult:
         """One coordinator step as an ``AgentRun`` child; its usage counts for
         the run. Raises ``ApplicationError`` when the step fails."""
         try:
-            agent = coordinator_agent(config, inp.team, self._coordinator_turns)
+            agent = coordinator_agent(config, inp.team, self.state.coordinator_turns)
         except OMAError as err:
             raise application_error(err) from None
         try:
@@ -441,95 +381,71 @@ class TeamRun:
                 result_type=AgentRunResult,
             )
         except ChildWorkflowError as err:
-            failed = _failed_result(COORDINATOR, err)
-            self._add_coordinator_usage(failed, step)
+            failed = failed_result(COORDINATOR, err)
+            self._add_coordinator_run(failed, step)
             raise ApplicationError(
                 f"coordinator step {step!r} failed: {failed.error}",
-                type=failed.error_code or "AGENT_RUN_FAILED",
+                type=failed.error_code or AgentRunFailedError.code,
                 non_retryable=True,
             ) from None
-        self._add_coordinator_usage(result, step)
+        self._add_coordinator_run(result, step)
         return result
 
-    def _add_coordinator_usage(self, result: AgentRunResult, step: str) -> None:
-        self._coordinator_turns += result.turns
-        self._result.total_token_usage += result.token_usage
-        earlier = self._result.agent_results.get(COORDINATOR)
-        summary = result.model_copy(update={"messages": []})
-        if earlier is not None:
-            summary.turns += earlier.turns
-            summary.token_usage = earlier.token_usage + result.token_usage
-        self._result.agent_results[COORDINATOR] = summary
-        if self._input is not None and step != "synthesis":
-            self._over_budget(self._input)
+    def _add_coordinator_run(self, result: AgentRunResult, step: str) -> None:
+        self.state.add_coordinator_run(result)
+        if step != "synthesis":
+            self._check_budget()
 
-    # -- the task graph ----------------------------------------------------
+    # -- dispatching the task graph ----------------------------------------
 
     def _load(self, inp: TeamRunInput, tasks: list[TaskSpec]) -> None:
-        inp.check_tasks(tasks)
-        self._load_graph(tasks)
-        self._scheduler = Scheduler(inp.options.scheduling, inp.team, tasks, self._dependents)
-        if inp.goal is None or not inp.options.plan_only:
+        """Build the graph and the scheduler over ``tasks`` (a resumed run's
+        from the carried task states) and queue what is ready."""
+        resumed = inp.resume is not None
+        self._graph = TaskGraph(tasks, self.state.result.tasks, plan_only=inp.options.plan_only)
+        self.state.result.tasks = list(self._graph)
+        self._scheduler = Scheduler(
+            inp.options.scheduling, inp.team, tasks, self._graph.dependents, self.state.round_robin
+        )
+        if resumed:
             for t in tasks:
-                if not t.depends_on:
-                    self._make_ready(t.id)
-
-    def _load_graph(self, tasks: list[TaskSpec]) -> None:
-        self._specs = {t.id: t for t in tasks}
-        self._dependents = dependents_map(tasks)
-        self._waiting_on = {t.id: len(t.depends_on) for t in tasks}
-        plan_only = self._input is not None and self._input.options.plan_only
-        for t in tasks:
-            # a plan-only run reports its plan: every task pending
-            blocked = t.depends_on and not plan_only
-            status = TaskStatus.BLOCKED if blocked else TaskStatus.PENDING
-            self._states[t.id] = TaskState(
-                id=t.id,
-                title=t.title,
-                description=t.description,
-                assignee=t.assignee,
-                depends_on=t.depends_on,
-                status=status,
-            )
-        self._result.tasks = list(self._states.values())
+                assignee = self._graph[t.id].assignee
+                if t.assignee is None and assignee is not None:
+                    self._scheduler.pin(t.id, assignee)
+            ready = self._graph.ready()
+        elif inp.goal is None or not inp.options.plan_only:
+            ready = self._graph.roots()
+        else:
+            ready = []
+        for task_id in ready:
+            self._make_ready(task_id)
 
     def _make_ready(self, task_id: str) -> None:
         """``task_id``'s dependencies completed: queue it, or first request the
         approval of its dispatch."""
         assert self._scheduler is not None
-        state = self._states[task_id]
-        if self._needs_dispatch_approval(task_id, state.assignee):
+        state = self._graph[task_id]
+        if self._gate.gates_dispatch(task_id, state.assignee):
             state.status = TaskStatus.AWAITING_APPROVAL
-            self._gated.add(task_id)
             self._request(
-                _dispatch_request(task_id),
+                dispatch_request_id(task_id),
                 "dispatch",
-                _snapshot(state, outcome=False),
+                task_snapshot(state, outcome=False),
                 f"options.approvals.dispatch: review task {task_id!r} before it starts",
             )
             return
         state.status = TaskStatus.PENDING
         self._scheduler.push(task_id)
 
-    def _needs_dispatch_approval(self, task_id: str, agent: str | None) -> bool:
-        """Whether ``options.approvals.dispatch`` gates this task (run by
-        ``agent``) and it has no decision yet."""
-        approvals = self._options_approvals()
-        return (
-            approvals is not None
-            and approvals.gates_dispatch(task_id, agent)
-            and _dispatch_request(task_id) not in self._decisions
-        )
-
     def _gate_assigned(self, task_id: str, agent: str) -> bool:
         """A task the scheduler just gave to ``agent``: if a dispatch approval
         names that agent, request it now, for that agent."""
         assert self._scheduler is not None
-        if self._specs[task_id].assignee is not None or not self._needs_dispatch_approval(
+        if self._graph.specs[task_id].assignee is not None or not self._gate.gates_dispatch(
             task_id, agent
         ):
             return False
-        self._states[task_id].assignee = agent
+        self._graph[task_id].assignee = agent
         self._scheduler.pin(task_id, agent)
         self._make_ready(task_id)
         return True
@@ -542,25 +458,30 @@ class TeamRun:
         rounds = bool(inp.options.approvals and inp.options.approvals.round)
         batch: deque[str] = deque()
         while True:
-            self._take_gate_decisions()
-            if rounds and self._stop is None and not batch and not self._in_flight:
+            self._release_approved_dispatches()
+            if rounds and self._dispatching and not batch and not self._in_flight:
                 batch = await self._next_round()
-            if self._stop is None:
+            if self._dispatching:
                 self._dispatch(inp, batch if rounds else None)
             self._start_waiters()
             if not self._in_flight and (
-                self._stop is not None
-                or not (self._open or (batch if rounds else len(self._scheduler)))
+                not self._dispatching
+                or not (self.state.requests or (batch if rounds else len(self._scheduler)))
             ):
                 return
             self._wake = False
             await workflow.wait_condition(lambda: self._wake)
 
-    def _take_gate_decisions(self) -> None:
-        assert self._scheduler is not None
-        for task_id in [t for t in self._gated if _dispatch_request(t) in self._decisions]:
-            self._gated.discard(task_id)
-            if self._settle_decision(_dispatch_request(task_id)):
+    @property
+    def _dispatching(self) -> bool:
+        """Whether new tasks may start: the run neither stopped nor is about
+        to continue as new."""
+        return self._stop is None and not self._continuing
+
+    def _release_approved_dispatches(self) -> None:
+        for task_id in self._graph.awaiting_approval():
+            request_id = dispatch_request_id(task_id)
+            if self._gate.decision(request_id) is not None and self._approved(request_id):
                 self._make_ready(task_id)
 
     async def _next_round(self) -> deque[str]:
@@ -570,34 +491,34 @@ class TeamRun:
         batch: deque[str] = deque()
         while (nxt := self._scheduler.next(lambda agent: True)) is not None:
             task_id, agent = nxt
-            self._states[task_id].assignee = agent
+            self._graph[task_id].assignee = agent
             batch.append(task_id)
         if not batch:
             return batch
-        self._rounds += 1
-        completed = [
-            _snapshot(s)
-            for s in self._states.values()
-            if s.status in (TaskStatus.COMPLETED, TaskStatus.FAILED) and s.id in self._last_round
-        ]
+        self.state.rounds += 1
+        rounds = self.state.rounds
         content = {
-            "round": self._rounds,
-            "completed": completed,
-            "next": [_snapshot(self._states[t]) for t in batch],
+            "round": rounds,
+            "completed": [
+                task_snapshot(s)
+                for s in self._graph
+                if s.status in SETTLED and s.id in self.state.last_round
+            ],
+            "next": [task_snapshot(self._graph[t]) for t in batch],
         }
-        self._last_round = set(batch)
-        approved = await self._approved_request(
-            f"round-{self._rounds}",
+        self.state.last_round = list(batch)
+        approved = await self._ask_approval(
+            f"round-{rounds}",
             "round",
             content,
-            f"options.approvals.round: review round {self._rounds} before it starts",
+            f"options.approvals.round: review round {rounds} before it starts",
         )
         return batch if approved else deque()
 
     def _dispatch(self, inp: TeamRunInput, batch: deque[str] | None) -> None:
         assert self._scheduler is not None
         while len(self._in_flight) < inp.options.max_concurrency:
-            if self._over_budget(inp):
+            if self._check_budget():
                 return
             if batch is not None:
                 task_id = next((t for t in batch if self._available(self._agent_of(t))), None)
@@ -615,7 +536,7 @@ class TeamRun:
             self._start(inp, task_id, agent)
 
     def _agent_of(self, task_id: str) -> str:
-        agent = self._states[task_id].assignee
+        agent = self._graph[task_id].assignee
         assert agent is not None
         return agent
 
@@ -626,7 +547,7 @@ class TeamRun:
         assert self._scheduler is not None
         agent = inp.team.agent(agent_name)
         assert agent is not None  # validated
-        state = self._states[task_id]
+        state = self._graph[task_id]
         state.assignee = agent_name
         state.status = TaskStatus.IN_PROGRESS
         self._scheduler.started(agent_name)
@@ -635,15 +556,16 @@ class TeamRun:
         self._event("task_start", task_id, f"agent {agent_name}")
         self._in_flight[task_id] = asyncio.create_task(self._run_task(inp, task_id))
 
+    # -- one task ----------------------------------------------------------
+
     async def _run_task(self, inp: TeamRunInput, task_id: str) -> None:
-        spec, state = self._specs[task_id], self._states[task_id]
+        spec, state = self._graph.specs[task_id], self._graph[task_id]
         agent = inp.team.agent(self._agent_of(task_id))
         assert agent is not None
-        is_acp = agent.kind == "acp"
         try:
             while True:
                 state.attempts += 1
-                result = await self._attempt(inp, spec, state, is_acp)
+                result = await self._attempt(inp, spec, state, agent.kind == "acp")
                 if result.status == "cancelled" and self._stop == "timeout":
                     result = self._cut_short(result)
                 if result.acp_session is not None:
@@ -652,7 +574,7 @@ class TeamRun:
                     self._complete(task_id, result)
                     return
                 retry = state.attempts <= spec.max_retries and result.retryable
-                if not retry or self._stop not in (None, "continue"):
+                if not retry or self._stop is not None:
                     self._fail(task_id, result)
                     return
                 delay = spec.retry_delay_s * spec.retry_backoff ** (state.attempts - 1)
@@ -664,7 +586,7 @@ class TeamRun:
                 )
                 self._add_usage(state, result)
                 await workflow.sleep(delay)
-                if self._stop not in (None, "continue"):
+                if self._stop is not None:
                     # stopped during the delay: no new attempt
                     self._fail(task_id, result, usage_counted=True)
                     return
@@ -687,7 +609,7 @@ class TeamRun:
         return result.model_copy(
             update={
                 "error": self._stop_reason or "cancelled with the run",
-                "error_code": "RUN_TIMEOUT" if timeout else "CANCELLED",
+                "error_code": (RunTimeoutError if timeout else RunCancelledError).code,
             }
         )
 
@@ -695,15 +617,11 @@ class TeamRun:
         self, inp: TeamRunInput, spec: TaskSpec, state: TaskState, is_acp: bool
     ) -> AgentRunResult:
         """One attempt of a task: its ``AgentRun`` child, bounded by ``timeout_s``."""
-        assert state.assignee is not None
-        agent = inp.team.agent(state.assignee)
+        agent = inp.team.agent(self._agent_of(spec.id))
         assert agent is not None
         try:
-            prompt = task_prompt(
-                spec,
-                [self._states[d] for d in spec.depends_on],
-                shared_memory(self._states.values()) if spec.memory_scope == "all" else {},
-            )
+            memory = shared_memory(self._graph) if spec.memory_scope == "all" else {}
+            prompt = task_prompt(spec, [self._graph[d] for d in spec.depends_on], memory)
         except OMAError as err:
             return AgentRunResult(
                 agent=agent.name, status="failed", error=err.message, error_code=err.code
@@ -729,7 +647,7 @@ class TeamRun:
                 result = handle.result()
                 return result
         except ChildWorkflowError as err:
-            return _failed_result(agent.name, err)
+            return failed_result(agent.name, err)
         handle.cancel()
         with contextlib.suppress(ChildWorkflowError, asyncio.CancelledError):
             await handle
@@ -737,94 +655,80 @@ class TeamRun:
             agent=agent.name,
             status="failed",
             error=f"task {spec.id!r} ran longer than its timeout_s ({spec.timeout_s:g} s)",
-            error_code="TASK_TIMEOUT",
+            error_code=TaskTimeoutError.code,
             retryable=True,
         )
 
     def _complete(self, task_id: str, result: AgentRunResult) -> None:
-        state = self._states[task_id]
-        state.status = TaskStatus.COMPLETED
-        state.output = result.output
+        unblocked = self._graph.complete(task_id, result.output)
         self._event("task_complete", task_id)
-        self._add_usage(state, result)
-        for dependent in self._dependents[task_id]:
-            self._waiting_on[dependent] -= 1
-            if self._waiting_on[dependent] == 0 and self._stop is None:
+        self._add_usage(self._graph[task_id], result)
+        for dependent in unblocked:
+            if self._dispatching:
                 self._make_ready(dependent)
-            elif self._waiting_on[dependent] == 0:
-                self._states[dependent].status = TaskStatus.PENDING
+            else:
+                self._graph[dependent].status = TaskStatus.PENDING
         self._check_continue_as_new()
 
     def _fail(self, task_id: str, result: AgentRunResult, usage_counted: bool = False) -> None:
-        state = self._states[task_id]
-        state.status = TaskStatus.FAILED
-        state.error = result.error or f"the agent's turn ended {result.status}"
-        state.error_code = result.error_code
-        self._event("task_failed", task_id, f"{state.error_code}: {state.error}")
+        error = result.error or f"the agent's turn ended {result.status}"
+        dependents = self._graph.fail(task_id, error, result.error_code)
+        self._event("task_failed", task_id, f"{result.error_code}: {error}")
         if not usage_counted:
-            self._add_usage(state, result)
-        if result.error_code in ("CANCELLED", "RUN_TIMEOUT") and self._stop_reason:
+            self._add_usage(self._graph[task_id], result)
+        stopped = (RunCancelledError.code, RunTimeoutError.code)
+        if result.error_code in stopped and self._stop_reason:
             reason = f"skipped: {self._stop_reason}"  # the run stopped, not the task
         else:
-            reason = f"skipped: dependency {task_id!r} ({state.title}) failed"
-        for dependent in transitive_dependents(task_id, self._dependents):
+            reason = f"skipped: dependency {task_id!r} ({self._graph[task_id].title}) failed"
+        for dependent in dependents:
             self._skip(dependent, reason)
         self._check_continue_as_new()
 
     def _skip(self, task_id: str, reason: str) -> None:
-        state = self._states[task_id]
-        if state.status in (TaskStatus.BLOCKED, TaskStatus.PENDING, TaskStatus.AWAITING_APPROVAL):
-            state.status = TaskStatus.SKIPPED
-            state.error = reason
+        gated = self._graph[task_id].status == TaskStatus.AWAITING_APPROVAL
+        if self._graph.skip(task_id, reason):
             self._event("task_skipped", task_id, reason)
-            if task_id in self._gated:
-                self._gated.discard(task_id)
-                self._close_request(_dispatch_request(task_id))
+            if gated:
+                self._close_request(dispatch_request_id(task_id))
 
     def _skip_rest(self) -> None:
         """Skip every task that never started (the run stopped early)."""
         reason = f"skipped: {self._stop_reason or 'the run stopped'}"
-        for task_id, state in self._states.items():
-            if state.status not in (TaskStatus.COMPLETED, TaskStatus.FAILED):
-                self._skip(task_id, reason)
-        for request_id in list(self._open):
-            self._close_request(request_id)
+        for task_id in self._graph.unsettled():
+            self._skip(task_id, reason)
+        for request in list(self.state.requests):
+            self._close_request(request.request_id)
 
-    def _close_request(self, request_id: str) -> None:
-        waiter = self._open.pop(request_id, None)
-        if waiter is not None:
-            waiter.cancel()
+    # -- budgets, stops, timeouts, continue-as-new --------------------------
 
     def _add_usage(self, state: TaskState, result: AgentRunResult) -> None:
         state.token_usage += result.token_usage
-        self._result.total_token_usage += result.token_usage
-        if self._input is not None:
-            self._over_budget(self._input)
+        self.state.add_usage(result.token_usage)
+        self._check_budget()
 
-    def _over_budget(self, inp: TeamRunInput) -> bool:
-        """Checked before each dispatch and after each completion."""
-        budget = inp.options.max_token_budget
-        if budget is None:
+    def _check_budget(self) -> bool:
+        """Whether the token budget is used up (checked before each dispatch
+        and after each completion); the first time, the run stops."""
+        assert self._input is not None
+        budget = self._input.options.max_token_budget
+        if not self.state.over_budget(budget):
             return False
-        used = self._result.total_token_usage
-        if used.input_tokens + used.output_tokens < budget:
-            return False
-        if not self._result.budget_exceeded:
-            self._result.budget_exceeded = True
-            self._event(
-                "budget_exceeded",
-                detail=f"{used.input_tokens + used.output_tokens} tokens of {budget}",
-            )
+        if not self.state.result.budget_exceeded:
+            used = self.state.result.total_token_usage
+            self.state.result.budget_exceeded = True
+            detail = f"{used.input_tokens + used.output_tokens} tokens of {budget}"
+            self._event("budget_exceeded", detail=detail)
             self._stop_with("budget", f"the token budget of {budget} is used up")
         return True
 
-    def _stop_with(self, stop: Stop, reason: str) -> None:
-        if self._stop not in (None, "continue"):
+    def _stop_with(self, stop: StopKind, reason: str) -> None:
+        if self._stop is not None:
             return
         self._stop = stop
         self._stop_reason = reason
-        for request_id in list(self._open):
-            self._close_request(request_id)
+        for request in list(self.state.requests):
+            self._close_request(request.request_id)
         if stop == "timeout":
             for in_flight in self._in_flight.values():
                 in_flight.cancel()
@@ -834,22 +738,31 @@ class TeamRun:
         assert self._input is not None
         info = workflow.info()
         limit = self._input.options.history_event_limit
-        if self._stop is None and (
+        if self._dispatching and (
             info.is_continue_as_new_suggested() or info.get_current_history_length() >= limit
         ):
-            self._stop = "continue"
+            self._continuing = True
             self._wake = True
 
-    def _watch_deadline(self) -> None:
-        assert self._deadline is not None and self._input is not None
-        timeout = self._input.options.timeout_s or 0
-        remaining = (self._deadline - workflow.now()).total_seconds()
+    async def _continue_as_new(self, inp: TeamRunInput) -> None:
+        """Go on in a new run with the same input (as the user wrote it: the
+        defaults dropped would lose the backends' ``kind`` tags) and this state."""
+        await self._close_acp_sessions()  # the next run opens its own
+        assert self._scheduler is not None
+        self.state.round_robin = self._scheduler.round_robin
+        carried = inp.model_dump(mode="json", exclude_unset=True)
+        carried["resume"] = self.state.carried()
+        workflow.continue_as_new(carried)
+
+    def _watch_deadline(self, timeout_s: float) -> None:
+        deadline = self.state.started_at + timedelta(seconds=timeout_s)
+        remaining = (deadline - workflow.now()).total_seconds()
 
         async def watch() -> None:
             await workflow.sleep(max(remaining, 0.001))
-            self._stop_with("timeout", f"the run passed options.timeout_s ({timeout:g} s)")
+            self._stop_with("timeout", f"the run passed options.timeout_s ({timeout_s:g} s)")
 
-        self._deadline_watch = asyncio.create_task(watch())
+        self._deadline = asyncio.create_task(watch())
 
     async def _until_stopped(self, step: Coroutine[Any, Any, None]) -> None:
         """Run a coordinator step unless the run stops first: a timeout, an
@@ -875,7 +788,7 @@ class TeamRun:
         if self._in_flight:
             await workflow.wait(list(self._in_flight.values()))
         self._skip_rest()
-        self._result.status = "cancelled"
+        self.state.result.status = "cancelled"
         self._event("run_end", detail="cancelled")
 
     async def _close_acp_sessions(self) -> None:
@@ -888,153 +801,26 @@ class TeamRun:
         info = workflow.info()
         return f"{info.workflow_id}/{info.run_id}"
 
-    # -- events, results, continue-as-new ----------------------------------
+    # -- events and the result ---------------------------------------------
 
     def _event(
         self, kind: RunEventType, task_id: str | None = None, detail: str | None = None
     ) -> None:
-        self._events.append(
-            RunEvent(
-                seq=self._next_seq, type=kind, at=workflow.now(), task_id=task_id, detail=detail
-            )
-        )
-        self._next_seq += 1
+        self._log.add(kind, workflow.now(), task_id, detail)
 
     def _finish(self, status: TeamRunStatus | None = None) -> TeamRunResult:
-        result = self._result
-        if self._stop in STOPPED:
-            status, result.error_code = STOPPED[self._stop]
-            result.error = self._stop_reason
+        result = self.state.result
+        if self._stop is not None:
+            status, error = STOPS[self._stop]
+            result.error_code, result.error = error.code, self._stop_reason
         elif status is None:
-            failed = any(s.status == TaskStatus.FAILED for s in self._states.values())
             # a failed synthesis leaves an error_code on an otherwise completed run
-            status = "failed" if failed or result.error_code else "completed"
+            status = "failed" if self._graph.any_failed() or result.error_code else "completed"
         result.status = status
         result.success = status in ("completed", "planned")
         self._event("run_end", detail=status)
         return result
 
-    def _checkpoint(self, inp: TeamRunInput) -> dict[str, Any]:
-        """The input of the next run: the same input plus the state so far,
-        dumped without defaults to stay small."""
-        fields = set(TaskProgress.model_fields)
-        checkpoint = TeamRunCheckpoint(
-            result=self._result.model_copy(update={"tasks": []}),
-            progress=[
-                TaskProgress.model_validate(s.model_dump(include=fields))
-                for s in self._states.values()
-                if s.status not in (TaskStatus.PENDING, TaskStatus.BLOCKED) or s.assignee
-            ],
-            requests=[self._requests[r] for r in self._open],
-            events=list(self._events)[-EVENTS_CARRIED:],
-            next_seq=self._next_seq,
-            started_at=self._started_at,
-            rounds=self._rounds,
-            round_robin=self._scheduler.round_robin if self._scheduler else 0,
-            coordinator_turns=self._coordinator_turns,
-        )
-        # the input as the user wrote it (defaults dropped there would lose the
-        # backends' 'kind' tags); the checkpoint without its defaults
-        carried = inp.model_dump(mode="json", exclude_unset=True)
-        carried["resume"] = checkpoint.model_dump(mode="json", exclude_defaults=True)
-        return carried
-
-    def _restore(self, inp: TeamRunInput, resume: TeamRunCheckpoint) -> None:
-        result = resume.result
-        tasks = result.plan.tasks if result.plan is not None else inp.given_tasks()
-        self._result = result
-        self._load_graph(tasks)
-        for progress in resume.progress:
-            spec_state = self._states[progress.id].model_dump()
-            self._states[progress.id] = TaskState.model_validate(
-                spec_state | progress.model_dump(exclude_unset=True)
-            )
-        self._result.tasks = list(self._states.values())
-        self._scheduler = Scheduler(
-            inp.options.scheduling, inp.team, tasks, self._dependents, resume.round_robin
-        )
-        for t in tasks:
-            assignee = self._states[t.id].assignee
-            if t.assignee is None and assignee is not None:
-                self._scheduler.pin(t.id, assignee)
-        self._events.extend(resume.events)
-        self._next_seq = resume.next_seq
-        self._started_at = resume.started_at
-        self._rounds = resume.rounds
-        self._coordinator_turns = resume.coordinator_turns
-        self._decisions = {d.request_id: d for d in result.approval_decisions}
-        for request in resume.requests:
-            self._requests[request.request_id] = request
-            self._open[request.request_id] = None
-        done = {TaskStatus.COMPLETED}
-        self._waiting_on = {
-            t.id: sum(1 for d in t.depends_on if self._states[d].status not in done) for t in tasks
-        }
-        for t in tasks:
-            status = self._states[t.id].status
-            if status == TaskStatus.AWAITING_APPROVAL:
-                self._gated.add(t.id)
-            elif status == TaskStatus.PENDING and self._waiting_on[t.id] == 0:
-                self._make_ready(t.id)
-
 
 def _decision(args: tuple[Any, ...]) -> Decision:
-    raw = single_input(args, "a decision")
-    if not isinstance(raw, dict):
-        raise InvalidRunInputError(f"a decision is {DECISION_SHAPE}; got {type(raw).__name__}")
-    try:
-        return Decision.model_validate(raw)
-    except ValidationError as err:
-        raise InvalidRunInputError(f"invalid decision: {format_validation_error(err)}") from None
-
-
-def _read_plan(answer: str, inp: TeamRunInput) -> tuple[list[TaskSpec], list[str]]:
-    try:
-        items = parse_plan(answer)
-    except ValueError as err:
-        return [], [str(err)]
-    return plan_tasks(items, inp.team, strict_assignees=inp.options.strict_assignees)
-
-
-def _dispatch_request(task_id: str) -> str:
-    """The id of the request that gates the dispatch of ``task_id``."""
-    return f"dispatch-{task_id}"
-
-
-def _task_of(request: ApprovalRequest) -> str | None:
-    """The task a dispatch request is about (its events carry the task id)."""
-    return request.content["id"] if request.boundary == "dispatch" else None
-
-
-def _snapshot(state: TaskState, outcome: bool = True) -> dict[str, Any]:
-    """A task as a reviewer sees it in an approval request; with ``outcome``
-    (a round's tasks), its status and output too."""
-    snapshot: dict[str, Any] = {
-        "id": state.id,
-        "title": state.title,
-        "description": state.description,
-        "assignee": state.assignee,
-        "depends_on": state.depends_on,
-    }
-    if outcome:
-        snapshot |= {"status": state.status.value, "output": state.output}
-    return snapshot
-
-
-def _failed_result(agent: str, err: ChildWorkflowError) -> AgentRunResult:
-    """The ``AgentRunResult`` of a failed child: its own partial result when it
-    sent one in the failure details, else one built from the failure."""
-    cause = err.cause
-    if isinstance(cause, CancelledError):
-        return AgentRunResult(
-            agent=agent, status="cancelled", error="cancelled with the run", error_code="CANCELLED"
-        )
-    if isinstance(cause, ApplicationError):
-        if cause.details and isinstance(cause.details[0], dict):
-            return AgentRunResult.model_validate(cause.details[0])
-        return AgentRunResult(
-            agent=agent, status="failed", error=cause.message, error_code=cause.type
-        )
-    return AgentRunResult(
-        agent=agent, status="failed", error=str(cause or err), error_code="AGENT_RUN_FAILED"
-    )
+    return parse_decision(single_input(args, "a decision"))

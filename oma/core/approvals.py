@@ -13,7 +13,14 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from oma.core.errors import (
     ApprovalConflictError,
@@ -23,9 +30,12 @@ from oma.core.errors import (
 )
 from oma.core.task import TaskSpec
 from oma.core.team import TeamConfig
+from oma.core.validation import format_validation_error
 
 Boundary = Literal["plan", "round", "dispatch"]
 DecisionValue = Literal["approve", "reject"]
+DecisionSource = Literal["update", "signal", "timeout"]
+"""Who decided: a reviewer (by update or signal), or ``on_timeout``."""
 
 
 class ApprovalOptions(BaseModel):
@@ -138,7 +148,18 @@ class ApprovalDecision(BaseModel):
     reviewer: Reviewer
     comment: str | None = None
     decided_at: datetime
-    source: Literal["update", "signal", "timeout"]
+    source: DecisionSource
+
+
+def parse_decision(raw: Any) -> Decision:
+    """A decoded ``decide`` payload as a ``Decision``. Raises
+    ``InvalidRunInputError`` naming the bad field."""
+    if not isinstance(raw, dict):
+        raise InvalidRunInputError(f"a decision is {DECISION_SHAPE}; got {type(raw).__name__}")
+    try:
+        return Decision.model_validate(raw)
+    except ValidationError as err:
+        raise InvalidRunInputError(f"invalid decision: {format_validation_error(err)}") from None
 
 
 def canonical_json(value: Any) -> str:

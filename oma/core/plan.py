@@ -242,6 +242,18 @@ def plan_tasks(
     return specs, []
 
 
+def read_plan(
+    answer: str, team: TeamConfig, *, strict_assignees: bool = True
+) -> tuple[list[TaskSpec], list[str]]:
+    """The tasks of a coordinator's ``answer`` and every problem found in it
+    (``parse_plan`` then ``plan_tasks``); no tasks when it holds no array."""
+    try:
+        items = parse_plan(answer)
+    except ValueError as err:
+        return [], [str(err)]
+    return plan_tasks(items, team, strict_assignees=strict_assignees)
+
+
 def correction_prompt(errors: list[str]) -> str:
     """The coordinator's one correction turn: the errors, and the request to
     answer again with the whole corrected JSON array only."""

@@ -6,24 +6,23 @@ Parse user JSON with ``parse_team_run_input`` so every error names its field.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from oma.core.agent_config import AgentConfig
-from oma.core.approvals import ApprovalOptions, ApprovalRequest, check_dispatch_names
+from oma.core.approvals import ApprovalOptions, check_dispatch_names
 from oma.core.dag import validate_task_graph
 from oma.core.errors import InvalidRunInputError
-from oma.core.events import RunEvent
 from oma.core.message_guard import validate_messages
 from oma.core.messages import LLMMessage
 from oma.core.plan import CoordinatorConfig, PlanArtifact
-from oma.core.results import AcpSessionInfo, TeamRunResult
+from oma.core.results import AcpSessionInfo
 from oma.core.scheduling import SchedulingStrategy, check_assignments
-from oma.core.task import TaskSpec, TaskStatus
+from oma.core.task import TaskSpec
 from oma.core.team import TeamConfig
-from oma.core.usage import TokenUsage
+from oma.core.team_run_state import TeamRunState
+from oma.core.validation import format_validation_error
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -63,39 +62,6 @@ class RunOptions(BaseModel):
     )
 
 
-class TaskProgress(BaseModel):
-    """A started or settled task in a ``TeamRunCheckpoint``: its ``TaskState``
-    without what the task's spec already says."""
-
-    id: str
-    status: TaskStatus
-    assignee: str | None = None
-    output: str | None = None
-    error: str | None = None
-    error_code: str | None = None
-    attempts: int = 0
-    token_usage: TokenUsage = Field(default_factory=TokenUsage)
-
-
-class TeamRunCheckpoint(BaseModel):
-    """Set by ``TeamRun`` itself when it continues as new: the run so far.
-
-    Not for users to write. ``result`` has no ``tasks``: ``progress`` holds
-    what changed in them, the rest is rebuilt from the input (or, in a goal
-    run, from ``result.plan``).
-    """
-
-    result: TeamRunResult
-    progress: list[TaskProgress] = Field(default_factory=list)
-    requests: list[ApprovalRequest] = Field(default_factory=list)
-    events: list[RunEvent] = Field(default_factory=list)
-    next_seq: int = 0
-    started_at: datetime
-    rounds: int = 0
-    round_robin: int = 0
-    coordinator_turns: int = 0
-
-
 class TeamRunInput(BaseModel):
     """Input of the ``TeamRun`` workflow: a team and exactly one of ``goal``
     (a coordinator plans the tasks), ``tasks``, or a frozen ``plan``."""
@@ -110,7 +76,7 @@ class TeamRunInput(BaseModel):
         default=None, description="A goal run: the model that plans and synthesizes."
     )
     options: RunOptions = Field(default_factory=RunOptions)
-    resume: TeamRunCheckpoint | None = Field(
+    resume: TeamRunState | None = Field(
         default=None, description="Set by the run itself when it continues as new."
     )
 
@@ -181,38 +147,6 @@ class AgentRunInput(BaseModel):
         default=None,
         description="Set by TeamRun: the ACP session an earlier task of this agent used.",
     )
-
-
-def single_input(args: tuple[Any, ...], what: str) -> Any:
-    """The one input in ``args`` (a workflow's, a signal's or an update's
-    arguments, taken as ``*args``). Raises ``InvalidRunInputError`` for none
-    or several: a client can send any number, and a handler that takes
-    exactly one would fail the workflow task over and over instead."""
-    if len(args) != 1:
-        raise InvalidRunInputError(
-            f"{what} takes exactly one input, a JSON object; got {len(args)}"
-            + (" (pass it with --input or --input-file)" if not args else "")
-        )
-    return args[0]
-
-
-def format_validation_error(err: ValidationError, root: str = "") -> str:
-    """One line per problem, each naming the field path, e.g.
-    ``team.agents[1].backend.command: Field required``."""
-    lines = []
-    for e in err.errors():
-        path = root
-        for part in e["loc"]:
-            if isinstance(part, int):
-                path += f"[{part}]"
-            elif part in ("process", "acp", "function-after[_check_kind()]"):
-                # discriminated-union and validator tags pydantic puts in the path
-                continue
-            else:
-                path += f".{part}" if path else str(part)
-        message = e["msg"].removeprefix("Value error, ")
-        lines.append(f"{path or '(input)'}: {message}")
-    return "; ".join(lines)
 
 
 def _parse(model: type[M], raw: Any, what: str) -> M:

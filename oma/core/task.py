@@ -110,7 +110,7 @@ class TaskState(BaseModel):
     """A task as the run reports it: who runs it, its status and its outcome."""
 
     id: str
-    title: str
+    title: str = Field(default="", description="The spec's title.")
     description: str = ""
     assignee: str | None = Field(
         default=None, description="None until the scheduler assigns an unassigned task."
