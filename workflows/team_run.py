@@ -17,63 +17,34 @@ timers, children, handlers.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import deque
-from collections.abc import Coroutine
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, ChildWorkflowError
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from oma.core.approval_gate import (
-        ApprovalGate,
-        dispatch_request_id,
-        task_of,
-        task_snapshot,
-    )
-    from oma.core.approvals import (
-        ApprovalDecision,
-        ApprovalRequest,
-        Boundary,
-        Decision,
-        DecisionSource,
-        parse_decision,
-    )
-    from oma.core.errors import (
-        AgentRunFailedError,
-        OMAError,
-        PlanValidationError,
-        RunCancelledError,
-        RunTimeoutError,
-        TaskTimeoutError,
-        application_error,
-    )
+    from oma.core.agent_config import AgentConfig
+    from oma.core.approval_gate import ApprovalGate, dispatch_request_id, round_content
+    from oma.core.approvals import ApprovalDecision, ApprovalRequest, Boundary, decision_of
+    from oma.core.dispatch import Dispatcher
+    from oma.core.errors import OMAError, application_error
     from oma.core.events import EventLog, RunEvent, RunEventType
-    from oma.core.messages import LLMMessage, user_text
-    from oma.core.plan import (
-        COORDINATOR,
-        CoordinatorConfig,
-        coordinator_agent,
-        correction_prompt,
-        plan_artifact,
-        planning_prompt,
-        read_plan,
-        synthesis_prompt,
-    )
-    from oma.core.prompt import task_prompt
-    from oma.core.results import AcpSessionInfo, AgentRunResult, TeamRunResult, TeamRunStatus
-    from oma.core.run_input import AgentRunInput, TeamRunInput, parse_team_run_input
+    from oma.core.plan import plan_artifact
+    from oma.core.results import AgentRunResult, TeamRunResult, TeamRunStatus
+    from oma.core.run_input import AgentRunInput, RunOptions, TeamRunInput, parse_team_run_input
     from oma.core.scheduling import Scheduler
     from oma.core.shared_memory import shared_memory
     from oma.core.task import TaskSpec, TaskState, TaskStatus
-    from oma.core.task_graph import SETTLED, TaskGraph
-    from oma.core.team_run_state import STOPS, StopKind, TeamRunState
+    from oma.core.task_graph import TaskGraph, skip_reason
+    from oma.core.team_run_state import RunStop, StopKind, TeamRunState
     from oma.core.validation import single_input
-    from oma.core.workflow_ids import coordinator_workflow_id, task_workflow_id
-    from oma.workflows._acp import close_acp_sessions
-    from oma.workflows._children import failed_result
+    from oma.workflows._acp import RunSessions
+    from oma.workflows._approval_waits import ApprovalWaits
+    from oma.workflows._children import attempt_task
+    from oma.workflows._coordinator import Coordinator
+    from oma.workflows._waiting import at_deadline, unless_stopped
 
 
 @workflow.defn(name="TeamRun")
@@ -101,32 +72,31 @@ class TeamRun:
             self._invalid = application_error(err)
             inp = None
         self._input = inp
+        self._options = inp.options if inp else RunOptions()
         self.state = (inp and inp.resume) or TeamRunState(
             result=TeamRunResult(success=False, status="running", tasks=[]),
             started_at=workflow.now(),
         )
         self._log = EventLog(self.state.events)
-        self._gate = ApprovalGate(
+        gate = ApprovalGate(
             workflow.info().workflow_id,
             inp.options.approvals if inp else None,
             self.state.requests,
             self.state.result.approval_decisions,
         )
+        self._approvals = ApprovalWaits(gate, self._event, self._woken)
         self._graph = TaskGraph([])
-        self._scheduler: Scheduler | None = None
+        self._dispatcher: Dispatcher | None = None  # once the tasks are known
         # what only this run holds: the Temporal side of the state
         self._in_flight: dict[str, asyncio.Task[None]] = {}
-        self._waiters: dict[str, asyncio.Task[None]] = {}
         self._wake = False
-        self._stop: StopKind | None = None
-        self._stop_reason = ""
+        self._stop = RunStop()
         self._continuing = False
-        # ACP agents hold one conversation: one task at a time, in one session
-        self._acp_busy: set[str] = set()
-        self._acp_sessions: dict[str, AcpSessionInfo] = {}
+        self._sessions = RunSessions()
         self._deadline: asyncio.Task[None] | None = None
         if inp is None:
             return
+        self._coordinator = Coordinator(inp, self.state, self._add_coordinator_run)
         if inp.resume is not None:
             plan = self.state.result.plan
             self._load(inp, plan.tasks if plan is not None else inp.given_tasks())
@@ -147,28 +117,34 @@ class TeamRun:
         inp = self._input
         assert inp is not None
         options = inp.options
-        if options.timeout_s is not None:
-            self._watch_deadline(options.timeout_s)
+        if (timeout_s := options.timeout_s) is not None:
+            reason = f"the run passed options.timeout_s ({timeout_s:g} s)"
+            deadline = self.state.started_at + timedelta(seconds=timeout_s)
+            self._deadline = at_deadline(deadline, lambda: self._stop_with("timeout", reason))
         try:
             if inp.goal is not None and inp.resume is None:
-                await self._until_stopped(self._plan(inp, inp.goal))
-                if self._stop is None and options.plan_only:
+                await unless_stopped(self._plan(inp, inp.goal), lambda: self._stop.stopped)
+                if not self._stop.stopped and options.plan_only:
                     return self._finish("planned")
-                if self._stop is None and options.approvals and options.approvals.plan:
-                    await self._approve_plan()
-            if self._stop is None:
+                plan = self.state.result.plan
+                if not self._stop.stopped and plan and options.approvals and options.approvals.plan:
+                    reason = "options.approvals.plan: review the coordinator's plan before it runs"
+                    await self._ask_approval("plan", "plan", plan.model_dump(mode="json"), reason)
+            if not self._stop.stopped:
                 await self._execute(inp)
-            if self._continuing and self._stop is None:
+            if self._continuing and not self._stop.stopped:
                 await self._continue_as_new(inp)
             self._skip_rest()
             # the synthesis starts only within budget (its own usage may pass it)
-            if inp.goal is not None and self._stop is None and not self._check_budget():
-                await self._until_stopped(self._synthesize(inp, inp.goal))
+            if inp.goal is not None and not self._stop.stopped and not self._check_budget():
+                await unless_stopped(
+                    self._coordinator.synthesize(inp.goal), lambda: self._stop.stopped
+                )
         except asyncio.CancelledError:
             await self._drain_after_cancel()
             raise
         finally:
-            await self._close_acp_sessions()
+            await self._sessions.close()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._finish()
 
@@ -202,7 +178,7 @@ class TeamRun:
         ``cancelled``. Any payload aborts; a ``reason`` is recorded."""
         raw = args[0] if args else None
         reason = raw.get("reason") if isinstance(raw, dict) else None
-        if self._stop is None:
+        if not self._stop.stopped:
             self._event("abort", detail=str(reason or "abort signal"))
             self._stop_with("aborted", f"aborted: {reason or 'abort signal'}")
 
@@ -213,7 +189,7 @@ class TeamRun:
         handler takes ``*args``: a signal with a payload of the wrong arity
         must be refused, not fail the workflow task for good.)"""
         try:
-            self._record_decision(_decision(args), "signal")
+            self._approvals.record(decision_of(args), "signal", self._stop.reason)
         except OMAError as err:
             raw = args[0] if len(args) == 1 else None
             request = raw.get("request_id") if isinstance(raw, dict) else None
@@ -226,170 +202,41 @@ class TeamRun:
         ``APPROVAL_CONFLICT``, ``INVALID_RUN_INPUT``) by the validator, without
         writing history, or by the handler when another decision won the race."""
         try:
-            return self._record_decision(_decision(args), "update")
+            return self._approvals.record(decision_of(args), "update", self._stop.reason)
         except OMAError as err:
             raise application_error(err) from None
 
     @decide_update.validator
     def validate_decision(self, *args: Any) -> None:
         try:
-            self._gate.check(_decision(args), self._stop_reason)
+            self._approvals.gate.check(decision_of(args), self._stop.reason)
         except OMAError as err:
             raise application_error(err) from None
 
-    def _record_decision(self, decision: Decision, source: DecisionSource) -> ApprovalDecision:
-        request = self._gate.check(decision, self._stop_reason)
-        record = self._gate.decide(
-            request,
-            decision.decision,
-            decision.reviewer,
-            decision.comment,
-            source,
-            workflow.now(),
-        )
-        self._recorded(request, record)
-        return record
-
-    def _recorded(self, request: ApprovalRequest, record: ApprovalDecision) -> None:
-        detail = f"{request.request_id}: {record.decision} by {record.reviewer.id}"
-        self._event("approval_decision", task_of(request), detail)
-        self._wake = True
-
     # -- approvals ---------------------------------------------------------
-
-    def _request(self, request_id: str, boundary: Boundary, content: Any, reason: str) -> None:
-        """Open a request; its expiry waiter starts in the main loop."""
-        request = self._gate.request(request_id, boundary, content, reason, workflow.now())
-        self._event("approval_request", task_of(request), request_id)
-
-    def _start_waiters(self) -> None:
-        for request in self.state.requests:
-            if request.request_id not in self._waiters:
-                waiter = asyncio.create_task(self._expire_unless_decided(request))
-                self._waiters[request.request_id] = waiter
-
-    async def _expire_unless_decided(self, request: ApprovalRequest) -> None:
-        request_id = request.request_id
-        timeout = None
-        if request.expires_at is not None:
-            timeout = max((request.expires_at - workflow.now()).total_seconds(), 0.001)
-        try:
-            await workflow.wait_condition(
-                lambda: self._gate.decision(request_id) is not None, timeout=timeout
-            )
-        except TimeoutError:
-            # a decision that arrived in the same workflow task wins
-            if self._gate.decision(request_id) is None:
-                self._recorded(request, self._gate.expire(request, workflow.now()))
-        finally:
-            self._gate.close(request_id)
-            self._waiters.pop(request_id, None)
-            self._wake = True
-
-    def _close_request(self, request_id: str) -> None:
-        self._gate.close(request_id)
-        waiter = self._waiters.pop(request_id, None)
-        if waiter is not None:
-            waiter.cancel()
 
     async def _ask_approval(
         self, request_id: str, boundary: Boundary, content: Any, reason: str
     ) -> bool:
         """Request an approval and wait for its decision (or for the run to stop)."""
-        self._request(request_id, boundary, content, reason)
-        self._start_waiters()
-        await workflow.wait_condition(
-            lambda: self._gate.decision(request_id) is not None or self._stop is not None
-        )
+        self._approvals.request(request_id, boundary, content, reason)
+        await self._approvals.decided(request_id, lambda: self._stop.stopped)
         return self._approved(request_id)
 
     def _approved(self, request_id: str) -> bool:
         """Whether ``request_id`` was approved; a rejection stops the run."""
-        decision = self._gate.decision(request_id)
-        if decision is None:
-            return False
-        if decision.decision == "reject":
-            self._stop_with(
-                "rejected",
-                f"rejected: {request_id} by {decision.reviewer.id}"
-                + (f" ({decision.comment})" if decision.comment else ""),
-            )
-            return False
-        return True
-
-    async def _approve_plan(self) -> None:
-        assert self.state.result.plan is not None
-        await self._ask_approval(
-            "plan",
-            "plan",
-            self.state.result.plan.model_dump(mode="json"),
-            "options.approvals.plan: review the coordinator's plan before it runs",
-        )
+        decision = self._approvals.gate.decision(request_id)
+        if decision is not None and decision.decision == "reject":
+            self._stop_with("rejected", decision.rejection())
+        return decision is not None and decision.decision == "approve"
 
     # -- planning and synthesis (goal runs) --------------------------------
 
     async def _plan(self, inp: TeamRunInput, goal: str) -> None:
-        config = inp.coordinator or CoordinatorConfig()
-        strict = inp.options.strict_assignees
-        messages = [user_text(planning_prompt(inp.team, goal, config.instructions))]
-        answer = await self._coordinator("plan", config, inp, messages)
-        tasks, errors = read_plan(answer.output, inp.team, strict_assignees=strict)
-        if errors:
-            messages = [*answer.messages, user_text(correction_prompt(errors))]
-            answer = await self._coordinator("plan-correction", config, inp, messages)
-            tasks, errors = read_plan(answer.output, inp.team, strict_assignees=strict)
-            if errors:
-                raise application_error(
-                    PlanValidationError(
-                        "the coordinator's plan is invalid after one correction turn: "
-                        + "; ".join(errors)
-                    )
-                )
-        try:
-            inp.check_tasks(tasks)
-        except OMAError as err:
-            raise application_error(err) from None
+        tasks = await self._coordinator.plan(goal)
         self._load(inp, tasks)
         self.state.result.plan = plan_artifact(goal, tasks)
         self._event("plan_ready", detail=f"{len(tasks)} task(s)")
-
-    async def _synthesize(self, inp: TeamRunInput, goal: str) -> None:
-        config = inp.coordinator or CoordinatorConfig()
-        prompt = synthesis_prompt(goal, self.state.result.tasks)
-        try:
-            answer = await self._coordinator("synthesis", config, inp, [user_text(prompt)])
-        except ApplicationError as err:
-            self.state.result.error = f"the coordinator's synthesis failed: {err.message}"
-            self.state.result.error_code = err.type
-            return
-        self.state.result.final_output = answer.output
-
-    async def _coordinator(
-        self, step: str, config: CoordinatorConfig, inp: TeamRunInput, messages: list[LLMMessage]
-    ) -> AgentRunResult:
-        """One coordinator step as an ``AgentRun`` child; its usage counts for
-        the run. Raises ``ApplicationError`` when the step fails."""
-        try:
-            agent = coordinator_agent(config, inp.team, self.state.coordinator_turns)
-        except OMAError as err:
-            raise application_error(err) from None
-        try:
-            result: AgentRunResult = await workflow.execute_child_workflow(
-                "AgentRun",
-                AgentRunInput(agent=agent, input=messages),
-                id=coordinator_workflow_id(workflow.info().workflow_id, step),
-                result_type=AgentRunResult,
-            )
-        except ChildWorkflowError as err:
-            failed = failed_result(COORDINATOR, err)
-            self._add_coordinator_run(failed, step)
-            raise ApplicationError(
-                f"coordinator step {step!r} failed: {failed.error}",
-                type=failed.error_code or AgentRunFailedError.code,
-                non_retryable=True,
-            ) from None
-        self._add_coordinator_run(result, step)
-        return result
 
     def _add_coordinator_run(self, result: AgentRunResult, step: str) -> None:
         self.state.add_coordinator_run(result)
@@ -399,74 +246,47 @@ class TeamRun:
     # -- dispatching the task graph ----------------------------------------
 
     def _load(self, inp: TeamRunInput, tasks: list[TaskSpec]) -> None:
-        """Build the graph and the scheduler over ``tasks`` (a resumed run's
+        """Build the graph and the dispatcher over ``tasks`` (a resumed run's
         from the carried task states) and queue what is ready."""
-        resumed = inp.resume is not None
         self._graph = TaskGraph(tasks, self.state.result.tasks, plan_only=inp.options.plan_only)
         self.state.result.tasks = list(self._graph)
-        self._scheduler = Scheduler(
+        scheduler = Scheduler(
             inp.options.scheduling, inp.team, tasks, self._graph.dependents, self.state.round_robin
         )
-        if resumed:
-            for t in tasks:
-                assignee = self._graph[t.id].assignee
-                if t.assignee is None and assignee is not None:
-                    self._scheduler.pin(t.id, assignee)
-            ready = self._graph.ready()
+        self._dispatcher = Dispatcher(
+            self._graph, scheduler, self._approvals.gate, inp.team, self._approvals.request
+        )
+        if inp.resume is not None:
+            self._dispatcher.resume()
         elif inp.goal is None or not inp.options.plan_only:
-            ready = self._graph.roots()
-        else:
-            ready = []
-        for task_id in ready:
-            self._make_ready(task_id)
-
-    def _make_ready(self, task_id: str) -> None:
-        """``task_id``'s dependencies completed: queue it, or first request the
-        approval of its dispatch."""
-        assert self._scheduler is not None
-        state = self._graph[task_id]
-        if self._gate.gates_dispatch(task_id, state.assignee):
-            state.status = TaskStatus.AWAITING_APPROVAL
-            self._request(
-                dispatch_request_id(task_id),
-                "dispatch",
-                task_snapshot(state, outcome=False),
-                f"options.approvals.dispatch: review task {task_id!r} before it starts",
-            )
-            return
-        state.status = TaskStatus.PENDING
-        self._scheduler.push(task_id)
-
-    def _gate_assigned(self, task_id: str, agent: str) -> bool:
-        """A task the scheduler just gave to ``agent``: if a dispatch approval
-        names that agent, request it now, for that agent."""
-        assert self._scheduler is not None
-        if self._graph.specs[task_id].assignee is not None or not self._gate.gates_dispatch(
-            task_id, agent
-        ):
-            return False
-        self._graph[task_id].assignee = agent
-        self._scheduler.pin(task_id, agent)
-        self._make_ready(task_id)
-        return True
+            self._dispatcher.start()
 
     async def _execute(self, inp: TeamRunInput) -> None:
         """Dispatch until every task settled or the run stops, then let the
         tasks in flight settle. Event-driven: whenever a task settles or a
         decision arrives, everything it unblocked is dispatched at once."""
-        assert self._scheduler is not None
+        dispatcher = self._dispatcher
+        assert dispatcher is not None
         rounds = bool(inp.options.approvals and inp.options.approvals.round)
         batch: deque[str] = deque()
         while True:
-            self._release_approved_dispatches()
+            dispatcher.release(self._approved)
             if rounds and self._dispatching and not batch and not self._in_flight:
-                batch = await self._next_round()
-            if self._dispatching:
-                self._dispatch(inp, batch if rounds else None)
-            self._start_waiters()
+                batch = await self._next_round(dispatcher.next_round())
+            while (
+                self._dispatching
+                and len(self._in_flight) < inp.options.max_concurrency
+                and not self._check_budget()
+                and (nxt := dispatcher.next(batch if rounds else None)) is not None
+            ):
+                task_id, agent = nxt
+                dispatcher.started(task_id, agent)
+                self._event("task_start", task_id, f"agent {agent}")
+                self._in_flight[task_id] = asyncio.create_task(self._run_task(inp, task_id))
+            self._approvals.start_waiters()
+            queued = batch if rounds else len(dispatcher)
             if not self._in_flight and (
-                not self._dispatching
-                or not (self.state.requests or (batch if rounds else len(self._scheduler)))
+                not self._dispatching or not (self.state.requests or queued)
             ):
                 return
             self._wake = False
@@ -476,36 +296,16 @@ class TeamRun:
     def _dispatching(self) -> bool:
         """Whether new tasks may start: the run neither stopped nor is about
         to continue as new."""
-        return self._stop is None and not self._continuing
+        return not self._stop.stopped and not self._continuing
 
-    def _release_approved_dispatches(self) -> None:
-        for task_id in self._graph.awaiting_approval():
-            request_id = dispatch_request_id(task_id)
-            if self._gate.decision(request_id) is not None and self._approved(request_id):
-                self._make_ready(task_id)
-
-    async def _next_round(self) -> deque[str]:
+    async def _next_round(self, batch: deque[str]) -> deque[str]:
         """A round barrier: every ready task forms the next round, approved
         together with a look at the round that just completed."""
-        assert self._scheduler is not None
-        batch: deque[str] = deque()
-        while (nxt := self._scheduler.next(lambda agent: True)) is not None:
-            task_id, agent = nxt
-            self._graph[task_id].assignee = agent
-            batch.append(task_id)
         if not batch:
             return batch
         self.state.rounds += 1
         rounds = self.state.rounds
-        content = {
-            "round": rounds,
-            "completed": [
-                task_snapshot(s)
-                for s in self._graph
-                if s.status in SETTLED and s.id in self.state.last_round
-            ],
-            "next": [task_snapshot(self._graph[t]) for t in batch],
-        }
+        content = round_content(rounds, self._graph, self.state.last_round, batch)
         self.state.last_round = list(batch)
         approved = await self._ask_approval(
             f"round-{rounds}",
@@ -515,69 +315,27 @@ class TeamRun:
         )
         return batch if approved else deque()
 
-    def _dispatch(self, inp: TeamRunInput, batch: deque[str] | None) -> None:
-        assert self._scheduler is not None
-        while len(self._in_flight) < inp.options.max_concurrency:
-            if self._check_budget():
-                return
-            if batch is not None:
-                task_id = next((t for t in batch if self._available(self._agent_of(t))), None)
-                if task_id is None:
-                    return
-                batch.remove(task_id)
-                agent = self._agent_of(task_id)
-            else:
-                nxt = self._scheduler.next(self._available)
-                if nxt is None:
-                    return
-                task_id, agent = nxt
-                if self._gate_assigned(task_id, agent):
-                    continue
-            self._start(inp, task_id, agent)
-
-    def _agent_of(self, task_id: str) -> str:
-        agent = self._graph[task_id].assignee
-        assert agent is not None
-        return agent
-
-    def _available(self, agent: str) -> bool:
-        return agent not in self._acp_busy
-
-    def _start(self, inp: TeamRunInput, task_id: str, agent_name: str) -> None:
-        assert self._scheduler is not None
-        agent = inp.team.agent(agent_name)
-        assert agent is not None  # validated
-        state = self._graph[task_id]
-        state.assignee = agent_name
-        state.status = TaskStatus.IN_PROGRESS
-        self._scheduler.started(agent_name)
-        if agent.kind == "acp":
-            self._acp_busy.add(agent_name)
-        self._event("task_start", task_id, f"agent {agent_name}")
-        self._in_flight[task_id] = asyncio.create_task(self._run_task(inp, task_id))
-
     # -- one task ----------------------------------------------------------
 
     async def _run_task(self, inp: TeamRunInput, task_id: str) -> None:
         spec, state = self._graph.specs[task_id], self._graph[task_id]
-        agent = inp.team.agent(self._agent_of(task_id))
+        agent = inp.team.agent(state.assignee or "")
         assert agent is not None
         try:
             while True:
                 state.attempts += 1
-                result = await self._attempt(inp, spec, state, agent.kind == "acp")
-                if result.status == "cancelled" and self._stop == "timeout":
-                    result = self._cut_short(result)
-                if result.acp_session is not None:
-                    self._acp_sessions[agent.name] = result.acp_session
+                result = await self._attempt(inp, spec, agent)
+                if result.status == "cancelled" and self._stop.kind == "timeout":
+                    result = self._stop.cut_short(result)
+                self._sessions.record(agent.name, result.acp_session)
                 if result.status == "completed":
                     self._complete(task_id, result)
                     return
                 retry = state.attempts <= spec.max_retries and result.retryable
-                if not retry or self._stop is not None:
+                if not retry or self._stop.stopped:
                     self._fail(task_id, result)
                     return
-                delay = spec.retry_delay_s * spec.retry_backoff ** (state.attempts - 1)
+                delay = spec.retry_delay(state.attempts)
                 self._event(
                     "task_retry",
                     task_id,
@@ -586,78 +344,39 @@ class TeamRun:
                 )
                 self._add_usage(state, result)
                 await workflow.sleep(delay)
-                if self._stop is not None:
+                if self._stop.stopped:
                     # stopped during the delay: no new attempt
                     self._fail(task_id, result, usage_counted=True)
                     return
         except asyncio.CancelledError:
             # the run timed out, or was cancelled: this task ends with it
             self._fail(
-                task_id, self._cut_short(AgentRunResult(agent=agent.name, status="cancelled"))
+                task_id, self._stop.cut_short(AgentRunResult(agent=agent.name, status="cancelled"))
             )
         finally:
-            self._acp_busy.discard(agent.name)
-            assert self._scheduler is not None
-            self._scheduler.settled(agent.name)
+            assert self._dispatcher is not None
+            self._dispatcher.settled(agent.name)
             self._in_flight.pop(task_id, None)
             self._wake = True
 
-    def _cut_short(self, result: AgentRunResult) -> AgentRunResult:
-        """``result`` of a task the run's stop cancelled: ``RUN_TIMEOUT`` after
-        ``options.timeout_s``, else ``CANCELLED`` (Temporal cancellation)."""
-        timeout = self._stop == "timeout"
-        return result.model_copy(
-            update={
-                "error": self._stop_reason or "cancelled with the run",
-                "error_code": (RunTimeoutError if timeout else RunCancelledError).code,
-            }
-        )
-
     async def _attempt(
-        self, inp: TeamRunInput, spec: TaskSpec, state: TaskState, is_acp: bool
+        self, inp: TeamRunInput, spec: TaskSpec, agent: AgentConfig
     ) -> AgentRunResult:
-        """One attempt of a task: its ``AgentRun`` child, bounded by ``timeout_s``."""
-        agent = inp.team.agent(self._agent_of(spec.id))
-        assert agent is not None
+        """One attempt of a task: its prompt, then its ``AgentRun`` child."""
         try:
-            memory = shared_memory(self._graph) if spec.memory_scope == "all" else {}
-            prompt = task_prompt(spec, [self._graph[d] for d in spec.depends_on], memory)
+            prompt = self._graph.prompt(spec.id)
         except OMAError as err:
             return AgentRunResult(
                 agent=agent.name, status="failed", error=err.message, error_code=err.code
             )
-        handle = await workflow.start_child_workflow(
-            "AgentRun",
-            AgentRunInput(
-                agent=agent,
-                input=prompt,
-                task_id=spec.id,
-                run_key=self._run_key() if is_acp else None,
-                acp_session=self._acp_sessions.get(agent.name),
-            ),
-            id=task_workflow_id(workflow.info().workflow_id, spec.id),
-            result_type=AgentRunResult,
+        run_input = AgentRunInput(
+            agent=agent,
+            input=prompt,
+            task_id=spec.id,
+            run_key=self._sessions.run_key if agent.kind == "acp" else None,
+            acp_session=self._sessions.get(agent.name),
         )
-        try:
-            if spec.timeout_s is None:
-                result: AgentRunResult = await handle
-                return result
-            done, _ = await workflow.wait([handle], timeout=spec.timeout_s)
-            if done:
-                result = handle.result()
-                return result
-        except ChildWorkflowError as err:
-            return failed_result(agent.name, err)
-        handle.cancel()
-        with contextlib.suppress(ChildWorkflowError, asyncio.CancelledError):
-            await handle
-        return AgentRunResult(
-            agent=agent.name,
-            status="failed",
-            error=f"task {spec.id!r} ran longer than its timeout_s ({spec.timeout_s:g} s)",
-            error_code=TaskTimeoutError.code,
-            retryable=True,
-        )
+        return await attempt_task(spec, run_input)
 
     def _complete(self, task_id: str, result: AgentRunResult) -> None:
         unblocked = self._graph.complete(task_id, result.output)
@@ -665,7 +384,8 @@ class TeamRun:
         self._add_usage(self._graph[task_id], result)
         for dependent in unblocked:
             if self._dispatching:
-                self._make_ready(dependent)
+                assert self._dispatcher is not None
+                self._dispatcher.ready(dependent)
             else:
                 self._graph[dependent].status = TaskStatus.PENDING
         self._check_continue_as_new()
@@ -676,11 +396,7 @@ class TeamRun:
         self._event("task_failed", task_id, f"{result.error_code}: {error}")
         if not usage_counted:
             self._add_usage(self._graph[task_id], result)
-        stopped = (RunCancelledError.code, RunTimeoutError.code)
-        if result.error_code in stopped and self._stop_reason:
-            reason = f"skipped: {self._stop_reason}"  # the run stopped, not the task
-        else:
-            reason = f"skipped: dependency {task_id!r} ({self._graph[task_id].title}) failed"
+        reason = skip_reason(self._graph[task_id], self._stop.reason)
         for dependent in dependents:
             self._skip(dependent, reason)
         self._check_continue_as_new()
@@ -690,15 +406,14 @@ class TeamRun:
         if self._graph.skip(task_id, reason):
             self._event("task_skipped", task_id, reason)
             if gated:
-                self._close_request(dispatch_request_id(task_id))
+                self._approvals.close(dispatch_request_id(task_id))
 
     def _skip_rest(self) -> None:
         """Skip every task that never started (the run stopped early)."""
-        reason = f"skipped: {self._stop_reason or 'the run stopped'}"
+        reason = f"skipped: {self._stop.reason or 'the run stopped'}"
         for task_id in self._graph.unsettled():
             self._skip(task_id, reason)
-        for request in list(self.state.requests):
-            self._close_request(request.request_id)
+        self._approvals.close_all()
 
     # -- budgets, stops, timeouts, continue-as-new --------------------------
 
@@ -710,34 +425,27 @@ class TeamRun:
     def _check_budget(self) -> bool:
         """Whether the token budget is used up (checked before each dispatch
         and after each completion); the first time, the run stops."""
-        assert self._input is not None
-        budget = self._input.options.max_token_budget
+        budget = self._options.max_token_budget
         if not self.state.over_budget(budget):
             return False
         if not self.state.result.budget_exceeded:
-            used = self.state.result.total_token_usage
             self.state.result.budget_exceeded = True
-            detail = f"{used.input_tokens + used.output_tokens} tokens of {budget}"
-            self._event("budget_exceeded", detail=detail)
+            self._event("budget_exceeded", detail=f"{self.state.tokens_used()} tokens of {budget}")
             self._stop_with("budget", f"the token budget of {budget} is used up")
         return True
 
     def _stop_with(self, stop: StopKind, reason: str) -> None:
-        if self._stop is not None:
+        if not self._stop.stop(stop, reason):
             return
-        self._stop = stop
-        self._stop_reason = reason
-        for request in list(self.state.requests):
-            self._close_request(request.request_id)
+        self._approvals.close_all()
         if stop == "timeout":
             for in_flight in self._in_flight.values():
                 in_flight.cancel()
         self._wake = True
 
     def _check_continue_as_new(self) -> None:
-        assert self._input is not None
         info = workflow.info()
-        limit = self._input.options.history_event_limit
+        limit = self._options.history_event_limit
         if self._dispatching and (
             info.is_continue_as_new_suggested() or info.get_current_history_length() >= limit
         ):
@@ -747,42 +455,18 @@ class TeamRun:
     async def _continue_as_new(self, inp: TeamRunInput) -> None:
         """Go on in a new run with the same input (as the user wrote it: the
         defaults dropped would lose the backends' ``kind`` tags) and this state."""
-        await self._close_acp_sessions()  # the next run opens its own
-        assert self._scheduler is not None
-        self.state.round_robin = self._scheduler.round_robin
+        await self._sessions.close()  # the next run opens its own
+        assert self._dispatcher is not None
+        self.state.round_robin = self._dispatcher.scheduler.round_robin
         carried = inp.model_dump(mode="json", exclude_unset=True)
         carried["resume"] = self.state.carried()
         workflow.continue_as_new(carried)
-
-    def _watch_deadline(self, timeout_s: float) -> None:
-        deadline = self.state.started_at + timedelta(seconds=timeout_s)
-        remaining = (deadline - workflow.now()).total_seconds()
-
-        async def watch() -> None:
-            await workflow.sleep(max(remaining, 0.001))
-            self._stop_with("timeout", f"the run passed options.timeout_s ({timeout_s:g} s)")
-
-        self._deadline = asyncio.create_task(watch())
-
-    async def _until_stopped(self, step: Coroutine[Any, Any, None]) -> None:
-        """Run a coordinator step unless the run stops first: a timeout, an
-        abort or a cancellation cancels it."""
-        task = asyncio.create_task(step)
-        try:
-            await workflow.wait_condition(lambda: task.done() or self._stop is not None)
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, ApplicationError):
-                    await task
-        if not task.cancelled():
-            await task
 
     async def _drain_after_cancel(self) -> None:
         # Temporal cancellation: cancel the children in flight (their
         # activities are cancelled in turn), wait for them to settle, and skip
         # everything that never started.
-        self._stop_reason = "the run was cancelled"
+        self._stop.reason = "the run was cancelled"
         for in_flight in self._in_flight.values():
             in_flight.cancel()
         if self._in_flight:
@@ -791,16 +475,6 @@ class TeamRun:
         self.state.result.status = "cancelled"
         self._event("run_end", detail="cancelled")
 
-    async def _close_acp_sessions(self) -> None:
-        queues = {s.worker_task_queue for s in self._acp_sessions.values()}
-        self._acp_sessions.clear()
-        if queues:
-            await close_acp_sessions(self._run_key(), queues)
-
-    def _run_key(self) -> str:
-        info = workflow.info()
-        return f"{info.workflow_id}/{info.run_id}"
-
     # -- events and the result ---------------------------------------------
 
     def _event(
@@ -808,11 +482,14 @@ class TeamRun:
     ) -> None:
         self._log.add(kind, workflow.now(), task_id, detail)
 
+    def _woken(self) -> None:
+        self._wake = True
+
     def _finish(self, status: TeamRunStatus | None = None) -> TeamRunResult:
         result = self.state.result
-        if self._stop is not None:
-            status, error = STOPS[self._stop]
-            result.error_code, result.error = error.code, self._stop_reason
+        if (outcome := self._stop.outcome()) is not None:
+            status, result.error_code = outcome
+            result.error = self._stop.reason
         elif status is None:
             # a failed synthesis leaves an error_code on an otherwise completed run
             status = "failed" if self._graph.any_failed() or result.error_code else "completed"
@@ -820,7 +497,3 @@ class TeamRun:
         result.success = status in ("completed", "planned")
         self._event("run_end", detail=status)
         return result
-
-
-def _decision(args: tuple[Any, ...]) -> Decision:
-    return parse_decision(single_input(args, "a decision"))

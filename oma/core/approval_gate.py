@@ -10,6 +10,7 @@ keeps the books and applies the rules (``oma.core.approvals``).
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,6 +28,7 @@ from oma.core.approvals import (
 )
 from oma.core.errors import ApprovalUnknownRequestError
 from oma.core.task import TaskState
+from oma.core.task_graph import SETTLED, TaskGraph
 
 TIMEOUT_REVIEWER = Reviewer(id="oma:timeout", display_name="approval timeout")
 """Who a decision taken by ``options.approvals.on_timeout`` is recorded as."""
@@ -55,6 +57,21 @@ def task_snapshot(state: TaskState, outcome: bool = True) -> dict[str, Any]:
     if outcome:
         snapshot |= {"status": state.status.value, "output": state.output}
     return snapshot
+
+
+def round_content(
+    round_no: int, graph: TaskGraph, last_round: Collection[str], batch: Iterable[str]
+) -> dict[str, Any]:
+    """What a reviewer sees of round ``round_no``: the tasks of the previous
+    round with their outcomes (``completed``), and the tasks about to start
+    with their agents (``next``)."""
+    return {
+        "round": round_no,
+        "completed": [
+            task_snapshot(s) for s in graph if s.status in SETTLED and s.id in last_round
+        ],
+        "next": [task_snapshot(graph[t]) for t in batch],
+    }
 
 
 class ApprovalGate:

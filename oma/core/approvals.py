@@ -30,7 +30,7 @@ from oma.core.errors import (
 )
 from oma.core.task import TaskSpec
 from oma.core.team import TeamConfig
-from oma.core.validation import format_validation_error
+from oma.core.validation import format_validation_error, single_input
 
 Boundary = Literal["plan", "round", "dispatch"]
 DecisionValue = Literal["approve", "reject"]
@@ -150,10 +150,18 @@ class ApprovalDecision(BaseModel):
     decided_at: datetime
     source: DecisionSource
 
+    def rejection(self) -> str:
+        """Why a run stops on this (rejecting) decision, for a person."""
+        comment = f" ({self.comment})" if self.comment else ""
+        return f"rejected: {self.request_id} by {self.reviewer.id}{comment}"
 
-def parse_decision(raw: Any) -> Decision:
-    """A decoded ``decide`` payload as a ``Decision``. Raises
-    ``InvalidRunInputError`` naming the bad field."""
+
+def decision_of(args: tuple[Any, ...]) -> Decision:
+    """The ``Decision`` in the arguments of a ``decide`` signal or update
+    (taken as ``*args``: a payload of the wrong arity is refused, not a
+    workflow task failed for good). Raises ``InvalidRunInputError`` naming the
+    bad field."""
+    raw = single_input(args, "a decision")
     if not isinstance(raw, dict):
         raise InvalidRunInputError(f"a decision is {DECISION_SHAPE}; got {type(raw).__name__}")
     try:

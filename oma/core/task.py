@@ -105,6 +105,11 @@ class TaskSpec(BaseModel):
         default=None, gt=0, description="Cancel an attempt that runs longer (TASK_TIMEOUT)."
     )
 
+    def retry_delay(self, attempts: int) -> float:
+        """Seconds to wait after failed attempt number ``attempts`` (1-based):
+        ``retry_delay_s``, times ``retry_backoff`` for each earlier retry."""
+        return self.retry_delay_s * self.retry_backoff ** (attempts - 1)
+
 
 class TaskState(BaseModel):
     """A task as the run reports it: who runs it, its status and its outcome."""

@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from oma.core.dag import dependents_map, transitive_dependents
+from oma.core.errors import RunCancelledError, RunTimeoutError
+from oma.core.prompt import task_prompt
+from oma.core.shared_memory import shared_memory
 from oma.core.task import TaskSpec, TaskState, TaskStatus
 
 NOT_STARTED = frozenset({TaskStatus.BLOCKED, TaskStatus.PENDING, TaskStatus.AWAITING_APPROVAL})
@@ -22,6 +25,14 @@ SETTLED = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED})
 SPEC_FIELDS = frozenset({"title", "description", "depends_on"})
 """The fields of a ``TaskState`` that its ``TaskSpec`` says; a carried state
 may leave them out (see ``TeamRunState.carried``)."""
+
+
+def skip_reason(failed: TaskState, stop_reason: str) -> str:
+    """Why the dependents of ``failed`` are skipped: the run's stop when the
+    stop cut the task short (``CANCELLED``, ``RUN_TIMEOUT``), else the failure."""
+    if failed.error_code in (RunCancelledError.code, RunTimeoutError.code) and stop_reason:
+        return f"skipped: {stop_reason}"
+    return f"skipped: dependency {failed.id!r} ({failed.title}) failed"
 
 
 class TaskGraph:
@@ -122,6 +133,14 @@ class TaskGraph:
         state.status = TaskStatus.SKIPPED
         state.error = reason
         return True
+
+    def prompt(self, task_id: str) -> str:
+        """The prompt of ``task_id`` (``oma.core.prompt.task_prompt``): its
+        dependencies' outputs, or with ``memory_scope`` ``all`` the shared
+        memory too. Raises ``DependencyPayloadTooLargeError``."""
+        spec = self.specs[task_id]
+        memory = shared_memory(self) if spec.memory_scope == "all" else {}
+        return task_prompt(spec, [self.states[d] for d in spec.depends_on], memory)
 
     def unsettled(self) -> list[str]:
         """Every task that has no outcome (the ones a stopped run skips), in order."""

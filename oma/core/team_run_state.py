@@ -20,6 +20,7 @@ from oma.core.errors import (
     AbortedError,
     ApprovalRejectedError,
     BudgetExceededError,
+    RunCancelledError,
     RunStoppedError,
     RunTimeoutError,
 )
@@ -39,6 +40,40 @@ STOPS: dict[StopKind, tuple[TeamRunStatus, type[RunStoppedError]]] = {
     "timeout": ("failed", RunTimeoutError),
 }
 """How a run that stopped early ends: its status and the error of its ``error_code``."""
+
+
+class RunStop:
+    """Why a run stopped early, if it did; the first stop wins. (Not carried:
+    a run that stops does not continue as new.)"""
+
+    def __init__(self) -> None:
+        self.kind: StopKind | None = None
+        self.reason = ""
+
+    @property
+    def stopped(self) -> bool:
+        return self.kind is not None
+
+    def stop(self, kind: StopKind, reason: str) -> bool:
+        """Stop for ``kind``; whether this call stopped the run (not an earlier one)."""
+        if self.kind is not None:
+            return False
+        self.kind, self.reason = kind, reason
+        return True
+
+    def cut_short(self, result: AgentRunResult) -> AgentRunResult:
+        """``result`` of a task the stop cancelled: ``RUN_TIMEOUT`` after
+        ``options.timeout_s``, else ``CANCELLED`` (Temporal cancellation)."""
+        error = RunTimeoutError if self.kind == "timeout" else RunCancelledError
+        reason = self.reason or "cancelled with the run"
+        return result.model_copy(update={"error": reason, "error_code": error.code})
+
+    def outcome(self) -> tuple[TeamRunStatus, str] | None:
+        """The status and error code the run ends with, if it stopped."""
+        if self.kind is None:
+            return None
+        status, error = STOPS[self.kind]
+        return status, error.code
 
 
 class TeamRunState(BaseModel):
@@ -76,10 +111,14 @@ class TeamRunState(BaseModel):
             return legacy
         return data
 
-    def over_budget(self, budget: int | None) -> bool:
-        """Whether the run's tokens (input + output) reached ``budget``."""
+    def tokens_used(self) -> int:
+        """Input + output tokens of every agent so far, the coordinator's included."""
         used = self.result.total_token_usage
-        return budget is not None and used.input_tokens + used.output_tokens >= budget
+        return used.input_tokens + used.output_tokens
+
+    def over_budget(self, budget: int | None) -> bool:
+        """Whether the run's tokens reached ``budget`` (``None``: no budget)."""
+        return budget is not None and self.tokens_used() >= budget
 
     def add_usage(self, usage: TokenUsage) -> None:
         self.result.total_token_usage += usage

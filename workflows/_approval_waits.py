@@ -1,0 +1,112 @@
+"""``ApprovalWaits``: the waiting side of a run's approval gate.
+
+The gate (``oma.core.approval_gate``) keeps the books; here each open request
+gets a waiter that applies ``on_timeout`` when the request expires (a
+Temporal timer), and a step of the run can wait for a decision. Decisions
+themselves arrive through the ``decide`` signal and update of ``TeamRun``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from oma.core.approval_gate import ApprovalGate, task_of
+    from oma.core.approvals import (
+        ApprovalDecision,
+        ApprovalRequest,
+        Boundary,
+        Decision,
+        DecisionSource,
+    )
+    from oma.core.events import RunEventType
+
+Emit = Callable[[RunEventType, str | None, str | None], None]
+"""Records a run event: type, task id, detail."""
+
+
+class ApprovalWaits:
+    """Requests, decisions and expiries of one run, over ``gate``.
+
+    ``emit`` records the run's events; ``wake`` is called whenever something
+    the dispatch loop waits on changed (a decision, a closed request).
+    """
+
+    def __init__(self, gate: ApprovalGate, emit: Emit, wake: Callable[[], None]) -> None:
+        self.gate = gate
+        self._emit = emit
+        self._wake = wake
+        self._waiters: dict[str, asyncio.Task[None]] = {}
+
+    def request(self, request_id: str, boundary: Boundary, content: Any, reason: str) -> None:
+        """Open a request; its waiter starts with the next ``start_waiters``."""
+        request = self.gate.request(request_id, boundary, content, reason, workflow.now())
+        self._emit("approval_request", task_of(request), request_id)
+
+    def record(
+        self, decision: Decision, source: DecisionSource, closed_because: str
+    ) -> ApprovalDecision:
+        """Record a reviewer's decision; raises the gate's ``ApprovalError``
+        (``closed_because``: why a request closed without one)."""
+        request = self.gate.check(decision, closed_because)
+        record = self.gate.decide(
+            request,
+            decision.decision,
+            decision.reviewer,
+            decision.comment,
+            source,
+            workflow.now(),
+        )
+        self._recorded(request, record)
+        return record
+
+    def start_waiters(self) -> None:
+        for request in self.gate.open:
+            if request.request_id not in self._waiters:
+                waiter = asyncio.create_task(self._expire_unless_decided(request))
+                self._waiters[request.request_id] = waiter
+
+    def close(self, request_id: str) -> None:
+        """The request takes no more decisions; its waiter stops."""
+        self.gate.close(request_id)
+        waiter = self._waiters.pop(request_id, None)
+        if waiter is not None:
+            waiter.cancel()
+
+    def close_all(self) -> None:
+        for request in list(self.gate.open):
+            self.close(request.request_id)
+
+    async def decided(self, request_id: str, stopped: Callable[[], bool]) -> None:
+        """Wait until ``request_id`` has a decision, or ``stopped()``."""
+        self.start_waiters()
+        await workflow.wait_condition(
+            lambda: self.gate.decision(request_id) is not None or stopped()
+        )
+
+    async def _expire_unless_decided(self, request: ApprovalRequest) -> None:
+        request_id = request.request_id
+        timeout = None
+        if request.expires_at is not None:
+            timeout = max((request.expires_at - workflow.now()).total_seconds(), 0.001)
+        try:
+            await workflow.wait_condition(
+                lambda: self.gate.decision(request_id) is not None, timeout=timeout
+            )
+        except TimeoutError:
+            # a decision that arrived in the same workflow task wins
+            if self.gate.decision(request_id) is None:
+                self._recorded(request, self.gate.expire(request, workflow.now()))
+        finally:
+            self.gate.close(request_id)
+            self._waiters.pop(request_id, None)
+            self._wake()
+
+    def _recorded(self, request: ApprovalRequest, record: ApprovalDecision) -> None:
+        detail = f"{request.request_id}: {record.decision} by {record.reviewer.id}"
+        self._emit("approval_decision", task_of(request), detail)
+        self._wake()

@@ -1,0 +1,111 @@
+"""The coordinator of a goal run: it plans the tasks (one correction turn when
+the plan is invalid) and synthesizes the final answer, each step an
+``AgentRun`` child named ``<run id>/coordinator/<step>``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError, ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from oma.core.errors import (
+        AgentRunFailedError,
+        OMAError,
+        PlanValidationError,
+        application_error,
+    )
+    from oma.core.messages import LLMMessage, user_text
+    from oma.core.plan import (
+        COORDINATOR,
+        CoordinatorConfig,
+        coordinator_agent,
+        correction_prompt,
+        planning_prompt,
+        read_plan,
+        synthesis_prompt,
+    )
+    from oma.core.results import AgentRunResult
+    from oma.core.run_input import AgentRunInput, TeamRunInput
+    from oma.core.task import TaskSpec
+    from oma.core.team_run_state import TeamRunState
+    from oma.core.workflow_ids import coordinator_workflow_id
+    from oma.workflows._children import failed_result
+
+Counted = Callable[[AgentRunResult, str], None]
+"""Called with every step's result (a failed one too) and the step's name, so
+the run counts its turns and tokens."""
+
+
+class Coordinator:
+    """The coordinator steps of the goal run ``inp``, over its ``state``."""
+
+    def __init__(self, inp: TeamRunInput, state: TeamRunState, counted: Counted) -> None:
+        self._inp = inp
+        self._config = inp.coordinator or CoordinatorConfig()
+        self._state = state
+        self._counted = counted
+
+    async def plan(self, goal: str) -> list[TaskSpec]:
+        """The tasks of the coordinator's plan for ``goal``, checked against
+        the run. Raises ``ApplicationError``: ``INVALID_PLAN`` when the plan
+        is still invalid after one correction turn, the task graph's errors
+        (``INVALID_TASK_GRAPH``, ...), or the code of a failed step."""
+        team, strict = self._inp.team, self._inp.options.strict_assignees
+        prompt = planning_prompt(team, goal, self._config.instructions)
+        answer = await self._step("plan", [user_text(prompt)])
+        tasks, errors = read_plan(answer.output, team, strict_assignees=strict)
+        if errors:
+            messages = [*answer.messages, user_text(correction_prompt(errors))]
+            answer = await self._step("plan-correction", messages)
+            tasks, errors = read_plan(answer.output, team, strict_assignees=strict)
+            if errors:
+                raise application_error(
+                    PlanValidationError(
+                        "the coordinator's plan is invalid after one correction turn: "
+                        + "; ".join(errors)
+                    )
+                )
+        try:
+            self._inp.check_tasks(tasks)
+        except OMAError as err:
+            raise application_error(err) from None
+        return tasks
+
+    async def synthesize(self, goal: str) -> None:
+        """Set the result's ``final_output``; a failed step leaves its error
+        and code on the result instead."""
+        result = self._state.result
+        prompt = synthesis_prompt(goal, result.tasks)
+        try:
+            answer = await self._step("synthesis", [user_text(prompt)])
+        except ApplicationError as err:
+            result.error = f"the coordinator's synthesis failed: {err.message}"
+            result.error_code = err.type
+            return
+        result.final_output = answer.output
+
+    async def _step(self, step: str, messages: list[LLMMessage]) -> AgentRunResult:
+        """One step as an ``AgentRun`` child; raises ``ApplicationError`` when it fails."""
+        try:
+            agent = coordinator_agent(self._config, self._inp.team, self._state.coordinator_turns)
+        except OMAError as err:
+            raise application_error(err) from None
+        try:
+            result: AgentRunResult = await workflow.execute_child_workflow(
+                "AgentRun",
+                AgentRunInput(agent=agent, input=messages),
+                id=coordinator_workflow_id(workflow.info().workflow_id, step),
+                result_type=AgentRunResult,
+            )
+        except ChildWorkflowError as err:
+            failed = failed_result(COORDINATOR, err)
+            self._counted(failed, step)
+            raise ApplicationError(
+                f"coordinator step {step!r} failed: {failed.error}",
+                type=failed.error_code or AgentRunFailedError.code,
+                non_retryable=True,
+            ) from None
+        self._counted(result, step)
+        return result

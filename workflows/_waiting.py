@@ -1,0 +1,40 @@
+"""Waiting helpers of the workflows: a step the run's stop cuts short, and a
+deadline (a Temporal timer)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Coroutine
+from datetime import datetime
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+
+async def unless_stopped(step: Coroutine[Any, Any, None], stopped: Callable[[], bool]) -> None:
+    """Run ``step`` unless ``stopped()`` first: then it is cancelled (what it
+    raises on the way out is dropped). A cancellation of the caller cancels
+    it too; what the step raises otherwise propagates."""
+    task = asyncio.create_task(step)
+    try:
+        await workflow.wait_condition(lambda: task.done() or stopped())
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ApplicationError):
+                await task
+    if not task.cancelled():
+        await task
+
+
+def at_deadline(deadline: datetime, expire: Callable[[], None]) -> asyncio.Task[None]:
+    """Call ``expire()`` at ``deadline`` (workflow time; at once when it has
+    passed, e.g. in a run resumed after it)."""
+
+    async def watch() -> None:
+        await workflow.sleep(max((deadline - workflow.now()).total_seconds(), 0.001))
+        expire()
+
+    return asyncio.create_task(watch())
