@@ -14,9 +14,10 @@ from temporalio.exceptions import ApplicationError
 
 
 async def unless_stopped(step: Coroutine[Any, Any, None], stopped: Callable[[], bool]) -> None:
-    """Run ``step`` unless ``stopped()`` first: then it is cancelled (what it
-    raises on the way out is dropped). A cancellation of the caller cancels
-    it too; what the step raises otherwise propagates."""
+    """Run ``step`` unless ``stopped()`` first: then it is cancelled, and what
+    it raises on the way out (a child cancelled with it fails the step) is
+    dropped, because the stop says how the run ends. A cancellation of the
+    caller cancels it too; what the step raises otherwise propagates."""
     task = asyncio.create_task(step)
     try:
         await workflow.wait_condition(lambda: task.done() or stopped())
@@ -25,7 +26,8 @@ async def unless_stopped(step: Coroutine[Any, Any, None], stopped: Callable[[], 
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, ApplicationError):
                 await task
-    if not task.cancelled():
+    # (runs that failed this way before the stop won keep replaying: patched)
+    if not (stopped() and workflow.patched("stop-wins-over-a-step")):
         await task
 
 
