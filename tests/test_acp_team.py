@@ -263,3 +263,23 @@ async def test_message_list_to_an_acp_agent_fails_before_any_session_opens(
     cause = info.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "INVALID_MESSAGE"
     assert acp.pids() == []
+
+
+async def test_a_turn_the_agent_ends_cancelled_fails_the_task_cancelled_like_a_process(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    acp = AcpAgent(tmp_path)
+    coder = acp.config("coder", [turn({"text": "half"}, stop_reason="cancelled")])
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [coder, scripted("after", "x")]},
+            "tasks": [task("code", "coder"), task("next", "after", "code")],
+        },
+    )
+    assert [(t.id, t.status) for t in result.tasks] == [("code", "failed"), ("next", "skipped")]
+    assert result.task("code").error_code == "CANCELLED"
+    code = await agent_result(client, workflow_id, "code")
+    assert (code.status, code.output, code.error_code) == ("cancelled", "half", "CANCELLED")
+    await assert_replays(client, workflow_id)

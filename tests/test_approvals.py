@@ -452,7 +452,9 @@ async def test_abort_during_a_retry_delay_starts_no_new_attempt(
         f"open({str(attempts)!r}, 'a').write('attempt\\n'); time.sleep(10)"
     )
     flaky = {**task("flaky", "p"), "timeout_s": 1, "max_retries": 1, "retry_delay_s": 1.5}
-    run = await start({"team": team(process("p", code)), "tasks": [flaky]})
+    run = await start(
+        {"team": team(process("p", code)), "tasks": [flaky, task("after", "p", "flaky")]}
+    )
 
     async def retrying() -> bool | None:
         return any(e.type == "task_retry" for e in await run.events()) or None
@@ -468,6 +470,11 @@ async def test_abort_during_a_retry_delay_starts_no_new_attempt(
         TaskStatus.FAILED,
         1,
         "TASK_TIMEOUT",
+    )
+    # the abort, not the timeout, kept the dependent from running
+    assert (result.task("after").status, result.task("after").error) == (
+        TaskStatus.SKIPPED,
+        "skipped: aborted: enough",
     )
     await assert_replays(client, workflow_id)
 

@@ -86,7 +86,7 @@ class TeamRun:
         )
         self._approvals = ApprovalWaits(gate, self._event, self._woken)
         self._graph = TaskGraph([])
-        self._dispatcher: Dispatcher | None = None  # once the tasks are known
+        self._dispatcher: Dispatcher  # set by _load, once the input is valid
         # what only this run holds: the Temporal side of the state
         self._in_flight: dict[str, asyncio.Task[None]] = {}
         self._wake = False
@@ -97,18 +97,17 @@ class TeamRun:
         if inp is None:
             return
         self._coordinator = Coordinator(inp, self.state, self._add_coordinator_run)
-        if inp.resume is not None:
-            plan = self.state.result.plan
-            self._load(inp, plan.tasks if plan is not None else inp.given_tasks())
-            return
-        self.state.result.goal = inp.goal
-        self._event("run_start", detail=f"goal: {inp.goal}" if inp.goal else None)
-        if inp.goal is None:
-            try:
-                inp.check_tasks(inp.given_tasks())
-                self._load(inp, inp.given_tasks())
-            except OMAError as err:
-                self._invalid = application_error(err)
+        if inp.resume is None:
+            self.state.result.goal = inp.goal
+            self._event("run_start", detail=f"goal: {inp.goal}" if inp.goal else None)
+        plan = self.state.result.plan
+        tasks = plan.tasks if plan is not None else inp.given_tasks()  # a goal run's come later
+        try:
+            if inp.resume is None and inp.goal is None:
+                inp.check_tasks(tasks)
+            self._load(inp, tasks)
+        except OMAError as err:
+            self._invalid = application_error(err)
 
     @workflow.run
     async def run(self, *args: Any) -> TeamRunResult:
@@ -266,7 +265,6 @@ class TeamRun:
         tasks in flight settle. Event-driven: whenever a task settles or a
         decision arrives, everything it unblocked is dispatched at once."""
         dispatcher = self._dispatcher
-        assert dispatcher is not None
         rounds = bool(inp.options.approvals and inp.options.approvals.round)
         batch: deque[str] = deque()
         while True:
@@ -333,7 +331,7 @@ class TeamRun:
                     return
                 retry = state.attempts <= spec.max_retries and result.retryable
                 if not retry or self._stop.stopped:
-                    self._fail(task_id, result)
+                    self._fail(task_id, result, retry_stopped=retry)
                     return
                 delay = spec.retry_delay(state.attempts)
                 self._event(
@@ -346,7 +344,7 @@ class TeamRun:
                 await workflow.sleep(delay)
                 if self._stop.stopped:
                     # stopped during the delay: no new attempt
-                    self._fail(task_id, result, usage_counted=True)
+                    self._fail(task_id, result, counted=True, retry_stopped=True)
                     return
         except asyncio.CancelledError:
             # the run timed out, or was cancelled: this task ends with it
@@ -354,7 +352,6 @@ class TeamRun:
                 task_id, self._stop.cut_short(AgentRunResult(agent=agent.name, status="cancelled"))
             )
         finally:
-            assert self._dispatcher is not None
             self._dispatcher.settled(agent.name)
             self._in_flight.pop(task_id, None)
             self._wake = True
@@ -384,19 +381,24 @@ class TeamRun:
         self._add_usage(self._graph[task_id], result)
         for dependent in unblocked:
             if self._dispatching:
-                assert self._dispatcher is not None
                 self._dispatcher.ready(dependent)
             else:
                 self._graph[dependent].status = TaskStatus.PENDING
         self._check_continue_as_new()
 
-    def _fail(self, task_id: str, result: AgentRunResult, usage_counted: bool = False) -> None:
+    def _fail(
+        self,
+        task_id: str,
+        result: AgentRunResult,
+        counted: bool = False,
+        retry_stopped: bool = False,
+    ) -> None:
         error = result.error or f"the agent's turn ended {result.status}"
         dependents = self._graph.fail(task_id, error, result.error_code)
         self._event("task_failed", task_id, f"{result.error_code}: {error}")
-        if not usage_counted:
+        if not counted:
             self._add_usage(self._graph[task_id], result)
-        reason = skip_reason(self._graph[task_id], self._stop.reason)
+        reason = skip_reason(self._graph[task_id], self._stop.reason, retry_stopped=retry_stopped)
         for dependent in dependents:
             self._skip(dependent, reason)
         self._check_continue_as_new()
@@ -445,10 +447,8 @@ class TeamRun:
 
     def _check_continue_as_new(self) -> None:
         info = workflow.info()
-        limit = self._options.history_event_limit
-        if self._dispatching and (
-            info.is_continue_as_new_suggested() or info.get_current_history_length() >= limit
-        ):
+        long = info.get_current_history_length() >= self._options.history_event_limit
+        if self._dispatching and (info.is_continue_as_new_suggested() or long):
             self._continuing = True
             self._wake = True
 
@@ -456,7 +456,6 @@ class TeamRun:
         """Go on in a new run with the same input (as the user wrote it: the
         defaults dropped would lose the backends' ``kind`` tags) and this state."""
         await self._sessions.close()  # the next run opens its own
-        assert self._dispatcher is not None
         self.state.round_robin = self._dispatcher.scheduler.round_robin
         carried = inp.model_dump(mode="json", exclude_unset=True)
         carried["resume"] = self.state.carried()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from oma.core.backends import AcpBackendConfig
-from oma.core.errors import AgentRefusalError, UnknownStopReasonError
+from oma.core.errors import AgentRefusalError, RunCancelledError, UnknownStopReasonError
 from oma.core.results import AcpSessionInfo, AgentRunResult, PermissionRecord, ToolCallRecord
 from oma.core.usage import TokenUsage
 
@@ -69,7 +69,8 @@ def record_acp_turn(result: AgentRunResult, out: AcpPromptOutput) -> None:
     """Map one prompt turn onto ``result`` (shared/reference/external-agents.md,
     the "ACP update / stop" table): ``end_turn`` completes; ``max_tokens`` and
     ``max_turn_requests`` complete with ``budget_exceeded``; ``cancelled``
-    keeps the partial output with status ``cancelled``.
+    keeps the partial output with status ``cancelled`` and error code
+    ``CANCELLED``.
 
     Raises ``AgentRefusalError`` for ``refusal`` and ``UnknownStopReasonError``
     for a stop reason the protocol does not define (the turn is recorded first).
@@ -89,7 +90,10 @@ def record_acp_turn(result: AgentRunResult, out: AcpPromptOutput) -> None:
     if out.stop_reason in ("max_tokens", "max_turn_requests"):
         result.budget_exceeded = True
     elif out.stop_reason == "cancelled":
+        # one code for one outcome: a process task cancelled is CANCELLED too
         result.status = "cancelled"
+        result.error = f"agent {result.agent!r} ended its turn cancelled (stopReason cancelled)"
+        result.error_code = RunCancelledError.code
     elif out.stop_reason == "refusal":
         raise AgentRefusalError(f"agent {result.agent!r} refused the prompt (stopReason refusal)")
     elif out.stop_reason != "end_turn":

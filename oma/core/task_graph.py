@@ -27,10 +27,12 @@ SPEC_FIELDS = frozenset({"title", "description", "depends_on"})
 may leave them out (see ``TeamRunState.carried``)."""
 
 
-def skip_reason(failed: TaskState, stop_reason: str) -> str:
+def skip_reason(failed: TaskState, stop_reason: str, *, retry_stopped: bool = False) -> str:
     """Why the dependents of ``failed`` are skipped: the run's stop when the
-    stop cut the task short (``CANCELLED``, ``RUN_TIMEOUT``), else the failure."""
-    if failed.error_code in (RunCancelledError.code, RunTimeoutError.code) and stop_reason:
+    stop cut the task short (``CANCELLED``, ``RUN_TIMEOUT``) or kept it from
+    a retry it had coming, else the failure."""
+    cut = retry_stopped or failed.error_code in (RunCancelledError.code, RunTimeoutError.code)
+    if cut and stop_reason:
         return f"skipped: {stop_reason}"
     return f"skipped: dependency {failed.id!r} ({failed.title}) failed"
 
