@@ -323,6 +323,21 @@ async def test_edited_plan_with_an_unknown_dependency_fails_before_any_task_runs
     await assert_replays(client, workflow_id)
 
 
+async def test_edited_plan_with_a_duplicate_id_and_an_unknown_dependency_names_both(
+    client: Client, workflow_id: str, plan_only_run: Run
+) -> None:
+    assert plan_only_run.result.plan is not None
+    plan = plan_only_run.result.plan.model_dump(mode="json")
+    plan["tasks"][1]["id"] = "t1"
+    plan["tasks"][1]["depends_on"] = ["t9"]
+    error = await fails_with(client, workflow_id, {"team": cat_team(), "plan": plan})
+    assert (error.type, error.message) == (
+        "INVALID_TASK_GRAPH",
+        "duplicate task id(s): t1; unknown dependency: task 't1' depends on 't9'",
+    )
+    assert await child_ids(client, workflow_id) == []
+
+
 async def test_plan_of_another_version_is_refused_with_a_clear_message(
     client: Client, workflow_id: str, plan_only_run: Run
 ) -> None:

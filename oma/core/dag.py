@@ -10,17 +10,18 @@ from oma.core.task import TaskSpec
 
 
 def validate_task_graph(tasks: Sequence[TaskSpec], agent_names: Iterable[str]) -> None:
-    """Check ids, assignees, dependencies and acyclicity, in that order; linear
-    in tasks + dependencies. A task without an assignee is left to the scheduler.
+    """Check ids, assignees, dependencies and acyclicity; linear in tasks +
+    dependencies. A task without an assignee is left to the scheduler.
 
-    Raises ``DagValidationError`` listing every problem found by the first
-    failing check: duplicate ids, unknown assignees, a dependency listed twice,
-    unknown dependencies, or a cycle (named as ``a -> b -> a``).
+    Raises ``DagValidationError`` listing every problem at once, in this
+    order: duplicate ids, unknown assignees, a dependency listed twice,
+    unknown dependencies, and a cycle (named as ``a -> b -> a``).
     """
+    problems: list[str] = []
     ids = [t.id for t in tasks]
     duplicates = sorted(i for i, n in Counter(ids).items() if n > 1)
     if duplicates:
-        raise DagValidationError(f"duplicate task id(s): {', '.join(duplicates)}")
+        problems.append(f"duplicate task id(s): {', '.join(duplicates)}")
 
     agents = set(agent_names)
     unknown_assignees = [
@@ -29,7 +30,7 @@ def validate_task_graph(tasks: Sequence[TaskSpec], agent_names: Iterable[str]) -
         if t.assignee is not None and t.assignee not in agents
     ]
     if unknown_assignees:
-        raise DagValidationError(
+        problems.append(
             f"unknown assignee(s): {'; '.join(unknown_assignees)} "
             f"(team agents: {', '.join(sorted(agents))})"
         )
@@ -40,18 +41,20 @@ def validate_task_graph(tasks: Sequence[TaskSpec], agent_names: Iterable[str]) -
         for d in sorted({d for d in t.depends_on if t.depends_on.count(d) > 1})
     ]
     if repeated:
-        raise DagValidationError(f"repeated dependency: {'; '.join(repeated)}")
+        problems.append(f"repeated dependency: {'; '.join(repeated)}")
 
     known = set(ids)
     unknown_deps = [
         f"task {t.id!r} depends on {d!r}" for t in tasks for d in t.depends_on if d not in known
     ]
     if unknown_deps:
-        raise DagValidationError(f"unknown dependency: {'; '.join(unknown_deps)}")
+        problems.append(f"unknown dependency: {'; '.join(unknown_deps)}")
 
     cycle = find_cycle({t.id: t.depends_on for t in tasks})
     if cycle:
-        raise DagValidationError(f"dependency cycle: {' -> '.join(cycle)}")
+        problems.append(f"dependency cycle: {' -> '.join(cycle)}")
+    if problems:
+        raise DagValidationError("; ".join(problems))
 
 
 def find_cycle(depends_on: Mapping[str, Sequence[str]]) -> list[str] | None:
