@@ -878,3 +878,34 @@ async def test_decide_update_with_start_sees_the_new_runs_requests(
     await run.abort("done")
     assert (await run.result()).status == "cancelled"
     await assert_replays(client, workflow_id)
+
+
+@pytest.mark.parametrize("by", ["update", "signal"])
+async def test_the_first_decision_after_a_worker_restart_is_recorded(
+    client: Client, workflow_id: str, by: str
+) -> None:
+    # A worker of its own, stopped and started again: the new one replays the
+    # run (no cache) in the workflow task that brings the update.
+    queue = f"approvals-restart-{uuid.uuid4().hex[:8]}"
+    run_input = two_steps(dispatch=["b"])
+    async with oma_worker.build_worker(client, queue, scripted_activities(queue)):
+        run = await start_run(client, workflow_id, run_input, task_queue=queue)
+        request = await run.request("dispatch-b")
+
+    async with oma_worker.build_worker(client, queue, scripted_activities(queue)):
+        if by == "update":
+            await run.decide(request)
+        else:
+            await run.signal_decision(request)
+        result = await result_within(run, WAIT_S)
+
+    assert [(d.request_id, d.decision, d.source) for d in result.approval_decisions] == [
+        ("dispatch-b", "approve", by)
+    ]
+    history = await run.handle.fetch_history()
+    assert not any(e.HasField("timer_started_event_attributes") for e in history.events)
+    assert (result.status, [t.status for t in result.tasks]) == (
+        "completed",
+        [TaskStatus.COMPLETED, TaskStatus.COMPLETED],
+    )
+    await assert_replays(client, workflow_id)

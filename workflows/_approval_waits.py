@@ -9,6 +9,7 @@ themselves arrive through the ``decide`` signal and update of ``TeamRun``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,9 @@ with workflow.unsafe.imports_passed_through():
         DecisionSource,
     )
     from oma.core.events import RunEventType
+
+LAG_S = 1.0
+"""How long a decision on a request the run has not made waits for it."""
 
 Emit = Callable[[RunEventType, str | None, str | None], None]
 """Records a run event: type, task id, detail."""
@@ -46,6 +50,36 @@ class ApprovalWaits:
         """Open a request; its waiter starts with the next ``start_waiters``."""
         request = self.gate.request(request_id, boundary, content, reason, workflow.now())
         self._emit("approval_request", task_of(request), request_id)
+
+    def validate(self, decision: Decision, closed_because: str) -> None:
+        """The ``decide`` update's validator: refuses what the state proves
+        wrong (the gate's ``ApprovalError``), not a request it does not know
+        yet (``made``)."""
+        if self.gate.knows(decision.request_id):
+            self.gate.check(decision, closed_because)
+
+    async def decide(self, decision: Decision, closed_because: str) -> ApprovalDecision:
+        """The ``decide`` update's handler: records ``decision`` once the
+        request it names is made (or refuses it ``LAG_S`` later)."""
+        await self.made(decision.request_id)
+        return self.record(decision, "update", closed_because)
+
+    async def made(self, request_id: str) -> None:
+        """Return once the run has made request ``request_id``, or ``LAG_S``
+        seconds later if it never does.
+
+        For the ``decide`` update: the SDK (temporalio 1.35) runs an update's
+        validator and handler before the run reacts to the rest of their
+        activation, and after a worker restart the completion of the child
+        that makes a dispatch request comes in the same activation as the
+        update (a signal is an event of the history, replayed in order, and
+        is not affected). A request the state does not know yet may be a
+        moment away, not unknown: only a timer (the run's own time) tells the
+        two apart.
+        """
+        if not self.gate.knows(request_id):
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(lambda: self.gate.knows(request_id), timeout=LAG_S)
 
     def record(
         self, decision: Decision, source: DecisionSource, closed_because: str

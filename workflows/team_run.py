@@ -195,20 +195,20 @@ class TeamRun:
             self._event("approval_refused", detail=f"{request or '(no request_id)'}: {err}")
 
     @workflow.update(name="decide")
-    def decide_update(self, *args: Any) -> ApprovalDecision:
+    async def decide_update(self, *args: Any) -> ApprovalDecision:
         """A ``Decision``; returns the recorded ``ApprovalDecision``. Refused
-        (``APPROVAL_UNKNOWN_REQUEST``, ``APPROVAL_STALE_DECISION``,
-        ``APPROVAL_CONFLICT``, ``INVALID_RUN_INPUT``) by the validator, without
-        writing history, or by the handler when another decision won the race."""
+        (``APPROVAL_STALE_DECISION``, ``APPROVAL_CONFLICT``, ``INVALID_RUN_INPUT``,
+        a closed request) by the validator, without writing history; a request
+        the run never made, or a race another decision won, by the handler."""
         try:
-            return self._approvals.record(decision_of(args), "update", self._stop.reason)
+            return await self._approvals.decide(decision_of(args), self._stop.reason)
         except OMAError as err:
             raise application_error(err) from None
 
     @decide_update.validator
     def validate_decision(self, *args: Any) -> None:
         try:
-            self._approvals.gate.check(decision_of(args), self._stop.reason)
+            self._approvals.validate(decision_of(args), self._stop.reason)
         except OMAError as err:
             raise application_error(err) from None
 

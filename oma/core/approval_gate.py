@@ -180,6 +180,10 @@ class ApprovalGate:
     def decision(self, request_id: str) -> ApprovalDecision | None:
         return self._decided.get(request_id)
 
+    def knows(self, request_id: str) -> bool:
+        """Whether this run made request ``request_id`` (open, decided or closed)."""
+        return request_id in self._requests
+
     def get(self, request_id: str) -> ApprovalRequest:
         return self._requests[request_id]
 
