@@ -60,7 +60,7 @@ from oma.core.approvals import ApprovalDecision, ApprovalRequest, Reviewer
 from oma.core.errors import OMAError, ReplayMismatchError
 from oma.core.events import RunEvent
 from oma.core.results import TeamRunResult
-from oma.core.run_input import TeamRunInput, parse_team_run_input
+from oma.core.run_input import TeamRunInput, checked_team_run_input
 from oma.dev_server import DevServer, is_listening, split_address
 
 app = typer.Typer(help="OMA on Temporal: multi-agent team runs as durable Temporal workflows.")
@@ -208,9 +208,8 @@ async def _query(handle: WorkflowHandle[Any, Any], name: str, result_type: Any) 
 
 
 def _read_run_input(file: Path) -> TeamRunInput:
-    """FILE as a ``TeamRunInput``, checked as the workflow will check it (the
-    task graph and the assignments of a tasks or plan run); exits 2 when it
-    is not one."""
+    """FILE as a ``TeamRunInput``, checked as the workflow will check it
+    (``checked_team_run_input``); exits 2 when it is not one."""
     try:
         raw = json.loads(file.read_text())
     except OSError as e:
@@ -219,13 +218,12 @@ def _read_run_input(file: Path) -> TeamRunInput:
         raise _fail(f"{file} is not UTF-8 text", 2) from None
     except json.JSONDecodeError as e:
         raise _fail(f"{file} is not valid JSON: {e}", 2) from None
+    except RecursionError:
+        raise _fail(f"{file} nests its JSON too deep to read", 2) from None
     try:
-        inp = parse_team_run_input(raw)
-        if inp.goal is None:
-            inp.check_tasks(inp.given_tasks())
+        return checked_team_run_input(raw)
     except OMAError as e:
         raise _fail(f"{file}: {e}", 2) from None
-    return inp
 
 
 WorkerOption = Annotated[

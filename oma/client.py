@@ -43,11 +43,11 @@ from oma.core.run_input import (
     AgentRunInput,
     RunOptions,
     TeamRunInput,
-    parse_team_run_input,
+    checked_team_run_input,
 )
 from oma.core.task import TaskSpec
 from oma.core.team import TeamConfig
-from oma.core.validation import format_validation_error
+from oma.core.validation import check_sendable, format_validation_error
 
 logger = logging.getLogger(__name__)
 
@@ -170,6 +170,7 @@ class OpenMultiAgent:
         if structured:
             agent.check_accepts_messages()
         run_input = AgentRunInput(agent=agent, input=messages if structured else str(input))
+        check_sendable(run_input, "the AgentRun input")
         client = await self.client()
         result: AgentRunResult = await client.execute_workflow(
             "AgentRun",
@@ -209,7 +210,7 @@ class OpenMultiAgent:
         ``status`` and ``error_code`` say so. Approval callbacks: see the
         class.
         """
-        run_input = _team_run_input(
+        run_input = checked_team_run_input(
             {"team": team, "goal": goal, "coordinator": coordinator, "options": options or {}}
         )
         return await self._execute_team_run(run_input, workflow_id)
@@ -238,7 +239,9 @@ class OpenMultiAgent:
         abort does not raise: see the result's ``status`` and ``error_code``.
         Approval callbacks: see the class.
         """
-        run_input = _team_run_input({"team": team, "tasks": list(tasks), "options": options or {}})
+        run_input = checked_team_run_input(
+            {"team": team, "tasks": list(tasks), "options": options or {}}
+        )
         return await self._execute_team_run(run_input, workflow_id)
 
     async def run_from_plan(
@@ -256,7 +259,7 @@ class OpenMultiAgent:
         Raises what ``run_tasks`` raises, before anything starts; an
         unsupported ``plan.version`` is an ``InvalidRunInputError``.
         """
-        run_input = _team_run_input({"team": team, "plan": plan, "options": options or {}})
+        run_input = checked_team_run_input({"team": team, "plan": plan, "options": options or {}})
         return await self._execute_team_run(run_input, workflow_id)
 
     async def plan(
@@ -282,7 +285,7 @@ class OpenMultiAgent:
             options = options.model_copy(update={"plan_only": True})
         else:
             options = {**(options or {}), "plan_only": True}
-        run_input = _team_run_input(
+        run_input = checked_team_run_input(
             {"team": team, "goal": goal, "coordinator": coordinator, "options": options}
         )
         result = await self._execute_team_run(run_input, workflow_id)
@@ -481,15 +484,6 @@ class OpenMultiAgent:
 
 
 # -- helpers -----------------------------------------------------------------
-
-
-def _team_run_input(raw: dict[str, Any]) -> TeamRunInput:
-    """``raw`` validated as the workflow will validate it: the input's shape,
-    then the task graph and the assignments of a tasks or plan run."""
-    run_input = parse_team_run_input(raw)
-    if run_input.goal is None:
-        run_input.check_tasks(run_input.given_tasks())
-    return run_input
 
 
 async def _pending(

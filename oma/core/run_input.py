@@ -22,7 +22,7 @@ from oma.core.scheduling import SchedulingStrategy, check_assignments
 from oma.core.task import TaskSpec
 from oma.core.team import TeamConfig
 from oma.core.team_run_state import TeamRunState
-from oma.core.validation import format_validation_error
+from oma.core.validation import check_sendable, format_validation_error
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -162,6 +162,22 @@ def parse_team_run_input(raw: Any) -> TeamRunInput:
     Raises ``InvalidRunInputError`` whose message names every bad field path.
     """
     return _parse(TeamRunInput, raw, "TeamRun input")
+
+
+def checked_team_run_input(raw: Any) -> TeamRunInput:
+    """``raw`` checked as ``TeamRun`` will check it (the input's shape, then
+    the task graph and the assignments of a tasks or plan run) and as a
+    payload a worker can decode (``check_sendable``): what the client and the
+    CLI do before they start anything.
+
+    Raises ``InvalidRunInputError``, ``DagValidationError``,
+    ``AssigneeRequirementsMismatchError`` or ``NoEligibleAgentError``.
+    """
+    run_input = parse_team_run_input(raw)
+    if run_input.goal is None:
+        run_input.check_tasks(run_input.given_tasks())
+    check_sendable(run_input, "the TeamRun input")
+    return run_input
 
 
 def parse_agent_run_input(raw: Any) -> AgentRunInput:

@@ -5,9 +5,41 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
+import pydantic_core
+from pydantic import BaseModel, ValidationError
 
 from oma.core.errors import InvalidRunInputError
+
+
+class UndecodableInput:
+    """An argument a handler takes untyped (``*args``) whose payload the
+    worker could not decode: not JSON, JSON nested deeper than the decoder
+    reads, a lone UTF-16 surrogate escape such as ``"\\ud800"``. The
+    product's payload converter (``oma.plugin``) passes it on instead of
+    failing the workflow task for good; ``single_input`` refuses it."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def check_sendable(value: BaseModel, what: str) -> None:
+    """Raise ``InvalidRunInputError`` unless ``value`` becomes a payload a
+    worker can decode: it must serialize to JSON (no lone UTF-16 surrogate)
+    and that JSON must not nest deeper than the decoder reads. The client and
+    the CLI check before they start anything."""
+    try:
+        data = pydantic_core.to_json(value)
+    except pydantic_core.PydanticSerializationError as err:
+        problem = (
+            "it holds a lone UTF-16 surrogate (such as \\ud800), which is not Unicode text"
+            if "surrogates not allowed" in str(err)
+            else str(err)
+        )
+        raise InvalidRunInputError(f"{what} cannot be sent as JSON: {problem}") from None
+    try:
+        pydantic_core.from_json(data)
+    except ValueError as err:
+        raise InvalidRunInputError(f"{what} is JSON a worker cannot read: {err}") from None
 
 
 def single_input(args: tuple[Any, ...], what: str) -> Any:
@@ -20,6 +52,8 @@ def single_input(args: tuple[Any, ...], what: str) -> Any:
             f"{what} takes exactly one input, a JSON object; got {len(args)}"
             + (" (pass it with --input or --input-file)" if not args else "")
         )
+    if isinstance(args[0], UndecodableInput):
+        raise InvalidRunInputError(f"{what} is not JSON the worker can read: {args[0].reason}")
     return args[0]
 
 
