@@ -29,7 +29,7 @@ from oma.activities.acp.reaper import reap_forever
 from oma.activities.acp_prompt import AcpActivities
 from oma.activities.llm_turn import LlmActivities
 from oma.activities.process_run import process_run
-from oma.activities.run_hooks import before_run, evaluate_run
+from oma.activities.run_hooks import before_run, evaluate
 from oma.connection import Connection
 from oma.plugin import OmaPlugin
 
@@ -56,7 +56,7 @@ class Activities:
             self.llm.llm_turn,
             process_run,
             before_run,
-            evaluate_run,
+            evaluate,
             *self.session_activities(),
         ]
 

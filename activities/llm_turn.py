@@ -2,36 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Mapping
 
 from temporalio import activity
 
-from oma.activities.providers.anthropic import AnthropicProvider
-from oma.activities.providers.scripted import ScriptedProvider
+from oma.activities.providers import ModelProvider, default_providers
 from oma.core.errors import OMAError, application_error
 from oma.core.llm import LlmTurnInput, LlmTurnOutput
 
 
-class ModelProvider(Protocol):
-    """What a provider adapter offers: one turn, raising ``OMAError`` subclasses;
-    ``on_event`` receives ``TextDelta`` / ``ToolCallEvent`` as they stream."""
-
-    async def turn(
-        self, inp: LlmTurnInput, on_event: Callable[[Any], None] | None = None
-    ) -> LlmTurnOutput: ...
-
-
 class LlmActivities:
-    """Holds the worker's provider adapters (built once per worker) and exposes
+    """Holds the worker's provider adapters (built once per worker, by default
+    one per provider of the registry, ``oma.activities.providers``) and exposes
     ``llm_turn``. Credentials are read by the adapters from the worker's
     environment; they never appear in activity input or history."""
 
-    def __init__(self, providers: dict[str, ModelProvider] | None = None) -> None:
-        self.providers: dict[str, ModelProvider] = providers or {
-            "anthropic": AnthropicProvider(),
-            "scripted": ScriptedProvider(),
-        }
+    def __init__(self, providers: Mapping[str, ModelProvider] | None = None) -> None:
+        self.providers: Mapping[str, ModelProvider] = providers or default_providers()
 
     @activity.defn(name="llm_turn")
     async def llm_turn(self, inp: LlmTurnInput) -> LlmTurnOutput:

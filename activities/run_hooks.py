@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from oma.core import evaluation
 from oma.core.before_run import BeforeRunContext, apply_before_run, load_hook
 from oma.core.errors import OMAError, application_error
-from oma.core.evaluation import EvaluationRecord, evaluate, load_evaluator
+from oma.core.evaluation import EvaluationRecord, load_evaluator
 from oma.core.message_guard import latest_user_prompt
 from oma.core.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
 
@@ -30,11 +31,11 @@ async def before_run(inp: BeforeRunInput) -> BeforeRunOutput:
 
 
 @activity.defn(name="evaluate")
-async def evaluate_run(inp: EvaluateInput) -> EvaluationRecord:
+async def evaluate(inp: EvaluateInput) -> EvaluationRecord:
     """Run the online evaluator on a sampled run; its failures are recorded in
     the record, never raised. ``INVALID_HOOK`` when it cannot be loaded."""
     try:
         evaluator = load_evaluator(inp.config.evaluator)
     except OMAError as err:
         raise application_error(err) from err
-    return await evaluate(inp.config, evaluator, inp.input, inp.output)
+    return await evaluation.evaluate(inp.config, evaluator, inp.input, inp.output)

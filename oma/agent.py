@@ -9,35 +9,32 @@ The API table of ``shared/reference/structured-input.md``, in Python:
 - ``prompt(input)``: a string, or the content blocks of one user turn;
   appends the turn and the answer to the persistent history.
 
-The model loop is the one ``AgentRun`` runs (``oma.core.agent_loop``): here its
-turns call the provider adapter directly instead of the ``llm_turn``
-activity, and external agents call the ``process_run`` / ``acp_prompt``
-activity functions directly.
+The run is the one ``AgentRun`` runs (``oma.core.agent_run.run_agent``): here
+its ports call the adapters directly (``oma._agent_ports``) instead of the
+``llm_turn``, ``process_run``, ``acp_prompt``, ``before_run`` and ``evaluate``
+activities.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import importlib
 import logging
-import random
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
-from temporalio.exceptions import ApplicationError
-
+from oma._agent_ports import DirectBackend, DirectModel, DirectRunHooks
+from oma.activities.providers import ModelProvider, default_providers
 from oma.core.agent_config import AgentConfig
-from oma.core.agent_loop import run_model_loop
-from oma.core.before_run import BeforeRunContext, BeforeRunHook, apply_before_run, load_hook
+from oma.core.agent_run import run_agent
+from oma.core.before_run import BeforeRunHook, load_hook
 from oma.core.errors import OMAError
-from oma.core.evaluation import EvaluationRecord, evaluate, is_sampled, load_evaluator, not_sampled
-from oma.core.llm import LlmTurnInput, LlmTurnOutput
-from oma.core.message_guard import latest_user_prompt, to_messages, validate_content_blocks
+from oma.core.message_guard import to_messages, validate_content_blocks
 from oma.core.messages import LLMMessage
+from oma.core.ports import AgentPorts
 from oma.core.results import AgentRunResult
-from oma.core.stream import Done, StreamEvent, agent_start
+from oma.core.stream import Done, StreamEvent
 
 ProgressCallback = Callable[[StreamEvent], Any]
 """Receives a copy of every event of a run; what it does cannot affect the run."""
@@ -51,8 +48,9 @@ class Agent:
     ``before_run`` is a hook (a callable, or an import path) called with a
     copy of the effective input before every run (see ``oma.core.before_run``);
     ``on_progress`` receives copies of the run's events. ``providers`` maps
-    provider names to adapters (default: the Anthropic adapter, reading
-    ``ANTHROPIC_API_KEY``, and the scripted one).
+    provider names to adapters (default: one of each provider of
+    ``oma.activities.providers.ADAPTERS``, the Anthropic one reading
+    ``ANTHROPIC_API_KEY``).
 
     Invalid input raises ``InvalidMessageError`` (code ``INVALID_MESSAGE``)
     naming the bad field's path, before the hook, any provider or backend
@@ -67,17 +65,17 @@ class Agent:
         *,
         before_run: BeforeRunHook | str | None = None,
         on_progress: ProgressCallback | None = None,
-        providers: Mapping[str, Any] | None = None,
+        providers: Mapping[str, ModelProvider] | None = None,
     ) -> None:
         self.config = (
             config if isinstance(config, AgentConfig) else AgentConfig.model_validate(config)
         )
         hook = before_run if before_run is not None else self.config.before_run
-        self._before_run = load_hook(hook) if isinstance(hook, str) else hook
+        self._hooks = DirectRunHooks(load_hook(hook) if isinstance(hook, str) else hook)
         self._on_progress = on_progress
         self._providers = dict(providers) if providers is not None else None
         self._history: list[LLMMessage] = copy.deepcopy(self.config.history or [])
-        self._acp: Any = None  # the ACP activities and their session pool, on first use
+        self._backend = DirectBackend()  # its ACP sessions outlive a run: close() ends them
         self._run_key = f"agent:{self.config.name}:{uuid.uuid4().hex}"
 
     @property
@@ -132,8 +130,7 @@ class Agent:
 
     async def close(self) -> None:
         """End the ACP session this agent opened, if any (its process tree with it)."""
-        if self._acp is not None:
-            await self._acp.pool.close_all()
+        await self._backend.close()
 
     def _checked_input(self, input: str | Sequence[Any]) -> tuple[list[LLMMessage], bool]:
         messages, structured = to_messages(input)
@@ -163,43 +160,35 @@ class Agent:
         structured: bool,
         on_event: Callable[[StreamEvent], None] | None,
     ) -> AgentRunResult:
-        messages = await self._apply_hook(messages)
         emit = self._emitter(on_event)
-        prompt = None if structured else latest_user_prompt(messages)
-        start = agent_start(self.config.name, prompt, messages if structured else None)
-        emit(start)
+        ports = AgentPorts(
+            model=DirectModel(self._model_providers(), emit),
+            backend=self._backend,
+            hooks=self._hooks,
+            on_event=emit,
+        )
         result = AgentRunResult(agent=self.config.name, status="completed")
         try:
-            if self.config.backend is None:
-                await run_model_loop(self.config, messages, self._model_call(emit), result)
-            elif self.config.backend.kind == "process":
-                await self._run_process(latest_user_prompt(messages), result)
-            else:
-                await self._run_acp(latest_user_prompt(messages), result)
-        except OMAError as err:
-            result.status, result.error, result.error_code = "failed", err.message, err.code
-        except ApplicationError as err:
-            result.status, result.error, result.error_code = "failed", err.message, err.type
-        if result.status == "completed":
-            result.evaluation = await self._evaluate(start.payload, result.output)
+            await run_agent(
+                self.config,
+                messages,
+                structured=structured,
+                run_key=self._run_key,
+                ports=ports,
+                result=result,
+            )
+        except OMAError:
+            # a failed run is a result; a failed before_run hook or evaluator
+            # (the run never failed) is the caller's mistake, raised
+            if result.status != "failed":
+                raise
         emit(Done(result=result))
         return result
 
-    async def _evaluate(self, run_input: dict[str, Any], output: str) -> EvaluationRecord | None:
-        config = self.config.evaluation
-        if config is None:
-            return None
-        if not is_sampled(config.sample_rate, random.random()):
-            return not_sampled(config)
-        return await evaluate(config, load_evaluator(config.evaluator), run_input, output)
-
-    async def _apply_hook(self, messages: list[LLMMessage]) -> list[LLMMessage]:
-        if self._before_run is None:
-            return messages
-        ctx = BeforeRunContext(
-            agent=self.config.name, messages=messages, prompt=latest_user_prompt(messages)
-        )
-        return await apply_before_run(self._before_run, ctx, external=self.is_external)
+    def _model_providers(self) -> Mapping[str, ModelProvider]:
+        if self._providers is None:
+            self._providers = default_providers()
+        return self._providers
 
     def _emitter(self, on_event: Callable[[StreamEvent], None] | None) -> Callable[[Any], None]:
         def emit(event: Any) -> None:
@@ -212,56 +201,3 @@ class Agent:
                     logger.exception("on_progress raised; the run goes on")
 
         return emit
-
-    def _model_call(self, emit: Callable[[Any], None]) -> Callable[[LlmTurnInput], Any]:
-        provider = self._provider(self.config.resolved_provider)
-
-        async def call(turn: LlmTurnInput) -> LlmTurnOutput:
-            out: LlmTurnOutput = await provider.turn(turn, on_event=emit)
-            return out
-
-        return call
-
-    def _provider(self, name: str) -> Any:
-        if self._providers is None:
-            anthropic = importlib.import_module("oma.activities.providers.anthropic")
-            scripted = importlib.import_module("oma.activities.providers.scripted")
-            self._providers = {
-                "anthropic": anthropic.AnthropicProvider(),
-                "scripted": scripted.ScriptedProvider(),
-            }
-        return self._providers[name]
-
-    async def _run_process(self, prompt: str, result: AgentRunResult) -> None:
-        from oma.core.process import ProcessRunInput
-
-        process_run = importlib.import_module("oma.activities.process_run").process_run
-        assert self.config.backend is not None and self.config.backend.kind == "process"
-        out = await process_run(
-            ProcessRunInput(
-                agent=self.config.name,
-                backend=self.config.backend,
-                system_prompt=self.config.system_prompt,
-                prompt=prompt,
-            )
-        )
-        result.turns, result.output = 1, out.stdout
-
-    async def _run_acp(self, prompt: str, result: AgentRunResult) -> None:
-        from oma.core.acp import AcpPromptInput, record_acp_turn
-
-        assert self.config.backend is not None and self.config.backend.kind == "acp"
-        if self._acp is None:
-            acp = importlib.import_module("oma.activities.acp_prompt")
-            pool = importlib.import_module("oma.activities.acp.pool").SessionPool()
-            self._acp = acp.AcpActivities(pool, "local")
-        out = await self._acp.acp_prompt(
-            AcpPromptInput(
-                run_key=self._run_key,
-                agent=self.config.name,
-                backend=self.config.backend,
-                system_prompt=self.config.system_prompt,
-                prompt=prompt,
-            )
-        )
-        record_acp_turn(result, out)

@@ -13,7 +13,7 @@ import pytest
 from oma.activities.providers.anthropic import AnthropicProvider
 from oma.activities.providers.scripted import ScriptedProvider
 from oma.agent import Agent
-from oma.core.errors import InvalidMessageError
+from oma.core.errors import InvalidHookError, InvalidMessageError
 from oma.core.messages import LLMMessage
 from tests.anthropic_server import AnthropicServer
 
@@ -255,6 +255,24 @@ async def test_provider_error_follows_the_normal_failure_path(api: AnthropicServ
     assert "image too large" in (result.error or "")
 
 
+async def test_a_sampled_run_is_evaluated_in_process() -> None:
+    evaluation = {"evaluator": "tests.hooks:output_length", "sample_rate": 1.0}
+    agent = Agent(
+        {"name": "a", "provider": "scripted", "script": ["four"], "evaluation": evaluation}
+    )
+    record = (await agent.run("go")).evaluation
+    assert record is not None
+    assert (record.sampled, record.score, record.label) == (True, 4.0, "length")
+
+
+async def test_an_evaluator_that_cannot_be_loaded_is_raised_not_returned() -> None:
+    evaluation = {"evaluator": "tests.nowhere:score"}
+    agent = Agent({"name": "a", "provider": "scripted", "script": ["x"], "evaluation": evaluation})
+    with pytest.raises(InvalidHookError) as info:
+        await agent.run("go")
+    assert "tests.nowhere" in info.value.message
+
+
 def marker_process(tmp_path: Path, **backend: Any) -> Agent:
     marker = tmp_path / "spawned"
     code = f"import sys; open({str(marker)!r}, 'w'); print(sys.stdin.read())"
@@ -285,6 +303,15 @@ async def test_process_agent_runs_a_string_and_its_hook_may_change_the_prompt(
     )
     result = await agent.run("hello")
     assert (result.status, result.output) == ("completed", "HELLO\n")
+
+
+async def test_a_failed_process_is_a_failed_result_with_its_code_and_stderr() -> None:
+    code = "import sys; sys.stderr.write('disk full'); sys.exit(3)"
+    backend = {"kind": "process", "command": "python3", "args": ["-c", code]}
+    result = await Agent({"name": "proc", "backend": backend}).run("go")
+    assert (result.status, result.error_code, result.turns) == ("failed", "PROCESS_FAILED", 0)
+    assert "exited with status 3" in (result.error or "")
+    assert "disk full" in (result.error or "")
 
 
 async def test_external_agent_hook_changing_messages_is_rejected(tmp_path: Path) -> None:

@@ -3,20 +3,17 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from oma.core.backends import BackendConfig
 from oma.core.errors import InvalidMessageError
 from oma.core.evaluation import EvaluationConfig
 from oma.core.messages import LLMMessage
+from oma.core.providers import Provider
 from oma.core.task import BackendKind
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 """The model an ``anthropic`` agent uses when it names none."""
-
-Provider = Literal["anthropic", "scripted"]
 
 _LLM_ONLY_FIELDS = ("provider", "model", "script", "max_tokens", "history")
 

@@ -2,26 +2,22 @@
 
 Inside a workflow each model turn is the ``llm_turn`` activity; outside one
 (``Agent.run``) it is a direct call of the provider adapter. The loop does not
-know which: it is handed ``call_model`` (the way Pydantic AI's Temporal
+know which: it is handed a ``ModelPort`` (the way Pydantic AI's Temporal
 integration wraps a model). It is deterministic, so it may run in workflow code.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 from oma.core.agent_config import AgentConfig
 from oma.core.errors import MaxTurnsExceededError, UnknownToolError
-from oma.core.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.llm import LlmTurnInput
 from oma.core.messages import LLMMessage, ToolUseBlock, text_of
+from oma.core.ports import ModelPort
 from oma.core.results import AgentRunResult
-
-ModelCall = Callable[[LlmTurnInput], Awaitable[LlmTurnOutput]]
-"""One model turn: the ``llm_turn`` activity, or a provider adapter's ``turn``."""
 
 
 async def run_model_loop(
-    agent: AgentConfig, messages: list[LLMMessage], call_model: ModelCall, result: AgentRunResult
+    agent: AgentConfig, messages: list[LLMMessage], model: ModelPort, result: AgentRunResult
 ) -> None:
     """Run ``agent`` on ``messages`` until it answers without asking for a tool.
 
@@ -32,11 +28,11 @@ async def run_model_loop(
 
     Raises ``UnknownToolError`` when the model asks for a tool (agents declare
     none yet), ``MaxTurnsExceededError`` after ``agent.max_turns`` turns
-    without an answer, and whatever ``call_model`` raises.
+    without an answer, and whatever ``model`` raises.
     """
     conversation = list(messages)
     for turn in range(agent.max_turns):
-        out = await call_model(LlmTurnInput(agent=agent, messages=conversation, turn=turn))
+        out = await model.turn(LlmTurnInput(agent=agent, messages=conversation, turn=turn))
         result.turns = turn + 1
         result.token_usage += out.usage
         conversation.append(LLMMessage(role="assistant", content=out.content))
@@ -45,8 +41,9 @@ async def run_model_loop(
         if out.stop_reason != "tool_use" or not tool_uses:
             result.output = text_of(out.content)
             return
-        # The tool loop extends here: run the tools, append their results as
-        # the next user message, and take another turn.
+        # The tool loop extends here: run the tools through a toolset port
+        # (beside the model port), append their results as the next user
+        # message, and take another turn.
         raise UnknownToolError(
             f"the model asked for tool {tool_uses[0].name!r}, but agent "
             f"{agent.name!r} declares no tools"

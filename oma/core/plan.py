@@ -18,9 +18,10 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from oma.core.agent_config import AgentConfig, Provider
+from oma.core.agent_config import AgentConfig
 from oma.core.dag import find_cycle
 from oma.core.errors import ScriptExhaustedError
+from oma.core.providers import Provider
 from oma.core.task import TaskRequirements, TaskSpec, TaskState
 from oma.core.team import TeamConfig
 

@@ -1,0 +1,109 @@
+"""The ports of an in-process agent run (``oma.core.ports``): direct calls of the adapters.
+
+``oma.Agent`` hands them to ``oma.core.agent_run.run_agent``, in place of the
+activities ``AgentRun`` calls: the provider adapters (their progress events
+streamed as they come), the ``process_run`` function, the ACP activities with
+a session pool of their own, and the hook and the evaluator as Python callables.
+The activity functions report a failure as Temporal's ``ApplicationError``;
+here it becomes the ``OMAError`` of its code again, as the ports' contract says.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from temporalio.exceptions import ApplicationError
+
+from oma.activities.acp.pool import SessionPool
+from oma.activities.acp_prompt import AcpActivities
+from oma.activities.process_run import process_run
+from oma.activities.providers import ModelProvider
+from oma.core.acp import AcpPromptInput, AcpPromptOutput
+from oma.core.agent_config import AgentConfig
+from oma.core.before_run import BeforeRunContext, BeforeRunHook, apply_before_run
+from oma.core.errors import OMAError, error_for
+from oma.core.evaluation import EvaluationRecord, evaluate, load_evaluator
+from oma.core.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.message_guard import latest_user_prompt
+from oma.core.messages import LLMMessage
+from oma.core.process import ProcessRunInput, ProcessRunOutput
+from oma.core.run_hooks import EvaluateInput
+
+ACP_TASK_QUEUE = "local"
+"""What an in-process ACP turn reports as its worker's task queue: there is no worker."""
+
+
+class DirectModel:
+    """``ModelPort``: the agent's provider adapter out of ``providers`` (keyed by
+    provider name), called with ``on_event`` for its ``TextDelta`` and
+    ``ToolCallEvent`` as they stream. Raises ``KeyError`` for a provider
+    ``providers`` has no adapter for."""
+
+    def __init__(
+        self, providers: Mapping[str, ModelProvider], on_event: Callable[[Any], None]
+    ) -> None:
+        self._providers = providers
+        self._on_event = on_event
+
+    async def turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
+        provider = self._providers[inp.agent.resolved_provider]
+        return await provider.turn(inp, on_event=self._on_event)
+
+
+class DirectBackend:
+    """``BackendPort``: the ``process_run`` activity function, and the ACP
+    activities on a session pool of this process (opened on the first ACP
+    turn; ``close`` ends its sessions and their process trees)."""
+
+    def __init__(self) -> None:
+        self._acp: AcpActivities | None = None
+
+    async def process_run(self, inp: ProcessRunInput) -> ProcessRunOutput:
+        try:
+            return await process_run(inp)
+        except ApplicationError as err:
+            raise _oma_error(err) from err
+
+    async def acp_prompt(self, inp: AcpPromptInput) -> AcpPromptOutput:
+        if self._acp is None:
+            self._acp = AcpActivities(SessionPool(), ACP_TASK_QUEUE)
+        try:
+            return await self._acp.acp_prompt(inp)
+        except ApplicationError as err:
+            raise _oma_error(err) from err
+
+    async def close(self) -> None:
+        """End every ACP session this backend opened (their process trees with them)."""
+        if self._acp is not None:
+            await self._acp.pool.close_all()
+
+
+class DirectRunHooks:
+    """``RunHooksPort``: ``hook`` (the ``Agent``'s ``before_run``, whatever the
+    agent's config names) and the evaluator called in this process, and
+    Python's ``random`` for sampling."""
+
+    def __init__(self, hook: BeforeRunHook | None) -> None:
+        self._hook = hook
+
+    async def before_run(self, agent: AgentConfig, messages: list[LLMMessage]) -> list[LLMMessage]:
+        if self._hook is None:
+            return messages
+        ctx = BeforeRunContext(
+            agent=agent.name, messages=messages, prompt=latest_user_prompt(messages)
+        )
+        return await apply_before_run(self._hook, ctx, external=agent.backend is not None)
+
+    async def evaluate(self, inp: EvaluateInput) -> EvaluationRecord:
+        evaluator = load_evaluator(inp.config.evaluator)
+        return await evaluate(inp.config, evaluator, inp.input, inp.output)
+
+    def random(self) -> float:
+        return random.random()
+
+
+def _oma_error(err: ApplicationError) -> OMAError:
+    """The ``OMAError`` an activity function reported as ``err`` (type = its code)."""
+    return error_for(err.type, err.message)

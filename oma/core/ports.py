@@ -1,0 +1,93 @@
+"""The ports of an agent run: what ``run_agent`` calls out to.
+
+An agent run is written once (``oma.core.agent_run``) against these ports, and
+each caller plugs in its own side of them (ARCHITECTURE.md, "Layout"):
+
+- in a workflow (``AgentRun``) every call is an activity
+  (``oma.workflows._agent_ports``): ``llm_turn``, ``process_run``,
+  ``acp_prompt``, ``before_run``, ``evaluate``;
+- in-process (``oma.Agent``) every call goes to the adapter directly
+  (``oma._agent_ports``): a provider adapter, the ``process_run`` function,
+  the ACP session pool, the hook and the evaluator as Python callables.
+
+A port reports a failure of the run as an ``OMAError``; anything else it
+raises (a Temporal ``ActivityError``, a cancellation) passes through the run
+untouched, for its caller to map.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from oma.core.acp import AcpPromptInput, AcpPromptOutput
+from oma.core.agent_config import AgentConfig
+from oma.core.evaluation import EvaluationRecord
+from oma.core.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.messages import LLMMessage
+from oma.core.process import ProcessRunInput, ProcessRunOutput
+from oma.core.run_hooks import EvaluateInput
+from oma.core.stream import AgentStart
+
+
+class ModelPort(Protocol):
+    """One model turn of an LLM agent (the ``llm_turn`` activity's contract).
+
+    Every provider adapter is one (``oma.activities.providers``).
+    """
+
+    async def turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
+        """The assistant's answer to ``inp.messages``; raises ``ProviderError``,
+        ``MissingCredentialsError``, ``ScriptExhaustedError``."""
+        ...
+
+
+class BackendPort(Protocol):
+    """One turn of an external agent: a ``process`` run or an ACP prompt turn."""
+
+    async def process_run(self, inp: ProcessRunInput) -> ProcessRunOutput:
+        """Run the agent's command once (the ``process_run`` activity's contract);
+        raises ``ProcessFailedError``, ``ProcessSpawnError``, ``EmptyPromptError``,
+        ``OutputTooLargeError``."""
+        ...
+
+    async def acp_prompt(self, inp: AcpPromptInput) -> AcpPromptOutput:
+        """One ``session/prompt`` turn in the session ``inp.run_key`` holds for
+        ``inp.agent``, opened on first use (the ``acp_prompt`` activity's
+        contract). Where the session lives is the port's business."""
+        ...
+
+
+class RunHooksPort(Protocol):
+    """The user's code around a run: the ``before_run`` hook and the online
+    evaluator; and the random draw that samples runs for evaluation."""
+
+    async def before_run(self, agent: AgentConfig, messages: list[LLMMessage]) -> list[LLMMessage]:
+        """The messages the run uses: ``messages`` as ``agent``'s hook rewrote them
+        (``oma.core.before_run.apply_before_run``), or unchanged when it has none.
+        Raises ``InvalidHookError`` and ``InvalidMessageError``."""
+        ...
+
+    async def evaluate(self, inp: EvaluateInput) -> EvaluationRecord:
+        """The evaluator's record of a sampled run (``oma.core.evaluation.evaluate``);
+        raises ``InvalidHookError`` when it cannot be loaded."""
+        ...
+
+    def random(self) -> float:
+        """A uniform draw in ``[0, 1)``; in a workflow ``workflow.random()``, so
+        that a replay samples the same runs."""
+        ...
+
+
+@dataclass(frozen=True)
+class AgentPorts:
+    """Everything an agent run calls out to, and where its progress goes."""
+
+    model: ModelPort
+    # The model loop's tool calls will plug in here, as a toolset port beside
+    # the model (one ``tool_call`` per ``tool_use`` block).
+    backend: BackendPort
+    hooks: RunHooksPort
+    on_event: Callable[[AgentStart], None]
+    """Receives the run's ``agent_start`` event (the model port streams the rest)."""

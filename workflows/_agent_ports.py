@@ -1,0 +1,146 @@
+"""The ports of an agent run in a workflow (``oma.core.ports``): every call is an activity.
+
+``AgentRun`` hands them to ``oma.core.agent_run.run_agent``. Each names its
+activity by its stable type name, with the options of ``oma.workflows._options``;
+an activity's failure comes back as the SDK's ``ActivityError``, which passes
+through the run to ``AgentRun``'s failure mapping.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
+
+with workflow.unsafe.imports_passed_through():
+    from oma.core.acp import AcpPromptInput, AcpPromptOutput
+    from oma.core.agent_config import AgentConfig
+    from oma.core.evaluation import EvaluationRecord
+    from oma.core.llm import LlmTurnInput, LlmTurnOutput
+    from oma.core.messages import LLMMessage
+    from oma.core.process import ProcessRunInput, ProcessRunOutput
+    from oma.core.providers import PROVIDERS
+    from oma.core.results import AcpSessionInfo
+    from oma.core.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
+    from oma.workflows import _options
+    from oma.workflows._acp import close_acp_sessions
+
+
+class ActivityModel:
+    """``ModelPort``: one ``llm_turn`` activity.
+
+    A provider whose turn needs no I/O (``oma.core.providers.PROVIDERS``: the
+    ``scripted`` one) runs it as a local activity (``LLM_TURN_LOCAL``): a
+    marker in the history and no task queue round trip is all an instant,
+    deterministic answer needs. Any other provider runs it as a regular
+    activity (``LLM_TURN``: heartbeats, retries honouring ``retry-after``).
+    """
+
+    async def turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
+        out: LlmTurnOutput
+        if PROVIDERS[inp.agent.resolved_provider].needs_io:
+            out = await workflow.execute_activity(
+                "llm_turn", inp, result_type=LlmTurnOutput, **_options.LLM_TURN
+            )
+        else:
+            out = await workflow.execute_local_activity(
+                "llm_turn", inp, result_type=LlmTurnOutput, **_options.LLM_TURN_LOCAL
+            )
+        return out
+
+
+class ActivityBackend:
+    """``BackendPort``: the ``process_run`` activity, and ``acp_prompt`` on the
+    worker that holds the agent's session (ARCHITECTURE.md, "ACP sessions
+    across activities").
+
+    ``session`` is where an earlier turn of this agent left its session
+    (``AgentRunInput.acp_session``, set by ``TeamRun``). ``owns_sessions``: a
+    standalone run, whose sessions are closed (``acp_close_run`` on every
+    worker that held one) as soon as its turn ended, however it ended.
+    """
+
+    def __init__(self, session: AcpSessionInfo | None, *, owns_sessions: bool) -> None:
+        self._session = session
+        self._owns_sessions = owns_sessions
+        self._queues: set[str] = set()
+
+    async def process_run(self, inp: ProcessRunInput) -> ProcessRunOutput:
+        out: ProcessRunOutput = await workflow.execute_activity(
+            "process_run", inp, result_type=ProcessRunOutput, **_options.PROCESS_RUN
+        )
+        return out
+
+    async def acp_prompt(self, inp: AcpPromptInput) -> AcpPromptOutput:
+        try:
+            return await self._routed_prompt(inp)
+        finally:
+            if self._owns_sessions:
+                await close_acp_sessions(inp.run_key, self._queues)
+
+    async def _routed_prompt(self, inp: AcpPromptInput) -> AcpPromptOutput:
+        # Later turns go to the worker that holds the session (its own task
+        # queue). If nothing picks the turn up there in time, that worker is
+        # gone: open a new session on any worker, loading the old one when the
+        # agent supports session/load.
+        session = self._session
+        if session is not None:
+            self._queues.add(session.worker_task_queue)
+            try:
+                return await self._acp_prompt(inp, session.worker_task_queue)
+            except ActivityError as err:
+                if not _never_started(err):
+                    raise
+                workflow.logger.warning(
+                    "ACP session worker %s is gone; opening a new session",
+                    session.worker_task_queue,
+                )
+            inp = inp.model_copy(update={"resume_session_id": session.session_id})
+        return await self._acp_prompt(inp, None)
+
+    async def _acp_prompt(self, inp: AcpPromptInput, queue: str | None) -> AcpPromptOutput:
+        out: AcpPromptOutput = await workflow.execute_activity(
+            "acp_prompt",
+            inp,
+            result_type=AcpPromptOutput,
+            task_queue=queue or workflow.info().task_queue,
+            **(_options.ACP_PROMPT_ROUTED if queue else _options.ACP_PROMPT),
+        )
+        self._queues.add(out.worker_task_queue)
+        return out
+
+
+class ActivityRunHooks:
+    """``RunHooksPort``: the ``before_run`` and ``evaluate`` activities (user
+    code may do I/O, so it never runs in workflow code), and the workflow's
+    deterministic random for sampling, so that a replay samples the same runs."""
+
+    async def before_run(self, agent: AgentConfig, messages: list[LLMMessage]) -> list[LLMMessage]:
+        if agent.before_run is None:
+            return messages
+        out: BeforeRunOutput = await workflow.execute_activity(
+            "before_run",
+            BeforeRunInput(
+                agent=agent.name,
+                hook=agent.before_run,
+                messages=messages,
+                external=agent.backend is not None,
+            ),
+            result_type=BeforeRunOutput,
+            **_options.USER_CODE,
+        )
+        return out.messages
+
+    async def evaluate(self, inp: EvaluateInput) -> EvaluationRecord:
+        record: EvaluationRecord = await workflow.execute_activity(
+            "evaluate", inp, result_type=EvaluationRecord, **_options.USER_CODE
+        )
+        return record
+
+    def random(self) -> float:
+        return workflow.random().random()
+
+
+def _never_started(err: ActivityError) -> bool:
+    """Whether the activity timed out waiting for a worker to pick it up."""
+    cause = err.cause
+    return isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START
