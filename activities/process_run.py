@@ -18,7 +18,7 @@ from collections.abc import Callable
 from temporalio import activity
 
 from oma.activities._heartbeat import heartbeating
-from oma.activities._process_group import (
+from oma.activities.process_group import (
     StderrTail,
     kill_group,
     signal_group,
@@ -190,7 +190,7 @@ async def _collect(
             await wait_exited(proc)
             _, still_open = await asyncio.wait(readers, timeout=PIPE_DRAIN_S)
         if still_open:
-            signal_group(proc, signal.SIGKILL)
+            signal_group(proc.pid, signal.SIGKILL)
     finally:
         await _cancel(readers | helpers)
 

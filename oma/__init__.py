@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from oma.agent import Agent
     from oma.client import ApprovalAnswer, ApprovalCallback, OpenMultiAgent
     from oma.core.agent_config import AgentConfig
+    from oma.core.agent_events import StreamEvent
     from oma.core.approvals import ApprovalDecision, ApprovalRequest, Reviewer
     from oma.core.backends import (
         AcpBackendConfig,
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from oma.core.plan import CoordinatorConfig, PlanArtifact
     from oma.core.results import AgentRunResult, TeamRunResult
     from oma.core.run_input import AgentRunInput, RunOptions, TeamRunInput
-    from oma.core.stream import StreamEvent
     from oma.core.task import TaskSpec, TaskStatus
     from oma.core.team import TeamConfig
 
@@ -138,7 +138,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "RunOptions",
         "TeamRunInput",
     ),
-    "oma.core.stream": ("StreamEvent",),
+    "oma.core.agent_events": ("StreamEvent",),
     "oma.core.task": (
         "TaskSpec",
         "TaskStatus",

@@ -27,6 +27,7 @@ from typing import Any
 from oma._agent_ports import DirectBackend, DirectModel, DirectRunHooks
 from oma.activities.providers import ModelProvider, default_providers
 from oma.core.agent_config import AgentConfig
+from oma.core.agent_events import Done, StreamEvent
 from oma.core.agent_run import run_agent
 from oma.core.before_run import BeforeRunHook, load_hook
 from oma.core.errors import OMAError
@@ -34,7 +35,6 @@ from oma.core.message_guard import to_messages, validate_content_blocks
 from oma.core.messages import LLMMessage
 from oma.core.ports import AgentPorts
 from oma.core.results import AgentRunResult
-from oma.core.stream import Done, StreamEvent
 
 ProgressCallback = Callable[[StreamEvent], Any]
 """Receives a copy of every event of a run; what it does cannot affect the run."""

@@ -58,8 +58,8 @@ from oma.client import OpenMultiAgent
 from oma.connection import Connection
 from oma.core.approvals import ApprovalDecision, ApprovalRequest, Reviewer
 from oma.core.errors import OMAError, ReplayMismatchError
-from oma.core.events import RunEvent
 from oma.core.results import TeamRunResult
+from oma.core.run_events import RunEvent
 from oma.core.run_input import TeamRunInput, checked_team_run_input
 from oma.dev_server import DevServer, is_listening, split_address
 

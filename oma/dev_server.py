@@ -9,7 +9,6 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
+from oma.activities.process_group import stop_group
 from oma.core.errors import TemporalUnavailableError
 
 DEV_SERVER_TUNING = (
@@ -220,12 +220,7 @@ class DevServer:
         """Stop the server (TERM, then KILL after 5 s); idempotent."""
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            stop_group(proc, grace_s=5)
         lock, self._lock = self._lock, None
         if lock is not None:
             lock.close()  # releases the flock

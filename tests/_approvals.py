@@ -17,8 +17,8 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 
 from oma.core.approvals import ApprovalDecision, ApprovalRequest
-from oma.core.events import RunEvent
 from oma.core.results import TeamRunResult
+from oma.core.run_events import RunEvent
 from tests._runs import TASK_QUEUE
 
 T = TypeVar("T")

@@ -15,6 +15,7 @@ from temporalio.testing import ActivityEnvironment
 from oma.activities.providers import anthropic as anthropic_provider
 from oma.activities.providers.anthropic import AnthropicProvider
 from oma.core.agent_config import AgentConfig
+from oma.core.agent_events import TextDelta, ToolCallEvent
 from oma.core.errors import MissingCredentialsError, ProviderError
 from oma.core.llm import LlmTurnInput, LlmTurnOutput
 from oma.core.messages import (
@@ -26,7 +27,6 @@ from oma.core.messages import (
     URLImageSource,
     user_text,
 )
-from oma.core.stream import TextDelta, ToolCallEvent
 from oma.core.usage import TokenUsage
 from tests.anthropic_server import AnthropicServer
 

@@ -19,9 +19,9 @@ from temporalio.exceptions import ApplicationError
 
 from oma import plugin
 from oma import worker as oma_worker
-from oma.core.events import RunEvent
 from oma.core.plan import PlanArtifact, planning_prompt
 from oma.core.results import TeamRunResult
+from oma.core.run_events import RunEvent
 from oma.core.task import TaskStatus
 from oma.core.team import TeamConfig
 from tests._orchestration import (

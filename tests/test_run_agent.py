@@ -10,6 +10,7 @@ import pytest
 
 from oma.core.acp import AcpPromptInput, AcpPromptOutput
 from oma.core.agent_config import AgentConfig
+from oma.core.agent_events import AgentStart
 from oma.core.agent_run import run_agent
 from oma.core.errors import (
     AgentRefusalError,
@@ -25,7 +26,6 @@ from oma.core.ports import AgentPorts
 from oma.core.process import ProcessRunInput, ProcessRunOutput
 from oma.core.results import AcpSessionInfo, AgentRunResult
 from oma.core.run_hooks import EvaluateInput
-from oma.core.stream import AgentStart
 from oma.core.usage import TokenUsage
 
 EVALUATION = {"evaluator": "tests.hooks:output_length", "sample_rate": 0.5}

@@ -14,8 +14,8 @@ from typing import Any
 from oma.core.approval_gate import ApprovalGate
 from oma.core.approvals import ApprovalOptions, ApprovalRequest, Boundary, Reviewer
 from oma.core.dispatch import Dispatcher
-from oma.core.events import EVENTS_CARRIED, EVENTS_KEPT, EventLog
 from oma.core.results import AgentRunResult, TeamRunResult
+from oma.core.run_events import EVENTS_CARRIED, EVENTS_KEPT, EventLog
 from oma.core.run_input import TeamRunInput
 from oma.core.scheduling import Scheduler
 from oma.core.task import TaskSpec, TaskState, TaskStatus

@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
         Decision,
         DecisionSource,
     )
-    from oma.core.events import RunEventType
+    from oma.core.run_events import RunEventType
 
 LAG_S = 1.0
 """How long a decision on a request the run has not made waits for it."""

@@ -24,13 +24,13 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
+    from oma.core.agent_events import AgentStart
     from oma.core.agent_run import run_agent
     from oma.core.errors import ActivityFailedError, OMAError, application_error
     from oma.core.messages import user_text
     from oma.core.ports import AgentPorts
     from oma.core.results import AgentRunResult
     from oma.core.run_input import AgentRunInput, parse_agent_run_input
-    from oma.core.stream import AgentStart
     from oma.core.validation import single_input
     from oma.workflows._agent_ports import ActivityBackend, ActivityModel, ActivityRunHooks
 

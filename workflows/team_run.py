@@ -30,9 +30,9 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.approvals import ApprovalDecision, ApprovalRequest, Boundary, decision_of
     from oma.core.dispatch import Dispatcher
     from oma.core.errors import OMAError, application_error
-    from oma.core.events import EventLog, RunEvent, RunEventType
     from oma.core.plan import plan_artifact
     from oma.core.results import AgentRunResult, TeamRunResult, TeamRunStatus
+    from oma.core.run_events import EventLog, RunEvent, RunEventType
     from oma.core.run_input import AgentRunInput, RunOptions, TeamRunInput, parse_team_run_input
     from oma.core.scheduling import Scheduler
     from oma.core.shared_memory import shared_memory

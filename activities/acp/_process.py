@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import os
 
-from oma.activities._process_group import (
+from oma.activities.process_group import (
     StderrTail,
     describe_exit,
     kill_group,

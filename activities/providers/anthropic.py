@@ -23,10 +23,10 @@ import httpx2
 from anthropic.lib.streaming import ParsedMessageStreamEvent
 
 from oma.activities._heartbeat import heartbeating
+from oma.core.agent_events import TextDelta, ToolCallEvent
 from oma.core.errors import MissingCredentialsError, ProviderError
 from oma.core.llm import LlmTurnInput, LlmTurnOutput
 from oma.core.messages import ContentBlock, TextBlock, ToolUseBlock
-from oma.core.stream import TextDelta, ToolCallEvent
 from oma.core.usage import TokenUsage
 
 OnEvent = Callable[[TextDelta | ToolCallEvent], None]

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from oma.core.agent_events import TextDelta
 from oma.core.errors import ScriptExhaustedError
 from oma.core.llm import LlmTurnInput, LlmTurnOutput
 from oma.core.messages import TextBlock, text_of
-from oma.core.stream import TextDelta
 from oma.core.usage import TokenUsage
 
 

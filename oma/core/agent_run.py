@@ -13,6 +13,7 @@ from typing import Any
 
 from oma.core.acp import AcpPromptInput, record_acp_turn
 from oma.core.agent_config import AgentConfig
+from oma.core.agent_events import agent_start
 from oma.core.agent_loop import run_model_loop
 from oma.core.errors import OMAError
 from oma.core.evaluation import is_sampled, not_sampled
@@ -22,7 +23,6 @@ from oma.core.ports import AgentPorts
 from oma.core.process import ProcessRunInput
 from oma.core.results import AgentRunResult
 from oma.core.run_hooks import EvaluateInput
-from oma.core.stream import agent_start
 
 
 async def run_agent(

@@ -23,12 +23,12 @@ from typing import Protocol
 
 from oma.core.acp import AcpPromptInput, AcpPromptOutput
 from oma.core.agent_config import AgentConfig
+from oma.core.agent_events import AgentStart
 from oma.core.evaluation import EvaluationRecord
 from oma.core.llm import LlmTurnInput, LlmTurnOutput
 from oma.core.messages import LLMMessage
 from oma.core.process import ProcessRunInput, ProcessRunOutput
 from oma.core.run_hooks import EvaluateInput
-from oma.core.stream import AgentStart
 
 
 class ModelPort(Protocol):

@@ -4,7 +4,7 @@ The queries read it (``state`` its ``result``, ``events`` its events,
 ``pending_approvals`` its open requests); continue-as-new carries it (the next
 run's input ``resume``); a resumed run starts from it. The task graph, the
 approval gate and the event log (``oma.core.task_graph``,
-``oma.core.approval_gate``, ``oma.core.events``) work on its lists in place,
+``oma.core.approval_gate``, ``oma.core.run_events``) work on its lists in place,
 so there is nothing to copy in or out.
 """
 
@@ -24,9 +24,9 @@ from oma.core.errors import (
     RunStoppedError,
     RunTimeoutError,
 )
-from oma.core.events import EVENTS_CARRIED, RunEvent
 from oma.core.plan import COORDINATOR
 from oma.core.results import AgentRunResult, TeamRunResult, TeamRunStatus
+from oma.core.run_events import EVENTS_CARRIED, RunEvent
 from oma.core.task_graph import SPEC_FIELDS
 from oma.core.usage import TokenUsage
 

@@ -1,8 +1,10 @@
-"""Local subprocesses that die whole: shared by the ``process`` and ``acp`` backends.
+"""Local subprocesses that die whole: the ``process`` and ``acp`` backends'
+commands, and the embedded Temporal dev server.
 
-A backend's command runs as the leader of its own process group, so one
-signal reaches every descendant (a ``cmd &`` it left behind included), and
-its stderr is kept as a bounded, redacted tail for error messages.
+A command runs as the leader of its own process group, so one signal reaches
+every descendant (a ``cmd &`` it left behind included): SIGTERM, a grace
+period, then SIGKILL to the group. A backend's stderr is kept as a bounded,
+redacted tail for error messages.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 from collections.abc import Mapping
 
 from oma.core.redact import redact
@@ -67,10 +70,11 @@ async def wait_exited(proc: asyncio.subprocess.Process) -> None:
         waiter.cancel()
 
 
-def signal_group(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
-    """Send ``sig`` to the child's process group (its pgid is its pid)."""
+def signal_group(pid: int, sig: signal.Signals) -> None:
+    """Send ``sig`` to the process group ``pid`` leads (its pgid is its pid);
+    a group that is gone is not an error."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)
+        os.killpg(pid, sig)
 
 
 async def kill_group(proc: asyncio.subprocess.Process, grace_s: float) -> None:
@@ -79,13 +83,26 @@ async def kill_group(proc: asyncio.subprocess.Process, grace_s: float) -> None:
     SIGKILL goes to the group even when the child exited within the grace
     period, because a descendant may have outlived it.
     """
-    signal_group(proc, signal.SIGTERM)
+    signal_group(proc.pid, signal.SIGTERM)
     try:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wait_exited(proc), timeout=grace_s)
     finally:
-        signal_group(proc, signal.SIGKILL)
+        signal_group(proc.pid, signal.SIGKILL)
     await wait_exited(proc)
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    """``kill_group`` for a child started with ``subprocess.Popen`` in a
+    session (or group) of its own, e.g. the embedded dev server: SIGTERM the
+    group, SIGKILL it after ``grace_s`` seconds, reap the child."""
+    signal_group(proc.pid, signal.SIGTERM)
+    try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace_s)
+    finally:
+        signal_group(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def describe_exit(code: int | None) -> str:
