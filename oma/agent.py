@@ -141,11 +141,21 @@ class Agent:
     async def _stream(
         self, messages: list[LLMMessage], structured: bool
     ) -> AsyncIterator[StreamEvent]:
-        queue: asyncio.Queue[StreamEvent] = asyncio.Queue()
+        queue: asyncio.Queue[StreamEvent | BaseException] = asyncio.Queue()
         run = asyncio.create_task(self._execute(messages, structured, on_event=queue.put_nowait))
+
+        def forward_failure(task: asyncio.Task[AgentRunResult]) -> None:
+            # a run that raises (a failing before_run hook or evaluator) sends
+            # no Done: its error ends the iteration instead of a wait forever
+            if not task.cancelled() and (error := task.exception()) is not None:
+                queue.put_nowait(error)
+
+        run.add_done_callback(forward_failure)
         try:
             while True:
                 event = await queue.get()
+                if isinstance(event, BaseException):
+                    raise event
                 yield event
                 if isinstance(event, Done):
                     return

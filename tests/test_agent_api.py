@@ -3,6 +3,7 @@ validation and copying, before_run, progress events."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import sys
 from pathlib import Path
@@ -170,6 +171,18 @@ async def test_stream_yields_start_text_deltas_and_done(api: AnthropicServer) ->
     deltas = [e.text for e in events if e.type == "text_delta"]
     assert len(deltas) == 3 and "".join(deltas) == "streamed answer"
     assert events[-1].type == "done" and events[-1].result.output == "streamed answer"
+
+
+async def test_stream_raises_what_the_before_run_hook_raised_instead_of_hanging(
+    api: AnthropicServer,
+) -> None:
+    def hook(ctx: Any) -> None:
+        raise RuntimeError("the hook broke")
+
+    stream = claude(api, before_run=hook).stream("go")
+    with pytest.raises(RuntimeError, match="the hook broke"):
+        await asyncio.wait_for(anext(stream), timeout=5)
+    assert api.requests == []
 
 
 async def test_mutating_the_callers_data_during_the_run_changes_nothing(
