@@ -17,7 +17,8 @@ is the JSON in ``ACP_TEST_SCRIPT`` (none: every turn ends at once with
 
 Steps, run in order; before each one a cancelled turn ends with ``cancelled``:
 
-- ``{"text": "..."}``: an ``agent_message_chunk`` with exactly that text;
+- ``{"text": "...", "message_id"?: "..."}``: an ``agent_message_chunk`` with
+  exactly that text, and that ``messageId`` when given (none when not);
 - ``{"tool_call": {"id", "title", "kind"?, "status"?, "raw_input"?}}``;
 - ``{"tool_call_update": {"id", "title"?, "status"?, "raw_output"?, "text"?}}``;
 - ``{"usage": 100, "size"?: 200000}``: a ``usage_update``; ``"usage": null``
@@ -168,9 +169,9 @@ class ScriptedAgent:
         self, session_id: str, step: dict[str, Any], cancelled: asyncio.Event
     ) -> None:
         if "text" in step:
-            await self.conn.session_update(
-                session_id, update_agent_message(text_block(step["text"]))
-            )
+            chunk = update_agent_message(text_block(step["text"]))
+            chunk.message_id = step.get("message_id")
+            await self.conn.session_update(session_id, chunk)
         elif "tool_call" in step:
             call = step["tool_call"]
             await self.conn.session_update(

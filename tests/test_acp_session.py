@@ -68,8 +68,20 @@ def turn(*steps: dict[str, Any], stop_reason: str = "end_turn") -> dict[str, Any
     return {"steps": list(steps), "stop_reason": stop_reason}
 
 
-def text(chunk: str) -> dict[str, Any]:
-    return {"text": chunk}
+def text(chunk: str, message_id: str | None = None) -> dict[str, Any]:
+    """An ``agent_message_chunk``, with ``messageId`` ``message_id`` when given."""
+    if message_id is None:
+        return {"text": chunk}
+    return {"text": chunk, "message_id": message_id}
+
+
+def thought(chunk: str) -> dict[str, Any]:
+    return {"raw_update": {"sessionUpdate": "agent_thought_chunk",
+                           "content": {"type": "text", "text": chunk}}}  # fmt: skip
+
+
+def tool_call(call_id: str) -> dict[str, Any]:
+    return {"tool_call": {"id": call_id, "title": "Run tests", "kind": "execute"}}
 
 
 def permission(*options: str, **ask: Any) -> dict[str, Any]:
@@ -163,6 +175,79 @@ async def test_text_chunks_are_assembled_exactly_as_sent(
     out = await prompt(acts, agent.backend(turn(*map(text, chunks))))
 
     assert out.output == "Hello,  world\n\t  indented  \n\n"
+
+
+# -- agent messages: messageId ----------------------------------------------------
+
+
+async def test_a_message_re_sent_whole_under_a_new_message_id_is_kept_once(
+    acts: AcpActivities, agent: ScriptedAgent
+) -> None:
+    # streamed under A, then the whole block again under B (claude-agent-acp's
+    # consolidated copy when its own dedup misses)
+    steps = [text("Hello", "A"), text(" world", "A"), text("Hello world", "B")]
+
+    out = await prompt(acts, agent.backend(turn(*steps)))
+
+    assert out.output == "Hello world"
+
+
+async def test_repeated_chunks_of_one_message_are_all_kept(
+    acts: AcpActivities, agent: ScriptedAgent
+) -> None:
+    # the repeats are the message; only its whole re-send under B is dropped
+    steps = [text("ab", "A"), text("ab", "A"), text("ab", "A"), text("ababab", "B")]
+
+    out = await prompt(acts, agent.backend(turn(*steps)))
+
+    assert out.output == "ababab"
+
+
+async def test_chunks_without_message_id_are_joined_as_sent_repeats_included(
+    acts: AcpActivities, agent: ScriptedAgent
+) -> None:
+    steps = [text("ab"), tool_call("t1"), text("ab"), thought("hmm"), text("ab")]
+
+    out = await prompt(acts, agent.backend(turn(*steps)))
+
+    assert out.output == "ababab"
+
+
+async def test_a_re_send_with_a_message_id_of_chunks_streamed_without_one_is_kept_once(
+    acts: AcpActivities, agent: ScriptedAgent
+) -> None:
+    # deltas without messageId, the consolidated copy with one
+    steps = [text("ab"), text("ab"), text("ab"), text("ababab", "msg_1")]
+
+    out = await prompt(acts, agent.backend(turn(*steps)))
+
+    assert out.output == "ababab"
+
+
+async def test_distinct_messages_are_joined_with_a_blank_line(
+    acts: AcpActivities, agent: ScriptedAgent
+) -> None:
+    steps = [
+        text("Running", "A"),
+        text(" the tests.", "A"),
+        tool_call("t1"),
+        thought("they pass"),
+        text("All 12 tests pass.", "B"),
+    ]
+
+    out = await prompt(acts, agent.backend(turn(*steps)))
+
+    assert out.output == "Running the tests.\n\nAll 12 tests pass."
+
+
+async def test_chunks_are_assembled_per_message_id_in_order_of_first_chunk(
+    acts: AcpActivities, agent: ScriptedAgent
+) -> None:
+    steps = [text("Hel", "A"), text("Other", "B"), text("lo", "A"), text("!", "B")]
+
+    out = await prompt(acts, agent.backend(turn(*steps)))
+
+    assert out.output == "Hello\n\nOther!"
 
 
 async def test_tool_call_updates_merge_into_the_record_of_their_tool_call(

@@ -283,3 +283,36 @@ async def test_a_turn_the_agent_ends_cancelled_fails_the_task_cancelled_like_a_p
     code = await agent_result(client, workflow_id, "code")
     assert (code.status, code.output, code.error_code) == ("cancelled", "half", "CANCELLED")
     await assert_replays(client, workflow_id)
+
+
+async def test_a_message_re_sent_under_a_new_message_id_reaches_the_team_once(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    acp = AcpAgent(tmp_path)
+    coder = acp.config(
+        "coder",
+        [
+            turn(
+                {"text": "Hello", "message_id": "A"},
+                {"text": " world", "message_id": "A"},
+                {"text": "Hello world", "message_id": "B"},  # the whole of A again
+                {"tool_call": {"id": "t1", "title": "Run tests", "kind": "execute"}},
+                {"text": "Tests pass.", "message_id": "C"},
+            )
+        ],
+    )
+    counter = process("reviewer", "import sys; print(sys.stdin.read().count('Hello world'))")
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [coder, counter]},
+            "tasks": [task("code", "coder"), task("review", "reviewer", "code")],
+        },
+    )
+    assert result.success, [t.error for t in result.tasks]
+    code = await agent_result(client, workflow_id, "code")
+    assert code.output == result.task("code").output == "Hello world\n\nTests pass."
+    # the dependent's prompt carries the coder's output once
+    assert (result.task("review").output or "").strip() == "1"
+    await assert_replays(client, workflow_id)

@@ -220,7 +220,8 @@ async def test_claude_writes_a_file_after_oma_approves_its_permission_request(
     assert target.read_text() == play.content
     code = await agent_result(client, workflow_id, "code")
     assert code.stop_reason == "end_turn"
-    # both assistant messages of the turn, chunks joined as sent
+    # both assistant messages of the turn, chunks joined as sent: this adapter
+    # version puts no messageId on its chunks, so OMA sees no message boundary
     assert code.output == "Writing hello.py." + play.done
     [perm] = code.permission_requests
     assert perm.model_dump() == {

@@ -4,8 +4,10 @@ ACP "Prompt Turn": between ``session/prompt`` and its response the agent
 reports with ``session/update``. The kinds OMA reads (external-agents.md,
 "ACP update / stop"):
 
-- ``agent_message_chunk`` with text content: appended to the output exactly as
-  sent, and passed to the progress callback;
+- ``agent_message_chunk`` with text content: the text of the agent's messages,
+  assembled per ``messageId`` into the output as ``_messages`` describes
+  (chunks without ``messageId``: joined exactly as sent); each text is also
+  passed to the progress callback as it arrives;
 - ``tool_call`` / ``tool_call_update``: one ``ToolCallRecord`` per
   ``toolCallId``, in the order first seen, updates merged field by field (a
   field an update leaves out keeps its value). ``name`` is the ``title``,
@@ -33,6 +35,7 @@ from acp.schema import (
     ToolCallStart,
 )
 
+from oma.activities.acp._messages import AgentMessages
 from oma.core.results import PermissionRecord, ToolCallRecord
 from oma.core.usage import TokenUsage
 
@@ -59,7 +62,7 @@ class Turn:
     """The state of the prompt turn in flight."""
 
     def __init__(self, on_progress: ProgressCallback | None) -> None:
-        self._chunks: list[str] = []
+        self._messages = AgentMessages()
         self._tool_calls: dict[str, ToolCallRecord] = {}
         self._on_progress = on_progress
         self.permission_requests: list[PermissionRecord] = []
@@ -72,7 +75,7 @@ class Turn:
         """Take one ``session/update`` (an ``acp.schema`` update model)."""
         if isinstance(update, AgentMessageChunk):
             if isinstance(update.content, TextContentBlock):
-                self._chunks.append(update.content.text)
+                self._messages.add(update.content.text, update.message_id)
                 if self._on_progress is not None:
                     self._on_progress(update.content.text)
         elif isinstance(update, ToolCallStart | ToolCallProgress):
@@ -84,7 +87,7 @@ class Turn:
 
     def result(self, stop_reason: str) -> TurnResult:
         return TurnResult(
-            output="".join(self._chunks),
+            output=self._messages.output(),
             stop_reason=stop_reason,
             tool_calls=[call.model_copy(deep=True) for call in self._tool_calls.values()],
             permission_requests=list(self.permission_requests),

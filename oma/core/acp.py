@@ -38,7 +38,11 @@ class AcpPromptInput(BaseModel):
 class AcpPromptOutput(BaseModel):
     """What one prompt turn produced."""
 
-    output: str = Field(description="agent_message_chunk text, assembled exactly as sent.")
+    output: str = Field(
+        description="agent_message_chunk text: the turn's messages assembled per messageId, "
+        "joined by a blank line, a message re-sent whole under a new messageId kept once; "
+        "chunks without messageId joined exactly as sent (docs/external-agents.md)."
+    )
     stop_reason: str
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     permission_requests: list[PermissionRecord] = Field(default_factory=list)
