@@ -30,6 +30,7 @@ from oma.activities.acp_prompt import AcpActivities
 from oma.activities.llm_turn import LlmActivities
 from oma.activities.process_run import process_run
 from oma.activities.run_hooks import before_run, evaluate
+from oma.activities.tool_call import tool_call
 from oma.connection import Connection
 from oma.plugin import OmaPlugin
 
@@ -54,6 +55,7 @@ class Activities:
         """Every activity, for the shared task queue."""
         return [
             self.llm.llm_turn,
+            tool_call,
             process_run,
             before_run,
             evaluate,

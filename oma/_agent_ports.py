@@ -20,6 +20,7 @@ from oma.activities.acp.pool import SessionPool
 from oma.activities.acp_prompt import AcpActivities
 from oma.activities.process_run import process_run
 from oma.activities.providers import ModelProvider
+from oma.activities.tool_call import run_tool
 from oma.core.acp import AcpPromptInput, AcpPromptOutput
 from oma.core.agent_config import AgentConfig
 from oma.core.before_run import BeforeRunContext, BeforeRunHook, apply_before_run
@@ -30,6 +31,7 @@ from oma.core.message_guard import latest_user_prompt
 from oma.core.messages import LLMMessage
 from oma.core.process import ProcessRunInput, ProcessRunOutput
 from oma.core.run_hooks import EvaluateInput
+from oma.core.tools import ToolCallInput, ToolCallOutput
 
 ACP_TASK_QUEUE = "local"
 """What an in-process ACP turn reports as its worker's task queue: there is no worker."""
@@ -50,6 +52,13 @@ class DirectModel:
     async def turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
         provider = self._providers[inp.agent.resolved_provider]
         return await provider.turn(inp, on_event=self._on_event)
+
+
+class DirectTools:
+    """``ToolsetPort``: the ``tool_call`` activity's work, called directly."""
+
+    async def call(self, call: ToolCallInput) -> ToolCallOutput:
+        return await run_tool(call)
 
 
 class DirectBackend:

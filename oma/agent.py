@@ -24,7 +24,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
-from oma._agent_ports import DirectBackend, DirectModel, DirectRunHooks
+from oma._agent_ports import DirectBackend, DirectModel, DirectRunHooks, DirectTools
 from oma.activities.providers import ModelProvider, default_providers
 from oma.core.agent_config import AgentConfig
 from oma.core.agent_events import Done, StreamEvent
@@ -173,6 +173,7 @@ class Agent:
         emit = self._emitter(on_event)
         ports = AgentPorts(
             model=DirectModel(self._model_providers(), emit),
+            tools=DirectTools(),
             backend=self._backend,
             hooks=self._hooks,
             on_event=emit,

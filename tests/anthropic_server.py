@@ -63,10 +63,13 @@ class TextReply:
 
 @dataclass(frozen=True)
 class ToolUseReply:
-    """An assistant message ending in one ``tool_use`` block (``stop_reason`` ``tool_use``).
+    """An assistant message ending in ``tool_use`` blocks (``stop_reason`` ``tool_use``).
 
-    ``text``, when non-empty, is a ``text`` block sent before it. The JSON of
-    ``input`` is streamed in ``pieces`` ``input_json_delta`` events.
+    ``text``, when non-empty, is a ``text`` block sent before them; ``also``
+    holds more ``(id, name, input)`` calls after the first (parallel tool
+    use). The JSON of each ``input`` is streamed in ``pieces``
+    ``input_json_delta`` events. ``stop_reason`` ``max_tokens`` plays a
+    message cut off in its tool calls.
     """
 
     name: str
@@ -77,6 +80,8 @@ class ToolUseReply:
     output_tokens: int = 5
     pieces: int = 3
     delay_s: float = 0.0
+    also: tuple[tuple[str, str, dict[str, Any]], ...] = ()
+    stop_reason: str = "tool_use"
 
 
 @dataclass(frozen=True)
@@ -338,12 +343,13 @@ def _content(reply: TextReply | ToolUseReply) -> list[dict[str, Any]]:
     if isinstance(reply, TextReply):
         return [{"type": "text", "text": reply.text}]
     blocks: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
-    blocks.append({"type": "tool_use", "id": reply.id, "name": reply.name, "input": reply.input})
+    for tool_id, name, tool_input in ((reply.id, reply.name, reply.input), *reply.also):
+        blocks.append({"type": "tool_use", "id": tool_id, "name": name, "input": tool_input})
     return blocks
 
 
 def _stop_reason(reply: TextReply | ToolUseReply) -> str:
-    return reply.stop_reason if isinstance(reply, TextReply) else "tool_use"
+    return reply.stop_reason
 
 
 def _message(reply: TextReply | ToolUseReply, model: str, request_id: str) -> dict[str, Any]:

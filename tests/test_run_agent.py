@@ -52,7 +52,7 @@ class FakePorts:
         self._draw, self._record = draw, record
 
     def ports(self) -> AgentPorts:
-        return AgentPorts(model=self, backend=self, hooks=self, on_event=self.on_event)
+        return AgentPorts(model=self, tools=self, backend=self, hooks=self, on_event=self.on_event)
 
     def on_event(self, event: AgentStart) -> None:
         self.calls.append(("on_event", event))

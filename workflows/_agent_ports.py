@@ -9,7 +9,7 @@ through the run to ``AgentRun``'s failure mapping.
 from __future__ import annotations
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
+from temporalio.exceptions import ActivityError, CancelledError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
     from oma.core.acp import AcpPromptInput, AcpPromptOutput
@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.providers import PROVIDERS
     from oma.core.results import AcpSessionInfo
     from oma.core.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
+    from oma.core.tools import ToolCallInput, ToolCallOutput
     from oma.workflows import _options
     from oma.workflows._acp import close_acp_sessions
 
@@ -44,6 +45,32 @@ class ActivityModel:
         else:
             out = await workflow.execute_local_activity(
                 "llm_turn", inp, result_type=LlmTurnOutput, **_options.LLM_TURN_LOCAL
+            )
+        return out
+
+
+class ActivityTools:
+    """``ToolsetPort``: one ``tool_call`` activity per call (``TOOL_CALL``).
+
+    A call whose activity failed for good (its worker lost on every attempt,
+    a timeout) is an ``is_error`` result the model reads, like any tool
+    failure; a cancellation ends the run.
+    """
+
+    async def call(self, call: ToolCallInput) -> ToolCallOutput:
+        try:
+            out: ToolCallOutput = await workflow.execute_activity(
+                "tool_call",
+                call,
+                result_type=ToolCallOutput,
+                summary=f"{call.agent}: {call.tool.name}",
+                **_options.TOOL_CALL,
+            )
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                raise
+            return ToolCallOutput(
+                content=f"the {call.tool.name} call failed: {err.cause or err}", is_error=True
             )
         return out
 

@@ -32,7 +32,12 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.results import AgentRunResult
     from oma.core.run_input import AgentRunInput, parse_agent_run_input
     from oma.core.validation import single_input
-    from oma.workflows._agent_ports import ActivityBackend, ActivityModel, ActivityRunHooks
+    from oma.workflows._agent_ports import (
+        ActivityBackend,
+        ActivityModel,
+        ActivityRunHooks,
+        ActivityTools,
+    )
 
 
 @workflow.defn(name="AgentRun")
@@ -96,6 +101,7 @@ class AgentRun:
     def _ports(self, inp: AgentRunInput) -> AgentPorts:
         return AgentPorts(
             model=ActivityModel(),
+            tools=ActivityTools(),
             backend=ActivityBackend(inp.acp_session, owns_sessions=inp.run_key is None),
             hooks=ActivityRunHooks(),
             on_event=self._events.append,

@@ -23,6 +23,7 @@ import httpx2
 from anthropic.lib.streaming import ParsedMessageStreamEvent
 
 from oma.activities._heartbeat import heartbeating
+from oma.activities.tool_call import tool_definitions
 from oma.core.agent_events import TextDelta, ToolCallEvent
 from oma.core.errors import MissingCredentialsError, ProviderError
 from oma.core.llm import LlmTurnInput, LlmTurnOutput
@@ -162,6 +163,8 @@ def _request(inp: LlmTurnInput) -> dict[str, Any]:
     }
     if agent.system_prompt:
         request["system"] = agent.system_prompt
+    if agent.tools:
+        request["tools"] = tool_definitions(agent)
     return request
 
 

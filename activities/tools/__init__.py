@@ -8,7 +8,7 @@ result is a ``ToolOutput`` the model reads, a mistake included: only an
 unknown tool name (``KeyError``) and a cancellation raise. See docs/tools.md.
 """
 
-from oma.activities.tools.registry import BUILTIN_TOOLS, PRESETS, run_builtin
+from oma.activities.tools.registry import BUILTIN_TOOLS, run_builtin
 from oma.activities.tools.sandbox import PathOutsideSandboxError, resolve_in_sandbox
 from oma.activities.tools.tool import (
     DEFAULT_MAX_OUTPUT_CHARS,
@@ -18,6 +18,7 @@ from oma.activities.tools.tool import (
     ToolOutput,
     cap_output,
 )
+from oma.core.tools import PRESETS
 
 __all__ = [
     "BUILTIN_TOOLS",

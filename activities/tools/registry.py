@@ -1,4 +1,5 @@
-"""The built-in tools by name, their presets, and one call of one of them."""
+"""The built-in tools by name, their presets (``oma.core.tools.PRESETS``), and
+one call of one of them."""
 
 from __future__ import annotations
 
@@ -19,16 +20,6 @@ BUILTIN_TOOLS: dict[str, BuiltinTool[Any]] = {
     tool.name: tool for tool in (BASH, FILE_READ, FILE_WRITE, FILE_EDIT, GLOB, GREP)
 }
 """Every built-in tool, by the name the model calls it by."""
-
-_READONLY = ("file_read", "glob", "grep")
-_READWRITE = (*_READONLY, "file_write", "file_edit")
-
-PRESETS: dict[str, tuple[str, ...]] = {
-    "readonly": _READONLY,
-    "readwrite": _READWRITE,
-    "full": (*_READWRITE, "bash"),
-}
-"""Named sets of built-in tools, as an agent's ``tools`` may name them."""
 
 
 async def run_builtin(name: str, raw_input: dict[str, Any], ctx: ToolContext) -> ToolOutput:

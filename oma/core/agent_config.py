@@ -8,14 +8,25 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from oma.core.backends import BackendConfig
 from oma.core.errors import InvalidMessageError
 from oma.core.evaluation import EvaluationConfig
-from oma.core.messages import LLMMessage
+from oma.core.messages import ContentBlock, LLMMessage
 from oma.core.providers import Provider
 from oma.core.task import BackendKind
+from oma.core.tools import ToolRef, resolve_tools
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 """The model an ``anthropic`` agent uses when it names none."""
 
-_LLM_ONLY_FIELDS = ("provider", "model", "script", "max_tokens", "history")
+_LLM_ONLY_FIELDS = (
+    "provider",
+    "model",
+    "script",
+    "max_tokens",
+    "history",
+    "tools",
+    "allowed_tools",
+    "disallowed_tools",
+    "cwd",
+)
 
 
 class AgentConfig(BaseModel):
@@ -47,13 +58,41 @@ class AgentConfig(BaseModel):
         default=None, description="Model provider; default 'anthropic' for an LLM agent."
     )
     model: str | None = Field(default=None, description=f"Model name; default {DEFAULT_MODEL!r}.")
-    script: list[str] | None = Field(
-        default=None, description="scripted provider only: the responses, one per model turn."
+    script: list[str | list[ContentBlock]] | None = Field(
+        default=None,
+        description="scripted provider only: the responses, one per model turn; an entry is "
+        "a text, or the content blocks of the answer in the Anthropic shape (e.g. a tool_use).",
     )
     max_tokens: int | None = Field(
         default=None, ge=1, description="Anthropic max_tokens per turn (default 4096)."
     )
     max_turns: int = Field(default=10, ge=1, description="Upper bound on model turns per run.")
+    tools: list[str] | None = Field(
+        default=None,
+        description="Tools the agent may call (off unless declared): built-in tools (bash, "
+        "file_read, file_write, file_edit, glob, grep), presets (readonly, readwrite, full), "
+        "custom tools as 'package.module:function'. See oma.core.tools.",
+    )
+    allowed_tools: list[str] | None = Field(
+        default=None, description="Keep only these of the declared tools (names)."
+    )
+    disallowed_tools: list[str] | None = Field(
+        default=None, description="Drop these of the declared tools (names)."
+    )
+    cwd: str | None = Field(
+        default=None,
+        description="Where the agent's tools work: the file tools' sandbox and bash's working "
+        "directory, relative to the worker's working directory (the default).",
+    )
+    max_tool_output_chars: int = Field(
+        default=30_000, ge=100, description="A tool result longer than this is cut (said so)."
+    )
+    max_repeated_tool_calls: int = Field(
+        default=5,
+        ge=2,
+        description="The same tool called with the same input this many times in one run "
+        "stops it (TOOL_LOOP_DETECTED).",
+    )
     backend: BackendConfig | None = Field(
         default=None, description="Run this agent as an external process or ACP agent."
     )
@@ -83,7 +122,14 @@ class AgentConfig(BaseModel):
                 )
         elif self.resolved_provider == "scripted" and not self.script:
             raise ValueError(f"agent {self.name!r} uses provider 'scripted' but has no 'script'")
+        if self.tools is not None or self.allowed_tools or self.disallowed_tools:
+            self.resolved_tools()  # unknown names are an input error, before anything runs
         return self
+
+    def resolved_tools(self) -> list[ToolRef]:
+        """The tools this agent may call (``oma.core.tools.resolve_tools``);
+        raises ``ValueError`` for an unknown name."""
+        return resolve_tools(self.tools or [], self.allowed_tools, self.disallowed_tools or [])
 
     def check_accepts_messages(self) -> None:
         """Raise ``InvalidMessageError`` if this agent cannot take a message list.

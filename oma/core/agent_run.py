@@ -81,7 +81,7 @@ async def _turns(
 ) -> None:
     backend = agent.backend
     if backend is None:
-        await run_model_loop(agent, messages, ports.model, result)
+        await run_model_loop(agent, messages, ports.model, ports.tools, result)
     elif backend.kind == "process":
         out = await ports.backend.process_run(
             ProcessRunInput(

@@ -193,9 +193,26 @@ class MaxTurnsExceededError(RunError):
 
 
 class UnknownToolError(RunError):
-    """The model asked for a tool the agent does not declare."""
+    """The model asked for a tool, and the agent declares none. (A call of a
+    tool the agent does not declare, when it declares some, goes back to the
+    model as an error ``tool_result`` instead.)"""
 
     code = "UNKNOWN_TOOL"
+
+
+class ToolCallTruncatedError(RunError):
+    """The model's answer was cut off by ``max_tokens`` in the middle of its
+    tool calls turn after turn: a cut-off call never runs (its input may be
+    partial), and after ``MAX_TRUNCATED_TOOL_TURNS`` such turns the run fails."""
+
+    code = "TOOL_CALL_TRUNCATED"
+
+
+class ToolLoopError(RunError):
+    """The agent called the same tool with the same input
+    ``max_repeated_tool_calls`` times in one run: it is going round in circles."""
+
+    code = "TOOL_LOOP_DETECTED"
 
 
 class PlanValidationError(RunError):

@@ -29,6 +29,7 @@ from oma.core.llm import LlmTurnInput, LlmTurnOutput
 from oma.core.messages import LLMMessage
 from oma.core.process import ProcessRunInput, ProcessRunOutput
 from oma.core.run_hooks import EvaluateInput
+from oma.core.tools import ToolCallInput, ToolCallOutput
 
 
 class ModelPort(Protocol):
@@ -80,13 +81,21 @@ class RunHooksPort(Protocol):
         ...
 
 
+class ToolsetPort(Protocol):
+    """One call of one of an LLM agent's tools (the ``tool_call`` activity's
+    contract). What the tool raises, and a call that could not run at all,
+    come back as an ``is_error`` output with a message, never as an exception
+    (a cancellation excepted)."""
+
+    async def call(self, call: ToolCallInput) -> ToolCallOutput: ...
+
+
 @dataclass(frozen=True)
 class AgentPorts:
     """Everything an agent run calls out to, and where its progress goes."""
 
     model: ModelPort
-    # The model loop's tool calls will plug in here, as a toolset port beside
-    # the model (one ``tool_call`` per ``tool_use`` block).
+    tools: ToolsetPort
     backend: BackendPort
     hooks: RunHooksPort
     on_event: Callable[[AgentStart], None]

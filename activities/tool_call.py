@@ -1,0 +1,78 @@
+"""The ``tool_call`` activity: one call of one of an LLM agent's tools.
+
+A built-in tool (``oma.activities.tools``) runs in the agent's ``cwd``, its
+file tools confined to it; a custom tool (``oma.activities.tools.custom``) is
+the user's function, loaded on this worker. Either way the result is what the
+model reads: the output, or what went wrong as an ``is_error`` result with a
+message, cut to ``max_output_chars``. The activity heartbeats while the tool
+runs, so a cancel reaches it within about a second (and ``bash``'s process
+tree dies with it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from temporalio import activity
+
+from oma.activities._heartbeat import heartbeating
+from oma.activities.tools import BUILTIN_TOOLS, ToolContext, ToolOutput, cap_output, run_builtin
+from oma.activities.tools.custom import load_custom_tool
+from oma.core.agent_config import AgentConfig
+from oma.core.errors import OMAError
+from oma.core.tools import ToolCallInput, ToolCallOutput
+
+HEARTBEAT_INTERVAL_S = 0.5
+"""Seconds between two heartbeats while a tool runs."""
+
+
+@activity.defn(name="tool_call")
+async def tool_call(inp: ToolCallInput) -> ToolCallOutput:
+    """Run ``inp.tool`` on ``inp.input``; never raises for the tool's own
+    failure (it is the model's to read), only for a cancellation."""
+    progress = {"tool": inp.tool.name, "last": ""}
+
+    def note(text: str) -> None:
+        progress["last"] = text[-200:]
+
+    with heartbeating(lambda: dict(progress), HEARTBEAT_INTERVAL_S):
+        return await run_tool(inp, note)
+
+
+async def run_tool(inp: ToolCallInput, note: Callable[[str], None] | None = None) -> ToolCallOutput:
+    """One tool call, the activity's work without the activity (the in-process
+    ``Agent`` calls it directly). ``note`` receives progress lines of a long
+    tool (bash's output), when given."""
+    if inp.tool.source == "builtin":
+        cwd = Path(inp.cwd or ".").resolve()
+        if not cwd.is_dir():
+            return ToolCallOutput(
+                content=f"the agent's cwd {inp.cwd!r} is not a directory on this worker",
+                is_error=True,
+            )
+        ctx = ToolContext(cwd=cwd, max_output_chars=inp.max_output_chars, heartbeat=note)
+        out = await run_builtin(inp.tool.name, inp.input, ctx)
+        return ToolCallOutput(content=out.content, is_error=out.is_error, truncated=out.truncated)
+    try:
+        tool = load_custom_tool(inp.tool.source)
+    except OMAError as err:
+        return ToolCallOutput(content=f"{err.code}: {err.message}", is_error=True)
+    text, is_error = await tool.call(inp.input)
+    text = text or ("the tool failed" if is_error else "(no output)")
+    out = cap_output(ToolOutput(content=text, is_error=is_error), inp.max_output_chars)
+    return ToolCallOutput(content=out.content, is_error=out.is_error, truncated=out.truncated)
+
+
+def tool_definitions(agent: AgentConfig) -> list[dict[str, Any]]:
+    """The agent's tools as the Anthropic Messages API's ``tools``
+    (``name``, ``description``, ``input_schema``), in declaration order.
+    Raises ``InvalidHookError`` for a custom tool this worker cannot load."""
+    definitions = []
+    for ref in agent.resolved_tools():
+        tool = BUILTIN_TOOLS[ref.name] if ref.source == "builtin" else load_custom_tool(ref.source)
+        definitions.append(
+            {"name": ref.name, "description": tool.description, "input_schema": tool.input_schema()}
+        )
+    return definitions

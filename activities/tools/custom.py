@@ -1,0 +1,134 @@
+"""Custom tools: Python functions an agent names by import path.
+
+``package.module:function`` (``AgentConfig.tools``) is loaded on the worker
+that runs the call. Its input schema comes from its signature: one parameter
+annotated with a pydantic model is that model; otherwise every parameter is
+a field, typed by its annotation (``Any`` without one) and required unless it
+has a default. Its docstring is the description the model reads. A sync
+function runs in a thread (so heartbeats go on); an async one is awaited.
+What it returns becomes the tool's text: a string as it is, a pydantic model
+or anything else as JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from oma.core.before_run import load_hook
+from oma.core.errors import InvalidHookError
+from oma.core.tools import CUSTOM_TOOL_PATH
+from oma.core.validation import format_validation_error
+
+
+@dataclass(frozen=True)
+class CustomTool:
+    """A loaded custom tool."""
+
+    name: str
+    description: str
+    input_model: type[BaseModel]
+    function: Callable[..., Any]
+    takes_model: bool
+
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON schema of the input, as ``tools[].input_schema`` wants it."""
+        schema = self.input_model.model_json_schema()
+        schema.pop("title", None)
+        return schema
+
+    async def call(self, raw_input: dict[str, Any]) -> tuple[str, bool]:
+        """Run the tool on ``raw_input``: ``(text, is_error)``. Invalid input
+        and what the function raises are errors the model reads, never raised
+        (a cancellation excepted)."""
+        try:
+            args = self.input_model.model_validate(raw_input)
+        except ValidationError as err:
+            return f"invalid input for {self.name}: {format_validation_error(err)}", True
+        call = (
+            functools.partial(self.function, args)
+            if self.takes_model
+            else functools.partial(self.function, **dict(args))
+        )
+        try:
+            if inspect.iscoroutinefunction(self.function):
+                value = await call()
+            else:
+                value = await asyncio.to_thread(call)
+        except Exception as err:
+            return f"{type(err).__name__}: {err}".strip(), True
+        return _as_text(value), False
+
+
+@functools.cache
+def load_custom_tool(path: str) -> CustomTool:
+    """The tool at ``path`` (``package.module:function``), loaded once per worker.
+
+    Raises ``InvalidHookError`` when it cannot be imported or called, or its
+    signature cannot be a tool's input (``*args``, ``**kwargs``).
+    """
+    function = load_hook(path)
+    match = CUSTOM_TOOL_PATH.match(path)
+    assert match is not None  # load_hook checked the shape
+    name = match.group(1)
+    params = list(inspect.signature(function).parameters.values())
+    hints = _hints(function)
+    model = _single_model(params, hints)
+    if model is None:
+        model = _model_of(name, path, params, hints)
+    description = inspect.getdoc(function) or f"Calls {path}."
+    return CustomTool(name, description, model, function, takes_model=_is_model(params, hints))
+
+
+def _hints(function: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return dict(inspect.get_annotations(function, eval_str=True))
+    except Exception:  # an annotation that does not evaluate: treat as untyped
+        return {}
+
+
+def _is_model(params: list[inspect.Parameter], hints: dict[str, Any]) -> bool:
+    if len(params) != 1:
+        return False
+    hint = hints.get(params[0].name)
+    return isinstance(hint, type) and issubclass(hint, BaseModel)
+
+
+def _single_model(params: list[inspect.Parameter], hints: dict[str, Any]) -> type[BaseModel] | None:
+    if not _is_model(params, hints):
+        return None
+    model: type[BaseModel] = hints[params[0].name]
+    return model
+
+
+def _model_of(
+    name: str, path: str, params: list[inspect.Parameter], hints: dict[str, Any]
+) -> type[BaseModel]:
+    fields: dict[str, Any] = {}
+    for param in params:
+        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise InvalidHookError(
+                f"custom tool {path!r}: *args and **kwargs cannot be a tool's input; name "
+                "each parameter"
+            )
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (hints.get(param.name, Any), default)
+    model: type[BaseModel] = create_model(
+        f"{name}_input", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    return model
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return json.dumps(value, default=str, ensure_ascii=False)

@@ -1,0 +1,108 @@
+"""An LLM agent's tools: which ones it may call, and one call's input and output.
+
+An agent declares ``tools``: built-in tool names (``bash``, ``file_read``,
+``file_write``, ``file_edit``, ``glob``, ``grep``), presets (``readonly``,
+``readwrite``, ``full``) and custom tools by import path
+(``package.module:function``, the model sees the function's name).
+``allowed_tools`` keeps only the names it lists; ``disallowed_tools`` drops
+the names it lists. Tools are off unless declared. Each call is one
+``tool_call`` activity (in-process: a direct call), whatever the tool.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+BUILTIN_TOOL_NAMES = ("bash", "file_read", "file_write", "file_edit", "glob", "grep")
+"""The built-in tools (``oma.activities.tools``)."""
+
+PRESETS: dict[str, tuple[str, ...]] = {
+    "readonly": ("file_read", "glob", "grep"),
+    "readwrite": ("file_read", "glob", "grep", "file_write", "file_edit"),
+    "full": ("file_read", "glob", "grep", "file_write", "file_edit", "bash"),
+}
+"""Named sets of built-in tools."""
+
+CUSTOM_TOOL_PATH = re.compile(r"^[A-Za-z_][\w.]*:([A-Za-z_]\w*)$")
+"""A custom tool's import path, ``package.module:function``."""
+
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+"""What a tool's name may be (the Anthropic Messages API's ``tools[].name``)."""
+
+
+class ToolRef(BaseModel):
+    """One tool an agent may call: the ``name`` the model calls it by, and
+    where it comes from: ``builtin``, or a custom tool's import path."""
+
+    name: str
+    source: str
+
+
+def resolve_tools(
+    tools: list[str], allowed: list[str] | None, disallowed: list[str]
+) -> list[ToolRef]:
+    """The tools an agent declares, presets expanded, in declaration order
+    without repeats, narrowed by ``allowed`` and ``disallowed`` (tool names).
+
+    Raises ``ValueError`` naming an entry that is neither a built-in tool, a
+    preset nor an import path, a custom tool whose name is not a valid tool
+    name or repeats another tool's, and an ``allowed``/``disallowed`` name
+    that none of the declared tools has (a typo would silently keep a tool).
+    """
+    refs: dict[str, ToolRef] = {}
+    for entry in tools:
+        if entry in PRESETS or entry in BUILTIN_TOOL_NAMES:
+            for name in PRESETS.get(entry, (entry,)):
+                refs.setdefault(name, ToolRef(name=name, source="builtin"))
+            continue
+        match = CUSTOM_TOOL_PATH.match(entry)
+        if match is None:
+            raise ValueError(
+                f"unknown tool {entry!r}: give a built-in tool "
+                f"({', '.join(BUILTIN_TOOL_NAMES)}), a preset ({', '.join(PRESETS)}) or a "
+                "custom tool as 'package.module:function'"
+            )
+        name = match.group(1)
+        if not TOOL_NAME.match(name):
+            raise ValueError(f"custom tool {entry!r}: {name!r} is not a valid tool name")
+        earlier = refs.get(name)
+        if earlier is not None and earlier.source != entry:
+            raise ValueError(f"custom tool {entry!r} has the name of tool {earlier.source!r}")
+        refs[name] = ToolRef(name=name, source=entry)
+    for field, names in (("allowed_tools", allowed or []), ("disallowed_tools", disallowed)):
+        unknown = [n for n in names if n not in refs]
+        if unknown:
+            raise ValueError(
+                f"{field} names {', '.join(map(repr, unknown))}, which the agent's tools "
+                f"do not declare (declared: {', '.join(refs) or 'none'})"
+            )
+    return [
+        ref
+        for name, ref in refs.items()
+        if (allowed is None or name in allowed) and name not in disallowed
+    ]
+
+
+class ToolCallInput(BaseModel):
+    """Input of the ``tool_call`` activity: one call of one tool."""
+
+    agent: str = Field(description="The agent that calls it.")
+    tool: ToolRef
+    tool_use_id: str = Field(description="The model's id of the call (``tool_use.id``).")
+    input: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments.")
+    cwd: str | None = Field(
+        default=None,
+        description="The agent's working directory (the file tools' sandbox); none: the worker's.",
+    )
+    max_output_chars: int = Field(default=30_000, ge=1)
+
+
+class ToolCallOutput(BaseModel):
+    """What a tool call gave: the ``tool_result`` the model receives."""
+
+    content: str = Field(description="The tool's output, or what went wrong (never empty).")
+    is_error: bool = False
+    truncated: bool = Field(default=False, description="The output was cut to the cap.")

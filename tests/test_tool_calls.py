@@ -1,0 +1,214 @@
+"""LLM agents that act: the tool loop on Temporal, each call a ``tool_call``
+activity — real tools on temporary directories, the scripted provider and the
+real ``anthropic`` SDK against the local Messages API server, a real dev
+server, every history replayed."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+
+from oma.agent import Agent
+from oma.core.messages import ToolResultBlock
+from oma.core.results import AgentRunResult
+from tests._procs import alive
+from tests._runs import TASK_QUEUE, assert_replays, run_agent
+from tests.anthropic_server import AnthropicServer, ToolUseReply
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+
+def tool_use(tool_id: str, name: str, **args: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": tool_id, "name": name, "input": args}
+
+
+def scripted_with_tools(tmp_path: Path, *script: Any, **config: Any) -> dict[str, Any]:
+    return {
+        "name": "reviewer",
+        "provider": "scripted",
+        "script": list(script),
+        "tools": ["readonly", "tests.tools:add", "tests.tools:explode"],
+        "cwd": str(tmp_path),
+        **config,
+    }
+
+
+def results(result: AgentRunResult, turn: int = 0) -> list[ToolResultBlock]:
+    """The tool results the model received after its ``turn``-th answer."""
+    message = [m for m in result.messages if m.role == "user"][turn + 1]
+    return [b for b in message.content if isinstance(b, ToolResultBlock)]
+
+
+async def tool_activities(client: Client, workflow_id: str) -> list[str]:
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "tool_call"
+    ]
+
+
+async def test_a_scripted_agent_reads_a_file_and_calls_a_custom_tool_each_as_an_activity(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("alpha\nbeta\n")
+    agent = scripted_with_tools(
+        tmp_path,
+        [tool_use("u1", "file_read", path="notes.txt"), tool_use("u2", "add", a=2, b=3)],
+        "notes say alpha; 2 + 3 = 5",
+    )
+    result = await run_agent(client, workflow_id, agent, "review the notes")
+
+    assert result.output == "notes say alpha; 2 + 3 = 5"
+    read, added = results(result)
+    assert (read.tool_use_id, read.is_error) == ("u1", False)
+    assert read.content == "     1\talpha\n     2\tbeta"
+    assert (added.tool_use_id, added.content, added.is_error) == ("u2", "5", False)
+    assert [(c.name, c.status) for c in result.tool_calls] == [
+        ("file_read", "completed"),
+        ("add", "completed"),
+    ]
+    assert await tool_activities(client, workflow_id) == ["tool_call", "tool_call"]
+    await assert_replays(client, workflow_id)
+
+
+async def test_a_path_escaping_the_cwd_and_a_raising_tool_are_errors_the_model_reads(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    (tmp_path / "secret.txt").write_text("the secret")
+    (cwd / "link.txt").symlink_to(tmp_path / "secret.txt")
+    agent = scripted_with_tools(
+        cwd,
+        [
+            tool_use("u1", "file_read", path="../secret.txt"),
+            tool_use("u2", "file_read", path="link.txt"),
+            tool_use("u3", "explode", reason="boom"),
+        ],
+        "could not",
+    )
+    result = await run_agent(client, workflow_id, agent, "read the secret")
+
+    dotdot, link, explode = results(result)
+    assert dotdot.is_error and "outside the working directory" in str(dotdot.content)
+    assert link.is_error and "outside the working directory" in str(link.content)
+    assert "the secret" not in str(dotdot.content) + str(link.content)
+    assert (explode.is_error, explode.content) == (True, "RuntimeError: boom")
+    assert result.output == "could not"
+    await assert_replays(client, workflow_id)
+
+
+async def test_the_anthropic_model_gets_the_tools_and_its_parallel_calls_run(
+    client: Client, workflow_id: str, tmp_path: Path, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.reset()
+    (tmp_path / "a.py").write_text("print('hi')\n")
+    anthropic_server.reply(
+        ToolUseReply(
+            "grep",
+            {"pattern": "print"},
+            id="toolu_a",
+            text="Looking.",
+            pieces=4,
+            also=(("toolu_b", "explode", {"reason": "no"}), ("toolu_c", "glob", {})),
+        )
+    )
+    anthropic_server.reply_text("a.py prints hi")
+    agent = {
+        "name": "reviewer",
+        "provider": "anthropic",
+        "tools": ["readonly", "tests.tools:explode"],
+        "cwd": str(tmp_path),
+    }
+    result = await run_agent(client, workflow_id, agent, "what prints?")
+
+    first, second = anthropic_server.requests
+    assert [t["name"] for t in first.body["tools"]] == ["file_read", "glob", "grep", "explode"]
+    explode_tool = first.body["tools"][3]
+    assert explode_tool["description"] == "Always fails, saying why."
+    assert explode_tool["input_schema"]["required"] == ["reason"]
+    sent = second.body["messages"][-1]
+    assert sent["role"] == "user"
+    assert [(b["tool_use_id"], b.get("is_error", False)) for b in sent["content"]] == [
+        ("toolu_a", False),
+        ("toolu_b", True),
+        ("toolu_c", True),  # glob without its pattern: invalid input, told to the model
+    ]
+    assert sent["content"][0]["content"] == "a.py:1:print('hi')"
+    assert "pattern" in sent["content"][2]["content"]
+    assert result.output == "a.py prints hi"
+    assert result.token_usage.input_tokens == 20
+    await assert_replays(client, workflow_id)
+
+
+async def test_tool_calls_cut_off_by_max_tokens_never_run_and_the_run_fails_after_a_bound(
+    client: Client, workflow_id: str, tmp_path: Path, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.reset()
+    marker = tmp_path / "ran"
+    for _ in range(3):
+        anthropic_server.reply(
+            ToolUseReply("bash", {"command": f"touch {marker}"}, stop_reason="max_tokens")
+        )
+    agent = {"name": "a", "provider": "anthropic", "tools": ["full"], "cwd": str(tmp_path)}
+    with pytest.raises(WorkflowFailureError) as failed:
+        await run_agent(client, workflow_id, agent, "go")
+    assert getattr(failed.value.cause, "type", None) == "TOOL_CALL_TRUNCATED"
+    assert not marker.exists()
+    await assert_replays(client, workflow_id)
+
+
+async def test_cancelling_the_run_kills_a_long_bash_and_its_children(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pid"
+    agent = scripted_with_tools(
+        tmp_path,
+        [tool_use("u1", "bash", command=f"sleep 60 & echo $! > {pid_file}; wait")],
+        "never",
+        tools=["full"],
+    )
+    handle = await client.start_workflow(
+        "AgentRun",
+        {"agent": agent, "input": "sleep"},
+        id=workflow_id,
+        task_queue=TASK_QUEUE,
+        result_type=AgentRunResult,
+    )
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        await asyncio.sleep(0.05)
+    sleeper = int(pid_file.read_text())
+    assert alive(sleeper)
+
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    for _ in range(60):
+        if not alive(sleeper):
+            break
+        await asyncio.sleep(0.05)
+    assert not alive(sleeper), "the backgrounded sleep outlived the cancelled tool call"
+    await assert_replays(client, workflow_id)
+
+
+async def test_the_in_process_agent_runs_the_same_tools(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("gamma\n")
+    agent = Agent(
+        scripted_with_tools(
+            tmp_path, [tool_use("u1", "grep", pattern="gam")], "found gamma in notes.txt"
+        )
+    )
+    events = [e async for e in agent.stream("find gamma")]
+    assert [e.type for e in events] == ["agent_start", "tool_call", "text_delta", "done"]
+    done = events[-1]
+    assert done.result.output == "found gamma in notes.txt"
+    [found] = results(done.result)
+    assert found.content == "notes.txt:1:gamma"

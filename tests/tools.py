@@ -1,0 +1,38 @@
+"""Custom tools that test workers load by import path (tests.tools:...)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import BaseModel, Field
+
+
+def add(a: int, b: int = 1) -> int:
+    """Add two integers and return the sum."""
+    return a + b
+
+
+class Lookup(BaseModel):
+    key: str = Field(description="What to look up.")
+
+
+async def lookup(query: Lookup) -> dict[str, str]:
+    """Look a key up in a tiny table."""
+    await asyncio.sleep(0)
+    return {"key": query.key, "value": query.key.upper()}
+
+
+def explode(reason: str) -> str:
+    """Always fails, saying why."""
+    raise RuntimeError(reason)
+
+
+async def nap(seconds: float) -> str:
+    """Sleep, then say so."""
+    await asyncio.sleep(seconds)
+    return f"slept {seconds:g} s"
+
+
+def loud() -> str:
+    """Takes no input; answers with a lot of text."""
+    return "x" * 50_000
