@@ -1,4 +1,10 @@
-"""The ``llm_turn`` activity: one model turn, dispatched on the agent's provider."""
+"""The ``llm_turn`` activity: one model turn, dispatched on the agent's provider.
+
+An ``AgentRun`` sends its conversation by reference (``LlmTurnInput.conversation``):
+the activity reads the messages through the run's ``conversation`` query, in
+slices of at most ``QUERY_SLICE_BYTES``, so a long tool loop's history holds
+each message once rather than once per turn (docs/tools.md, "History").
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,8 @@ from temporalio import activity
 
 from oma.activities.providers import ModelProvider, default_providers
 from oma.core.errors import OMAError, application_error
-from oma.core.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.llm import ConversationRef, ConversationSlice, LlmTurnInput, LlmTurnOutput
+from oma.core.messages import LLMMessage
 
 
 class LlmActivities:
@@ -29,7 +36,29 @@ class LlmActivities:
         ``MISSING_CREDENTIALS``, ``SCRIPT_EXHAUSTED`` (non-retryable).
         """
         provider = self.providers[inp.agent.resolved_provider]
+        if inp.conversation is not None:
+            inp = inp.model_copy(update={"messages": await _conversation(inp.conversation)})
         try:
             return await provider.turn(inp)
         except OMAError as err:
             raise application_error(err) from err
+
+
+QUERY_SLICE_BYTES = 1024 * 1024
+"""The most JSON one ``conversation`` query returns (Temporal caps a message at 4 MB)."""
+
+
+async def _conversation(ref: ConversationRef) -> list[LLMMessage]:
+    """The first ``ref.length`` messages of the run, read through its query."""
+    handle = activity.client().get_workflow_handle(ref.workflow_id, run_id=ref.run_id)
+    messages: list[LLMMessage] = []
+    while len(messages) < ref.length:
+        part: list[LLMMessage] = await handle.query(
+            "conversation",
+            ConversationSlice(start=len(messages), end=ref.length, max_bytes=QUERY_SLICE_BYTES),
+            result_type=list[LLMMessage],
+        )
+        if not part:
+            raise RuntimeError(f"the conversation of {ref.workflow_id} ended before {ref.length}")
+        messages += part
+    return messages

@@ -6,6 +6,7 @@ server, every history replayed."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from oma.agent import Agent
 from oma.core.messages import ToolResultBlock
 from oma.core.results import AgentRunResult
 from tests._procs import alive
-from tests._runs import TASK_QUEUE, assert_replays, run_agent
+from tests._runs import TASK_QUEUE, assert_replays, run_agent, run_team, task
 from tests.anthropic_server import AnthropicServer, ToolUseReply
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -212,3 +213,71 @@ async def test_the_in_process_agent_runs_the_same_tools(tmp_path: Path) -> None:
     assert done.result.output == "found gamma in notes.txt"
     [found] = results(done.result)
     assert found.content == "notes.txt:1:gamma"
+
+
+async def test_a_long_tool_loop_sends_the_conversation_by_reference_and_history_grows_linearly(
+    client: Client, workflow_id: str, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.reset()
+    calls = 30
+    for n in range(calls):
+        anthropic_server.reply_tool_use("page", {"number": n}, id=f"toolu_{n}")
+    anthropic_server.reply_text("read them all")
+    agent = {
+        "name": "reader",
+        "provider": "anthropic",
+        "tools": ["tests.tools:page"],
+        "max_turns": calls + 1,
+    }
+    result = await run_agent(client, workflow_id, agent, "read every page")
+
+    assert result.output == "read them all"
+    # the model got the whole conversation every turn ...
+    last = anthropic_server.requests[-1].body["messages"]
+    assert len(last) == 1 + 2 * calls
+    assert last[-1]["content"][0]["content"].startswith(f"page {calls - 1}\n")
+    # ... while each llm_turn input in the history holds a reference, not the messages
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    turn_inputs = [
+        e.activity_task_scheduled_event_attributes.input.payloads[0].data
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "llm_turn"
+    ]
+    assert len(turn_inputs) == calls + 1
+    assert max(len(data) for data in turn_inputs) < 2_000
+    content = sum(len(json.dumps(m)) for m in last)
+    assert history.to_json_dict() and len(json.dumps(history.to_json_dict())) < 3 * content
+    # the result keeps the latest part of a long conversation; the query has it all
+    assert result.messages_omitted > 0
+    assert len(result.messages) + result.messages_omitted == 2 + 2 * calls
+    handle = client.get_workflow_handle(workflow_id)
+    everything = await handle.query("conversation", {"start": 0}, result_type=list[dict[str, Any]])
+    assert len(everything) == 2 + 2 * calls
+    await assert_replays(client, workflow_id)
+
+
+async def test_a_team_token_budget_stops_a_tool_loop_in_the_middle_of_its_task(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    script = [[tool_use(f"u{i}", "add", a=i)] for i in range(9)]
+    agent = scripted_with_tools(tmp_path, *script, "done", max_turns=10)
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [agent]},
+            "tasks": [task("loop", "reviewer")],
+            "options": {"max_token_budget": 20},
+        },
+    )
+    assert (result.status, result.error_code, result.budget_exceeded) == (
+        "failed",
+        "BUDGET_EXCEEDED",
+        True,
+    )
+    loop = result.task("loop")
+    assert loop.error_code == "BUDGET_EXCEEDED"
+    used = loop.token_usage.input_tokens + loop.token_usage.output_tokens
+    assert 20 <= used < 30, used
+    await assert_replays(client, workflow_id)

@@ -12,7 +12,12 @@ import pytest
 from oma.activities.tools import BUILTIN_TOOLS
 from oma.core.agent_config import AgentConfig
 from oma.core.agent_loop import MAX_TRUNCATED_TOOL_TURNS, run_model_loop
-from oma.core.errors import ToolCallTruncatedError, ToolLoopError, UnknownToolError
+from oma.core.errors import (
+    BudgetExceededError,
+    ToolCallTruncatedError,
+    ToolLoopError,
+    UnknownToolError,
+)
 from oma.core.llm import LlmTurnInput, LlmTurnOutput
 from oma.core.messages import TextBlock, ToolResultBlock, ToolUseBlock, user_text
 from oma.core.results import AgentRunResult
@@ -171,3 +176,12 @@ def test_allowed_and_disallowed_narrow_the_declared_tools() -> None:
 def test_the_core_names_exactly_the_built_in_tools() -> None:
     assert set(BUILTIN_TOOLS) == set(BUILTIN_TOOL_NAMES)
     assert all(set(names) <= set(BUILTIN_TOOLS) for names in PRESETS.values())
+
+
+async def test_the_token_budget_stops_the_loop_after_the_turn_that_used_it() -> None:
+    model = Model(*[asks(use(f"u{i}", "add", a=i)) for i in range(5)])
+    tools = Tools({"add": ToolCallOutput(content="ok")})
+    result = AgentRunResult(agent="a", status="completed")
+    with pytest.raises(BudgetExceededError, match="used 10 tokens, the 9 left"):
+        await run_model_loop(agent(), [user_text("go")], model, tools, result, token_budget=9)
+    assert (result.turns, len(tools.calls), result.budget_exceeded) == (2, 1, True)

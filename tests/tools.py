@@ -36,3 +36,8 @@ async def nap(seconds: float) -> str:
 def loud() -> str:
     """Takes no input; answers with a lot of text."""
     return "x" * 50_000
+
+
+def page(number: int) -> str:
+    """Page ``number`` of a long document (about 12 KB of text)."""
+    return f"page {number}\n" + "lorem ipsum " * 1000

@@ -15,7 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.acp import AcpPromptInput, AcpPromptOutput
     from oma.core.agent_config import AgentConfig
     from oma.core.evaluation import EvaluationRecord
-    from oma.core.llm import LlmTurnInput, LlmTurnOutput
+    from oma.core.llm import ConversationRef, LlmTurnInput, LlmTurnOutput
     from oma.core.messages import LLMMessage
     from oma.core.process import ProcessRunInput, ProcessRunOutput
     from oma.core.providers import PROVIDERS
@@ -31,16 +31,30 @@ class ActivityModel:
 
     A provider whose turn needs no I/O (``oma.core.providers.PROVIDERS``: the
     ``scripted`` one) runs it as a local activity (``LLM_TURN_LOCAL``): a
-    marker in the history and no task queue round trip is all an instant,
-    deterministic answer needs. Any other provider runs it as a regular
-    activity (``LLM_TURN``: heartbeats, retries honouring ``retry-after``).
+    marker in the history (its result, not its input) and no task queue round
+    trip is all an instant, deterministic answer needs. Any other provider
+    runs it as a regular activity (``LLM_TURN``: heartbeats, retries
+    honouring ``retry-after``) whose input holds the conversation by
+    reference: the activity reads it through this run's ``conversation``
+    query (``conversation``, below), so the history holds each message once.
     """
+
+    def __init__(self) -> None:
+        self.conversation: list[LLMMessage] = []
 
     async def turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
         out: LlmTurnOutput
         if PROVIDERS[inp.agent.resolved_provider].needs_io:
+            self.conversation = inp.messages
+            info = workflow.info()
+            ref = ConversationRef(
+                workflow_id=info.workflow_id, run_id=info.run_id, length=len(inp.messages)
+            )
             out = await workflow.execute_activity(
-                "llm_turn", inp, result_type=LlmTurnOutput, **_options.LLM_TURN
+                "llm_turn",
+                inp.model_copy(update={"messages": [], "conversation": ref}),
+                result_type=LlmTurnOutput,
+                **_options.LLM_TURN,
             )
         else:
             out = await workflow.execute_local_activity(

@@ -27,9 +27,11 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.agent_events import AgentStart
     from oma.core.agent_run import run_agent
     from oma.core.errors import ActivityFailedError, OMAError, application_error
-    from oma.core.messages import user_text
+    from oma.core.limits import MAX_RESULT_MESSAGES_BYTES
+    from oma.core.llm import ConversationSlice
+    from oma.core.messages import LLMMessage, user_text
     from oma.core.ports import AgentPorts
-    from oma.core.results import AgentRunResult
+    from oma.core.results import AgentRunResult, keep_latest_messages
     from oma.core.run_input import AgentRunInput, parse_agent_run_input
     from oma.core.validation import single_input
     from oma.workflows._agent_ports import (
@@ -54,6 +56,7 @@ class AgentRun:
     def __init__(self) -> None:
         self._result: AgentRunResult | None = None
         self._events: list[AgentStart] = []
+        self._model = ActivityModel()
 
     @workflow.run
     async def run(self, *args: Any) -> AgentRunResult:
@@ -72,6 +75,7 @@ class AgentRun:
                 run_key=_run_key(inp),
                 ports=self._ports(inp),
                 result=self._result,
+                token_budget=inp.token_budget,
             )
         except OMAError as err:
             raise self._failure(err.code, err.message, err.retryable) from err
@@ -86,6 +90,7 @@ class AgentRun:
             # an activity timeout (a lost worker, a hung call) is transient
             retryable = isinstance(cause, TimeoutError)
             raise self._failure(ActivityFailedError.code, str(cause or err), retryable) from err
+        self._settle_conversation()
         return self._result
 
     @workflow.query(name="state")
@@ -98,17 +103,38 @@ class AgentRun:
         """The run's progress events so far (``agent_start``)."""
         return self._events
 
+    @workflow.query(name="conversation")
+    def conversation(self, part: ConversationSlice) -> list[LLMMessage]:
+        """An LLM agent's conversation: as the latest model turn was asked it
+        while the run goes (the ``llm_turn`` activity reads it here), all of
+        it once the run ended. ``part`` says which messages: from ``start``
+        to ``end``, as many as fit ``max_bytes`` of JSON (at least one)."""
+        messages = self._model.conversation[part.start : part.end]
+        size = 0
+        for count, message in enumerate(messages):
+            size += len(message.model_dump_json())
+            if count and size > part.max_bytes:
+                return messages[:count]
+        return messages
+
     def _ports(self, inp: AgentRunInput) -> AgentPorts:
         return AgentPorts(
-            model=ActivityModel(),
+            model=self._model,
             tools=ActivityTools(),
             backend=ActivityBackend(inp.acp_session, owns_sessions=inp.run_key is None),
             hooks=ActivityRunHooks(),
             on_event=self._events.append,
         )
 
+    def _settle_conversation(self) -> None:
+        # the query keeps the whole conversation; the result, its latest part
+        if self._result is not None and self._result.messages:
+            self._model.conversation = list(self._result.messages)
+            keep_latest_messages(self._result, MAX_RESULT_MESSAGES_BYTES)
+
     def _failure(self, code: str, message: str, retryable: bool) -> ApplicationError:
         assert self._result is not None
+        self._settle_conversation()
         self._result.status = "failed"
         self._result.error = message
         self._result.error_code = code

@@ -372,6 +372,7 @@ class TeamRun:
             task_id=spec.id,
             run_key=self._sessions.run_key if agent.kind == "acp" else None,
             acp_session=self._sessions.get(agent.name),
+            token_budget=self.state.tokens_left(self._options.max_token_budget),
         )
         return await attempt_task(spec, run_input)
 

@@ -16,6 +16,7 @@ from collections import Counter
 from oma.core.agent_config import AgentConfig
 from oma.core.approvals import canonical_json
 from oma.core.errors import (
+    BudgetExceededError,
     MaxTurnsExceededError,
     ToolCallTruncatedError,
     ToolLoopError,
@@ -38,6 +39,7 @@ async def run_model_loop(
     model: ModelPort,
     tools: ToolsetPort,
     result: AgentRunResult,
+    token_budget: int | None = None,
 ) -> None:
     """Run ``agent`` on ``messages`` until it answers without asking for a tool.
 
@@ -51,6 +53,10 @@ async def run_model_loop(
     with every turn appended, ``tool_calls``, and ``output``: the final
     answer's text), so a failure leaves the partial result behind.
     ``messages`` is not mutated.
+
+    ``token_budget``: the tokens (input + output) the run may use; the loop
+    stops after the turn that used them (``BudgetExceededError``), so a team
+    run's ``options.max_token_budget`` holds within a tool loop too.
 
     Raises ``UnknownToolError`` when the model asks for a tool and the agent
     declares none, ``ToolCallTruncatedError`` after more than
@@ -69,6 +75,13 @@ async def run_model_loop(
         result.token_usage += out.usage
         conversation.append(LLMMessage(role="assistant", content=out.content))
         result.messages = conversation
+        used = result.token_usage.input_tokens + result.token_usage.output_tokens
+        if token_budget is not None and used >= token_budget:
+            result.budget_exceeded = True
+            raise BudgetExceededError(
+                f"agent {agent.name!r} used {used} tokens, the {token_budget} left of the "
+                "run's token budget"
+            )
         tool_uses = [b for b in out.content if isinstance(b, ToolUseBlock)]
         if not tool_uses or out.stop_reason not in ("tool_use", "max_tokens"):
             result.output = text_of(out.content)

@@ -33,6 +33,7 @@ async def run_agent(
     run_key: str,
     ports: AgentPorts,
     result: AgentRunResult,
+    token_budget: int | None = None,
 ) -> AgentRunResult:
     """Run ``agent`` on ``messages`` and return ``result``, updated as the run goes.
 
@@ -40,7 +41,8 @@ async def run_agent(
     then ``{"messages": [...]}``, else ``{"prompt": str}``; structured-input.md,
     "Progress and online evaluation"). ``run_key``: the run that owns the
     agent's ACP sessions (``AcpPromptInput.run_key``). ``result`` is the
-    caller's, so that it can show the run while it goes.
+    caller's, so that it can show the run while it goes. ``token_budget``:
+    the tokens an LLM agent's turns may use (``run_model_loop``).
 
     The steps: ``ports.hooks.before_run``; ``agent_start`` to
     ``ports.on_event``; then an LLM agent's model loop
@@ -63,7 +65,7 @@ async def run_agent(
     start = agent_start(agent.name, prompt, messages if structured else None)
     ports.on_event(start)
     try:
-        await _turns(agent, messages, prompt, run_key, ports, result)
+        await _turns(agent, messages, prompt, run_key, ports, result, token_budget)
     except OMAError as err:
         result.status, result.error, result.error_code = "failed", err.message, err.code
         raise
@@ -78,10 +80,11 @@ async def _turns(
     run_key: str,
     ports: AgentPorts,
     result: AgentRunResult,
+    token_budget: int | None,
 ) -> None:
     backend = agent.backend
     if backend is None:
-        await run_model_loop(agent, messages, ports.model, ports.tools, result)
+        await run_model_loop(agent, messages, ports.model, ports.tools, result, token_budget)
     elif backend.kind == "process":
         out = await ports.backend.process_run(
             ProcessRunInput(

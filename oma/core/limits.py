@@ -16,6 +16,11 @@ MAX_DEPENDENCY_PAYLOAD_BYTES = 64 * 1024
 """The largest payload one task receives per dependency (or as the ``all`` summary)."""
 
 
+MAX_RESULT_MESSAGES_BYTES = 256 * 1024
+"""The most JSON of conversation an ``AgentRun`` result carries (the latest
+messages); the rest stays readable through the run's ``conversation`` query."""
+
+
 def check_output_size(agent: str, size: int) -> None:
     """Raise ``OutputTooLargeError`` if an output of ``size`` bytes is over
     ``MAX_OUTPUT_BYTES``."""

@@ -9,17 +9,41 @@ from oma.core.messages import ContentBlock, LLMMessage
 from oma.core.usage import TokenUsage
 
 
+class ConversationRef(BaseModel):
+    """Where the conversation of a turn lives: the first ``length`` messages
+    of the ``AgentRun`` ``workflow_id``/``run_id`` (its ``conversation``
+    query). The ``llm_turn`` activity reads them there, so that the history
+    holds each message once instead of once per later turn."""
+
+    workflow_id: str
+    run_id: str
+    length: int = Field(ge=1)
+
+
+class ConversationSlice(BaseModel):
+    """Input of an ``AgentRun``'s ``conversation`` query: the messages from
+    ``start`` up to ``end`` (exclusive), as many as fit in ``max_bytes`` of
+    JSON (at least one)."""
+
+    start: int = Field(default=0, ge=0)
+    end: int | None = None
+    max_bytes: int = Field(default=1024 * 1024, ge=1)
+
+
 class LlmTurnInput(BaseModel):
     """One model turn for ``agent`` given the conversation so far.
 
     ``turn`` is the 0-based turn index within the agent run (the ``scripted``
-    provider answers with ``agent.script[turn]``). No credential is ever part
-    of this input: providers read them from the worker's environment.
+    provider answers with ``agent.script[turn]``). The conversation is
+    ``messages``, or, from an ``AgentRun``, ``conversation``: a reference the
+    ``llm_turn`` activity reads the messages through. No credential is ever
+    part of this input: providers read them from the worker's environment.
     """
 
     agent: AgentConfig
-    messages: list[LLMMessage]
+    messages: list[LLMMessage] = Field(default_factory=list)
     turn: int = Field(ge=0)
+    conversation: ConversationRef | None = None
 
 
 class LlmTurnOutput(BaseModel):

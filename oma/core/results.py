@@ -76,6 +76,12 @@ class AgentRunResult(BaseModel):
     messages: list[LLMMessage] = Field(
         default_factory=list, description="LLM agents: the conversation, including the answer."
     )
+    messages_omitted: int = Field(
+        default=0,
+        description="How many leading messages of a long conversation ``messages`` leaves out "
+        "(an AgentRun's result stays well under Temporal's payload limit); the AgentRun's "
+        "conversation query has them all.",
+    )
     stop_reason: str | None = Field(default=None, description="ACP agents: the turn's stopReason.")
     permission_requests: list[PermissionRecord] = Field(
         default_factory=list, description="ACP agents: every permission request and its answer."
@@ -86,6 +92,20 @@ class AgentRunResult(BaseModel):
     evaluation: EvaluationRecord | None = Field(
         default=None, description="The online evaluation of this run, when it was sampled."
     )
+
+
+def keep_latest_messages(result: AgentRunResult, max_bytes: int) -> None:
+    """Trim ``result.messages`` to its latest messages that fit in ``max_bytes``
+    of JSON (at least the last one), counting the rest in ``messages_omitted``."""
+    kept: list[LLMMessage] = []
+    size = 0
+    for message in reversed(result.messages):
+        size += len(message.model_dump_json())
+        if kept and size > max_bytes:
+            break
+        kept.append(message)
+    result.messages_omitted += len(result.messages) - len(kept)
+    result.messages = kept[::-1]
 
 
 class TeamRunResult(BaseModel):

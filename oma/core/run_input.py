@@ -147,6 +147,13 @@ class AgentRunInput(BaseModel):
         default=None,
         description="Set by TeamRun: the ACP session an earlier task of this agent used.",
     )
+    token_budget: int | None = Field(
+        default=None,
+        ge=0,
+        description="Set by TeamRun: the tokens the team run may still use "
+        "(options.max_token_budget); an LLM agent stops once its turns used them "
+        "(BUDGET_EXCEEDED).",
+    )
 
 
 def _parse(model: type[M], raw: Any, what: str) -> M:

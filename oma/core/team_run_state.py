@@ -116,6 +116,10 @@ class TeamRunState(BaseModel):
         used = self.result.total_token_usage
         return used.input_tokens + used.output_tokens
 
+    def tokens_left(self, budget: int | None) -> int | None:
+        """What ``budget`` leaves (``None``: no budget)."""
+        return None if budget is None else max(budget - self.tokens_used(), 0)
+
     def over_budget(self, budget: int | None) -> bool:
         """Whether the run's tokens reached ``budget`` (``None``: no budget)."""
         return budget is not None and self.tokens_used() >= budget
