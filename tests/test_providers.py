@@ -3,6 +3,7 @@ the trait that decides, in a workflow, where a provider's turn runs."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, get_args
 
 import pytest
@@ -12,6 +13,7 @@ from oma.activities.providers.anthropic import AnthropicProvider
 from oma.activities.providers.scripted import ScriptedProvider
 from oma.core.agent_config import AgentConfig
 from oma.core.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.messages import user_text
 from oma.core.providers import PROVIDERS, Provider
 from oma.workflows import _agent_ports, _options
 
@@ -34,11 +36,17 @@ class RecordingWorkflow:
 
     def __init__(self) -> None:
         self.scheduled: list[tuple[str, str, dict[str, Any]]] = []
+        self.inputs: list[Any] = []
+
+    def info(self) -> Any:
+        return SimpleNamespace(workflow_id="wf", run_id="run")
 
     async def execute_activity(self, name: str, arg: Any, **options: Any) -> LlmTurnOutput:
+        self.inputs.append(arg)
         return self._record("activity", name, options)
 
     async def execute_local_activity(self, name: str, arg: Any, **options: Any) -> LlmTurnOutput:
+        self.inputs.append(arg)
         return self._record("local activity", name, options)
 
     def _record(self, kind: str, name: str, options: dict[str, Any]) -> LlmTurnOutput:
@@ -61,6 +69,12 @@ async def test_in_a_workflow_a_turn_is_a_local_activity_only_when_it_needs_no_io
     recording = RecordingWorkflow()
     monkeypatch.setattr(_agent_ports, "workflow", recording)
     config = AgentConfig.model_validate({"name": "a", **agent})
-    await _agent_ports.ActivityModel().turn(LlmTurnInput(agent=config, messages=[], turn=0))
+    asked = [user_text("hi")]
+    await _agent_ports.ActivityModel().turn(LlmTurnInput(agent=config, messages=asked, turn=0))
     kind, options = scheduled
     assert recording.scheduled == [(kind, "llm_turn", options)]
+    [sent] = recording.inputs
+    if kind == "activity":  # the conversation goes by reference (its history stays linear)
+        assert (sent.messages, sent.conversation.length) == ([], 1)
+    else:  # a local activity's input is not recorded: the messages go along
+        assert (sent.messages, sent.conversation) == (asked, None)

@@ -178,10 +178,15 @@ def test_the_core_names_exactly_the_built_in_tools() -> None:
     assert all(set(names) <= set(BUILTIN_TOOLS) for names in PRESETS.values())
 
 
-async def test_the_token_budget_stops_the_loop_after_the_turn_that_used_it() -> None:
+async def test_the_token_budget_stops_the_loop_before_more_tool_calls_not_a_final_answer() -> None:
     model = Model(*[asks(use(f"u{i}", "add", a=i)) for i in range(5)])
     tools = Tools({"add": ToolCallOutput(content="ok")})
     result = AgentRunResult(agent="a", status="completed")
     with pytest.raises(BudgetExceededError, match="used 10 tokens, the 9 left"):
         await run_model_loop(agent(), [user_text("go")], model, tools, result, token_budget=9)
     assert (result.turns, len(tools.calls), result.budget_exceeded) == (2, 1, True)
+    answered = AgentRunResult(agent="a", status="completed")
+    await run_model_loop(
+        agent(), [user_text("go")], Model(says("enough")), tools, answered, token_budget=1
+    )
+    assert (answered.output, answered.budget_exceeded) == ("enough", False)

@@ -54,9 +54,10 @@ async def run_model_loop(
     answer's text), so a failure leaves the partial result behind.
     ``messages`` is not mutated.
 
-    ``token_budget``: the tokens (input + output) the run may use; the loop
-    stops after the turn that used them (``BudgetExceededError``), so a team
-    run's ``options.max_token_budget`` holds within a tool loop too.
+    ``token_budget``: the tokens (input + output) the run may use; a turn
+    that used them and asks for tools stops the loop (``BudgetExceededError``;
+    a final answer is kept), so a team run's ``options.max_token_budget``
+    holds within a tool loop too.
 
     Raises ``UnknownToolError`` when the model asks for a tool and the agent
     declares none, ``ToolCallTruncatedError`` after more than
@@ -75,17 +76,17 @@ async def run_model_loop(
         result.token_usage += out.usage
         conversation.append(LLMMessage(role="assistant", content=out.content))
         result.messages = conversation
+        tool_uses = [b for b in out.content if isinstance(b, ToolUseBlock)]
+        if not tool_uses or out.stop_reason not in ("tool_use", "max_tokens"):
+            result.output = text_of(out.content)
+            return
         used = result.token_usage.input_tokens + result.token_usage.output_tokens
         if token_budget is not None and used >= token_budget:
             result.budget_exceeded = True
             raise BudgetExceededError(
                 f"agent {agent.name!r} used {used} tokens, the {token_budget} left of the "
-                "run's token budget"
+                "run's token budget, and asked for more tool calls"
             )
-        tool_uses = [b for b in out.content if isinstance(b, ToolUseBlock)]
-        if not tool_uses or out.stop_reason not in ("tool_use", "max_tokens"):
-            result.output = text_of(out.content)
-            return
         if not declared:
             raise UnknownToolError(
                 f"the model asked for tool {tool_uses[0].name!r}, but agent "
