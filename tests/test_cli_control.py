@@ -14,7 +14,7 @@ import re
 import subprocess
 import time
 import uuid
-from datetime import timedelta
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +95,11 @@ def events_in(stderr: str) -> list[tuple[str, str]]:
 def normalized(stderr: str) -> list[str]:
     """The progress lines without their time, whitespace runs as one space."""
     return [" ".join(line.split()[1:]) for line in stderr.splitlines() if EVENT_LINE.match(line)]
+
+
+def cells(line: str) -> list[str]:
+    """The cells of a line of a borderless table (cells are 2+ spaces apart)."""
+    return re.split(r"\s{2,}", line.strip())
 
 
 def table_rows(stdout: str) -> list[list[str]]:
@@ -369,11 +374,37 @@ async def test_oma_approvals_lists_the_request_and_oma_approve_lets_the_task_run
     client: Client, dev_server: DevServer, workflow_id: str
 ) -> None:
     await start_gated(client, workflow_id, "x")
-    listed = await oma(dev_server, "approvals", workflow_id)
+    [request] = await client.get_workflow_handle(workflow_id).query(
+        "pending_approvals", result_type=list[ApprovalRequest]
+    )
+    # wide enough that no cell wraps (the time is on a line of its own by design)
+    wide = {**cli_env(dev_server), "COLUMNS": "200"}
+    listed = await run_cmd(OMA, "approvals", workflow_id, env=wide)
     assert listed.returncode == 0, listed.stderr
-    assert "dispatch-x" in listed.stdout and "dispatch" in listed.stdout
-    assert '"description": "do x"' in listed.stdout
-    assert '"assignee": "a"' in listed.stdout
+    lines = listed.stdout.splitlines()
+    [row] = [i for i, line in enumerate(lines) if line.strip().startswith("dispatch-x ")]
+    requested = request.requested_at.astimezone(UTC)
+    assert cells(lines[row]) == [
+        "dispatch-x",
+        "dispatch",
+        "options.approvals.dispatch: review task 'x' before it starts",
+        requested.strftime("%Y-%m-%d"),
+        "never",
+    ]
+    assert cells(lines[row + 1]) == [requested.strftime("%H:%M:%S")]
+    # then what it reviews: the task, as the run holds it
+    content = listed.stdout.split(" dispatch-x (dispatch) ")[1].split("decide with:")[0]
+    assert (
+        json.loads(content.lstrip("─\n"))
+        == request.content
+        == {
+            "id": "x",
+            "title": "X",
+            "description": "do x",
+            "assignee": "a",
+            "depends_on": [],
+        }
+    )
 
     approved = await oma(
         dev_server,
