@@ -204,10 +204,8 @@ async def test_reaping_closes_the_sessions_of_every_ended_run_and_keeps_the_runn
     with pytest.raises(RPCError) as unknown:
         await status_of(client, keys["never_started"])
     assert unknown.value.status == RPCStatusCode.NOT_FOUND
-    held = {
-        name: await open_session(pool, key, tmp_path / f"{name}.spawn")
-        for name, key in keys.items()
-    }
+    sessions = (open_session(pool, key, tmp_path / f"{name}.spawn") for name, key in keys.items())
+    held = dict(zip(keys, await asyncio.gather(*sessions), strict=True))
     open_runs = {"running", "running_too"}
 
     closed = await reap_closed_runs(pool, client)
