@@ -75,6 +75,11 @@ DEV_DB = STATE_DIR / "temporal.db"
 EVENT_POLL_S = 0.5
 """How often ``oma run`` and ``oma plan`` ask the run for new events."""
 
+LAST_EVENTS_WAIT = timedelta(seconds=30)
+"""How long ``oma run`` and ``oma plan``, once the run has ended, keep asking
+it for the events not printed yet (its last steps, ``run_end`` among them)
+before they print the result without them."""
+
 QUERY_TIMEOUT = timedelta(seconds=10)
 """How long a query or signal waits for the server and a worker."""
 
@@ -320,8 +325,7 @@ async def _start_and_follow(
             follow.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await follow
-        # the events of the run's last steps (run_end, ...) came with the result
-        await progress.poll(timeout=timedelta(seconds=2))
+        await progress.finish()
         return result
 
 
@@ -335,21 +339,60 @@ class _Progress:
         self.hinted: set[str] = set()
 
     async def follow(self) -> None:
+        """Print new events every ``EVENT_POLL_S`` seconds, until cancelled."""
         while True:
             await self.poll()
             await asyncio.sleep(EVENT_POLL_S)
 
-    async def poll(self, timeout: timedelta = QUERY_TIMEOUT) -> None:
+    async def poll(self) -> None:
+        """Print the events recorded since the last answer, if the run answers."""
         try:
-            events: list[RunEvent] = await self.handle.query(
-                "events", self.after_seq, result_type=list[RunEvent], rpc_timeout=timeout
-            )
-        except asyncio.CancelledError:
-            raise
+            await self._print_new(QUERY_TIMEOUT)
         except Exception:
-            # progress is best effort: the run may not have taken its first
-            # workflow task yet, and the result is what counts
+            # best effort while the run goes on: it may not have taken its
+            # first workflow task yet, and the next poll asks again
             return
+
+    async def finish(self) -> None:
+        """Print the events not printed yet, once the run has ended: its last
+        steps, ``run_end`` at least.
+
+        The run's events are final, but a query of a closed run needs a worker
+        to replay it, and one under load or restarting answers late. So ask
+        until it answers, for at most ``LAST_EVENTS_WAIT``; if it never does,
+        or the query fails for good, say so on stderr rather than end short
+        without a word.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + LAST_EVENTS_WAIT.total_seconds()
+        while True:
+            left = max(deadline - loop.time(), EVENT_POLL_S)
+            try:
+                await self._print_new(timedelta(seconds=min(QUERY_TIMEOUT.total_seconds(), left)))
+                return
+            except (RPCError, RPCTimeoutOrCancelledError) as err:
+                gone = isinstance(err, RPCError) and err.status == RPCStatusCode.NOT_FOUND
+                if gone or loop.time() + EVENT_POLL_S >= deadline:
+                    self._missed(str(err))
+                    return
+            except Exception as err:  # e.g. the worker cannot replay the run
+                self._missed(str(err))
+                return
+            await asyncio.sleep(EVENT_POLL_S)
+
+    def _missed(self, why: str) -> None:
+        err_console.print(
+            f"could not read the last events of TeamRun {self.handle.id} ({why}); see them "
+            f"with `temporal workflow query --workflow-id {self.handle.id} --type events`",
+            style="yellow",
+            highlight=False,
+            markup=False,
+        )
+
+    async def _print_new(self, timeout: timedelta) -> None:
+        events: list[RunEvent] = await self.handle.query(
+            "events", self.after_seq, result_type=list[RunEvent], rpc_timeout=timeout
+        )
         for event in events:
             if event.seq <= self.after_seq:
                 continue

@@ -20,7 +20,12 @@ from datetime import timedelta
 from typing import Any, Literal, TypeAlias
 
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    RPCTimeoutOrCancelledError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -425,7 +430,10 @@ class OpenMultiAgent:
             for task in (result, review):
                 if not task.done():
                     task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
+                    # cancelled mid-call, the SDK raises its own error rather
+                    # than CancelledError (WorkflowUpdateRPCTimeoutOrCancelledError
+                    # for a decision still in flight when the run ended)
+                    with contextlib.suppress(asyncio.CancelledError, RPCTimeoutOrCancelledError):
                         await task
 
     async def _review(self, handle: WorkflowHandle[Any, TeamRunResult]) -> None:

@@ -38,7 +38,8 @@ Logs, for the tests to read: ``ACP_TEST_SPAWN_LOG`` gets a line ``agent <pid>``
 per process start (``child <pid>`` for the grandchild); ``ACP_TEST_EVENT_LOG``
 gets one JSON object per line: ``start`` (pid, cwd), the raw params of
 ``initialize`` / ``session/new`` / ``session/load``, ``prompt`` (session id and
-the exact text), ``cancel``, ``permission`` (outcome and option id) and
+the exact text), ``cancel``, ``turn_end`` (session id and the stop reason the
+turn answered with), ``permission`` (outcome and option id) and
 ``client_call`` (method and error code).
 """
 
@@ -161,9 +162,9 @@ class ScriptedAgent:
             if cancelled.is_set():
                 break
             await self._run_step(session_id, step, cancelled)
-        if cancelled.is_set():
-            return PromptResponse(stop_reason="cancelled")
-        return PromptResponse(stop_reason=turn.get("stop_reason", "end_turn"))
+        stop_reason = "cancelled" if cancelled.is_set() else turn.get("stop_reason", "end_turn")
+        _log_event("turn_end", session_id=session_id, stop_reason=stop_reason)
+        return PromptResponse(stop_reason=stop_reason)
 
     async def _run_step(
         self, session_id: str, step: dict[str, Any], cancelled: asyncio.Event

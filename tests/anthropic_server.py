@@ -118,7 +118,8 @@ class RecordedRequest:
     ``headers`` keys are lower-case; ``body`` is the parsed JSON body;
     ``events`` is ``[(event_name, data)]`` of the SSE answer, in order (empty
     for a non-streaming answer; the last one may not have reached a client that
-    hung up).
+    hung up); ``received_at`` is when its body had been read
+    (``time.monotonic()``, seconds), to measure the gap between two requests.
     """
 
     method: str
@@ -126,6 +127,7 @@ class RecordedRequest:
     headers: dict[str, str]
     body: Any
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    received_at: float = field(default_factory=time.monotonic)
 
 
 class AnthropicServer:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +66,22 @@ class AcpAgent:
             int(pid) for role, pid in (ln.split() for ln in self.spawn_log.read_text().splitlines())
         ]
 
-    def prompts(self) -> list[str]:
+    def events(self, kind: str) -> list[dict[str, Any]]:
+        """The agent's logged events of ``kind`` (``prompt``, ``cancel``, ``turn_end``...)."""
         lines = self.event_log.read_text().splitlines() if self.event_log.exists() else []
-        return [e["text"] for e in map(json.loads, lines) if e["event"] == "prompt"]
+        return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+    def prompts(self) -> list[str]:
+        return [e["text"] for e in self.events("prompt")]
+
+
+async def until(condition: Callable[[], bool], what: str, timeout_s: float = 15.0) -> None:
+    """Wait for ``condition``; fail naming ``what`` after ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        await asyncio.sleep(0.05)
 
 
 def turn(*steps: dict[str, Any], stop_reason: str = "end_turn") -> dict[str, Any]:
@@ -218,7 +233,7 @@ async def test_turn_routed_to_a_gone_worker_opens_a_new_session_elsewhere(
     await assert_replays(client, workflow_id)
 
 
-async def test_cancelling_a_run_mid_prompt_leaves_no_agent_process(
+async def test_cancelling_a_run_mid_prompt_cancels_the_turn_and_leaves_no_agent_process(
     client: Client, workflow_id: str, tmp_path: Path, worker: oma_worker.OmaWorker
 ) -> None:
     acp = AcpAgent(tmp_path)
@@ -229,21 +244,26 @@ async def test_cancelling_a_run_mid_prompt_leaves_no_agent_process(
         id=workflow_id,
         task_queue=TASK_QUEUE,
     )
-    for _ in range(100):
-        if len(acp.pids()) >= 2:
-            break
-        await asyncio.sleep(0.1)
+    # the agent got session/prompt: the turn is under way (the spawn log is
+    # written before initialize, so it alone would let the cancel land earlier)
+    await until(lambda: len(acp.events("prompt")) == 1, "the agent to receive session/prompt")
+    [prompt] = acp.events("prompt")
     pids = acp.pids()
     assert len(pids) == 2 and all(alive(p) for p in pids)
+    assert acp.events("turn_end") == []
+
     await handle.cancel()
     with pytest.raises(WorkflowFailureError) as info:
         await handle.result()
+
     assert isinstance(info.value.cause, CancelledError)
-    for _ in range(40):
-        if not any(alive(p) for p in pids):
-            break
-        await asyncio.sleep(0.05)
-    assert not any(alive(p) for p in pids), "an agent process outlived the cancelled run"
+    # the cancel reached the running turn: session/cancel for its session, and
+    # the turn (60 s of sleep left) answered cancelled instead of being killed
+    assert [e["session_id"] for e in acp.events("cancel")] == [prompt["session_id"]]
+    assert [(e["session_id"], e["stop_reason"]) for e in acp.events("turn_end")] == [
+        (prompt["session_id"], "cancelled")
+    ]
+    await until(lambda: not any(alive(p) for p in pids), "the agent's processes to end", 2.0)
     assert len(worker.activities.acp_pool) == 0
     await assert_replays(client, workflow_id)
 

@@ -13,6 +13,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from oma.core.results import TeamRunResult
+from oma.workflows._options import LLM_TURN
 from tests._procs import alive
 from tests._runs import TASK_QUEUE, assert_replays, process, run_agent, run_team, task
 from tests.anthropic_server import AnthropicServer
@@ -56,6 +57,49 @@ async def test_rate_limited_turn_is_retried_by_temporal_then_succeeds(
     ]
     assert completed.activity_task_started_event_attributes.attempt == 2
     await assert_replays(client, workflow_id)
+
+
+RETRY_AFTER_S = 3.0
+"""What the rate-limited answer asks for: longer than the retry policy's own
+first interval plus the slack, so the two cases cannot be mistaken."""
+
+RETRY_SLACK_S = 1.5
+"""What a retry may take beyond its delay: the failure reaching the server,
+the retry timer firing, the worker picking the attempt up, the request."""
+
+
+async def gap_between_two_attempts(
+    client: Client, workflow_id: str, anthropic_server: AnthropicServer, **headers: str
+) -> float:
+    """Seconds between the two requests of a turn whose first answer is a 429
+    with ``headers``, retried by Temporal."""
+    anthropic_server.reset()
+    anthropic_server.reply_error(429, "slow down", headers=headers)
+    anthropic_server.reply_text("after the wait")
+    result = await run_agent(client, workflow_id, claude(), "hi")
+    assert result.output == "after the wait"
+    first, second = anthropic_server.requests
+    return second.received_at - first.received_at
+
+
+async def test_retry_after_of_a_rate_limited_turn_delays_the_next_attempt_by_that_long(
+    client: Client, workflow_id: str, anthropic_server: AnthropicServer
+) -> None:
+    gap = await gap_between_two_attempts(
+        client, workflow_id, anthropic_server, **{"retry-after": f"{RETRY_AFTER_S:g}"}
+    )
+
+    assert RETRY_AFTER_S <= gap < RETRY_AFTER_S + RETRY_SLACK_S, f"{gap:.2f} s"
+
+
+async def test_a_rate_limited_turn_without_retry_after_is_retried_after_the_policys_interval(
+    client: Client, workflow_id: str, anthropic_server: AnthropicServer
+) -> None:
+    interval = LLM_TURN["retry_policy"].initial_interval.total_seconds()
+
+    gap = await gap_between_two_attempts(client, workflow_id, anthropic_server)
+
+    assert interval <= gap < interval + RETRY_SLACK_S < RETRY_AFTER_S, f"{gap:.2f} s"
 
 
 async def test_bad_request_fails_the_task_without_retry_and_carries_the_provider_message(

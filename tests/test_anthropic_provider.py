@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import logging
 import socket
+import time
 from collections.abc import Iterator
 
 import anthropic
@@ -301,19 +303,28 @@ async def test_key_and_base_url_are_read_from_the_environment(
     assert out.content == [TextBlock(text="from env")]
 
 
-async def test_streaming_inside_an_activity_heartbeats_every_half_second(
+async def test_streaming_inside_an_activity_heartbeats_every_half_second_not_per_event(
     api: AnthropicServer, provider: AnthropicProvider
 ) -> None:
-    # 8 events 0.15 s apart: ~1.05 s of streaming, so 2 or 3 heartbeats, not 8.
-    api.reply_text("one two three", pieces=3, delay_s=0.15)
+    # 13 events 0.1 s apart (about 1.2 s): five events to a heartbeat interval
+    api.reply_text("one two three four five six seven eight", pieces=8, delay_s=0.1)
     env = ActivityEnvironment()
-    heartbeats: list[tuple[object, ...]] = []
-    env.on_heartbeat = lambda *details: heartbeats.append(details)
+    beats: list[float] = []
+    env.on_heartbeat = lambda *details: beats.append(time.monotonic())
 
     out = await env.run(provider.turn, turn_input())
+    ended = time.monotonic()
 
-    assert out.content == [TextBlock(text="one two three")]
-    assert 2 <= len(heartbeats) <= 3
+    assert out.content == [TextBlock(text="one two three four five six seven eight")]
+    interval = anthropic_provider.HEARTBEAT_INTERVAL_S
+    # the first at once, before the request reached the API
+    assert beats and beats[0] < api.requests[0].received_at
+    # then one per interval, on a timer: never sooner (events came 5 times as
+    # often), and never a whole interval later than due, up to the turn's end
+    # (a timer late by less than an interval is a busy machine, not a bug)
+    gaps = [b - a for a, b in itertools.pairwise([*beats, ended])]
+    assert all(interval <= gap for gap in gaps[:-1]), gaps
+    assert all(gap < 2 * interval for gap in gaps), gaps
 
 
 def sent_deltas(api: AnthropicServer, delta_type: str, field: str) -> list[str]:

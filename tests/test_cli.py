@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -18,7 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from oma.core.results import AgentRunResult
 from oma.dev_server import DevServer, free_port, free_ports, is_listening, temporal_binary
-from tests._procs import alive
+from tests._procs import alive, cmdline, descendants
 from tests._runs import TASK_QUEUE, assert_replays
 from tests.anthropic_server import AnthropicServer
 
@@ -304,6 +305,10 @@ async def test_agent_run_with_an_invalid_message_fails_naming_the_path(
     assert "input[0].content[1].source.media_type" in cause.message
 
 
+# Two background children that wait for a signal, then the shell's pid. (Not
+# `sleep`: in some sandboxes a sleep returns early once its parent is killed,
+# which would let a kill of the shell alone pass.)
+PAUSE = f"{shlex.quote(sys.executable)} -c 'import signal; signal.pause()'"
 HANG = {
     "team": {
         "name": "hang",
@@ -313,7 +318,7 @@ HANG = {
                 "backend": {
                     "kind": "process",
                     "command": "sh",
-                    "args": ["-c", "echo $$ > pid; sleep 300 & sleep 300"],
+                    "args": ["-c", f"{PAUSE} & {PAUSE} & echo $$ > pid; wait"],
                 },
             }
         ],
@@ -341,13 +346,19 @@ async def test_sigterm_to_oma_run_cancels_the_run_and_stops_everything_it_starte
         if pid_file.exists() and pid_file.read_text().strip():
             break
         await asyncio.sleep(0.1)
+    # the task's whole process tree: the shell and the two children it started
+    # before writing its pid (the shell runs in a session of its own, a
+    # grandchild of `oma run`)
     shell = int(pid_file.read_text())
-    assert alive(shell)
+    tree = [shell, *descendants(shell)]
+    assert [cmdline(pid).endswith("signal.pause()") for pid in tree] == [False, True, True]
+    assert all(map(alive, tree))
     proc.send_signal(signal.SIGTERM)
     _, stderr = await asyncio.to_thread(proc.communicate, None, 60)
     assert proc.returncode == 130
     assert "interrupted: cancelling TeamRun" in stderr
-    assert not alive(shell), "the task's process outlived `oma run`"
+    survivors = [cmdline(pid) for pid in tree if alive(pid)]
+    assert survivors == [], "a process of the task outlived `oma run`"
     assert not is_listening(address), "the embedded dev server outlived `oma run`"
 
 

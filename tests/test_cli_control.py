@@ -12,19 +12,24 @@ import json
 import os
 import re
 import subprocess
+import time
+import uuid
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError
 
+from oma import cli
 from oma.core.approvals import ApprovalRequest
 from oma.core.plan import PlanArtifact
 from oma.core.results import TeamRunResult
 from oma.core.task import TaskStatus
 from oma.dev_server import DevServer, free_port, is_listening
+from oma.worker import build_worker
 from tests._runs import TASK_QUEUE, process, run_team, scripted, task
 from tests.test_cli import OMA, run_cmd, temporal
 
@@ -90,6 +95,11 @@ def events_in(stderr: str) -> list[tuple[str, str]]:
 def normalized(stderr: str) -> list[str]:
     """The progress lines without their time, whitespace runs as one space."""
     return [" ".join(line.split()[1:]) for line in stderr.splitlines() if EVENT_LINE.match(line)]
+
+
+def cells(line: str) -> list[str]:
+    """The cells of a line of a borderless table (cells are 2+ spaces apart)."""
+    return re.split(r"\s{2,}", line.strip())
 
 
 def table_rows(stdout: str) -> list[list[str]]:
@@ -192,8 +202,7 @@ async def test_oma_plan_prints_an_artifact_that_runs_as_the_same_task_graph(
         input_file(tmp_path, goal_input()),
     )
     assert planned.returncode == 0, planned.stderr
-    assert ("run_end", "-") in events_in(planned.stderr)
-    assert "planned" in planned.stderr
+    assert normalized(planned.stderr)[-1] == "run_end - planned"
     artifact = PlanArtifact.model_validate_json(planned.stdout)
     graph = [(t.id, t.assignee, t.depends_on) for t in artifact.tasks]
     assert graph == [("t1", "writer", []), ("t2", "editor", ["t1"])]
@@ -275,6 +284,66 @@ async def test_oma_run_hints_once_at_the_command_that_approves_a_waiting_task(
     ]
 
 
+OUTAGE_S = 3.0
+"""How long no worker can answer a query in the test of the last events."""
+
+
+async def ended_with_no_worker(client: Client, workflow_id: str) -> tuple[WorkflowHandle, str]:
+    """A one-task run that completed on a worker that has stopped since: a
+    query of it gets no answer until a worker polls its task queue again.
+    Returns its handle and task queue."""
+    queue = f"{TASK_QUEUE}-last-events-{uuid.uuid4().hex[:8]}"
+    run_input = {
+        "team": {"name": "t", "agents": [scripted("a", "done")]},
+        "tasks": [task("x", "a")],
+    }
+    async with build_worker(client, queue):
+        handle = await client.start_workflow(
+            "TeamRun", run_input, id=workflow_id, task_queue=queue, result_type=TeamRunResult
+        )
+        assert (await handle.result()).success
+    return handle, queue
+
+
+async def test_the_last_events_of_an_ended_run_are_printed_once_a_worker_answers(
+    client: Client, workflow_id: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `oma run`'s follower once the result is in, with no worker to answer yet
+    handle, queue = await ended_with_no_worker(client, workflow_id)
+    finishing = asyncio.create_task(cli._Progress(handle).finish())
+
+    await asyncio.sleep(OUTAGE_S)
+    assert not finishing.done(), "it stopped asking for the events while no worker answered"
+    async with build_worker(client, queue):
+        await asyncio.wait_for(finishing, 30)
+
+    assert events_in(capsys.readouterr().err) == [
+        ("run_start", "-"),
+        ("task_start", "x"),
+        ("task_complete", "x"),
+        ("run_end", "-"),
+    ]
+
+
+async def test_last_events_that_never_come_are_reported_missing_after_the_bound(
+    client: Client,
+    workflow_id: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cli, "LAST_EVENTS_WAIT", timedelta(seconds=1.5))
+    handle, _ = await ended_with_no_worker(client, workflow_id)
+
+    started = time.monotonic()
+    await asyncio.wait_for(cli._Progress(handle).finish(), 10)
+
+    assert 1.5 <= time.monotonic() - started < 4
+    err = capsys.readouterr().err
+    assert events_in(err) == []
+    assert f"could not read the last events of TeamRun {workflow_id} (" in err
+    assert f"temporal workflow query --workflow-id {workflow_id} --type events" in err
+
+
 async def test_oma_replay_reads_a_goal_runs_id_from_its_coordinator_children(
     client: Client, dev_server: DevServer, workflow_id: str, tmp_path: Path
 ) -> None:
@@ -305,11 +374,37 @@ async def test_oma_approvals_lists_the_request_and_oma_approve_lets_the_task_run
     client: Client, dev_server: DevServer, workflow_id: str
 ) -> None:
     await start_gated(client, workflow_id, "x")
-    listed = await oma(dev_server, "approvals", workflow_id)
+    [request] = await client.get_workflow_handle(workflow_id).query(
+        "pending_approvals", result_type=list[ApprovalRequest]
+    )
+    # wide enough that no cell wraps (the time is on a line of its own by design)
+    wide = {**cli_env(dev_server), "COLUMNS": "200"}
+    listed = await run_cmd(OMA, "approvals", workflow_id, env=wide)
     assert listed.returncode == 0, listed.stderr
-    assert "dispatch-x" in listed.stdout and "dispatch" in listed.stdout
-    assert '"description": "do x"' in listed.stdout
-    assert '"assignee": "a"' in listed.stdout
+    lines = listed.stdout.splitlines()
+    [row] = [i for i, line in enumerate(lines) if line.strip().startswith("dispatch-x ")]
+    requested = request.requested_at.astimezone(UTC)
+    assert cells(lines[row]) == [
+        "dispatch-x",
+        "dispatch",
+        "options.approvals.dispatch: review task 'x' before it starts",
+        requested.strftime("%Y-%m-%d"),
+        "never",
+    ]
+    assert cells(lines[row + 1]) == [requested.strftime("%H:%M:%S")]
+    # then what it reviews: the task, as the run holds it
+    content = listed.stdout.split(" dispatch-x (dispatch) ")[1].split("decide with:")[0]
+    assert (
+        json.loads(content.lstrip("─\n"))
+        == request.content
+        == {
+            "id": "x",
+            "title": "X",
+            "description": "do x",
+            "assignee": "a",
+            "depends_on": [],
+        }
+    )
 
     approved = await oma(
         dev_server,

@@ -36,6 +36,7 @@ from tests._orchestration import (
     started_task_ids,
     unassigned,
 )
+from tests._procs import alive
 from tests._runs import TASK_QUEUE, assert_replays, process, run_team, scripted, task
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -604,16 +605,36 @@ async def test_shared_memory_query_keys_outputs_by_agent_and_task(
 # -- retries, timeouts, the token budget --------------------------------------
 
 
+def hangs_once(marker: Path, seconds: int) -> str:
+    """Code for a process agent: the first run starts a child, writes its own
+    pid and its child's to ``marker`` and sleeps ``seconds``; a run that finds
+    ``marker`` prints ``done`` at once."""
+    return (
+        "import os, pathlib, subprocess, sys, time\n"
+        "sys.stdin.read()\n"
+        f"marker = pathlib.Path({str(marker)!r})\n"
+        "if marker.exists():\n"
+        "    sys.stdout.write('done')\n"
+        "else:\n"
+        "    child = subprocess.Popen([sys.executable, '-c', 'import signal; signal.pause()'])\n"
+        "    marker.write_text(f'{os.getpid()} {child.pid}')\n"
+        f"    time.sleep({seconds})\n"
+    )
+
+
+def pids_in(marker: Path) -> list[int]:
+    pids = [int(pid) for pid in marker.read_text().split()]
+    assert len(pids) == 2, pids
+    return pids
+
+
 async def test_task_timeout_is_retried_and_the_retry_completes(
     client: Client, workflow_id: str, tmp_path: Path
 ) -> None:
-    # the first attempt leaves a marker and outlives timeout_s; the second finishes at once
+    # the first attempt (a process and its child) outlives timeout_s; the second
+    # finishes at once
     marker = tmp_path / "first-attempt"
-    flaky = (
-        f"import pathlib, sys, time; sys.stdin.read(); m = pathlib.Path({str(marker)!r}); "
-        "first = not m.exists(); m.touch(); time.sleep(10 if first else 0); "
-        "sys.stdout.write('done')"
-    )
+    flaky = hangs_once(marker, 10)
     result = await run_team(
         client,
         workflow_id,
@@ -631,6 +652,8 @@ async def test_task_timeout_is_retried_and_the_retry_completes(
         "done",
         None,
     )
+    # the timed-out attempt was killed, its child with it, not left to sleep on
+    assert [pid for pid in pids_in(marker) if alive(pid)] == []
     retries = [e for e in await events_of(client, workflow_id) if e.type == "task_retry"]
     assert [(e.task_id, e.detail) for e in retries] == [
         (
@@ -771,9 +794,10 @@ async def test_token_budget_lets_tasks_in_flight_settle(client: Client, workflow
 
 
 async def test_run_timeout_fails_the_task_in_flight_and_skips_the_rest(
-    client: Client, workflow_id: str
+    client: Client, workflow_id: str, tmp_path: Path
 ) -> None:
-    sleepy = "import sys, time; sys.stdin.read(); time.sleep(30)"
+    marker = tmp_path / "pids"
+    sleepy = hangs_once(marker, 30)
     started = time.monotonic()
     result = await run_team(
         client,
@@ -793,6 +817,8 @@ async def test_run_timeout_fails_the_task_in_flight_and_skips_the_rest(
     assert result.task("next").status == TaskStatus.SKIPPED
     child = await client.get_workflow_handle(f"{workflow_id}/slow").describe()
     assert child.status == WorkflowExecutionStatus.CANCELED
+    # the task's process and its child were killed, not left to sleep on
+    assert [pid for pid in pids_in(marker) if alive(pid)] == []
     await assert_replays(client, workflow_id)
 
 
