@@ -27,7 +27,12 @@ class ConversationSlice(BaseModel):
 
     start: int = Field(default=0, ge=0)
     end: int | None = None
-    max_bytes: int = Field(default=1024 * 1024, ge=1)
+    max_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1,
+        le=1024 * 1024,
+        description="At most 1 MiB: a query's answer is capped like any payload (2 MB).",
+    )
 
 
 class LlmTurnInput(BaseModel):
