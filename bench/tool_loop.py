@@ -5,10 +5,10 @@ server and one in-process worker:
     bare no-op activity of the same shape (the same input and output sizes),
     each called ``--calls`` times in sequence by a plain workflow (target
     ratio at most 1.3);
-(b) history bytes of an ``AgentRun`` whose scripted model makes 20, 100 and
-    300 tool calls (one per turn) that each return 10 KB (the events' stored
-    size), against the JSON of the conversation itself (target at most 3x at every size; the 300-call
-    run must complete);
+(b) history bytes (the events' stored size) of an ``AgentRun`` whose
+    scripted model makes 20, 100 and 300 tool calls (one per turn) that each
+    return 10 KB, against the JSON of the conversation itself (target at most
+    3x at every size; the 300-call run must complete);
 (c) wall time of 5 concurrent 1-second tool calls in one turn (target at
     most 1.5 s; the run's first and last events, so the turn around them
     counts too).
