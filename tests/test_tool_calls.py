@@ -17,10 +17,12 @@ from oma.agent import Agent
 from oma.core.messages import ToolResultBlock
 from oma.core.results import AgentRunResult
 from tests._procs import alive
-from tests._runs import TASK_QUEUE, assert_replays, run_agent, run_team, task
+from tests._runs import TASK_QUEUE, agent_result, assert_replays, run_agent, run_team, task
 from tests.anthropic_server import AnthropicServer, ToolUseReply
 
 pytestmark = pytest.mark.usefixtures("worker")
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def tool_use(tool_id: str, name: str, **args: Any) -> dict[str, Any]:
@@ -280,4 +282,28 @@ async def test_a_team_token_budget_stops_a_tool_loop_in_the_middle_of_its_task(
     assert loop.error_code == "BUDGET_EXCEEDED"
     used = loop.token_usage.input_tokens + loop.token_usage.output_tokens
     assert 20 <= used < 30, used
+    await assert_replays(client, workflow_id)
+
+
+async def test_the_demo_reviewer_reads_the_code_the_coder_wrote(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    demo = json.loads((ROOT / "examples" / "hybrid-team-scripted.json").read_text())
+    coder, reviewer = demo["team"]["agents"][1], demo["team"]["agents"][2]
+    coder["backend"]["cwd"] = reviewer["cwd"] = str(tmp_path)
+    coder["backend"]["args"] = [str(ROOT / "examples" / "agents" / "coder.py")]
+    result = await run_team(client, workflow_id, demo)
+
+    assert result.success, [t.error for t in result.tasks]
+    review = await agent_result(client, workflow_id, "review")
+    assert [(c.name, c.status) for c in review.tool_calls] == [
+        ("file_read", "completed"),
+        ("grep", "completed"),
+    ]
+    read, grepped = results(review)
+    assert '    15\t    return re.sub(r"[^a-z0-9]+", "-", folded.lower()).strip("-")' in str(
+        read.content
+    )
+    assert str(grepped.content).count("test_slugify.py:") == 7
+    assert "slugify.py:15" in review.output
     await assert_replays(client, workflow_id)
