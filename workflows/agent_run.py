@@ -32,7 +32,12 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.results import AgentRunResult
     from oma.core.run_input import AgentRunInput, parse_agent_run_input
     from oma.core.validation import single_input
-    from oma.workflows._agent_ports import ActivityBackend, ActivityModel, ActivityRunHooks
+    from oma.workflows._agent_ports import (
+        ActivityBackend,
+        ActivityModel,
+        ActivityRunHooks,
+        failed_backend_attempts,
+    )
 
 
 @workflow.defn(name="AgentRun")
@@ -71,6 +76,9 @@ class AgentRun:
         except OMAError as err:
             raise self._failure(err.code, err.message, err.retryable) from err
         except ActivityError as err:
+            self._result.backend_attempts = (
+                failed_backend_attempts(err) or self._result.backend_attempts
+            )
             cause = err.cause
             if isinstance(cause, CancelledError):
                 # the run was cancelled: end Canceled, not Failed

@@ -1,0 +1,120 @@
+"""A backend activity's attempt, as the activity sees it: its number reported
+in every outcome."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    RetryState,
+    TimeoutError,
+    TimeoutType,
+)
+from temporalio.testing import ActivityEnvironment
+
+from oma.activities.acp import SessionPool
+from oma.activities.acp_prompt import AcpActivities
+from oma.activities.process_run import process_run
+from oma.core.acp import AcpPromptInput
+from oma.core.backends import ProcessBackendConfig
+from oma.core.process import ProcessRunInput
+from oma.workflows._agent_ports import failed_backend_attempts
+from tests.test_acp_session import WORKER_QUEUE, ScriptedAgent, text, turn
+
+
+def env_at(attempt: int) -> ActivityEnvironment:
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, attempt=attempt)
+    return env
+
+
+async def test_a_process_run_reports_its_attempt_in_its_output(tmp_path: Path) -> None:
+    backend = ProcessBackendConfig(command="echo", args=["hi"], input="none")
+
+    out = await env_at(3).run(
+        process_run, ProcessRunInput(agent="coder", backend=backend, prompt="")
+    )
+
+    assert (out.stdout, out.attempt) == ("hi\n", 3)
+
+
+async def test_a_failed_process_run_reports_its_attempt_in_the_error_details() -> None:
+    backend = ProcessBackendConfig(command="false", input="none")
+
+    with pytest.raises(ApplicationError) as failed:
+        await env_at(2).run(process_run, ProcessRunInput(agent="coder", backend=backend, prompt=""))
+
+    assert (failed.value.type, failed.value.details) == (
+        "PROCESS_FAILED",
+        ({"code": "PROCESS_FAILED", "attempt": 2},),
+    )
+
+
+async def test_an_acp_turn_reports_its_attempt_in_its_output(tmp_path: Path) -> None:
+    pool = SessionPool()
+    agent = ScriptedAgent(tmp_path)
+    inp = AcpPromptInput(
+        run_key="run-1", agent="coder", backend=agent.backend(turn(text("ok"))), prompt="go"
+    )
+    try:
+        out = await env_at(2).run(AcpActivities(pool, WORKER_QUEUE).acp_prompt, inp)
+    finally:
+        await pool.close_all()
+
+    assert (out.output, out.attempt) == ("ok", 2)
+
+
+async def test_heartbeats_name_the_attempt_from_the_second_on() -> None:
+    backend = ProcessBackendConfig(command="echo", args=["hi"], input="none")
+    beats: dict[int, list[object]] = {1: [], 2: []}
+    for attempt, seen in beats.items():
+        env = env_at(attempt)
+        env.on_heartbeat = lambda *details, seen=seen: seen.extend(details)
+        await env.run(process_run, ProcessRunInput(agent="coder", backend=backend, prompt=""))
+
+    assert {"stdout_bytes": 0, "last_line": ""} in beats[1]
+    assert {"stdout_bytes": 0, "last_line": "", "attempt": 2} in beats[2]
+
+
+def activity_error(cause: BaseException, activity_type: str = "process_run") -> ActivityError:
+    err = ActivityError(
+        "activity failed",
+        scheduled_event_id=5,
+        started_event_id=6,
+        identity="worker",
+        activity_type=activity_type,
+        activity_id="1",
+        retry_state=RetryState.MAXIMUM_ATTEMPTS_REACHED,
+    )
+    err.__cause__ = cause
+    return err
+
+
+def heartbeat_timeout(*details: object) -> TimeoutError:
+    return TimeoutError("timed out", type=TimeoutType.HEARTBEAT, last_heartbeat_details=details)
+
+
+@pytest.mark.parametrize(
+    ("cause", "attempts"),
+    [
+        (ApplicationError("exit 1", {"code": "PROCESS_FAILED", "attempt": 2}), 2),
+        (heartbeat_timeout({"stdout_bytes": 3, "last_line": "x", "attempt": 3}), 3),
+        (heartbeat_timeout({"stdout_bytes": 3, "last_line": "x"}), 1),
+        (heartbeat_timeout(), 1),
+    ],
+    ids=["error-details", "heartbeat-of-attempt-3", "heartbeat-of-attempt-1", "no-heartbeat"],
+)
+def test_a_failed_backend_activity_tells_how_many_attempts_ran(
+    cause: BaseException, attempts: int
+) -> None:
+    assert failed_backend_attempts(activity_error(cause)) == attempts
+
+
+def test_a_failed_model_turn_has_no_backend_attempts() -> None:
+    cause = ApplicationError("overloaded", {"code": "PROVIDER_ERROR", "attempt": 2})
+
+    assert failed_backend_attempts(activity_error(cause, "llm_turn")) is None
