@@ -12,7 +12,7 @@ import asyncio
 
 from temporalio import activity
 
-from oma.activities._attempt import attempt_number, with_attempt
+from oma.activities._attempt import attempt_number, attempt_superseded, with_attempt
 from oma.activities._heartbeat import heartbeating
 from oma.activities.acp import AcpSession, SessionPool, TurnResult
 from oma.core.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpPromptOutput
@@ -52,7 +52,12 @@ class AcpActivities:
         On cancellation the turn is cancelled (``AcpSession.cancel``): if the
         agent ends it within the grace period, the partial result is returned
         (stop reason as the agent sent it, normally ``cancelled``); otherwise
-        its process tree is killed and the cancellation propagates.
+        its process tree is killed and the cancellation propagates. When
+        Temporal no longer accepts this attempt (``attempt_superseded``: a
+        heartbeat refused because the attempt timed out, was retried or reset)
+        there is no cooperative cancel: the agent's process tree gets SIGKILL
+        at once and the session is dropped, since the next attempt may
+        already be prompting the agent again.
 
         ``attempt`` in the output is the activity's attempt.
 
@@ -111,6 +116,16 @@ class AcpActivities:
             try:
                 return await turn.result()
             except asyncio.CancelledError:
+                if attempt_superseded():
+                    activity.logger.warning(
+                        "Temporal no longer accepts attempt %d of this ACP turn: killing "
+                        "agent %r (pid %d) at once",
+                        attempt,
+                        inp.agent,
+                        session.pid,
+                    )
+                    await self.pool.discard(inp.run_key, inp.agent, session, at_once=True)
+                    raise
                 partial = await turn.cancel()
                 if partial is None:
                     raise

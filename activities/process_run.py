@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from temporalio import activity
 
-from oma.activities._attempt import attempt_number, with_attempt
+from oma.activities._attempt import attempt_number, attempt_superseded, with_attempt
 from oma.activities._heartbeat import heartbeating
 from oma.activities.process_group import (
     StderrTail,
@@ -38,9 +38,9 @@ from oma.core.process import ProcessRunInput, ProcessRunOutput
 from oma.core.redact import redact
 
 HEARTBEAT_INTERVAL_S = 0.25
-"""Seconds between heartbeats. The worker runs this activity with a short
-heartbeat timeout so that a cancel request reaches it quickly: Temporal
-delivers activity cancellation in the answer to a heartbeat."""
+"""Seconds between heartbeats. Temporal delivers activity cancellation (and
+the news that it gave this attempt up) in the answer to a heartbeat, which the
+worker sends at most every 0.5 s (``oma.plugin.HEARTBEAT_THROTTLE``)."""
 
 KILL_GRACE_S = 1.0
 """Seconds between SIGTERM and SIGKILL when the process group is killed."""
@@ -85,7 +85,11 @@ async def process_run(inp: ProcessRunInput) -> ProcessRunOutput:
 
     On cancellation (or any other error) the process group gets SIGTERM, then
     SIGKILL after ``KILL_GRACE_S`` seconds, so grandchildren die too; then the
-    cancellation propagates. Partial stdout is never returned.
+    cancellation propagates. Partial stdout is never returned. When Temporal
+    no longer accepts this attempt (``attempt_superseded``: a heartbeat
+    refused because the attempt timed out, was retried or reset) the group
+    gets SIGKILL at once, with no grace period: the next attempt may already
+    run the command.
     """
     if activity.in_activity() and activity.is_cancelled():
         # Cancelled before it started (e.g. the team run was cancelled while
@@ -109,7 +113,7 @@ async def process_run(inp: ProcessRunInput) -> ProcessRunOutput:
     try:
         await _collect(proc, stdin_data, output)
     except BaseException:
-        await kill_group(proc, KILL_GRACE_S)
+        await _kill(proc, attempt)
         raise
 
     code = proc.returncode
@@ -123,6 +127,19 @@ async def process_run(inp: ProcessRunInput) -> ProcessRunOutput:
     raise application_error(
         ProcessFailedError(_failure_message(inp, code, output)), attempt=attempt
     )
+
+
+async def _kill(proc: asyncio.subprocess.Process, attempt: int) -> None:
+    if attempt_superseded():
+        activity.logger.warning(
+            "Temporal no longer accepts attempt %d of this process run: killing its "
+            "process group (pid %d) at once",
+            attempt,
+            proc.pid,
+        )
+        await kill_group(proc, 0.0)
+    else:
+        await kill_group(proc, KILL_GRACE_S)
 
 
 async def _spawn(inp: ProcessRunInput, text: str, attempt: int) -> asyncio.subprocess.Process:
