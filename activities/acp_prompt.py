@@ -11,8 +11,14 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
-from oma.activities._attempt import attempt_number, attempt_superseded, with_attempt
+from oma.activities._attempt import (
+    attempt_number,
+    attempt_superseded,
+    await_server,
+    with_attempt,
+)
 from oma.activities._heartbeat import heartbeating
 from oma.activities.acp import AcpSession, SessionPool, TurnResult
 from oma.core.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpPromptOutput
@@ -59,7 +65,9 @@ class AcpActivities:
         at once and the session is dropped, since the next attempt may
         already be prompting the agent again.
 
-        ``attempt`` in the output is the activity's attempt.
+        Once the turn has ended (or failed), the outcome is held until the
+        Temporal server answers (``await_server``), so that an outage does not
+        lose it. ``attempt`` in the output is the activity's attempt.
 
         Raises (as ``ApplicationError``, type = the error's code, details
         ``{"code", "attempt"}``): ``ACP_SPAWN_FAILED``, ``ACP_PROTOCOL_ERROR``,
@@ -74,9 +82,13 @@ class AcpActivities:
             session, new = await self._open(inp, attempt)
             try:
                 result = await self._prompt(session, inp, progress, attempt)
+            except ApplicationError:
+                await await_server()  # a failed turn is an outcome to report too
+                raise
             finally:
                 if not session.alive:
                     await self.pool.discard(inp.run_key, inp.agent, session)
+            await await_server()
         try:
             check_output_size(inp.agent, len(result.output.encode()))
         except OMAError as err:

@@ -17,7 +17,12 @@ from collections.abc import Callable
 
 from temporalio import activity
 
-from oma.activities._attempt import attempt_number, attempt_superseded, with_attempt
+from oma.activities._attempt import (
+    attempt_number,
+    attempt_superseded,
+    await_server,
+    with_attempt,
+)
 from oma.activities._heartbeat import heartbeating
 from oma.activities.process_group import (
     StderrTail,
@@ -90,6 +95,9 @@ async def process_run(inp: ProcessRunInput) -> ProcessRunOutput:
     refused because the attempt timed out, was retried or reset) the group
     gets SIGKILL at once, with no grace period: the next attempt may already
     run the command.
+
+    Once the command has exited, the outcome is held until the Temporal server
+    answers (``await_server``), so that an outage does not lose it.
     """
     if activity.in_activity() and activity.is_cancelled():
         # Cancelled before it started (e.g. the team run was cancelled while
@@ -110,11 +118,13 @@ async def process_run(inp: ProcessRunInput) -> ProcessRunOutput:
     proc = await _spawn(inp, text, attempt)
     output = _Output(attempt)
     stdin_data = text.encode() if backend.input == "stdin" else None
-    try:
-        await _collect(proc, stdin_data, output)
-    except BaseException:
-        await _kill(proc, attempt)
-        raise
+    with heartbeating(output.heartbeat_details, HEARTBEAT_INTERVAL_S):
+        try:
+            await _collect(proc, stdin_data, output)
+        except BaseException:
+            await _kill(proc, attempt)
+            raise
+        await await_server()
 
     code = proc.returncode
     if code == 0:
@@ -203,8 +213,8 @@ class _Output:
 async def _collect(
     proc: asyncio.subprocess.Process, stdin_data: bytes | None, output: _Output
 ) -> None:
-    """Feed stdin, read stdout and stderr concurrently (so that neither pipe
-    fills and blocks the child), and heartbeat until the command has exited."""
+    """Feed stdin and read stdout and stderr concurrently (so that neither pipe
+    fills and blocks the child) until the command has exited."""
     assert proc.stdout is not None and proc.stderr is not None
     readers = {
         asyncio.create_task(_read(proc.stdout, output.add_stdout)),
@@ -215,9 +225,8 @@ async def _collect(
         assert proc.stdin is not None
         helpers.add(asyncio.create_task(_write(proc.stdin, stdin_data)))
     try:
-        with heartbeating(output.heartbeat_details, HEARTBEAT_INTERVAL_S):
-            await wait_exited(proc)
-            _, still_open = await asyncio.wait(readers, timeout=PIPE_DRAIN_S)
+        await wait_exited(proc)
+        _, still_open = await asyncio.wait(readers, timeout=PIPE_DRAIN_S)
         if still_open:
             signal_group(proc.pid, signal.SIGKILL)
     finally:

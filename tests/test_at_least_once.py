@@ -1,15 +1,16 @@
 """Process and ACP tasks under Temporal's at-least-once activities
 (external-agents.md, "At least once").
 
-A worker whose heartbeats the server refuses kills the command at once; a
-task reports every time Temporal ran its command. The outage tests cut a
-worker off from a Temporal server, so each has its own dev server and its own
-worker on its own task queue.
+An outage within the tolerance runs nothing twice; a worker whose heartbeats
+the server refuses kills the command at once; a task reports every time
+Temporal ran its command. The outage tests stop (or cut off) a Temporal server,
+so each has its own dev server and its own worker on its own task queue.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 import time
@@ -22,15 +23,24 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment
 
 from oma import worker as oma_worker
+from oma.activities.process_run import process_run
 from oma.connection import Connection
+from oma.core.backends import ProcessBackendConfig
+from oma.core.process import ProcessRunInput
 from oma.core.results import AgentRunResult, TeamRunResult
 from oma.dev_server import DevServer, free_port
 from oma.workflows import _options
 from tests._procs import alive
 from tests._proxy import TcpProxy
 from tests._runs import agent_result, run_team, task
+
+OUTAGE_S = 20.0
+"""How long the test server stays down: longer than the old heartbeat timeout
+(10 s), and than the SDK's retries of an activity's outcome (10 s of backoff
+budget whose last wait may end after 15 s, 18 s with jitter)."""
 
 SHORT_HEARTBEAT_TIMEOUT = timedelta(seconds=2)
 """The heartbeat timeout while a worker is cut off, so that the cut outlasts it."""
@@ -41,6 +51,24 @@ last heartbeat (at most 0.5 s before the cut), less than the SDK's own local
 heartbeat timeout (the heartbeat timeout plus 5 s)."""
 
 PAUSE = "import signal; signal.pause()"
+
+
+def python_agent(name: str, code: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "backend": {"kind": "process", "command": sys.executable, "args": ["-c", code]},
+    }
+
+
+def starts_once_then_waits_for(starts: Path, mark: Path) -> str:
+    """A command that appends a line to ``starts`` each time it starts, then
+    exits once ``mark`` exists."""
+    return (
+        "import os, time\n"
+        f"open({str(starts)!r}, 'a').write('started\\n')\n"
+        f"while not os.path.exists({str(mark)!r}): time.sleep(0.05)\n"
+        "print('done')\n"
+    )
 
 
 async def until(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
@@ -72,6 +100,70 @@ async def gone(pids: list[int], timeout_s: float) -> None:
 
 def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
+
+
+async def test_an_outage_longer_than_the_old_heartbeat_timeout_runs_each_process_once(
+    tmp_path: Path,
+) -> None:
+    # Two commands: one still running when the server is back (its heartbeat
+    # timeout must outlast the outage), one that ends while the server is down
+    # (its outcome must wait for the server rather than be dropped).
+    queue = f"outage-{uuid.uuid4().hex[:8]}"
+    server = DevServer(
+        port=free_port(), db_file=tmp_path / "temporal.db", log_file=tmp_path / "dev-server.log"
+    )
+    server.start()
+    try:
+        client = await Connection.local(server.address, queue).connect()
+        async with oma_worker.build_worker(client, queue):
+            through, during = tmp_path / "through.starts", tmp_path / "during.starts"
+            server_back, server_down = tmp_path / "server-back", tmp_path / "server-down"
+            handle = await start_team(
+                client,
+                queue,
+                [
+                    python_agent("a", starts_once_then_waits_for(through, server_back)),
+                    python_agent("b", starts_once_then_waits_for(during, server_down)),
+                ],
+                [task("through", "a"), task("during", "b")],
+            )
+            await until(lambda: through.exists() and during.exists())
+
+            server.stop()
+            server_down.touch()
+            await asyncio.sleep(OUTAGE_S)
+            server.start()
+            server_back.touch()
+            result = await asyncio.wait_for(handle.result(), 90)
+    finally:
+        server.stop()
+
+    assert (lines(through), lines(during)) == (["started"], ["started"])
+    assert [(t.id, t.status, t.attempts, t.backend_attempts) for t in result.tasks] == [
+        ("through", "completed", 1, 1),
+        ("during", "completed", 1, 1),
+    ]
+
+
+async def test_a_process_run_holds_its_result_until_the_server_answers(
+    dev_server: DevServer,
+) -> None:
+    async with TcpProxy(dev_server.address) as proxy:
+        client = await Connection.local(proxy.address).connect()
+        env = ActivityEnvironment(client)
+        env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(seconds=30))
+        backend = ProcessBackendConfig(command="echo", args=["done"], input="none")
+        proxy.cut()
+        run = asyncio.create_task(
+            env.run(process_run, ProcessRunInput(agent="coder", backend=backend, prompt=""))
+        )
+        await asyncio.sleep(1.0)
+        assert not run.done()
+
+        proxy.heal()
+        out = await asyncio.wait_for(run, 5.0)
+
+    assert out.stdout == "done\n"
 
 
 @dataclass
