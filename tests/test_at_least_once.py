@@ -45,10 +45,12 @@ budget whose last wait may end after 15 s, 18 s with jitter)."""
 SHORT_HEARTBEAT_TIMEOUT = timedelta(seconds=2)
 """The heartbeat timeout while a worker is cut off, so that the cut outlasts it."""
 
-CUT_S = 3.5
-"""How long the worker is cut off: more than the heartbeat timeout after its
-last heartbeat (at most 0.5 s before the cut), less than the SDK's own local
-heartbeat timeout (the heartbeat timeout plus 5 s)."""
+CUT_S = 4.5
+"""How long the worker is cut off: the heartbeat timeout after its last
+heartbeat (at most 0.5 s before the cut) and 2 s for the server to act on
+it. The worker then learns it was given up from the server ("not found") or,
+if its heartbeat retries have not reached the server yet, from the SDK's own
+timer (the heartbeat timeout plus 5 s): either way it kills the command."""
 
 PAUSE = "import signal; signal.pause()"
 
