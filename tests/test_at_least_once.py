@@ -223,7 +223,11 @@ async def cut_off_run(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
                     proxy.heal()
                     result = await asyncio.wait_for(handle.result(), 60)
                     child = await agent_result(client, handle.id, "code")
-            await gone(first_pids, timeout_s=5.0)
+                    # The retry may have run before the first attempt's next
+                    # heartbeat got through: give its worker the time to hear
+                    # it was given up (the SDK's retry backoff, its own timer)
+                    # before a shutdown of the worker would cancel it anyway.
+                    await gone(first_pids, timeout_s=15.0)
     yield CutOffRun(result, child, first_pids, lines(tmp_path / "signals"))
 
 
