@@ -11,7 +11,14 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
+from oma.activities._attempt import (
+    attempt_number,
+    attempt_superseded,
+    await_server,
+    with_attempt,
+)
 from oma.activities._heartbeat import heartbeating
 from oma.activities.acp import AcpSession, SessionPool, TurnResult
 from oma.core.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpPromptOutput
@@ -45,32 +52,47 @@ class AcpActivities:
 
         Heartbeats every ``HEARTBEAT_INTERVAL_S`` seconds with
         ``{"output_chars": int, "last_text": str}``: the length of the agent's
-        text so far and its last 200 characters (redacted), the progress text.
+        text so far and its last 200 characters (redacted), the progress text;
+        from the second attempt on, also ``"attempt": int``.
 
         On cancellation the turn is cancelled (``AcpSession.cancel``): if the
         agent ends it within the grace period, the partial result is returned
         (stop reason as the agent sent it, normally ``cancelled``); otherwise
-        its process tree is killed and the cancellation propagates.
+        its process tree is killed and the cancellation propagates. When
+        Temporal no longer accepts this attempt (``attempt_superseded``: a
+        heartbeat refused because the attempt timed out, was retried or reset)
+        there is no cooperative cancel: the agent's process tree gets SIGKILL
+        at once and the session is dropped, since the next attempt may
+        already be prompting the agent again.
 
-        Raises (as ``ApplicationError``, type = the error's code):
-        ``ACP_SPAWN_FAILED``, ``ACP_PROTOCOL_ERROR``, ``INVALID_RUN_INPUT``
-        (non-retryable); ``ACP_AGENT_EXITED`` (retryable: the dead session is
-        dropped, so the next attempt opens a fresh one).
+        Once the turn has ended (or failed), the outcome is held until the
+        Temporal server answers (``await_server``), so that an outage does not
+        lose it. ``attempt`` in the output is the activity's attempt.
+
+        Raises (as ``ApplicationError``, type = the error's code, details
+        ``{"code", "attempt"}``): ``ACP_SPAWN_FAILED``, ``ACP_PROTOCOL_ERROR``,
+        ``INVALID_RUN_INPUT`` (non-retryable); ``ACP_AGENT_EXITED`` (retryable:
+        the dead session is dropped, so the next attempt opens a fresh one).
         """
         if activity.in_activity() and activity.is_cancelled():
             raise asyncio.CancelledError()
-        progress = _Progress()
+        attempt = attempt_number()
+        progress = _Progress(attempt)
         with heartbeating(progress.details, HEARTBEAT_INTERVAL_S):
-            session, new = await self._open(inp)
+            session, new = await self._open(inp, attempt)
             try:
-                result = await self._prompt(session, inp, progress)
+                result = await self._prompt(session, inp, progress, attempt)
+            except ApplicationError:
+                await await_server()  # a failed turn is an outcome to report too
+                raise
             finally:
                 if not session.alive:
                     await self.pool.discard(inp.run_key, inp.agent, session)
+            await await_server()
         try:
             check_output_size(inp.agent, len(result.output.encode()))
         except OMAError as err:
-            raise application_error(err) from None
+            raise application_error(err, attempt=attempt) from None
         return AcpPromptOutput(
             output=result.output,
             stop_reason=result.stop_reason,
@@ -81,6 +103,7 @@ class AcpActivities:
             worker_task_queue=self.worker_task_queue,
             new_session=new,
             loaded_session=session.loaded_session,
+            attempt=attempt,
         )
 
     @activity.defn(name="acp_close_run")
@@ -89,35 +112,46 @@ class AcpActivities:
         process trees."""
         return AcpCloseRunOutput(closed_sessions=await self.pool.close_run(inp.run_key))
 
-    async def _open(self, inp: AcpPromptInput) -> tuple[AcpSession, bool]:
+    async def _open(self, inp: AcpPromptInput, attempt: int) -> tuple[AcpSession, bool]:
         try:
             return await self.pool.get_or_open(
                 inp.run_key, inp.agent, inp.backend, inp.system_prompt, inp.resume_session_id
             )
         except OMAError as err:
-            raise application_error(err) from err
+            raise application_error(err, attempt=attempt) from err
 
     async def _prompt(
-        self, session: AcpSession, inp: AcpPromptInput, progress: _Progress
+        self, session: AcpSession, inp: AcpPromptInput, progress: _Progress, attempt: int
     ) -> TurnResult:
         try:
             turn = await session.start_prompt(inp.prompt, progress.add)
             try:
                 return await turn.result()
             except asyncio.CancelledError:
+                if attempt_superseded():
+                    activity.logger.warning(
+                        "Temporal no longer accepts attempt %d of this ACP turn: killing "
+                        "agent %r (pid %d) at once",
+                        attempt,
+                        inp.agent,
+                        session.pid,
+                    )
+                    await self.pool.discard(inp.run_key, inp.agent, session, at_once=True)
+                    raise
                 partial = await turn.cancel()
                 if partial is None:
                     raise
                 # Temporal records this result if the workflow still waits for it.
                 return partial
         except OMAError as err:
-            raise application_error(err) from err
+            raise application_error(err, attempt=attempt) from err
 
 
 class _Progress:
     """How much text the agent has sent in this turn, and its latest part."""
 
-    def __init__(self) -> None:
+    def __init__(self, attempt: int) -> None:
+        self.attempt = attempt
         self.output_chars = 0
         self.tail = ""
 
@@ -127,4 +161,4 @@ class _Progress:
 
     def details(self) -> dict[str, object]:
         last = redact(self.tail)[-_LAST_TEXT_CHARS:]
-        return {"output_chars": self.output_chars, "last_text": last}
+        return with_attempt({"output_chars": self.output_chars, "last_text": last}, self.attempt)

@@ -81,13 +81,17 @@ async def kill_group(proc: asyncio.subprocess.Process, grace_s: float) -> None:
     """SIGTERM the process group, SIGKILL it after ``grace_s`` seconds, reap the child.
 
     SIGKILL goes to the group even when the child exited within the grace
-    period, because a descendant may have outlived it.
+    period, because a descendant may have outlived it. With ``grace_s`` 0 the
+    group gets SIGKILL alone, at once: nothing of it runs another instruction.
     """
-    signal_group(proc.pid, signal.SIGTERM)
-    try:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wait_exited(proc), timeout=grace_s)
-    finally:
+    if grace_s > 0:
+        signal_group(proc.pid, signal.SIGTERM)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wait_exited(proc), timeout=grace_s)
+        finally:
+            signal_group(proc.pid, signal.SIGKILL)
+    else:
         signal_group(proc.pid, signal.SIGKILL)
     await wait_exited(proc)
 

@@ -17,6 +17,12 @@ from collections.abc import Callable
 
 from temporalio import activity
 
+from oma.activities._attempt import (
+    attempt_number,
+    attempt_superseded,
+    await_server,
+    with_attempt,
+)
 from oma.activities._heartbeat import heartbeating
 from oma.activities.process_group import (
     StderrTail,
@@ -37,9 +43,9 @@ from oma.core.process import ProcessRunInput, ProcessRunOutput
 from oma.core.redact import redact
 
 HEARTBEAT_INTERVAL_S = 0.25
-"""Seconds between heartbeats. The worker runs this activity with a short
-heartbeat timeout so that a cancel request reaches it quickly: Temporal
-delivers activity cancellation in the answer to a heartbeat."""
+"""Seconds between heartbeats. Temporal delivers activity cancellation (and
+the news that it gave this attempt up) in the answer to a heartbeat, which the
+worker sends at most every 0.5 s (``oma.plugin.HEARTBEAT_THROTTLE``)."""
 
 KILL_GRACE_S = 1.0
 """Seconds between SIGTERM and SIGKILL when the process group is killed."""
@@ -68,56 +74,85 @@ async def process_run(inp: ProcessRunInput) -> ProcessRunOutput:
     While it runs the activity heartbeats every ``HEARTBEAT_INTERVAL_S``
     seconds with ``{"stdout_bytes": int, "last_line": str}``: the bytes of
     stdout read so far and the last non-empty stdout line (redacted, at most
-    200 characters) — progress without shipping the output twice.
+    200 characters) — progress without shipping the output twice — and, from
+    the second attempt on, ``"attempt": int``.
 
-    Returns ``ProcessRunOutput(stdout=..., exit_code=0)``; stdout is decoded as
-    UTF-8 with invalid bytes replaced.
+    Returns ``ProcessRunOutput(stdout=..., exit_code=0, attempt=...)``; stdout
+    is decoded as UTF-8 with invalid bytes replaced; ``attempt`` is the
+    activity's attempt (``activity.info().attempt``).
 
-    Raises (as ``ApplicationError``, type = the error's code, non-retryable):
-    ``EMPTY_PROMPT`` when ``input`` is ``stdin`` or ``argument`` and the prompt
-    is blank (nothing is spawned); ``PROCESS_SPAWN_FAILED`` when the command or
-    ``cwd`` is missing or not usable; ``PROCESS_FAILED`` on a non-zero exit or
-    a death by signal, with the status and the redacted last
-    ``STDERR_TAIL_BYTES`` of stderr.
+    Raises (as ``ApplicationError``, type = the error's code, non-retryable,
+    details ``{"code", "attempt"}``): ``EMPTY_PROMPT`` when ``input`` is
+    ``stdin`` or ``argument`` and the prompt is blank (nothing is spawned);
+    ``PROCESS_SPAWN_FAILED`` when the command or ``cwd`` is missing or not
+    usable; ``PROCESS_FAILED`` on a non-zero exit or a death by signal, with
+    the status and the redacted last ``STDERR_TAIL_BYTES`` of stderr.
 
     On cancellation (or any other error) the process group gets SIGTERM, then
     SIGKILL after ``KILL_GRACE_S`` seconds, so grandchildren die too; then the
-    cancellation propagates. Partial stdout is never returned.
+    cancellation propagates. Partial stdout is never returned. When Temporal
+    no longer accepts this attempt (``attempt_superseded``: a heartbeat
+    refused because the attempt timed out, was retried or reset) the group
+    gets SIGKILL at once, with no grace period: the next attempt may already
+    run the command.
+
+    Once the command has exited, the outcome is held until the Temporal server
+    answers (``await_server``), so that an outage does not lose it.
     """
     if activity.in_activity() and activity.is_cancelled():
         # Cancelled before it started (e.g. the team run was cancelled while
         # this task waited): spawning now would only need killing again.
         raise asyncio.CancelledError()
     backend = inp.backend
+    attempt = attempt_number()
     text = f"{inp.system_prompt}\n\n{inp.prompt}" if inp.system_prompt else inp.prompt
     if backend.input != "none" and not inp.prompt.strip():
         raise application_error(
             EmptyPromptError(
                 f"agent {inp.agent!r}: the prompt is empty, and its process backend "
                 f"takes the prompt on {backend.input!r}"
-            )
+            ),
+            attempt=attempt,
         )
 
-    proc = await _spawn(inp, text)
-    output = _Output()
+    proc = await _spawn(inp, text, attempt)
+    output = _Output(attempt)
     stdin_data = text.encode() if backend.input == "stdin" else None
-    try:
-        await _collect(proc, stdin_data, output)
-    except BaseException:
-        await kill_group(proc, KILL_GRACE_S)
-        raise
+    with heartbeating(output.heartbeat_details, HEARTBEAT_INTERVAL_S):
+        try:
+            await _collect(proc, stdin_data, output)
+        except BaseException:
+            await _kill(proc, attempt)
+            raise
+        await await_server()
 
     code = proc.returncode
     if code == 0:
         try:
             check_output_size(inp.agent, output.stdout_bytes)
         except OMAError as err:
-            raise application_error(err) from None
-        return ProcessRunOutput(stdout=output.stdout.decode("utf-8", errors="replace"))
-    raise application_error(ProcessFailedError(_failure_message(inp, code, output)))
+            raise application_error(err, attempt=attempt) from None
+        stdout = output.stdout.decode("utf-8", errors="replace")
+        return ProcessRunOutput(stdout=stdout, attempt=attempt)
+    raise application_error(
+        ProcessFailedError(_failure_message(inp, code, output)), attempt=attempt
+    )
 
 
-async def _spawn(inp: ProcessRunInput, text: str) -> asyncio.subprocess.Process:
+async def _kill(proc: asyncio.subprocess.Process, attempt: int) -> None:
+    if attempt_superseded():
+        activity.logger.warning(
+            "Temporal no longer accepts attempt %d of this process run: killing its "
+            "process group (pid %d) at once",
+            attempt,
+            proc.pid,
+        )
+        await kill_group(proc, 0.0)
+    else:
+        await kill_group(proc, KILL_GRACE_S)
+
+
+async def _spawn(inp: ProcessRunInput, text: str, attempt: int) -> asyncio.subprocess.Process:
     backend = inp.backend
     cwd = os.path.abspath(backend.cwd) if backend.cwd is not None else None
     if cwd is not None and not os.path.isdir(cwd):
@@ -125,7 +160,8 @@ async def _spawn(inp: ProcessRunInput, text: str) -> asyncio.subprocess.Process:
             ProcessSpawnError(
                 f"agent {inp.agent!r}: cannot start command {backend.command!r}: "
                 f"cwd {cwd!r} is not a directory"
-            )
+            ),
+            attempt=attempt,
         )
     argv = [backend.command, *backend.args]
     if backend.input == "argument":
@@ -145,14 +181,16 @@ async def _spawn(inp: ProcessRunInput, text: str) -> asyncio.subprocess.Process:
             ProcessSpawnError(
                 f"agent {inp.agent!r}: cannot start command {backend.command!r}{where}: "
                 f"{err.strerror or err}"
-            )
+            ),
+            attempt=attempt,
         ) from err
 
 
 class _Output:
     """What the command has written so far: all of stdout, the tail of stderr."""
 
-    def __init__(self) -> None:
+    def __init__(self, attempt: int) -> None:
+        self.attempt = attempt
         self.stdout = bytearray()
         self.stdout_bytes = 0
         self.stderr = StderrTail()
@@ -168,14 +206,15 @@ class _Output:
         tail = self.stdout[-4 * _LAST_LINE_CHARS :].decode("utf-8", errors="replace")
         lines = [line.strip() for line in tail.splitlines() if line.strip()]
         last_line = redact(lines[-1])[:_LAST_LINE_CHARS] if lines else ""
-        return {"stdout_bytes": self.stdout_bytes, "last_line": last_line}
+        progress: dict[str, object] = {"stdout_bytes": self.stdout_bytes, "last_line": last_line}
+        return with_attempt(progress, self.attempt)
 
 
 async def _collect(
     proc: asyncio.subprocess.Process, stdin_data: bytes | None, output: _Output
 ) -> None:
-    """Feed stdin, read stdout and stderr concurrently (so that neither pipe
-    fills and blocks the child), and heartbeat until the command has exited."""
+    """Feed stdin and read stdout and stderr concurrently (so that neither pipe
+    fills and blocks the child) until the command has exited."""
     assert proc.stdout is not None and proc.stderr is not None
     readers = {
         asyncio.create_task(_read(proc.stdout, output.add_stdout)),
@@ -186,9 +225,8 @@ async def _collect(
         assert proc.stdin is not None
         helpers.add(asyncio.create_task(_write(proc.stdin, stdin_data)))
     try:
-        with heartbeating(output.heartbeat_details, HEARTBEAT_INTERVAL_S):
-            await wait_exited(proc)
-            _, still_open = await asyncio.wait(readers, timeout=PIPE_DRAIN_S)
+        await wait_exited(proc)
+        _, still_open = await asyncio.wait(readers, timeout=PIPE_DRAIN_S)
         if still_open:
             signal_group(proc.pid, signal.SIGKILL)
     finally:

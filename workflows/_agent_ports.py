@@ -8,8 +8,17 @@ through the run to ``AgentRun``'s failure mapping.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, CancelledError, TimeoutError, TimeoutType
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    TimeoutError,
+    TimeoutType,
+)
 
 with workflow.unsafe.imports_passed_through():
     from oma.core.acp import AcpPromptInput, AcpPromptOutput
@@ -179,6 +188,38 @@ class ActivityRunHooks:
 
     def random(self) -> float:
         return workflow.random().random()
+
+
+BACKEND_ACTIVITIES = ("process_run", "acp_prompt")
+"""The activities that run an external agent: their attempts are the run's
+``backend_attempts``."""
+
+
+def failed_backend_attempts(err: ActivityError) -> int | None:
+    """How many times the backend activity that failed with ``err`` ran, as
+    far as the failure says; ``None`` for any other activity or failure.
+
+    A ``process_run`` or ``acp_prompt`` names its attempt in its error's
+    details (``{"code", "attempt"}``) and, from the second attempt on, in its
+    heartbeats, whose last details a heartbeat or start-to-close timeout
+    carries (no ``attempt`` there: the first attempt)."""
+    if err.activity_type not in BACKEND_ACTIVITIES:
+        return None
+    cause = err.cause
+    if isinstance(cause, ApplicationError):
+        return _attempt_in(cause.details, None)
+    if isinstance(cause, TimeoutError) and cause.type in (
+        TimeoutType.HEARTBEAT,
+        TimeoutType.START_TO_CLOSE,
+    ):
+        return _attempt_in(cause.last_heartbeat_details, 1)
+    return None
+
+
+def _attempt_in(details: Sequence[Any], default: int | None) -> int | None:
+    first = details[0] if details else None
+    attempt = first.get("attempt", default) if isinstance(first, dict) else default
+    return attempt if isinstance(attempt, int) else default
 
 
 def _never_started(err: ActivityError) -> bool:

@@ -1,8 +1,11 @@
 """Activity and child-workflow options shared by the workflows.
 
-Heartbeat timeouts are short because cancellation reaches an activity only
-through a heartbeat; the worker throttles heartbeats to at most every 0.5 s
-(``oma.worker.HEARTBEAT_THROTTLE``), so a cancel lands in about a second.
+A cancel reaches a running activity in the answer to a heartbeat, so how fast
+it lands depends on how often heartbeats are sent (at most every 0.5 s,
+``oma.plugin.HEARTBEAT_THROTTLE``), not on the heartbeat timeout. The
+heartbeat timeout decides something else: how long the server waits without a
+heartbeat before it declares the attempt lost and starts the activity again
+(``BACKEND_HEARTBEAT_TIMEOUT``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,27 @@ from typing import Any
 
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityCancellationType
+
+BACKEND_HEARTBEAT_TIMEOUT = timedelta(seconds=40)
+"""The heartbeat timeout of ``process_run`` and ``acp_prompt``: a lost worker
+is detected (and the command started again elsewhere) within 40 s of its last
+heartbeat, and a Temporal server or network outage of up to 30 s starts
+nothing a second time (with ``oma.activities._attempt.await_server``, which
+keeps an outcome reached during the outage until the server can take it).
+
+The server measures the timeout from the last heartbeat it *received*, and a
+heartbeat sent while it is down is lost (the SDK retries it with backoff, then
+drops it and sends the next), so after an outage the server sees a gap of: up
+to 0.5 s before the outage (the heartbeat throttle), the outage itself, and up
+to about 6 s after it (the retry backoff of the heartbeat in flight, at most
+5 s plus 20 % jitter; not configurable: the SDK's core fixes a worker's RPC
+retries). A server that restarts fires the timers that fell due while it was
+down as soon as it loads them. 30 + 0.5 + 6 = 36.5 s < 40 s.
+Nothing on either side can tell a crashed worker from an unreachable one
+during such a gap, which is why a crash is not detected sooner: 30 s of
+outage tolerance costs 40 s of crash detection (external-agents.md,
+"At least once").
+"""
 
 # A cancelled run ends once its activities really stopped (a process tree
 # killed, an ACP turn cancelled, a model call abandoned), not before.
@@ -38,7 +62,7 @@ LLM_TURN_LOCAL: dict[str, Any] = {
 PROCESS_RUN: dict[str, Any] = {
     "cancellation_type": WAIT_CANCELLED,
     "start_to_close_timeout": timedelta(hours=2),
-    "heartbeat_timeout": timedelta(seconds=10),
+    "heartbeat_timeout": BACKEND_HEARTBEAT_TIMEOUT,
     # a failed command is non-retryable by its own error; only a lost worker
     # (heartbeat timeout) makes Temporal start the command again elsewhere
     "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3),
@@ -47,7 +71,7 @@ PROCESS_RUN: dict[str, Any] = {
 ACP_PROMPT: dict[str, Any] = {
     "cancellation_type": WAIT_CANCELLED,
     "start_to_close_timeout": timedelta(hours=2),
-    "heartbeat_timeout": timedelta(seconds=10),
+    "heartbeat_timeout": BACKEND_HEARTBEAT_TIMEOUT,
     # a prompt turn is not idempotent: a lost worker means a new session, which
     # AgentRun opens itself; protocol errors say themselves they are not retryable
     "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=2),

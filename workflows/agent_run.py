@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         ActivityModel,
         ActivityRunHooks,
         ActivityTools,
+        failed_backend_attempts,
     )
 
 
@@ -80,6 +81,9 @@ class AgentRun:
         except OMAError as err:
             raise self._failure(err.code, err.message, err.retryable) from err
         except ActivityError as err:
+            self._result.backend_attempts = (
+                failed_backend_attempts(err) or self._result.backend_attempts
+            )
             cause = err.cause
             if isinstance(cause, CancelledError):
                 # the run was cancelled: end Canceled, not Failed

@@ -421,7 +421,9 @@ class TeamRun:
     # -- budgets, stops, timeouts, continue-as-new --------------------------
 
     def _add_usage(self, state: TaskState, result: AgentRunResult) -> None:
+        # what one attempt used: its tokens, and its runs of a process or ACP turn
         state.token_usage += result.token_usage
+        state.backend_attempts += result.backend_attempts
         self.state.add_usage(result.token_usage)
         self._check_budget()
 

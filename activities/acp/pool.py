@@ -81,13 +81,16 @@ class SessionPool:
             self.spawn_count += 1
             return session, True
 
-    async def discard(self, run_key: str, agent: str, session: AcpSession) -> None:
+    async def discard(
+        self, run_key: str, agent: str, session: AcpSession, *, at_once: bool = False
+    ) -> None:
         """Drop ``session`` (a dead one) from the pool, if it is still the one
-        held for (``run_key``, ``agent``), and close it."""
+        held for (``run_key``, ``agent``), and close it; ``at_once``: with
+        SIGKILL and no grace period (``AcpSession.kill``)."""
         key = (run_key, agent)
         if self._sessions.get(key) is session:
             del self._sessions[key]
-        await session.close()
+        await (session.kill() if at_once else session.close())
 
     async def close_run(self, run_key: str) -> int:
         """Close every session of ``run_key``, killing their process trees.

@@ -278,6 +278,13 @@ class AcpSession:
             self._closing = asyncio.create_task(self._shutdown(), name=f"acp-close-{self.agent}")
         await asyncio.shield(self._closing)
 
+    async def kill(self) -> None:
+        """``close()`` without a grace period: the agent's process group gets
+        SIGKILL at once (a turn in flight fails with ``AcpAgentExitedError``).
+        A close already under way keeps its own grace period."""
+        self._kill_grace_s = 0.0
+        await self.close()
+
     # -- protocol steps ------------------------------------------------------
 
     async def _start(self, cwd: str, resume_session_id: str | None) -> None:

@@ -57,6 +57,11 @@ class AcpPromptOutput(BaseModel):
     )
     new_session: bool = Field(description="True when this turn opened the session.")
     loaded_session: bool = Field(default=False, description="True when opened with session/load.")
+    attempt: int = Field(
+        default=1,
+        description="The activity attempt that ran the turn: more than 1 when Temporal "
+        "started it again, so that the prompt may have been sent that many times.",
+    )
 
 
 class AcpCloseRunInput(BaseModel):
@@ -80,6 +85,7 @@ def record_acp_turn(result: AgentRunResult, out: AcpPromptOutput) -> None:
     for a stop reason the protocol does not define (the turn is recorded first).
     """
     result.turns = 1
+    result.backend_attempts = out.attempt
     result.output = out.output
     result.stop_reason = out.stop_reason
     result.tool_calls = out.tool_calls

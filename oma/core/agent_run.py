@@ -92,6 +92,7 @@ async def _turns(
             )
         )
         result.turns, result.output = 1, out.stdout
+        result.backend_attempts = out.attempt
     else:
         turn = await ports.backend.acp_prompt(
             AcpPromptInput(

@@ -403,14 +403,19 @@ class ApprovalConflictError(ApprovalError):
     code = "APPROVAL_CONFLICT"
 
 
-def application_error(err: OMAError) -> ApplicationError:
+def application_error(err: OMAError, *, attempt: int | None = None) -> ApplicationError:
     """The ``ApplicationError`` an activity or workflow raises for ``err``.
 
     ``type`` is the error's stable ``code``; ``non_retryable`` mirrors
     ``err.retryable``; a provider's requested delay becomes Temporal's
-    ``next_retry_delay`` so the retry honours ``retry-after``.
+    ``next_retry_delay`` so the retry honours ``retry-after``. The details
+    are one dict: ``code``, the provider's ``error_type``, ``status`` and
+    ``request_id``, and ``attempt`` when given (a backend activity's attempt,
+    ``AgentRunResult.backend_attempts``).
     """
     details: dict[str, object] = {"code": err.code}
+    if attempt is not None:
+        details["attempt"] = attempt
     delay = None
     if isinstance(err, ProviderError):
         details |= {

@@ -26,3 +26,8 @@ class ProcessRunOutput(BaseModel):
 
     stdout: str
     exit_code: int = 0
+    attempt: int = Field(
+        default=1,
+        description="The activity attempt that ran the command: more than 1 when Temporal "
+        "started it again, so that the command may have run that many times.",
+    )

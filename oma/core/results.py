@@ -65,6 +65,14 @@ class AgentRunResult(BaseModel):
     turns: int = Field(
         default=0, description="Model turns (LLM) or prompt turns (ACP) taken; 1 for a process run."
     )
+    backend_attempts: int = Field(
+        default=0,
+        description="Process and ACP agents: how many times Temporal ran the process_run or "
+        "acp_prompt activity (its attempts). 1 normally; more when Temporal started it "
+        "again (a lost worker, an outage longer than the heartbeat timeout, a retryable "
+        "ACP error), so the command or the prompt turn may have run that many times. "
+        "0 for an LLM agent, or when the run ended before its backend ran.",
+    )
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     token_usage: TokenUsage = Field(default_factory=TokenUsage)
     budget_exceeded: bool = False

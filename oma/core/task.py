@@ -126,4 +126,10 @@ class TaskState(BaseModel):
     error: str | None = None
     error_code: str | None = None
     attempts: int = Field(default=0, description="How many times the task was started.")
+    backend_attempts: int = Field(
+        default=0,
+        description="Process and ACP agents: the AgentRun results' backend_attempts summed "
+        "over the task's attempts. More than attempts when Temporal ran a process or ACP "
+        "turn again within one attempt.",
+    )
     token_usage: TokenUsage = Field(default_factory=TokenUsage)
