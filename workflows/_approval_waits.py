@@ -1,9 +1,11 @@
-"""``ApprovalWaits``: the waiting side of a run's approval gate.
+"""``ApprovalWaits``: the waiting side of a run's approval gate, and
+``ApprovalHandlers``: what a reviewer talks to.
 
 The gate (``oma.core.approval_gate``) keeps the books; here each open request
 gets a waiter that applies ``on_timeout`` when the request expires (a
 Temporal timer), and a step of the run can wait for a decision. Decisions
-themselves arrive through the ``decide`` signal and update of ``TeamRun``.
+arrive through the ``decide`` signal and update, which ``TeamRun`` and
+``AgentRun`` (a task's gated tool calls) share: one mechanism for every gate.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ with workflow.unsafe.imports_passed_through():
         Boundary,
         Decision,
         DecisionSource,
+        decision_of,
     )
+    from oma.core.errors import OMAError, application_error
     from oma.core.run_events import RunEventType
 
 LAG_S = 1.0
@@ -32,18 +36,29 @@ LAG_S = 1.0
 Emit = Callable[[RunEventType, str | None, str | None], None]
 """Records a run event: type, task id, detail."""
 
+Decided = Callable[[ApprovalRequest, ApprovalDecision], None]
+"""Told of every decision recorded, by a reviewer or by ``on_timeout``."""
+
 
 class ApprovalWaits:
     """Requests, decisions and expiries of one run, over ``gate``.
 
     ``emit`` records the run's events; ``wake`` is called whenever something
-    the dispatch loop waits on changed (a decision, a closed request).
+    the dispatch loop waits on changed (a decision, a closed request);
+    ``on_decided`` is told of every decision recorded.
     """
 
-    def __init__(self, gate: ApprovalGate, emit: Emit, wake: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        gate: ApprovalGate,
+        emit: Emit,
+        wake: Callable[[], None],
+        on_decided: Decided | None = None,
+    ) -> None:
         self.gate = gate
         self._emit = emit
         self._wake = wake
+        self._on_decided = on_decided
         self._waiters: dict[str, asyncio.Task[None]] = {}
 
     def request(self, request_id: str, boundary: Boundary, content: Any, reason: str) -> None:
@@ -100,7 +115,8 @@ class ApprovalWaits:
 
     def start_waiters(self) -> None:
         for request in self.gate.open:
-            if request.request_id not in self._waiters:
+            # an adopted request expires in the run that made it
+            if request.scope == self.gate.scope and request.request_id not in self._waiters:
                 waiter = asyncio.create_task(self._expire_unless_decided(request))
                 self._waiters[request.request_id] = waiter
 
@@ -140,7 +156,60 @@ class ApprovalWaits:
             self._waiters.pop(request_id, None)
             self._wake()
 
+    def refused(self, args: tuple[Any, ...], err: Exception) -> None:
+        """A ``decide`` signal refused: an ``approval_refused`` event."""
+        raw = args[0] if len(args) == 1 else None
+        request = raw.get("request_id") if isinstance(raw, dict) else None
+        self._emit("approval_refused", None, f"{request or '(no request_id)'}: {err}")
+
     def _recorded(self, request: ApprovalRequest, record: ApprovalDecision) -> None:
         detail = f"{request.request_id}: {record.decision} by {record.reviewer.id}"
         self._emit("approval_decision", task_of(request), detail)
         self._wake()
+        if self._on_decided is not None:
+            self._on_decided(request, record)
+
+
+class ApprovalHandlers:
+    """The ``pending_approvals`` query and the ``decide`` signal and update,
+    for a workflow that sets ``_approvals`` and says, in ``_closed_because``,
+    why a request closed without a decision (the run's stop)."""
+
+    _approvals: ApprovalWaits
+
+    def _closed_because(self) -> str:
+        return ""
+
+    @workflow.query(name="pending_approvals")
+    def pending_approvals(self) -> list[ApprovalRequest]:
+        """The open approval requests, oldest first."""
+        return list(self._approvals.gate.open)
+
+    @workflow.signal(name="decide")
+    def decide_signal(self, *args: Any) -> None:
+        """A ``Decision`` sent as a signal: the same rules as the update; a
+        refused decision is recorded as an ``approval_refused`` event. (Every
+        handler takes ``*args``: a signal with a payload of the wrong arity
+        must be refused, not fail the workflow task for good.)"""
+        try:
+            self._approvals.record(decision_of(args), "signal", self._closed_because())
+        except OMAError as err:
+            self._approvals.refused(args, err)
+
+    @workflow.update(name="decide")
+    async def decide_update(self, *args: Any) -> ApprovalDecision:
+        """A ``Decision``; returns the recorded ``ApprovalDecision``. Refused
+        (``APPROVAL_STALE_DECISION``, ``APPROVAL_CONFLICT``, ``INVALID_RUN_INPUT``,
+        a closed request) by the validator, without writing history; a request
+        the run never made, or a race another decision won, by the handler."""
+        try:
+            return await self._approvals.decide(decision_of(args), self._closed_because())
+        except OMAError as err:
+            raise application_error(err) from None
+
+    @decide_update.validator
+    def validate_decision(self, *args: Any) -> None:
+        try:
+            self._approvals.validate(decision_of(args), self._closed_because())
+        except OMAError as err:
+            raise application_error(err) from None

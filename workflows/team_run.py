@@ -27,7 +27,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from oma.core.agent_config import AgentConfig
     from oma.core.approval_gate import ApprovalGate, dispatch_request_id, round_content
-    from oma.core.approvals import ApprovalDecision, ApprovalRequest, Boundary, decision_of
+    from oma.core.approvals import Boundary
     from oma.core.dispatch import Dispatcher
     from oma.core.errors import OMAError, application_error
     from oma.core.plan import plan_artifact
@@ -41,14 +41,14 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.team_run_state import RunStop, StopKind, TeamRunState
     from oma.core.validation import single_input
     from oma.workflows._acp import RunSessions
-    from oma.workflows._approval_waits import ApprovalWaits
+    from oma.workflows._approval_waits import ApprovalHandlers, ApprovalWaits
     from oma.workflows._children import attempt_task
     from oma.workflows._coordinator import Coordinator
     from oma.workflows._waiting import at_deadline, unless_stopped
 
 
 @workflow.defn(name="TeamRun")
-class TeamRun:
+class TeamRun(ApprovalHandlers):
     """Runs a team over a goal, a task list or a frozen plan; returns a ``TeamRunResult``.
 
     Input: a ``TeamRunInput`` as JSON, decoded as plain JSON and validated
@@ -165,11 +165,6 @@ class TeamRun:
         """The run's shared memory: ``<agent>/task:<id>:result`` -> output, so far."""
         return shared_memory(self._graph)
 
-    @workflow.query(name="pending_approvals")
-    def pending_approvals(self) -> list[ApprovalRequest]:
-        """The open approval requests, oldest first."""
-        return list(self.state.requests)
-
     @workflow.signal(name="abort")
     def abort(self, *args: Any) -> None:
         """``{reason}`` (optional): stop dispatching, let tasks in flight
@@ -181,36 +176,8 @@ class TeamRun:
             self._event("abort", detail=str(reason or "abort signal"))
             self._stop_with("aborted", f"aborted: {reason or 'abort signal'}")
 
-    @workflow.signal(name="decide")
-    def decide_signal(self, *args: Any) -> None:
-        """A ``Decision`` sent as a signal: the same rules as the update; a
-        refused decision is recorded as an ``approval_refused`` event. (Every
-        handler takes ``*args``: a signal with a payload of the wrong arity
-        must be refused, not fail the workflow task for good.)"""
-        try:
-            self._approvals.record(decision_of(args), "signal", self._stop.reason)
-        except OMAError as err:
-            raw = args[0] if len(args) == 1 else None
-            request = raw.get("request_id") if isinstance(raw, dict) else None
-            self._event("approval_refused", detail=f"{request or '(no request_id)'}: {err}")
-
-    @workflow.update(name="decide")
-    async def decide_update(self, *args: Any) -> ApprovalDecision:
-        """A ``Decision``; returns the recorded ``ApprovalDecision``. Refused
-        (``APPROVAL_STALE_DECISION``, ``APPROVAL_CONFLICT``, ``INVALID_RUN_INPUT``,
-        a closed request) by the validator, without writing history; a request
-        the run never made, or a race another decision won, by the handler."""
-        try:
-            return await self._approvals.decide(decision_of(args), self._stop.reason)
-        except OMAError as err:
-            raise application_error(err) from None
-
-    @decide_update.validator
-    def validate_decision(self, *args: Any) -> None:
-        try:
-            self._approvals.validate(decision_of(args), self._stop.reason)
-        except OMAError as err:
-            raise application_error(err) from None
+    def _closed_because(self) -> str:
+        return self._stop.reason
 
     # -- approvals ---------------------------------------------------------
 

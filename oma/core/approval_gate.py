@@ -40,8 +40,13 @@ def dispatch_request_id(task_id: str) -> str:
 
 
 def task_of(request: ApprovalRequest) -> str | None:
-    """The task a dispatch request is about (its events carry the task id)."""
-    return request.content["id"] if request.boundary == "dispatch" else None
+    """The task a dispatch or tool request is about (its events carry the task id)."""
+    if request.boundary == "dispatch":
+        return str(request.content["id"])
+    if request.boundary == "tool":
+        task = request.content.get("task")
+        return str(task) if task is not None else None
+    return None
 
 
 def task_snapshot(state: TaskState, outcome: bool = True) -> dict[str, Any]:
@@ -176,6 +181,20 @@ class ApprovalGate:
             "timeout",
             now,
         )
+
+    def adopt(self, request: ApprovalRequest) -> None:
+        """Hold open a request another run made (a task's tool call, made by its
+        ``AgentRun``), so this run lists it and takes decisions on it; its
+        ``scope`` stays the other run's."""
+        self._requests[request.request_id] = request
+        if not self.is_open(request.request_id):
+            self.open.append(request)
+
+    def note(self, record: ApprovalDecision) -> None:
+        """Record a decision another run took on an adopted request."""
+        if record.request_id not in self._decided:
+            self._decided[record.request_id] = record
+            self.decisions.append(record)
 
     def decision(self, request_id: str) -> ApprovalDecision | None:
         return self._decided.get(request_id)

@@ -32,7 +32,7 @@ from oma.core.task import TaskSpec
 from oma.core.team import TeamConfig
 from oma.core.validation import format_validation_error, single_input
 
-Boundary = Literal["plan", "round", "dispatch"]
+Boundary = Literal["plan", "round", "dispatch", "tool"]
 DecisionValue = Literal["approve", "reject"]
 DecisionSource = Literal["update", "signal", "timeout"]
 """Who decided: a reviewer (by update or signal), or ``on_timeout``."""
@@ -57,12 +57,17 @@ class ApprovalOptions(BaseModel):
         default=None,
         description="'all', or task ids and/or agent names: approve such a task before it starts.",
     )
+    tools: Literal["all"] | list[str] | None = Field(
+        default=None,
+        description="'all', or tool names, agent names and/or 'agent.tool': approve such a "
+        "tool call, with its exact input, before it runs.",
+    )
     timeout_s: float | None = Field(default=None, gt=0, description="How long a request waits.")
     on_timeout: DecisionValue = Field(
         default="reject", description="The decision taken when timeout_s passes."
     )
 
-    @field_validator("dispatch", mode="before")
+    @field_validator("dispatch", "tools", mode="before")
     @classmethod
     def _all_or_names(cls, value: Any) -> Any:
         if isinstance(value, str) and value != "all":
@@ -79,6 +84,14 @@ class ApprovalOptions(BaseModel):
                 "approval already reviews every task it dispatches; keep one"
             )
         return self
+
+    def gates_tool(self, agent: str, tool: str) -> bool:
+        """Whether a call of ``tool`` by ``agent`` needs an approval."""
+        if self.tools is None:
+            return False
+        if self.tools == "all":
+            return True
+        return bool({tool, agent, f"{agent}.{tool}"} & set(self.tools))
 
     def gates_dispatch(self, task_id: str, assignee: str | None) -> bool:
         """Whether the dispatch of this task needs an approval."""
@@ -215,6 +228,28 @@ def check_decision(
             "pending_approvals again"
         )
     return request
+
+
+def check_tool_gate_names(approvals: ApprovalOptions | None, team: TeamConfig) -> None:
+    """Raise ``InvalidRunInputError`` when ``approvals.tools`` names something
+    that is neither an agent of the team, a tool one of its agents declares,
+    nor ``agent.tool`` of those (a typo would silently drop a gate)."""
+    if approvals is None or not isinstance(approvals.tools, list):
+        return
+    declared = {
+        a.name: {t.name for t in a.resolved_tools()} for a in team.agents if a.backend is None
+    }
+    known = (
+        set(declared)
+        | set().union(*declared.values())
+        | {f"{agent}.{tool}" for agent, tools in declared.items() for tool in tools}
+    )
+    unknown = [name for name in approvals.tools if name not in known]
+    if unknown:
+        raise InvalidRunInputError(
+            f"options.approvals.tools names {', '.join(map(repr, unknown))}, which is neither "
+            "an LLM agent of the team, a tool one declares, nor 'agent.tool'"
+        )
 
 
 def check_dispatch_names(

@@ -100,6 +100,9 @@ class AgentRunResult(BaseModel):
     evaluation: EvaluationRecord | None = Field(
         default=None, description="The online evaluation of this run, when it was sampled."
     )
+    approval_decisions: list[ApprovalDecision] = Field(
+        default_factory=list, description="LLM agents: the decisions on gated tool calls."
+    )
 
 
 def keep_latest_messages(result: AgentRunResult, max_bytes: int) -> None:

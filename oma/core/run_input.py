@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from oma.core.agent_config import AgentConfig
-from oma.core.approvals import ApprovalOptions, check_dispatch_names
+from oma.core.approvals import ApprovalOptions, check_dispatch_names, check_tool_gate_names
 from oma.core.dag import validate_task_graph
 from oma.core.errors import InvalidRunInputError
 from oma.core.message_guard import validate_messages
@@ -99,6 +99,7 @@ class TeamRunInput(BaseModel):
             raise ValueError("'coordinator' plans a 'goal'; a run with tasks or a plan has none")
         if self.options.plan_only and self.goal is None:
             raise ValueError("options.plan_only needs a 'goal' (there is nothing to plan)")
+        check_tool_gate_names(self.options.approvals, self.team)
         if self.options.approvals and self.options.approvals.plan and self.goal is None:
             raise ValueError(
                 "options.approvals.plan reviews a coordinator's plan: it needs a 'goal'"
@@ -146,6 +147,11 @@ class AgentRunInput(BaseModel):
     acp_session: AcpSessionInfo | None = Field(
         default=None,
         description="Set by TeamRun: the ACP session an earlier task of this agent used.",
+    )
+    approvals: ApprovalOptions | None = Field(
+        default=None,
+        description="Tool calls to approve before they run (tools, timeout_s, on_timeout); "
+        "TeamRun passes its options.approvals.",
     )
     token_budget: int | None = Field(
         default=None,
