@@ -8,7 +8,7 @@ through the run to ``AgentRun``'s failure mapping.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from temporalio import workflow
@@ -75,12 +75,21 @@ class ActivityModel:
 class ActivityTools:
     """``ToolsetPort``: one ``tool_call`` activity per call (``TOOL_CALL``).
 
-    A call whose activity failed for good (its worker lost on every attempt,
-    a timeout) is an ``is_error`` result the model reads, like any tool
-    failure; a cancellation ends the run.
+    ``gate`` first (the tool gate, ``oma.workflows._tool_gate``): the error
+    result it gives (a rejected call) is the call's result. A call whose
+    activity failed for good (its worker lost on every attempt, a timeout)
+    is an ``is_error`` result the model reads, like any tool failure; a
+    cancellation ends the run.
     """
 
+    def __init__(
+        self, gate: Callable[[ToolCallInput], Awaitable[ToolCallOutput | None]] | None = None
+    ) -> None:
+        self._gate = gate
+
     async def call(self, call: ToolCallInput) -> ToolCallOutput:
+        if self._gate is not None and (refused := await self._gate(call)) is not None:
+            return refused
         try:
             out: ToolCallOutput = await workflow.execute_activity(
                 "tool_call",

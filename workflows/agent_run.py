@@ -26,6 +26,8 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from oma.core.agent_events import AgentStart
     from oma.core.agent_run import run_agent
+    from oma.core.approval_gate import ApprovalGate
+    from oma.core.approvals import ApprovalDecision, ApprovalRequest
     from oma.core.errors import ActivityFailedError, OMAError, application_error
     from oma.core.limits import MAX_RESULT_MESSAGES_BYTES
     from oma.core.llm import ConversationSlice
@@ -41,10 +43,12 @@ with workflow.unsafe.imports_passed_through():
         ActivityTools,
         failed_backend_attempts,
     )
+    from oma.workflows._approval_waits import ApprovalHandlers, ApprovalWaits
+    from oma.workflows._tool_gate import ToolGate
 
 
 @workflow.defn(name="AgentRun")
-class AgentRun:
+class AgentRun(ApprovalHandlers):
     """Runs one agent on one input and returns an ``AgentRunResult``.
 
     Input: an ``AgentRunInput`` as JSON (``{"agent": {...}, "input": "text" |
@@ -52,18 +56,30 @@ class AgentRun:
     malformed input started from the stock CLI fails the workflow with
     ``INVALID_RUN_INPUT`` naming the field, instead of retrying a workflow
     task that cannot decode its argument forever.
+
+    Gated tool calls (``approvals.tools``) wait for a decision here: the
+    ``pending_approvals`` query, the ``decide`` signal and update, as a
+    ``TeamRun``'s (which also lists and forwards them), and the
+    ``close_approvals`` signal of the team run that stopped.
     """
 
     def __init__(self) -> None:
         self._result: AgentRunResult | None = None
         self._events: list[AgentStart] = []
         self._model = ActivityModel()
+        self._decisions: list[ApprovalDecision] = []
+        gate = ApprovalGate(workflow.info().workflow_id, None, [], self._decisions)
+        self._approvals = ApprovalWaits(gate, _no_event, _nothing, self._told_parent)
+        self._tool_gate = ToolGate(self._approvals)
 
     @workflow.run
     async def run(self, *args: Any) -> AgentRunResult:
         inp = _validated(args)
         agent = inp.agent
         self._result = AgentRunResult(agent=agent.name, status="completed")
+        self._result.approval_decisions = self._decisions
+        self._approvals.gate.options = inp.approvals
+        self._tool_gate.task_id = inp.task_id
         structured = not isinstance(inp.input, str)
         messages = inp.input if isinstance(inp.input, list) else [user_text(inp.input)]
         try:
@@ -95,7 +111,22 @@ class AgentRun:
             retryable = isinstance(cause, TimeoutError)
             raise self._failure(ActivityFailedError.code, str(cause or err), retryable) from err
         self._settle_conversation()
+        await self._tool_gate.flush()
         return self._result
+
+    @workflow.signal(name="close_approvals")
+    def close_approvals(self, *args: Any) -> None:
+        """``{reason}``: the team run stopped; open tool requests close, and
+        gated calls no longer run (the model reads why)."""
+        raw = args[0] if args else None
+        reason = raw.get("reason") if isinstance(raw, dict) else None
+        self._tool_gate.close(str(reason or "the team run stopped"))
+
+    def _closed_because(self) -> str:
+        return self._tool_gate.closed_because or ""
+
+    def _told_parent(self, request: ApprovalRequest, record: ApprovalDecision) -> None:
+        self._tool_gate.decided(request, record)
 
     @workflow.query(name="state")
     def state(self) -> AgentRunResult | None:
@@ -124,7 +155,7 @@ class AgentRun:
     def _ports(self, inp: AgentRunInput) -> AgentPorts:
         return AgentPorts(
             model=self._model,
-            tools=ActivityTools(),
+            tools=ActivityTools(self._tool_gate.ask),
             backend=ActivityBackend(inp.acp_session, owns_sessions=inp.run_key is None),
             hooks=ActivityRunHooks(),
             on_event=self._events.append,
@@ -146,6 +177,14 @@ class AgentRun:
         return ApplicationError(
             message, self._result.model_dump(mode="json"), type=code, non_retryable=True
         )
+
+
+def _no_event(*_: Any) -> None:
+    """An agent run keeps no run events (its team run does)."""
+
+
+def _nothing() -> None:
+    """Nothing waits on a wake-up in an agent run: its tool calls wait on conditions."""
 
 
 def _run_key(inp: AgentRunInput) -> str:

@@ -27,7 +27,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from oma.core.agent_config import AgentConfig
     from oma.core.approval_gate import ApprovalGate, dispatch_request_id, round_content
-    from oma.core.approvals import Boundary
+    from oma.core.approvals import ApprovalDecision, ApprovalRequest, Boundary
     from oma.core.dispatch import Dispatcher
     from oma.core.errors import OMAError, application_error
     from oma.core.plan import plan_artifact
@@ -40,10 +40,12 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.task_graph import TaskGraph, skip_reason
     from oma.core.team_run_state import RunStop, StopKind, TeamRunState
     from oma.core.validation import single_input
+    from oma.core.workflow_ids import task_workflow_id
     from oma.workflows._acp import RunSessions
     from oma.workflows._approval_waits import ApprovalHandlers, ApprovalWaits
     from oma.workflows._children import attempt_task
     from oma.workflows._coordinator import Coordinator
+    from oma.workflows._tool_gate import AdoptedToolRequests
     from oma.workflows._waiting import at_deadline, unless_stopped
 
 
@@ -84,7 +86,8 @@ class TeamRun(ApprovalHandlers):
             self.state.requests,
             self.state.result.approval_decisions,
         )
-        self._approvals = ApprovalWaits(gate, self._event, self._woken)
+        self._approvals = ApprovalWaits(gate, self._event, self._woken, self._forward)
+        self._tool_requests = AdoptedToolRequests(self._approvals, self._event)
         self._graph = TaskGraph([])
         self._dispatcher: Dispatcher  # set by _load, once the input is valid
         # what only this run holds: the Temporal side of the state
@@ -144,6 +147,7 @@ class TeamRun(ApprovalHandlers):
             raise
         finally:
             await self._sessions.close()
+        await self._tool_requests.flush()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._finish()
 
@@ -178,6 +182,19 @@ class TeamRun(ApprovalHandlers):
 
     def _closed_because(self) -> str:
         return self._stop.reason
+
+    @workflow.signal(name="tool_approval_request")
+    def tool_approval_request(self, *args: Any) -> None:
+        """From a task's ``AgentRun``: a gated tool call waits; listed here too."""
+        self._tool_requests.adopt(args, self._stop.reason if self._stop.stopped else None)
+
+    @workflow.signal(name="tool_approval_closed")
+    def tool_approval_closed(self, *args: Any) -> None:
+        """From a task's ``AgentRun``: one of its tool requests closed."""
+        self._tool_requests.closed(args)
+
+    def _forward(self, request: ApprovalRequest, record: ApprovalDecision) -> None:
+        self._tool_requests.forward(request, record)
 
     # -- approvals ---------------------------------------------------------
 
@@ -320,6 +337,7 @@ class TeamRun(ApprovalHandlers):
             )
         finally:
             self._dispatcher.settled(agent.name)
+            self._tool_requests.settled(task_workflow_id(workflow.info().workflow_id, task_id))
             self._in_flight.pop(task_id, None)
             self._wake = True
 
@@ -340,6 +358,7 @@ class TeamRun(ApprovalHandlers):
             run_key=self._sessions.run_key if agent.kind == "acp" else None,
             acp_session=self._sessions.get(agent.name),
             token_budget=self.state.tokens_left(self._options.max_token_budget),
+            approvals=self._options.approvals,
         )
         return await attempt_task(spec, run_input)
 
@@ -409,6 +428,7 @@ class TeamRun(ApprovalHandlers):
     def _stop_with(self, stop: StopKind, reason: str) -> None:
         if not self._stop.stop(stop, reason):
             return
+        self._tool_requests.close_all(reason)
         self._approvals.close_all()
         if stop == "timeout":
             for in_flight in self._in_flight.values():

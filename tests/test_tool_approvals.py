@@ -1,0 +1,231 @@
+"""The tool gate: a gated tool call waits durably for a decision bound to its
+exact input, listed and answered at the team run (or at the agent run), and
+never runs when rejected. Real dev server, real tools, histories replayed."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowUpdateFailedError
+
+from oma import worker as oma_worker
+from oma.core.approvals import request_hash
+from oma.core.messages import ToolResultBlock
+from oma.core.results import AgentRunResult
+from tests._approvals import WAIT_S, Run, refusal_code, result_within, start_run
+from tests._runs import TASK_QUEUE, agent_result, assert_replays, task
+from tests.test_approvals import scripted_activities
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+
+def write(tool_id: str, path: str, content: str) -> dict[str, Any]:
+    return {
+        "type": "tool_use",
+        "id": tool_id,
+        "name": "file_write",
+        "input": {"path": path, "content": content},
+    }
+
+
+def writer(cwd: Path, *script: Any) -> dict[str, Any]:
+    return {
+        "name": "writer",
+        "provider": "scripted",
+        "script": list(script),
+        "tools": ["readwrite"],
+        "cwd": str(cwd),
+    }
+
+
+def gated_run(cwd: Path, *script: Any, **approvals: Any) -> dict[str, Any]:
+    return {
+        "team": {"name": "t", "agents": [writer(cwd, *script)]},
+        "tasks": [task("w", "writer")],
+        "options": {"approvals": {"tools": ["file_write"], **approvals}},
+    }
+
+
+def tool_results(result: AgentRunResult) -> list[ToolResultBlock]:
+    return [
+        b
+        for m in result.messages
+        if m.role == "user"
+        for b in m.content
+        if isinstance(b, ToolResultBlock)
+    ]
+
+
+async def test_a_gated_call_waits_listed_at_the_team_run_and_runs_once_approved(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    run = await start_run(
+        client, workflow_id, gated_run(tmp_path, [write("u1", "out.txt", "hi")], "wrote it")
+    )
+    request = await run.request("tool-w-1")
+
+    assert (request.boundary, request.scope) == ("tool", f"{workflow_id}/w")
+    assert request.content == {
+        "agent": "writer",
+        "task": "w",
+        "tool": "file_write",
+        "tool_use_id": "u1",
+        "input": {"path": "out.txt", "content": "hi"},
+    }
+    assert request.request_hash == request_hash(f"{workflow_id}/w", "tool", request.content)
+    assert not (tmp_path / "out.txt").exists()
+
+    recorded = await run.decide(request)
+    result = await result_within(run, WAIT_S)
+
+    assert result.status == "completed"
+    assert (tmp_path / "out.txt").read_text() == "hi"
+    assert [(d.request_id, d.decision, d.source) for d in result.approval_decisions] == [
+        ("tool-w-1", "approve", "update")
+    ]
+    child = await agent_result(client, workflow_id, "w")
+    assert [d.request_hash for d in child.approval_decisions] == [recorded.request_hash]
+    assert await run.pending() == []
+    await assert_replays(client, workflow_id)
+
+
+async def test_a_rejected_call_never_runs_and_the_model_reads_why(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    run = await start_run(
+        client, workflow_id, gated_run(tmp_path, [write("u1", "out.txt", "hi")], "understood")
+    )
+    request = await run.request("tool-w-1")
+    await run.handle.signal(
+        "decide",
+        {
+            "request_id": request.request_id,
+            "request_hash": request.request_hash,
+            "decision": "reject",
+            "reviewer": {"id": "alice"},
+            "comment": "not that file",
+        },
+    )
+    result = await result_within(run, WAIT_S)
+
+    assert result.status == "completed"  # the model went on without the call
+    assert not (tmp_path / "out.txt").exists()
+    [refused] = tool_results(await agent_result(client, workflow_id, "w"))
+    assert (refused.is_error, refused.content) == (
+        True,
+        "not run: the reviewer alice rejected it: not that file",
+    )
+    await assert_replays(client, workflow_id)
+
+
+async def test_an_approval_binds_the_exact_arguments_and_is_used_once(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    script = [
+        [write("u1", "a.txt", "ok")],
+        [write("u2", "a.txt", "DROP TABLE")],
+        "done",
+    ]
+    run = await start_run(client, workflow_id, gated_run(tmp_path, *script))
+    first = await run.request("tool-w-1")
+    other = first.content | {"input": {"path": "a.txt", "content": "DROP TABLE"}}
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await run.handle.execute_update(
+            "decide",
+            {
+                "request_id": first.request_id,
+                "request_hash": request_hash(first.scope, "tool", other),
+                "decision": "approve",
+                "reviewer": {"id": "alice"},
+            },
+        )
+    assert refusal_code(refused.value) == "APPROVAL_STALE_DECISION"
+
+    await run.decide(first)
+    second = await run.request("tool-w-2")  # the next call is a request of its own
+    assert second.content["input"] == {"path": "a.txt", "content": "DROP TABLE"}
+    assert (tmp_path / "a.txt").read_text() == "ok"
+    await run.decide(second, "reject")
+    result = await result_within(run, WAIT_S)
+    assert (tmp_path / "a.txt").read_text() == "ok"
+    assert [(d.request_id, d.decision) for d in result.approval_decisions] == [
+        ("tool-w-1", "approve"),
+        ("tool-w-2", "reject"),
+    ]
+    await assert_replays(client, workflow_id)
+
+
+async def test_a_tool_approval_is_answered_across_a_worker_restart(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    queue = f"tool-approval-restart-{uuid.uuid4().hex[:8]}"
+    run_input = gated_run(tmp_path, [write("u1", "out.txt", "hi")], "wrote it")
+    async with oma_worker.build_worker(client, queue, scripted_activities(queue)):
+        run = await start_run(client, workflow_id, run_input, task_queue=queue)
+        request = await run.request("tool-w-1")
+
+    async with oma_worker.build_worker(client, queue, scripted_activities(queue)):
+        await run.decide(request)
+        result = await result_within(run, WAIT_S)
+
+    assert result.status == "completed"
+    assert (tmp_path / "out.txt").read_text() == "hi"
+    await assert_replays(client, workflow_id)
+
+
+async def test_a_standalone_agent_run_lists_and_takes_its_own_tool_decisions(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    handle = await client.start_workflow(
+        "AgentRun",
+        {
+            "agent": writer(tmp_path, [write("u1", "out.txt", "hi")], "wrote it"),
+            "input": "write it",
+            "approvals": {"tools": "all"},
+        },
+        id=workflow_id,
+        task_queue=TASK_QUEUE,
+        result_type=AgentRunResult,
+    )
+    run = Run(handle)  # the same reviewer's view as a team run's
+    request = await run.request("tool-1")
+    await run.decide(request)
+    result = await handle.result()
+
+    assert result.output == "wrote it"
+    assert (tmp_path / "out.txt").read_text() == "hi"
+    assert [d.request_id for d in result.approval_decisions] == ["tool-1"]
+    await assert_replays(client, workflow_id)
+
+
+async def test_aborting_the_team_run_closes_its_tasks_tool_requests(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    run = await start_run(
+        client, workflow_id, gated_run(tmp_path, [write("u1", "out.txt", "hi")], "stopped")
+    )
+    await run.request("tool-w-1")
+    await run.abort("enough")
+    result = await result_within(run, WAIT_S)
+
+    assert (result.status, result.error_code) == ("cancelled", "ABORTED")
+    assert not (tmp_path / "out.txt").exists()
+    [closed] = tool_results(await agent_result(client, workflow_id, "w"))
+    assert closed.content == "not run: its approval request closed: aborted: enough"
+    assert await run.pending() == []
+    await assert_replays(client, workflow_id)
+
+
+def test_a_tool_gate_naming_nothing_of_the_team_is_an_input_error(tmp_path: Path) -> None:
+    from oma.core.errors import InvalidRunInputError
+    from oma.core.run_input import parse_team_run_input
+
+    with pytest.raises(InvalidRunInputError, match="'file_wrte'"):
+        parse_team_run_input(
+            gated_run(tmp_path, "x") | {"options": {"approvals": {"tools": ["file_wrte"]}}}
+        )
+    ok = gated_run(tmp_path, "x") | {"options": {"approvals": {"tools": ["writer.file_write"]}}}
+    assert parse_team_run_input(ok).options.approvals is not None
