@@ -123,7 +123,7 @@ async def _temporal(with_worker: bool | None) -> AsyncIterator[tuple[Any, str]]:
             raise _fail(f"{e}; see {server.log_file}") from None
         connection = connection.at(server.address)
     try:
-        client = await _connect(connection)
+        client = await connection.connect()
         if with_worker if with_worker is not None else server is not None:
             from oma.worker import build_worker
 
@@ -141,19 +141,6 @@ def _connection() -> Connection:
         return Connection.from_env()
     except OMAError as e:
         raise _fail(str(e)) from None
-
-
-async def _connect(connection: Connection) -> Client:
-    # a dev server that just started listens a moment before its frontend is
-    # healthy; give it a few seconds
-    for attempt in range(20):
-        try:
-            return await connection.connect()
-        except RuntimeError:
-            if attempt == 19:
-                raise
-            await asyncio.sleep(0.5)
-    raise AssertionError("unreachable")
 
 
 @asynccontextmanager

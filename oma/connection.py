@@ -15,7 +15,9 @@ namespace ``default``. The task queue is OMA's own setting,
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +31,9 @@ from oma.plugin import OmaPlugin
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_TASK_QUEUE = "oma"
+
+STARTING_SERVER_WAIT_S = 15.0
+"""How long ``Connection.connect`` waits for a server that is still starting."""
 
 
 @dataclass(frozen=True)
@@ -92,10 +97,20 @@ class Connection:
         return Connection.local(address, self.task_queue, self.namespace)
 
     async def connect(self, **kwargs: Any) -> Client:
-        """A client with ``OmaPlugin`` (the pydantic data converter).
+        """A client with ``OmaPlugin`` (the product's data converter).
 
-        ``kwargs`` go to ``Client.connect`` (e.g. more ``plugins``). Raises
-        ``RuntimeError`` when the server does not answer.
+        A server that answers "Frontend is not healthy yet" (one that just
+        started: it listens a moment before it serves) is asked again for up
+        to ``STARTING_SERVER_WAIT_S`` seconds. ``kwargs`` go to
+        ``Client.connect`` (e.g. more ``plugins``). Raises ``RuntimeError``
+        when the server does not answer.
         """
         plugins = [OmaPlugin(), *kwargs.pop("plugins", ())]
-        return await Client.connect(**self.config, plugins=plugins, **kwargs)
+        deadline = time.monotonic() + STARTING_SERVER_WAIT_S
+        while True:
+            try:
+                return await Client.connect(**self.config, plugins=plugins, **kwargs)
+            except RuntimeError as err:
+                if "not healthy yet" not in str(err) or time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(0.25)

@@ -3,7 +3,6 @@ pydantic data converter, and a worker serving every OMA workflow and activity.""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 import uuid
@@ -42,15 +41,7 @@ def anthropic_server() -> Iterator[AnthropicServer]:
 
 @pytest.fixture(scope="session")
 async def client(dev_server: DevServer) -> Client:
-    # the dev server listens a moment before its frontend is healthy (a
-    # connect then fails "Frontend is not healthy yet"); give it a few seconds
-    connection = Connection.local(dev_server.address, TASK_QUEUE)
-    for _ in range(40):
-        try:
-            return await connection.connect()
-        except RuntimeError:
-            await asyncio.sleep(0.25)
-    return await connection.connect()
+    return await Connection.local(dev_server.address, TASK_QUEUE).connect()
 
 
 @pytest.fixture(scope="session")

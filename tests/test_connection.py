@@ -155,3 +155,33 @@ async def test_oma_dev_oma_run_the_worker_and_the_client_share_a_profile_namespa
                 proc.send_signal(signal.SIGINT)
                 await asyncio.to_thread(proc.wait, 30)
     assert not is_listening(f"127.0.0.1:{port}")
+
+
+async def test_a_server_still_starting_is_asked_again_and_a_dead_one_fails_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from temporalio.client import Client
+
+    from oma import connection as module
+
+    answers: list[str] = ["Frontend is not healthy yet", "Frontend is not healthy yet", "ok"]
+    calls: list[str] = []
+
+    async def connect(*args: object, **kwargs: object) -> str:
+        calls.append(answers[0])
+        answer = answers.pop(0)
+        if answer != "ok":
+            raise RuntimeError(f"Failed client connect: {answer}")
+        return answer
+
+    monkeypatch.setattr(Client, "connect", connect)
+    assert await Connection.local("127.0.0.1:1").connect() == "ok"  # type: ignore[comparison-overlap]
+    assert len(calls) == 3
+
+    answers[:] = ["Connection refused"]
+    with pytest.raises(RuntimeError, match="Connection refused"):
+        await Connection.local("127.0.0.1:1").connect()
+    monkeypatch.setattr(module, "STARTING_SERVER_WAIT_S", 0.0)
+    answers[:] = ["Frontend is not healthy yet"] * 3
+    with pytest.raises(RuntimeError, match="not healthy yet"):
+        await Connection.local("127.0.0.1:1").connect()
