@@ -65,6 +65,17 @@ async def run_tool(inp: ToolCallInput, note: Callable[[str], None] | None = None
     return ToolCallOutput(content=out.content, is_error=out.is_error, truncated=out.truncated)
 
 
+def consequential_tools(agent: AgentConfig) -> list[str]:
+    """The agent's custom tools that declare themselves consequential
+    (``oma.consequential``). Raises ``InvalidHookError`` for one this worker
+    cannot load."""
+    return [
+        ref.name
+        for ref in agent.resolved_tools()
+        if ref.source != "builtin" and load_custom_tool(ref.source).consequential
+    ]
+
+
 def tool_definitions(agent: AgentConfig) -> list[dict[str, Any]]:
     """The agent's tools as the Anthropic Messages API's ``tools``
     (``name``, ``description``, ``input_schema``), in declaration order.

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from oma.core.run_input import AgentRunInput, RunOptions, TeamRunInput
     from oma.core.task import TaskSpec, TaskStatus
     from oma.core.team import TeamConfig
+    from oma.core.tools import consequential
 
 __all__ = [
     "AcpBackendConfig",
@@ -85,6 +86,7 @@ __all__ = [
     "ToolResultBlock",
     "ToolUseBlock",
     "URLImageSource",
+    "consequential",
 ]
 
 _MODULES: dict[str, tuple[str, ...]] = {
@@ -144,6 +146,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "TaskStatus",
     ),
     "oma.core.team": ("TeamConfig",),
+    "oma.core.tools": ("consequential",),
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 """Where each public name is defined."""

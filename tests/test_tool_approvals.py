@@ -229,3 +229,25 @@ def test_a_tool_gate_naming_nothing_of_the_team_is_an_input_error(tmp_path: Path
         )
     ok = gated_run(tmp_path, "x") | {"options": {"approvals": {"tools": ["writer.file_write"]}}}
     assert parse_team_run_input(ok).options.approvals is not None
+
+
+async def test_a_consequential_custom_tool_is_gated_without_any_approvals_option(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    deploy = {"type": "tool_use", "id": "u1", "name": "deploy", "input": {"environment": "prod"}}
+    agent = writer(tmp_path, [deploy], "deployed") | {"tools": ["tests.tools:deploy"]}
+    run = await start_run(
+        client,
+        workflow_id,
+        {"team": {"name": "t", "agents": [agent]}, "tasks": [task("w", "writer")]},
+    )
+    request = await run.request("tool-w-1")
+    assert request.content["input"] == {"environment": "prod"}
+    assert request.reason.startswith("deploy is consequential")
+    await run.decide(request)
+    result = await result_within(run, WAIT_S)
+
+    [deployed] = tool_results(await agent_result(client, workflow_id, "w"))
+    assert (deployed.is_error, deployed.content) == (False, "deployed to prod")
+    assert [d.request_id for d in result.approval_decisions] == ["tool-w-1"]
+    await assert_replays(client, workflow_id)

@@ -6,6 +6,8 @@ import asyncio
 
 from pydantic import BaseModel, Field
 
+from oma import consequential
+
 
 def add(a: int, b: int = 1) -> int:
     """Add two integers and return the sum."""
@@ -41,3 +43,9 @@ def loud() -> str:
 def page(number: int) -> str:
     """Page ``number`` of a long document (about 12 KB of text)."""
     return f"page {number}\n" + "lorem ipsum " * 1000
+
+
+@consequential
+def deploy(environment: str) -> str:
+    """Deploy the current build to ``environment``."""
+    return f"deployed to {environment}"

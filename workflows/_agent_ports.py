@@ -53,8 +53,8 @@ class ActivityModel:
 
     async def turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
         out: LlmTurnOutput
+        self.conversation = inp.messages
         if PROVIDERS[inp.agent.resolved_provider].needs_io:
-            self.conversation = inp.messages
             info = workflow.info()
             ref = ConversationRef(
                 workflow_id=info.workflow_id, run_id=info.run_id, length=len(inp.messages)

@@ -75,7 +75,8 @@ class ToolGate(_Signals):
         """``None`` when ``call`` may run (not gated, or approved); else the
         error result the model reads instead of the tool's."""
         options = self._approvals.gate.options
-        if options is None or not options.gates_tool(call.agent, call.tool.name):
+        named = options is not None and options.gates_tool(call.agent, call.tool.name)
+        if not (named or call.consequential):
             return None
         if self.closed_because is not None:
             return _not_run(f"its approval could not be asked: {self.closed_because}")
@@ -88,7 +89,8 @@ class ToolGate(_Signals):
             "tool_use_id": call.tool_use_id,
             "input": call.input,
         }
-        reason = f"options.approvals.tools: review {call.agent}'s {call.tool.name} call"
+        why = "options.approvals.tools" if named else f"{call.tool.name} is consequential"
+        reason = f"{why}: review {call.agent}'s {call.tool.name} call"
         self._approvals.request(request_id, "tool", content, reason)
         self._tell_parent("tool_approval_request", self._approvals.gate.get(request_id))
         await self._approvals.decided(request_id, lambda: self.closed_because is not None)

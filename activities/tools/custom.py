@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from oma.core.before_run import load_hook
 from oma.core.errors import InvalidHookError
-from oma.core.tools import CUSTOM_TOOL_PATH
+from oma.core.tools import CONSEQUENTIAL, CUSTOM_TOOL_PATH
 from oma.core.validation import format_validation_error
 
 
@@ -37,6 +37,7 @@ class CustomTool:
     input_model: type[BaseModel]
     function: Callable[..., Any]
     takes_model: bool
+    consequential: bool = False
 
     def input_schema(self) -> dict[str, Any]:
         """The JSON schema of the input, as ``tools[].input_schema`` wants it."""
@@ -84,7 +85,14 @@ def load_custom_tool(path: str) -> CustomTool:
     if model is None:
         model = _model_of(name, path, params, hints)
     description = inspect.getdoc(function) or f"Calls {path}."
-    return CustomTool(name, description, model, function, takes_model=_is_model(params, hints))
+    return CustomTool(
+        name,
+        description,
+        model,
+        function,
+        takes_model=_is_model(params, hints),
+        consequential=bool(getattr(function, CONSEQUENTIAL, False)),
+    )
 
 
 def _hints(function: Callable[..., Any]) -> dict[str, Any]:

@@ -102,8 +102,9 @@ async def run_model_loop(
             outputs = [_cut_off(use) for use in tool_uses]
         else:
             _count_repeats(agent, tool_uses, repeats)
+            gated = set(out.consequential_tools)
             outputs = await asyncio.gather(
-                *(_call(agent, declared.get(use.name), use, tools) for use in tool_uses)
+                *(_call(agent, declared.get(use.name), use, tools, gated) for use in tool_uses)
             )
         result.tool_calls += [
             ToolCallRecord(
@@ -131,7 +132,11 @@ async def run_model_loop(
 
 
 async def _call(
-    agent: AgentConfig, ref: ToolRef | None, use: ToolUseBlock, tools: ToolsetPort
+    agent: AgentConfig,
+    ref: ToolRef | None,
+    use: ToolUseBlock,
+    tools: ToolsetPort,
+    consequential: set[str],
 ) -> ToolCallOutput:
     if ref is None:
         return ToolCallOutput(
@@ -147,6 +152,7 @@ async def _call(
             input=use.input,
             cwd=agent.cwd,
             max_output_chars=agent.max_tool_output_chars,
+            consequential=ref.name in consequential,
         )
     )
     if output.is_error and not output.content.strip():

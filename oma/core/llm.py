@@ -58,3 +58,9 @@ class LlmTurnOutput(BaseModel):
     stop_reason: str = Field(description="end_turn | tool_use | max_tokens | stop_sequence | ...")
     usage: TokenUsage = Field(default_factory=TokenUsage)
     model: str = ""
+    consequential_tools: list[str] = Field(
+        default_factory=list,
+        description="The agent's custom tools that declare themselves consequential "
+        "(oma.consequential): their calls are always gated. Read by the worker, so that the "
+        "workflow knows it from the history.",
+    )

@@ -12,7 +12,8 @@ the names it lists. Tools are off unless declared. Each call is one
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -31,6 +32,25 @@ CUSTOM_TOOL_PATH = re.compile(r"^[A-Za-z_][\w.]*:([A-Za-z_]\w*)$")
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """What a tool's name may be (the Anthropic Messages API's ``tools[].name``)."""
+
+
+CONSEQUENTIAL = "__oma_consequential__"
+"""The attribute ``consequential`` sets on a custom tool's function."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def consequential(function: F) -> F:
+    """Mark a custom tool as consequential: every call of it is an approval
+    request (boundary ``tool``), whether or not ``options.approvals.tools``
+    names it::
+
+        @oma.consequential
+        def deploy(environment: str) -> str:
+            ...
+    """
+    setattr(function, CONSEQUENTIAL, True)
+    return function
 
 
 class ToolRef(BaseModel):
@@ -98,6 +118,9 @@ class ToolCallInput(BaseModel):
         description="The agent's working directory (the file tools' sandbox); none: the worker's.",
     )
     max_output_chars: int = Field(default=30_000, ge=1)
+    consequential: bool = Field(
+        default=False, description="The tool declares itself consequential: always gated."
+    )
 
 
 class ToolCallOutput(BaseModel):
