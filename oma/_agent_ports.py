@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from temporalio.exceptions import ApplicationError
@@ -21,8 +22,11 @@ from oma.activities.acp_prompt import AcpActivities
 from oma.activities.process_run import process_run
 from oma.activities.providers import ModelProvider
 from oma.activities.tool_call import run_tool
+from oma.activities.tools.custom import load_custom_tool
+from oma.client import ApprovalCallback, answer_decision, call_approval_callback
 from oma.core.acp import AcpPromptInput, AcpPromptOutput
 from oma.core.agent_config import AgentConfig
+from oma.core.approvals import ApprovalRequest, request_hash
 from oma.core.before_run import BeforeRunContext, BeforeRunHook, apply_before_run
 from oma.core.errors import OMAError, error_for
 from oma.core.evaluation import EvaluationRecord, evaluate, load_evaluator
@@ -55,10 +59,59 @@ class DirectModel:
 
 
 class DirectTools:
-    """``ToolsetPort``: the ``tool_call`` activity's work, called directly."""
+    """``ToolsetPort``: the ``tool_call`` activity's work, called directly.
+
+    ``on_tool_call``, when given, reviews every call first: it gets the call
+    as an ``ApprovalRequest`` (boundary ``tool``, the content and hash a team
+    run's tool gate would show) and answers ``approve`` or ``reject`` (``True``
+    / ``False``); a rejected call is an error result the model reads. A
+    consequential tool (``oma.consequential``) with no ``on_tool_call`` is
+    refused: nobody can approve it.
+    """
+
+    def __init__(self, scope: str, on_tool_call: ApprovalCallback | None = None) -> None:
+        self._scope = scope
+        self._on_tool_call = on_tool_call
 
     async def call(self, call: ToolCallInput) -> ToolCallOutput:
-        return await run_tool(call)
+        refused = await self._review(call)
+        return refused if refused is not None else await run_tool(call)
+
+    async def _review(self, call: ToolCallInput) -> ToolCallOutput | None:
+        if self._on_tool_call is None:
+            if call.tool.source == "builtin":
+                return None
+            try:
+                if not load_custom_tool(call.tool.source).consequential:
+                    return None
+            except OMAError:
+                return None  # run_tool says why it cannot be loaded
+            return ToolCallOutput(
+                content=f"not run: {call.tool.name} is consequential and this Agent has no "
+                "on_tool_call to approve it",
+                is_error=True,
+            )
+        content = {
+            "agent": call.agent,
+            "task": None,
+            "tool": call.tool.name,
+            "tool_use_id": call.tool_use_id,
+            "input": call.input,
+        }
+        now = datetime.now(UTC)
+        request = ApprovalRequest(
+            request_id=f"tool-{call.tool_use_id}",
+            boundary="tool",
+            scope=self._scope,
+            content=content,
+            reason=f"on_tool_call: review {call.agent}'s {call.tool.name} call",
+            requested_at=now,
+            request_hash=request_hash(self._scope, "tool", content),
+        )
+        answer = await call_approval_callback(self._on_tool_call, request)
+        if answer_decision(answer, "on_tool_call") == "approve":
+            return None
+        return ToolCallOutput(content="not run: on_tool_call rejected it", is_error=True)
 
 
 class DirectBackend:

@@ -26,6 +26,7 @@ from typing import Any
 
 from oma._agent_ports import DirectBackend, DirectModel, DirectRunHooks, DirectTools
 from oma.activities.providers import ModelProvider, default_providers
+from oma.client import ApprovalCallback
 from oma.core.agent_config import AgentConfig
 from oma.core.agent_events import Done, StreamEvent
 from oma.core.agent_run import run_agent
@@ -47,7 +48,10 @@ class Agent:
 
     ``before_run`` is a hook (a callable, or an import path) called with a
     copy of the effective input before every run (see ``oma.core.before_run``);
-    ``on_progress`` receives copies of the run's events. ``providers`` maps
+    ``on_progress`` receives copies of the run's events; ``on_tool_call``
+    reviews each tool call before it runs (an ``ApprovalCallback`` getting
+    the call as a ``tool`` ``ApprovalRequest``: ``approve`` or ``reject``;
+    without it, only consequential tools are refused). ``providers`` maps
     provider names to adapters (default: one of each provider of
     ``oma.activities.providers.ADAPTERS``, the Anthropic one reading
     ``ANTHROPIC_API_KEY``).
@@ -66,6 +70,7 @@ class Agent:
         before_run: BeforeRunHook | str | None = None,
         on_progress: ProgressCallback | None = None,
         providers: Mapping[str, ModelProvider] | None = None,
+        on_tool_call: ApprovalCallback | None = None,
     ) -> None:
         self.config = (
             config if isinstance(config, AgentConfig) else AgentConfig.model_validate(config)
@@ -77,6 +82,7 @@ class Agent:
         self._history: list[LLMMessage] = copy.deepcopy(self.config.history or [])
         self._backend = DirectBackend()  # its ACP sessions outlive a run: close() ends them
         self._run_key = f"agent:{self.config.name}:{uuid.uuid4().hex}"
+        self._tools = DirectTools(self._run_key, on_tool_call)
 
     @property
     def is_external(self) -> bool:
@@ -173,7 +179,7 @@ class Agent:
         emit = self._emitter(on_event)
         ports = AgentPorts(
             model=DirectModel(self._model_providers(), emit),
-            tools=DirectTools(),
+            tools=self._tools,
             backend=self._backend,
             hooks=self._hooks,
             on_event=emit,

@@ -469,8 +469,8 @@ class OpenMultiAgent:
         callback = callbacks[name]
         if callback is None:
             return "open"
-        answer = await _call(callback, request)
-        value = _callback_decision(answer, name)
+        answer = await call_approval_callback(callback, request)
+        value = answer_decision(answer, name)
         if value is None:
             logger.info("%s suspended %s of %s: left open", name, request.request_id, handle.id)
             return "open"
@@ -536,7 +536,9 @@ async def _send_decision(
     return recorded
 
 
-async def _call(callback: ApprovalCallback, request: ApprovalRequest) -> Any:
+async def call_approval_callback(callback: ApprovalCallback, request: ApprovalRequest) -> Any:
+    """What ``callback`` answers for ``request``: an async callback is awaited,
+    a plain one runs in a worker thread (it may block)."""
     if inspect.iscoroutinefunction(callback):
         answer = await callback(request)
     else:
@@ -546,8 +548,9 @@ async def _call(callback: ApprovalCallback, request: ApprovalRequest) -> Any:
     return answer
 
 
-def _callback_decision(answer: Any, name: str) -> DecisionValue | None:
-    """The decision a callback's answer stands for; ``None`` for ``suspend``."""
+def answer_decision(answer: Any, name: str) -> DecisionValue | None:
+    """The decision a callback's answer stands for; ``None`` for ``suspend``.
+    Raises ``ValueError`` for anything else than an ``ApprovalAnswer``."""
     if answer is True or answer == "approve":
         return "approve"
     if answer is False or answer == "reject":

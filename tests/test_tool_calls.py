@@ -307,3 +307,33 @@ async def test_the_demo_reviewer_reads_the_code_the_coder_wrote(
     assert str(grepped.content).count("test_slugify.py:") == 7
     assert "slugify.py:15" in review.output
     await assert_replays(client, workflow_id)
+
+
+async def test_the_in_process_agent_reviews_each_tool_call_with_on_tool_call(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "notes.txt").write_text("delta\n")
+    seen: list[Any] = []
+
+    def review(request: Any) -> str:
+        seen.append(request)
+        return "approve" if request.content["tool"] == "file_read" else "reject"
+
+    script = [
+        [tool_use("u1", "file_read", path="notes.txt"), tool_use("u2", "deploy", environment="x")],
+        "read, not deployed",
+    ]
+    config = scripted_with_tools(tmp_path, *script, tools=["readonly", "tests.tools:deploy"])
+    result = await Agent(config, on_tool_call=review).run("go")
+    read, deploy = results(result)
+    assert (read.is_error, deploy.is_error, deploy.content) == (
+        False,
+        True,
+        "not run: on_tool_call rejected it",
+    )
+    assert [(r.boundary, r.content["input"]) for r in seen] == [
+        ("tool", {"path": "notes.txt"}),
+        ("tool", {"environment": "x"}),
+    ]
+    unreviewed = await Agent(config).run("go")
+    assert results(unreviewed)[1].content.startswith("not run: deploy is consequential")
