@@ -251,3 +251,24 @@ async def test_a_consequential_custom_tool_is_gated_without_any_approvals_option
     assert (deployed.is_error, deployed.content) == (False, "deployed to prod")
     assert [d.request_id for d in result.approval_decisions] == ["tool-w-1"]
     await assert_replays(client, workflow_id)
+
+
+async def test_the_python_clients_on_approval_answers_a_tasks_tool_requests(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    from oma import OpenMultiAgent
+
+    offered: list[str] = []
+
+    def review(request: Any) -> str:
+        offered.append(f"{request.boundary} {request.request_id}")
+        return "approve"
+
+    run_input = gated_run(tmp_path, [write("u1", "out.txt", "hi")], "wrote it")
+    oma_client = OpenMultiAgent(client=client, task_queue=TASK_QUEUE, on_approval=review)
+    result = await oma_client.run_tasks(
+        run_input["team"], run_input["tasks"], options=run_input["options"], workflow_id=workflow_id
+    )
+    assert result.status == "completed"
+    assert offered == ["tool tool-w-1"]
+    assert (tmp_path / "out.txt").read_text() == "hi"
