@@ -60,7 +60,8 @@ class TeamRun(ApprovalHandlers):
     coordinator plan fails it with ``INVALID_PLAN``.
 
     Queries ``state``, ``events``, ``shared_memory``, ``pending_approvals``;
-    signals ``decide`` and ``abort``; update ``decide``.
+    signals ``decide`` and ``abort``; update ``decide``; from its tasks'
+    runs, ``tool_approval_request`` and ``tool_approval_closed``.
     """
 
     @workflow.init
