@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from temporalio import activity
 
 from oma.activities.providers import ModelProvider, default_providers
-from oma.activities.tool_call import consequential_tools
+from oma.activities.tool_call import tool_traits
 from oma.core.errors import OMAError, application_error
 from oma.core.llm import ConversationRef, ConversationSlice, LlmTurnInput, LlmTurnOutput
 from oma.core.messages import LLMMessage
@@ -41,7 +41,7 @@ class LlmActivities:
             inp = inp.model_copy(update={"messages": await _conversation(inp.conversation)})
         try:
             out = await provider.turn(inp)
-            out.consequential_tools = consequential_tools(inp.agent)
+            out.tool_traits = tool_traits(inp.agent)
             return out
         except OMAError as err:
             raise application_error(err) from err

@@ -22,7 +22,7 @@ from oma.activities.tools import BUILTIN_TOOLS, ToolContext, ToolOutput, cap_out
 from oma.activities.tools.custom import load_custom_tool
 from oma.core.agent_config import AgentConfig
 from oma.core.errors import OMAError
-from oma.core.tools import ToolCallInput, ToolCallOutput
+from oma.core.tools import ToolCallInput, ToolCallOutput, ToolTraits
 
 HEARTBEAT_INTERVAL_S = 0.5
 """Seconds between two heartbeats while a tool runs."""
@@ -59,21 +59,29 @@ async def run_tool(inp: ToolCallInput, note: Callable[[str], None] | None = None
         tool = load_custom_tool(inp.tool.source)
     except OMAError as err:
         return ToolCallOutput(content=f"{err.code}: {err.message}", is_error=True)
-    text, is_error = await tool.call(inp.input)
+    text, is_error = await tool.call(inp.input, raise_errors=_attempts_left(inp))
     text = text or ("the tool failed" if is_error else "(no output)")
     out = cap_output(ToolOutput(content=text, is_error=is_error), inp.max_output_chars)
     return ToolCallOutput(content=out.content, is_error=out.is_error, truncated=out.truncated)
 
 
-def consequential_tools(agent: AgentConfig) -> list[str]:
-    """The agent's custom tools that declare themselves consequential
-    (``oma.consequential``). Raises ``InvalidHookError`` for one this worker
-    cannot load."""
-    return [
-        ref.name
+def tool_traits(agent: AgentConfig) -> dict[str, ToolTraits]:
+    """What the agent's custom tools declare (``oma.consequential``,
+    ``oma.retried``), by name; tools that declare nothing are left out.
+    Raises ``InvalidHookError`` for one this worker cannot load."""
+    traits = {
+        ref.name: load_custom_tool(ref.source).traits
         for ref in agent.resolved_tools()
-        if ref.source != "builtin" and load_custom_tool(ref.source).consequential
-    ]
+        if ref.source != "builtin"
+    }
+    return {name: t for name, t in traits.items() if t != ToolTraits()}
+
+
+def _attempts_left(inp: ToolCallInput) -> bool:
+    """Whether a raising tool is tried again (``oma.retried``): then its error
+    fails this attempt instead of becoming the result."""
+    attempt = activity.info().attempt if activity.in_activity() else inp.traits.max_attempts
+    return attempt < inp.traits.max_attempts
 
 
 def tool_definitions(agent: AgentConfig) -> list[dict[str, Any]]:

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from oma.core.run_input import AgentRunInput, RunOptions, TeamRunInput
     from oma.core.task import TaskSpec, TaskStatus
     from oma.core.team import TeamConfig
-    from oma.core.tools import consequential
+    from oma.core.tools import consequential, retried
 
 __all__ = [
     "AcpBackendConfig",
@@ -87,6 +87,7 @@ __all__ = [
     "ToolUseBlock",
     "URLImageSource",
     "consequential",
+    "retried",
 ]
 
 _MODULES: dict[str, tuple[str, ...]] = {
@@ -146,7 +147,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "TaskStatus",
     ),
     "oma.core.team": ("TeamConfig",),
-    "oma.core.tools": ("consequential",),
+    "oma.core.tools": ("consequential", "retried"),
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 """Where each public name is defined."""

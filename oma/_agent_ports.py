@@ -82,7 +82,7 @@ class DirectTools:
             if call.tool.source == "builtin":
                 return None
             try:
-                if not load_custom_tool(call.tool.source).consequential:
+                if not load_custom_tool(call.tool.source).traits.consequential:
                     return None
             except OMAError:
                 return None  # run_tool says why it cannot be loaded

@@ -337,3 +337,24 @@ async def test_the_in_process_agent_reviews_each_tool_call_with_on_tool_call(
     ]
     unreviewed = await Agent(config).run("go")
     assert results(unreviewed)[1].content.startswith("not run: deploy is consequential")
+
+
+@pytest.mark.parametrize(
+    ("tool", "attempts", "expected"),
+    [("flaky", 3, "worked on attempt 3"), ("flakier", 2, "ConnectionError: attempt 2 failed")],
+)
+async def test_a_custom_tool_declaring_retries_is_tried_again_and_its_last_error_is_read(
+    client: Client, workflow_id: str, tmp_path: Path, tool: str, attempts: int, expected: str
+) -> None:
+    marker = tmp_path / "tries"
+    agent = scripted_with_tools(
+        tmp_path,
+        [tool_use("u1", tool, marker=str(marker))],
+        "done",
+        tools=[f"tests.tools:{tool}"],
+    )
+    result = await run_agent(client, workflow_id, agent, "go")
+    [answer] = results(result)
+    assert (answer.content, answer.is_error) == (expected, attempts == 2)
+    assert marker.read_text() == "x" * attempts
+    await assert_replays(client, workflow_id)

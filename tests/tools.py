@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from oma import consequential
+from oma import consequential, retried
 
 
 def add(a: int, b: int = 1) -> int:
@@ -49,3 +50,24 @@ def page(number: int) -> str:
 def deploy(environment: str) -> str:
     """Deploy the current build to ``environment``."""
     return f"deployed to {environment}"
+
+
+@retried(max_attempts=3, interval_s=0.1)
+def flaky(marker: str) -> str:
+    """Fails until it has been tried twice (counted in the file ``marker``)."""
+    return _fail_twice(marker)
+
+
+@retried(max_attempts=2, interval_s=0.1)
+def flakier(marker: str) -> str:
+    """As ``flaky``, but declares one retry only."""
+    return _fail_twice(marker)
+
+
+def _fail_twice(marker: str) -> str:
+    path = Path(marker)
+    tries = len(path.read_text()) if path.exists() else 0
+    path.write_text("x" * (tries + 1))
+    if tries < 2:
+        raise ConnectionError(f"attempt {tries + 1} failed")
+    return f"worked on attempt {tries + 1}"

@@ -96,7 +96,7 @@ class ActivityTools:
                 call,
                 result_type=ToolCallOutput,
                 summary=f"{call.agent}: {call.tool.name}",
-                **_options.TOOL_CALL,
+                **_options.tool_call(call.traits.max_attempts, call.traits.retry_interval_s),
             )
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):

@@ -91,15 +91,21 @@ ACP_CLOSE_RUN: dict[str, Any] = {
     "retry_policy": RetryPolicy(maximum_attempts=1),
 }
 
-TOOL_CALL: dict[str, Any] = {
-    "cancellation_type": WAIT_CANCELLED,
-    # bash may run up to 600 s; the rest are quick
-    "start_to_close_timeout": timedelta(minutes=15),
-    "heartbeat_timeout": timedelta(seconds=10),
-    # a tool's own failure is a result, not an error: only a lost worker (or a
-    # crash of the activity itself) is retried
-    "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3),
-}
+
+def tool_call(max_attempts: int = 1, interval_s: float = 1.0) -> dict[str, Any]:
+    """A ``tool_call``'s options. A tool's own failure is a result, not an
+    error: only a lost worker (or a crash of the activity itself) is retried,
+    and a custom tool's failure as often as it declares (``oma.retried``)."""
+    return {
+        "cancellation_type": WAIT_CANCELLED,
+        # bash may run up to 600 s; the rest are quick
+        "start_to_close_timeout": timedelta(minutes=15),
+        "heartbeat_timeout": timedelta(seconds=10),
+        "retry_policy": RetryPolicy(
+            initial_interval=timedelta(seconds=interval_s), maximum_attempts=max(3, max_attempts)
+        ),
+    }
+
 
 USER_CODE: dict[str, Any] = {
     # a before_run hook or an evaluator: the user's code, bounded, not retried

@@ -76,7 +76,7 @@ class ToolGate(_Signals):
         error result the model reads instead of the tool's."""
         options = self._approvals.gate.options
         named = options is not None and options.gates_tool(call.agent, call.tool.name)
-        if not (named or call.consequential):
+        if not (named or call.traits.consequential):
             return None
         if self.closed_because is not None:
             return _not_run(f"its approval could not be asked: {self.closed_because}")

@@ -17,14 +17,14 @@ import functools
 import inspect
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from oma.core.before_run import load_hook
 from oma.core.errors import InvalidHookError
-from oma.core.tools import CONSEQUENTIAL, CUSTOM_TOOL_PATH
+from oma.core.tools import CUSTOM_TOOL_PATH, TRAITS, ToolTraits
 from oma.core.validation import format_validation_error
 
 
@@ -37,7 +37,7 @@ class CustomTool:
     input_model: type[BaseModel]
     function: Callable[..., Any]
     takes_model: bool
-    consequential: bool = False
+    traits: ToolTraits = field(default_factory=ToolTraits)
 
     def input_schema(self) -> dict[str, Any]:
         """The JSON schema of the input, as ``tools[].input_schema`` wants it."""
@@ -45,10 +45,11 @@ class CustomTool:
         schema.pop("title", None)
         return schema
 
-    async def call(self, raw_input: dict[str, Any]) -> tuple[str, bool]:
+    async def call(self, raw_input: dict[str, Any], raise_errors: bool = False) -> tuple[str, bool]:
         """Run the tool on ``raw_input``: ``(text, is_error)``. Invalid input
         and what the function raises are errors the model reads, never raised
-        (a cancellation excepted)."""
+        (a cancellation excepted) — unless ``raise_errors``: then what the
+        function raises is raised, for Temporal to try the call again."""
         try:
             args = self.input_model.model_validate(raw_input)
         except ValidationError as err:
@@ -64,6 +65,8 @@ class CustomTool:
             else:
                 value = await asyncio.to_thread(call)
         except Exception as err:
+            if raise_errors:
+                raise
             return f"{type(err).__name__}: {err}".strip(), True
         return _as_text(value), False
 
@@ -91,7 +94,7 @@ def load_custom_tool(path: str) -> CustomTool:
         model,
         function,
         takes_model=_is_model(params, hints),
-        consequential=bool(getattr(function, CONSEQUENTIAL, False)),
+        traits=getattr(function, TRAITS, ToolTraits()),
     )
 
 

@@ -26,7 +26,7 @@ from oma.core.llm import LlmTurnInput
 from oma.core.messages import LLMMessage, ToolResultBlock, ToolUseBlock, text_of
 from oma.core.ports import ModelPort, ToolsetPort
 from oma.core.results import AgentRunResult, ToolCallRecord
-from oma.core.tools import ToolCallInput, ToolCallOutput, ToolRef
+from oma.core.tools import ToolCallInput, ToolCallOutput, ToolRef, ToolTraits
 
 MAX_TRUNCATED_TOOL_TURNS = 2
 """Model turns cut off by ``max_tokens`` in their tool calls that a run
@@ -102,9 +102,9 @@ async def run_model_loop(
             outputs = [_cut_off(use) for use in tool_uses]
         else:
             _count_repeats(agent, tool_uses, repeats)
-            gated = set(out.consequential_tools)
+            traits = out.tool_traits
             outputs = await asyncio.gather(
-                *(_call(agent, declared.get(use.name), use, tools, gated) for use in tool_uses)
+                *(_call(agent, declared.get(use.name), use, tools, traits) for use in tool_uses)
             )
         result.tool_calls += [
             ToolCallRecord(
@@ -136,7 +136,7 @@ async def _call(
     ref: ToolRef | None,
     use: ToolUseBlock,
     tools: ToolsetPort,
-    consequential: set[str],
+    traits: dict[str, ToolTraits],
 ) -> ToolCallOutput:
     if ref is None:
         return ToolCallOutput(
@@ -152,7 +152,7 @@ async def _call(
             input=use.input,
             cwd=agent.cwd,
             max_output_chars=agent.max_tool_output_chars,
-            consequential=ref.name in consequential,
+            traits=traits.get(ref.name, ToolTraits()),
         )
     )
     if output.is_error and not output.content.strip():

@@ -6,6 +6,7 @@ from pydantic import BaseModel, Field
 
 from oma.core.agent_config import AgentConfig
 from oma.core.messages import ContentBlock, LLMMessage
+from oma.core.tools import ToolTraits
 from oma.core.usage import TokenUsage
 
 
@@ -58,9 +59,8 @@ class LlmTurnOutput(BaseModel):
     stop_reason: str = Field(description="end_turn | tool_use | max_tokens | stop_sequence | ...")
     usage: TokenUsage = Field(default_factory=TokenUsage)
     model: str = ""
-    consequential_tools: list[str] = Field(
-        default_factory=list,
-        description="The agent's custom tools that declare themselves consequential "
-        "(oma.consequential): their calls are always gated. Read by the worker, so that the "
-        "workflow knows it from the history.",
+    tool_traits: dict[str, ToolTraits] = Field(
+        default_factory=dict,
+        description="What the agent's custom tools declare (oma.consequential, oma.retried), "
+        "by name. Read by the worker, so that the workflow knows it from the history.",
     )

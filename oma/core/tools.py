@@ -34,8 +34,20 @@ TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """What a tool's name may be (the Anthropic Messages API's ``tools[].name``)."""
 
 
-CONSEQUENTIAL = "__oma_consequential__"
-"""The attribute ``consequential`` sets on a custom tool's function."""
+class ToolTraits(BaseModel):
+    """What a custom tool declares about its calls (``consequential``,
+    ``retried``); read by the worker and recorded with the model's turn, so
+    the workflow's choices replay."""
+
+    consequential: bool = Field(default=False, description="Every call is gated.")
+    max_attempts: int = Field(
+        default=1, ge=1, description="Attempts of a call whose tool raises (Temporal retries)."
+    )
+    retry_interval_s: float = Field(default=1.0, gt=0, description="Before the first retry.")
+
+
+TRAITS = "__oma_tool_traits__"
+"""The attribute the decorators below set on a custom tool's function."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,8 +61,30 @@ def consequential(function: F) -> F:
         def deploy(environment: str) -> str:
             ...
     """
-    setattr(function, CONSEQUENTIAL, True)
+    traits = getattr(function, TRAITS, ToolTraits())
+    setattr(function, TRAITS, traits.model_copy(update={"consequential": True}))
     return function
+
+
+def retried(max_attempts: int, interval_s: float = 1.0) -> Callable[[F], F]:
+    """Declare a custom tool's retry policy: a call that raises is tried
+    again (a new ``tool_call`` attempt, ``interval_s`` seconds later, then
+    twice as long each time) up to ``max_attempts`` attempts in all; the last
+    one's error is the result the model reads. Undeclared, a raising tool is
+    not retried (its error goes to the model at once)::
+
+        @oma.retried(max_attempts=3)
+        def fetch(url: str) -> str:
+            ...
+    """
+
+    def mark(function: F) -> F:
+        traits = getattr(function, TRAITS, ToolTraits())
+        update = {"max_attempts": max_attempts, "retry_interval_s": interval_s}
+        setattr(function, TRAITS, traits.model_copy(update=update))
+        return function
+
+    return mark
 
 
 class ToolRef(BaseModel):
@@ -118,8 +152,8 @@ class ToolCallInput(BaseModel):
         description="The agent's working directory (the file tools' sandbox); none: the worker's.",
     )
     max_output_chars: int = Field(default=30_000, ge=1)
-    consequential: bool = Field(
-        default=False, description="The tool declares itself consequential: always gated."
+    traits: ToolTraits = Field(
+        default_factory=ToolTraits, description="What the tool declares about its calls."
     )
 
 
