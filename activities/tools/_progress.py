@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+from oma.activities._heartbeat import every
 from oma.activities.tools.tool import ToolContext, ToolError
 
 HEARTBEAT_INTERVAL_S = 0.25
@@ -20,26 +21,13 @@ T = TypeVar("T")
 def reporting(ctx: ToolContext, note: Callable[[], str]) -> Iterator[None]:
     """Call ``ctx.heartbeat(note())`` every ``HEARTBEAT_INTERVAL_S`` seconds
     while the block runs (first after one interval: a quick call reports
-    nothing). A re-arming timer on the event loop, so the heartbeat is always
-    called from the loop's thread."""
+    nothing), always from the event loop's thread."""
     heartbeat = ctx.heartbeat
     if heartbeat is None:
         yield
         return
-    loop = asyncio.get_running_loop()
-    timer: asyncio.TimerHandle | None = None
-
-    def beat() -> None:
-        nonlocal timer
-        timer = loop.call_later(HEARTBEAT_INTERVAL_S, beat)
-        heartbeat(note())
-
-    timer = loop.call_later(HEARTBEAT_INTERVAL_S, beat)
-    try:
+    with every(HEARTBEAT_INTERVAL_S, lambda: heartbeat(note()), now=False):
         yield
-    finally:
-        assert timer is not None
-        timer.cancel()
 
 
 class Work:
