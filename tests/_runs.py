@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 from temporalio.client import Client, WorkflowHistory
 
 from oma import plugin
+from oma import worker as oma_worker
+from oma.activities.llm_turn import LlmActivities
+from oma.activities.providers.anthropic import AnthropicProvider
+from oma.activities.providers.scripted import ScriptedProvider
 from oma.core.results import AgentRunResult, TeamRunResult
 from oma.core.workflow_ids import task_workflow_id
 
 TASK_QUEUE = "oma-test"
+
+
+def worker_activities(task_queue: str, anthropic_base_url: str) -> oma_worker.Activities:
+    """The test worker's activities on ``task_queue``: the ``scripted``
+    provider, and ``anthropic`` against the local Messages API server at
+    ``anthropic_base_url``."""
+    return oma_worker.Activities(
+        session_task_queue=oma_worker.session_task_queue(task_queue),
+        llm=LlmActivities(
+            {
+                "anthropic": AnthropicProvider(
+                    api_key="sk-ant-test-key", base_url=anthropic_base_url
+                ),
+                "scripted": ScriptedProvider(),
+            }
+        ),
+    )
 
 
 async def run_team(client: Client, workflow_id: str, run_input: dict[str, Any]) -> TeamRunResult:
@@ -95,3 +119,18 @@ def task(task_id: str, assignee: str, *depends_on: str, description: str = "") -
         "assignee": assignee,
         "depends_on": list(depends_on),
     }
+
+
+@contextlib.contextmanager
+def collected_unraisable() -> Iterator[list[str]]:
+    """The exceptions Python could not raise (``sys.unraisablehook``) while
+    the block ran, each as ``object: exception type: message``."""
+    seen: list[str] = []
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda u: seen.append(
+        f"{u.object!r}: {u.exc_type.__name__}: {u.exc_value}"
+    )
+    try:
+        yield seen
+    finally:
+        sys.unraisablehook = hook

@@ -16,10 +16,10 @@ from oma import plugin
 from oma import worker as oma_worker
 from oma.connection import Connection
 from oma.dev_server import DevServer, free_port
+from tests._runs import TASK_QUEUE, worker_activities
 from tests.anthropic_server import AnthropicServer
 
 ROOT = Path(__file__).resolve().parent.parent
-TASK_QUEUE = "oma-test"
 
 
 @pytest.fixture(scope="session")
@@ -48,21 +48,7 @@ async def client(dev_server: DevServer) -> Client:
 async def worker(
     client: Client, anthropic_server: AnthropicServer
 ) -> AsyncIterator[oma_worker.OmaWorker]:
-    from oma.activities.llm_turn import LlmActivities
-    from oma.activities.providers.anthropic import AnthropicProvider
-    from oma.activities.providers.scripted import ScriptedProvider
-
-    activities = oma_worker.Activities(
-        session_task_queue=oma_worker.session_task_queue(TASK_QUEUE),
-        llm=LlmActivities(
-            {
-                "anthropic": AnthropicProvider(
-                    api_key="sk-ant-test-key", base_url=anthropic_server.base_url
-                ),
-                "scripted": ScriptedProvider(),
-            }
-        ),
-    )
+    activities = worker_activities(TASK_QUEUE, anthropic_server.base_url)
     w = oma_worker.build_worker(client, TASK_QUEUE, activities)
     async with w:
         yield w

@@ -39,15 +39,12 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError
 
 from oma import worker as oma_worker
-from oma.activities.llm_turn import LlmActivities
-from oma.activities.providers.anthropic import AnthropicProvider
-from oma.activities.providers.scripted import ScriptedProvider
 from oma.connection import Connection
 from oma.core.results import AgentRunResult, TeamRunResult
 from oma.core.task import TaskStatus
 from oma.dev_server import DevServer, free_port
 from tests._approvals import Run, decision, eventually, start_run, wait_for_file
-from tests._runs import process, scripted, task
+from tests._runs import process, scripted, task, worker_activities
 from tests.anthropic_server import AnthropicServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -584,17 +581,7 @@ async def anthropic_turn_retried_with_hooks(client: Client, workflow_id: str) ->
     then the answer) and the ``evaluate`` activity (``tests.hooks:output_length``)."""
     queue = f"{TASK_QUEUE}-anthropic"
     with AnthropicServer() as api:
-        activities = oma_worker.Activities(
-            session_task_queue=oma_worker.session_task_queue(queue),
-            llm=LlmActivities(
-                {
-                    "anthropic": AnthropicProvider(
-                        api_key="sk-ant-test-key", base_url=api.base_url
-                    ),
-                    "scripted": ScriptedProvider(),
-                }
-            ),
-        )
+        activities = worker_activities(queue, api.base_url)
         api.reply_error(429, "Rate limited.", headers={"retry-after-ms": "200"})
         api.reply_text("four", input_tokens=12, output_tokens=1)
         agent = {
