@@ -4,6 +4,7 @@ never runs when rejected. Real dev server, real tools, histories replayed."""
 
 from __future__ import annotations
 
+import gc
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from oma.core.approvals import request_hash
 from oma.core.messages import ToolResultBlock
 from oma.core.results import AgentRunResult
 from tests._approvals import WAIT_S, Run, refusal_code, result_within, start_run
-from tests._runs import TASK_QUEUE, agent_result, assert_replays, task
+from tests._runs import TASK_QUEUE, agent_result, assert_replays, collected_unraisable, task
 from tests.test_approvals import scripted_activities
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -166,6 +167,11 @@ async def test_a_tool_approval_is_answered_across_a_worker_restart(
     async with oma_worker.build_worker(client, queue, scripted_activities(queue)):
         run = await start_run(client, workflow_id, run_input, task_queue=queue)
         request = await run.request("tool-w-1")
+    # the stopped worker's runs are collected without a workflow event loop:
+    # their cleanup must not call the workflow API
+    with collected_unraisable() as unraisable:
+        gc.collect()
+    assert unraisable == []
 
     async with oma_worker.build_worker(client, queue, scripted_activities(queue)):
         await run.decide(request)

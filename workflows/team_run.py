@@ -304,6 +304,9 @@ class TeamRun(ApprovalHandlers):
         spec, state = self._graph.specs[task_id], self._graph[task_id]
         agent = inp.team.agent(state.assignee or "")
         assert agent is not None
+        # read before the finally: a run its stopped worker lets go of is
+        # collected without a workflow event loop, and cleanup runs anyway
+        child = task_workflow_id(workflow.info().workflow_id, task_id)
         try:
             while True:
                 state.attempts += 1
@@ -338,7 +341,7 @@ class TeamRun(ApprovalHandlers):
             )
         finally:
             self._dispatcher.settled(agent.name)
-            self._tool_requests.settled(task_workflow_id(workflow.info().workflow_id, task_id))
+            self._tool_requests.settled(child)
             self._in_flight.pop(task_id, None)
             self._wake = True
 
