@@ -31,6 +31,7 @@ from oma.activities.llm_turn import LlmActivities
 from oma.activities.process_run import process_run
 from oma.activities.run_hooks import before_run, evaluate
 from oma.activities.tool_call import tool_call
+from oma.codec import keys_from_env
 from oma.connection import Connection
 from oma.plugin import OmaPlugin
 
@@ -121,10 +122,14 @@ def serving_client(client: Client, activities: Activities) -> Client:
     """``client`` (its connection, namespace and plugins) with
     ``OmaPlugin(activities)`` in place of its own ``OmaPlugin``: a worker built
     on it serves OMA's workflows and these activities (the SDK takes a
-    worker's plugins from its client, and warns when a worker repeats one)."""
+    worker's plugins from its client, and warns when a worker repeats one).
+    The worker keeps the client's encryption keys (``OmaPlugin.codec_keys``)."""
     config = client.config()
-    others = [p for p in config.get("plugins", ()) if not isinstance(p, OmaPlugin)]
-    config["plugins"] = [*others, OmaPlugin(activities)]
+    plugins = config.get("plugins", ())
+    own = [p for p in plugins if isinstance(p, OmaPlugin)]
+    others = [p for p in plugins if not isinstance(p, OmaPlugin)]
+    keys = own[0].codec_keys if own else keys_from_env()
+    config["plugins"] = [*others, OmaPlugin(activities, codec_keys=keys)]
     return Client(**config)
 
 

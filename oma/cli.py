@@ -55,6 +55,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from oma import plugin
 from oma.client import OpenMultiAgent
+from oma.codec import keys_from_env, new_key
 from oma.connection import Connection
 from oma.core.approvals import ApprovalDecision, ApprovalRequest, Reviewer
 from oma.core.errors import OMAError, ReplayMismatchError
@@ -138,6 +139,7 @@ async def _temporal(with_worker: bool | None) -> AsyncIterator[tuple[Any, str]]:
 
 def _connection() -> Connection:
     try:
+        keys_from_env()  # a malformed OMA_CODEC_KEYS fails here, before anything starts
         return Connection.from_env()
     except OMAError as e:
         raise _fail(str(e)) from None
@@ -778,6 +780,64 @@ def dev(
         pass
     finally:
         server.stop()
+
+
+@app.command("codec-key")
+def codec_key(
+    key_id: Annotated[
+        str | None, typer.Option(help="The key's id (default: k and 8 random hex digits).")
+    ] = None,
+) -> None:
+    """Print a new AES-256 key entry, key_id:base64_key, for OMA_CODEC_KEYS.
+
+    To rotate, put the new entry first and keep the old ones after it:
+    OMA_CODEC_KEYS="<new>,<old>" (docs/security.md)."""
+    print(new_key(key_id))
+
+
+@app.command("codec-server")
+def codec_server(
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8081,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    ui_origin: Annotated[
+        str | None,
+        typer.Option(help="The Web UI's origin allowed by CORS, e.g. http://localhost:8233."),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            help="Require Authorization: Bearer TOKEN (default: OMA_CODEC_SERVER_TOKEN, if set).",
+        ),
+    ] = None,
+) -> None:
+    """Serve Temporal's codec endpoints (/encode, /decode) with OMA_CODEC_KEYS,
+    for the Web UI's Codec Server setting and `temporal ... --codec-endpoint`."""
+    from oma.codec import AesGcmCodec
+    from oma.codec_server import codec_app, serve
+
+    try:
+        keys = keys_from_env()
+    except OMAError as e:
+        raise _fail(str(e)) from None
+    if keys is None:
+        raise _fail("oma codec-server needs OMA_CODEC_KEYS (or OMA_CODEC_KEYS_FILE)", 2)
+    token = token or os.environ.get("OMA_CODEC_SERVER_TOKEN") or None
+    app = codec_app(AesGcmCodec(keys), ui_origin=ui_origin, token=token)
+
+    async def go() -> None:
+        runner = await serve(app, host, port)
+        try:
+            ids = ", ".join(k.key_id for k in keys)
+            console.print(
+                f"OMA codec server at http://{host}:{port} (keys {ids}"
+                f"{'; bearer token required' if token else ''}"
+                f"{f'; CORS for {ui_origin}' if ui_origin else ''})"
+            )
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+    _run_async(go())
 
 
 def _core_logs_to_stderr() -> None:

@@ -102,10 +102,13 @@ class Connection:
         A server that answers "Frontend is not healthy yet" (one that just
         started: it listens a moment before it serves) is asked again for up
         to ``STARTING_SERVER_WAIT_S`` seconds. ``kwargs`` go to
-        ``Client.connect`` (e.g. more ``plugins``). Raises ``RuntimeError``
-        when the server does not answer.
+        ``Client.connect`` (e.g. more ``plugins``; an ``OmaPlugin`` among them,
+        e.g. one with its own ``codec_keys``, replaces the default one, which
+        reads ``OMA_CODEC_KEYS``). Raises ``RuntimeError`` when the server does
+        not answer, ``CodecKeysInvalidError`` for a malformed key list.
         """
-        plugins = [OmaPlugin(), *kwargs.pop("plugins", ())]
+        given = list(kwargs.pop("plugins", ()))
+        plugins = given if any(isinstance(p, OmaPlugin) for p in given) else [OmaPlugin(), *given]
         deadline = time.monotonic() + STARTING_SERVER_WAIT_S
         while True:
             try:

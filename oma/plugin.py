@@ -2,9 +2,13 @@
 
 Every process that talks to Temporal uses it: a client (``oma`` CLI, the
 Python client, the tests) gets the data converter every OMA payload uses
-(pydantic JSON, ``DATA_CONVERTER``); a ``Replayer`` gets the converter and
+(pydantic JSON, ``DATA_CONVERTER``; with ``OMA_CODEC_KEYS`` set, also the
+AES-GCM payload codec of ``oma.codec`` and failure attributes encoded, see
+``data_converter``); a ``Replayer`` gets the converter and
 the workflows; a worker built with ``OmaPlugin(activities)`` gets the
-workflows and the activities it serves, and the heartbeat throttle that lets
+workflows and the activities it serves, the interceptor that redacts the
+worker's credential environment values from everything an activity returns,
+heartbeats or raises (``oma.activities._redaction``), and the heartbeat throttle that lets
 a cancel reach an activity within about a second.
 (``temporalio.plugin.SimplePlugin``, the SDK's plugin interface:
 https://docs.temporal.io/develop/python/temporal-client#plugins.)
@@ -12,17 +16,27 @@ https://docs.temporal.io/develop/python/temporal-client#plugins.)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
+from temporalio.api.failure.v1 import Failure
 from temporalio.contrib.pydantic import PydanticPayloadConverter
-from temporalio.converter import DataConverter
+from temporalio.converter import (
+    DataConverter,
+    DefaultFailureConverter,
+    DefaultFailureConverterWithEncodedAttributes,
+    PayloadConverter,
+)
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Replayer, WorkerConfig
 
+from oma.activities._redaction import CredentialRedaction
+from oma.codec import PLAINTEXT_METADATA, AesGcmCodec, CodecKey, keys_from_env, undecryptable_reason
+from oma.core.errors import CodecKeyMissingError, PayloadNotEncryptedError
 from oma.core.validation import UndecodableInput
 from oma.workflows.agent_run import AgentRun
 from oma.workflows.team_run import TeamRun
@@ -48,16 +62,37 @@ class OmaPayloadConverter(PydanticPayloadConverter):
     ``INVALID_RUN_INPUT`` (or an ``approval_refused`` event) rather than a
     workflow task that fails and is retried forever ("Failed decoding
     arguments"). Typed decodes (results, queries) raise as before.
+
+    Payloads the codec (``oma.codec.AesGcmCodec``) could not decrypt, or that
+    reached a process without ``OMA_CODEC_KEYS`` still encrypted, become
+    ``CodecKeyMissingError``: carried by the ``UndecodableInput`` of an untyped
+    argument, raised for a typed decode. A plaintext payload the codec marked
+    becomes a ``PayloadNotEncryptedError`` input when untyped: a worker with
+    encryption on runs nothing a client without the key sent.
     """
 
     def from_payloads(
         self, payloads: Sequence[Payload], type_hints: list[type] | None = None
     ) -> list[Any]:
         if type_hints is not None:
+            for payload in payloads:
+                if (reason := undecryptable_reason(payload)) is not None:
+                    raise CodecKeyMissingError(_missing_key(reason))
             return super().from_payloads(payloads, type_hints)
         return [self._decoded(payload) for payload in payloads]
 
     def _decoded(self, payload: Payload) -> Any:
+        if (reason := undecryptable_reason(payload)) is not None:
+            return UndecodableInput(reason, CodecKeyMissingError(_missing_key(reason)))
+        if PLAINTEXT_METADATA in payload.metadata:
+            return UndecodableInput(
+                "not encrypted",
+                PayloadNotEncryptedError(
+                    "this worker encrypts every payload (OMA_CODEC_KEYS) and refuses a "
+                    "plaintext input: give the client that sent it the same OMA_CODEC_KEYS "
+                    "(the temporal CLI: --codec-endpoint pointed at `oma codec-server`)"
+                ),
+            )
         try:
             return super().from_payloads([payload])[0]
         except ValidationError as err:  # pydantic's JSON parser: "Invalid JSON: ..."
@@ -66,8 +101,55 @@ class OmaPayloadConverter(PydanticPayloadConverter):
             return UndecodableInput(str(err) or type(err).__name__)
 
 
-DATA_CONVERTER = DataConverter(payload_converter_class=OmaPayloadConverter)
-"""The product's data converter: pydantic JSON, lenient for untyped arguments."""
+def _missing_key(reason: str) -> str:
+    return f"{reason}; set OMA_CODEC_KEYS (or OMA_CODEC_KEYS_FILE) to a list holding that key"
+
+
+class OmaFailureConverter(DefaultFailureConverter):
+    """Temporal's failure converter, except that a failure whose message and
+    stack trace are encrypted (``encoded_attributes``) and cannot be decrypted
+    here reads "the failure's message is encrypted: <why>; set OMA_CODEC_KEYS
+    ..." instead of the bare "Encoded failure" Temporal shows. Its ``type``
+    (the OMA error code) is never encrypted, so a caller still learns it."""
+
+    def from_failure(self, failure: Failure, payload_converter: PayloadConverter) -> BaseException:
+        if failure.HasField("encoded_attributes"):
+            reason = undecryptable_reason(failure.encoded_attributes)
+            if reason is not None:
+                explained = Failure()
+                explained.CopyFrom(failure)
+                explained.ClearField("encoded_attributes")
+                explained.message = f"the failure's message is encrypted: {_missing_key(reason)}"
+                failure = explained
+        return super().from_failure(failure, payload_converter)
+
+
+class OmaEncryptingFailureConverter(
+    OmaFailureConverter, DefaultFailureConverterWithEncodedAttributes
+):
+    """``OmaFailureConverter`` that also moves failure messages and stack
+    traces into an encoded payload, so the codec encrypts them."""
+
+
+DATA_CONVERTER = DataConverter(
+    payload_converter_class=OmaPayloadConverter, failure_converter_class=OmaFailureConverter
+)
+"""The product's data converter without encryption: pydantic JSON, lenient
+for untyped arguments."""
+
+
+def data_converter(keys: Sequence[CodecKey] | None) -> DataConverter:
+    """``DATA_CONVERTER`` when ``keys`` is ``None``; otherwise the same with the
+    AES-GCM payload codec of ``keys`` (``oma.codec``) and the failure converter
+    that moves failure messages and stack traces into an encoded payload
+    (``temporalio.converter.DefaultFailureConverterWithEncodedAttributes``)."""
+    if keys is None:
+        return DATA_CONVERTER
+    return dataclasses.replace(
+        DATA_CONVERTER,
+        payload_codec=AesGcmCodec(keys),
+        failure_converter_class=OmaEncryptingFailureConverter,
+    )
 
 
 class OmaPlugin(SimplePlugin):
@@ -79,11 +161,22 @@ class OmaPlugin(SimplePlugin):
     ``activities.session_task_queue`` (this process's own queue, where the
     later turns of its ACP sessions are routed) serves the session activities
     only; a worker on any other queue serves every workflow and activity.
+
+    ``codec_keys`` are the encryption keys (``oma.codec``); by default those
+    of ``OMA_CODEC_KEYS`` / ``OMA_CODEC_KEYS_FILE``, none when neither is set.
+    Raises ``CodecKeysInvalidError`` for a malformed key list.
     """
 
-    def __init__(self, activities: Activities | None = None) -> None:
-        super().__init__("oma", data_converter=DATA_CONVERTER, workflows=list(WORKFLOWS))
+    def __init__(
+        self,
+        activities: Activities | None = None,
+        *,
+        codec_keys: Sequence[CodecKey] | Literal["env"] | None = "env",
+    ) -> None:
+        keys = keys_from_env() if codec_keys == "env" else codec_keys
+        super().__init__("oma", data_converter=data_converter(keys), workflows=list(WORKFLOWS))
         self.oma_activities = activities
+        self.codec_keys = keys
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         if self.oma_activities is None:
@@ -96,9 +189,11 @@ class OmaPlugin(SimplePlugin):
             config = super().configure_worker(config)
             served = self.oma_activities.all()
         config["activities"] = [*config.get("activities", ()), *served]
+        config["interceptors"] = [*config.get("interceptors", ()), CredentialRedaction()]
         return config
 
 
-def replayer() -> Replayer:
-    """A ``Replayer`` of every OMA workflow, with the product's data converter."""
-    return Replayer(workflows=[], plugins=[OmaPlugin()])
+def replayer(codec_keys: Sequence[CodecKey] | Literal["env"] | None = "env") -> Replayer:
+    """A ``Replayer`` of every OMA workflow, with the product's data converter
+    (decrypting with ``codec_keys``, by default those of ``OMA_CODEC_KEYS``)."""
+    return Replayer(workflows=[], plugins=[OmaPlugin(codec_keys=codec_keys)])

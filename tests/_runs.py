@@ -19,6 +19,9 @@ from oma.core.workflow_ids import task_workflow_id
 
 TASK_QUEUE = "oma-test"
 
+ENCRYPTED_NAMESPACE = "oma-encrypted"
+"""The dev server's namespace for runs with encrypted payloads (tests/test_encryption.py)."""
+
 
 def worker_activities(task_queue: str, anthropic_base_url: str) -> oma_worker.Activities:
     """The test worker's activities on ``task_queue``: the ``scripted``

@@ -16,7 +16,7 @@ from oma import plugin
 from oma import worker as oma_worker
 from oma.connection import Connection
 from oma.dev_server import DevServer, free_port
-from tests._runs import TASK_QUEUE, worker_activities
+from tests._runs import ENCRYPTED_NAMESPACE, TASK_QUEUE, worker_activities
 from tests.anthropic_server import AnthropicServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +29,12 @@ def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     # client retry the rest; a test sends 50 decisions at once, and under the
     # suite's load on 2 cores those retries can run out
     updates = {"history.maxInFlightUpdates": "100"}
-    with DevServer(port=free_port(), log_file=log, dynamic_config=updates) as server:
+    # Encrypted runs live in their own namespace, so the session's replay of
+    # every closed workflow (``replay_every_closed_workflow``, no keys) does
+    # not meet them; tests/test_encryption.py replays them with their keys.
+    with DevServer(
+        port=free_port(), log_file=log, dynamic_config=updates, namespaces=[ENCRYPTED_NAMESPACE]
+    ) as server:
         yield server
 
 

@@ -118,6 +118,35 @@ class MissingCredentialsError(SetupError):
     code = "MISSING_CREDENTIALS"
 
 
+class CodecKeysInvalidError(SetupError):
+    """``OMA_CODEC_KEYS`` (or the file ``OMA_CODEC_KEYS_FILE`` names) is not a
+    comma-separated list of ``key_id:base64_key`` with 32-byte keys and unique
+    ids, or the file cannot be read. Raised when a process builds its data
+    converter, before it talks to Temporal."""
+
+    code = "CODEC_KEYS_INVALID"
+
+
+class CodecKeyMissingError(SetupError):
+    """A payload is encrypted with a key this process does not hold: it has no
+    ``OMA_CODEC_KEYS`` at all, or not the key id the payload names (a key
+    rotated out too early, another deployment's key). Set ``OMA_CODEC_KEYS``
+    to a list that includes that key id. A worker fails the run with it (its
+    input could not be read) instead of retrying the workflow task; a client
+    raises it when it reads a result or a failure."""
+
+    code = "CODEC_KEY_MISSING"
+
+
+class PayloadNotEncryptedError(InputError):
+    """A worker with encryption on (``OMA_CODEC_KEYS``) received a workflow,
+    signal or update input in plaintext: the client that sent it has no
+    ``OMA_CODEC_KEYS`` (or the ``temporal`` CLI was run without
+    ``--codec-endpoint``). The input is refused so nothing runs on it."""
+
+    code = "PAYLOAD_NOT_ENCRYPTED"
+
+
 # -- a run that failed -----------------------------------------------------------
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pydantic_core
 from pydantic import BaseModel, ValidationError
 
-from oma.core.errors import InvalidRunInputError
+from oma.core.errors import InvalidRunInputError, OMAError
 
 
 class UndecodableInput:
@@ -16,10 +16,14 @@ class UndecodableInput:
     worker could not decode: not JSON, JSON nested deeper than the decoder
     reads, a lone UTF-16 surrogate escape such as ``"\\ud800"``. The
     product's payload converter (``oma.plugin``) passes it on instead of
-    failing the workflow task for good; ``single_input`` refuses it."""
+    failing the workflow task for good; ``single_input`` refuses it, with
+    ``error`` when the converter knows a more precise one (an encrypted
+    payload without its key, ``CodecKeyMissingError``; a plaintext payload
+    where encryption is required, ``PayloadNotEncryptedError``)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, error: OMAError | None = None) -> None:
         self.reason = reason
+        self.error = error
 
 
 def check_sendable(value: BaseModel, what: str) -> None:
@@ -53,6 +57,8 @@ def single_input(args: tuple[Any, ...], what: str) -> Any:
             + (" (pass it with --input or --input-file)" if not args else "")
         )
     if isinstance(args[0], UndecodableInput):
+        if args[0].error is not None:
+            raise args[0].error
         raise InvalidRunInputError(f"{what} is not JSON the worker can read: {args[0].reason}")
     return args[0]
 

@@ -1,0 +1,220 @@
+"""Encryption at rest: an AES-256-GCM payload codec keyed by ``OMA_CODEC_KEYS``.
+
+Temporal stores every payload (workflow, activity, signal, update and query
+inputs and results, memos, failure details) on its server. With
+``OMA_CODEC_KEYS`` set, every process that talks to Temporal through
+``OmaPlugin`` (worker, ``oma`` CLI, Python client, ``oma replay``, the codec
+server) encrypts each payload before it leaves and decrypts it when it comes
+back (``temporalio.converter.PayloadCodec``:
+https://docs.temporal.io/payload-codec). Failure messages and stack traces go
+into an encoded payload too (``DefaultFailureConverterWithEncodedAttributes``),
+so a stderr tail in an error is not plaintext either.
+
+Wire shape of an encrypted payload: metadata ``encoding`` =
+``binary/encrypted`` and ``encryption-key-id`` = the key id; data = a 12-byte
+random nonce followed by the AES-GCM ciphertext (with its 16-byte tag) of the
+original ``Payload`` protobuf. The key id lets a process holding several keys
+pick the right one, which is what makes rotation work.
+
+Keys: ``OMA_CODEC_KEYS`` = ``key_id:base64_key[,key_id:base64_key...]``
+(32-byte keys, standard or URL-safe base64), or ``OMA_CODEC_KEYS_FILE`` naming
+a file holding the same (commas or newlines between entries). The first key
+encrypts; all of them decrypt. ``oma codec-key`` prints a new entry.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from temporalio.api.common.v1 import Payload
+from temporalio.converter import PayloadCodec
+
+from oma.core.errors import CodecKeysInvalidError
+
+ENCRYPTED_ENCODING = b"binary/encrypted"
+"""``encoding`` metadata of an encrypted payload (the value Temporal's samples use)."""
+
+KEY_ID_METADATA = "encryption-key-id"
+"""Metadata naming the key a payload is encrypted with."""
+
+DECODE_ERROR_METADATA = "oma-decode-error"
+"""Set by ``AesGcmCodec.decode`` on an encrypted payload it could not decrypt
+(the reason, UTF-8): the payload converter turns it into ``CodecKeyMissingError``
+rather than the codec failing a workflow task forever."""
+
+PLAINTEXT_METADATA = "oma-plaintext"
+"""Set by ``AesGcmCodec.decode`` on a payload that arrived unencrypted: the
+payload converter refuses it as a workflow, signal or update input."""
+
+KEY_BYTES = 32
+"""AES-256: 32-byte keys."""
+
+NONCE_BYTES = 12
+"""The GCM nonce size NIST SP 800-38D recommends; a fresh random one per payload."""
+
+
+@dataclass(frozen=True)
+class CodecKey:
+    """One key: its id (stored in each payload's metadata) and 32 bytes."""
+
+    key_id: str
+    key: bytes
+
+
+def new_key(key_id: str | None = None) -> str:
+    """A new ``key_id:base64_key`` entry for ``OMA_CODEC_KEYS`` (32 random bytes
+    from ``secrets``; the id defaults to ``k`` and 8 random hex digits)."""
+    key_id = key_id or f"k{secrets.token_hex(4)}"
+    return f"{key_id}:{base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode()}"
+
+
+def parse_keys(text: str, source: str = "OMA_CODEC_KEYS") -> list[CodecKey]:
+    """The keys of ``text`` (``key_id:base64_key`` entries separated by commas
+    or newlines), first one first. Raises ``CodecKeysInvalidError`` naming
+    ``source`` and the bad entry's position (never its key) when an entry has
+    no id, is not base64, is not 32 bytes, or repeats an id; or when there is
+    no entry at all."""
+    entries = [e.strip() for e in text.replace("\n", ",").split(",") if e.strip()]
+    if not entries:
+        raise CodecKeysInvalidError(f"{source} holds no key; run `oma codec-key` for one")
+    keys: list[CodecKey] = []
+    for n, entry in enumerate(entries, 1):
+        key_id, sep, encoded = entry.partition(":")
+        key_id = key_id.strip()
+        if not sep or not key_id:
+            raise CodecKeysInvalidError(
+                f"entry {n} of {source} is not key_id:base64_key (run `oma codec-key` for one)"
+            )
+        try:
+            key = base64.b64decode(
+                encoded.strip().replace("-", "+").replace("_", "/"), validate=True
+            )
+        except (binascii.Error, ValueError):
+            raise CodecKeysInvalidError(
+                f"the key of entry {n} ({key_id!r}) of {source} is not base64"
+            ) from None
+        if len(key) != KEY_BYTES:
+            raise CodecKeysInvalidError(
+                f"the key of entry {n} ({key_id!r}) of {source} is {len(key)} bytes; "
+                f"AES-256 needs {KEY_BYTES}"
+            )
+        if any(k.key_id == key_id for k in keys):
+            raise CodecKeysInvalidError(f"{source} names key id {key_id!r} twice")
+        keys.append(CodecKey(key_id, key))
+    return keys
+
+
+def keys_from_env(environ: Mapping[str, str] | None = None) -> list[CodecKey] | None:
+    """The keys ``OMA_CODEC_KEYS`` (or else the file ``OMA_CODEC_KEYS_FILE``)
+    configures, or ``None`` when neither is set (encryption off). Raises
+    ``CodecKeysInvalidError`` for a malformed list or an unreadable file."""
+    env = os.environ if environ is None else environ
+    if env.get("OMA_CODEC_KEYS"):
+        return parse_keys(env["OMA_CODEC_KEYS"])
+    path = env.get("OMA_CODEC_KEYS_FILE")
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as err:
+        raise CodecKeysInvalidError(
+            f"cannot read OMA_CODEC_KEYS_FILE {path!r}: {err.strerror}"
+        ) from None
+    return parse_keys(text, f"OMA_CODEC_KEYS_FILE {path!r}")
+
+
+class AesGcmCodec(PayloadCodec):
+    """Encrypts every payload with the first key; decrypts with the key its
+    metadata names.
+
+    ``decode`` never raises for a payload it cannot read, because a raising
+    codec fails a worker's workflow task over and over (a wedged run): an
+    encrypted payload whose key id it does not hold, or whose tag does not
+    verify, comes back as it is with ``DECODE_ERROR_METADATA`` saying why; a
+    plaintext payload comes back with ``PLAINTEXT_METADATA``. The product's
+    payload converter (``oma.plugin``) turns both into a clear error:
+    ``CodecKeyMissingError`` / ``PayloadNotEncryptedError`` for a workflow,
+    signal or update input, ``CodecKeyMissingError`` raised for a typed decode
+    (a result a client reads).
+    """
+
+    def __init__(self, keys: Sequence[CodecKey]) -> None:
+        if not keys:
+            raise CodecKeysInvalidError("an AES-GCM codec needs at least one key")
+        self.keys = list(keys)
+        self._ciphers = {k.key_id: AESGCM(k.key) for k in self.keys}
+        self._encrypting = self.keys[0].key_id
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return [self.encrypt(p) for p in payloads]
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return [self.decrypt(p) for p in payloads]
+
+    def encrypt(self, payload: Payload) -> Payload:
+        """``payload`` encrypted with the first key (see the module's wire shape)."""
+        nonce = os.urandom(NONCE_BYTES)
+        sealed = self._ciphers[self._encrypting].encrypt(nonce, payload.SerializeToString(), None)
+        return Payload(
+            metadata={
+                "encoding": ENCRYPTED_ENCODING,
+                KEY_ID_METADATA: self._encrypting.encode(),
+            },
+            data=nonce + sealed,
+        )
+
+    def decrypt(self, payload: Payload) -> Payload:
+        """The original payload of an encrypted one; see the class for what
+        comes back when it cannot be decrypted or was not encrypted."""
+        if payload.metadata.get("encoding") != ENCRYPTED_ENCODING:
+            marked = Payload()
+            marked.CopyFrom(payload)
+            marked.metadata[PLAINTEXT_METADATA] = b"1"
+            return marked
+        key_id = payload.metadata.get(KEY_ID_METADATA, b"").decode(errors="replace")
+        cipher = self._ciphers.get(key_id)
+        if cipher is None:
+            held = ", ".join(repr(k.key_id) for k in self.keys)
+            return _undecryptable(
+                payload,
+                f"the payload is encrypted with key id {key_id!r}; OMA_CODEC_KEYS holds {held}",
+            )
+        data = payload.data
+        try:
+            plain = cipher.decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], None)
+        except InvalidTag:
+            return _undecryptable(
+                payload,
+                f"the payload does not decrypt with key id {key_id!r}: the key under that id "
+                "is not the one it was encrypted with, or the payload was altered",
+            )
+        return Payload.FromString(plain)
+
+
+def undecryptable_reason(payload: Payload) -> str | None:
+    """Why ``payload`` could not be read for lack of a key, or ``None`` when it
+    is not an encrypted payload left undecrypted. An encrypted payload that
+    reached the payload converter without passing a codec (a process with no
+    ``OMA_CODEC_KEYS``) has a reason too."""
+    if payload.metadata.get("encoding") != ENCRYPTED_ENCODING:
+        return None
+    reason = payload.metadata.get(DECODE_ERROR_METADATA)
+    if reason is not None:
+        return reason.decode(errors="replace")
+    key_id = payload.metadata.get(KEY_ID_METADATA, b"").decode(errors="replace")
+    return f"the payload is encrypted with key id {key_id!r} and OMA_CODEC_KEYS is not set"
+
+
+def _undecryptable(payload: Payload, reason: str) -> Payload:
+    marked = Payload()
+    marked.CopyFrom(payload)
+    marked.metadata[DECODE_ERROR_METADATA] = reason.encode()
+    return marked
