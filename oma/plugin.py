@@ -31,6 +31,7 @@ from temporalio.converter import (
     DefaultFailureConverterWithEncodedAttributes,
     PayloadConverter,
 )
+from temporalio.exceptions import ApplicationError
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Replayer, WorkerConfig
 
@@ -101,6 +102,9 @@ class OmaPayloadConverter(PydanticPayloadConverter):
             return UndecodableInput(str(err) or type(err).__name__)
 
 
+_KEY_ERROR_CODES = frozenset({CodecKeyMissingError.code, PayloadNotEncryptedError.code})
+
+
 def _missing_key(reason: str) -> str:
     return f"{reason}; set OMA_CODEC_KEYS (or OMA_CODEC_KEYS_FILE) to a list holding that key"
 
@@ -128,7 +132,18 @@ class OmaEncryptingFailureConverter(
     OmaFailureConverter, DefaultFailureConverterWithEncodedAttributes
 ):
     """``OmaFailureConverter`` that also moves failure messages and stack
-    traces into an encoded payload, so the codec encrypts them."""
+    traces into an encoded payload, so the codec encrypts them; except the
+    messages of ``CODEC_KEY_MISSING`` and ``PAYLOAD_NOT_ENCRYPTED``, which hold
+    key ids and advice only and must be readable by the very process that
+    lacks the key (the client that started the run)."""
+
+    def to_failure(
+        self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure
+    ) -> None:
+        super().to_failure(exception, payload_converter, failure)
+        if isinstance(exception, ApplicationError) and exception.type in _KEY_ERROR_CODES:
+            failure.ClearField("encoded_attributes")
+            failure.message = exception.message
 
 
 DATA_CONVERTER = DataConverter(

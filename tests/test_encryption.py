@@ -1,0 +1,278 @@
+"""Encryption at rest against the real dev server: the AES-GCM payload codec
+(``oma.codec``) on a worker and a client of their own, in the namespace
+``ENCRYPTED_NAMESPACE``, the stock ``temporal`` CLI with and without
+``--codec-endpoint`` pointed at a real ``oma codec-server`` process."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from oma import plugin
+from oma import worker as oma_worker
+from oma.codec import AesGcmCodec, CodecKey, new_key, parse_keys
+from oma.connection import Connection
+from oma.core.errors import CodecKeyMissingError
+from oma.core.results import TeamRunResult
+from oma.dev_server import DevServer, free_port, is_listening, temporal_binary
+from oma.plugin import OmaPlugin
+from tests._runs import ENCRYPTED_NAMESPACE, histories_of, process, task, worker_activities
+from tests.anthropic_server import AnthropicServer
+
+QUEUE = "oma-encrypted"
+KEY_A = new_key("key-a")
+KEY_B = new_key("key-b")
+KEYS_A = parse_keys(KEY_A)
+TOKEN = "codec-test-token"
+
+
+async def connect(dev_server: DevServer, keys: list[CodecKey] | None) -> Client:
+    return await Connection.local(dev_server.address, QUEUE, ENCRYPTED_NAMESPACE).connect(
+        plugins=[OmaPlugin(codec_keys=keys)]
+    )
+
+
+@pytest.fixture(scope="module")
+async def enc_client(dev_server: DevServer) -> Client:
+    return await connect(dev_server, KEYS_A)
+
+
+@pytest.fixture(scope="module")
+async def enc_worker(
+    enc_client: Client, anthropic_server: AnthropicServer
+) -> AsyncIterator[oma_worker.OmaWorker]:
+    activities = worker_activities(QUEUE, anthropic_server.base_url)
+    async with oma_worker.build_worker(enc_client, QUEUE, activities) as w:
+        yield w
+
+
+@pytest.fixture(scope="module")
+def codec_server() -> Iterator[str]:
+    """A real ``oma codec-server`` process holding key A, behind a bearer token."""
+    port = free_port()
+    env = {**os.environ, "OMA_CODEC_KEYS": KEY_A}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oma.cli", "codec-server", "--port", str(port), "--token", TOKEN],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        for _ in range(200):
+            if is_listening(f"127.0.0.1:{port}") or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def markers() -> dict[str, str]:
+    """Three markers, one per place; the agents' code builds the output and
+    error ones at run time, so they are not in the input."""
+    tag = uuid.uuid4().hex[:8]
+    return {"input": f"INMARK{tag}", "output": f"OUTMARK{tag}", "error": f"ERRMARK{tag}"}
+
+
+def marked_run(m: dict[str, str]) -> dict[str, Any]:
+    out_code = f"import sys; sys.stdin.read(); print('OUTMARK' + '{m['output'][7:]}')"
+    err_code = (
+        f"import sys; sys.stdin.read(); sys.stderr.write('ERRMARK' + '{m['error'][7:]}'); "
+        "sys.exit(1)"
+    )
+    return {
+        "team": {"name": "t", "agents": [process("writer", out_code), process("broken", err_code)]},
+        "tasks": [
+            task("write", "writer", description=f"write about {m['input']}"),
+            task("fail", "broken"),
+        ],
+    }
+
+
+async def temporal_show(dev_server: DevServer, workflow_id: str, *codec: str) -> str:
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [
+            temporal_binary(),
+            "workflow",
+            "show",
+            "--workflow-id",
+            workflow_id,
+            "--output",
+            "json",
+            "--address",
+            dev_server.address,
+            "--namespace",
+            ENCRYPTED_NAMESPACE,
+            *codec,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return readable(json.loads(done.stdout))
+
+
+def readable(shown: Any) -> str:
+    """The CLI's JSON history with every payload's data base64-decoded
+    (``--output json`` prints payloads in protobuf JSON: data is base64)."""
+    parts: list[str] = []
+    stack = [shown]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            data = item.get("data")
+            if isinstance(data, str) and "metadata" in item:
+                parts.append(base64.b64decode(data).decode(errors="replace"))
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            parts.append(item)
+    return "\n".join(parts)
+
+
+async def start_marked_run(enc_client: Client, workflow_id: str) -> dict[str, str]:
+    m = markers()
+    result = await enc_client.execute_workflow(
+        "TeamRun", marked_run(m), id=workflow_id, task_queue=QUEUE, result_type=TeamRunResult
+    )
+    assert result.task("write").output == f"{m['output']}\n"
+    assert m["error"] in (result.task("fail").error or "")
+    return m
+
+
+async def test_history_holds_no_plaintext_and_the_codec_server_decodes_it(
+    dev_server: DevServer,
+    enc_client: Client,
+    enc_worker: oma_worker.OmaWorker,
+    codec_server: str,
+    workflow_id: str,
+) -> None:
+    m = await start_marked_run(enc_client, workflow_id)
+
+    plain = await temporal_show(dev_server, workflow_id)
+    child = await temporal_show(dev_server, f"{workflow_id}/fail")
+    assert [v for v in m.values() if v in plain or v in child] == []
+
+    decoded = await temporal_show(
+        dev_server,
+        workflow_id,
+        "--codec-endpoint",
+        codec_server,
+        "--codec-auth",
+        f"Bearer {TOKEN}",
+    )
+    assert [v for v in m.values() if v not in decoded] == []
+    replayer = plugin.replayer(codec_keys=KEYS_A)
+    for history in await histories_of(enc_client, workflow_id):
+        await replayer.replay_workflow(history)
+
+
+async def test_a_client_without_the_key_cannot_start_a_run(
+    dev_server: DevServer, enc_worker: oma_worker.OmaWorker, workflow_id: str
+) -> None:
+    keyless = await connect(dev_server, None)
+
+    with pytest.raises(WorkflowFailureError) as caught:
+        await keyless.execute_workflow(
+            "TeamRun", marked_run(markers()), id=workflow_id, task_queue=QUEUE
+        )
+
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "PAYLOAD_NOT_ENCRYPTED"
+    assert cause.message.startswith("this worker encrypts every payload (OMA_CODEC_KEYS)")
+
+
+async def test_a_client_without_the_key_reading_a_result_gets_a_clear_error(
+    dev_server: DevServer, enc_client: Client, enc_worker: oma_worker.OmaWorker, workflow_id: str
+) -> None:
+    await start_marked_run(enc_client, workflow_id)
+    other_key = await connect(dev_server, parse_keys(KEY_B))
+
+    handle = other_key.get_workflow_handle(workflow_id, result_type=TeamRunResult)
+    with pytest.raises(CodecKeyMissingError) as caught:
+        await handle.result()
+
+    assert caught.value.code == "CODEC_KEY_MISSING"
+    assert "encrypted with key id 'key-a'; OMA_CODEC_KEYS holds 'key-b'" in str(caught.value)
+
+
+@pytest.mark.parametrize("worker_keys", [None, KEY_B], ids=["no-key", "wrong-key"])
+async def test_a_worker_without_the_key_fails_the_run_instead_of_wedging(
+    dev_server: DevServer,
+    enc_client: Client,
+    anthropic_server: AnthropicServer,
+    workflow_id: str,
+    worker_keys: str | None,
+) -> None:
+    queue = f"{QUEUE}-{uuid.uuid4().hex[:6]}"
+    keyless = await connect(dev_server, parse_keys(worker_keys) if worker_keys else None)
+    activities = worker_activities(queue, anthropic_server.base_url)
+
+    async with oma_worker.build_worker(keyless, queue, activities):
+        with pytest.raises(WorkflowFailureError) as caught:
+            await asyncio.wait_for(
+                enc_client.execute_workflow(
+                    "TeamRun", marked_run(markers()), id=workflow_id, task_queue=queue
+                ),
+                timeout=60,
+            )
+
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "CODEC_KEY_MISSING"
+    assert "encrypted with key id 'key-a'" in cause.message
+    assert "set OMA_CODEC_KEYS" in cause.message
+
+
+async def test_rotation_decodes_and_replays_a_history_recorded_under_the_old_key(
+    dev_server: DevServer, enc_client: Client, enc_worker: oma_worker.OmaWorker, workflow_id: str
+) -> None:
+    m = await start_marked_run(enc_client, workflow_id)
+    rotated = parse_keys(f"{KEY_B},{KEY_A}")
+
+    client = await connect(dev_server, rotated)
+    result = await client.get_workflow_handle(workflow_id, result_type=TeamRunResult).result()
+    replayer = plugin.replayer(codec_keys=rotated)
+    for history in await histories_of(client, workflow_id):
+        await replayer.replay_workflow(history)
+
+    assert result.task("write").output == f"{m['output']}\n"
+    encoded = await AesGcmCodec(rotated).encode(
+        [
+            (
+                await AesGcmCodec(rotated).decode(
+                    [_first_input(await _history(client, workflow_id))]
+                )
+            )[0]
+        ]
+    )
+    assert encoded[0].metadata["encryption-key-id"] == b"key-b"
+
+
+async def _history(client: Client, workflow_id: str) -> Any:
+    return await client.get_workflow_handle(workflow_id).fetch_history()
+
+
+def _first_input(history: Any) -> Any:
+    started = history.events[0].workflow_execution_started_event_attributes
+    assert started.input.payloads[0].metadata["encryption-key-id"] == b"key-a"
+    return started.input.payloads[0]
