@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oma.core.redact import redact
+from oma.core.redact import redact, redact_values, secret_values
 
 
 def test_text_without_credentials_is_unchanged() -> None:
@@ -84,3 +84,31 @@ def test_redacting_twice_changes_nothing_more() -> None:
 
     assert once == "token=[redacted] Authorization: Bearer [redacted] [redacted]"
     assert redact(once) == once
+
+
+def test_secret_values_are_the_credential_variables_of_the_environment() -> None:
+    env = {
+        "ANTHROPIC_API_KEY": "value-of-anthropic",
+        "GITHUB_TOKEN": "ghp_value_of_github",
+        "MY_LLM_CREDS": "value-named-by-an-agent",
+        "HOME": "/home/someone-long",
+        "DB_PASSWORD": "short",
+    }
+
+    assert secret_values(env, extra=["MY_LLM_CREDS"]) == {
+        "value-of-anthropic",
+        "ghp_value_of_github",
+        "value-named-by-an-agent",
+    }
+
+
+def test_codec_keys_are_redacted_entry_by_entry() -> None:
+    env = {"OMA_CODEC_KEYS": "a:QUFBQUFBQUFBQUFB,b:QkJCQkJCQkJCQkJC"}
+
+    text = redact_values("using b:QkJCQkJCQkJCQkJC and QUFBQUFBQUFBQUFB", secret_values(env))
+
+    assert text == "using [redacted] and [redacted]"
+
+
+def test_redact_values_replaces_the_longest_value_whole() -> None:
+    assert redact_values("x abcdefgh12 y", {"abcdefgh", "abcdefgh12"}) == "x [redacted] y"

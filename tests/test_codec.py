@@ -1,0 +1,189 @@
+"""The AES-GCM payload codec (``oma.codec``), its key list, and the codec
+server's HTTP surface (``oma.codec_server``, served on 127.0.0.1 and called
+with a real aiohttp client as the Web UI calls it)."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from temporalio.api.common.v1 import Payload
+
+from oma.codec import AesGcmCodec, keys_from_env, new_key, parse_keys
+from oma.codec_server import codec_app, serve
+from oma.core.errors import CodecKeysInvalidError
+from oma.dev_server import free_port
+
+UI = "http://localhost:8233"
+TOKEN = "t0ken"
+
+
+def json_payload(text: str) -> Payload:
+    return Payload(metadata={"encoding": b"json/plain"}, data=text.encode())
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ("", "OMA_CODEC_KEYS holds no key; run `oma codec-key` for one"),
+        ("nokey", "entry 1 of OMA_CODEC_KEYS is not key_id:base64_key"),
+        ("a:!!!", "the key of entry 1 ('a') of OMA_CODEC_KEYS is not base64"),
+        ("a:QUFB", "the key of entry 1 ('a') of OMA_CODEC_KEYS is 3 bytes; AES-256 needs 32"),
+    ],
+)
+def test_a_malformed_key_list_is_refused_with_the_entry_named(keys: str, message: str) -> None:
+    with pytest.raises(CodecKeysInvalidError) as caught:
+        parse_keys(keys)
+
+    assert caught.value.code == "CODEC_KEYS_INVALID"
+    assert caught.value.message.startswith(message)
+
+
+def test_a_repeated_key_id_is_refused() -> None:
+    with pytest.raises(CodecKeysInvalidError, match="names key id 'a' twice"):
+        parse_keys(f"{new_key('a')},{new_key('a')}")
+
+
+def test_keys_come_from_the_file_oma_codec_keys_file_names(tmp_path: object) -> None:
+    path = f"{tmp_path}/keys"
+    with open(path, "w") as f:
+        f.write(f"{new_key('new')}\n{new_key('old')}\n")
+
+    keys = keys_from_env({"OMA_CODEC_KEYS_FILE": path})
+
+    assert [k.key_id for k in keys or []] == ["new", "old"]
+    assert keys_from_env({}) is None
+
+
+async def test_the_first_key_encrypts_and_every_key_decrypts() -> None:
+    old = parse_keys(new_key("old"))
+    rotated = AesGcmCodec([*parse_keys(new_key("new")), *old])
+
+    sealed_old = (await AesGcmCodec(old).encode([json_payload('"x"')]))[0]
+    sealed_new = (await rotated.encode([json_payload('"y"')]))[0]
+
+    assert sealed_new.metadata["encryption-key-id"] == b"new"
+    assert b'"y"' not in sealed_new.data
+    assert [p.data for p in await rotated.decode([sealed_old, sealed_new])] == [b'"x"', b'"y"']
+
+
+async def test_a_payload_that_does_not_decrypt_comes_back_marked_not_raised() -> None:
+    a = AesGcmCodec(parse_keys(new_key("a")))
+    other_a = AesGcmCodec(parse_keys(new_key("a")))
+    sealed = (await a.encode([json_payload("1")]))[0]
+
+    back = (await other_a.decode([sealed]))[0]
+
+    assert back.data == sealed.data
+    assert back.metadata["oma-decode-error"].startswith(b"the payload does not decrypt with key id")
+
+
+def test_oma_codec_key_prints_a_usable_entry() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "oma.cli", "codec-key", "--key-id", "prod-2"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+
+    assert [k.key_id for k in parse_keys(out)] == ["prod-2"]
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[tuple[str, AesGcmCodec]]:
+    codec = AesGcmCodec(parse_keys(new_key("k")))
+    port = free_port()
+    runner = await serve(codec_app(codec, ui_origin=UI, token=TOKEN), "127.0.0.1", port)
+    try:
+        yield f"http://127.0.0.1:{port}", codec
+    finally:
+        await runner.cleanup()
+
+
+def wire(payload: Payload) -> dict[str, object]:
+    return {
+        "metadata": {k: base64.b64encode(v).decode() for k, v in payload.metadata.items()},
+        "data": base64.b64encode(payload.data).decode(),
+    }
+
+
+async def test_the_codec_server_decodes_for_a_caller_with_the_token(
+    server: tuple[str, AesGcmCodec],
+) -> None:
+    url, codec = server
+    sealed = (await codec.encode([json_payload('{"a":1}')]))[0]
+    headers = {"Authorization": f"Bearer {TOKEN}", "X-Namespace": "default", "Origin": UI}
+
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"{url}/decode", json={"payloads": [wire(sealed)]}, headers=headers) as r,
+    ):
+        body = await r.json()
+        allowed = r.headers.get("Access-Control-Allow-Origin")
+
+    assert (r.status, allowed) == (200, UI)
+    assert body == {
+        "payloads": [
+            {
+                "metadata": {"encoding": base64.b64encode(b"json/plain").decode()},
+                "data": base64.b64encode(b'{"a":1}').decode(),
+            }
+        ]
+    }
+
+
+async def test_the_codec_server_refuses_a_caller_without_the_token(
+    server: tuple[str, AesGcmCodec],
+) -> None:
+    url, _ = server
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{url}/encode", json={"payloads": []}) as r:
+            status = r.status
+        async with http.post(
+            f"{url}/encode", json={"payloads": []}, headers={"Authorization": "Bearer wrong"}
+        ) as r:
+            wrong = r.status
+
+    assert (status, wrong) == (401, 401)
+
+
+async def test_the_codec_server_answers_the_ui_preflight_for_its_origin_only(
+    server: tuple[str, AesGcmCodec],
+) -> None:
+    url, _ = server
+    asks = {
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "x-namespace",
+    }
+    async with aiohttp.ClientSession() as http:
+        async with http.options(f"{url}/decode", headers={"Origin": UI, **asks}) as r:
+            ours = (r.status, dict(r.headers))
+        async with http.options(f"{url}/decode", headers={"Origin": "http://evil", **asks}) as r:
+            theirs = (r.status, dict(r.headers))
+
+    assert ours[0] == 204
+    assert ours[1]["Access-Control-Allow-Origin"] == UI
+    assert ours[1]["Access-Control-Allow-Credentials"] == "true"
+    assert "X-Namespace" in ours[1]["Access-Control-Allow-Headers"]
+    assert "Access-Control-Allow-Origin" not in theirs[1]
+
+
+async def test_the_codec_server_says_what_is_wrong_with_a_bad_body(
+    server: tuple[str, AesGcmCodec],
+) -> None:
+    url, _ = server
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
+            f"{url}/decode", data="not json", headers={"Authorization": f"Bearer {TOKEN}"}
+        ) as r,
+    ):
+        status, text = r.status, await r.text()
+
+    assert status == 400
+    assert text.startswith('expected {"payloads": [...]} of protobuf JSON payloads')
