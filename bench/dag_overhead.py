@@ -6,7 +6,10 @@ Runs, against one embedded dev server and one in-process worker:
    agent a ``scripted`` LLM agent with a one-response script (instant), with
    ``options.max_concurrency = chains``;
 2. floor (a): a plain workflow running the same shape of no-op activities;
-3. floor (b): a plain workflow running the same shape of no-op child workflows.
+3. floor (b): a plain workflow running the same shape of no-op child workflows;
+4. the same ``TeamRun`` as 1 with encryption on: a client and a worker (on a
+   task queue of its own) with the AES-GCM payload codec of ``oma.codec``
+   (a fresh key), every payload and failure attribute encrypted.
 
 It does so at each size of ``--sizes`` (default 200, 800 and 5,000 tasks).
 Each gets a small warm-up run first. For each it prints the wall time, the
@@ -20,8 +23,10 @@ machine moves the wall times: compare the CPU columns too, or use
 
     tasks=<n> per_task_ms=<x> floor_activity_ms=<y> floor_child_ms=<z>
     ratio_vs_child_floor=<x/z> team_run_histories=<runs> longest_team_run_history=<events>
+    encrypted_per_task_ms=<e> ratio_encrypted_vs_plain=<e/x>
 
-The per-task overhead must not grow with the size.
+The per-task overhead must not grow with the size; with the codec it should
+stay within 1.1x of the same run without (docs/security.md).
 
 Run from the repository root: ``.venv/bin/python bench/dag_overhead.py``.
 """
@@ -48,6 +53,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 TASK_QUEUE = "oma-bench"
+ENCRYPTED_TASK_QUEUE = "oma-bench-encrypted"
 WARMUP_SHAPE = (2, 2)
 MAX_CONCURRENT_WORKFLOW_TASKS = 100
 MAX_CONCURRENT_ACTIVITIES = 100
@@ -237,7 +243,7 @@ async def run_histories(client: Any, workflow_id: str) -> list[Any]:
     return runs
 
 
-async def run_team(client: Any, chains: int, length: int) -> str:
+async def run_team(client: Any, chains: int, length: int, task_queue: str = TASK_QUEUE) -> str:
     from oma.core.results import TeamRunResult
 
     wf_id = f"bench-team-{uuid.uuid4().hex[:8]}"
@@ -245,7 +251,7 @@ async def run_team(client: Any, chains: int, length: int) -> str:
         "TeamRun",
         team_run_input(chains, length),
         id=wf_id,
-        task_queue=TASK_QUEUE,
+        task_queue=task_queue,
         execution_timeout=run_timeout(chains * length),
         result_type=TeamRunResult,
     )
@@ -283,18 +289,27 @@ def process_cpu_s(pid: int | None) -> float:
 
 
 RUNNERS: dict[str, Any] = {
-    "team_run": run_team,
-    "floor_activity": lambda client, c, n: run_floor(client, "BenchFloorActivities", c, n),
-    "floor_child": lambda client, c, n: run_floor(client, "BenchFloorChildren", c, n),
+    "team_run": lambda clients, c, n: run_team(clients["plain"], c, n),
+    "floor_activity": lambda clients, c, n: run_floor(
+        clients["plain"], "BenchFloorActivities", c, n
+    ),
+    "floor_child": lambda clients, c, n: run_floor(clients["plain"], "BenchFloorChildren", c, n),
+    "team_run_codec": lambda clients, c, n: run_team(
+        clients["encrypted"], c, n, ENCRYPTED_TASK_QUEUE
+    ),
 }
+"""Each takes the clients (``plain``, ``encrypted``) and a shape."""
 
 
-async def measure(client: Any, name: str, shape: Shape, server_pid: int | None) -> Measurement:
+async def measure(
+    clients: dict[str, Any], name: str, shape: Shape, server_pid: int | None
+) -> Measurement:
     """Run ``name`` on ``shape``; time it, then count its history events."""
     chains, length = shape
+    client = clients["encrypted" if name == "team_run_codec" else "plain"]
     cpu0, server0 = time.process_time(), process_cpu_s(server_pid)
     start = time.perf_counter()
-    wf_id = await RUNNERS[name](client, chains, length)
+    wf_id = await RUNNERS[name](clients, chains, length)
     seconds = time.perf_counter() - start
     cpu = (time.process_time() - cpu0, process_cpu_s(server_pid) - server0)
     events, histories, runs, longest = await count_events(client, wf_id)
@@ -309,9 +324,17 @@ async def bench(
     from temporalio.worker import Worker
 
     from oma import worker as oma_worker
+    from oma.codec import new_key, parse_keys
     from oma.connection import Connection
+    from oma.plugin import OmaPlugin
 
-    client = await Connection.local(address, TASK_QUEUE).connect()
+    client = await Connection.local(address, TASK_QUEUE).connect(
+        plugins=[OmaPlugin(codec_keys=None)]
+    )
+    encrypted = await Connection.local(address, ENCRYPTED_TASK_QUEUE).connect(
+        plugins=[OmaPlugin(codec_keys=parse_keys(new_key("bench")))]
+    )
+    clients = {"plain": client, "encrypted": encrypted}
     # One worker on one task queue serves the OMA workflows and activities and
     # the floors alike, with the same slots for all three measurements. Its
     # ACP session queue is not polled: no task here runs an ACP agent.
@@ -324,18 +347,27 @@ async def bench(
         max_concurrent_workflow_tasks=MAX_CONCURRENT_WORKFLOW_TASKS,
         max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
     )
+    encrypted_activities = oma_worker.Activities(
+        session_task_queue=oma_worker.session_task_queue(ENCRYPTED_TASK_QUEUE)
+    )
+    encrypted_worker = Worker(
+        oma_worker.serving_client(encrypted, encrypted_activities),
+        task_queue=ENCRYPTED_TASK_QUEUE,
+        max_concurrent_workflow_tasks=MAX_CONCURRENT_WORKFLOW_TASKS,
+        max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+    )
     rows: list[list[Measurement]] = []
     try:
-        async with w:
+        async with w, encrypted_worker:
             for name in RUNNERS:
-                m = await measure(client, name, WARMUP_SHAPE, server_pid)
+                m = await measure(clients, name, WARMUP_SHAPE, server_pid)
                 print(f"warm-up  {m.line()}", flush=True)
             for shape in shapes:
                 print(f"shape: {shape[0]} chains x {shape[1]} tasks", flush=True)
                 rounds: dict[str, list[Measurement]] = {name: [] for name in RUNNERS}
                 for _ in range(repeat):
                     for name in RUNNERS:
-                        m = await measure(client, name, shape, server_pid)
+                        m = await measure(clients, name, shape, server_pid)
                         print(f"  {m.line()}", flush=True)
                         rounds[name].append(m)
                 rows.append([median(ms) for ms in rounds.values()])
@@ -344,6 +376,7 @@ async def bench(
                         print(f"  median {m.line()}", flush=True)
     finally:
         await activities.acp_pool.close_all()
+        await encrypted_activities.acp_pool.close_all()
     return rows
 
 
@@ -399,7 +432,7 @@ def main() -> None:
         "--repeat",
         type=int,
         default=1,
-        help="rounds of the three measurements, in turn; the summary reports "
+        help="rounds of the four measurements, in turn; the summary reports "
         "each one's median (default 1)",
     )
     args = parser.parse_args()
@@ -439,12 +472,14 @@ def main() -> None:
         raise SystemExit(f"not shut down: children {left}, server at {server.address}")
     print(f"shutdown: worker stopped, dev server (pid {server_pid}) gone, no child left")
 
-    for team, floor_activity, floor_child in rows:
+    for team, floor_activity, floor_child, codec in rows:
         x, y, z = team.ms_per_task, floor_activity.ms_per_task, floor_child.ms_per_task
+        e = codec.ms_per_task
         print(
             f"tasks={team.tasks} per_task_ms={x:.2f} floor_activity_ms={y:.2f} "
             f"floor_child_ms={z:.2f} ratio_vs_child_floor={x / z:.2f} "
-            f"team_run_histories={team.runs} longest_team_run_history={team.longest}",
+            f"team_run_histories={team.runs} longest_team_run_history={team.longest} "
+            f"encrypted_per_task_ms={e:.2f} ratio_encrypted_vs_plain={e / x:.2f}",
             flush=True,
         )
 
