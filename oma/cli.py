@@ -709,7 +709,11 @@ def replay(
         raise _fail(f"cannot read {history}: {e.strerror}", 2) from None
     except (ValueError, KeyError, TypeError) as e:
         raise _fail(f"{history} is not a workflow history in JSON: {e}", 2) from None
-    replayer = plugin.replayer()
+    try:
+        _check_codec_keys(parsed)
+        replayer = plugin.replayer()
+    except OMAError as e:
+        raise _fail(str(e)) from None
 
     async def go() -> Any:
         return await replayer.replay_workflow(parsed, raise_on_replay_failure=False)
@@ -722,6 +726,25 @@ def replay(
         )
         raise _fail(str(mismatch))
     console.print(f"{history}: replayed {len(parsed.events)} events, no mismatch")
+
+
+def _check_codec_keys(history: Any) -> None:
+    """Raise ``CodecKeyMissingError`` when the history's input is encrypted with
+    a key ``OMA_CODEC_KEYS`` does not hold: the replay would otherwise report a
+    mismatch (the run failing on an unreadable input) instead of the cause."""
+    from oma.codec import AesGcmCodec, undecryptable_reason
+    from oma.core.errors import CodecKeyMissingError
+
+    started = history.events[0].workflow_execution_started_event_attributes
+    for payload in started.input.payloads:
+        keys = keys_from_env()
+        shown = AesGcmCodec(keys).decrypt(payload) if keys else payload
+        reason = undecryptable_reason(shown)
+        if reason is not None:
+            raise CodecKeyMissingError(
+                f"cannot replay: {reason}; set OMA_CODEC_KEYS (or OMA_CODEC_KEYS_FILE) "
+                "to a list holding that key"
+            )
 
 
 def _workflow_id_of(history: Any) -> str | None:

@@ -276,3 +276,42 @@ def _first_input(history: Any) -> Any:
     started = history.events[0].workflow_execution_started_event_attributes
     assert started.input.payloads[0].metadata["encryption-key-id"] == b"key-a"
     return started.input.payloads[0]
+
+
+async def test_oma_replay_decrypts_with_the_keys_and_names_a_missing_one(
+    enc_client: Client, enc_worker: oma_worker.OmaWorker, workflow_id: str, tmp_path: Any
+) -> None:
+    await start_marked_run(enc_client, workflow_id)
+    exported = tmp_path / "history.json"
+    exported.write_text((await _history(enc_client, workflow_id)).to_json())
+
+    def oma_replay(keys: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "OMA_CODEC_KEYS": keys}
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "oma.cli",
+                "replay",
+                str(exported),
+                "--workflow-id",
+                workflow_id,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    rotated, other = await asyncio.gather(
+        asyncio.to_thread(oma_replay, f"{KEY_B},{KEY_A}"),
+        asyncio.to_thread(oma_replay, KEY_B),
+    )
+
+    assert rotated.returncode == 0, rotated.stderr
+    assert "no mismatch" in rotated.stdout
+    assert other.returncode == 1
+    assert "CODEC_KEY_MISSING: cannot replay: the payload is encrypted with key id 'key-a'" in (
+        other.stdout + other.stderr
+    )
