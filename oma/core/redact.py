@@ -17,6 +17,7 @@ Two kinds, both pure:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 
@@ -82,14 +83,15 @@ def _redact_assignment(match: re.Match[str]) -> str:
 CREDENTIAL_ENV_NAMES: set[str] = {
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_AUTH_TOKEN",
+    "OPENAI_API_KEY",
     "TEMPORAL_API_KEY",
     "OMA_CODEC_KEYS",
 }
 """Environment variables that hold a credential whatever their name looks
 like: the names the provider adapters and the connection read. The one
-registry: a provider adapter that reads another name adds it here
-(``CREDENTIAL_ENV_NAMES.add("OPENAI_API_KEY")`` next to its own constant, or
-an entry in this set). Names ``redact`` takes for a credential name
+registry: a provider adapter that reads another name adds an entry to this
+set literal (not at import time elsewhere, so the list is whole wherever it is
+read; ``is_credential_name`` caches its answers). Names ``redact`` takes for a credential name
 (``*_TOKEN``, ``*_SECRET``, ``*PASSWORD*``, ``*API_KEY*``) and any
 ``api_key_env`` an agent names count too, see ``credential_env_names``."""
 
@@ -98,6 +100,7 @@ MIN_SECRET_CHARS = 8
 ``true`` in every output would destroy it and protect nothing."""
 
 
+@functools.lru_cache(maxsize=4096)
 def is_credential_name(name: str) -> bool:
     """Whether the environment variable ``name`` holds a credential: it is in
     ``CREDENTIAL_ENV_NAMES`` or ``redact`` scrubs an assignment to it
