@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,11 @@ from temporalio.exceptions import ApplicationError
 from oma.core.agent_config import AgentConfig
 from oma.core.messages import ToolResultBlock
 from oma.core.results import AgentRunResult
-from oma.worker import OmaWorker
+from oma.worker import OmaWorker, build_worker
+from tests._approvals import Run
 from tests._procs import alive, cmdline
-from tests._runs import TASK_QUEUE, assert_replays, run_agent
+from tests._runs import TASK_QUEUE, assert_replays, run_agent, worker_activities
+from tests.anthropic_server import AnthropicServer
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -318,3 +321,66 @@ def test_allowed_tools_must_name_a_declared_server() -> None:
 def test_two_servers_of_one_name_are_an_input_error() -> None:
     with pytest.raises(ValidationError, match=r"MCP server name\(s\) \['t'\] repeat"):
         AgentConfig.model_validate(mcp_agent("ok", servers=[python_server(), python_server()]))
+
+
+async def test_a_lost_server_worker_has_the_next_call_start_a_new_server_elsewhere(
+    client: Client, workflow_id: str, anthropic_server: AnthropicServer
+) -> None:
+    # the run waits on a gated call while the worker holding its server stops
+    queue = f"mcp-lost-{uuid.uuid4().hex[:8]}"
+    agent = mcp_agent(
+        [tool_use("u1", "t__pid")],
+        [tool_use("u2", "t__remember", value="b")],
+        "ok",
+        servers=[python_server()],
+    )
+    first = build_worker(client, queue, worker_activities(queue, anthropic_server.base_url))
+    async with first:
+        handle = await client.start_workflow(
+            "AgentRun",
+            {"agent": agent, "input": "go", "approvals": {"tools": ["t__remember"]}},
+            id=workflow_id,
+            task_queue=queue,
+            result_type=AgentRunResult,
+        )
+        run = Run(handle)
+        request = await run.request("tool-1")
+    second = build_worker(client, queue, worker_activities(queue, anthropic_server.base_url))
+    async with second:
+        await run.decide(request)
+        result = await handle.result()
+
+    pid, remembered = results(result)
+    assert not alive(int(str(pid.content)))
+    assert str(remembered.content) == (
+        "[MCP server 't' was started anew for this call (the earlier one exited or its "
+        "worker was lost): whatever it held is gone]\nb"
+    )
+    assert first.activities.mcp_pool.spawn_count == 1
+    assert second.activities.mcp_pool.spawn_count == 1
+    assert len(second.activities.mcp_pool) == 0  # closed at the run's end
+    # the call routed to the lost worker's queue timed out unstarted, then ran anew
+    assert (await activity_types(client, workflow_id)).count("tool_call") == 3
+    await assert_replays(client, workflow_id)
+
+
+async def test_a_gated_mcp_tool_waits_for_its_decision_like_a_builtin_one(
+    client: Client, workflow_id: str
+) -> None:
+    agent = mcp_agent([tool_use("u1", "t__remember", value="z")], "ok", servers=[python_server()])
+    handle = await client.start_workflow(
+        "AgentRun",
+        {"agent": agent, "input": "go", "approvals": {"tools": ["t__remember"]}},
+        id=workflow_id,
+        task_queue=TASK_QUEUE,
+        result_type=AgentRunResult,
+    )
+    run = Run(handle)
+    request = await run.request("tool-1")
+    assert request.boundary == "tool" and '"t__remember"' in json.dumps(request.content)
+    await run.decide(request, "reject")
+    result = await handle.result()
+
+    (rejected,) = results(result)
+    assert rejected.is_error and "rejected" in str(rejected.content)
+    assert "tool_call" not in await activity_types(client, workflow_id)
