@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -28,7 +29,14 @@ from oma.core.results import AgentRunResult
 from oma.worker import OmaWorker, build_worker
 from tests._approvals import Run
 from tests._procs import alive, cmdline
-from tests._runs import TASK_QUEUE, assert_replays, run_agent, worker_activities
+from tests._runs import (
+    TASK_QUEUE,
+    agent_result,
+    assert_replays,
+    run_agent,
+    run_team,
+    worker_activities,
+)
 from tests.anthropic_server import AnthropicServer
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -87,6 +95,18 @@ def processes_with(marker: str) -> list[int]:
         for p in Path("/proc").iterdir()
         if p.name.isdigit() and marker in cmdline(int(p.name)) and alive(int(p.name))
     ]
+
+
+def processes_in(directory: Path) -> list[int]:
+    """Live processes whose working directory is ``directory``."""
+    found = []
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and Path(os.readlink(p / "cwd")) == directory:
+                found.append(int(p.name))
+        except OSError:
+            continue
+    return [pid for pid in found if alive(pid)]
 
 
 async def dead_soon(pid: int, within_s: float = 10.0) -> bool:
@@ -384,3 +404,26 @@ async def test_a_gated_mcp_tool_waits_for_its_decision_like_a_builtin_one(
     (rejected,) = results(result)
     assert rejected.is_error and "rejected" in str(rejected.content)
     assert "tool_call" not in await activity_types(client, workflow_id)
+
+
+async def test_the_mcp_example_team_runs_with_the_scripted_provider(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    # the example as written, its server the npm one the tests install
+    # (npx would fetch it) and its cwd a fresh directory
+    run_input = json.loads((ROOT / "examples/mcp-team-scripted.json").read_text())
+    for agent in run_input["team"]["agents"]:
+        for server in agent["mcp_servers"]:
+            assert server["args"][-1] == "."
+            server |= {"command": str(FILESYSTEM_SERVER), "args": ["."], "cwd": str(tmp_path)}
+    result = await run_team(client, workflow_id, run_input)
+
+    assert [(t.id, t.status) for t in result.tasks] == [
+        ("write", "completed"),
+        ("review", "completed"),
+    ]
+    assert (tmp_path / "NOTES.md").read_text().startswith("# Notes\n")
+    review = await agent_result(client, workflow_id, "review")
+    assert "slugify() folds accents" in str(results(review)[0].content)
+    assert processes_in(tmp_path) == []
+    await assert_replays(client, workflow_id)
