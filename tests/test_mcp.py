@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from oma.agent import Agent
 from oma.core.agent_config import AgentConfig
 from oma.core.messages import ToolResultBlock
 from oma.core.results import AgentRunResult
@@ -427,3 +428,21 @@ async def test_the_mcp_example_team_runs_with_the_scripted_provider(
     assert "slugify() folds accents" in str(results(review)[0].content)
     assert processes_in(tmp_path) == []
     await assert_replays(client, workflow_id)
+
+
+async def test_an_in_process_agent_keeps_its_servers_until_it_is_closed() -> None:
+    agent = Agent(
+        mcp_agent(
+            [tool_use("u1", "t__remember", value="a")],
+            [tool_use("u2", "t__pid")],
+            "ok",
+            servers=[python_server()],
+        )
+    )
+    result = await agent.run("go")
+    remembered, pid = results(result)
+
+    assert (remembered.content, result.output) == ("a", "ok")
+    assert alive(int(str(pid.content)))  # the Agent's, until close()
+    await agent.close()
+    assert not alive(int(str(pid.content)))
