@@ -28,9 +28,11 @@ from oma.activities.acp.pool import SessionPool
 from oma.activities.acp.reaper import reap_forever
 from oma.activities.acp_prompt import AcpActivities
 from oma.activities.llm_turn import LlmActivities
+from oma.activities.mcp import McpServerPool
+from oma.activities.mcp_tools import McpActivities
 from oma.activities.process_run import process_run
 from oma.activities.run_hooks import before_run, evaluate
-from oma.activities.tool_call import tool_call
+from oma.activities.tool_call import ToolActivities
 from oma.codec import keys_from_env
 from oma.connection import Connection
 from oma.plugin import OmaPlugin
@@ -40,7 +42,8 @@ from oma.plugin import OmaPlugin
 class Activities:
     """The activity implementations a worker registers (built once per worker).
 
-    ``acp_pool`` holds this worker's ACP sessions; ``session_task_queue`` is the
+    ``acp_pool`` holds this worker's ACP sessions, ``mcp_pool`` its runs'
+    MCP servers; ``session_task_queue`` is the
     task queue only this worker polls, where later turns of those sessions are
     routed (ARCHITECTURE.md, "ACP sessions across activities").
     """
@@ -48,15 +51,17 @@ class Activities:
     session_task_queue: str
     llm: LlmActivities = field(default_factory=LlmActivities)
     acp_pool: SessionPool = field(default_factory=SessionPool)
+    mcp_pool: McpServerPool = field(default_factory=McpServerPool)
 
     def __post_init__(self) -> None:
         self.acp = AcpActivities(self.acp_pool, self.session_task_queue)
+        self.tools = ToolActivities(self.mcp_pool, self.session_task_queue)
+        self.mcp = McpActivities(self.mcp_pool, self.session_task_queue)
 
     def all(self) -> list[Any]:
         """Every activity, for the shared task queue."""
         return [
             self.llm.llm_turn,
-            tool_call,
             process_run,
             before_run,
             evaluate,
@@ -65,7 +70,13 @@ class Activities:
 
     def session_activities(self) -> list[Any]:
         """The activities that must reach this worker's own sessions."""
-        return [self.acp.acp_prompt, self.acp.acp_close_run]
+        return [
+            self.acp.acp_prompt,
+            self.acp.acp_close_run,
+            self.tools.tool_call,
+            self.mcp.mcp_list_tools,
+            self.mcp.mcp_close_run,
+        ]
 
 
 def session_task_queue(task_queue: str) -> str:
@@ -95,10 +106,12 @@ class OmaWorker:
     async def __aenter__(self) -> OmaWorker:
         async with AsyncExitStack() as stack:
             stack.push_async_callback(self.activities.acp_pool.close_all)
+            stack.push_async_callback(self.activities.mcp_pool.close_all)
             for w in self.workers:
                 await stack.enter_async_context(w)
-            reaper = asyncio.create_task(reap_forever(self.activities.acp_pool, self.client))
-            stack.callback(reaper.cancel)
+            for pool in (self.activities.acp_pool, self.activities.mcp_pool):
+                reaper = asyncio.create_task(reap_forever(pool, self.client))
+                stack.callback(reaper.cancel)
             self._stack = stack.pop_all()
         return self
 

@@ -2,7 +2,9 @@
 
 A built-in tool (``oma.activities.tools``) runs in the agent's ``cwd``, its
 file tools confined to it; a custom tool (``oma.activities.tools.custom``) is
-the user's function, loaded on this worker. Either way the result is what the
+the user's function, loaded on this worker; an MCP tool is a ``tools/call``
+on the agent run's server (``oma.activities.mcp_tools.call_mcp_tool``), which
+for a stdio server lives on the worker that started it. Either way the result is what the
 model reads: the output, or what went wrong as an ``is_error`` result with a
 message, cut to ``max_output_chars``. The activity heartbeats while the tool
 runs, so a cancel reaches it within about a second (and ``bash``'s process
@@ -18,6 +20,8 @@ from typing import Any
 from temporalio import activity
 
 from oma.activities._heartbeat import heartbeating
+from oma.activities.mcp import McpServerPool
+from oma.activities.mcp_tools import call_mcp_tool
 from oma.activities.tools import BUILTIN_TOOLS, ToolContext, ToolOutput, cap_output, run_builtin
 from oma.activities.tools.custom import load_custom_tool
 from oma.core.agent_config import AgentConfig
@@ -28,23 +32,46 @@ HEARTBEAT_INTERVAL_S = 0.5
 """Seconds between two heartbeats while a tool runs."""
 
 
-@activity.defn(name="tool_call")
-async def tool_call(inp: ToolCallInput) -> ToolCallOutput:
-    """Run ``inp.tool`` on ``inp.input``; never raises for the tool's own
-    failure (it is the model's to read), only for a cancellation."""
-    progress = {"tool": inp.tool.name, "last": ""}
+class ToolActivities:
+    """The ``tool_call`` activity of one worker: ``mcp_pool`` holds the MCP
+    servers of its runs, ``worker_task_queue`` is the task queue only this
+    worker polls (an MCP call's output names it)."""
 
-    def note(text: str) -> None:
-        progress["last"] = text[-200:]
+    def __init__(self, mcp_pool: McpServerPool, worker_task_queue: str | None) -> None:
+        self.mcp_pool = mcp_pool
+        self.worker_task_queue = worker_task_queue
 
-    with heartbeating(lambda: dict(progress), HEARTBEAT_INTERVAL_S):
-        return await run_tool(inp, note)
+    @activity.defn(name="tool_call")
+    async def tool_call(self, inp: ToolCallInput) -> ToolCallOutput:
+        """Run ``inp.tool`` on ``inp.input``; never raises for the tool's own
+        failure (it is the model's to read), only for a cancellation."""
+        progress = {"tool": inp.tool.name, "last": ""}
+
+        def note(text: str) -> None:
+            progress["last"] = text[-200:]
+
+        with heartbeating(lambda: dict(progress), HEARTBEAT_INTERVAL_S):
+            return await run_tool(inp, note, self.mcp_pool, self.worker_task_queue)
 
 
-async def run_tool(inp: ToolCallInput, note: Callable[[str], None] | None = None) -> ToolCallOutput:
+async def run_tool(
+    inp: ToolCallInput,
+    note: Callable[[str], None] | None = None,
+    mcp_pool: McpServerPool | None = None,
+    worker_task_queue: str | None = None,
+) -> ToolCallOutput:
     """One tool call, the activity's work without the activity (the in-process
     ``Agent`` calls it directly). ``note`` receives progress lines of a long
-    tool (bash's output), when given."""
+    tool (bash's output), when given; ``mcp_pool`` holds the MCP servers (an
+    MCP tool without one is an error result)."""
+    if inp.mcp is not None:
+        if mcp_pool is None:
+            return ToolCallOutput(content="no MCP servers on this caller", is_error=True)
+        mcp_out = await call_mcp_tool(mcp_pool, inp, worker_task_queue)
+        capped = cap_output(
+            ToolOutput(content=mcp_out.content, is_error=mcp_out.is_error), inp.max_output_chars
+        )
+        return mcp_out.model_copy(update={"content": capped.content, "truncated": capped.truncated})
     if inp.tool.source == "builtin":
         cwd = Path(inp.cwd or ".").resolve()
         if not cwd.is_dir():
@@ -72,7 +99,7 @@ def tool_traits(agent: AgentConfig) -> dict[str, ToolTraits]:
     traits = {
         ref.name: load_custom_tool(ref.source).traits
         for ref in agent.resolved_tools()
-        if ref.source != "builtin"
+        if ref.source != "builtin" and not ref.source.startswith("mcp:")
     }
     return {name: t for name, t in traits.items() if t != ToolTraits()}
 
@@ -86,10 +113,17 @@ def _attempts_left(inp: ToolCallInput) -> bool:
 
 def tool_definitions(agent: AgentConfig) -> list[dict[str, Any]]:
     """The agent's tools as the Anthropic Messages API's ``tools``
-    (``name``, ``description``, ``input_schema``), in declaration order.
+    (``name``, ``description``, ``input_schema``), in declaration order, its
+    MCP servers' tools as the run recorded their listing last.
     Raises ``InvalidHookError`` for a custom tool this worker cannot load."""
     definitions = []
+    listed = {tool.name: tool for tool in agent.mcp_tools or []}
     for ref in agent.resolved_tools():
+        if (mcp := listed.get(ref.name)) is not None and ref.source.startswith("mcp:"):
+            definitions.append(
+                {"name": ref.name, "description": mcp.description, "input_schema": mcp.input_schema}
+            )
+            continue
         tool = BUILTIN_TOOLS[ref.name] if ref.source == "builtin" else load_custom_tool(ref.source)
         definitions.append(
             {"name": ref.name, "description": tool.description, "input_schema": tool.input_schema()}

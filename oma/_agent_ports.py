@@ -19,6 +19,8 @@ from temporalio.exceptions import ApplicationError
 
 from oma.activities.acp.pool import SessionPool
 from oma.activities.acp_prompt import AcpActivities
+from oma.activities.mcp import McpServerPool
+from oma.activities.mcp_tools import list_mcp_tools
 from oma.activities.process_run import process_run
 from oma.activities.providers import ModelProvider
 from oma.activities.tool_call import run_tool
@@ -31,6 +33,7 @@ from oma.core.before_run import BeforeRunContext, BeforeRunHook, apply_before_ru
 from oma.core.errors import OMAError, error_for
 from oma.core.evaluation import EvaluationRecord, evaluate, load_evaluator
 from oma.core.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.mcp import McpListToolsInput, McpListToolsOutput, McpServerConfig
 from oma.core.message_guard import latest_user_prompt
 from oma.core.messages import LLMMessage
 from oma.core.process import ProcessRunInput, ProcessRunOutput
@@ -72,10 +75,18 @@ class DirectTools:
     def __init__(self, scope: str, on_tool_call: ApprovalCallback | None = None) -> None:
         self._scope = scope
         self._on_tool_call = on_tool_call
+        self.mcp_pool = McpServerPool()  # the Agent's MCP servers, until Agent.close()
 
     async def call(self, call: ToolCallInput) -> ToolCallOutput:
         refused = await self._review(call)
-        return refused if refused is not None else await run_tool(call)
+        return refused if refused is not None else await run_tool(call, mcp_pool=self.mcp_pool)
+
+    async def list_mcp_tools(
+        self, agent: str, servers: list[McpServerConfig]
+    ) -> McpListToolsOutput:
+        return await list_mcp_tools(
+            self.mcp_pool, McpListToolsInput(run_key=self._scope, agent=agent, servers=servers)
+        )
 
     async def _review(self, call: ToolCallInput) -> ToolCallOutput | None:
         if self._on_tool_call is None:

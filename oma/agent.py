@@ -135,8 +135,10 @@ class Agent:
         return copy.deepcopy(self._history)
 
     async def close(self) -> None:
-        """End the ACP session this agent opened, if any (its process tree with it)."""
+        """End the ACP session and the MCP servers this agent opened, if any
+        (their process trees with them)."""
         await self._backend.close()
+        await self._tools.mcp_pool.close_all()
 
     def _checked_input(self, input: str | Sequence[Any]) -> tuple[list[LLMMessage], bool]:
         messages, structured = to_messages(input)

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
@@ -25,6 +26,13 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.agent_config import AgentConfig
     from oma.core.evaluation import EvaluationRecord
     from oma.core.llm import ConversationRef, LlmTurnInput, LlmTurnOutput
+    from oma.core.mcp import (
+        McpCloseRunInput,
+        McpCloseRunOutput,
+        McpListToolsInput,
+        McpListToolsOutput,
+        McpServerConfig,
+    )
     from oma.core.messages import LLMMessage
     from oma.core.process import ProcessRunInput, ProcessRunOutput
     from oma.core.providers import PROVIDERS
@@ -75,6 +83,11 @@ class ActivityModel:
 class ActivityTools:
     """``ToolsetPort``: one ``tool_call`` activity per call (``TOOL_CALL``).
 
+    An agent's MCP servers are listed by ``mcp_list_tools`` on any worker,
+    which then holds them (a stdio server's process, an HTTP server's
+    session); their tools' calls are routed to that worker's own task queue,
+    as an ACP session's turns are, and ``close`` ends them.
+
     ``gate`` first (the tool gate, ``oma.workflows._tool_gate``): the error
     result it gives (a rejected call) is the call's result. A call whose
     activity failed for good (its worker lost on every attempt, a timeout)
@@ -86,25 +99,95 @@ class ActivityTools:
         self, gate: Callable[[ToolCallInput], Awaitable[ToolCallOutput | None]] | None = None
     ) -> None:
         self._gate = gate
+        # where the run's stdio MCP servers live: the task queue of their
+        # worker, learned from the activities' outputs (so from the history)
+        self._mcp_queue: str | None = None
+        self._mcp_queues: set[str] = set()
+        self._run_key = ""
 
     async def call(self, call: ToolCallInput) -> ToolCallOutput:
         if self._gate is not None and (refused := await self._gate(call)) is not None:
             return refused
         try:
-            out: ToolCallOutput = await workflow.execute_activity(
-                "tool_call",
-                call,
-                result_type=ToolCallOutput,
-                summary=f"{call.agent}: {call.tool.name}",
-                **_options.tool_call(call.traits.max_attempts, call.traits.retry_interval_s),
-            )
+            out = await self._routed_call(call)
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
                 raise
             return ToolCallOutput(
                 content=f"the {call.tool.name} call failed: {err.cause or err}", is_error=True
             )
+        if out.worker_task_queue is not None:
+            self._mcp_queue = out.worker_task_queue
+            self._mcp_queues.add(out.worker_task_queue)
         return out
+
+    async def _routed_call(self, call: ToolCallInput) -> ToolCallOutput:
+        # A stdio MCP server's calls go to the worker that holds it. If nothing
+        # picks the call up there in time, that worker is gone: the call runs
+        # on any worker, which starts a new server (and its result says so).
+        queue = self._mcp_queue if call.mcp is not None else None
+        if queue is not None:
+            try:
+                return await self._tool_call(call, queue)
+            except ActivityError as err:
+                if not _never_started(err):
+                    raise
+                workflow.logger.warning("MCP server worker %s is gone", queue)
+        return await self._tool_call(call, None)
+
+    async def _tool_call(self, call: ToolCallInput, queue: str | None) -> ToolCallOutput:
+        options = _options.tool_call(call.traits.max_attempts, call.traits.retry_interval_s)
+        if queue is not None:
+            options |= {
+                "task_queue": queue,
+                "schedule_to_start_timeout": _options.MCP_SCHEDULE_TO_START,
+                "retry_policy": RetryPolicy(maximum_attempts=1),
+            }
+        out: ToolCallOutput = await workflow.execute_activity(
+            "tool_call",
+            call,
+            result_type=ToolCallOutput,
+            summary=f"{call.agent}: {call.tool.name}",
+            **options,
+        )
+        return out
+
+    async def list_mcp_tools(
+        self, agent: str, servers: list[McpServerConfig]
+    ) -> McpListToolsOutput:
+        # the servers belong to this agent run (not its team run): it closes them
+        info = workflow.info()
+        out: McpListToolsOutput = await workflow.execute_activity(
+            "mcp_list_tools",
+            McpListToolsInput(
+                run_key=f"{info.workflow_id}/{info.run_id}", agent=agent, servers=servers
+            ),
+            result_type=McpListToolsOutput,
+            summary=f"{agent}: list MCP tools",
+            **_options.MCP_LIST_TOOLS,
+        )
+        self._run_key = out.run_key
+        if out.worker_task_queue is not None:
+            self._mcp_queue = out.worker_task_queue
+            self._mcp_queues.add(out.worker_task_queue)
+        return out
+
+    async def close(self) -> None:
+        """Close the run's MCP servers on every worker that held one (nothing
+        to do, and no command, for a run without them). A worker that is gone
+        took its servers with it, so its timeout is not an error."""
+        for queue in sorted(self._mcp_queues):
+            try:
+                await workflow.execute_activity(
+                    "mcp_close_run",
+                    McpCloseRunInput(run_key=self._run_key),
+                    result_type=McpCloseRunOutput,
+                    task_queue=queue,
+                    **_options.MCP_CLOSE_RUN,
+                )
+            except ActivityError as err:
+                workflow.logger.warning("could not close MCP servers on %s: %s", queue, err)
+        self._mcp_queues.clear()
 
 
 class ActivityBackend:

@@ -113,3 +113,16 @@ USER_CODE: dict[str, Any] = {
     "start_to_close_timeout": timedelta(minutes=5),
     "retry_policy": RetryPolicy(maximum_attempts=1),
 }
+
+
+MCP_LIST_TOOLS: dict[str, Any] = {
+    # starting a server (npx may install it first) and tools/list
+    "start_to_close_timeout": timedelta(minutes=2),
+    "retry_policy": RetryPolicy(maximum_attempts=3),
+}
+
+MCP_SCHEDULE_TO_START = timedelta(seconds=10)
+"""A routed MCP ``tool_call`` not picked up in this long: the server's worker
+is gone (the call then starts a new server on any worker)."""
+
+MCP_CLOSE_RUN: dict[str, Any] = ACP_CLOSE_RUN

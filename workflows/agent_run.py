@@ -71,6 +71,7 @@ class AgentRun(ApprovalHandlers):
         gate = ApprovalGate(workflow.info().workflow_id, None, [], self._decisions)
         self._approvals = ApprovalWaits(gate, _no_event, _nothing, self._told_parent)
         self._tool_gate = ToolGate(self._approvals)
+        self._tools = ActivityTools(self._tool_gate.ask)
 
     @workflow.run
     async def run(self, *args: Any) -> AgentRunResult:
@@ -85,15 +86,18 @@ class AgentRun(ApprovalHandlers):
         try:
             if structured:
                 agent.check_accepts_messages()
-            await run_agent(
-                agent,
-                messages,
-                structured=structured,
-                run_key=_run_key(inp),
-                ports=self._ports(inp),
-                result=self._result,
-                token_budget=inp.token_budget,
-            )
+            try:
+                await run_agent(
+                    agent,
+                    messages,
+                    structured=structured,
+                    run_key=_run_key(inp),
+                    ports=self._ports(inp),
+                    result=self._result,
+                    token_budget=inp.token_budget,
+                )
+            finally:
+                await self._tools.close()  # the run's MCP servers, however it ended
         except OMAError as err:
             raise self._failure(err.code, err.message, err.retryable) from err
         except ActivityError as err:
@@ -155,7 +159,7 @@ class AgentRun(ApprovalHandlers):
     def _ports(self, inp: AgentRunInput) -> AgentPorts:
         return AgentPorts(
             model=self._model,
-            tools=ActivityTools(self._tool_gate.ask),
+            tools=self._tools,
             backend=ActivityBackend(inp.acp_session, owns_sessions=inp.run_key is None),
             hooks=ActivityRunHooks(),
             on_event=self._events.append,

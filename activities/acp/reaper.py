@@ -1,4 +1,5 @@
-"""The safety net that keeps an ACP subprocess from outliving its run.
+"""The safety net that keeps an ACP agent or stdio MCP server subprocess from
+outliving its run.
 
 A run closes its sessions itself when it ends (the ``acp_close_run``
 activity), but no workflow code runs when a run is terminated, times out, or
@@ -11,11 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Protocol
 
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma.activities.acp.pool import SessionPool
+
+class RunScopedPool(Protocol):
+    """What the reaper closes: a worker's ACP sessions (``SessionPool``) or
+    MCP servers (``McpServerPool``), by run."""
+
+    def run_keys(self) -> set[str]: ...
+
+    async def close_run(self, run_key: str) -> int: ...
+
 
 REAP_INTERVAL_S = 0.5
 """Seconds between two checks (only while the pool holds a session)."""
@@ -44,18 +54,18 @@ async def run_is_open(client: Client, run_key: str) -> bool:
     return desc.status == WorkflowExecutionStatus.RUNNING
 
 
-async def reap_closed_runs(pool: SessionPool, client: Client) -> int:
+async def reap_closed_runs(pool: RunScopedPool, client: Client) -> int:
     """Close the sessions of every run in ``pool`` that has ended. Returns how many."""
     closed = 0
     for run_key in sorted(pool.run_keys()):
         if not await run_is_open(client, run_key):
             closed += await pool.close_run(run_key)
-            logger.info("closed the ACP sessions of ended run %s", run_key)
+            logger.info("closed the subprocesses of ended run %s", run_key)
     return closed
 
 
 async def reap_forever(
-    pool: SessionPool, client: Client, interval_s: float = REAP_INTERVAL_S
+    pool: RunScopedPool, client: Client, interval_s: float = REAP_INTERVAL_S
 ) -> None:
     """``reap_closed_runs`` every ``interval_s`` seconds, until cancelled."""
     while True:
@@ -63,4 +73,4 @@ async def reap_forever(
         try:
             await reap_closed_runs(pool, client)
         except Exception:  # the next round tries again; never take the worker down
-            logger.exception("reaping ACP sessions failed")
+            logger.exception("reaping the subprocesses of ended runs failed")

@@ -163,7 +163,7 @@ def _request(inp: LlmTurnInput) -> dict[str, Any]:
     }
     if agent.system_prompt:
         request["system"] = agent.system_prompt
-    if agent.tools:
+    if agent.tools or agent.mcp_tools:
         request["tools"] = tool_definitions(agent)
     return request
 

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from oma.core.backends import BackendConfig
 from oma.core.errors import InvalidMessageError
 from oma.core.evaluation import EvaluationConfig
+from oma.core.mcp import McpServerConfig, McpTool
 from oma.core.messages import ContentBlock, LLMMessage
 from oma.core.providers import Provider
 from oma.core.task import BackendKind
@@ -26,6 +27,7 @@ _LLM_ONLY_FIELDS = (
     "allowed_tools",
     "disallowed_tools",
     "cwd",
+    "mcp_servers",
 )
 
 
@@ -111,6 +113,17 @@ class AgentConfig(BaseModel):
         "team tasks never read it.",
     )
 
+    mcp_servers: list[McpServerConfig] | None = Field(
+        default=None,
+        description="MCP servers whose tools the agent may call as '<name>__<tool>' "
+        "(stdio or streamable HTTP); see docs/mcp.md.",
+    )
+    mcp_tools: list[McpTool] | None = Field(
+        default=None,
+        description="The tools the MCP servers listed, recorded by the run (mcp_list_tools); "
+        "set by the run, not by hand.",
+    )
+
     @model_validator(mode="after")
     def _check_kind(self) -> AgentConfig:
         if self.backend is not None:
@@ -122,14 +135,24 @@ class AgentConfig(BaseModel):
                 )
         elif self.resolved_provider == "scripted" and not self.script:
             raise ValueError(f"agent {self.name!r} uses provider 'scripted' but has no 'script'")
-        if self.tools is not None or self.allowed_tools or self.disallowed_tools:
+        names = [server.name for server in self.mcp_servers or []]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"agent {self.name!r}: MCP server name(s) {repeated} repeat")
+        if self.tools is not None or self.allowed_tools or self.disallowed_tools or names:
             self.resolved_tools()  # unknown names are an input error, before anything runs
         return self
 
     def resolved_tools(self) -> list[ToolRef]:
         """The tools this agent may call (``oma.core.tools.resolve_tools``);
         raises ``ValueError`` for an unknown name."""
-        return resolve_tools(self.tools or [], self.allowed_tools, self.disallowed_tools or [])
+        return resolve_tools(
+            self.tools or [],
+            self.allowed_tools,
+            self.disallowed_tools or [],
+            self.mcp_servers,
+            self.mcp_tools,
+        )
 
     def check_accepts_messages(self) -> None:
         """Raise ``InvalidMessageError`` if this agent cannot take a message list.

@@ -23,6 +23,7 @@ from oma.core.errors import (
     UnknownToolError,
 )
 from oma.core.llm import LlmTurnInput
+from oma.core.mcp import McpCall
 from oma.core.messages import LLMMessage, ToolResultBlock, ToolUseBlock, text_of
 from oma.core.ports import ModelPort, ToolsetPort
 from oma.core.results import AgentRunResult, ToolCallRecord
@@ -43,7 +44,9 @@ async def run_model_loop(
 ) -> None:
     """Run ``agent`` on ``messages`` until it answers without asking for a tool.
 
-    Each turn's ``tool_use`` blocks run through ``tools``, concurrently; the
+    An agent with ``mcp_servers`` first lists their tools through ``tools``
+    (once per run; the model sees them as ``<server>__<tool>``). Each turn's
+    ``tool_use`` blocks run through ``tools``, concurrently; the
     next user message holds exactly one ``tool_result`` per ``tool_use``,
     same id, same order. A tool the agent does not declare, or one that
     failed, is an ``is_error`` result the model can act on; a ``tool_use``
@@ -66,6 +69,12 @@ async def run_model_loop(
     ``MaxTurnsExceededError`` after ``agent.max_turns`` turns without an
     answer, and whatever ``model`` raises.
     """
+    run_key = ""
+    if agent.mcp_servers:
+        # listed once per agent run, by an activity: the history holds the list
+        listing = await tools.list_mcp_tools(agent.name, agent.mcp_servers)
+        agent = agent.model_copy(update={"mcp_tools": listing.tools})
+        run_key = listing.run_key
     declared = {ref.name: ref for ref in agent.resolved_tools()}
     conversation = list(messages)
     truncated_turns = 0
@@ -104,7 +113,10 @@ async def run_model_loop(
             _count_repeats(agent, tool_uses, repeats)
             traits = out.tool_traits
             outputs = await asyncio.gather(
-                *(_call(agent, declared.get(use.name), use, tools, traits) for use in tool_uses)
+                *(
+                    _call(agent, declared.get(use.name), use, tools, traits, run_key)
+                    for use in tool_uses
+                )
             )
         result.tool_calls += [
             ToolCallRecord(
@@ -137,6 +149,7 @@ async def _call(
     use: ToolUseBlock,
     tools: ToolsetPort,
     traits: dict[str, ToolTraits],
+    run_key: str,
 ) -> ToolCallOutput:
     if ref is None:
         return ToolCallOutput(
@@ -153,12 +166,21 @@ async def _call(
             cwd=agent.cwd,
             max_output_chars=agent.max_tool_output_chars,
             traits=traits.get(ref.name, ToolTraits()),
+            mcp=_mcp_call(agent, ref, run_key),
         )
     )
     if output.is_error and not output.content.strip():
         # an empty error tells the model nothing (and the API refuses it)
         return output.model_copy(update={"content": f"tool {use.name!r} failed"})
     return output
+
+
+def _mcp_call(agent: AgentConfig, ref: ToolRef, run_key: str) -> McpCall | None:
+    if not ref.source.startswith("mcp:"):
+        return None
+    tool = next(t for t in agent.mcp_tools or [] if t.name == ref.name)
+    server = next(s for s in agent.mcp_servers or [] if s.name == tool.server)
+    return McpCall(run_key=run_key, server=server, tool=tool.tool)
 
 
 def _cut_off(use: ToolUseBlock) -> ToolCallOutput:

@@ -308,6 +308,14 @@ class UnknownStopReasonError(AcpError):
     code = "UNKNOWN_STOP_REASON"
 
 
+class McpServerError(RunError):
+    """An MCP server could not be started or reached, failed a request, or
+    exited. A tool call's failure is a result the model reads; a failed
+    listing fails the agent run."""
+
+    code = "MCP_SERVER_FAILED"
+
+
 class ReplayMismatchError(RunError):
     """A recorded history no longer replays against the current workflow code
     (a nondeterminism error)."""

@@ -26,6 +26,7 @@ from oma.core.agent_config import AgentConfig
 from oma.core.agent_events import AgentStart
 from oma.core.evaluation import EvaluationRecord
 from oma.core.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.mcp import McpListToolsOutput, McpServerConfig
 from oma.core.messages import LLMMessage
 from oma.core.process import ProcessRunInput, ProcessRunOutput
 from oma.core.run_hooks import EvaluateInput
@@ -88,6 +89,16 @@ class ToolsetPort(Protocol):
     (a cancellation excepted)."""
 
     async def call(self, call: ToolCallInput) -> ToolCallOutput: ...
+
+    async def list_mcp_tools(
+        self, agent: str, servers: list[McpServerConfig]
+    ) -> McpListToolsOutput:
+        """Start (or reach) the agent's MCP servers for this run and list their
+        tools (the ``mcp_list_tools`` activity's contract), once per agent
+        run; the port picks the run key its calls carry (``run_key`` of the
+        output). Raises ``McpServerError``/``MissingCredentialsError`` (an
+        activity's failure in a workflow)."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
+from oma.core.mcp import McpCall, McpServerConfig, McpTool, split_tool_name
+
 BUILTIN_TOOL_NAMES = ("bash", "file_read", "file_write", "file_edit", "glob", "grep")
 """The built-in tools (``oma.activities.tools``)."""
 
@@ -96,10 +98,17 @@ class ToolRef(BaseModel):
 
 
 def resolve_tools(
-    tools: list[str], allowed: list[str] | None, disallowed: list[str]
+    tools: list[str],
+    allowed: list[str] | None,
+    disallowed: list[str],
+    mcp_servers: list[McpServerConfig] | None = None,
+    mcp_tools: list[McpTool] | None = None,
 ) -> list[ToolRef]:
     """The tools an agent declares, presets expanded, in declaration order
-    without repeats, narrowed by ``allowed`` and ``disallowed`` (tool names).
+    without repeats, then the tools its MCP servers listed (``mcp_tools``,
+    source ``mcp:<server>``), narrowed by ``allowed`` and ``disallowed``
+    (tool names). Before the listing, a ``<server>__<tool>`` name in
+    ``allowed``/``disallowed`` only needs a declared server.
 
     Raises ``ValueError`` naming an entry that is neither a built-in tool, a
     preset nor an import path, a custom tool whose name is not a valid tool
@@ -126,8 +135,11 @@ def resolve_tools(
         if earlier is not None and earlier.source != entry:
             raise ValueError(f"custom tool {entry!r} has the name of tool {earlier.source!r}")
         refs[name] = ToolRef(name=name, source=entry)
+    for tool in mcp_tools or []:
+        refs.setdefault(tool.name, ToolRef(name=tool.name, source=f"mcp:{tool.server}"))
+    servers = {server.name for server in mcp_servers or []}
     for field, names in (("allowed_tools", allowed or []), ("disallowed_tools", disallowed)):
-        unknown = [n for n in names if n not in refs]
+        unknown = [n for n in names if n not in refs and not _of_server(n, servers)]
         if unknown:
             raise ValueError(
                 f"{field} names {', '.join(map(repr, unknown))}, which the agent's tools "
@@ -138,6 +150,11 @@ def resolve_tools(
         for name, ref in refs.items()
         if (allowed is None or name in allowed) and name not in disallowed
     ]
+
+
+def _of_server(name: str, servers: set[str]) -> bool:
+    split = split_tool_name(name)
+    return split is not None and split[0] in servers
 
 
 class ToolCallInput(BaseModel):
@@ -155,6 +172,7 @@ class ToolCallInput(BaseModel):
     traits: ToolTraits = Field(
         default_factory=ToolTraits, description="What the tool declares about its calls."
     )
+    mcp: McpCall | None = Field(default=None, description="An MCP tool's server and name.")
 
 
 class ToolCallOutput(BaseModel):
@@ -163,3 +181,6 @@ class ToolCallOutput(BaseModel):
     content: str = Field(description="The tool's output, or what went wrong (never empty).")
     is_error: bool = False
     truncated: bool = Field(default=False, description="The output was cut to the cap.")
+    worker_task_queue: str | None = Field(
+        default=None, description="An MCP tool of a stdio server: the worker holding the server."
+    )

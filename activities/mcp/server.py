@@ -1,0 +1,197 @@
+"""One connection to one MCP server: a stdio subprocess or a streamable HTTP
+endpoint, through the ``mcp`` SDK's ``ClientSession``.
+
+The SDK's transports are anyio context managers that must be entered and left
+by the same task, while a server outlives the activity that started it
+(ARCHITECTURE.md, "ACP sessions across activities"). So each connection runs
+in a task of its own that holds the transport open until ``close``; calls are
+made from the activities' tasks through the shared ``ClientSession``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from contextlib import AsyncExitStack
+from typing import Any
+
+import httpx2
+from mcp import types
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import CONNECTION_CLOSED
+
+from oma.core.errors import McpServerError, MissingCredentialsError
+from oma.core.mcp import SEPARATOR, TOOL_NAME_CHARS, McpServerConfig, McpTool
+
+START_TIMEOUT_S = 60.0
+"""Seconds a server has to start and answer ``initialize``."""
+
+
+class McpServer:
+    """A live connection to ``config``'s server. ``open`` it; ``close`` it
+    (kills a stdio server's process tree: the SDK closes its stdin, then
+    SIGTERM, then SIGKILL to its process group)."""
+
+    def __init__(self, config: McpServerConfig) -> None:
+        self.config = config
+        self._session: ClientSession | None = None
+        self._ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._failure: BaseException | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False  # the connection dropped: the server exited
+
+    @classmethod
+    async def open(cls, config: McpServerConfig) -> McpServer:
+        """Start (stdio) or reach (HTTP) the server and ``initialize`` it.
+
+        Raises ``McpServerError`` (``MCP_SERVER_FAILED``) naming the server
+        when it cannot be started or does not answer in ``START_TIMEOUT_S``;
+        ``MissingCredentialsError`` for a header whose variable is unset.
+        """
+        server = cls(config)
+        headers = _headers(config)
+        server._task = asyncio.create_task(server._hold(headers), name=f"mcp {config.name}")
+        ready = asyncio.create_task(server._ready.wait())
+        try:
+            await asyncio.wait(
+                {ready, server._task}, timeout=START_TIMEOUT_S, return_when="FIRST_COMPLETED"
+            )
+        finally:
+            ready.cancel()
+        if server._session is None or server._task.done():
+            await server.close()
+            reason = _describe(server._failure) if server._failure else "no answer in time"
+            raise McpServerError(f"MCP server {config.name!r} did not start: {reason}")
+        return server
+
+    @property
+    def alive(self) -> bool:
+        return self._task is not None and not self._task.done() and not self._closed
+
+    async def list_tools(self) -> list[McpTool]:
+        """Every tool the server lists (all pages), named ``<server>__<tool>``.
+        Raises ``McpServerError`` when the server fails or a name is not a
+        valid tool name."""
+        session = self._live()
+        tools: list[McpTool] = []
+        cursor: str | None = None
+        while True:
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await self._guard("tools/list", session.list_tools(params=params))
+            for tool in page.tools:
+                name = f"{self.config.name}{SEPARATOR}{tool.name}"
+                if not TOOL_NAME_CHARS.match(name):
+                    raise McpServerError(
+                        f"MCP server {self.config.name!r} lists tool {tool.name!r}, whose name "
+                        f"{name!r} is not a valid tool name (letters, digits, '_', '-', at most "
+                        "64 characters); shorten the server's name or disallow it on the server"
+                    )
+                tools.append(
+                    McpTool(
+                        name=name,
+                        server=self.config.name,
+                        tool=tool.name,
+                        description=tool.description or "",
+                        input_schema=dict(tool.input_schema),
+                    )
+                )
+            cursor = page.next_cursor
+            if not cursor:
+                return tools
+
+    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+        """``tools/call``: the result's text blocks joined (other blocks
+        described), and whether the server flagged it ``isError``. A
+        cancellation propagates (the SDK tells the server). Raises
+        ``McpServerError`` when the server fails or has exited."""
+        result = await self._guard("tools/call", self._live().call_tool(tool, arguments))
+        if not isinstance(result, types.CallToolResult):
+            raise McpServerError(f"MCP server {self.config.name!r} did not return a tool result")
+        parts = [_text_of(block) for block in result.content]
+        if not parts and result.structured_content is not None:
+            parts.append(str(result.structured_content))
+        return "\n".join(parts), bool(result.is_error)
+
+    async def close(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await asyncio.wait({self._task})
+
+    def _live(self) -> ClientSession:
+        if self._session is None or not self.alive:
+            raise McpServerError(f"MCP server {self.config.name!r} has exited")
+        return self._session
+
+    async def _guard(self, method: str, request: Any) -> Any:
+        # a server that dies mid-request closes its streams; wait on both
+        call = asyncio.ensure_future(request)
+        assert self._task is not None
+        done, _ = await asyncio.wait({call, self._task}, return_when="FIRST_COMPLETED")
+        if call not in done:
+            call.cancel()
+            reason = f": {_describe(self._failure)}" if self._failure else ""
+            raise McpServerError(f"MCP server {self.config.name!r} exited during {method}{reason}")
+        try:
+            return call.result()
+        except Exception as err:
+            if isinstance(err, MCPError) and err.code == CONNECTION_CLOSED:
+                self._closed = True
+            if not self.alive:
+                raise McpServerError(
+                    f"MCP server {self.config.name!r} exited during {method}"
+                ) from err
+            raise McpServerError(
+                f"MCP server {self.config.name!r} failed {method}: {_describe(err)}"
+            ) from err
+
+    async def _hold(self, headers: dict[str, str]) -> None:
+        try:
+            async with AsyncExitStack() as stack:
+                if self.config.command is not None:
+                    params = StdioServerParameters(
+                        command=self.config.command,
+                        args=self.config.args,
+                        env=self.config.env or None,
+                        cwd=self.config.cwd,
+                    )
+                    read, write = await stack.enter_async_context(stdio_client(params))
+                else:
+                    assert self.config.url is not None
+                    http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers))
+                    read, write = await stack.enter_async_context(
+                        streamable_http_client(self.config.url, http_client=http)
+                    )
+                session = await stack.enter_async_context(ClientSession(read, write))
+                await session.initialize()
+                self._session = session
+                self._ready.set()
+                await self._stop.wait()
+        except Exception as err:  # the server's failure is reported by whoever calls it
+            self._failure = err
+
+
+def _headers(config: McpServerConfig) -> dict[str, str]:
+    missing = [var for var in config.headers.values() if var not in os.environ]
+    if missing:
+        raise MissingCredentialsError(
+            f"MCP server {config.name!r}: set {', '.join(missing)} in the worker's environment "
+            "(its headers read their values from there)"
+        )
+    return {header: os.environ[var] for header, var in config.headers.items()}
+
+
+def _text_of(block: Any) -> str:
+    if isinstance(block, types.TextContent):
+        return block.text
+    kind = getattr(block, "type", type(block).__name__)
+    return f"[{kind} content left out]"
+
+
+def _describe(err: BaseException) -> str:
+    if isinstance(err, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in err.exceptions)
+    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__

@@ -1,0 +1,448 @@
+"""MCP toolsets: an LLM agent's MCP servers' tools, listed once per agent run
+by ``mcp_list_tools``, each call a ``tool_call`` routed to the worker that
+holds the server — real servers (``@modelcontextprotocol/server-filesystem``
+from npm, tests/mcp_server.py on the ``mcp`` SDK, over stdio and streamable
+HTTP), the scripted provider, a real dev server, every history replayed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from oma.agent import Agent
+from oma.core.agent_config import AgentConfig
+from oma.core.messages import ToolResultBlock
+from oma.core.results import AgentRunResult
+from oma.worker import OmaWorker, build_worker
+from tests._approvals import Run
+from tests._procs import alive, cmdline
+from tests._runs import (
+    TASK_QUEUE,
+    agent_result,
+    assert_replays,
+    run_agent,
+    run_team,
+    worker_activities,
+)
+from tests.anthropic_server import AnthropicServer
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+ROOT = Path(__file__).resolve().parent.parent
+FILESYSTEM_SERVER = ROOT / "tests/npm/node_modules/.bin/mcp-server-filesystem"
+
+
+def tool_use(tool_id: str, name: str, **args: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": tool_id, "name": name, "input": args}
+
+
+def python_server(name: str = "t") -> dict[str, Any]:
+    return {
+        "name": name,
+        "command": sys.executable,
+        "args": ["-m", "tests.mcp_server"],
+        "cwd": str(ROOT),
+    }
+
+
+def mcp_agent(*script: Any, servers: list[dict[str, Any]], **config: Any) -> dict[str, Any]:
+    return {
+        "name": "clerk",
+        "provider": "scripted",
+        "script": list(script),
+        "mcp_servers": servers,
+        **config,
+    }
+
+
+def results(result: AgentRunResult) -> list[ToolResultBlock]:
+    """Every tool result the model received, in order."""
+    return [
+        b
+        for m in result.messages
+        if m.role == "user"
+        for b in m.content
+        if isinstance(b, ToolResultBlock)
+    ]
+
+
+async def activity_types(client: Client, workflow_id: str) -> list[str]:
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live processes whose command line holds ``marker``."""
+    return [
+        int(p.name)
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and marker in cmdline(int(p.name)) and alive(int(p.name))
+    ]
+
+
+def processes_in(directory: Path) -> list[int]:
+    """Live processes whose working directory is ``directory``."""
+    found = []
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and Path(os.readlink(p / "cwd")) == directory:
+                found.append(int(p.name))
+        except OSError:
+            continue
+    return [pid for pid in found if alive(pid)]
+
+
+async def dead_soon(pid: int, within_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True
+
+
+async def started(marker: Path, within_s: float = 30.0) -> int:
+    """The pid of the server once its ``slow`` call has started."""
+    path = Path(str(marker) + ".started")
+    deadline = time.monotonic() + within_s
+    while not path.exists():
+        assert time.monotonic() < deadline, "the slow call never started"
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)
+    return int(path.read_text())
+
+
+async def test_the_filesystem_server_tools_run_as_tool_calls_and_its_process_ends_with_the_run(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("alpha\n")
+    agent = mcp_agent(
+        [tool_use("u1", "fs__read_text_file", path=str(tmp_path / "notes.txt"))],
+        [tool_use("u2", "fs__write_file", path=str(tmp_path / "out.txt"), content="beta")],
+        "done",
+        servers=[{"name": "fs", "command": str(FILESYSTEM_SERVER), "args": [str(tmp_path)]}],
+    )
+    result = await run_agent(client, workflow_id, agent, "copy the notes")
+
+    read, wrote = results(result)
+    assert (read.content, read.is_error) == ("alpha\n", False)
+    assert not wrote.is_error and (tmp_path / "out.txt").read_text() == "beta"
+    assert [c.name for c in result.tool_calls] == ["fs__read_text_file", "fs__write_file"]
+    assert await activity_types(client, workflow_id) == [
+        "mcp_list_tools",
+        "tool_call",
+        "tool_call",
+        "mcp_close_run",
+    ]
+    assert processes_with(str(tmp_path)) == []
+    await assert_replays(client, workflow_id)
+
+
+async def test_one_stdio_server_keeps_its_state_across_the_calls_of_a_run(
+    client: Client, workflow_id: str, worker: OmaWorker
+) -> None:
+    spawned = worker.activities.mcp_pool.spawn_count
+    agent = mcp_agent(
+        [tool_use("u1", "t__remember", value="a"), tool_use("u2", "t__pid")],
+        [tool_use("u3", "t__remember", value="b")],
+        [tool_use("u4", "t__pid")],
+        "ok",
+        servers=[python_server()],
+    )
+    result = await run_agent(client, workflow_id, agent, "remember")
+
+    first, pid, second, pid_again = (r.content for r in results(result))
+    assert (first, second) == ("a", "a,b")
+    assert pid == pid_again
+    assert worker.activities.mcp_pool.spawn_count - spawned == 1
+    assert not alive(int(str(pid)))
+    await assert_replays(client, workflow_id)
+
+
+async def test_allowed_and_disallowed_tools_narrow_a_servers_tools(
+    client: Client, workflow_id: str
+) -> None:
+    agent = mcp_agent(
+        [tool_use("u1", "t__die"), tool_use("u2", "t__remember", value="x")],
+        "ok",
+        servers=[python_server()],
+        disallowed_tools=["t__die"],
+    )
+    result = await run_agent(client, workflow_id, agent, "go")
+
+    die, remember = results(result)
+    assert die.is_error and str(die.content).startswith("there is no tool 't__die'")
+    assert "t__remember" in str(die.content) and "t__die," not in str(die.content)
+    assert (remember.content, remember.is_error) == ("x", False)
+
+
+async def test_a_raising_tool_and_a_dying_server_are_errors_the_model_reads(
+    client: Client, workflow_id: str
+) -> None:
+    agent = mcp_agent(
+        [tool_use("u0", "t__pid"), tool_use("u1", "t__fail", message="boom")],
+        [tool_use("u2", "t__die")],
+        [tool_use("u3", "t__pid")],
+        "ok",
+        servers=[python_server()],
+    )
+    result = await run_agent(client, workflow_id, agent, "go")
+
+    pid, failed, died, restarted = results(result)
+    assert failed.is_error and "fail" in str(failed.content)
+    assert died.is_error and str(died.content) == "MCP server 't' exited during tools/call"
+    assert str(restarted.content).startswith("[MCP server 't' was started anew")
+    new_pid = str(restarted.content).rsplit("\n", 1)[1]
+    assert new_pid != pid.content and not alive(int(new_pid))
+    await assert_replays(client, workflow_id)
+
+
+async def test_a_cancelled_run_cancels_the_slow_call_and_its_server_dies(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    marker = tmp_path / "slow"
+    agent = mcp_agent(
+        [tool_use("u1", "t__slow", seconds=60, marker=str(marker))], "ok", servers=[python_server()]
+    )
+    handle = await client.start_workflow(
+        "AgentRun", {"agent": agent, "input": "go"}, id=workflow_id, task_queue=TASK_QUEUE
+    )
+    pid = await started(marker)
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+
+    assert await dead_soon(pid)
+    assert not Path(str(marker) + ".done").exists()
+    assert "mcp_close_run" in await activity_types(client, workflow_id)
+    await assert_replays(client, workflow_id)
+
+
+async def test_a_terminated_runs_server_is_reaped(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    marker = tmp_path / "slow"
+    agent = mcp_agent(
+        [tool_use("u1", "t__slow", seconds=60, marker=str(marker))], "ok", servers=[python_server()]
+    )
+    handle = await client.start_workflow(
+        "AgentRun", {"agent": agent, "input": "go"}, id=workflow_id, task_queue=TASK_QUEUE
+    )
+    pid = await started(marker)
+    await handle.terminate("test")
+
+    assert await dead_soon(pid)
+
+
+async def test_a_failed_runs_server_dies_with_it(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    marker = tmp_path / "quick"
+    agent = mcp_agent(  # no final answer: the run fails with SCRIPT_EXHAUSTED
+        [tool_use("u1", "t__slow", seconds=0, marker=str(marker))], servers=[python_server()]
+    )
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run_agent(client, workflow_id, agent, "go")
+
+    assert isinstance(failure.value.cause, ApplicationError)
+    assert failure.value.cause.type == "SCRIPT_EXHAUSTED"
+    assert not alive(await started(marker))
+    assert (await activity_types(client, workflow_id))[-1] == "mcp_close_run"
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.mcp_server", "--http", str(port)],
+        cwd=ROOT,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "the HTTP MCP server did not start"
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.kill()
+    proc.wait()
+
+
+async def test_an_http_servers_headers_come_from_the_workers_environment(
+    client: Client, workflow_id: str, http_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OMA_TEST_MCP_AUTH", "Bearer s3cret")
+    agent = mcp_agent(
+        [tool_use("u1", "web__authorization"), tool_use("u2", "web__remember", value="h")],
+        "ok",
+        servers=[
+            {"name": "web", "url": http_server, "headers": {"Authorization": "OMA_TEST_MCP_AUTH"}}
+        ],
+    )
+    result = await run_agent(client, workflow_id, agent, "go")
+
+    auth, remember = results(result)
+    assert (auth.content, remember.content) == ("Bearer s3cret", "h")
+    history = json.dumps([json.loads(m.model_dump_json()) for m in result.messages]) + str(
+        await client.get_workflow_handle(workflow_id).fetch_history()
+    )
+    assert "OMA_TEST_MCP_AUTH" in history and "s3cret" not in history.replace(auth.content, "")
+    await assert_replays(client, workflow_id)
+
+
+@pytest.mark.parametrize(
+    ("server", "error"),
+    [
+        ({"name": "a__b", "command": "x"}, "no '__'"),
+        ({"name": "a.b", "command": "x"}, "letters, digits"),
+        ({"name": "x" * 41, "command": "x"}, "at most 40 characters"),
+        ({"name": "a"}, "either 'command' (stdio) or 'url' (HTTP)"),
+        ({"name": "a", "command": "x", "url": "http://h"}, "either 'command'"),
+        ({"name": "a", "url": "http://h", "headers": {"Authorization": "Bearer abc"}}, "NAME"),
+        ({"name": "a", "url": "http://h", "args": ["x"]}, "for stdio servers"),
+    ],
+)
+def test_a_bad_server_is_an_input_error_before_the_run(server: dict[str, Any], error: str) -> None:
+    with pytest.raises(ValidationError, match="MCP server") as err:
+        AgentConfig.model_validate(mcp_agent("ok", servers=[server]))
+    assert error in str(err.value)
+
+
+def test_allowed_tools_must_name_a_declared_server() -> None:
+    with pytest.raises(ValidationError, match="allowed_tools names 'fs__read'"):
+        AgentConfig.model_validate(
+            mcp_agent("ok", servers=[python_server()], allowed_tools=["fs__read"])
+        )
+    AgentConfig.model_validate(mcp_agent("ok", servers=[python_server()], allowed_tools=["t__pid"]))
+
+
+def test_two_servers_of_one_name_are_an_input_error() -> None:
+    with pytest.raises(ValidationError, match=r"MCP server name\(s\) \['t'\] repeat"):
+        AgentConfig.model_validate(mcp_agent("ok", servers=[python_server(), python_server()]))
+
+
+async def test_a_lost_server_worker_has_the_next_call_start_a_new_server_elsewhere(
+    client: Client, workflow_id: str, anthropic_server: AnthropicServer
+) -> None:
+    # the run waits on a gated call while the worker holding its server stops
+    queue = f"mcp-lost-{uuid.uuid4().hex[:8]}"
+    agent = mcp_agent(
+        [tool_use("u1", "t__pid")],
+        [tool_use("u2", "t__remember", value="b")],
+        "ok",
+        servers=[python_server()],
+    )
+    first = build_worker(client, queue, worker_activities(queue, anthropic_server.base_url))
+    async with first:
+        handle = await client.start_workflow(
+            "AgentRun",
+            {"agent": agent, "input": "go", "approvals": {"tools": ["t__remember"]}},
+            id=workflow_id,
+            task_queue=queue,
+            result_type=AgentRunResult,
+        )
+        run = Run(handle)
+        request = await run.request("tool-1")
+    second = build_worker(client, queue, worker_activities(queue, anthropic_server.base_url))
+    async with second:
+        await run.decide(request)
+        result = await handle.result()
+
+    pid, remembered = results(result)
+    assert not alive(int(str(pid.content)))
+    assert str(remembered.content) == (
+        "[MCP server 't' was started anew for this call (the earlier one exited or its "
+        "worker was lost): whatever it held is gone]\nb"
+    )
+    assert first.activities.mcp_pool.spawn_count == 1
+    assert second.activities.mcp_pool.spawn_count == 1
+    assert len(second.activities.mcp_pool) == 0  # closed at the run's end
+    # the call routed to the lost worker's queue timed out unstarted, then ran anew
+    assert (await activity_types(client, workflow_id)).count("tool_call") == 3
+    await assert_replays(client, workflow_id)
+
+
+async def test_a_gated_mcp_tool_waits_for_its_decision_like_a_builtin_one(
+    client: Client, workflow_id: str
+) -> None:
+    agent = mcp_agent([tool_use("u1", "t__remember", value="z")], "ok", servers=[python_server()])
+    handle = await client.start_workflow(
+        "AgentRun",
+        {"agent": agent, "input": "go", "approvals": {"tools": ["t__remember"]}},
+        id=workflow_id,
+        task_queue=TASK_QUEUE,
+        result_type=AgentRunResult,
+    )
+    run = Run(handle)
+    request = await run.request("tool-1")
+    assert request.boundary == "tool" and '"t__remember"' in json.dumps(request.content)
+    await run.decide(request, "reject")
+    result = await handle.result()
+
+    (rejected,) = results(result)
+    assert rejected.is_error and "rejected" in str(rejected.content)
+    assert "tool_call" not in await activity_types(client, workflow_id)
+
+
+async def test_the_mcp_example_team_runs_with_the_scripted_provider(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    # the example as written, its server the npm one the tests install
+    # (npx would fetch it) and its cwd a fresh directory
+    run_input = json.loads((ROOT / "examples/mcp-team-scripted.json").read_text())
+    for agent in run_input["team"]["agents"]:
+        for server in agent["mcp_servers"]:
+            assert server["args"][-1] == "."
+            server |= {"command": str(FILESYSTEM_SERVER), "args": ["."], "cwd": str(tmp_path)}
+    result = await run_team(client, workflow_id, run_input)
+
+    assert [(t.id, t.status) for t in result.tasks] == [
+        ("write", "completed"),
+        ("review", "completed"),
+    ]
+    assert (tmp_path / "NOTES.md").read_text().startswith("# Notes\n")
+    review = await agent_result(client, workflow_id, "review")
+    assert "slugify() folds accents" in str(results(review)[0].content)
+    assert processes_in(tmp_path) == []
+    await assert_replays(client, workflow_id)
+
+
+async def test_an_in_process_agent_keeps_its_servers_until_it_is_closed() -> None:
+    agent = Agent(
+        mcp_agent(
+            [tool_use("u1", "t__remember", value="a")],
+            [tool_use("u2", "t__pid")],
+            "ok",
+            servers=[python_server()],
+        )
+    )
+    result = await agent.run("go")
+    remembered, pid = results(result)
+
+    assert (remembered.content, result.output) == ("a", "ok")
+    assert alive(int(str(pid.content)))  # the Agent's, until close()
+    await agent.close()
+    assert not alive(int(str(pid.content)))
