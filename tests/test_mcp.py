@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from oma.agent import Agent
@@ -215,9 +215,12 @@ async def test_a_raising_tool_and_a_dying_server_are_errors_the_model_reads(
     await assert_replays(client, workflow_id)
 
 
-async def test_a_cancelled_run_cancels_the_slow_call_and_its_server_dies(
+async def start_slow_call(
     client: Client, workflow_id: str, tmp_path: Path
-) -> None:
+) -> tuple[WorkflowHandle[Any, Any], Path, int]:
+    """Start an AgentRun whose one tool call sleeps 60 s in the Python MCP
+    server; return its handle, the call's marker file and the server's pid
+    once the call has started."""
     marker = tmp_path / "slow"
     agent = mcp_agent(
         [tool_use("u1", "t__slow", seconds=60, marker=str(marker))], "ok", servers=[python_server()]
@@ -225,7 +228,13 @@ async def test_a_cancelled_run_cancels_the_slow_call_and_its_server_dies(
     handle = await client.start_workflow(
         "AgentRun", {"agent": agent, "input": "go"}, id=workflow_id, task_queue=TASK_QUEUE
     )
-    pid = await started(marker)
+    return handle, marker, await started(marker)
+
+
+async def test_a_cancelled_run_cancels_the_slow_call_and_its_server_dies(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    handle, marker, pid = await start_slow_call(client, workflow_id, tmp_path)
     await handle.cancel()
     with pytest.raises(WorkflowFailureError):
         await handle.result()
@@ -239,14 +248,7 @@ async def test_a_cancelled_run_cancels_the_slow_call_and_its_server_dies(
 async def test_a_terminated_runs_server_is_reaped(
     client: Client, workflow_id: str, tmp_path: Path
 ) -> None:
-    marker = tmp_path / "slow"
-    agent = mcp_agent(
-        [tool_use("u1", "t__slow", seconds=60, marker=str(marker))], "ok", servers=[python_server()]
-    )
-    handle = await client.start_workflow(
-        "AgentRun", {"agent": agent, "input": "go"}, id=workflow_id, task_queue=TASK_QUEUE
-    )
-    pid = await started(marker)
+    handle, _, pid = await start_slow_call(client, workflow_id, tmp_path)
     await handle.terminate("test")
 
     assert await dead_soon(pid)
