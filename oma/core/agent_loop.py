@@ -89,7 +89,7 @@ async def run_model_loop(
         if not tool_uses or out.stop_reason not in ("tool_use", "max_tokens"):
             result.output = text_of(out.content)
             return
-        used = result.token_usage.input_tokens + result.token_usage.output_tokens
+        used = result.token_usage.total_tokens
         if token_budget is not None and used >= token_budget:
             result.budget_exceeded = True
             raise BudgetExceededError(

@@ -112,9 +112,9 @@ class TeamRunState(BaseModel):
         return data
 
     def tokens_used(self) -> int:
-        """Input + output tokens of every agent so far, the coordinator's included."""
-        used = self.result.total_token_usage
-        return used.input_tokens + used.output_tokens
+        """Every token (``TokenUsage.total_tokens``) of every agent so far, the
+        coordinator's included."""
+        return self.result.total_token_usage.total_tokens
 
     def tokens_left(self, budget: int | None) -> int | None:
         """What ``budget`` leaves (``None``: no budget)."""

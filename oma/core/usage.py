@@ -1,4 +1,12 @@
-"""Token usage, named as in the Anthropic Messages API ``usage`` object."""
+"""Token usage and cost, named as in the Anthropic Messages API ``usage`` object.
+
+Every provider's counts are mapped onto these names with the Anthropic
+meaning: ``input_tokens`` are the input tokens read *without* the prompt cache,
+``cache_creation_input_tokens`` those written to it and
+``cache_read_input_tokens`` those read from it, so the three add up to the
+whole prompt (the OpenAI API's ``prompt_tokens`` includes its
+``cached_tokens``; its adapter subtracts them).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +14,53 @@ from pydantic import BaseModel, Field
 
 
 class TokenUsage(BaseModel):
-    """Tokens consumed by a model turn, an agent run or a whole team run."""
+    """Tokens consumed by a model turn, an agent run or a whole team run, and
+    what they cost.
 
-    input_tokens: int = Field(default=0, ge=0, description="Input (prompt) tokens.")
+    ``cost_usd`` is the cost known so far, in US dollars; ``unpriced`` names
+    what was used at a cost nobody knows (a model missing from the pricing
+    table, an ACP agent that reports no ``usage_update.cost``), so that a
+    total with unknown parts says so rather than counting them as free.
+    """
+
+    input_tokens: int = Field(default=0, ge=0, description="Input tokens not read from a cache.")
     output_tokens: int = Field(default=0, ge=0, description="Output (completion) tokens.")
+    cache_creation_input_tokens: int = Field(
+        default=0, ge=0, description="Input tokens written to the prompt cache."
+    )
+    cache_read_input_tokens: int = Field(
+        default=0, ge=0, description="Input tokens read from the prompt cache."
+    )
+    cost_usd: float = Field(default=0.0, ge=0, description="The known cost, in US dollars.")
+    unpriced: list[str] = Field(
+        default_factory=list,
+        description="What was used at an unknown cost (e.g. \"model 'llama3'\"), each once; "
+        "empty when cost_usd is the whole cost.",
+    )
+
+    @property
+    def total_tokens(self) -> int:
+        """Every token the model read or wrote: input (cached or not) + output.
+        Token budgets (``options.max_token_budget``) count these."""
+        return (
+            self.input_tokens
+            + self.cache_creation_input_tokens
+            + self.cache_read_input_tokens
+            + self.output_tokens
+        )
+
+    @property
+    def cost_known(self) -> bool:
+        """Whether ``cost_usd`` is the whole cost (nothing ``unpriced``)."""
+        return not self.unpriced
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens
+            + other.cache_creation_input_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+            unpriced=self.unpriced + [u for u in other.unpriced if u not in self.unpriced],
         )
