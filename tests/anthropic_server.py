@@ -3,7 +3,8 @@
 ``AnthropicServer`` listens on ``127.0.0.1`` (an ephemeral port) in a daemon
 thread and answers ``POST /v1/messages`` (with or without ``?beta=true``) with
 replies a test scripts in advance: a FIFO queue of ``TextReply``,
-``ToolUseReply`` and ``ErrorReply``, then an optional default responder, then
+``ToolUseReply`` and ``ErrorReply`` (their usage, prompt cache counts
+included, is what ``message_start`` reports), then an optional default responder, then
 the text ``"ok"``. A request with ``"stream": true`` gets Server-Sent Events in
 the order the API documents (https://docs.anthropic.com/en/api/messages-streaming)::
 
@@ -59,6 +60,8 @@ class TextReply:
     output_tokens: int = 5
     pieces: int = 3
     delay_s: float = 0.0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,8 @@ class ToolUseReply:
     delay_s: float = 0.0
     also: tuple[tuple[str, str, dict[str, Any]], ...] = ()
     stop_reason: str = "tool_use"
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -364,22 +369,23 @@ def _message(reply: TextReply | ToolUseReply, model: str, request_id: str) -> di
         "content": _content(reply),
         "stop_reason": _stop_reason(reply),
         "stop_sequence": None,
-        "usage": _usage(reply.input_tokens, reply.output_tokens),
+        "usage": _usage(reply, reply.output_tokens),
     }
 
 
-def _usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
+def _usage(reply: Reply, output_tokens: int) -> dict[str, int]:
+    if isinstance(reply, ErrorReply):
+        return {"input_tokens": 10, "output_tokens": output_tokens}
     return {
-        "input_tokens": input_tokens,
+        "input_tokens": reply.input_tokens,
         "output_tokens": output_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": reply.cache_creation_input_tokens,
+        "cache_read_input_tokens": reply.cache_read_input_tokens,
     }
 
 
 def _events(reply: Reply, model: str, request_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """The streaming answer, event by event, as ``(event_name, data)``."""
-    input_tokens = 10 if isinstance(reply, ErrorReply) else reply.input_tokens
     yield (
         "message_start",
         {
@@ -392,7 +398,7 @@ def _events(reply: Reply, model: str, request_id: str) -> Iterator[tuple[str, di
                 "content": [],
                 "stop_reason": None,
                 "stop_sequence": None,
-                "usage": _usage(input_tokens, 1),
+                "usage": _usage(reply, 1),
             },
         },
     )

@@ -25,6 +25,7 @@ from oma.core.messages import (
     ImageBlock,
     LLMMessage,
     TextBlock,
+    ToolResultBlock,
     ToolUseBlock,
     URLImageSource,
     user_text,
@@ -451,3 +452,106 @@ async def test_image_messages_reach_the_api_exactly(
         },
     ]
     assert base64.b64decode(sent[0]["content"][1]["source"]["data"]) == jpeg
+
+
+# -- prompt caching -----------------------------------------------------------
+
+
+def tool_loop_turn() -> LlmTurnInput:
+    """Turn 2 of a tool loop: the model asked for file_read, the result came back."""
+    return turn_input(
+        user_text("Read notes.txt."),
+        LLMMessage(
+            role="assistant",
+            content=[ToolUseBlock(id="toolu_1", name="file_read", input={"path": "notes.txt"})],
+        ),
+        LLMMessage(
+            role="user",
+            content=[ToolResultBlock(tool_use_id="toolu_1", content="1\thello")],
+        ),
+        system_prompt="You read files.",
+        tools=["file_read", "grep"],
+    )
+
+
+async def test_a_tool_loop_turn_caches_the_system_prompt_and_the_conversation(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    await provider.turn(tool_loop_turn())
+
+    body = api.requests[0].body
+    breakpoint_ = {"type": "ephemeral"}
+    assert body["system"] == [
+        {"type": "text", "text": "You read files.", "cache_control": breakpoint_}
+    ]
+    assert "cache_control" not in body["tools"][-1]  # the system's breakpoint covers the tools
+    assert body["messages"][-1]["content"] == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_1",
+            "content": "1\thello",
+            "is_error": False,
+            "cache_control": breakpoint_,
+        }
+    ]
+    earlier = [block for message in body["messages"][:-1] for block in message["content"]]
+    assert all("cache_control" not in block for block in earlier)
+
+
+async def test_without_a_system_prompt_the_last_tool_carries_the_breakpoint(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    await provider.turn(turn_input(tools=["file_read", "grep"]))
+
+    body = api.requests[0].body
+    assert "system" not in body
+    assert [tool.get("cache_control") for tool in body["tools"]] == [None, {"type": "ephemeral"}]
+    assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+
+
+async def test_an_agent_without_tools_sends_no_breakpoint_unless_asked(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    await provider.turn(turn_input(system_prompt="Be brief."))
+    await provider.turn(turn_input(system_prompt="Be brief.", prompt_caching=True))
+
+    plain, asked = (request.body for request in api.requests)
+    assert plain["system"] == "Be brief."
+    assert "cache_control" not in json.dumps(plain)
+    assert asked["system"][0]["cache_control"] == {"type": "ephemeral"}
+    assert asked["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+
+
+async def test_prompt_caching_false_turns_the_breakpoints_off(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    turn = tool_loop_turn()
+    turn.agent.prompt_caching = False
+
+    await provider.turn(turn)
+
+    body = api.requests[0].body
+    assert body["system"] == "You read files."
+    assert "cache_control" not in json.dumps(body)
+
+
+async def test_a_turn_reports_the_cache_reads_and_writes_the_server_returns(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    api.reply_text(
+        "Done.",
+        input_tokens=7,
+        output_tokens=3,
+        cache_creation_input_tokens=40,
+        cache_read_input_tokens=1500,
+    )
+
+    out = await provider.turn(tool_loop_turn())
+
+    assert out.usage == TokenUsage(
+        input_tokens=7,
+        output_tokens=3,
+        cache_creation_input_tokens=40,
+        cache_read_input_tokens=1500,
+    )
+    assert out.usage.total_tokens == 7 + 3 + 40 + 1500

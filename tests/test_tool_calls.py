@@ -358,3 +358,33 @@ async def test_a_custom_tool_declaring_retries_is_tried_again_and_its_last_error
     assert (answer.content, answer.is_error) == (expected, attempts == 2)
     assert marker.read_text() == "x" * attempts
     await assert_replays(client, workflow_id)
+
+
+async def test_each_turn_of_a_tool_loop_reads_the_last_ones_prompt_from_the_cache(
+    client: Client, workflow_id: str, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.reset()
+    anthropic_server.reply(
+        ToolUseReply("page", {"number": 1}, id="toolu_1", cache_creation_input_tokens=1200)
+    )
+    anthropic_server.reply_text(
+        "read it", cache_read_input_tokens=1200, cache_creation_input_tokens=30
+    )
+    agent = {
+        "name": "reader",
+        "provider": "anthropic",
+        "system_prompt": "You read pages.",
+        "tools": ["tests.tools:page"],
+    }
+
+    result = await run_agent(client, workflow_id, agent, "read page 1")
+
+    first, second = (r.body for r in anthropic_server.requests)
+    # each turn's breakpoint sits on its last block: turn 2's prefix is turn 1's prompt
+    assert first["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert second["messages"][-1]["content"][-1]["type"] == "tool_result"
+    assert second["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in second["messages"][0]["content"][-1]
+    usage = result.token_usage
+    assert (usage.cache_creation_input_tokens, usage.cache_read_input_tokens) == (1230, 1200)
+    await assert_replays(client, workflow_id)

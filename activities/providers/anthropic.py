@@ -86,11 +86,13 @@ class AnthropicProvider:
         ``agent.max_tokens`` (default 4096 tokens), ``system`` =
         ``agent.system_prompt`` (omitted when empty), ``messages`` as the API
         shapes them. Answer: the ``text`` and ``tool_use`` blocks (other block
-        types are dropped), ``stop_reason``, ``usage.input_tokens`` /
-        ``usage.output_tokens`` (the API's counts: cache reads and writes are not
-        in ``input_tokens``) and ``model``. Inside an activity it heartbeats
-        every ``HEARTBEAT_INTERVAL_S`` seconds while the turn runs, so a cancel
-        reaches it even while the model is silent.
+        types are dropped), ``stop_reason``, ``usage`` (the API's
+        ``input_tokens``, ``output_tokens``, ``cache_creation_input_tokens``
+        and ``cache_read_input_tokens``: cache reads and writes are not in
+        ``input_tokens``) and ``model``. Prompt caching: see ``_request``.
+        Inside an activity it heartbeats every ``HEARTBEAT_INTERVAL_S`` seconds
+        while the turn runs, so a cancel reaches it even while the model is
+        silent.
 
         ``on_event``, when given, is called while the answer streams: with a
         ``TextDelta`` for every non-empty ``text_delta`` (in order, so they join
@@ -153,18 +155,44 @@ class AnthropicProvider:
         return err
 
 
+CACHE_BREAKPOINT = {"type": "ephemeral"}
+"""The ``cache_control`` of a prompt-cache breakpoint (the 5-minute cache)."""
+
+
 def _request(inp: LlmTurnInput) -> dict[str, Any]:
-    """The ``messages.stream`` keyword arguments for ``inp``, in API field names."""
+    """The ``messages.stream`` keyword arguments for ``inp``, in API field names.
+
+    Prompt caching (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching)
+    is on where it pays: for an agent with tools, whose tool loop sends the
+    same prefix again every turn; ``agent.prompt_caching`` true or false
+    turns it on or off for any agent.
+    Two breakpoints: one after the tool definitions and the system prompt
+    (on the system prompt, else on the last tool), one on the last block of
+    the conversation, so turn *k+1* reads turn *k*'s whole prompt from the
+    cache. (A prefix shorter than the model's minimum, 1,024 tokens for most,
+    is simply not cached.)
+    """
     agent = inp.agent
+    messages = [m.model_dump(mode="json", exclude_none=True) for m in inp.messages]
     request: dict[str, Any] = {
         "model": agent.resolved_model,
         "max_tokens": agent.max_tokens or DEFAULT_MAX_TOKENS,
-        "messages": [m.model_dump(mode="json", exclude_none=True) for m in inp.messages],
+        "messages": messages,
     }
-    if agent.system_prompt:
+    tools = tool_definitions(agent) if agent.tools or agent.mcp_tools else []
+    caching = bool(tools) if agent.prompt_caching is None else agent.prompt_caching
+    if agent.system_prompt and caching:
+        text = {"type": "text", "text": agent.system_prompt, "cache_control": CACHE_BREAKPOINT}
+        request["system"] = [text]
+    elif agent.system_prompt:
         request["system"] = agent.system_prompt
-    if agent.tools or agent.mcp_tools:
-        request["tools"] = tool_definitions(agent)
+    elif caching and tools:
+        tools[-1] = {**tools[-1], "cache_control": CACHE_BREAKPOINT}
+    if tools:
+        request["tools"] = tools
+    if caching and messages and messages[-1]["content"]:
+        last = messages[-1]["content"]
+        last[-1] = {**last[-1], "cache_control": CACHE_BREAKPOINT}
     return request
 
 
@@ -229,7 +257,10 @@ def _output(message: anthropic.types.Message) -> LlmTurnOutput:
         content=content,
         stop_reason=message.stop_reason,
         usage=TokenUsage(
-            input_tokens=message.usage.input_tokens, output_tokens=message.usage.output_tokens
+            input_tokens=message.usage.input_tokens,
+            output_tokens=message.usage.output_tokens,
+            cache_creation_input_tokens=message.usage.cache_creation_input_tokens or 0,
+            cache_read_input_tokens=message.usage.cache_read_input_tokens or 0,
         ),
         model=message.model,
     )

@@ -28,6 +28,7 @@ _LLM_ONLY_FIELDS = (
     "disallowed_tools",
     "cwd",
     "mcp_servers",
+    "prompt_caching",
 )
 
 
@@ -69,6 +70,13 @@ class AgentConfig(BaseModel):
         default=None, ge=1, description="Anthropic max_tokens per turn (default 4096)."
     )
     max_turns: int = Field(default=10, ge=1, description="Upper bound on model turns per run.")
+    prompt_caching: bool | None = Field(
+        default=None,
+        description="Anthropic prompt caching; default on where it pays (an agent with tools: "
+        "breakpoints after the tools and system prompt and on the conversation so far, so "
+        "each turn of the tool loop reads the last one's prompt from the cache); true: on for "
+        "any agent; false: off.",
+    )
     tools: list[str] | None = Field(
         default=None,
         description="Tools the agent may call (off unless declared): built-in tools (bash, "
