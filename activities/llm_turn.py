@@ -15,7 +15,13 @@ from temporalio import activity
 from oma.activities.providers import ModelProvider, default_providers
 from oma.activities.tool_call import tool_traits
 from oma.core.errors import OMAError, application_error
-from oma.core.llm import ConversationRef, ConversationSlice, LlmTurnInput, LlmTurnOutput
+from oma.core.llm import (
+    ConversationRef,
+    ConversationSlice,
+    LlmTurnInput,
+    LlmTurnOutput,
+    price_turn,
+)
 from oma.core.messages import LLMMessage
 
 
@@ -30,7 +36,8 @@ class LlmActivities:
 
     @activity.defn(name="llm_turn")
     async def llm_turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
-        """Run one model turn for ``inp.agent``.
+        """Run one model turn for ``inp.agent``; its usage is priced
+        (``oma.core.llm.price_turn``), so the history records what it cost.
 
         Raises ``ApplicationError`` typed with the ``OMAError`` code:
         ``PROVIDER_ERROR`` (retryable for 429/5xx/network/timeouts),
@@ -40,7 +47,7 @@ class LlmActivities:
         if inp.conversation is not None:
             inp = inp.model_copy(update={"messages": await _conversation(inp.conversation)})
         try:
-            out = await provider.turn(inp)
+            out = price_turn(inp, await provider.turn(inp))
             out.tool_traits = tool_traits(inp.agent)
             return out
         except OMAError as err:

@@ -32,7 +32,7 @@ from oma.core.approvals import ApprovalRequest, request_hash
 from oma.core.before_run import BeforeRunContext, BeforeRunHook, apply_before_run
 from oma.core.errors import OMAError, error_for
 from oma.core.evaluation import EvaluationRecord, evaluate, load_evaluator
-from oma.core.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.llm import LlmTurnInput, LlmTurnOutput, price_turn
 from oma.core.mcp import McpListToolsInput, McpListToolsOutput, McpServerConfig
 from oma.core.message_guard import latest_user_prompt
 from oma.core.messages import LLMMessage
@@ -58,7 +58,7 @@ class DirectModel:
 
     async def turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
         provider = self._providers[inp.agent.resolved_provider]
-        return await provider.turn(inp, on_event=self._on_event)
+        return price_turn(inp, await provider.turn(inp, on_event=self._on_event))
 
 
 class DirectTools:

@@ -425,16 +425,17 @@ def _print_result(result: TeamRunResult, goal_run: bool | None = None) -> None:
     """The task table, the tokens, the error code, and the final output: a goal
     run's synthesized answer, else the outputs of the tasks nothing depends on."""
     table = Table(title=f"TeamRun: {result.status}")
-    for col in ("task", "assignee", "status", "attempts", "tokens in/out"):
+    for col in ("task", "assignee", "status", "attempts", "tokens in/out", "cost"):
         table.add_column(col, no_wrap=True)
     table.add_column("output or error")
     for t in result.tasks:
         usage = f"{t.token_usage.input_tokens}/{t.token_usage.output_tokens}"
+        cost = "?" if t.cost_usd is None else f"${t.cost_usd:.4f}"
         detail = ((t.output if t.output is not None else t.error) or "").strip()
         # one line a task, cut to the terminal: the whole output is below
         # (final tasks) or in --json
         first = Text(detail.splitlines()[0] if detail else "", no_wrap=True, overflow="ellipsis")
-        table.add_row(t.id, t.assignee or "-", t.status.value, str(t.attempts), usage, first)
+        table.add_row(t.id, t.assignee or "-", t.status.value, str(t.attempts), usage, cost, first)
     console.print(table)
     coordinator = result.agent_results.get("coordinator")
     if coordinator is not None:
@@ -444,7 +445,19 @@ def _print_result(result: TeamRunResult, goal_run: bool | None = None) -> None:
             f"{cu.output_tokens} out"
         )
     u = result.total_token_usage
-    console.print(f"total tokens: {u.input_tokens} in, {u.output_tokens} out")
+    cache = ""
+    if u.cache_read_input_tokens or u.cache_creation_input_tokens:
+        cache = (
+            f" (and {u.cache_read_input_tokens} read from, "
+            f"{u.cache_creation_input_tokens} written to the prompt cache)"
+        )
+    console.print(
+        f"total tokens: {u.input_tokens} in{cache}, {u.output_tokens} out", highlight=False
+    )
+    unknown = f" + unknown: {', '.join(result.cost_unknown)}" if result.cost_unknown else ""
+    console.print(
+        f"total cost: ${result.total_cost_usd:.4f}{unknown}", highlight=False, markup=False
+    )
     _print_error_code(result)
     if goal_run is None:
         goal_run = result.goal is not None

@@ -21,8 +21,9 @@ Steps, run in order; before each one a cancelled turn ends with ``cancelled``:
   exactly that text, and that ``messageId`` when given (none when not);
 - ``{"tool_call": {"id", "title", "kind"?, "status"?, "raw_input"?}}``;
 - ``{"tool_call_update": {"id", "title"?, "status"?, "raw_output"?, "text"?}}``;
-- ``{"usage": 100, "size"?: 200000}``: a ``usage_update``; ``"usage": null``
-  sends ``used: null`` (not valid ACP);
+- ``{"usage": 100, "size"?: 200000, "cost"?: 0.05, "currency"?: "USD"}``: a
+  ``usage_update`` (with ``cost: {amount, currency}`` when ``cost`` is given);
+  ``"usage": null`` sends ``used: null`` (not valid ACP);
 - ``{"raw_update": {...}}``: sent as the ``update`` of a ``session/update`` as is;
 - ``{"permission": {"title"?, "kind"?, "tool_call_id"?, "options": ["allow_once", ...],
   "write_file"?: path}}``: a ``session/request_permission`` whose options have
@@ -84,6 +85,7 @@ from acp.schema import (  # noqa: E402
     AgentCapabilities,
     AllowedOutcome,
     ContentToolCallContent,
+    Cost,
     InitializeResponse,
     LoadSessionResponse,
     NewSessionResponse,
@@ -207,7 +209,14 @@ class ScriptedAgent:
                     session_id, {"sessionUpdate": "usage_update", "used": None, "size": size}
                 )
             else:
-                update = UsageUpdate(session_update="usage_update", used=step["usage"], size=size)
+                cost = (
+                    Cost(amount=step["cost"], currency=step.get("currency", "USD"))
+                    if "cost" in step
+                    else None
+                )
+                update = UsageUpdate(
+                    session_update="usage_update", used=step["usage"], size=size, cost=cost
+                )
                 await self.conn.session_update(session_id, update)
         elif "raw_update" in step:
             await self._send_raw_update(session_id, step["raw_update"])

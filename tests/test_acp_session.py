@@ -291,16 +291,45 @@ async def test_usage_is_the_increment_of_used_since_the_previous_reading(
     first = await prompt(acts, backend)
     second = await prompt(acts, backend)
 
-    assert first.token_usage == TokenUsage(input_tokens=100, output_tokens=0)
-    assert second.token_usage == TokenUsage(input_tokens=150, output_tokens=0)
+    unpriced = ["ACP agent 'coder' (it reports no usage_update.cost)"]
+    assert first.token_usage == TokenUsage(input_tokens=100, unpriced=unpriced)
+    assert second.token_usage == TokenUsage(input_tokens=150, unpriced=unpriced)
 
 
-async def test_turn_without_usage_update_reports_zero_tokens(
+async def test_turn_without_usage_update_reports_zero_tokens_at_an_unknown_cost(
     acts: AcpActivities, agent: ScriptedAgent
 ) -> None:
     out = await prompt(acts, agent.backend(turn(text("done"))))
 
-    assert out.token_usage == TokenUsage(input_tokens=0, output_tokens=0)
+    assert out.token_usage == TokenUsage(
+        input_tokens=0, unpriced=["ACP agent 'coder' (it reports no usage_update.cost)"]
+    )
+
+
+async def test_cost_is_the_increment_of_usage_update_cost_since_the_previous_reading(
+    acts: AcpActivities, agent: ScriptedAgent
+) -> None:
+    backend = agent.backend(
+        turn({"usage": 100, "cost": 0.05}),
+        turn({"usage": 180, "cost": 0.08}, {"usage": 250, "cost": 0.125}),
+        turn(text("no new reading")),
+    )
+
+    first, second, third = [await prompt(acts, backend) for _ in range(3)]
+
+    assert (first.token_usage.cost_usd, first.token_usage.unpriced) == (0.05, [])
+    assert second.token_usage.cost_usd == pytest.approx(0.075)
+    # the session reported its cost before: a turn without a reading cost nothing more
+    assert (third.token_usage.cost_usd, third.token_usage.cost_known) == (0.0, True)
+
+
+async def test_a_cost_in_another_currency_is_not_counted_and_says_so(
+    acts: AcpActivities, agent: ScriptedAgent
+) -> None:
+    out = await prompt(acts, agent.backend(turn({"usage": 10, "cost": 2.5, "currency": "EUR"})))
+
+    assert out.token_usage.cost_usd == 0.0
+    assert out.token_usage.unpriced == ["ACP agent 'coder' (its cost is in EUR)"]
 
 
 async def test_unknown_and_unreadable_updates_are_ignored(

@@ -17,6 +17,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 
 from oma import worker as oma_worker
 from oma.core.results import AcpSessionInfo, AgentRunResult
+from oma.core.usage import TokenUsage
 from tests._procs import alive
 from tests._runs import (
     TASK_QUEUE,
@@ -102,7 +103,7 @@ async def test_hybrid_team_llm_planner_acp_coder_process_reviewer_share_outputs(
                 {"tool_call_update": {"id": "t1", "status": "completed"}},
                 {"text": "Wrote slugify.py"},
                 {"text": " and its test."},
-                {"usage": 1200},
+                {"usage": 1200, "cost": 0.05},
             )
         ],
     )
@@ -132,8 +133,17 @@ async def test_hybrid_team_llm_planner_acp_coder_process_reviewer_share_outputs(
     assert [(c.id, c.name, c.status) for c in code.tool_calls] == [
         ("t1", "Write slugify.py", "completed")
     ]
-    assert code.token_usage.model_dump() == {"input_tokens": 1200, "output_tokens": 0}
-    assert result.total_token_usage.model_dump() == {"input_tokens": 1220, "output_tokens": 8}
+    assert code.token_usage == TokenUsage(input_tokens=1200, cost_usd=0.05)
+    total = result.total_token_usage
+    assert (total.input_tokens, total.output_tokens) == (1220, 8)
+    # what each task cost: the planner at claude-sonnet-4-6's price ($3 in, $15 out per
+    # million tokens), the coder as its usage_update.cost said, the process: unknown
+    planned = (20 * 3 + 8 * 15) / 1e6
+    assert result.task("plan").cost_usd == pytest.approx(planned)
+    assert result.task("code").cost_usd == 0.05
+    assert result.task("review").cost_usd is None
+    assert result.total_cost_usd == pytest.approx(planned + 0.05)
+    assert result.cost_unknown == ["process agent 'reviewer'"]
     # the coder got the planner's output; the reviewer got the coder's
     [prompt] = acp.prompts()
     assert prompt.startswith("You write code.\n\n# Task: Code")

@@ -175,7 +175,7 @@ async def test_a_completed_llm_run_has_its_turns_usage_conversation_and_output()
     assert result.model_dump(include={"status", "turns", "token_usage", "output", "messages"}) == {
         "status": "completed",
         "turns": 1,
-        "token_usage": {"input_tokens": 7, "output_tokens": 2},
+        "token_usage": TokenUsage(input_tokens=7, output_tokens=2).model_dump(),
         "output": "Hi.",
         "messages": [
             {"role": "user", "content": [{"type": "text", "text": "hello"}]},
@@ -209,7 +209,7 @@ async def test_a_failed_model_turn_leaves_the_partial_result() -> None:
         "status": "failed",
         "error_code": "UNKNOWN_TOOL",
         "turns": 1,
-        "token_usage": {"input_tokens": 5, "output_tokens": 1},
+        "token_usage": TokenUsage(input_tokens=5, output_tokens=1).model_dump(),
     }
     assert len(result.messages) == 2
 
@@ -301,7 +301,7 @@ async def test_a_process_agent_runs_once_with_its_system_prompt_and_the_hooked_p
         agent="writer", backend=agent.backend, system_prompt="Be brief.", prompt="HELLO"
     )
     assert (result.status, result.turns, result.output) == ("completed", 1, "done\n")
-    assert result.token_usage == TokenUsage()
+    assert result.token_usage == TokenUsage(unpriced=["process agent 'writer'"])
 
 
 async def test_a_failed_process_fails_the_run_with_its_code() -> None:
@@ -334,7 +334,7 @@ async def test_an_acp_turn_goes_to_the_session_of_the_run_key_and_is_recorded() 
         "turns": 1,
         "output": "patched",
         "stop_reason": "end_turn",
-        "token_usage": {"input_tokens": 40, "output_tokens": 0},
+        "token_usage": TokenUsage(input_tokens=40).model_dump(),
         "acp_session": AcpSessionInfo(
             session_id="s-1", worker_task_queue="oma/worker-1", new_session=True
         ).model_dump(),

@@ -22,6 +22,7 @@ from oma.core.task import TaskSpec, TaskState, TaskStatus
 from oma.core.task_graph import TaskGraph
 from oma.core.team import TeamConfig
 from oma.core.team_run_state import RunStop, TeamRunState
+from oma.core.usage import TokenUsage
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 HISTORIES = Path(__file__).parent / "histories"
@@ -186,3 +187,31 @@ def test_a_round_takes_every_queued_task_with_its_agent() -> None:
     assert [d.graph[t].assignee for t in batch] == ["a", "b"]
     assert d.next(batch) == ("x", "a")
     assert list(batch) == ["y"]
+
+
+def test_cache_tokens_count_in_the_token_budget() -> None:
+    state = fresh()
+    state.add_usage(
+        TokenUsage(
+            input_tokens=1,
+            output_tokens=2,
+            cache_creation_input_tokens=3,
+            cache_read_input_tokens=4,
+        )
+    )
+    assert state.tokens_used() == 10
+
+
+def test_costs_are_summed_and_what_is_unpriced_is_named_once() -> None:
+    state = fresh()
+    state.add_usage(TokenUsage(cost_usd=0.25))
+    state.add_usage(TokenUsage(unpriced=["process agent 'coder'"]))
+    state.add_usage(TokenUsage(cost_usd=0.5, unpriced=["process agent 'coder'"]))
+
+    assert (state.result.total_cost_usd, state.result.cost_unknown) == (
+        0.75,
+        ["process agent 'coder'"],
+    )
+    assert state.cost_left(1.0) == 0.25 and state.cost_left(0.5) == 0.0
+    assert state.over_cost_budget(0.75) and not state.over_cost_budget(0.8)
+    assert not state.over_cost_budget(None)

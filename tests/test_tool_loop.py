@@ -12,14 +12,17 @@ import pytest
 from oma.activities.tools import BUILTIN_TOOLS
 from oma.core.agent_config import AgentConfig
 from oma.core.agent_loop import MAX_TRUNCATED_TOOL_TURNS, run_model_loop
+from oma.core.budget import RunBudget
 from oma.core.errors import (
     BudgetExceededError,
+    CostBudgetExceededError,
     ToolCallTruncatedError,
     ToolLoopError,
     UnknownToolError,
 )
 from oma.core.llm import LlmTurnInput, LlmTurnOutput
 from oma.core.messages import TextBlock, ToolResultBlock, ToolUseBlock, user_text
+from oma.core.pricing import ModelPrice
 from oma.core.results import AgentRunResult
 from oma.core.tools import BUILTIN_TOOL_NAMES, PRESETS, ToolCallInput, ToolCallOutput
 from oma.core.usage import TokenUsage
@@ -183,10 +186,37 @@ async def test_the_token_budget_stops_the_loop_before_more_tool_calls_not_a_fina
     tools = Tools({"add": ToolCallOutput(content="ok")})
     result = AgentRunResult(agent="a", status="completed")
     with pytest.raises(BudgetExceededError, match="used 10 tokens, the 9 left"):
-        await run_model_loop(agent(), [user_text("go")], model, tools, result, token_budget=9)
+        budget = RunBudget(tokens=9)
+        await run_model_loop(agent(), [user_text("go")], model, tools, result, budget)
     assert (result.turns, len(tools.calls), result.budget_exceeded) == (2, 1, True)
     answered = AgentRunResult(agent="a", status="completed")
     await run_model_loop(
-        agent(), [user_text("go")], Model(says("enough")), tools, answered, token_budget=1
+        agent(), [user_text("go")], Model(says("enough")), tools, answered, RunBudget(tokens=1)
     )
     assert (answered.output, answered.budget_exceeded) == ("enough", False)
+
+
+def costs(usd: float, *uses: ToolUseBlock) -> LlmTurnOutput:
+    return asks(*uses).model_copy(update={"usage": TokenUsage(input_tokens=3, cost_usd=usd)})
+
+
+async def test_the_cost_budget_stops_the_loop_before_more_tool_calls_not_a_final_answer() -> None:
+    model = Model(*[costs(0.25, use(f"u{i}", "add", a=i)) for i in range(5)])
+    tools = Tools({"add": ToolCallOutput(content="ok")})
+    result = AgentRunResult(agent="a", status="completed")
+    with pytest.raises(CostBudgetExceededError, match=r"spent \$0.5000, the \$0.4000 left"):
+        await run_model_loop(
+            agent(), [user_text("go")], model, tools, result, RunBudget(cost_usd=0.4)
+        )
+    assert (result.turns, len(tools.calls), result.budget_exceeded) == (2, 1, True)
+    assert result.token_usage.cost_usd == 0.5
+
+
+async def test_each_turn_carries_the_runs_price_overrides_to_the_model() -> None:
+    model = Model(says("hi"))
+    prices = {"llama3": ModelPrice(input=1, output=2)}
+    result = AgentRunResult(agent="a", status="completed")
+
+    await run_model_loop(agent(), [user_text("go")], model, Tools({}), result, None, prices)
+
+    assert model.seen[0].pricing == prices

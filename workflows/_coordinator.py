@@ -95,7 +95,7 @@ class Coordinator:
         try:
             result: AgentRunResult = await workflow.execute_child_workflow(
                 "AgentRun",
-                AgentRunInput(agent=agent, input=messages),
+                AgentRunInput(agent=agent, input=messages, pricing=self._inp.options.pricing),
                 id=coordinator_workflow_id(workflow.info().workflow_id, step),
                 result_type=AgentRunResult,
             )

@@ -94,7 +94,8 @@ class AgentRun(ApprovalHandlers):
                     run_key=_run_key(inp),
                     ports=self._ports(inp),
                     result=self._result,
-                    token_budget=inp.token_budget,
+                    budget=inp.budget(),
+                    pricing=inp.pricing,
                 )
             finally:
                 await self._tools.close()  # the run's MCP servers, however it ended

@@ -362,6 +362,8 @@ class TeamRun(ApprovalHandlers):
             run_key=self._sessions.run_key if agent.kind == "acp" else None,
             acp_session=self._sessions.get(agent.name),
             token_budget=self.state.tokens_left(self._options.max_token_budget),
+            cost_budget_usd=self.state.cost_left(self._options.max_cost_usd),
+            pricing=self._options.pricing,
             approvals=self._options.approvals,
         )
         return await attempt_task(spec, run_input)
@@ -411,22 +413,31 @@ class TeamRun(ApprovalHandlers):
     # -- budgets, stops, timeouts, continue-as-new --------------------------
 
     def _add_usage(self, state: TaskState, result: AgentRunResult) -> None:
-        # what one attempt used: its tokens, and its runs of a process or ACP turn
+        # what one attempt used: its tokens and cost, its runs of a process or ACP turn
         state.token_usage += result.token_usage
+        state.cost_usd = state.token_usage.cost_usd if state.token_usage.cost_known else None
         state.backend_attempts += result.backend_attempts
         self.state.add_usage(result.token_usage)
         self._check_budget()
 
     def _check_budget(self) -> bool:
-        """Whether the token budget is used up (checked before each dispatch
-        and after each completion); the first time, the run stops."""
-        budget = self._options.max_token_budget
-        if not self.state.over_budget(budget):
+        """Whether the token or the cost budget is used up (checked before
+        each dispatch and after each task's and coordinator step's usage is
+        counted); the first time, the run stops."""
+        tokens, dollars = self._options.max_token_budget, self._options.max_cost_usd
+        if self.state.over_budget(tokens):
+            detail = f"{self.state.tokens_used()} tokens of {tokens}"
+            stop: StopKind = "budget"
+            reason = f"the token budget of {tokens} is used up"
+        elif self.state.over_cost_budget(dollars):
+            detail = f"${self.state.result.total_cost_usd:.4f} of ${dollars:g}"
+            stop, reason = "cost_budget", f"the cost budget of ${dollars:g} is used up"
+        else:
             return False
         if not self.state.result.budget_exceeded:
             self.state.result.budget_exceeded = True
-            self._event("budget_exceeded", detail=f"{self.state.tokens_used()} tokens of {budget}")
-            self._stop_with("budget", f"the token budget of {budget} is used up")
+            self._event("budget_exceeded", detail=detail)
+            self._stop_with(stop, reason)
         return True
 
     def _stop_with(self, stop: StopKind, reason: str) -> None:

@@ -15,7 +15,8 @@ reports with ``session/update``. The kinds OMA reads (external-agents.md,
   under those names (``ToolCallRecord`` has no field of its own for the kind);
   ``output`` is ``rawOutput`` (a string as is, other JSON serialized), or else
   the text content blocks joined by newlines;
-- ``usage_update``: read by the session, which adds the increment here.
+- ``usage_update``: read by the session, which adds the increments here:
+  of ``used`` as input tokens, of ``cost`` (in USD) as ``cost_usd``.
 
 Every other kind is ignored.
 """
@@ -48,7 +49,9 @@ class TurnResult:
     """What one prompt turn produced.
 
     ``stop_reason`` is the agent's ``stopReason``, verbatim; ``token_usage``
-    holds the turn's ``usage_update.used`` increments as ``input_tokens``.
+    holds the turn's ``usage_update.used`` increments as ``input_tokens`` and
+    its ``usage_update.cost`` increments as ``cost_usd`` (unpriced when the
+    agent reports no cost in US dollars).
     """
 
     output: str
@@ -67,6 +70,9 @@ class Turn:
         self._on_progress = on_progress
         self.permission_requests: list[PermissionRecord] = []
         self.input_tokens = 0
+        self.cost_usd = 0.0
+        self.unpriced: str | None = None
+        """Set by the session when the agent's cost is unknown, saying why."""
         self.cancel_requested = asyncio.Event()
         """Set once ``session/cancel`` is sent: open and later permission
         requests of this turn are answered ``cancelled``."""
@@ -91,7 +97,11 @@ class Turn:
             stop_reason=stop_reason,
             tool_calls=[call.model_copy(deep=True) for call in self._tool_calls.values()],
             permission_requests=list(self.permission_requests),
-            token_usage=TokenUsage(input_tokens=self.input_tokens),
+            token_usage=TokenUsage(
+                input_tokens=self.input_tokens,
+                cost_usd=self.cost_usd,
+                unpriced=[self.unpriced] if self.unpriced else [],
+            ),
         )
 
     def _merge_tool_call(self, update: ToolCallStart | ToolCallProgress) -> None:

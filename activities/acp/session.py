@@ -31,6 +31,7 @@ from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.connection import Connection
 from acp.schema import (
     CancelNotification,
+    Cost,
     InitializeResponse,
     LoadSessionRequest,
     NewSessionRequest,
@@ -151,6 +152,7 @@ class AcpSession:
         self._current: PromptTurn | None = None
         self._turn_lock = asyncio.Lock()
         self._last_used: int | None = None
+        self._last_cost: Cost | None = None
         self._broken = False
         self._closing: asyncio.Task[None] | None = None
 
@@ -249,6 +251,7 @@ class AcpSession:
                 text = f"{self._pending_system_prompt}\n\n{text}"
                 self._pending_system_prompt = ""
             state = Turn(on_progress)
+            state.unpriced = self._unpriced()
             self._turn = state
             task = asyncio.create_task(self._run_turn(state, text), name=f"acp-prompt-{self.agent}")
             self._current = PromptTurn(self, state, task)
@@ -331,7 +334,7 @@ class AcpSession:
         except AcpProtocolError as err:
             logger.warning("%s; opening a new session instead", err)
             self.session_id = ""
-            self._last_used = None
+            self._last_used = self._last_cost = None
             return False
         self.loaded_session = True
         self._pending_system_prompt = ""
@@ -411,8 +414,11 @@ class AcpSession:
         update, turn = notification.update, self._turn
         if isinstance(update, UsageUpdate):
             increment = self._read_usage(update.used)
+            cost = self._read_cost(update.cost)
             if turn is not None:
                 turn.input_tokens += increment
+                turn.cost_usd += cost
+                turn.unpriced = self._unpriced()
         elif turn is not None:
             turn.add(update)
 
@@ -423,6 +429,25 @@ class AcpSession:
         # becomes the new baseline.
         previous, self._last_used = self._last_used, used
         return max(0, used - (previous or 0))
+
+    def _read_cost(self, cost: Cost | None) -> float:
+        # usage_update.cost is cumulative over the session too: a turn is
+        # charged its growth, in US dollars (another currency is not priced)
+        if cost is None:
+            return 0.0
+        previous, self._last_cost = self._last_cost, cost
+        if cost.currency != "USD":
+            return 0.0
+        before = previous.amount if previous is not None and previous.currency == "USD" else 0.0
+        return max(0.0, cost.amount - before)
+
+    def _unpriced(self) -> str | None:
+        """Why this session's cost is unknown, if it is."""
+        if self._last_cost is None:
+            return f"ACP agent {self.agent!r} (it reports no usage_update.cost)"
+        if self._last_cost.currency != "USD":
+            return f"ACP agent {self.agent!r} (its cost is in {self._last_cost.currency})"
+        return None
 
     async def _on_request_permission(self, params: Any) -> RequestPermissionResponse:
         request = RequestPermissionRequest.model_validate(params)

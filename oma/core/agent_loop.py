@@ -15,8 +15,8 @@ from collections import Counter
 
 from oma.core.agent_config import AgentConfig
 from oma.core.approvals import canonical_json
+from oma.core.budget import RunBudget
 from oma.core.errors import (
-    BudgetExceededError,
     MaxTurnsExceededError,
     ToolCallTruncatedError,
     ToolLoopError,
@@ -26,6 +26,7 @@ from oma.core.llm import LlmTurnInput
 from oma.core.mcp import McpCall
 from oma.core.messages import LLMMessage, ToolResultBlock, ToolUseBlock, text_of
 from oma.core.ports import ModelPort, ToolsetPort
+from oma.core.pricing import ModelPrice
 from oma.core.results import AgentRunResult, ToolCallRecord
 from oma.core.tools import ToolCallInput, ToolCallOutput, ToolRef, ToolTraits
 
@@ -40,7 +41,8 @@ async def run_model_loop(
     model: ModelPort,
     tools: ToolsetPort,
     result: AgentRunResult,
-    token_budget: int | None = None,
+    budget: RunBudget | None = None,
+    pricing: dict[str, ModelPrice] | None = None,
 ) -> None:
     """Run ``agent`` on ``messages`` until it answers without asking for a tool.
 
@@ -57,10 +59,13 @@ async def run_model_loop(
     answer's text), so a failure leaves the partial result behind.
     ``messages`` is not mutated.
 
-    ``token_budget``: the tokens (input + output) the run may use; a turn
-    that used them and asks for tools stops the loop (``BudgetExceededError``;
-    a final answer is kept), so a team run's ``options.max_token_budget``
-    holds within a tool loop too.
+    ``budget``: the tokens (``TokenUsage.total_tokens``) and dollars the run
+    may use; a turn that used them up and asks for tools stops the loop
+    (``BudgetExceededError``, ``CostBudgetExceededError``; a final answer is
+    kept), so a team run's ``options.max_token_budget`` and
+    ``options.max_cost_usd`` hold within a tool loop too. ``pricing``: the
+    run's price overrides (``options.pricing``), sent with every turn to the
+    model port, which prices the turn's usage (``oma.core.pricing``).
 
     Raises ``UnknownToolError`` when the model asks for a tool and the agent
     declares none, ``ToolCallTruncatedError`` after more than
@@ -80,7 +85,9 @@ async def run_model_loop(
     truncated_turns = 0
     repeats: Counter[str] = Counter()
     for turn in range(agent.max_turns):
-        out = await model.turn(LlmTurnInput(agent=agent, messages=conversation, turn=turn))
+        out = await model.turn(
+            LlmTurnInput(agent=agent, messages=conversation, turn=turn, pricing=pricing)
+        )
         result.turns = turn + 1
         result.token_usage += out.usage
         conversation.append(LLMMessage(role="assistant", content=out.content))
@@ -89,13 +96,9 @@ async def run_model_loop(
         if not tool_uses or out.stop_reason not in ("tool_use", "max_tokens"):
             result.output = text_of(out.content)
             return
-        used = result.token_usage.total_tokens
-        if token_budget is not None and used >= token_budget:
+        if budget is not None and (stop := budget.exceeded(agent.name, result.token_usage)):
             result.budget_exceeded = True
-            raise BudgetExceededError(
-                f"agent {agent.name!r} used {used} tokens, the {token_budget} left of the "
-                "run's token budget, and asked for more tool calls"
-            )
+            raise stop
         if not declared:
             raise UnknownToolError(
                 f"the model asked for tool {tool_uses[0].name!r}, but agent "

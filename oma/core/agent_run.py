@@ -15,11 +15,13 @@ from oma.core.acp import AcpPromptInput, record_acp_turn
 from oma.core.agent_config import AgentConfig
 from oma.core.agent_events import agent_start
 from oma.core.agent_loop import run_model_loop
+from oma.core.budget import RunBudget
 from oma.core.errors import OMAError
 from oma.core.evaluation import is_sampled, not_sampled
 from oma.core.message_guard import latest_user_prompt
 from oma.core.messages import LLMMessage
 from oma.core.ports import AgentPorts
+from oma.core.pricing import ModelPrice
 from oma.core.process import ProcessRunInput
 from oma.core.results import AgentRunResult
 from oma.core.run_hooks import EvaluateInput
@@ -33,7 +35,8 @@ async def run_agent(
     run_key: str,
     ports: AgentPorts,
     result: AgentRunResult,
-    token_budget: int | None = None,
+    budget: RunBudget | None = None,
+    pricing: dict[str, ModelPrice] | None = None,
 ) -> AgentRunResult:
     """Run ``agent`` on ``messages`` and return ``result``, updated as the run goes.
 
@@ -41,8 +44,9 @@ async def run_agent(
     then ``{"messages": [...]}``, else ``{"prompt": str}``; structured-input.md,
     "Progress and online evaluation"). ``run_key``: the run that owns the
     agent's ACP sessions (``AcpPromptInput.run_key``). ``result`` is the
-    caller's, so that it can show the run while it goes. ``token_budget``:
-    the tokens an LLM agent's turns may use (``run_model_loop``).
+    caller's, so that it can show the run while it goes. ``budget`` and
+    ``pricing``: the tokens and dollars an LLM agent's turns may use, and
+    the run's price overrides (``run_model_loop``).
 
     The steps: ``ports.hooks.before_run``; ``agent_start`` to
     ``ports.on_event``; then an LLM agent's model loop
@@ -65,7 +69,7 @@ async def run_agent(
     start = agent_start(agent.name, prompt, messages if structured else None)
     ports.on_event(start)
     try:
-        await _turns(agent, messages, prompt, run_key, ports, result, token_budget)
+        await _turns(agent, messages, prompt, run_key, ports, result, budget, pricing)
     except OMAError as err:
         result.status, result.error, result.error_code = "failed", err.message, err.code
         raise
@@ -80,11 +84,12 @@ async def _turns(
     run_key: str,
     ports: AgentPorts,
     result: AgentRunResult,
-    token_budget: int | None,
+    budget: RunBudget | None,
+    pricing: dict[str, ModelPrice] | None,
 ) -> None:
     backend = agent.backend
     if backend is None:
-        await run_model_loop(agent, messages, ports.model, ports.tools, result, token_budget)
+        await run_model_loop(agent, messages, ports.model, ports.tools, result, budget, pricing)
     elif backend.kind == "process":
         out = await ports.backend.process_run(
             ProcessRunInput(
@@ -93,6 +98,8 @@ async def _turns(
         )
         result.turns, result.output = 1, out.stdout
         result.backend_attempts = out.attempt
+        # whatever the command spent (it may call models itself), nobody reports it
+        result.token_usage.unpriced = [f"process agent {agent.name!r}"]
     else:
         turn = await ports.backend.acp_prompt(
             AcpPromptInput(

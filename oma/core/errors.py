@@ -377,6 +377,14 @@ class BudgetExceededError(RunStoppedError):
     code = "BUDGET_EXCEEDED"
 
 
+class CostBudgetExceededError(RunStoppedError):
+    """The run's cost reached ``options.max_cost_usd`` (priced per model turn
+    by ``oma.core.pricing``, and from ACP ``usage_update.cost``): no task
+    started after that; tasks in flight settled and the rest were skipped."""
+
+    code = "COST_BUDGET_EXCEEDED"
+
+
 # -- a model provider --------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ from pydantic import BaseModel, Field
 
 from oma.core.agent_config import AgentConfig
 from oma.core.messages import ContentBlock, LLMMessage
+from oma.core.pricing import ModelPrice, priced
 from oma.core.tools import ToolTraits
 from oma.core.usage import TokenUsage
 
@@ -50,6 +51,9 @@ class LlmTurnInput(BaseModel):
     messages: list[LLMMessage] = Field(default_factory=list)
     turn: int = Field(ge=0)
     conversation: ConversationRef | None = None
+    pricing: dict[str, ModelPrice] | None = Field(
+        default=None, description="The run's price overrides (options.pricing), by model name."
+    )
 
 
 class LlmTurnOutput(BaseModel):
@@ -64,3 +68,12 @@ class LlmTurnOutput(BaseModel):
         description="What the agent's custom tools declare (oma.consequential, oma.retried), "
         "by name. Read by the worker, so that the workflow knows it from the history.",
     )
+
+
+def price_turn(inp: LlmTurnInput, out: LlmTurnOutput) -> LlmTurnOutput:
+    """``out`` with its usage priced (``oma.core.pricing.priced``): by the
+    model that answered (a ``scripted`` turn's is ``scripted``, which costs
+    nothing), else the one the agent names. The ``llm_turn`` activity and the
+    in-process model port call it, so a turn's cost is recorded with the turn."""
+    usage = priced(out.usage, [out.model, inp.agent.resolved_model], inp.pricing)
+    return out.model_copy(update={"usage": usage})

@@ -123,8 +123,8 @@ class TeamRunResult(BaseModel):
     """The outcome of a ``TeamRun`` workflow (also what its ``state`` query shows).
 
     ``status``: ``completed`` when every task completed; ``failed`` when a task
-    failed (its dependents are ``skipped``), the run timed out or the token
-    budget ran out (``error_code`` says which); ``rejected`` when a reviewer
+    failed (its dependents are ``skipped``), the run timed out, or the token
+    or cost budget ran out (``error_code`` says which); ``rejected`` when a reviewer
     rejected a plan, round or dispatch; ``cancelled`` after an ``abort``
     signal; ``planned`` for ``options.plan_only``. Each task's details (the
     conversation, tool calls) are in its ``AgentRun`` child's result, workflow
@@ -147,7 +147,19 @@ class TeamRunResult(BaseModel):
         "usage summed; messages left out).",
     )
     total_token_usage: TokenUsage = Field(default_factory=TokenUsage)
-    budget_exceeded: bool = False
+    total_cost_usd: float = Field(
+        default=0.0,
+        description="What the run cost, in US dollars, as far as it is known (tasks and "
+        "coordinator); cost_unknown names what it leaves out.",
+    )
+    cost_unknown: list[str] = Field(
+        default_factory=list,
+        description="What the run used at an unknown cost (e.g. \"model 'llama3'\", "
+        "\"process agent 'coder'\"); empty when total_cost_usd is the whole cost.",
+    )
+    budget_exceeded: bool = Field(
+        default=False, description="The token or the cost budget stopped the run."
+    )
     error: str | None = Field(default=None, description="Why the run stopped early, if it did.")
     error_code: str | None = None
     approval_decisions: list[ApprovalDecision] = Field(default_factory=list)

@@ -12,11 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from oma.core.agent_config import AgentConfig
 from oma.core.approvals import ApprovalOptions, check_dispatch_names, check_tool_gate_names
+from oma.core.budget import RunBudget
 from oma.core.dag import validate_task_graph
 from oma.core.errors import InvalidRunInputError
 from oma.core.message_guard import validate_messages
 from oma.core.messages import LLMMessage
 from oma.core.plan import CoordinatorConfig, PlanArtifact
+from oma.core.pricing import ModelPrice
 from oma.core.results import AcpSessionInfo
 from oma.core.scheduling import SchedulingStrategy, check_assignments
 from oma.core.task import TaskSpec
@@ -51,7 +53,22 @@ class RunOptions(BaseModel):
     max_token_budget: int | None = Field(
         default=None,
         ge=1,
-        description="Input + output tokens of every agent, coordinator included (BUDGET_EXCEEDED).",
+        description="Tokens (input, cached or not, and output) of every agent, coordinator "
+        "included (BUDGET_EXCEEDED).",
+    )
+    max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        description="US dollars every agent may spend, coordinator included "
+        "(COST_BUDGET_EXCEEDED): model turns priced by oma.core.pricing and options.pricing, "
+        "ACP agents' usage_update.cost. What nobody prices counts nothing, and the result "
+        "says so (cost_unknown).",
+    )
+    pricing: dict[str, ModelPrice] | None = Field(
+        default=None,
+        description="Prices by model name, in USD per million tokens ({input, output, "
+        "cache_write, cache_read}): models the built-in table lacks (a local model), or "
+        "prices that replace its own.",
     )
     approvals: ApprovalOptions | None = None
     history_event_limit: int = Field(
@@ -160,6 +177,22 @@ class AgentRunInput(BaseModel):
         "(options.max_token_budget); an LLM agent stops once its turns used them "
         "(BUDGET_EXCEEDED).",
     )
+    cost_budget_usd: float | None = Field(
+        default=None,
+        ge=0,
+        description="Set by TeamRun: the US dollars the team run may still spend "
+        "(options.max_cost_usd); an LLM agent stops once its turns spent them "
+        "(COST_BUDGET_EXCEEDED).",
+    )
+    pricing: dict[str, ModelPrice] | None = Field(
+        default=None, description="Set by TeamRun: its options.pricing."
+    )
+
+    def budget(self) -> RunBudget | None:
+        """What this run may spend (``None``: no limit set)."""
+        if self.token_budget is None and self.cost_budget_usd is None:
+            return None
+        return RunBudget(tokens=self.token_budget, cost_usd=self.cost_budget_usd)
 
 
 def _parse(model: type[M], raw: Any, what: str) -> M:

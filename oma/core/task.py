@@ -133,3 +133,9 @@ class TaskState(BaseModel):
         "turn again within one attempt.",
     )
     token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    cost_usd: float | None = Field(
+        default=0.0,
+        description="What the task's attempts cost, in US dollars; null when part of it is "
+        "unknown (token_usage.unpriced says what: an unpriced model, a process, an ACP "
+        "agent that reports no cost).",
+    )

@@ -20,6 +20,7 @@ from oma.core.errors import (
     AbortedError,
     ApprovalRejectedError,
     BudgetExceededError,
+    CostBudgetExceededError,
     RunCancelledError,
     RunStoppedError,
     RunTimeoutError,
@@ -30,13 +31,14 @@ from oma.core.run_events import EVENTS_CARRIED, RunEvent
 from oma.core.task_graph import SPEC_FIELDS
 from oma.core.usage import TokenUsage
 
-StopKind = Literal["aborted", "rejected", "budget", "timeout"]
+StopKind = Literal["aborted", "rejected", "budget", "cost_budget", "timeout"]
 """Why a run stopped early (a Temporal cancellation aside)."""
 
 STOPS: dict[StopKind, tuple[TeamRunStatus, type[RunStoppedError]]] = {
     "aborted": ("cancelled", AbortedError),
     "rejected": ("rejected", ApprovalRejectedError),
     "budget": ("failed", BudgetExceededError),
+    "cost_budget": ("failed", CostBudgetExceededError),
     "timeout": ("failed", RunTimeoutError),
 }
 """How a run that stopped early ends: its status and the error of its ``error_code``."""
@@ -124,8 +126,20 @@ class TeamRunState(BaseModel):
         """Whether the run's tokens reached ``budget`` (``None``: no budget)."""
         return budget is not None and self.tokens_used() >= budget
 
+    def cost_left(self, budget_usd: float | None) -> float | None:
+        """What ``budget_usd`` leaves, in US dollars (``None``: no budget)."""
+        return None if budget_usd is None else max(budget_usd - self.result.total_cost_usd, 0.0)
+
+    def over_cost_budget(self, budget_usd: float | None) -> bool:
+        """Whether the run's known cost reached ``budget_usd`` (``None``: no budget)."""
+        return budget_usd is not None and self.result.total_cost_usd >= budget_usd
+
     def add_usage(self, usage: TokenUsage) -> None:
-        self.result.total_token_usage += usage
+        """Count ``usage`` in the run's totals (tokens, cost, what is unpriced)."""
+        total = self.result.total_token_usage + usage
+        self.result.total_token_usage = total
+        self.result.total_cost_usd = total.cost_usd
+        self.result.cost_unknown = list(total.unpriced)
 
     def add_coordinator_run(self, run: AgentRunResult) -> None:
         """Count a coordinator step (planning, correction, synthesis): its

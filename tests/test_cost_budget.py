@@ -1,0 +1,121 @@
+"""Budgets in dollars: ``options.max_cost_usd``, ``options.pricing``, and each
+task's ``cost_usd`` — real ``TeamRun``s on the dev server, model turns through
+the real ``anthropic`` SDK against the local Messages API server, every
+history replayed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from tests._runs import assert_replays, run_team, task
+from tests.anthropic_server import AnthropicServer
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+CENT_A_TOKEN = {"input": 10_000, "output": 10_000}
+"""A price of $0.01 per token (USD per million tokens), so that costs are round."""
+
+
+def claude(name: str, model: str = "house-model") -> dict[str, Any]:
+    return {"name": name, "provider": "anthropic", "model": model}
+
+
+async def test_the_cost_budget_stops_the_run_once_a_task_reaches_it_and_skips_the_rest(
+    client: Client, workflow_id: str, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.reset()
+    for n in range(3):
+        anthropic_server.reply_text(f"step {n}", input_tokens=10, output_tokens=5)
+
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [claude("writer")]},
+            "tasks": [task("a", "writer"), task("b", "writer", "a"), task("c", "writer", "b")],
+            "options": {"max_cost_usd": 0.2, "pricing": {"house-model": CENT_A_TOKEN}},
+        },
+    )
+
+    assert (result.status, result.error_code, result.budget_exceeded) == (
+        "failed",
+        "COST_BUDGET_EXCEEDED",
+        True,
+    )
+    assert result.error == "the cost budget of $0.2 is used up"
+    assert [(t.id, t.status, t.cost_usd) for t in result.tasks] == [
+        ("a", "completed", pytest.approx(0.15)),
+        ("b", "completed", pytest.approx(0.15)),
+        ("c", "skipped", 0.0),
+    ]
+    assert result.total_cost_usd == pytest.approx(0.30)
+    assert result.cost_unknown == []
+    assert len(anthropic_server.requests) == 2
+    await assert_replays(client, workflow_id)
+
+
+async def test_the_cost_budget_stops_a_tool_loop_in_the_middle_of_its_task(
+    client: Client, workflow_id: str
+) -> None:
+    use = [{"type": "tool_use", "id": f"u{i}", "name": "add", "input": {"a": i}} for i in range(9)]
+    agent = {
+        "name": "adder",
+        "provider": "scripted",
+        "script": [[block] for block in use] + ["done"],
+        "tools": ["tests.tools:add"],
+        "max_turns": 10,
+    }
+
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [agent]},
+            "tasks": [task("loop", "adder")],
+            # the scripted provider's answers are free unless the run prices them
+            "options": {"max_cost_usd": 0.1, "pricing": {"scripted": CENT_A_TOKEN}},
+        },
+    )
+
+    loop = result.task("loop")
+    assert (loop.status, loop.error_code) == ("failed", "COST_BUDGET_EXCEEDED")
+    assert "of the run's cost budget (options.max_cost_usd)" in (loop.error or "")
+    assert (result.error_code, result.budget_exceeded) == ("COST_BUDGET_EXCEEDED", True)
+    # the scripted provider counts words: 5 + 2 tokens the first turn, 2 each later
+    # one, so the third turn reaches $0.10, well before the script's end
+    assert result.total_cost_usd == pytest.approx(0.11)
+    assert loop.attempts == 1 and len(loop.token_usage.unpriced) == 0
+    assert loop.token_usage.cost_usd == result.total_cost_usd
+    await assert_replays(client, workflow_id)
+
+
+async def test_a_model_without_a_price_is_unknown_not_free(
+    client: Client, workflow_id: str, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.reset()
+    anthropic_server.reply_text("priced", input_tokens=1000, output_tokens=100)
+    anthropic_server.reply_text("not priced", input_tokens=1000, output_tokens=100)
+
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {
+                "name": "t",
+                "agents": [claude("known", "claude-sonnet-4-6"), claude("local", "mystery-7b")],
+            },
+            "tasks": [task("a", "known"), task("b", "local", "a")],
+            "options": {"max_cost_usd": 10},
+        },
+    )
+
+    assert result.success
+    assert result.task("a").cost_usd == pytest.approx((1000 * 3 + 100 * 15) / 1e6)
+    assert result.task("b").cost_usd is None
+    assert result.task("b").token_usage.unpriced == ["model 'mystery-7b'"]
+    assert result.total_cost_usd == result.task("a").cost_usd
+    assert result.cost_unknown == ["model 'mystery-7b'"]
+    await assert_replays(client, workflow_id)
