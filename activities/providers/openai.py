@@ -137,6 +137,9 @@ class OpenAIProvider:
         base_url = agent.base_url or self._base_url
         request = _request(inp, _is_openai(base_url))
         client, api_key = self._client(base_url, agent.api_key_env)
+        if api_key is None:
+            # the server gets no Authorization header at all, not a made-up key
+            request["extra_headers"] = {"Authorization": openai.Omit()}
         try:
             # on a timer, not per chunk: a cancel must also reach a turn whose
             # model is silent (a slow first token, a local model loading)
@@ -176,12 +179,9 @@ class OpenAIProvider:
                 )
         client = self._clients.get((base_url, api_key))
         if client is None:
-            # No key: a placeholder the SDK insists on, with its header omitted,
-            # so that the server gets no Authorization at all.
-            no_auth: dict[str, Any] = {"Authorization": openai.Omit()}
             client = openai.AsyncOpenAI(
+                # no key: a placeholder the SDK insists on (its header is omitted, see turn)
                 api_key=api_key or "no-key",
-                default_headers=None if api_key else no_auth,
                 base_url=base_url,
                 max_retries=0,
                 timeout=TIMEOUT,
@@ -412,7 +412,7 @@ async def _stream_answer(
 
 
 class _Progress:
-    """Hands one turn's events to its ``on_event``, shielding the turn from the callback's errors."""
+    """Hands one turn's events to its ``on_event``, shielding the turn from its errors."""
 
     def __init__(self, on_event: OnEvent) -> None:
         self._on_event = on_event

@@ -260,7 +260,7 @@ def check_endpoint(base_url: str | None, api_key_env: str | None, who: str) -> N
         raise ValueError(
             f"{who}: api_key_env looks like an API key, not the name of an environment "
             "variable; put the key in the worker's environment (e.g. OPENAI_API_KEY=...) and "
-            "give its name, e.g. \"api_key_env\": \"OPENAI_API_KEY\" (never the key itself: "
+            'give its name, e.g. "api_key_env": "OPENAI_API_KEY" (never the key itself: '
             "run input is stored in the workflow history)"
         )
     if not _ENV_NAME.fullmatch(api_key_env):
