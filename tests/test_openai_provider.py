@@ -536,3 +536,22 @@ async def test_an_openai_coordinator_plans_and_synthesizes_at_the_agents_endpoin
     assert result.final_output == "The team said hi."
     assert [r.body["model"] for r in api.requests] == ["gpt-test"] * 3
     await assert_replays(client, workflow_id)
+
+
+# -- the in-process Agent -----------------------------------------------------------
+
+
+async def test_the_in_process_agent_streams_an_openai_answer_with_default_adapters(
+    monkeypatch: pytest.MonkeyPatch, api: OpenAIServer
+) -> None:
+    from oma import Agent
+
+    monkeypatch.setenv("OMA_TEST_AGENT_KEY", "sk-agent-test-key-0123456789")
+    api.reply_text("one two three", pieces=3)
+    agent = Agent(gpt(base_url=api.base_url, api_key_env="OMA_TEST_AGENT_KEY"))
+
+    events = [e async for e in agent.stream("go")]
+
+    texts = [e.text for e in events if isinstance(e, TextDelta)]
+    assert texts == ["one t", "wo th", "ree"]
+    assert api.requests[0].headers["authorization"] == "Bearer sk-agent-test-key-0123456789"
