@@ -13,6 +13,7 @@ from oma import plugin
 from oma import worker as oma_worker
 from oma.activities.llm_turn import LlmActivities
 from oma.activities.providers.anthropic import AnthropicProvider
+from oma.activities.providers.openai import OpenAIProvider
 from oma.activities.providers.scripted import ScriptedProvider
 from oma.core.results import AgentRunResult, TeamRunResult
 from oma.core.workflow_ids import task_workflow_id
@@ -23,16 +24,27 @@ ENCRYPTED_NAMESPACE = "oma-encrypted"
 """The dev server's namespace for runs with encrypted payloads (tests/test_encryption.py)."""
 
 
-def worker_activities(task_queue: str, anthropic_base_url: str) -> oma_worker.Activities:
+OPENAI_TEST_KEY = "sk-openai-test-key-0123456789"
+"""The key the test worker's ``openai`` adapter sends when an agent names no ``api_key_env``."""
+
+
+def worker_activities(
+    task_queue: str, anthropic_base_url: str, openai_base_url: str | None = None
+) -> oma_worker.Activities:
     """The test worker's activities on ``task_queue``: the ``scripted``
-    provider, and ``anthropic`` against the local Messages API server at
-    ``anthropic_base_url``."""
+    provider, ``anthropic`` against the local Messages API server at
+    ``anthropic_base_url``, and ``openai`` against the local Chat Completions
+    server at ``openai_base_url`` (by default an address nothing listens on:
+    agents then give their own ``base_url``)."""
     return oma_worker.Activities(
         session_task_queue=oma_worker.session_task_queue(task_queue),
         llm=LlmActivities(
             {
                 "anthropic": AnthropicProvider(
                     api_key="sk-ant-test-key", base_url=anthropic_base_url
+                ),
+                "openai": OpenAIProvider(
+                    api_key=OPENAI_TEST_KEY, base_url=openai_base_url or "http://127.0.0.1:9/v1"
                 ),
                 "scripted": ScriptedProvider(),
             }

@@ -18,6 +18,7 @@ from oma.connection import Connection
 from oma.dev_server import DevServer, free_port
 from tests._runs import ENCRYPTED_NAMESPACE, TASK_QUEUE, worker_activities
 from tests.anthropic_server import AnthropicServer
+from tests.openai_server import OpenAIServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,15 +46,21 @@ def anthropic_server() -> Iterator[AnthropicServer]:
 
 
 @pytest.fixture(scope="session")
+def openai_server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
 async def client(dev_server: DevServer) -> Client:
     return await Connection.local(dev_server.address, TASK_QUEUE).connect()
 
 
 @pytest.fixture(scope="session")
 async def worker(
-    client: Client, anthropic_server: AnthropicServer
+    client: Client, anthropic_server: AnthropicServer, openai_server: OpenAIServer
 ) -> AsyncIterator[oma_worker.OmaWorker]:
-    activities = worker_activities(TASK_QUEUE, anthropic_server.base_url)
+    activities = worker_activities(TASK_QUEUE, anthropic_server.base_url, openai_server.base_url)
     w = oma_worker.build_worker(client, TASK_QUEUE, activities)
     async with w:
         yield w

@@ -127,10 +127,10 @@ async def test_agent_run_input_is_validated_and_names_the_field(
     client: Client, workflow_id: str
 ) -> None:
     with pytest.raises(WorkflowFailureError) as info:
-        await run_agent(client, workflow_id, {"name": "x", "provider": "openai"}, "hi")
+        await run_agent(client, workflow_id, {"name": "x", "provider": "gemini"}, "hi")
     cause = info.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "INVALID_RUN_INPUT"
-    assert "agent.provider: Input should be 'anthropic' or 'scripted'" in cause.message
+    assert "agent.provider: Input should be 'anthropic', 'openai' or 'scripted'" in cause.message
 
 
 @pytest.mark.parametrize("workflow_type", ["AgentRun", "TeamRun"])

@@ -10,6 +10,7 @@ import pytest
 
 from oma.activities.providers import ADAPTERS, default_providers
 from oma.activities.providers.anthropic import AnthropicProvider
+from oma.activities.providers.openai import OpenAIProvider
 from oma.activities.providers.scripted import ScriptedProvider
 from oma.core.agent_config import AgentConfig
 from oma.core.llm import LlmTurnInput, LlmTurnOutput
@@ -26,6 +27,7 @@ def test_the_default_providers_are_one_adapter_of_each() -> None:
     providers = default_providers()
     assert {name: type(adapter) for name, adapter in providers.items()} == {
         "anthropic": AnthropicProvider,
+        "openai": OpenAIProvider,
         "scripted": ScriptedProvider,
     }
 
@@ -60,8 +62,9 @@ class RecordingWorkflow:
     [
         ({"provider": "scripted", "script": ["x"]}, ("local activity", _options.LLM_TURN_LOCAL)),
         ({"provider": "anthropic"}, ("activity", _options.LLM_TURN)),
+        ({"provider": "openai", "model": "m"}, ("activity", _options.LLM_TURN)),
     ],
-    ids=["scripted", "anthropic"],
+    ids=["scripted", "anthropic", "openai"],
 )
 async def test_in_a_workflow_a_turn_is_a_local_activity_only_when_it_needs_no_io(
     monkeypatch: pytest.MonkeyPatch, agent: dict[str, Any], scheduled: tuple[str, Any]

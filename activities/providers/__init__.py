@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from oma.activities.providers.anthropic import AnthropicProvider
+from oma.activities.providers.openai import OpenAIProvider
 from oma.activities.providers.scripted import ScriptedProvider
 from oma.core.llm import LlmTurnInput, LlmTurnOutput
 from oma.core.providers import Provider
@@ -32,10 +33,13 @@ class ModelProvider(Protocol):
 
 ADAPTERS: Mapping[Provider, Callable[[], ModelProvider]] = {
     "anthropic": AnthropicProvider,
+    "openai": OpenAIProvider,
     "scripted": ScriptedProvider,
 }
 """Each provider's adapter, built with its defaults (the Anthropic adapter reads
-``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL`` from the environment)."""
+``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL`` from the environment; the
+OpenAI one ``OPENAI_BASE_URL``, and at each turn the agent's ``api_key_env``,
+default ``OPENAI_API_KEY``)."""
 
 
 def default_providers() -> dict[str, ModelProvider]:

@@ -11,10 +11,8 @@ Temporal's retry policy needs (https://docs.anthropic.com/en/api/errors).
 from __future__ import annotations
 
 import copy
-import email.utils
 import logging
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +21,7 @@ import httpx2
 from anthropic.lib.streaming import ParsedMessageStreamEvent
 
 from oma.activities._heartbeat import heartbeating
+from oma.activities.providers._http import body_text, retry_after_s
 from oma.activities.tool_call import tool_definitions
 from oma.core.agent_events import TextDelta, ToolCallEvent
 from oma.core.errors import MissingCredentialsError, ProviderError
@@ -269,7 +268,7 @@ def _output(message: anthropic.types.Message) -> LlmTurnOutput:
 def _status_error(err: anthropic.APIStatusError) -> ProviderError:
     """``err`` as a ``ProviderError``: an HTTP error answer, or an ``error`` event mid-stream."""
     error_type = err.type or "unknown_error"
-    detail = err.api_message or _body_text(err.body) or "no error message"
+    detail = err.api_message or body_text(err.body) or "no error message"
     if err.status_code >= 400:
         status: int | None = err.status_code
         message = f"Anthropic Messages API answered HTTP {status} {error_type}: {detail}"
@@ -282,31 +281,5 @@ def _status_error(err: anthropic.APIStatusError) -> ProviderError:
         status=status,
         request_id=err.request_id,
         retryable=status is None or status == 429 or status >= 500,
-        retry_after_s=_retry_after_s(err.response.headers),
+        retry_after_s=retry_after_s(err.response.headers),
     )
-
-
-def _body_text(body: object) -> str:
-    text = body if isinstance(body, str) else "" if body is None else str(body)
-    return text[:500]
-
-
-def _retry_after_s(headers: httpx2.Headers) -> float | None:
-    """Seconds the API asks to wait: ``retry-after-ms`` (milliseconds), else
-    ``retry-after`` (seconds, or an HTTP date)."""
-    try:
-        return float(headers["retry-after-ms"]) / 1000
-    except (KeyError, ValueError):
-        pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())

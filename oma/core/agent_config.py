@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from oma.core.backends import BackendConfig
@@ -10,12 +12,19 @@ from oma.core.errors import InvalidMessageError
 from oma.core.evaluation import EvaluationConfig
 from oma.core.mcp import McpServerConfig, McpTool
 from oma.core.messages import ContentBlock, LLMMessage
-from oma.core.providers import Provider
+from oma.core.providers import PROVIDERS, Provider
 from oma.core.task import BackendKind
 from oma.core.tools import ToolRef, resolve_tools
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
-"""The model an ``anthropic`` agent uses when it names none."""
+"""The model an ``anthropic`` agent uses when it names none (an ``openai``
+agent must name its model)."""
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# What API keys look like (OpenAI/Anthropic/DeepSeek "sk-...", Groq "gsk_...",
+# OpenRouter "sk-or-..."), or any long token mixing lower case and digits:
+# environment variable names are not written that way.
+_KEY_LIKE = re.compile(r"^(?:sk-|gsk_|xai-)|^(?=.*[a-z])(?=.*[0-9])[A-Za-z0-9_-]{32,}$")
 
 _LLM_ONLY_FIELDS = (
     "provider",
@@ -29,6 +38,8 @@ _LLM_ONLY_FIELDS = (
     "cwd",
     "mcp_servers",
     "prompt_caching",
+    "base_url",
+    "api_key_env",
 )
 
 
@@ -36,11 +47,18 @@ class AgentConfig(BaseModel):
     """One team member, as written in a run input's ``team.agents``.
 
     ``provider`` ``anthropic`` calls the Anthropic Messages API with the worker's
-    ``ANTHROPIC_API_KEY``; ``scripted`` replays ``script`` (one entry per model
-    turn of a run, in order) and exists for the no-key demo and tests.
+    ``ANTHROPIC_API_KEY``; ``openai`` calls the OpenAI Chat Completions API (at
+    OpenAI, or at ``base_url``: Ollama, vLLM, LM Studio, ...) with the key in
+    the worker's environment variable ``api_key_env`` (docs/providers.md);
+    ``scripted`` replays ``script`` (one entry per model turn of a run, in
+    order) and exists for the no-key demo and tests.
 
     Raises ``pydantic.ValidationError`` when ``backend`` is combined with an
-    LLM-only field, or when ``provider`` is ``scripted`` without a ``script``.
+    LLM-only field, when ``provider`` is ``scripted`` without a ``script`` or
+    ``openai`` without a ``model``, when ``base_url`` / ``api_key_env`` are given
+    for a provider that takes no endpoint (``anthropic``, ``scripted``), when
+    ``api_key_env`` is not an environment variable name (a key value is
+    refused, and not repeated in the error), or ``base_url`` not http(s).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -67,7 +85,10 @@ class AgentConfig(BaseModel):
         "a text, or the content blocks of the answer in the Anthropic shape (e.g. a tool_use).",
     )
     max_tokens: int | None = Field(
-        default=None, ge=1, description="Anthropic max_tokens per turn (default 4096)."
+        default=None,
+        ge=1,
+        description="Output tokens per turn: Anthropic max_tokens (default 4096); for openai "
+        "max_completion_tokens at OpenAI, max_tokens elsewhere (default: the server's).",
     )
     max_turns: int = Field(default=10, ge=1, description="Upper bound on model turns per run.")
     prompt_caching: bool | None = Field(
@@ -121,6 +142,17 @@ class AgentConfig(BaseModel):
         "team tasks never read it.",
     )
 
+    base_url: str | None = Field(
+        default=None,
+        description="openai provider only: the Chat Completions API's base URL, e.g. "
+        "'http://localhost:11434/v1' (Ollama); default the worker's OPENAI_BASE_URL, else "
+        "https://api.openai.com/v1.",
+    )
+    api_key_env: str | None = Field(
+        default=None,
+        description="openai provider only: the NAME of the worker's environment variable "
+        "that holds the API key (default OPENAI_API_KEY), never the key itself.",
+    )
     mcp_servers: list[McpServerConfig] | None = Field(
         default=None,
         description="MCP servers whose tools the agent may call as '<name>__<tool>' "
@@ -143,6 +175,8 @@ class AgentConfig(BaseModel):
                 )
         elif self.resolved_provider == "scripted" and not self.script:
             raise ValueError(f"agent {self.name!r} uses provider 'scripted' but has no 'script'")
+        else:
+            self._check_endpoint()
         names = [server.name for server in self.mcp_servers or []]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
@@ -150,6 +184,23 @@ class AgentConfig(BaseModel):
         if self.tools is not None or self.allowed_tools or self.disallowed_tools or names:
             self.resolved_tools()  # unknown names are an input error, before anything runs
         return self
+
+    def _check_endpoint(self) -> None:
+        provider = self.resolved_provider
+        traits = PROVIDERS[provider]
+        if self.model is None and traits.default_model is None:
+            raise ValueError(
+                f"agent {self.name!r} uses provider {provider!r}, which has no default model: "
+                "name one in 'model' (e.g. 'gpt-4.1-mini' at OpenAI, 'llama3.2' on Ollama)"
+            )
+        given = [f for f in ("base_url", "api_key_env") if getattr(self, f) is not None]
+        if given and not traits.takes_endpoint:
+            raise ValueError(
+                f"agent {self.name!r}: {' and '.join(given)} "
+                f"{'apply' if len(given) > 1 else 'applies'} to provider 'openai' only, "
+                f"not {provider!r}; remove them"
+            )
+        check_endpoint(self.base_url, self.api_key_env, f"agent {self.name!r}")
 
     def resolved_tools(self) -> list[ToolRef]:
         """The tools this agent may call (``oma.core.tools.resolve_tools``);
@@ -188,5 +239,32 @@ class AgentConfig(BaseModel):
 
     @property
     def resolved_model(self) -> str:
-        """The model this LLM agent uses (``DEFAULT_MODEL`` when none is named)."""
-        return self.model or DEFAULT_MODEL
+        """The model this LLM agent uses (its provider's default, ``DEFAULT_MODEL``
+        for ``anthropic``, when none is named)."""
+        return self.model or PROVIDERS[self.resolved_provider].default_model or DEFAULT_MODEL
+
+
+def check_endpoint(base_url: str | None, api_key_env: str | None, who: str) -> None:
+    """Raise ``ValueError`` unless ``base_url`` is an http(s) URL and
+    ``api_key_env`` an environment variable name (when given). A value of
+    ``api_key_env`` that looks like a key is refused without being repeated:
+    the message ends up in errors and logs."""
+    if base_url is not None and not re.match(r"https?://[^\s/]+", base_url):
+        raise ValueError(
+            f"{who}: base_url {base_url!r} is not an http:// or https:// URL "
+            "(e.g. 'http://localhost:11434/v1')"
+        )
+    if api_key_env is None:
+        return
+    if _KEY_LIKE.search(api_key_env):
+        raise ValueError(
+            f"{who}: api_key_env looks like an API key, not the name of an environment "
+            "variable; put the key in the worker's environment (e.g. OPENAI_API_KEY=...) and "
+            'give its name, e.g. "api_key_env": "OPENAI_API_KEY" (never the key itself: '
+            "run input is stored in the workflow history)"
+        )
+    if not _ENV_NAME.fullmatch(api_key_env):
+        raise ValueError(
+            f"{who}: api_key_env {api_key_env!r} is not an environment variable name "
+            "(letters, digits and _, not starting with a digit), e.g. 'OPENAI_API_KEY'"
+        )

@@ -16,9 +16,9 @@ import json
 import re
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from oma.core.agent_config import AgentConfig
+from oma.core.agent_config import AgentConfig, check_endpoint
 from oma.core.dag import find_cycle
 from oma.core.errors import ScriptExhaustedError
 from oma.core.providers import Provider
@@ -43,7 +43,9 @@ class CoordinatorConfig(BaseModel):
     """``coordinator`` of a goal run: the model that plans and synthesizes.
 
     Unset ``provider``/``model`` default to the team's default model: that of
-    its first LLM agent, else Anthropic's ``DEFAULT_MODEL``. With the
+    its first LLM agent, else Anthropic's ``DEFAULT_MODEL``; an ``openai``
+    coordinator takes ``base_url``/``api_key_env`` like an agent (or borrows
+    them with that agent's model). With the
     ``scripted`` provider, ``script`` holds the answers of every coordinator
     turn in order: the plan, a correction if one is asked for, the synthesis.
     """
@@ -61,6 +63,17 @@ class CoordinatorConfig(BaseModel):
     max_turns: int = Field(default=4, ge=1, description="Model turns per coordinator step.")
     max_tokens: int | None = Field(default=None, ge=1)
     script: list[str] | None = None
+    base_url: str | None = Field(
+        default=None, description="openai provider only: see AgentConfig.base_url."
+    )
+    api_key_env: str | None = Field(
+        default=None, description="openai provider only: see AgentConfig.api_key_env."
+    )
+
+    @model_validator(mode="after")
+    def _check_endpoint(self) -> CoordinatorConfig:
+        check_endpoint(self.base_url, self.api_key_env, "coordinator")
+        return self
 
 
 class PlanArtifact(BaseModel):
@@ -96,8 +109,10 @@ def coordinator_agent(
     ``provider``/``model`` are the config's when set, else the team's default
     model: that of its first LLM agent (``backend`` unset), else ``None``, which
     ``AgentConfig`` resolves to ``anthropic`` and ``DEFAULT_MODEL``. An agent's
-    model is only borrowed with its provider: a ``coordinator.provider`` other
-    than the agent's keeps its own ``model`` (or that provider's default).
+    model is only borrowed with its provider (and, for ``openai``, with its
+    ``base_url``/``api_key_env`` where the config gives none): a
+    ``coordinator.provider`` other than the agent's keeps its own ``model``
+    (or that provider's default).
 
     ``turns_used``: coordinator turns already taken in this run; a scripted
     coordinator then starts at that entry of its own ``script`` (never an
@@ -106,10 +121,13 @@ def coordinator_agent(
     """
     default = next((a for a in team.agents if a.backend is None), None)
     provider, model = config.provider, config.model
+    base_url, api_key_env = config.base_url, config.api_key_env
     if default is not None and provider in (None, default.resolved_provider):
-        # An agent's model only makes sense with that agent's provider.
+        # An agent's model only makes sense with that agent's provider (and endpoint).
         provider = provider or default.provider
         model = model or default.model
+        base_url = base_url or default.base_url
+        api_key_env = api_key_env or default.api_key_env
     script = None
     if (provider or "anthropic") == "scripted":
         script = (config.script or [])[turns_used:]
@@ -128,7 +146,24 @@ def coordinator_agent(
         script=script,
         max_turns=config.max_turns,
         max_tokens=config.max_tokens,
+        base_url=base_url,
+        api_key_env=api_key_env,
     )
+
+
+def check_coordinator(config: CoordinatorConfig, team: TeamConfig) -> None:
+    """Raise ``ValueError`` when a goal run's coordinator would not be a valid
+    agent: e.g. an ``openai`` coordinator with no ``model`` of its own and none
+    to borrow, or ``base_url`` for a provider that takes none. Checked with
+    the run input, so that the workflow never meets it."""
+    try:
+        coordinator_agent(config, team)
+    except ScriptExhaustedError:
+        pass  # a scripted coordinator's script is read turn by turn
+    except ValidationError as err:
+        raise ValueError(
+            "; ".join(e["msg"].removeprefix("Value error, ") for e in err.errors())
+        ) from None
 
 
 def planning_prompt(team: TeamConfig, goal: str, instructions: str | None) -> str:

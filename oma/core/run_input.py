@@ -17,7 +17,7 @@ from oma.core.dag import validate_task_graph
 from oma.core.errors import InvalidRunInputError
 from oma.core.message_guard import validate_messages
 from oma.core.messages import LLMMessage
-from oma.core.plan import CoordinatorConfig, PlanArtifact
+from oma.core.plan import CoordinatorConfig, PlanArtifact, check_coordinator
 from oma.core.pricing import ModelPrice
 from oma.core.results import AcpSessionInfo
 from oma.core.scheduling import SchedulingStrategy, check_assignments
@@ -116,6 +116,8 @@ class TeamRunInput(BaseModel):
             raise ValueError("'coordinator' plans a 'goal'; a run with tasks or a plan has none")
         if self.options.plan_only and self.goal is None:
             raise ValueError("options.plan_only needs a 'goal' (there is nothing to plan)")
+        if self.goal is not None:
+            check_coordinator(self.coordinator or CoordinatorConfig(), self.team)
         check_tool_gate_names(self.options.approvals, self.team)
         if self.options.approvals and self.options.approvals.plan and self.goal is None:
             raise ValueError(
