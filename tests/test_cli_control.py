@@ -436,6 +436,18 @@ async def test_oma_approvals_lists_the_request_and_oma_approve_lets_the_task_run
     assert decision.source == "update"
 
 
+async def test_oma_approve_without_reviewer_records_the_current_user(
+    client: Client, dev_server: DevServer, workflow_id: str
+) -> None:
+    await start_gated(client, workflow_id, "x")
+    env = {**cli_env(dev_server), "USER": "ana", "LOGNAME": "ana"}
+    approved = await run_cmd(OMA, "approve", workflow_id, "dispatch-x", env=env)
+    assert approved.returncode == 0, approved.stderr
+    assert "recorded: approve of dispatch-x (dispatch) by ana at " in approved.stdout
+    [decision] = (await result_of(client, workflow_id)).approval_decisions
+    assert decision.reviewer.id == "ana"
+
+
 async def test_oma_reject_ends_the_run_rejected(
     client: Client, dev_server: DevServer, workflow_id: str
 ) -> None:
