@@ -159,7 +159,12 @@ def build_worker(
 
 
 async def main(connection: Connection | None = None) -> None:
-    """Connect (``Connection.from_env()`` by default) and serve until cancelled."""
+    """Connect (``Connection.from_env()`` by default) and serve until cancelled.
+    Log lines go to stderr, an expected task failure as one line
+    (``oma._logging``)."""
+    from oma._logging import route_logs
+
+    route_logs(None)
     connection = connection or Connection.from_env()
     client = await connection.connect()
     worker = build_worker(client, connection.task_queue)

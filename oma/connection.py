@@ -25,7 +25,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.envconfig import ClientConfig, ClientConnectConfig
 
-from oma.core.errors import TemporalConfigError
+from oma.core.errors import TemporalConfigError, TemporalUnavailableError
 from oma.plugin import OmaPlugin
 
 DEFAULT_ADDRESS = "localhost:7233"
@@ -104,8 +104,9 @@ class Connection:
         to ``STARTING_SERVER_WAIT_S`` seconds. ``kwargs`` go to
         ``Client.connect`` (e.g. more ``plugins``; an ``OmaPlugin`` among them,
         e.g. one with its own ``codec_keys``, replaces the default one, which
-        reads ``OMA_CODEC_KEYS``). Raises ``RuntimeError`` when the server does
-        not answer, ``CodecKeysInvalidError`` for a malformed key list.
+        reads ``OMA_CODEC_KEYS``). Raises ``TemporalUnavailableError`` when no
+        server answers at ``address`` (one line: the address and what to
+        start), ``CodecKeysInvalidError`` for a malformed key list.
         """
         given = list(kwargs.pop("plugins", ()))
         plugins = given if any(isinstance(p, OmaPlugin) for p in given) else [OmaPlugin(), *given]
@@ -115,5 +116,14 @@ class Connection:
                 return await Client.connect(**self.config, plugins=plugins, **kwargs)
             except RuntimeError as err:
                 if "not healthy yet" not in str(err) or time.monotonic() > deadline:
-                    raise
+                    raise TemporalUnavailableError(
+                        f"no Temporal server answers at {self.address} (namespace "
+                        f"{self.namespace!r}): start one with `oma dev`, or point "
+                        f"TEMPORAL_ADDRESS at yours ({_first_line(err)})"
+                    ) from None
             await asyncio.sleep(0.25)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

@@ -7,6 +7,7 @@ Nothing is downloaded at run time: the ``temporal`` binary is the one the
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import socket
@@ -91,13 +92,26 @@ def free_port() -> int:
     return free_ports(1)[0]
 
 
+def _holder(text: str) -> str:
+    """``127.0.0.1:7233 (pid 4242, started by `oma dev`)`` from a lock file's
+    text (a JSON object; older versions wrote the address alone)."""
+    try:
+        held = json.loads(text)
+        return f"{held['address']} (pid {held['pid']}, started by `{held['started_by']}`)"
+    except (ValueError, TypeError, KeyError):
+        return text.strip() or "another address"
+
+
 class DevServer:
     """A ``temporal server start-dev`` subprocess.
 
     ``db_file`` persists histories in SQLite (``None``: in memory).
     ``dynamic_config`` adds server settings (``--dynamic-config-value``),
     e.g. ``{"history.maxInFlightUpdates": "100"}``; ``namespaces`` are
-    created at start besides ``default``. Use as a
+    created at start besides ``default``. ``started_by`` (e.g. ``oma dev``)
+    is written, with this process's pid and the address, into the lock file
+    next to ``db_file``, so a second server on the same file names the
+    first. Use as a
     context manager, or ``start()`` / ``stop()``. ``address`` is ``host:port``
     for clients; ``ui_url`` the Web UI (``None`` when headless).
     """
@@ -111,8 +125,10 @@ class DevServer:
         log_file: Path | None = None,
         dynamic_config: Mapping[str, str] | None = None,
         namespaces: Iterable[str] = (),
+        started_by: str = "",
     ) -> None:
         self.port = port
+        self.started_by = started_by
         self.namespaces = [n for n in namespaces if n != "default"]
         self.dynamic_config = dict(dynamic_config or {})
         self.ui_port = ui_port
@@ -155,11 +171,12 @@ class DevServer:
         database file is held by another running server, or the server exits or
         does not listen within ``timeout_s`` seconds.
         """
+        self._lock_db()
         if is_listening(self.address, 0.2):
+            self.stop()
             raise TemporalUnavailableError(
                 f"port {self.port} is already in use: something else listens on {self.address}"
             )
-        self._lock_db()
         if self.log_file is not None:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
             with open(self.log_file, "ab") as log:
@@ -184,7 +201,7 @@ class DevServer:
     def _lock_db(self) -> None:
         """Hold ``<db_file>.lock`` while this server runs: two servers on one
         SQLite file fight over it (``SQLITE_BUSY``, shards stolen from each
-        other). The lock file names the holder's address."""
+        other). The lock file names the holder: its address, pid and command."""
         if self.db_file is None:
             return
         self.db_file.parent.mkdir(parents=True, exist_ok=True)
@@ -193,16 +210,16 @@ class DevServer:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             lock.seek(0)
-            holder = lock.read().strip() or "another address"
+            holder = _holder(lock.read())
             lock.close()
             raise TemporalUnavailableError(
-                f"{self.db_file} is in use by another embedded Temporal server (`oma dev` or "
-                f"`oma run` in this directory), listening on {holder}: set "
-                f"TEMPORAL_ADDRESS={holder} to use it"
+                f"{self.db_file} is in use by another embedded Temporal server: {holder}; "
+                f"use that one (TEMPORAL_ADDRESS={holder.split()[0]}), or stop it first"
             ) from None
         lock.seek(0)
         lock.truncate()
-        lock.write(self.address)
+        by = self.started_by or " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
+        lock.write(json.dumps({"address": self.address, "pid": os.getpid(), "started_by": by}))
         lock.flush()
         self._lock = lock
 

@@ -33,20 +33,30 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import Replayer, WorkerConfig
 
-from oma.activities._redaction import CredentialRedaction
 from oma.codec import PLAINTEXT_METADATA, AesGcmCodec, CodecKey, keys_from_env, undecryptable_reason
 from oma.core.errors import CodecKeyMissingError, PayloadNotEncryptedError
 from oma.core.validation import UndecodableInput
-from oma.workflows.agent_run import AgentRun
-from oma.workflows.team_run import TeamRun
 
 if TYPE_CHECKING:
+    from temporalio.worker import Replayer, WorkerConfig
+
     from oma.worker import Activities
 
-WORKFLOWS: Sequence[type] = (TeamRun, AgentRun)
-"""Every OMA workflow."""
+
+def workflows() -> Sequence[type]:
+    """Every OMA workflow. Imported when a worker or a replayer asks for them,
+    not when a client is built: a client (``oma run``) never loads the
+    workflow code."""
+    from oma.workflows.agent_run import AgentRun
+    from oma.workflows.team_run import TeamRun
+
+    return (TeamRun, AgentRun)
+
+
+def _with_workflows(given: Sequence[type] | None) -> Sequence[type]:
+    return [*(given or ()), *workflows()]
+
 
 HEARTBEAT_THROTTLE = timedelta(milliseconds=500)
 """Heartbeats reach the server at most this often, and at least this often when
@@ -189,7 +199,7 @@ class OmaPlugin(SimplePlugin):
         codec_keys: Sequence[CodecKey] | Literal["env"] | None = "env",
     ) -> None:
         keys = keys_from_env() if codec_keys == "env" else codec_keys
-        super().__init__("oma", data_converter=data_converter(keys), workflows=list(WORKFLOWS))
+        super().__init__("oma", data_converter=data_converter(keys), workflows=_with_workflows)
         self.oma_activities = activities
         self.codec_keys = keys
 
@@ -204,6 +214,8 @@ class OmaPlugin(SimplePlugin):
             config = super().configure_worker(config)
             served = self.oma_activities.all()
         config["activities"] = [*config.get("activities", ()), *served]
+        from oma.activities._redaction import CredentialRedaction
+
         config["interceptors"] = [*config.get("interceptors", ()), CredentialRedaction()]
         return config
 
@@ -211,4 +223,6 @@ class OmaPlugin(SimplePlugin):
 def replayer(codec_keys: Sequence[CodecKey] | Literal["env"] | None = "env") -> Replayer:
     """A ``Replayer`` of every OMA workflow, with the product's data converter
     (decrypting with ``codec_keys``, by default those of ``OMA_CODEC_KEYS``)."""
+    from temporalio.worker import Replayer
+
     return Replayer(workflows=[], plugins=[OmaPlugin(codec_keys=codec_keys)])

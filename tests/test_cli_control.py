@@ -22,7 +22,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError
 
-from oma import cli
+from oma import _cli_run
 from oma.core.approvals import ApprovalRequest
 from oma.core.plan import PlanArtifact
 from oma.core.results import TeamRunResult
@@ -309,7 +309,7 @@ async def test_the_last_events_of_an_ended_run_are_printed_once_a_worker_answers
 ) -> None:
     # `oma run`'s follower once the result is in, with no worker to answer yet
     handle, queue = await ended_with_no_worker(client, workflow_id)
-    finishing = asyncio.create_task(cli._Progress(handle).finish())
+    finishing = asyncio.create_task(_cli_run.Progress(handle).finish())
 
     await asyncio.sleep(OUTAGE_S)
     assert not finishing.done(), "it stopped asking for the events while no worker answered"
@@ -330,9 +330,9 @@ async def test_last_events_that_never_come_are_reported_missing_after_the_bound(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(cli, "LAST_EVENTS_WAIT", timedelta(seconds=4))
+    monkeypatch.setattr(_cli_run, "LAST_EVENTS_WAIT", timedelta(seconds=4))
     handle, _ = await ended_with_no_worker(client, workflow_id)
-    finishing = asyncio.create_task(cli._Progress(handle).finish())
+    finishing = asyncio.create_task(_cli_run.Progress(handle).finish())
 
     # one-sided: a follower that gives up early (the old single 2 s query)
     # is done well before the bound; one that keeps asking is not
@@ -434,6 +434,18 @@ async def test_oma_approvals_lists_the_request_and_oma_approve_lets_the_task_run
         "looks fine",
     )
     assert decision.source == "update"
+
+
+async def test_oma_approve_without_reviewer_records_the_current_user(
+    client: Client, dev_server: DevServer, workflow_id: str
+) -> None:
+    await start_gated(client, workflow_id, "x")
+    env = {**cli_env(dev_server), "USER": "ana", "LOGNAME": "ana"}
+    approved = await run_cmd(OMA, "approve", workflow_id, "dispatch-x", env=env)
+    assert approved.returncode == 0, approved.stderr
+    assert "recorded: approve of dispatch-x (dispatch) by ana at " in approved.stdout
+    [decision] = (await result_of(client, workflow_id)).approval_decisions
+    assert decision.reviewer.id == "ana"
 
 
 async def test_oma_reject_ends_the_run_rejected(
@@ -679,21 +691,3 @@ async def test_stock_cli_cancel_ends_the_run_canceled_and_state_shows_its_tasks(
     assert [(t["id"], t["status"], t["error"]) for t in run["tasks"]] == [
         ("x", "skipped", "skipped: the run was cancelled")
     ]
-
-
-async def test_oma_run_json_stays_json_when_the_sdk_core_warns(
-    dev_server: DevServer, tmp_path: Path
-) -> None:
-    # a run input over 512 KB: the SDK core warns about the payload's size,
-    # on stdout unless `oma` sends its logs to stderr
-    big = "word " * 120_000
-    run_input = {
-        "team": {"name": "t", "agents": [scripted("a", "short answer")]},
-        "tasks": [{**task("only", "a"), "description": big}],
-    }
-    proc = await oma(dev_server, "run", input_file(tmp_path, run_input), "--json", "--no-worker")
-
-    assert proc.returncode == 0, proc.stderr
-    result = TeamRunResult.model_validate_json(proc.stdout)
-    assert result.task("only").output == "short answer"
-    assert "exceeded the warning limit" in proc.stderr

@@ -16,7 +16,7 @@ import pytest
 
 from oma import OpenMultiAgent
 from oma.connection import Connection
-from oma.core.errors import TemporalConfigError
+from oma.core.errors import TemporalConfigError, TemporalUnavailableError
 from oma.dev_server import free_ports, is_listening
 from tests._runs import scripted, task
 from tests.test_cli import OMA, ROOT, demo_copy, run_cmd
@@ -179,9 +179,12 @@ async def test_a_server_still_starting_is_asked_again_and_a_dead_one_fails_at_on
     assert len(calls) == 3
 
     answers[:] = ["Connection refused"]
-    with pytest.raises(RuntimeError, match="Connection refused"):
+    with pytest.raises(
+        TemporalUnavailableError,
+        match=r"answers at 127\.0\.0\.1:1 .*Connection refused",
+    ):
         await Connection.local("127.0.0.1:1").connect()
     monkeypatch.setattr(module, "STARTING_SERVER_WAIT_S", 0.0)
     answers[:] = ["Frontend is not healthy yet"] * 3
-    with pytest.raises(RuntimeError, match="not healthy yet"):
+    with pytest.raises(TemporalUnavailableError, match="not healthy yet"):
         await Connection.local("127.0.0.1:1").connect()

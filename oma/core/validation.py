@@ -9,6 +9,7 @@ import pydantic_core
 from pydantic import BaseModel, ValidationError
 
 from oma.core.errors import InvalidRunInputError, OMAError
+from oma.core.limits import check_payload_size
 
 
 class UndecodableInput:
@@ -29,8 +30,10 @@ class UndecodableInput:
 def check_sendable(value: BaseModel, what: str) -> None:
     """Raise ``InvalidRunInputError`` unless ``value`` becomes a payload a
     worker can decode: it must serialize to JSON (no lone UTF-16 surrogate)
-    and that JSON must not nest deeper than the decoder reads. The client and
-    the CLI check before they start anything."""
+    that JSON must not nest deeper than the decoder reads, and it must fit in
+    Temporal's payload limit (``oma.core.limits.MAX_PAYLOAD_BYTES``, the
+    message naming the largest field). The client and the CLI check before
+    they start anything."""
     try:
         data = pydantic_core.to_json(value)
     except pydantic_core.PydanticSerializationError as err:
@@ -44,6 +47,7 @@ def check_sendable(value: BaseModel, what: str) -> None:
         pydantic_core.from_json(data)
     except ValueError as err:
         raise InvalidRunInputError(f"{what} is JSON a worker cannot read: {err}") from None
+    check_payload_size(data, what)
 
 
 def single_input(args: tuple[Any, ...], what: str) -> Any:

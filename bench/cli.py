@@ -1,0 +1,114 @@
+"""What the ``oma`` command itself costs: a run's overhead and ``oma --help``.
+
+Starts one embedded dev server and one ``oma worker`` subprocess (on a task
+queue of its own, in a scratch copy of ``examples/``), runs one warm-up, then
+``--repeat`` times:
+
+- ``oma run --no-worker --json --workflow-id ID examples/goal-team-scripted.json``
+  (a scripted coordinator, an LLM planner and reviewer on scripted responses,
+  a local-process coder): its wall time, and the span of the run itself, from
+  the ``TeamRun``'s start to its close as the server recorded them
+  (``describe``). The run's overhead is the wall time minus that span: the
+  CLI's start-up, connecting, validating, starting the workflow, following
+  it, printing the result and leaving.
+- ``oma --help``: its wall time.
+
+Prints one line per repetition, then the medians; the last line is::
+
+    run_overhead_s=<median> help_s=<median>
+
+On a small machine shared with other work the figures move with the load:
+compare medians of several repetitions (``--repeat``).
+
+Run from the repository root: ``.venv/bin/python bench/cli.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from oma.connection import Connection  # noqa: E402
+from oma.dev_server import DevServer, free_port  # noqa: E402
+
+OMA = str(Path(sys.executable).parent / "oma")
+TASK_QUEUE = "oma-bench-cli"
+EXAMPLE = "examples/goal-team-scripted.json"
+
+
+def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, str]:
+    """Wall seconds of ``cmd``, and its stderr; raises when it fails."""
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr}")
+    return wall, proc.stderr
+
+
+async def run_span(address: str, workflow_id: str) -> float:
+    """Seconds from the ``TeamRun``'s start to its close, as the server has them."""
+    client = await Connection.local(address, TASK_QUEUE).connect()
+    described = await client.get_workflow_handle(workflow_id).describe()
+    assert described.close_time is not None, f"{workflow_id} has not closed"
+    return (described.close_time - described.start_time).total_seconds()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5, help="repetitions of each (default 5)")
+    args = parser.parse_args()
+
+    project = Path(tempfile.mkdtemp(prefix="oma-bench-cli-"))
+    shutil.copytree(ROOT / "examples", project / "examples")
+    (project / "scratch").mkdir()
+    server = DevServer(port=free_port(), log_file=project / "dev-server.log").start()
+    env = {**os.environ, "TEMPORAL_ADDRESS": server.address, "OMA_TASK_QUEUE": TASK_QUEUE}
+    env.pop("ANTHROPIC_API_KEY", None)
+    worker = subprocess.Popen(
+        [OMA, "worker"], cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        overheads: list[float] = []
+        helps: list[float] = []
+        for i in range(args.repeat + 1):  # the first is a warm-up
+            workflow_id = f"bench-cli-{i}-{uuid.uuid4().hex[:8]}"
+            cmd = [OMA, "run", EXAMPLE, "--no-worker", "--json", "--workflow-id", workflow_id]
+            wall, _ = timed(cmd, project, env)
+            span = asyncio.run(run_span(server.address, workflow_id))
+            help_s, _ = timed([OMA, "--help"], project, env)
+            if i == 0:
+                continue
+            overheads.append(wall - span)
+            helps.append(help_s)
+            print(
+                f"run {i}: wall {wall:.3f} s, run span {span:.3f} s, "
+                f"overhead {wall - span:.3f} s; oma --help {help_s:.3f} s",
+                flush=True,
+            )
+        print(
+            f"run_overhead_s={statistics.median(overheads):.3f} "
+            f"help_s={statistics.median(helps):.3f}"
+        )
+    finally:
+        worker.terminate()
+        worker.wait(10)
+        server.stop()
+        shutil.rmtree(project, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""``oma approvals``, ``oma approve``, ``oma reject`` and ``oma abort``:
+talk to a ``TeamRun`` that is already going, on a server that is already
+running (nothing is started here: an embedded server would not hold the run).
+
+Imported by ``oma.cli`` only when one of those commands runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from rich import box
+from rich.json import JSON
+from rich.table import Table
+from temporalio.client import (
+    Client,
+    RPCTimeoutOrCancelledError,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from oma._cli_common import cause, connection, console, fail, run_async
+from oma._cli_run import QUERY_TIMEOUT, print_result
+from oma.client import OpenMultiAgent
+from oma.core.approvals import ApprovalDecision, ApprovalRequest, Reviewer
+from oma.core.errors import OMAError
+from oma.core.results import TeamRunResult
+from oma.dev_server import is_listening
+
+UPDATE_TIMEOUT = timedelta(seconds=30)
+"""How long ``oma approve`` and ``oma reject`` wait for the run to record the decision."""
+
+
+@asynccontextmanager
+async def _running_team_run(
+    workflow_id: str,
+) -> AsyncIterator[tuple[Client, WorkflowHandle[Any, Any]]]:
+    """A client and a handle on the running ``TeamRun`` ``workflow_id``, on the
+    server and namespace ``oma.connection`` configures.
+
+    Connect only: a decision or an abort goes to a run that is already going,
+    so nothing is started here (an embedded server would not hold the run).
+    Fails with a clear error when nothing listens, when there is no such
+    workflow, when it is not a ``TeamRun``, or when it has already closed.
+    """
+    conn = connection()
+    address, namespace = conn.address, conn.namespace
+    if not is_listening(address):
+        raise fail(
+            f"nothing listens on {address}: start `oma dev` (or point TEMPORAL_ADDRESS at the "
+            "Temporal server that holds the run)"
+        )
+    client = await conn.connect()  # TemporalUnavailableError: one line (run_async)
+    handle = client.get_workflow_handle(workflow_id, result_type=TeamRunResult)
+    try:
+        described = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            raise fail(f"no workflow {workflow_id!r} in namespace {namespace!r}") from None
+        raise fail(f"cannot describe workflow {workflow_id!r}: {e}") from None
+    if described.workflow_type != "TeamRun":
+        raise fail(f"workflow {workflow_id!r} is a {described.workflow_type}, not a TeamRun")
+    if described.status != WorkflowExecutionStatus.RUNNING:
+        status = described.status.name if described.status else "closed"
+        raise fail(
+            f"TeamRun {workflow_id} has already ended ({status}): it takes no more "
+            f"decisions or signals; see `temporal workflow result --workflow-id {workflow_id}`"
+        )
+    yield client, handle
+
+
+async def _query(handle: WorkflowHandle[Any, Any], name: str, result_type: Any) -> Any:
+    try:
+        return await handle.query(name, result_type=result_type, rpc_timeout=QUERY_TIMEOUT)
+    except RPCError as e:
+        raise fail(
+            f"the {name} query of TeamRun {handle.id} got no answer ({e}): is a worker "
+            "running on the run's task queue?"
+        ) from None
+    except WorkflowQueryFailedError as e:
+        raise fail(f"the {name} query of TeamRun {handle.id} failed: {e.message}") from None
+
+
+def approvals(workflow_id: str) -> None:
+    """``oma approvals``: the open approval requests of a running TeamRun (the
+    ``pending_approvals`` query), a table and then the content each reviews."""
+
+    async def go() -> list[ApprovalRequest]:
+        async with _running_team_run(workflow_id) as (_, handle):
+            pending: list[ApprovalRequest] = await _query(
+                handle, "pending_approvals", list[ApprovalRequest]
+            )
+            return pending
+
+    pending = run_async(go())
+    if not pending:
+        console.print(f"TeamRun {workflow_id}: no open approval requests")
+        return
+    table = Table(title=f"open approval requests of TeamRun {workflow_id}", box=box.SIMPLE)
+    table.add_column("request id", no_wrap=True)
+    table.add_column("boundary", no_wrap=True)
+    table.add_column("reason", min_width=20, overflow="fold")
+    table.add_column("requested at (UTC)")
+    table.add_column("expires at (UTC)")
+    for r in pending:
+        expires = _utc(r.expires_at) if r.expires_at else "never"
+        table.add_row(r.request_id, r.boundary, r.reason, _utc(r.requested_at), expires)
+    console.print(table)
+    for r in pending:
+        _print_request_content(r)
+    console.print(
+        f"decide with: oma approve|reject {workflow_id} REQUEST_ID",
+        highlight=False,
+    )
+
+
+def _utc(at: datetime) -> str:
+    # two lines, so the reason keeps the width of a narrow terminal
+    return at.astimezone(UTC).strftime("%Y-%m-%d\n%H:%M:%S")
+
+
+def _print_request_content(request: ApprovalRequest) -> None:
+    console.rule(f"{request.request_id} ({request.boundary})")
+    console.print(JSON.from_data(request.content))
+
+
+def decide(
+    workflow_id: str,
+    request_id: str,
+    value: Literal["approve", "reject"],
+    reviewer: str,
+    display_name: str | None,
+    comment: str | None,
+) -> None:
+    """Show the request, then send the ``decide`` update with its current hash
+    (``OpenMultiAgent.approval_request`` and ``decide``)."""
+    if not reviewer.strip():
+        raise fail("--reviewer must not be empty: it says who decided", 2)
+
+    async def go() -> ApprovalDecision:
+        async with _running_team_run(workflow_id) as (client, _):
+            oma = OpenMultiAgent(client=client)
+            try:
+                request = await oma.approval_request(
+                    workflow_id, request_id, rpc_timeout=QUERY_TIMEOUT
+                )
+                _print_request_content(request)
+                return await oma.decide(
+                    workflow_id,
+                    request_id,
+                    value,
+                    Reviewer(id=reviewer, display_name=display_name),
+                    comment,
+                    request=request,
+                    rpc_timeout=UPDATE_TIMEOUT,
+                )
+            except OMAError as err:
+                raise fail(str(err)) from None
+            except RPCTimeoutOrCancelledError:
+                raise fail(
+                    f"TeamRun {workflow_id} did not answer the decision within "
+                    f"{UPDATE_TIMEOUT.total_seconds():g} s: is a worker running on the run's "
+                    "task queue? Read `oma approvals` before deciding again"
+                ) from None
+            except WorkflowUpdateFailedError as err:
+                raise fail(f"the decision was refused: {cause(err)}") from None
+            except RPCError as err:
+                raise fail(f"the decision did not reach TeamRun {workflow_id}: {err}") from None
+
+    recorded = run_async(go())
+    who = recorded.reviewer.id + (
+        f" ({recorded.reviewer.display_name})" if recorded.reviewer.display_name else ""
+    )
+    console.print(
+        f"recorded: {recorded.decision} of {recorded.request_id} ({recorded.boundary}) by {who} "
+        f"at {recorded.decided_at.isoformat(timespec='seconds')}"
+        + (f": {recorded.comment}" if recorded.comment else ""),
+        highlight=False,
+        markup=False,
+    )
+    if recorded.decision == "reject":
+        console.print(f"TeamRun {workflow_id} stops: it ends rejected", highlight=False)
+
+
+def abort(workflow_id: str, reason: str | None, wait: bool) -> None:
+    """``oma abort``: the abort signal.
+
+    No new task starts, tasks in flight finish, the rest are skipped, and the
+    run ends cancelled.
+    """
+
+    async def go() -> TeamRunResult | None:
+        async with _running_team_run(workflow_id) as (_, handle):
+            try:
+                await handle.signal(
+                    "abort", {"reason": reason} if reason else {}, rpc_timeout=QUERY_TIMEOUT
+                )
+            except RPCError as err:
+                raise fail(f"the abort signal did not reach TeamRun {workflow_id}: {err}") from None
+            console.print(
+                f"abort sent to TeamRun {workflow_id}: no new task starts, tasks in flight "
+                "finish, the rest are skipped, and the run ends cancelled",
+                highlight=False,
+            )
+            if not wait:
+                return None
+            result: TeamRunResult = await handle.result()
+            return result
+
+    result = run_async(go())
+    if result is not None:
+        print_result(result)

@@ -1,0 +1,407 @@
+"""``oma run`` and ``oma plan``: validate a run input, start a ``TeamRun``
+(with the embedded dev server and a worker when nothing listens on
+``TEMPORAL_ADDRESS``), print its events as they happen, then its tasks and
+its output.
+
+Imported by ``oma.cli`` only when one of those commands runs: it brings the
+Temporal client, the run input's models and rich's tables.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+from temporalio.client import (
+    Client,
+    RPCTimeoutOrCancelledError,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from oma._cli_common import (
+    DEV_DB,
+    STATE_DIR,
+    cause,
+    connection,
+    console,
+    err_console,
+    fail,
+    run_async,
+)
+from oma.core.errors import OMAError
+from oma.core.results import TeamRunResult
+from oma.core.run_events import RunEvent
+from oma.core.run_input import TeamRunInput, checked_team_run_input
+from oma.dev_server import DevServer, is_listening, split_address
+
+EVENT_POLL_S = 0.5
+"""How often ``oma run`` and ``oma plan`` ask the run for new events."""
+
+LAST_EVENTS_WAIT = timedelta(seconds=30)
+"""How long ``oma run`` and ``oma plan``, once the run has ended, keep asking
+it for the events not printed yet (its last steps, ``run_end`` among them)
+before they print the result without them."""
+
+
+# -- connecting ------------------------------------------------------------
+
+QUERY_TIMEOUT = timedelta(seconds=10)
+"""How long a query or signal waits for the server and a worker."""
+
+
+def run_command(file: Path, as_json: bool, workflow_id: str | None, worker: bool | None) -> None:
+    """``oma run``: exits 0 when the run succeeded, 1 when it did not, 2 when
+    FILE is invalid, 130 when interrupted (the run is cancelled)."""
+    inp = read_run_input(file)
+    result = run_async(start_and_follow(inp, workflow_id, worker))
+    if as_json:
+        print(result.model_dump_json(indent=2))
+    else:
+        print_result(result, goal_run=inp.goal is not None)
+        if result.plan is not None and result.status == "planned":  # options.plan_only
+            console.rule("plan")
+            print(result.plan.model_dump_json(indent=2))
+    raise typer.Exit(0 if result.success else 1)
+
+
+def plan_command(file: Path, workflow_id: str | None, worker: bool | None) -> None:
+    """``oma plan``: the plan artifact on stdout, progress on stderr; exits 2
+    when FILE has no goal."""
+    inp = read_run_input(file)
+    if inp.goal is None:
+        raise fail(f"{file}: `oma plan` plans a 'goal'; this input has none", 2)
+    options = inp.options.model_copy(update={"plan_only": True})
+    result = run_async(
+        start_and_follow(inp.model_copy(update={"options": options}), workflow_id, worker)
+    )
+    if result.plan is None:
+        print_error_code(result)
+        raise fail(f"the run ended {result.status} without a plan")
+    print(result.plan.model_dump_json(indent=2))
+    raise typer.Exit(0 if result.success else 1)
+
+
+@asynccontextmanager
+async def temporal(with_worker: bool | None) -> AsyncIterator[tuple[Any, str]]:
+    """A connected client and task queue. Starts the embedded dev server (and a
+    worker in this process) when nothing listens on ``TEMPORAL_ADDRESS``;
+    everything started here is stopped on exit."""
+    conn = connection()
+    server: DevServer | None = None
+    if not is_listening(conn.address):
+        if with_worker is False:
+            raise fail(
+                f"nothing listens on {conn.address} and --no-worker leaves no worker to "
+                "run the workflow: start `oma dev`, or drop --no-worker"
+            )
+        _, port = split_address(conn.address)
+        err_console.print(f"[dim]starting the embedded Temporal dev server on port {port}[/]")
+        server = DevServer(
+            port=port,
+            db_file=DEV_DB,
+            log_file=STATE_DIR / "dev-server.log",
+            namespaces=[conn.namespace],
+            started_by="oma run",
+        )
+        try:
+            await asyncio.to_thread(server.start)
+        except OMAError as e:
+            # e.g. another `oma run` holds .oma/temporal.db
+            raise fail(f"{e}; see {server.log_file}") from None
+        conn = conn.at(server.address)
+    try:
+        client = await conn.connect()
+        if with_worker if with_worker is not None else server is not None:
+            from oma.worker import build_worker
+
+            async with build_worker(client, conn.task_queue):
+                yield client, conn.task_queue
+        else:
+            yield client, conn.task_queue
+    finally:
+        if server is not None:
+            await asyncio.to_thread(server.stop)
+
+
+def read_run_input(file: Path) -> TeamRunInput:
+    """FILE as a ``TeamRunInput``, checked as the workflow will check it
+    (``checked_team_run_input``); exits 2 when it is not one."""
+    try:
+        raw = json.loads(file.read_text())
+    except OSError as e:
+        raise fail(f"cannot read {file}: {e.strerror}", 2) from None
+    except UnicodeDecodeError:
+        raise fail(f"{file} is not UTF-8 text", 2) from None
+    except json.JSONDecodeError as e:
+        raise fail(f"{file} is not valid JSON: {e}", 2) from None
+    except RecursionError:
+        raise fail(f"{file} nests its JSON too deep to read", 2) from None
+    try:
+        return checked_team_run_input(raw)
+    except OMAError as e:
+        raise fail(f"{file}: {e}", 2) from None
+
+
+async def start_and_follow(
+    inp: TeamRunInput, workflow_id: str | None, with_worker: bool | None
+) -> TeamRunResult:
+    """Start a ``TeamRun`` of ``inp``, print its events to stderr as they
+    happen, and return its result. Cancelled (Ctrl-C, SIGTERM), it cancels the
+    run and waits for it to drain."""
+    async with temporal(with_worker) as (client, task_queue):
+        wid = workflow_id or f"team-{inp.team.name}-{uuid.uuid4().hex[:8]}"
+        try:
+            handle = await client.start_workflow(
+                "TeamRun", inp, id=wid, task_queue=task_queue, result_type=TeamRunResult
+            )
+        except WorkflowAlreadyStartedError:
+            raise fail(f"a run with workflow id {wid!r} is already running") from None
+        err_console.print(f"[dim]started TeamRun {wid} on task queue {task_queue!r}[/]")
+        progress = Progress(handle)
+        follow = asyncio.create_task(progress.follow())
+        watch = asyncio.create_task(_say_when_no_worker_polls(client, task_queue))
+        try:
+            result: TeamRunResult = await handle.result()
+        except asyncio.CancelledError:
+            # Ctrl-C or SIGTERM: the run would otherwise go on (or come back
+            # with the next embedded server); cancel it and let it drain
+            follow.cancel()
+            err_console.print(f"interrupted: cancelling TeamRun {wid}")
+            await _cancel_and_wait(handle)
+            raise
+        except WorkflowFailureError as err:
+            raise fail(f"TeamRun {wid} did not complete: {cause(err)}") from None
+        finally:
+            for task in (follow, watch):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        await progress.finish()
+        return result
+
+
+NO_WORKER_CHECK_S = 2.0
+"""How long after the start ``oma run`` looks at the task queue's pollers."""
+
+
+async def _say_when_no_worker_polls(client: Client, task_queue: str) -> None:
+    """Once, ``NO_WORKER_CHECK_S`` after the start: when no worker has polled
+    ``task_queue`` for workflow tasks (the server keeps a queue's pollers of
+    the last minutes: ``DescribeTaskQueue``), say what to start, as the run
+    would otherwise wait without a word. Best effort: an error says nothing."""
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    await asyncio.sleep(NO_WORKER_CHECK_S)
+    request = DescribeTaskQueueRequest(
+        namespace=client.namespace,
+        task_queue=TaskQueue(name=task_queue),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    )
+    try:
+        described = await client.workflow_service.describe_task_queue(
+            request, timeout=QUERY_TIMEOUT
+        )
+    except RPCError:
+        return
+    if not described.pollers:
+        err_console.print(
+            f"no worker polls task queue {task_queue!r}: the run waits until one does; "
+            f"start one with `oma worker` (same TEMPORAL_ADDRESS and OMA_TASK_QUEUE), or "
+            f"use `oma dev`, which runs a server and a worker",
+            style="bold yellow",
+            highlight=False,
+            markup=False,
+        )
+
+
+class Progress:
+    """Prints a run's events to stderr, one line each, as the ``events``
+    query returns them (polled with ``after_seq``, so each is printed once)."""
+
+    def __init__(self, handle: WorkflowHandle[Any, Any]) -> None:
+        self.handle = handle
+        self.after_seq = -1
+        self.hinted: set[str] = set()
+
+    async def follow(self) -> None:
+        """Print new events every ``EVENT_POLL_S`` seconds, until cancelled."""
+        while True:
+            await self.poll()
+            await asyncio.sleep(EVENT_POLL_S)
+
+    async def poll(self) -> None:
+        """Print the events recorded since the last answer, if the run answers."""
+        try:
+            await self._print_new(QUERY_TIMEOUT)
+        except Exception:
+            # best effort while the run goes on: it may not have taken its
+            # first workflow task yet, and the next poll asks again
+            return
+
+    async def finish(self) -> None:
+        """Print the events not printed yet, once the run has ended: its last
+        steps, ``run_end`` at least.
+
+        The run's events are final, but a query of a closed run needs a worker
+        to replay it, and one under load or restarting answers late. So ask
+        until it answers, for at most ``LAST_EVENTS_WAIT``; if it never does,
+        or the query fails for good, say so on stderr rather than end short
+        without a word.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + LAST_EVENTS_WAIT.total_seconds()
+        while True:
+            left = max(deadline - loop.time(), EVENT_POLL_S)
+            try:
+                await self._print_new(timedelta(seconds=min(QUERY_TIMEOUT.total_seconds(), left)))
+                return
+            except (RPCError, RPCTimeoutOrCancelledError) as err:
+                gone = isinstance(err, RPCError) and err.status == RPCStatusCode.NOT_FOUND
+                if gone or loop.time() + EVENT_POLL_S >= deadline:
+                    self._missed(str(err))
+                    return
+            except Exception as err:  # e.g. the worker cannot replay the run
+                self._missed(str(err))
+                return
+            await asyncio.sleep(EVENT_POLL_S)
+
+    def _missed(self, why: str) -> None:
+        err_console.print(
+            f"could not read the last events of TeamRun {self.handle.id} ({why}); see them "
+            f"with `temporal workflow query --workflow-id {self.handle.id} --type events`",
+            style="yellow",
+            highlight=False,
+            markup=False,
+        )
+
+    async def _print_new(self, timeout: timedelta) -> None:
+        events: list[RunEvent] = await self.handle.query(
+            "events", self.after_seq, result_type=list[RunEvent], rpc_timeout=timeout
+        )
+        for event in events:
+            if event.seq <= self.after_seq:
+                continue
+            self.after_seq = event.seq
+            err_console.print(_event_line(event))
+            if event.type == "approval_request" and event.detail not in self.hinted:
+                self.hinted.add(event.detail or "")
+                err_console.print(
+                    f"approval needed: oma approve {self.handle.id} {event.detail} --reviewer ID",
+                    style="bold yellow",
+                    highlight=False,
+                    markup=False,
+                )
+
+
+_EVENT_STYLES = {
+    "task_complete": "green",
+    "task_failed": "red",
+    "task_skipped": "yellow",
+    "task_retry": "yellow",
+    "budget_exceeded": "red",
+    "approval_request": "yellow",
+    "approval_refused": "red",
+    "abort": "red",
+    "run_end": "bold",
+}
+
+
+def _event_line(event: RunEvent) -> Text:
+    """``12:00:03 task_failed      code     PROCESS_FAILED: exit status 1``"""
+    detail = (event.detail or "").strip()
+    first = detail.splitlines()[0] if detail else ""
+    at = event.at.astimezone().strftime("%H:%M:%S")
+    line = Text(f"{at} ", style="dim")
+    line.append(f"{event.type:<17}", style=_EVENT_STYLES.get(event.type, "cyan"))
+    line.append(f" {event.task_id or '-':<12} {first}".rstrip())
+    return line
+
+
+def print_result(result: TeamRunResult, goal_run: bool | None = None) -> None:
+    """The task table, the tokens, the error code, and the final output: a goal
+    run's synthesized answer, else the outputs of the tasks nothing depends on."""
+    table = Table(title=f"TeamRun: {result.status}")
+    for col in ("task", "assignee", "status", "attempts", "tokens in/out", "cost"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("output or error")
+    for t in result.tasks:
+        usage = f"{t.token_usage.input_tokens}/{t.token_usage.output_tokens}"
+        cost = "?" if t.cost_usd is None else f"${t.cost_usd:.4f}"
+        detail = ((t.output if t.output is not None else t.error) or "").strip()
+        # one line a task, cut to the terminal: the whole output is below
+        # (final tasks) or in --json
+        first = Text(detail.splitlines()[0] if detail else "", no_wrap=True, overflow="ellipsis")
+        table.add_row(t.id, t.assignee or "-", t.status.value, str(t.attempts), usage, cost, first)
+    console.print(table)
+    coordinator = result.agent_results.get("coordinator")
+    if coordinator is not None:
+        cu = coordinator.token_usage
+        console.print(
+            f"coordinator: {coordinator.turns} turn(s), {cu.input_tokens} in, "
+            f"{cu.output_tokens} out"
+        )
+    u = result.total_token_usage
+    cache = ""
+    if u.cache_read_input_tokens or u.cache_creation_input_tokens:
+        cache = (
+            f" (and {u.cache_read_input_tokens} read from, "
+            f"{u.cache_creation_input_tokens} written to the prompt cache)"
+        )
+    console.print(
+        f"total tokens: {u.input_tokens} in{cache}, {u.output_tokens} out", highlight=False
+    )
+    unknown = f" + unknown: {', '.join(result.cost_unknown)}" if result.cost_unknown else ""
+    console.print(
+        f"total cost: ${result.total_cost_usd:.4f}{unknown}", highlight=False, markup=False
+    )
+    print_error_code(result)
+    if goal_run is None:
+        goal_run = result.goal is not None
+    if goal_run:
+        if result.final_output is not None:
+            console.rule("final output")
+            console.print(result.final_output, highlight=False, markup=False)
+        return
+    for t in _final_tasks(result):
+        if t.output is not None:
+            console.rule(f"output of {t.id} ({t.title})")
+        else:  # a final task that failed or was skipped: why
+            console.rule(f"{t.id} ({t.title}): {t.status.value}")
+        console.print(t.output or t.error or "", highlight=False, markup=False)
+
+
+def print_error_code(result: TeamRunResult) -> None:
+    if result.error_code is not None:
+        console.print(
+            f"{result.error_code}: {result.error}" if result.error else result.error_code,
+            style="bold red",
+            highlight=False,
+            markup=False,
+        )
+
+
+def _final_tasks(result: TeamRunResult) -> list[Any]:
+    """The tasks nothing depends on: their outputs are the run's final output."""
+    depended_on = {d for t in result.tasks for d in t.depends_on}
+    return [t for t in result.tasks if t.id not in depended_on]
+
+
+async def _cancel_and_wait(handle: Any) -> None:
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(handle.cancel(), 5)
+        await asyncio.wait_for(handle.result(), 15)

@@ -1,0 +1,196 @@
+"""A sentence instead of silence: what `oma` and the Python client say when
+something a run needs is missing or too big."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from oma.client import OpenMultiAgent
+from oma.core.errors import InvalidRunInputError, TemporalUnavailableError
+from oma.core.results import TeamRunResult
+from oma.dev_server import DevServer, free_port
+from tests._runs import TASK_QUEUE, process, scripted, task
+from tests.test_cli import OMA, run_cmd
+
+BIG = "word " * 600_000  # 3 MB of task description
+
+
+def small_run() -> dict[str, Any]:
+    return {"team": {"name": "t", "agents": [scripted("a", "done")]}, "tasks": [task("only", "a")]}
+
+
+def big_run() -> dict[str, Any]:
+    run = small_run()
+    run["tasks"][0]["description"] = BIG
+    return run
+
+
+def write(tmp_path: Path, run_input: dict[str, Any]) -> str:
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run_input))
+    return str(path)
+
+
+def stderr_lines(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in proc.stderr.splitlines() if line.strip()]
+
+
+async def test_oma_run_says_what_to_start_when_no_worker_polls_the_task_queue(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    queue = f"nobody-polls-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "TEMPORAL_ADDRESS": dev_server.address, "OMA_TASK_QUEUE": queue}
+    proc = subprocess.Popen(
+        [OMA, "run", "--no-worker", write(tmp_path, small_run())],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stderr is not None
+    said = ""
+    deadline = time.monotonic() + 30  # on a loaded machine; the CLI says it after 2 s
+    while time.monotonic() < deadline and "no worker polls" not in said:
+        said += await asyncio.to_thread(proc.stderr.readline)
+    proc.send_signal(signal.SIGTERM)  # cancels the run it started
+    await asyncio.to_thread(proc.wait, 30)
+    assert f"no worker polls task queue {queue!r}" in said
+    assert "start one with `oma worker`" in said
+    assert "`oma dev`" in said
+
+
+def test_oma_run_refuses_input_over_the_payload_limit_naming_the_field(tmp_path: Path) -> None:
+    env = {**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
+    proc = subprocess.run(
+        [OMA, "run", write(tmp_path, big_run())],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    [line] = stderr_lines(proc)
+    assert "INVALID_RUN_INPUT" in line
+    assert "over Temporal's payload limit of 2097152 bytes (2 MB)" in line
+    assert "its largest field is tasks[0].description (3000002 bytes)" in line
+    assert not (tmp_path / ".oma").exists(), "nothing may start"
+
+
+async def test_the_python_client_refuses_input_over_the_payload_limit_before_connecting() -> None:
+    oma = OpenMultiAgent(address=f"127.0.0.1:{free_port()}")
+    with pytest.raises(InvalidRunInputError, match=r"largest field is tasks\[0\]\.description"):
+        await oma.run_tasks(big_run()["team"], big_run()["tasks"])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["worker"],
+        ["approvals", "some-run"],
+        ["abort", "some-run"],
+        ["approve", "some-run", "plan-1"],
+        ["run", "--no-worker", "RUN"],
+    ],
+)
+async def test_every_command_with_no_server_says_so_in_one_line(
+    tmp_path: Path, args: list[str]
+) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    env = {**os.environ, "TEMPORAL_ADDRESS": address}
+    args = [write(tmp_path, small_run()) if a == "RUN" else a for a in args]
+    proc = await run_cmd(OMA, *args, cwd=tmp_path, env=env)
+    assert proc.returncode == 1
+    [line] = stderr_lines(proc)
+    assert line.startswith("error: ")
+    assert address in line
+
+
+async def test_the_python_client_with_no_server_raises_temporal_unavailable() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    oma = OpenMultiAgent(address=address)
+    with pytest.raises(TemporalUnavailableError, match=f"no Temporal server answers at {address}"):
+        await oma.run_tasks(small_run()["team"], small_run()["tasks"])
+
+
+def test_a_second_oma_dev_in_the_same_directory_names_the_first(tmp_path: Path) -> None:
+    db = tmp_path / ".oma" / "temporal.db"
+    with DevServer(port=free_port(), db_file=db, started_by="oma dev") as first:
+        proc = subprocess.run(
+            [OMA, "dev", "--port", str(free_port()), "--ui-port", str(free_port())],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert proc.returncode == 1
+    [line] = stderr_lines(proc)
+    assert f"{first.address} (pid {os.getpid()}, started by `oma dev`)" in line
+    assert f"TEMPORAL_ADDRESS={first.address}" in line
+
+
+@pytest.mark.usefixtures("worker")
+async def test_sdk_log_lines_go_to_the_log_file_and_to_stderr_only_with_v(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    # a run input over 512 KB: the SDK core warns about the payload's size
+    run_input = small_run()
+    run_input["tasks"][0]["description"] = "word " * 120_000
+    env = {**os.environ, "TEMPORAL_ADDRESS": dev_server.address, "OMA_TASK_QUEUE": TASK_QUEUE}
+    file = write(tmp_path, run_input)
+
+    quiet = await run_cmd(OMA, "run", file, "--json", "--no-worker", cwd=tmp_path, env=env)
+    assert quiet.returncode == 0, quiet.stderr
+    assert TeamRunResult.model_validate_json(quiet.stdout).task("only").output == "done"
+    assert "exceeded the warning limit" not in quiet.stderr
+    assert "exceeded the warning limit" in (tmp_path / ".oma" / "oma.log").read_text()
+
+    verbose = await run_cmd(OMA, "-v", "run", file, "--json", "--no-worker", cwd=tmp_path, env=env)
+    assert verbose.returncode == 0, verbose.stderr
+    TeamRunResult.model_validate_json(verbose.stdout)
+    assert "exceeded the warning limit" in verbose.stderr
+
+
+async def test_oma_worker_logs_an_expected_task_failure_as_one_line(
+    dev_server: DevServer, client: Client, tmp_path: Path
+) -> None:
+    queue = f"one-line-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "TEMPORAL_ADDRESS": dev_server.address, "OMA_TASK_QUEUE": queue}
+    worker = subprocess.Popen(
+        [OMA, "worker"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        failing = process(
+            "boom", "import sys; print('Traceback: oops', file=sys.stderr); sys.exit(3)"
+        )
+        run_input = {"team": {"name": "t", "agents": [failing]}, "tasks": [task("code", "boom")]}
+        handle = await client.start_workflow(
+            "TeamRun",
+            run_input,
+            id=f"one-line-{uuid.uuid4().hex[:8]}",
+            task_queue=queue,
+            result_type=TeamRunResult,
+        )
+        result = await asyncio.wait_for(handle.result(), 60)
+        assert result.task("code").error_code == "PROCESS_FAILED"
+    finally:
+        worker.send_signal(signal.SIGINT)
+        _, stderr = await asyncio.to_thread(worker.communicate, timeout=30)
+    failures = [line for line in stderr.splitlines() if "PROCESS_FAILED" in line]
+    assert len(failures) == 1, stderr
+    assert "Completing activity as failed" in failures[0]
+    assert "Traceback (most recent call last)" not in stderr
