@@ -39,6 +39,7 @@ from tests._runs import (
     worker_activities,
 )
 from tests.anthropic_server import AnthropicServer
+from tests.openai_server import OpenAIServer
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -428,6 +429,44 @@ async def test_the_mcp_example_team_runs_with_the_scripted_provider(
     assert (tmp_path / "NOTES.md").read_text().startswith("# Notes\n")
     review = await agent_result(client, workflow_id, "review")
     assert "slugify() folds accents" in str(results(review)[0].content)
+    assert processes_in(tmp_path) == []
+    await assert_replays(client, workflow_id)
+
+
+async def test_the_mcp_example_team_runs_on_an_openai_compatible_model(
+    client: Client, workflow_id: str, tmp_path: Path, openai_server: OpenAIServer
+) -> None:
+    # examples/mcp-team.json as written, but for the model's address (the
+    # local Chat Completions server, answering as the model would) and the server
+    run_input = json.loads((ROOT / "examples/mcp-team.json").read_text())
+    for agent in run_input["team"]["agents"]:
+        assert (agent["provider"], agent["base_url"]) == ("openai", "https://api.openai.com/v1")
+        agent["base_url"] = openai_server.base_url
+        for server in agent["mcp_servers"]:
+            server |= {"command": str(FILESYSTEM_SERVER), "args": ["."], "cwd": str(tmp_path)}
+    openai_server.reset()
+    notes = "# Notes\n\n- slugify() folds accents with NFKD.\n"
+    openai_server.reply_tool_call("fs__write_file", {"path": "NOTES.md", "content": notes})
+    openai_server.reply_tool_call("fs__list_directory", {"path": "."}, id="call_02")
+    openai_server.reply_text("NOTES.md is written.")
+    openai_server.reply_tool_call("fs__read_text_file", {"path": "NOTES.md"}, id="call_03")
+    openai_server.reply_text("The notes are clear.")
+
+    result = await run_team(client, workflow_id, run_input)
+
+    assert [(t.id, t.status, t.output) for t in result.tasks] == [
+        ("write", "completed", "NOTES.md is written."),
+        ("review", "completed", "The notes are clear."),
+    ]
+    assert (tmp_path / "NOTES.md").read_text() == notes
+    # the reviewer's request offered only its allowed tools, as functions
+    review_request = openai_server.requests[3].body
+    assert sorted(t["function"]["name"] for t in review_request["tools"]) == [
+        "fs__list_directory",
+        "fs__read_text_file",
+    ]
+    # gpt-4.1-mini is in the price table, so the budget has something to count
+    assert result.cost_unknown == [] and result.total_cost_usd > 0
     assert processes_in(tmp_path) == []
     await assert_replays(client, workflow_id)
 
