@@ -109,6 +109,9 @@ def test_oma_run_starts_the_embedded_server_runs_the_demo_and_leaves_nothing_run
     code = next(t for t in result["tasks"] if t["id"] == "code")
     assert "checks passed" in code["output"]
     assert (code["attempts"], code["error"]) == (1, None)
+    # the scripted model is free, the process's cost nobody knows
+    assert [t["cost_usd"] for t in result["tasks"]] == [0.0, None, 0.0]
+    assert result["cost_unknown"] == ["process agent 'coder'"]
     assert (project / "scratch" / "slugify.py").is_file()
     assert (project / ".oma" / "temporal.db").is_file()
     assert not is_listening(address), "the embedded dev server outlived `oma run`"

@@ -181,9 +181,10 @@ async def test_oma_run_of_a_goal_prints_progress_the_task_table_and_the_final_ou
     assert "plan_ready - 2 task(s)" in normalized(proc.stderr)
     # the scripted provider counts words: 5 in "# Task: Draft\n\ndraft it", 2 out
     assert table_rows(proc.stdout) == [
-        ["t1", "writer", "completed", "1", "5/2", "a draft"],
-        ["t2", "editor", "completed", "1", "18/2", "an edit"],
+        ["t1", "writer", "completed", "1", "5/2", "$0.0000", "a draft"],
+        ["t2", "editor", "completed", "1", "18/2", "$0.0000", "an edit"],
     ]
+    assert "total cost: $0.0000\n" in proc.stdout  # scripted turns cost nothing
     assert "final output" in proc.stdout
     assert proc.stdout.rstrip().endswith("The final haiku.")
     assert "output of t2" not in proc.stdout

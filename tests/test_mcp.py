@@ -7,6 +7,7 @@ HTTP), the scripted provider, a real dev server, every history replayed."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import socket
@@ -34,6 +35,7 @@ from tests._runs import (
     TASK_QUEUE,
     agent_result,
     assert_replays,
+    collected_unraisable,
     run_agent,
     run_team,
     worker_activities,
@@ -369,6 +371,11 @@ async def test_a_lost_server_worker_has_the_next_call_start_a_new_server_elsewhe
         )
         run = Run(handle)
         request = await run.request("tool-1")
+    # the stopped worker's run is collected without a workflow event loop: its
+    # cleanup (closing the run's MCP servers) must not call the workflow API
+    with collected_unraisable() as unraisable:
+        gc.collect()
+    assert unraisable == []
     second = build_worker(client, queue, worker_activities(queue, anthropic_server.base_url))
     async with second:
         await run.decide(request)
