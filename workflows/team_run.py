@@ -188,7 +188,7 @@ class TeamRun(ApprovalHandlers):
     @workflow.signal(name="abort")
     def abort(self, *args: Any) -> None:
         """``{reason}`` (optional): stop dispatching, let tasks in flight
-        settle, skip the rest and the synthesis; the run completes
+        settle, skip the rest and the synthesis; the run ends
         ``cancelled``. Any payload aborts; a ``reason`` is recorded."""
         raw = args[0] if args else None
         reason = raw.get("reason") if isinstance(raw, dict) else None
