@@ -27,7 +27,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from oma._cli_common import cause, connection, console, fail, run_async
 from oma._cli_run import QUERY_TIMEOUT, print_result
-from oma.client import OpenMultiAgent
+from oma.client import OpenMultiAgent, team_run_result
 from oma.core.approvals import ApprovalDecision, ApprovalRequest, Reviewer
 from oma.core.errors import OMAError
 from oma.core.results import TeamRunResult
@@ -210,8 +210,7 @@ def abort(workflow_id: str, reason: str | None, wait: bool) -> None:
             )
             if not wait:
                 return None
-            result: TeamRunResult = await handle.result()
-            return result
+            return await team_run_result(handle)
 
     result = run_async(go())
     if result is not None:

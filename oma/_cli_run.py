@@ -161,12 +161,12 @@ async def start_and_follow(
     """Start a ``TeamRun`` of ``inp``, print its events to stderr as they
     happen, and return its result. Cancelled (Ctrl-C, SIGTERM), it cancels the
     run and waits for it to drain."""
+    from oma.client import start_team_run, team_run_result  # (what only a run needs)
+
     async with temporal(with_worker) as (client, task_queue):
         wid = workflow_id or f"team-{inp.team.name}-{uuid.uuid4().hex[:8]}"
         try:
-            handle = await client.start_workflow(
-                "TeamRun", inp, id=wid, task_queue=task_queue, result_type=TeamRunResult
-            )
+            handle = await start_team_run(client, inp, id=wid, task_queue=task_queue)
         except WorkflowAlreadyStartedError:
             raise fail(f"a run with workflow id {wid!r} is already running") from None
         err_console.print(f"[dim]started TeamRun {wid} on task queue {task_queue!r}[/]")
@@ -174,7 +174,7 @@ async def start_and_follow(
         follow = asyncio.create_task(progress.follow())
         watch = asyncio.create_task(_say_when_no_worker_polls(client, task_queue))
         try:
-            result: TeamRunResult = await handle.result()
+            result = await team_run_result(handle)
         except asyncio.CancelledError:
             # Ctrl-C or SIGTERM: the run would otherwise go on (or come back
             # with the next embedded server); cancel it and let it drain

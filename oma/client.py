@@ -23,9 +23,11 @@ from pydantic import ValidationError
 from temporalio.client import (
     Client,
     RPCTimeoutOrCancelledError,
+    WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
+from temporalio.common import TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -53,6 +55,8 @@ from oma.core.run_input import (
 from oma.core.task import TaskSpec
 from oma.core.team import TeamConfig
 from oma.core.validation import check_sendable, format_validation_error
+from oma.core.visibility import team_run_result_of
+from oma.workflows._visibility import start_attributes
 
 logger = logging.getLogger(__name__)
 
@@ -177,14 +181,16 @@ class OpenMultiAgent:
         run_input = AgentRunInput(agent=agent, input=messages if structured else str(input))
         check_sendable(run_input, "the AgentRun input")
         client = await self.client()
-        result: AgentRunResult = await client.execute_workflow(
+        handle: WorkflowHandle[Any, AgentRunResult] = await start_run(
+            client,
             "AgentRun",
             run_input,
             id=workflow_id or f"agent-{agent.name}-{uuid.uuid4().hex[:8]}",
             task_queue=self.task_queue,
             result_type=AgentRunResult,
+            search_attributes=start_attributes(agent=agent.name),
         )
-        return result
+        return await handle.result()
 
     async def run_team(
         self,
@@ -403,15 +409,14 @@ class OpenMultiAgent:
         self, run_input: TeamRunInput, workflow_id: str | None
     ) -> TeamRunResult:
         client = await self.client()
-        handle: WorkflowHandle[Any, TeamRunResult] = await client.start_workflow(
-            "TeamRun",
+        handle = await start_team_run(
+            client,
             run_input,
             id=workflow_id or f"team-{run_input.team.name}-{uuid.uuid4().hex[:8]}",
             task_queue=self.task_queue,
-            result_type=TeamRunResult,
         )
         if not any(self._callbacks().values()):
-            return await handle.result()
+            return await team_run_result(handle)
         return await self._result_with_review(handle)
 
     async def _result_with_review(
@@ -419,7 +424,7 @@ class OpenMultiAgent:
     ) -> TeamRunResult:
         """The run's result, answering its requests meanwhile; the review
         loop only ends by raising (a callback's error)."""
-        result = asyncio.ensure_future(handle.result())
+        result = asyncio.ensure_future(team_run_result(handle))
         review = asyncio.ensure_future(self._review(handle))
         try:
             await asyncio.wait({result, review}, return_when=asyncio.FIRST_COMPLETED)
@@ -492,6 +497,70 @@ class OpenMultiAgent:
 
 
 # -- helpers -----------------------------------------------------------------
+
+
+async def start_team_run(
+    client: Client, run_input: TeamRunInput, *, id: str, task_queue: str
+) -> WorkflowHandle[Any, TeamRunResult]:
+    """Start a ``TeamRun`` of ``run_input`` as workflow ``id`` on ``task_queue``
+    with its search attributes (``OmaStatus=running``, ``OmaTeam``: see
+    ``start_run``). Raises the SDK's ``WorkflowAlreadyStartedError`` and ``RPCError``."""
+    return await start_run(
+        client,
+        "TeamRun",
+        run_input,
+        id=id,
+        task_queue=task_queue,
+        result_type=TeamRunResult,
+        search_attributes=start_attributes(team=run_input.team.name),
+    )
+
+
+async def start_run(
+    client: Client,
+    workflow: str,
+    arg: Any,
+    *,
+    id: str,
+    task_queue: str,
+    result_type: type[Any],
+    search_attributes: TypedSearchAttributes,
+) -> WorkflowHandle[Any, Any]:
+    """Start ``workflow`` with ``search_attributes``; on a namespace that has
+    not registered them (``oma.core.visibility.SEARCH_ATTRIBUTES``), start it
+    without them (logged): the run then sets none, rather than failing its
+    workflow task on every upsert. A run started with them sets its status."""
+    try:
+        return await client.start_workflow(
+            workflow,
+            arg,
+            id=id,
+            task_queue=task_queue,
+            result_type=result_type,
+            search_attributes=search_attributes,
+        )
+    except RPCError as err:
+        if err.status != RPCStatusCode.INVALID_ARGUMENT or "search attribute" not in err.message:
+            raise
+        logger.info("starting %s without search attributes: %s", workflow, err.message)
+    return await client.start_workflow(
+        workflow, arg, id=id, task_queue=task_queue, result_type=result_type
+    )
+
+
+async def team_run_result(handle: WorkflowHandle[Any, TeamRunResult]) -> TeamRunResult:
+    """The result of the ``TeamRun`` ``handle``: what it returned, or, for a
+    run that did not succeed (it ends Failed, ``oma.core.visibility.team_run_failure``),
+    the ``TeamRunResult`` its failure carries: ``success`` false, ``status``
+    and ``error_code`` saying why. Raises ``WorkflowFailureError`` for any
+    other failure (invalid input, an invalid plan, a cancellation)."""
+    try:
+        return await handle.result()
+    except WorkflowFailureError as err:
+        result = team_run_result_of(err.cause)
+        if result is None:
+            raise
+        return result
 
 
 async def _pending(

@@ -21,6 +21,7 @@ from typing import IO, Any
 
 from oma.activities.process_group import stop_group
 from oma.core.errors import TemporalUnavailableError
+from oma.core.visibility import SEARCH_ATTRIBUTES
 
 DEV_SERVER_TUNING = (
     "--dynamic-config-value",
@@ -113,7 +114,10 @@ class DevServer:
     next to ``db_file``, so a second server on the same file names the
     first. Use as a
     context manager, or ``start()`` / ``stop()``. ``address`` is ``host:port``
-    for clients; ``ui_url`` the Web UI (``None`` when headless).
+    for clients; ``ui_url`` the Web UI (``None`` when headless); ``http_port``
+    the frontend's HTTP API (``/api/v1/...``, what the Web UI reads). The
+    search attributes runs set (``oma.core.visibility.SEARCH_ATTRIBUTES``)
+    are registered in every namespace at each start.
     """
 
     def __init__(
@@ -134,6 +138,7 @@ class DevServer:
         self.ui_port = ui_port
         self.db_file = db_file
         self.log_file = log_file
+        self.http_port: int | None = None  # the frontend's HTTP API, chosen at start
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock: IO[str] | None = None
 
@@ -152,9 +157,12 @@ class DevServer:
             cmd += ["--namespace", namespace]
         for key, value in self.dynamic_config.items():
             cmd += ["--dynamic-config-value", f"{key}={value}"]
+        # registered at every start (an existing database too): a run upserts them
+        for name, kind in SEARCH_ATTRIBUTES.items():
+            cmd += ["--search-attribute", f"{name}={kind}"]
         # explicit free ports: the defaults collide when two servers run at once
-        http_port, metrics_port = free_ports(2, exclude=(self.port, self.ui_port or 0))
-        cmd += ["--http-port", str(http_port), "--metrics-port", str(metrics_port)]
+        self.http_port, metrics_port = free_ports(2, exclude=(self.port, self.ui_port or 0))
+        cmd += ["--http-port", str(self.http_port), "--metrics-port", str(metrics_port)]
         if self.ui_port:
             cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
         else:

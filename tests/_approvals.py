@@ -19,7 +19,7 @@ from temporalio.exceptions import ApplicationError
 from oma.core.approvals import ApprovalDecision, ApprovalRequest
 from oma.core.results import TeamRunResult
 from oma.core.run_events import RunEvent
-from tests._runs import TASK_QUEUE
+from tests._runs import TASK_QUEUE, start_team, team_result
 
 T = TypeVar("T")
 
@@ -133,17 +133,15 @@ class Run:
         await self.handle.signal("abort", {"reason": reason})
 
     async def result(self) -> TeamRunResult:
-        return await self.handle.result()
+        """The run's result, also of one that ended Failed (``team_result``)."""
+        return await team_result(self.handle)
 
 
 async def start_run(
     client: Client, workflow_id: str, run_input: dict[str, Any], task_queue: str = TASK_QUEUE
 ) -> Run:
-    """Start a ``TeamRun`` (without waiting for it)."""
-    handle = await client.start_workflow(
-        "TeamRun", run_input, id=workflow_id, task_queue=task_queue, result_type=TeamRunResult
-    )
-    return Run(handle)
+    """Start a ``TeamRun`` (without waiting for it), with its search attributes."""
+    return Run(await start_team(client, workflow_id, run_input, task_queue))
 
 
 async def children_started(client: Client, workflow_id: str) -> list[str]:

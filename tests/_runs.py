@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from temporalio.client import Client, WorkflowHistory
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 
 from oma import plugin
 from oma import worker as oma_worker
@@ -15,8 +15,10 @@ from oma.activities.llm_turn import LlmActivities
 from oma.activities.providers.anthropic import AnthropicProvider
 from oma.activities.providers.openai import OpenAIProvider
 from oma.activities.providers.scripted import ScriptedProvider
+from oma.client import start_run, team_run_result
 from oma.core.results import AgentRunResult, TeamRunResult
 from oma.core.workflow_ids import task_workflow_id
+from oma.workflows._visibility import start_attributes
 
 TASK_QUEUE = "oma-test"
 
@@ -53,10 +55,35 @@ def worker_activities(
 
 
 async def run_team(client: Client, workflow_id: str, run_input: dict[str, Any]) -> TeamRunResult:
-    """Start a ``TeamRun`` with ``run_input`` (the user's JSON) and await its result."""
-    return await client.execute_workflow(
-        "TeamRun", run_input, id=workflow_id, task_queue=TASK_QUEUE, result_type=TeamRunResult
+    """Start a ``TeamRun`` with ``run_input`` (the user's JSON) and await its
+    result (a run that did not succeed ends Failed: its result is read back
+    from the failure, as the client does)."""
+    return await team_result(await start_team(client, workflow_id, run_input))
+
+
+async def start_team(
+    client: Client, workflow_id: str, run_input: dict[str, Any], task_queue: str = TASK_QUEUE
+) -> WorkflowHandle[Any, TeamRunResult]:
+    """Start a ``TeamRun`` with ``run_input`` as the client does: with its
+    search attributes (``OmaStatus=running``, ``OmaTeam``)."""
+    team = run_input.get("team")
+    name = team.get("name") if isinstance(team, dict) else None
+    handle: WorkflowHandle[Any, TeamRunResult] = await start_run(
+        client,
+        "TeamRun",
+        run_input,
+        id=workflow_id,
+        task_queue=task_queue,
+        result_type=TeamRunResult,
+        search_attributes=start_attributes(team=name if isinstance(name, str) else None),
     )
+    return handle
+
+
+async def team_result(handle: WorkflowHandle[Any, TeamRunResult]) -> TeamRunResult:
+    """The result of the ``TeamRun`` ``handle``, also of one that ended Failed
+    (``oma.client.team_run_result``)."""
+    return await team_run_result(handle)
 
 
 async def run_agent(

@@ -29,7 +29,7 @@ from oma.core.results import TeamRunResult
 from oma.core.task import TaskStatus
 from oma.dev_server import DevServer, free_port, is_listening
 from oma.worker import build_worker
-from tests._runs import TASK_QUEUE, process, run_team, scripted, task
+from tests._runs import TASK_QUEUE, process, run_team, scripted, task, team_result
 from tests.test_cli import OMA, run_cmd, temporal
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -132,9 +132,7 @@ async def wait_for_requests(client: Client, workflow_id: str, *request_ids: str)
 
 
 async def result_of(client: Client, workflow_id: str) -> TeamRunResult:
-    handle = client.get_workflow_handle(workflow_id, result_type=TeamRunResult)
-    result: TeamRunResult = await handle.result()
-    return result
+    return await team_result(client.get_workflow_handle(workflow_id, result_type=TeamRunResult))
 
 
 async def pending_via_stock_cli(dev_server: DevServer, workflow_id: str) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ from oma.core.errors import (
 from oma.core.results import TeamRunResult
 from oma.core.task import TaskStatus
 from tests._orchestration import RESEARCH_THEN_WRITE as PLAN
-from tests._runs import TASK_QUEUE, assert_replays, process, scripted, task
+from tests._runs import TASK_QUEUE, assert_replays, process, scripted, task, team_result
 from tests.anthropic_server import AnthropicServer
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -327,7 +327,7 @@ async def test_a_callback_error_propagates_and_leaves_the_run_running(
     assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
     assert [r.request_id for r in await oma.pending_approvals(workflow_id)] == ["dispatch-draft"]
     await oma.abort(workflow_id)
-    await handle.result()
+    assert (await team_result(handle)).status == "cancelled"
 
 
 async def test_a_callback_answer_that_is_not_a_decision_raises(
@@ -342,7 +342,7 @@ async def test_a_callback_answer_that_is_not_a_decision_raises(
             WRITER_TEAM, [task("draft", "writer")], options=GATE_ALL, workflow_id=workflow_id
         )
     await oma.abort(workflow_id)
-    await client.get_workflow_handle(workflow_id).result()
+    assert (await team_result(client.get_workflow_handle(workflow_id))).status == "cancelled"
 
 
 # -- decide and abort --------------------------------------------------------

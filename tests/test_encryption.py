@@ -24,11 +24,17 @@ from oma import plugin
 from oma import worker as oma_worker
 from oma.codec import AesGcmCodec, CodecKey, new_key, parse_keys
 from oma.connection import Connection
-from oma.core.errors import CodecKeyMissingError
 from oma.core.results import TeamRunResult
 from oma.dev_server import DevServer, free_port, is_listening, temporal_binary
 from oma.plugin import OmaPlugin
-from tests._runs import ENCRYPTED_NAMESPACE, histories_of, process, task, worker_activities
+from tests._runs import (
+    ENCRYPTED_NAMESPACE,
+    histories_of,
+    process,
+    task,
+    team_result,
+    worker_activities,
+)
 from tests.anthropic_server import AnthropicServer
 
 QUEUE = "oma-encrypted"
@@ -150,9 +156,10 @@ def readable(shown: Any) -> str:
 
 async def start_marked_run(enc_client: Client, workflow_id: str) -> dict[str, str]:
     m = markers()
-    result = await enc_client.execute_workflow(
+    handle = await enc_client.start_workflow(
         "TeamRun", marked_run(m), id=workflow_id, task_queue=QUEUE, result_type=TeamRunResult
     )
+    result = await team_result(handle)
     assert result.task("write").output == f"{m['output']}\n"
     assert m["error"] in (result.task("fail").error or "")
     return m
@@ -208,11 +215,14 @@ async def test_a_client_without_the_key_reading_a_result_gets_a_clear_error(
     other_key = await connect(dev_server, parse_keys(KEY_B))
 
     handle = other_key.get_workflow_handle(workflow_id, result_type=TeamRunResult)
-    with pytest.raises(CodecKeyMissingError) as caught:
-        await handle.result()
+    # the run did not succeed: it ended Failed, its result in the failure
+    with pytest.raises(WorkflowFailureError) as caught:
+        await team_result(handle)
 
-    assert caught.value.code == "CODEC_KEY_MISSING"
-    assert "encrypted with key id 'key-a'; OMA_CODEC_KEYS holds 'key-b'" in str(caught.value)
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "TASK_FAILED"
+    assert "encrypted with key id 'key-a'; OMA_CODEC_KEYS holds 'key-b'" in cause.message
 
 
 @pytest.mark.parametrize("worker_keys", [None, KEY_B], ids=["no-key", "wrong-key"])
@@ -250,7 +260,7 @@ async def test_rotation_decodes_and_replays_a_history_recorded_under_the_old_key
     rotated = parse_keys(f"{KEY_B},{KEY_A}")
 
     client = await connect(dev_server, rotated)
-    result = await client.get_workflow_handle(workflow_id, result_type=TeamRunResult).result()
+    result = await team_result(client.get_workflow_handle(workflow_id, result_type=TeamRunResult))
     replayer = plugin.replayer(codec_keys=rotated)
     for history in await histories_of(client, workflow_id):
         await replayer.replay_workflow(history)

@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.results import AcpSessionInfo
     from oma.core.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
     from oma.core.tools import ToolCallInput, ToolCallOutput
+    from oma.core.visibility import shorten
     from oma.workflows import _options
     from oma.workflows._acp import close_acp_sessions
 
@@ -71,11 +72,16 @@ class ActivityModel:
                 "llm_turn",
                 inp.model_copy(update={"messages": [], "conversation": ref}),
                 result_type=LlmTurnOutput,
+                summary=_turn_summary(inp),
                 **_options.LLM_TURN,
             )
         else:
             out = await workflow.execute_local_activity(
-                "llm_turn", inp, result_type=LlmTurnOutput, **_options.LLM_TURN_LOCAL
+                "llm_turn",
+                inp,
+                result_type=LlmTurnOutput,
+                summary=_turn_summary(inp),
+                **_options.LLM_TURN_LOCAL,
             )
         return out
 
@@ -208,7 +214,11 @@ class ActivityBackend:
 
     async def process_run(self, inp: ProcessRunInput) -> ProcessRunOutput:
         out: ProcessRunOutput = await workflow.execute_activity(
-            "process_run", inp, result_type=ProcessRunOutput, **_options.PROCESS_RUN
+            "process_run",
+            inp,
+            result_type=ProcessRunOutput,
+            summary=shorten(f"{inp.agent}: run {inp.backend.command} {' '.join(inp.backend.args)}"),
+            **_options.PROCESS_RUN,
         )
         return out
 
@@ -244,6 +254,7 @@ class ActivityBackend:
             "acp_prompt",
             inp,
             result_type=AcpPromptOutput,
+            summary=shorten(f"{inp.agent}: ACP prompt turn ({inp.backend.command})"),
             task_queue=queue or workflow.info().task_queue,
             **(_options.ACP_PROMPT_ROUTED if queue else _options.ACP_PROMPT),
         )
@@ -268,18 +279,29 @@ class ActivityRunHooks:
                 external=agent.backend is not None,
             ),
             result_type=BeforeRunOutput,
+            summary=f"{agent.name}: before_run hook",
             **_options.USER_CODE,
         )
         return out.messages
 
     async def evaluate(self, inp: EvaluateInput) -> EvaluationRecord:
         record: EvaluationRecord = await workflow.execute_activity(
-            "evaluate", inp, result_type=EvaluationRecord, **_options.USER_CODE
+            "evaluate",
+            inp,
+            result_type=EvaluationRecord,
+            summary="evaluate the run",
+            **_options.USER_CODE,
         )
         return record
 
     def random(self) -> float:
         return workflow.random().random()
+
+
+def _turn_summary(inp: LlmTurnInput) -> str:
+    agent = inp.agent
+    model = f"{agent.resolved_provider} {agent.resolved_model}"
+    return f"{agent.name}: model turn {inp.turn + 1} ({model})"
 
 
 BACKEND_ACTIVITIES = ("process_run", "acp_prompt")

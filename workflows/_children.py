@@ -14,13 +14,17 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.results import AgentRunResult
     from oma.core.run_input import AgentRunInput
     from oma.core.task import TaskSpec
+    from oma.core.visibility import task_summary
     from oma.core.workflow_ids import task_workflow_id
+    from oma.workflows import _visibility
 
 
-async def attempt_task(spec: TaskSpec, run_input: AgentRunInput) -> AgentRunResult:
-    """One attempt of task ``spec``: an ``AgentRun`` child ``<run id>/<task id>``
-    of ``run_input``, cancelled after ``spec.timeout_s`` seconds (then the
-    result is a retryable ``TASK_TIMEOUT`` failure). A failed child gives its
+async def attempt_task(spec: TaskSpec, run_input: AgentRunInput, team: str) -> AgentRunResult:
+    """One attempt of task ``spec`` of a run of ``team``: an ``AgentRun`` child
+    ``<run id>/<task id>`` of ``run_input`` (summary ``agent: task title``, and
+    the search attributes ``OmaTeam``, ``OmaAgent``, ``OmaTask``), cancelled
+    after ``spec.timeout_s`` seconds (then the result is a retryable
+    ``TASK_TIMEOUT`` failure). A failed child gives its
     partial result (``failed_result``); never raises for the child's failure."""
     agent = run_input.agent.name
     handle = await workflow.start_child_workflow(
@@ -28,6 +32,8 @@ async def attempt_task(spec: TaskSpec, run_input: AgentRunInput) -> AgentRunResu
         run_input,
         id=task_workflow_id(workflow.info().workflow_id, spec.id),
         result_type=AgentRunResult,
+        static_summary=task_summary(agent, spec.id, spec.title),
+        search_attributes=_visibility.for_child(team=team, agent=agent, task=spec.id),
     )
     try:
         if spec.timeout_s is None:

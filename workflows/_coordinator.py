@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.task import TaskSpec
     from oma.core.team_run_state import TeamRunState
     from oma.core.workflow_ids import coordinator_workflow_id
+    from oma.workflows import _visibility
     from oma.workflows._children import failed_result
 
 Counted = Callable[[AgentRunResult, str], None]
@@ -98,6 +99,10 @@ class Coordinator:
                 AgentRunInput(agent=agent, input=messages, pricing=self._inp.options.pricing),
                 id=coordinator_workflow_id(workflow.info().workflow_id, step),
                 result_type=AgentRunResult,
+                static_summary=f"{COORDINATOR}: {step}",
+                search_attributes=_visibility.for_child(
+                    team=self._inp.team.name, agent=COORDINATOR
+                ),
             )
         except ChildWorkflowError as err:
             failed = failed_result(COORDINATOR, err)

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.results import AgentRunResult, keep_latest_messages
     from oma.core.run_input import AgentRunInput, parse_agent_run_input
     from oma.core.validation import single_input
+    from oma.workflows import _visibility
     from oma.workflows._agent_ports import (
         ActivityBackend,
         ActivityModel,
@@ -77,6 +78,7 @@ class AgentRun(ApprovalHandlers):
     async def run(self, *args: Any) -> AgentRunResult:
         inp = _validated(args)
         agent = inp.agent
+        _visibility.identify(agent=agent.name, task=inp.task_id)
         self._result = AgentRunResult(agent=agent.name, status="completed")
         self._result.approval_decisions = self._decisions
         self._approvals.gate.options = inp.approvals
@@ -108,6 +110,7 @@ class AgentRun(ApprovalHandlers):
             cause = err.cause
             if isinstance(cause, CancelledError):
                 # the run was cancelled: end Canceled, not Failed
+                _visibility.ended("cancelled")
                 raise asyncio.CancelledError() from err
             if isinstance(cause, ApplicationError):
                 code = cause.type or ActivityFailedError.code
@@ -117,6 +120,7 @@ class AgentRun(ApprovalHandlers):
             raise self._failure(ActivityFailedError.code, str(cause or err), retryable) from err
         self._settle_conversation()
         await self._tool_gate.flush()
+        _visibility.ended(self._result.status)
         return self._result
 
     @workflow.signal(name="close_approvals")
@@ -179,6 +183,7 @@ class AgentRun(ApprovalHandlers):
         self._result.error = message
         self._result.error_code = code
         self._result.retryable = retryable
+        _visibility.ended("failed", code)
         return ApplicationError(
             message, self._result.model_dump(mode="json"), type=code, non_retryable=True
         )
@@ -204,4 +209,5 @@ def _validated(args: tuple[Any, ...]) -> AgentRunInput:
     try:
         return parse_agent_run_input(single_input(args, "AgentRun"))
     except OMAError as err:
+        _visibility.ended("failed", err.code)
         raise application_error(err) from None

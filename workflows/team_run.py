@@ -29,7 +29,12 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.approval_gate import ApprovalGate, dispatch_request_id, round_content
     from oma.core.approvals import ApprovalDecision, ApprovalRequest, Boundary
     from oma.core.dispatch import Dispatcher
-    from oma.core.errors import OMAError, application_error
+    from oma.core.errors import (
+        OMAError,
+        RunCancelledError,
+        TaskFailedError,
+        application_error,
+    )
     from oma.core.plan import plan_artifact
     from oma.core.results import AgentRunResult, TeamRunResult, TeamRunStatus
     from oma.core.run_events import EventLog, RunEvent, RunEventType
@@ -40,13 +45,20 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.task_graph import TaskGraph, skip_reason
     from oma.core.team_run_state import RunStop, StopKind, TeamRunState
     from oma.core.validation import single_input
+    from oma.core.visibility import team_run_details, team_run_failure
     from oma.core.workflow_ids import task_workflow_id
+    from oma.workflows import _visibility
     from oma.workflows._acp import RunSessions
     from oma.workflows._approval_waits import ApprovalHandlers, ApprovalWaits
     from oma.workflows._children import attempt_task
     from oma.workflows._coordinator import Coordinator
     from oma.workflows._tool_gate import AdoptedToolRequests
     from oma.workflows._waiting import at_deadline, unless_stopped
+
+
+FAILED_STATE_PATCH = "oma-failed-state"
+"""Runs from this flag on end Failed when they did not succeed (before it:
+Completed with ``success: false``)."""
 
 
 @workflow.defn(name="TeamRun")
@@ -116,10 +128,13 @@ class TeamRun(ApprovalHandlers):
     @workflow.run
     async def run(self, *args: Any) -> TeamRunResult:
         if self._invalid is not None:
+            _visibility.ended("failed", self._invalid.type)
             raise self._invalid
         inp = self._input
         assert inp is not None
         options = inp.options
+        _visibility.identify(team=inp.team.name)
+        self._show_details()
         if (timeout_s := options.timeout_s) is not None:
             reason = f"the run passed options.timeout_s ({timeout_s:g} s)"
             deadline = self.state.started_at + timedelta(seconds=timeout_s)
@@ -128,7 +143,7 @@ class TeamRun(ApprovalHandlers):
             if inp.goal is not None and inp.resume is None:
                 await unless_stopped(self._plan(inp, inp.goal), lambda: self._stop.stopped)
                 if not self._stop.stopped and options.plan_only:
-                    return self._finish("planned")
+                    return self._end(self._finish("planned"))
                 plan = self.state.result.plan
                 if not self._stop.stopped and plan and options.approvals and options.approvals.plan:
                     reason = "options.approvals.plan: review the coordinator's plan before it runs"
@@ -150,7 +165,7 @@ class TeamRun(ApprovalHandlers):
             await self._sessions.close()
         await self._tool_requests.flush()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        return self._finish()
+        return self._end(self._finish())
 
     # -- queries, signals, updates -----------------------------------------
 
@@ -173,7 +188,7 @@ class TeamRun(ApprovalHandlers):
     @workflow.signal(name="abort")
     def abort(self, *args: Any) -> None:
         """``{reason}`` (optional): stop dispatching, let tasks in flight
-        settle, skip the rest and the synthesis; the run completes
+        settle, skip the rest and the synthesis; the run ends
         ``cancelled``. Any payload aborts; a ``reason`` is recorded."""
         raw = args[0] if args else None
         reason = raw.get("reason") if isinstance(raw, dict) else None
@@ -329,7 +344,9 @@ class TeamRun(ApprovalHandlers):
                     f"{result.error_code}: {result.error}",
                 )
                 self._add_usage(state, result)
-                await workflow.sleep(delay)
+                await workflow.sleep(
+                    delay, summary=f"retry task {task_id}: attempt {state.attempts + 1}"
+                )
                 if self._stop.stopped:
                     # stopped during the delay: no new attempt
                     self._fail(task_id, result, counted=True, retry_stopped=True)
@@ -366,12 +383,13 @@ class TeamRun(ApprovalHandlers):
             pricing=self._options.pricing,
             approvals=self._options.approvals,
         )
-        return await attempt_task(spec, run_input)
+        return await attempt_task(spec, run_input, inp.team.name)
 
     def _complete(self, task_id: str, result: AgentRunResult) -> None:
         unblocked = self._graph.complete(task_id, result.output)
         self._event("task_complete", task_id)
         self._add_usage(self._graph[task_id], result)
+        self._show_details()
         for dependent in unblocked:
             if self._dispatching:
                 self._dispatcher.ready(dependent)
@@ -394,6 +412,7 @@ class TeamRun(ApprovalHandlers):
         reason = skip_reason(self._graph[task_id], self._stop.reason, retry_stopped=retry_stopped)
         for dependent in dependents:
             self._skip(dependent, reason)
+        self._show_details()
         self._check_continue_as_new()
 
     def _skip(self, task_id: str, reason: str) -> None:
@@ -478,6 +497,8 @@ class TeamRun(ApprovalHandlers):
         self._skip_rest()
         self.state.result.status = "cancelled"
         self._event("run_end", detail="cancelled")
+        _visibility.ended("cancelled", RunCancelledError.code)
+        self._show_details()
 
     # -- events and the result ---------------------------------------------
 
@@ -501,3 +522,24 @@ class TeamRun(ApprovalHandlers):
         result.success = status in ("completed", "planned")
         self._event("run_end", detail=status)
         return result
+
+    def _end(self, result: TeamRunResult) -> TeamRunResult:
+        """Show how the run ended (search attributes, details); a run that did
+        not succeed ends Failed (from ``FAILED_STATE_PATCH`` on), its result in
+        the failure's details, so no failed run looks successful in the Web UI."""
+        _visibility.ended(
+            result.status, None if result.success else result.error_code or TaskFailedError.code
+        )
+        self._show_details()
+        if not result.success and workflow.patched(FAILED_STATE_PATCH):
+            raise team_run_failure(self._team_name, result)
+        return result
+
+    @property
+    def _team_name(self) -> str:
+        return self._input.team.name if self._input else "?"
+
+    def _show_details(self) -> None:
+        # the Web UI's detail page and `temporal workflow describe` show it;
+        # metadata, not a command: no patch needed
+        workflow.set_current_details(team_run_details(self._team_name, self.state.result))

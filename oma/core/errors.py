@@ -157,6 +157,14 @@ class RunError(OMAError):
     code = "RUN_FAILED"
 
 
+class TaskFailedError(RunError):
+    """A ``TeamRun`` ended ``failed`` because tasks failed (each task's own
+    ``error_code`` says why): the type of the failure the run ends with
+    (``oma.core.visibility.team_run_failure``)."""
+
+    code = "TASK_FAILED"
+
+
 class AgentRunFailedError(RunError):
     """An ``AgentRun`` child failed with a failure that carries no OMA error
     code (e.g. it was terminated, or its workflow task kept failing)."""

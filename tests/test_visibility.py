@@ -1,0 +1,163 @@
+"""Runs as the Web UI and ``temporal workflow list`` show them: search
+attributes, summaries and details, and a failed run that ends Failed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.parse
+import urllib.request
+import uuid
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from oma.client import OpenMultiAgent, start_run
+from oma.core.results import TeamRunResult
+from oma.dev_server import DevServer
+from oma.workflows._visibility import start_attributes
+from tests._runs import TASK_QUEUE, process, scripted, task
+from tests.test_cli import temporal
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+EXITS_3 = "import sys; sys.stdin.read(); print('Traceback: boom', file=sys.stderr); sys.exit(3)"
+
+
+def hybrid_dev(team: str, code: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A three-task team run: plan (scripted), code (a process running ``code``), review."""
+    agents = [scripted("planner", "the plan", "the review"), process("coder", code)]
+    tasks = [
+        task("plan", "planner"),
+        task("code", "coder", "plan"),
+        task("review", "planner", "code"),
+    ]
+    tasks[1]["title"] = "Write the code"
+    return {"name": team, "agents": agents}, tasks
+
+
+async def listed(dev_server: DevServer, query: str, count: int) -> list[dict[str, Any]]:
+    """``temporal workflow list --query`` once it lists ``count`` runs
+    (visibility lags the runs a little; 30 s at most)."""
+    for _ in range(150):
+        out = await temporal(dev_server, "workflow", "list", "--query", query, "-o", "json")
+        assert out.returncode == 0, out.stderr
+        rows = json.loads(out.stdout or "[]")
+        if len(rows) >= count:
+            return list(rows)
+        await asyncio.sleep(0.2)
+    return list(rows)
+
+
+async def test_a_failed_team_run_ends_failed_and_is_listed_by_its_status(
+    client: Client, dev_server: DevServer
+) -> None:
+    team = f"hybrid-dev-{uuid.uuid4().hex[:6]}"
+    oma = OpenMultiAgent(client=client, task_queue=TASK_QUEUE)
+    failed_id, ok_id = f"{team}-failed", f"{team}-ok"
+    failed = await oma.run_tasks(*hybrid_dev(team, EXITS_3), workflow_id=failed_id)
+    ok = await oma.run_tasks(
+        *hybrid_dev(team, "import sys; print(sys.stdin.read()[:5])"), workflow_id=ok_id
+    )
+    # the client reads the result back out of the failure, as before
+    assert (failed.success, failed.status, ok.success) == (False, "failed", True)
+    assert failed.task("code").error_code == "PROCESS_FAILED"
+
+    rows = await listed(
+        dev_server, f'OmaStatus="failed" AND OmaTeam="{team}" AND WorkflowType="TeamRun"', 1
+    )
+    assert [r["execution"]["workflowId"] for r in rows] == [failed_id]
+    assert rows[0]["status"] == "WORKFLOW_EXECUTION_STATUS_FAILED"
+    done = await listed(
+        dev_server, f'OmaStatus="completed" AND OmaTeam="{team}" AND WorkflowType="TeamRun"', 1
+    )
+    assert [r["execution"]["workflowId"] for r in done] == [ok_id]
+    assert done[0]["status"] == "WORKFLOW_EXECUTION_STATUS_COMPLETED"
+    # its task's run is listed by team, agent and task, failed too
+    children = await listed(
+        dev_server, f'OmaTeam="{team}" AND OmaTask="code" AND OmaAgent="coder"', 2
+    )
+    assert sorted((r["execution"]["workflowId"], r["status"]) for r in children) == [
+        (f"{failed_id}/code", "WORKFLOW_EXECUTION_STATUS_FAILED"),
+        (f"{ok_id}/code", "WORKFLOW_EXECUTION_STATUS_COMPLETED"),
+    ]
+
+    # what the run is and how it ended, on its detail page
+    details = await client.get_workflow_handle(failed_id).describe()
+    assert details.status == WorkflowExecutionStatus.FAILED
+    assert details.search_attributes["OmaErrorCode"] == ["TASK_FAILED"]
+    current = await client.get_workflow_handle(failed_id).query("__temporal_workflow_metadata")
+    assert current.current_details.startswith(f"{team}: 3 tasks, failed: code (PROCESS_FAILED: ")
+    assert "exited with status 3" in current.current_details
+    child = await client.get_workflow_handle(f"{failed_id}/code").describe()
+    assert await child.static_summary() == "coder: Write the code"
+    described = await temporal(dev_server, "workflow", "describe", "-w", failed_id)
+    assert f"{team}: 3 tasks, failed: code (PROCESS_FAILED" in described.stdout
+
+
+async def test_the_failure_carries_the_whole_result_for_temporal_workflow_result(
+    client: Client, dev_server: DevServer
+) -> None:
+    team = f"hybrid-dev-{uuid.uuid4().hex[:6]}"
+    wid = f"{team}-result"
+    await OpenMultiAgent(client=client, task_queue=TASK_QUEUE).run_tasks(
+        *hybrid_dev(team, EXITS_3), workflow_id=wid
+    )
+    out = await temporal(dev_server, "workflow", "result", "-w", wid, "-o", "json")
+    closed = json.loads(out.stdout)
+    assert closed["status"] == "FAILED"
+    failure = closed["closeEvent"]["workflowExecutionFailedEventAttributes"]["failure"]
+    info = failure["applicationFailureInfo"]
+    assert (info["type"], info["nonRetryable"]) == ("TASK_FAILED", True)
+    assert failure["message"].startswith(f"{team}: 3 tasks, failed: code (PROCESS_FAILED")
+    # the partial result, whole, in the failure's details
+    carried = info["details"][0]
+    assert (carried["success"], carried["status"]) == (False, "failed")
+    assert [(t["id"], t["status"]) for t in carried["tasks"]] == [
+        ("plan", "completed"),
+        ("code", "failed"),
+        ("review", "skipped"),
+    ]
+    assert carried["tasks"][0]["output"] == "the plan"
+
+
+async def test_the_web_ui_api_lists_failed_runs(client: Client, dev_server: DevServer) -> None:
+    team = f"hybrid-dev-{uuid.uuid4().hex[:6]}"
+    wid = f"{team}-api"
+    await OpenMultiAgent(client=client, task_queue=TASK_QUEUE).run_tasks(
+        *hybrid_dev(team, EXITS_3), workflow_id=wid
+    )
+    await listed(dev_server, f'OmaTeam="{team}" AND OmaStatus="failed"', 1)
+    query = urllib.parse.quote(
+        f'OmaStatus="failed" AND OmaTeam="{team}" AND WorkflowType="TeamRun"'
+    )
+    url = (
+        f"http://127.0.0.1:{dev_server.http_port}/api/v1/namespaces/default/workflows?query={query}"
+    )
+    body = await asyncio.to_thread(lambda: json.load(urllib.request.urlopen(url, timeout=10)))
+    assert [(e["execution"]["workflowId"], e["status"]) for e in body["executions"]] == [
+        (wid, "WORKFLOW_EXECUTION_STATUS_FAILED")
+    ]
+
+
+async def test_a_namespace_without_the_attributes_starts_runs_without_them(
+    client: Client, dev_server: DevServer
+) -> None:
+    namespace = f"bare-{uuid.uuid4().hex[:6]}"
+    made = await temporal(dev_server, "operator", "namespace", "create", "--namespace", namespace)
+    assert made.returncode == 0, made.stderr
+    bare = await Client.connect(dev_server.address, namespace=namespace)
+    wid = f"no-attributes-{uuid.uuid4().hex[:6]}"
+    handle = await start_run(
+        bare,
+        "TeamRun",
+        {},
+        id=wid,
+        task_queue="nobody-polls",
+        result_type=TeamRunResult,
+        search_attributes=start_attributes(team="t"),
+    )
+    described = await handle.describe()
+    await handle.terminate()
+    assert "OmaStatus" not in described.search_attributes
