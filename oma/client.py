@@ -56,6 +56,7 @@ from oma.core.task import TaskSpec
 from oma.core.team import TeamConfig
 from oma.core.validation import check_sendable, format_validation_error
 from oma.core.visibility import team_run_result_of
+from oma.plugin import codec_key_error
 from oma.workflows._visibility import start_attributes
 
 logger = logging.getLogger(__name__)
@@ -552,15 +553,19 @@ async def team_run_result(handle: WorkflowHandle[Any, TeamRunResult]) -> TeamRun
     """The result of the ``TeamRun`` ``handle``: what it returned, or, for a
     run that did not succeed (it ends Failed, ``oma.core.visibility.team_run_failure``),
     the ``TeamRunResult`` its failure carries: ``success`` false, ``status``
-    and ``error_code`` saying why. Raises ``WorkflowFailureError`` for any
-    other failure (invalid input, an invalid plan, a cancellation)."""
+    and ``error_code`` saying why. Raises ``CodecKeyMissingError`` when the
+    failure is encrypted with a key this process lacks, and
+    ``WorkflowFailureError`` for any other failure (invalid input, an
+    invalid plan, a cancellation)."""
     try:
         return await handle.result()
     except WorkflowFailureError as err:
         result = team_run_result_of(err.cause)
-        if result is None:
-            raise
-        return result
+        if result is not None:
+            return result
+        if (key_error := codec_key_error(err.cause)) is not None:
+            raise key_error from err
+        raise
 
 
 async def _pending(

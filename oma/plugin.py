@@ -119,6 +119,19 @@ def _missing_key(reason: str) -> str:
     return f"{reason}; set OMA_CODEC_KEYS (or OMA_CODEC_KEYS_FILE) to a list holding that key"
 
 
+ENCRYPTED_FAILURE = "the failure's message is encrypted: "
+"""How the message of a failure this process cannot decrypt begins."""
+
+
+def codec_key_error(failure: BaseException | None) -> CodecKeyMissingError | None:
+    """``CodecKeyMissingError`` when ``failure`` (e.g. a ``WorkflowFailureError``'s
+    cause) is one this process could not decrypt, saying which key is missing."""
+    message = getattr(failure, "message", None)
+    if isinstance(message, str) and message.startswith(ENCRYPTED_FAILURE):
+        return CodecKeyMissingError(message.removeprefix(ENCRYPTED_FAILURE))
+    return None
+
+
 class OmaFailureConverter(DefaultFailureConverter):
     """Temporal's failure converter, except that a failure whose message and
     stack trace are encrypted (``encoded_attributes``) and cannot be decrypted
@@ -133,7 +146,7 @@ class OmaFailureConverter(DefaultFailureConverter):
                 explained = Failure()
                 explained.CopyFrom(failure)
                 explained.ClearField("encoded_attributes")
-                explained.message = f"the failure's message is encrypted: {_missing_key(reason)}"
+                explained.message = f"{ENCRYPTED_FAILURE}{_missing_key(reason)}"
                 failure = explained
         return super().from_failure(failure, payload_converter)
 

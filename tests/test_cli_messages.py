@@ -20,7 +20,7 @@ from oma.client import OpenMultiAgent
 from oma.core.errors import InvalidRunInputError, TemporalUnavailableError
 from oma.core.results import TeamRunResult
 from oma.dev_server import DevServer, free_port
-from tests._runs import TASK_QUEUE, process, scripted, task
+from tests._runs import TASK_QUEUE, process, scripted, task, team_result
 from tests.test_cli import OMA, run_cmd
 
 BIG = "word " * 600_000  # 3 MB of task description
@@ -185,7 +185,7 @@ async def test_oma_worker_logs_an_expected_task_failure_as_one_line(
             task_queue=queue,
             result_type=TeamRunResult,
         )
-        result = await asyncio.wait_for(handle.result(), 60)
+        result = await asyncio.wait_for(team_result(handle), 60)
         assert result.task("code").error_code == "PROCESS_FAILED"
     finally:
         worker.send_signal(signal.SIGINT)

@@ -24,6 +24,7 @@ from oma import plugin
 from oma import worker as oma_worker
 from oma.codec import AesGcmCodec, CodecKey, new_key, parse_keys
 from oma.connection import Connection
+from oma.core.errors import CodecKeyMissingError
 from oma.core.results import TeamRunResult
 from oma.dev_server import DevServer, free_port, is_listening, temporal_binary
 from oma.plugin import OmaPlugin
@@ -215,14 +216,12 @@ async def test_a_client_without_the_key_reading_a_result_gets_a_clear_error(
     other_key = await connect(dev_server, parse_keys(KEY_B))
 
     handle = other_key.get_workflow_handle(workflow_id, result_type=TeamRunResult)
-    # the run did not succeed: it ended Failed, its result in the failure
-    with pytest.raises(WorkflowFailureError) as caught:
+    # the run did not succeed: it ended Failed, its result in the (encrypted) failure
+    with pytest.raises(CodecKeyMissingError) as caught:
         await team_result(handle)
 
-    cause = caught.value.cause
-    assert isinstance(cause, ApplicationError)
-    assert cause.type == "TASK_FAILED"
-    assert "encrypted with key id 'key-a'; OMA_CODEC_KEYS holds 'key-b'" in cause.message
+    assert caught.value.code == "CODEC_KEY_MISSING"
+    assert "encrypted with key id 'key-a'; OMA_CODEC_KEYS holds 'key-b'" in str(caught.value)
 
 
 @pytest.mark.parametrize("worker_keys", [None, KEY_B], ids=["no-key", "wrong-key"])

@@ -75,7 +75,9 @@ async def test_in_a_workflow_a_turn_is_a_local_activity_only_when_it_needs_no_io
     asked = [user_text("hi")]
     await _agent_ports.ActivityModel().turn(LlmTurnInput(agent=config, messages=asked, turn=0))
     kind, options = scheduled
-    assert recording.scheduled == [(kind, "llm_turn", options)]
+    model = "scripted" if kind == "local activity" else f"{config.provider} {config.resolved_model}"
+    summary = f"a: model turn 1 ({model})"
+    assert recording.scheduled == [(kind, "llm_turn", {"summary": summary, **options})]
     [sent] = recording.inputs
     if kind == "activity":  # the conversation goes by reference (its history stays linear)
         assert (sent.messages, sent.conversation.length) == ([], 1)

@@ -300,7 +300,9 @@ class ActivityRunHooks:
 
 def _turn_summary(inp: LlmTurnInput) -> str:
     agent = inp.agent
-    model = f"{agent.resolved_provider} {agent.resolved_model}"
+    # a scripted turn replays its script: no model answers it
+    provider = agent.resolved_provider
+    model = provider if provider == "scripted" else f"{provider} {agent.resolved_model}"
     return f"{agent.name}: model turn {inp.turn + 1} ({model})"
 
 
