@@ -6,13 +6,16 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NPM_STAMP := tests/npm/node_modules/.installed
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: venv demo test lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# Only .venv; then `source .venv/bin/activate` puts oma and temporal on PATH.
+venv: $(STAMP)
 
 demo: $(STAMP)
 	mkdir -p scratch

@@ -30,7 +30,7 @@ mean, median and minimum milliseconds per run; the ratio uses the median
 Every process started is reaped before exit (the bench's leftover children,
 if any, are killed and reported); each run is bounded by ``--timeout``.
 
-Run from the repository root: ``.venv/bin/python bench/backends.py``.
+Run from the repository root, with the venv active: ``python bench/backends.py``.
 """
 
 from __future__ import annotations

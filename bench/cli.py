@@ -20,7 +20,7 @@ Prints one line per repetition, then the medians; the last line is::
 On a small machine shared with other work the figures move with the load:
 compare medians of several repetitions (``--repeat``).
 
-Run from the repository root: ``.venv/bin/python bench/cli.py``.
+Run from the repository root, with the venv active: ``python bench/cli.py``.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ machine moves the wall times: compare the CPU columns too, or use
 The per-task overhead must not grow with the size; with the codec it should
 stay within 1.1x of the same run without (docs/security.md).
 
-Run from the repository root: ``.venv/bin/python bench/dag_overhead.py``.
+Run from the repository root, with the venv active: ``python bench/dag_overhead.py``.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ The last line is::
 
     mcp_tool_call_ratio=… mcp_restarts_50=…
 
-Run from the repository root: ``.venv/bin/python bench/mcp_tools.py``
+Run from the repository root, with the venv active: ``python bench/mcp_tools.py``
 (not ``mcp.py``: a script's directory comes first on ``sys.path`` and would
 hide the ``mcp`` SDK).
 """

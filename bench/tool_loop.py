@@ -17,7 +17,7 @@ The last line is::
 
     tool_call_ratio=… history_ratio_20=… history_ratio_100=… history_ratio_300=… parallel_5x1s_s=…
 
-Run from the repository root: ``.venv/bin/python bench/tool_loop.py``.
+Run from the repository root, with the venv active: ``python bench/tool_loop.py``.
 """
 
 from __future__ import annotations

@@ -301,7 +301,7 @@ class Progress:
             if event.type == "approval_request" and event.detail not in self.hinted:
                 self.hinted.add(event.detail or "")
                 err_console.print(
-                    f"approval needed: oma approve {self.handle.id} {event.detail} --reviewer ID",
+                    f"approval needed: oma approve {self.handle.id} {event.detail}",
                     style="bold yellow",
                     highlight=False,
                     markup=False,

@@ -15,8 +15,10 @@ import contextlib
 import inspect
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 from pydantic import ValidationError
@@ -56,6 +58,7 @@ from oma.core.task import TaskSpec
 from oma.core.team import TeamConfig
 from oma.core.validation import check_sendable, format_validation_error
 from oma.core.visibility import team_run_result_of
+from oma.dev_server import DevServer, is_listening, split_address
 from oma.plugin import codec_key_error
 from oma.workflows._visibility import start_attributes
 
@@ -73,6 +76,10 @@ ApprovalCallback: TypeAlias = Callable[
 
 CALLBACK_REVIEWER_ID = "oma:python-callback"
 """The reviewer id recorded for a callback's decision unless ``reviewer`` is given."""
+
+EMBEDDED_DB = Path(".oma") / "temporal.db"
+"""Where ``OpenMultiAgent.embedded`` keeps the embedded dev server's histories
+(relative to the working directory: the file ``oma run`` and ``oma dev`` use)."""
 
 POLL_INTERVAL_S = 0.3
 """Seconds between two ``pending_approvals`` queries while callbacks wait for requests."""
@@ -151,6 +158,52 @@ class OpenMultiAgent:
         self.on_approval = on_approval
         self.reviewer = _reviewer(reviewer if reviewer is not None else CALLBACK_REVIEWER_ID)
         self._client = client
+
+    @classmethod
+    @asynccontextmanager
+    async def embedded(
+        cls, *, worker: bool | None = None, **kwargs: Any
+    ) -> AsyncIterator[OpenMultiAgent]:
+        """An ``OpenMultiAgent`` (``kwargs`` as for the constructor, but no
+        ``client``) that works with nothing else running, as ``oma run`` does.
+
+        When nothing listens at the address it connects to (a port on this
+        machine), it starts the embedded Temporal dev server there (histories
+        in ``.oma/temporal.db``, its log in ``.oma/dev-server.log``) and a
+        worker in this process, and stops both on exit. When a server
+        listens, it only connects: a worker must poll the task queue (``oma
+        dev`` runs one). ``worker=True`` runs a worker in this process in
+        either case, ``False`` never.
+
+        Raises ``TemporalUnavailableError`` when the server cannot be started
+        (the port taken, ``.oma/temporal.db`` held by another embedded server,
+        whose address the message names) or no server answers.
+        """
+        oma = cls(**kwargs)
+        server: DevServer | None = None
+        if not is_listening(oma.address):
+            _, port = split_address(oma.address)
+            server = DevServer(
+                port=port,
+                db_file=EMBEDDED_DB,
+                log_file=EMBEDDED_DB.with_name("dev-server.log"),
+                namespaces=[oma.namespace],
+            )
+            await asyncio.to_thread(server.start)
+            oma.connection = oma.connection.at(server.address)
+            oma.address = server.address
+        try:
+            client = await oma.client()
+            if worker if worker is not None else server is not None:
+                from oma.worker import build_worker  # the worker's imports only when it runs
+
+                async with build_worker(client, oma.task_queue):
+                    yield oma
+            else:
+                yield oma
+        finally:
+            if server is not None:
+                await asyncio.to_thread(server.stop)
 
     async def client(self) -> Client:
         """The Temporal client (connected on first use)."""
@@ -654,7 +707,7 @@ def _reviewer(reviewer: Reviewer | Mapping[str, Any] | str) -> Reviewer:
         return Reviewer.model_validate({"id": reviewer} if isinstance(reviewer, str) else reviewer)
     except ValidationError as err:
         raise InvalidRunInputError(
-            f"invalid reviewer: {format_validation_error(err, 'reviewer')}"
+            f"invalid reviewer: {format_validation_error(err, 'reviewer', Reviewer)}"
         ) from None
 
 

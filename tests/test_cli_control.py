@@ -270,7 +270,7 @@ async def test_oma_run_hints_once_at_the_command_that_approves_a_waiting_task(
     finally:
         run.kill()
     assert run.returncode == 0, stderr
-    hint = f"approval needed: oma approve {workflow_id} dispatch-x --reviewer ID"
+    hint = f"approval needed: oma approve {workflow_id} dispatch-x"
     assert stderr.count(hint) == 1
     assert events_in(stderr) == [
         ("run_start", "-"),

@@ -90,6 +90,27 @@ def test_oma_run_refuses_input_over_the_payload_limit_naming_the_field(tmp_path:
     assert not (tmp_path / ".oma").exists(), "nothing may start"
 
 
+def test_oma_run_suggests_the_field_meant_for_a_misspelled_one(tmp_path: Path) -> None:
+    run = {**small_run(), "options": {"max_concurency": 2}}
+    env = {**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
+    proc = subprocess.run(
+        [OMA, "run", write(tmp_path, run)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert stderr_lines(proc) == [
+        f"error: {tmp_path / 'run.json'}: INVALID_RUN_INPUT: invalid TeamRun input: "
+        "options.max_concurency: Extra inputs are not permitted (did you mean "
+        "'max_concurrency'?)"
+    ]
+    assert not (tmp_path / ".oma").exists(), "nothing may start"
+
+
 async def test_the_python_client_refuses_input_over_the_payload_limit_before_connecting() -> None:
     oma = OpenMultiAgent(address=f"127.0.0.1:{free_port()}")
     with pytest.raises(InvalidRunInputError, match=r"largest field is tasks\[0\]\.description"):

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from oma.core.approvals import decision_of
 from oma.core.errors import InvalidRunInputError
 from oma.core.run_input import parse_team_run_input
 from oma.core.validation import single_input
@@ -64,6 +65,57 @@ def test_a_workflow_or_handler_takes_exactly_one_input() -> None:
         single_input((), "TeamRun")
     with pytest.raises(InvalidRunInputError, match=r"a decision takes exactly one input.*got 2"):
         single_input(({}, {}), "a decision")
+
+
+def test_a_misspelled_option_names_its_path_and_the_option_meant() -> None:
+    message = refusal(tasks=TASKS, options={"max_concurency": 2})
+    assert message == (
+        "invalid TeamRun input: options.max_concurency: Extra inputs are not permitted "
+        "(did you mean 'max_concurrency'?)"
+    )
+
+
+def test_a_misspelled_field_deep_in_the_team_gets_the_field_of_the_model_there() -> None:
+    agents = [
+        {"name": "a", "provider": "scripted", "script": ["x"]},
+        {"name": "c", "backend": {"kind": "process", "command": "true", "argz": []}},
+        {"name": "b", "provider": "scripted", "scirpt": ["x"], "system_promt": "hi"},
+    ]
+    message = refusal(team={"name": "t", "agents": agents}, tasks=TASKS)
+    assert message == (
+        "invalid TeamRun input: "
+        "team.agents[1].backend.argz: Extra inputs are not permitted (did you mean 'args'?); "
+        "team.agents[2].scirpt: Extra inputs are not permitted (did you mean 'script'?); "
+        "team.agents[2].system_promt: Extra inputs are not permitted "
+        "(did you mean 'system_prompt'?)"
+    )
+
+
+def test_a_misspelled_task_field_and_an_approval_gate_get_their_names() -> None:
+    tasks = [{"id": "one", "title": "One", "assignee": "a", "depends_onn": []}]
+    message = refusal(tasks=tasks, options={"approvals": {"dispach": ["one"]}})
+    assert "tasks[0].depends_onn: Extra inputs are not permitted (did you mean 'depends_on'?)" in (
+        message
+    )
+    assert (
+        "options.approvals.dispach: Extra inputs are not permitted (did you mean 'dispatch'?)"
+        in message
+    )
+
+
+def test_an_unknown_field_with_nothing_close_gets_no_guess() -> None:
+    message = refusal(tasks=TASKS, options={"colour": "blue"})
+    assert message == "invalid TeamRun input: options.colour: Extra inputs are not permitted"
+
+
+def test_a_misspelled_decision_field_gets_the_field_meant() -> None:
+    with pytest.raises(InvalidRunInputError) as info:
+        decision_of(
+            ({"request_id": "plan", "request_hash": "h", "decison": "approve", "reviewer": {}},)
+        )
+    assert "decison: Extra inputs are not permitted (did you mean 'decision'?)" in (
+        info.value.message
+    )
 
 
 @pytest.mark.parametrize(

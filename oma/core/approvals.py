@@ -180,7 +180,9 @@ def decision_of(args: tuple[Any, ...]) -> Decision:
     try:
         return Decision.model_validate(raw)
     except ValidationError as err:
-        raise InvalidRunInputError(f"invalid decision: {format_validation_error(err)}") from None
+        raise InvalidRunInputError(
+            f"invalid decision: {format_validation_error(err, model=Decision)}"
+        ) from None
 
 
 def canonical_json(value: Any) -> str:

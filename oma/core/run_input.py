@@ -201,7 +201,9 @@ def _parse(model: type[M], raw: Any, what: str) -> M:
     try:
         return model.model_validate(raw)
     except ValidationError as err:
-        raise InvalidRunInputError(f"invalid {what}: {format_validation_error(err)}") from None
+        raise InvalidRunInputError(
+            f"invalid {what}: {format_validation_error(err, model=model)}"
+        ) from None
 
 
 def parse_team_run_input(raw: Any) -> TeamRunInput:

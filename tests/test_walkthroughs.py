@@ -1,0 +1,150 @@
+"""The docs as a user follows them: `examples/python_api.py` and the
+approvals walkthrough of docs/approvals.md, run as written, as subprocesses."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import os
+import re
+import shlex
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from oma.dev_server import DevServer, free_port, is_listening
+from tests._runs import TASK_QUEUE
+from tests.test_cli import OMA, demo_copy, run_cmd
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON_API = ROOT / "examples" / "python_api.py"
+
+PYTHON_API_OUTPUT = [
+    "agent: ACP: JSON-RPC between editors and coding agents.",
+    "tasks: completed - Durable execution: work that survives a crash.",
+    "goal: completed - Durable execution means a run's progress is recorded, so it survives "
+    "crashes.",
+    "approved: ['plan']",
+]
+"""What `python examples/python_api.py` prints."""
+
+WALKTHROUGH = [
+    "oma run examples/approval-team-scripted.json --workflow-id approval-1 &",
+    "oma approvals approval-1",
+    'oma approve approval-1 dispatch-publish --comment "ship it"',
+    "wait",
+]
+"""The second shell of the walkthrough in docs/approvals.md (the first runs
+`oma dev`: here the session's dev server and worker)."""
+
+
+def test_the_readme_shows_the_python_api_example_and_points_to_it() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "examples/python_api.py" in readme
+    example = PYTHON_API.read_text()
+    snippet = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    for line in snippet.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            assert line.strip() in example, f"README line not in the example: {line!r}"
+
+
+@pytest.mark.usefixtures("worker")
+async def test_python_api_example_runs_against_a_running_server(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    env = {**os.environ, "TEMPORAL_ADDRESS": dev_server.address, "OMA_TASK_QUEUE": TASK_QUEUE}
+    env.pop("ANTHROPIC_API_KEY", None)
+    proc = await run_cmd(sys.executable, str(PYTHON_API), cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == PYTHON_API_OUTPUT
+    assert not (tmp_path / ".oma").exists(), "a server listened: nothing may be started"
+
+
+def test_python_api_example_starts_the_embedded_server_when_none_runs(tmp_path: Path) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    env = {**os.environ, "TEMPORAL_ADDRESS": address, "OMA_TASK_QUEUE": "oma-python-api"}
+    env.pop("ANTHROPIC_API_KEY", None)
+    proc = subprocess.run(
+        [sys.executable, str(PYTHON_API)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == PYTHON_API_OUTPUT
+    assert (tmp_path / ".oma" / "temporal.db").is_file()
+    assert not is_listening(address), "the embedded dev server outlived the script"
+
+
+def test_the_walkthrough_in_the_docs_is_the_one_tested() -> None:
+    docs = (ROOT / "docs" / "approvals.md").read_text()
+    block = docs.split("## Walkthrough", 1)[1].split("```sh\n")[2].split("```", 1)[0]
+    assert block.splitlines() == WALKTHROUGH
+    assert "```sh\noma dev\n```" in docs
+
+
+@pytest.mark.usefixtures("worker")
+async def test_the_approvals_walkthrough_runs_as_written(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    project = demo_copy(tmp_path)
+    env = {**os.environ, "TEMPORAL_ADDRESS": dev_server.address, "OMA_TASK_QUEUE": TASK_QUEUE}
+    env.pop("ANTHROPIC_API_KEY", None)
+    wid = f"approval-{uuid.uuid4().hex[:8]}"  # the session's server outlives one test
+    start, list_requests, approve, _ = (
+        shlex.split(c.removesuffix(" &").replace("approval-1", wid)) for c in WALKTHROUGH
+    )
+
+    # `oma run ... &`: a user waits for its "approval needed" line
+    run = subprocess.Popen(
+        [OMA, *start[1:]],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        seen = await asyncio.to_thread(read_until, run, "approval needed")
+        assert f"approval needed: oma approve {wid} dispatch-publish" in seen
+
+        listed = await run_cmd(OMA, *list_requests[1:], cwd=project, env=env)
+        assert listed.returncode == 0, listed.stderr
+        assert f"open approval requests of TeamRun {wid}" in listed.stdout
+        assert re.search(r"^\s+dispatch-publish\s+dispatch\s", listed.stdout, re.M)
+        assert '"title": "Publish the release notes"' in listed.stdout
+
+        approved = await run_cmd(OMA, *approve[1:], cwd=project, env=env)
+        assert approved.returncode == 0, approved.stderr
+        recorded = approved.stdout.splitlines()[-1]
+        assert recorded.startswith(
+            f"recorded: approve of dispatch-publish (dispatch) by {getpass.getuser()} at "
+        )
+        assert recorded.endswith(": ship it")
+
+        # `wait`
+        stdout, stderr = await asyncio.to_thread(run.communicate, None, 60)
+    finally:
+        run.kill()
+    assert run.returncode == 0, seen + stderr
+    assert "dispatch-publish: approve by" in stderr
+    assert "TeamRun: completed" in stdout
+    assert stdout.rstrip().endswith("Published the 1.4.0 release notes to the changelog.")
+
+
+def read_until(proc: subprocess.Popen[str], marker: str) -> str:
+    """``proc``'s stderr up to and including the first line holding ``marker``
+    (all of it if ``proc`` ends first)."""
+    assert proc.stderr is not None
+    seen = ""
+    for line in proc.stderr:
+        seen += line
+        if marker in line:
+            break
+    return seen
