@@ -58,7 +58,7 @@ KIND_COLORS = {
 """Fill of an activity's bar, by activity type (others: grey)."""
 
 NODE_W, NODE_H, COL_GAP, ROW_GAP = 210, 60, 70, 22
-LABEL_W, BARS_W, ROW_H = 330, 760, 22
+LABEL_W, BARS_W, ROW_H = 270, 480, 22
 
 
 def render_html(view: RunView) -> str:
@@ -330,7 +330,7 @@ def _waterfall_svg(view: RunView, details: list[dict[str, Any]]) -> str:
             f'<g class="{cls} pick" data-detail="{index}" data-kind="{_e(shown_kind)}">'
             f"<title>{_e(details[index]['text'])}</title>"
             f'<text class="label d{depth}" x="{6 + depth * 14}" y="{y + 15}">'
-            f"{_e(_cut(label, 44 - depth * 2))}</text>"
+            f"{_e(_cut(label, 36 - depth * 2))}</text>"
         )
         start, finish = _bounds(kind, item)
         if start is None:

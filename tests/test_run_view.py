@@ -18,7 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client, WorkflowHistory
+from temporalio.exceptions import ApplicationError
 
 from oma import plugin
 from oma._run_view import RunView, build_run_view, fetch_histories
@@ -124,6 +127,35 @@ async def test_the_view_reads_tasks_timings_and_activities_from_the_histories(
     assert code.error is not None and "exited with status 3" in code.error
     assert STDERR_LINE in code.error
     assert (review.runs, review.attempts) == ([], 0)
+
+
+async def test_a_run_that_ended_failed_is_read_from_its_failures_details(
+    client: Client, failed_run: str
+) -> None:
+    """A TeamRun that did not succeed may end in Temporal's FAILED state, its
+    result the first element of the failure's details."""
+    histories = await fetch_histories(client, failed_run)
+    parent = histories[0]
+    completed = parent.events[-1]
+    [result] = await plugin.DATA_CONVERTER.decode(
+        completed.workflow_execution_completed_event_attributes.result.payloads
+    )
+    failed = HistoryEvent()
+    failed.CopyFrom(completed)
+    failed.event_type = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
+    failure = failed.workflow_execution_failed_event_attributes.failure
+    error = ApplicationError("task 'code' failed", result, type="TASK_FAILED", non_retryable=True)
+    await plugin.DATA_CONVERTER.encode_failure(error, failure)
+    events = [*parent.events[:-1], failed]
+    as_failed = [WorkflowHistory(parent.workflow_id, events), *histories[1:]]
+    view = await build_run_view(as_failed, plugin.DATA_CONVERTER, failed_run)
+    assert (view.execution_status, view.status) == ("FAILED", "failed")
+    assert [(t.id, t.status) for t in view.tasks] == [
+        ("plan", "completed"),
+        ("code", "failed"),
+        ("review", "skipped"),
+    ]
+    assert STDERR_LINE in (view.task("code").error or "")
 
 
 # -- the terminal -------------------------------------------------------------
@@ -317,4 +349,4 @@ async def test_the_html_page_renders_every_task_in_headless_chromium(
     colors = png_colors(shot.read_bytes())
     assert len(colors) > 50, f"a near-blank screenshot: {len(colors)} colors"
     for status, rgb in [("failed", "d64545"), ("completed", "2e9d5b")]:
-        assert bytes.fromhex(rgb) in colors, f"no {status} node drawn"
+        assert bytes.fromhex(rgb) in colors, f"nothing drawn in the {status} color"
