@@ -105,7 +105,7 @@ async def test_the_view_reads_tasks_timings_and_activities_from_the_histories(
     client: Client, failed_run: str
 ) -> None:
     view = await view_of(client, failed_run)
-    assert (view.status, view.team) == ("failed", "viewer-team")
+    assert (view.status, view.execution_status, view.team) == ("failed", "FAILED", "viewer-team")
     assert [(t.id, t.status, t.layer) for t in view.tasks] == [
         ("plan", "completed", 0),
         ("code", "failed", 1),
@@ -129,33 +129,35 @@ async def test_the_view_reads_tasks_timings_and_activities_from_the_histories(
     assert (review.runs, review.attempts) == ([], 0)
 
 
-async def test_a_run_that_ended_failed_is_read_from_its_failures_details(
+async def test_a_failed_run_recorded_before_the_failed_state_reads_the_same(
     client: Client, failed_run: str
 ) -> None:
-    """A TeamRun that did not succeed may end in Temporal's FAILED state, its
-    result the first element of the failure's details."""
+    """A TeamRun that did not succeed ends Failed, its result the first
+    element of the failure's details; one recorded before that (the
+    ``oma-failed-state`` patch) completed with it as its result."""
     histories = await fetch_histories(client, failed_run)
     parent = histories[0]
-    completed = parent.events[-1]
-    [result] = await plugin.DATA_CONVERTER.decode(
-        completed.workflow_execution_completed_event_attributes.result.payloads
+    failed = parent.events[-1]
+    assert failed.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
+    error = await plugin.DATA_CONVERTER.decode_failure(
+        failed.workflow_execution_failed_event_attributes.failure
     )
-    failed = HistoryEvent()
-    failed.CopyFrom(completed)
-    failed.event_type = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
-    failure = failed.workflow_execution_failed_event_attributes.failure
-    error = ApplicationError("task 'code' failed", result, type="TASK_FAILED", non_retryable=True)
-    await plugin.DATA_CONVERTER.encode_failure(error, failure)
-    events = [*parent.events[:-1], failed]
-    as_failed = [WorkflowHistory(parent.workflow_id, events), *histories[1:]]
-    view = await build_run_view(as_failed, plugin.DATA_CONVERTER, failed_run)
-    assert (view.execution_status, view.status) == ("FAILED", "failed")
-    assert [(t.id, t.status) for t in view.tasks] == [
-        ("plan", "completed"),
-        ("code", "failed"),
-        ("review", "skipped"),
-    ]
-    assert STDERR_LINE in (view.task("code").error or "")
+    assert isinstance(error, ApplicationError)
+    completed = HistoryEvent(
+        event_id=failed.event_id,
+        event_time=failed.event_time,
+        event_type=EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+    )
+    completed.workflow_execution_completed_event_attributes.result.payloads.extend(
+        await plugin.DATA_CONVERTER.encode([error.details[0]])
+    )
+    as_before = [WorkflowHistory(parent.workflow_id, [*parent.events[:-1], completed])]
+    before = await build_run_view([*as_before, *histories[1:]], plugin.DATA_CONVERTER)
+    now = await view_of(client, failed_run)
+    assert (now.execution_status, before.execution_status) == ("FAILED", "COMPLETED")
+    assert before.model_dump(exclude={"execution_status"}) == now.model_dump(
+        exclude={"execution_status"}
+    )
 
 
 # -- the terminal -------------------------------------------------------------
