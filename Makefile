@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NPM_STAMP := tests/npm/node_modules/.installed
 
-.PHONY: venv demo test lint typecheck bench clean
+.PHONY: venv demo test lint typecheck bench clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,7 +32,15 @@ $(NPM_STAMP): tests/npm/package.json tests/npm/package-lock.json
 	npm ci --prefix tests/npm --no-audit --no-fund
 	touch $(NPM_STAMP)
 
-test: $(STAMP) $(NPM_STAMP)
+# Debian's headless Chromium: tests/test_run_view.py opens `oma show --html`'s page in it.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing Debian's chromium for the HTML viewer's tests"; \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+
+test: $(STAMP) $(NPM_STAMP) chromium
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)

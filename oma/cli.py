@@ -186,6 +186,40 @@ def abort(
     send_abort(workflow_id, reason, wait)
 
 
+# -- show ------------------------------------------------------------------
+
+
+@app.command()
+def show(
+    workflow_id: Annotated[
+        str | None,
+        typer.Argument(help="The TeamRun's workflow id (with --history: which one to show)."),
+    ] = None,
+    history: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--history",
+            help="An exported history (`temporal workflow show --output json`) or a directory "
+            "of them, instead of a server; repeat for the children's.",
+        ),
+    ] = None,
+    html: Annotated[
+        Path | None, typer.Option(help="Write one self-contained HTML page to this file.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the view as JSON.")] = False,
+) -> None:
+    """Show a TeamRun: its task DAG with statuses, titles, assignees, timings and errors.
+
+    Read from the Temporal histories of the run and its children (not from
+    queries: it works on a closed run, and on exported histories with
+    --history). --html FILE writes the DAG and a waterfall of tasks, model
+    turns, tool calls, process runs and ACP turns as one page.
+    """
+    from oma._cli_show import show_command
+
+    show_command(workflow_id, history or [], html, as_json)
+
+
 # -- replay, worker, dev ---------------------------------------------------
 
 

@@ -1,0 +1,223 @@
+"""``oma show``: a run's task DAG, statuses, timings and errors, read from its
+Temporal histories (``oma._run_view``), on the terminal (rich) or as one
+self-contained HTML page (``oma._run_view_html``).
+
+From a server (``oma.connection``: nothing is started, the run must be on a
+server that is running) or from exported histories (``--history``, files or
+directories of ``temporal workflow show --output json`` output). Imported by
+``oma.cli`` only when ``oma show`` runs.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+from temporalio.client import WorkflowHistory
+from temporalio.service import RPCError, RPCStatusCode
+
+from oma._cli_common import connection, console, err_console, fail, run_async
+from oma._run_view import (
+    HistoryReadError,
+    RunView,
+    TaskView,
+    build_run_view,
+    fetch_histories,
+    load_histories,
+    seconds_text,
+)
+from oma.codec import keys_from_env
+from oma.core.errors import OMAError
+from oma.core.workflow_ids import team_run_id_of
+from oma.dev_server import is_listening
+from oma.plugin import data_converter
+
+STATUS_STYLES = {
+    "completed": "green",
+    "failed": "bold red",
+    "skipped": "yellow",
+    "in_progress": "cyan",
+    "running": "cyan",
+    "pending": "dim",
+    "blocked": "dim",
+    "awaiting_approval": "magenta",
+    "cancelled": "yellow",
+    "rejected": "red",
+    "planned": "blue",
+}
+
+
+def show_command(
+    workflow_id: str | None, histories: list[Path], html: Path | None, as_json: bool
+) -> None:
+    """``oma show``: build the run's view and print it, write it as HTML
+    (``html``), or print it as JSON (``as_json``). Exits 1 with one line when
+    the run or the histories cannot be read, 2 when neither a workflow id nor
+    a history is given."""
+    if workflow_id is None and not histories:
+        raise fail("give a TeamRun's workflow id, or --history FILE (or a directory)", 2)
+    try:
+        converter = data_converter(keys_from_env())
+    except OMAError as e:
+        raise fail(str(e)) from None
+
+    async def go() -> RunView:
+        found = load_histories(histories) if histories else await _from_server(workflow_id or "")
+        return await build_run_view(found, converter, workflow_id)
+
+    try:
+        view = run_async(go())
+    except HistoryReadError as e:
+        raise fail(str(e)) from None
+    for note in view.notes:
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False)
+    if html is not None:
+        _write_html(view, html)
+    elif as_json:
+        print(view.model_dump_json(indent=2))
+    else:
+        print_view(view)
+
+
+async def _from_server(workflow_id: str) -> list[WorkflowHistory]:
+    conn = connection()
+    if not is_listening(conn.address):
+        raise fail(
+            f"nothing listens on {conn.address}: start `oma dev` (or point TEMPORAL_ADDRESS at "
+            "the Temporal server that holds the run), or give exported histories with --history"
+        )
+    client = await conn.connect()
+    try:
+        found = await fetch_histories(client, workflow_id)
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            raise fail(f"no workflow {workflow_id!r} in namespace {conn.namespace!r}") from None
+        raise fail(f"cannot read the history of {workflow_id!r}: {e}") from None
+    kind = found[0].events[0].workflow_execution_started_event_attributes.workflow_type.name
+    if kind != "TeamRun":
+        parent = team_run_id_of(workflow_id)
+        hint = f": show its team run, `oma show {parent}`" if parent else ""
+        raise fail(f"workflow {workflow_id!r} is not a TeamRun (its type is {kind}){hint}")
+    return found
+
+
+def _write_html(view: RunView, path: Path) -> None:
+    from oma._run_view_html import render_html
+
+    try:
+        path.write_text(render_html(view), encoding="utf-8")
+    except OSError as e:
+        raise fail(f"cannot write {path}: {e.strerror}") from None
+    bars = sum(len(r.activities) + 1 for t in view.tasks for r in t.runs)
+    console.print(
+        f"wrote {path}: TeamRun {view.workflow_id} ({view.status}), {len(view.tasks)} tasks, "
+        f"{bars + len(view.coordinator)} runs and activities",
+        highlight=False,
+    )
+
+
+def _styled(status: str) -> Text:
+    return Text(status, style=STATUS_STYLES.get(status, ""))
+
+
+def _offset(view: RunView, at: datetime | None) -> str:
+    return "" if at is None else f"+{seconds_text((at - view.started_at).total_seconds())}"
+
+
+def print_view(view: RunView) -> None:
+    """The run on the terminal: a header, the tasks in dependency layers, the
+    coordinator's steps, and each failed task's full error (stderr tail included)."""
+    took = seconds_text(view.duration_s) if view.duration_s is not None else "still running"
+    header = Text.assemble(
+        ("TeamRun ", "bold"),
+        (view.workflow_id, "bold"),
+        f"  team {view.team or '?'}  ",
+        _styled(view.status),
+        f"  (Temporal: {view.execution_status})",
+    )
+    console.print(header)
+    usage = view.total_token_usage
+    cost = f"${view.total_cost_usd:.4f}"
+    if view.cost_unknown:
+        cost += f" + unknown ({', '.join(view.cost_unknown)})"
+    console.print(
+        f"started {view.started_at:%Y-%m-%d %H:%M:%S} UTC, took {took}, "
+        f"{usage.total_tokens} tokens, {cost}",
+        highlight=False,
+    )
+    if view.goal:
+        console.print(Text(f"goal: {view.goal}"))
+    if view.error:
+        code = f"{view.error_code}: " if view.error_code else ""
+        console.print(Text(f"stopped: {code}{view.error}", style="red"))
+    console.print(_task_table(view))
+    if view.coordinator:
+        console.print(_coordinator_table(view))
+    _print_failures(view)
+    _print_skipped(view)
+
+
+def _task_table(view: RunView) -> Table:
+    table = Table(title="tasks, in dependency order", box=box.SIMPLE_HEAD, title_justify="left")
+    columns = ("task", "title", "assignee", "status", "after", "start", "took", "tries", "cost $")
+    for name in columns:
+        table.add_column(name, overflow="fold")
+    for t in view.tasks:
+        table.add_row(
+            f"{'  ' * t.layer}{t.id}",
+            t.title,
+            t.assignee or "",
+            _styled(t.status),
+            ", ".join(t.depends_on),
+            _offset(view, t.started_at),
+            seconds_text(t.duration_s),
+            str(t.attempts),
+            "?" if t.cost_usd is None else f"{t.cost_usd:.4f}",
+        )
+    return table
+
+
+def _coordinator_table(view: RunView) -> Table:
+    table = Table(title="coordinator", box=box.SIMPLE_HEAD, title_justify="left")
+    for name in ("step", "agent", "status", "start", "took", "tokens"):
+        table.add_column(name, overflow="fold")
+    for child in view.coordinator:
+        s = child.span
+        table.add_row(
+            s.label,
+            s.agent or "",
+            _styled(s.status),
+            _offset(view, s.started_at),
+            seconds_text(s.duration_s),
+            str(s.token_usage.total_tokens) if s.token_usage else "",
+        )
+    return table
+
+
+def _print_failures(view: RunView) -> None:
+    failed: list[TaskView] = [t for t in view.tasks if t.status == "failed"]
+    steps = [c for c in view.coordinator if c.span.status == "failed"]
+    if not failed and not steps:
+        return
+    console.print(Text("Failures", style="bold red"))
+    for t in failed:
+        code = f" [{t.error_code}]" if t.error_code else ""
+        console.print(Text(f"{t.id} ({t.title}){code}:", style="bold"))
+        # verbatim and unwrapped: the whole error, the stderr tail's lines as they are
+        for line in (t.error or "(no error recorded)").splitlines():
+            console.print(Text(f"  {line}"), soft_wrap=True)
+    for c in steps:
+        console.print(Text(f"{c.span.label}:", style="bold"))
+        for line in (c.span.error or "(no error recorded)").splitlines():
+            console.print(Text(f"  {line}"), soft_wrap=True)
+
+
+def _print_skipped(view: RunView) -> None:
+    skipped = [t for t in view.tasks if t.status == "skipped"]
+    if skipped:
+        console.print(Text("Skipped", style="bold yellow"))
+    for t in skipped:
+        console.print(Text(f"  {t.id} ({t.title}): {t.error or 'skipped'}"), soft_wrap=True)

@@ -1,0 +1,800 @@
+"""The run viewer's model: what a ``TeamRun`` did, read from Temporal histories.
+
+``oma show`` builds a ``RunView`` from the durable record only, never from
+queries, so it works on a closed run (and on a run no worker serves any more)
+and on exported histories (``temporal workflow show --output json``):
+
+- the ``TeamRun``'s history (every run of its continue-as-new chain): the
+  run's input (team, tasks or plan), its result (the completion's result, or
+  the first element of a failure's details), and the start and close of each
+  child workflow;
+- each child's history (``<run id>/<task id>`` ``AgentRun`` attempts,
+  ``<run id>/coordinator/<step>`` coordinator steps): its activities
+  (``llm_turn``, ``tool_call``, ``process_run``, ``acp_prompt``,
+  ``mcp_list_tools``, ...), each scheduled, started and closed at an event's
+  timestamp, with what its input and result say (agent, tokens, cost, error).
+
+Payloads and failures are decoded with the product's data converter
+(``oma.plugin.data_converter``: with ``OMA_CODEC_KEYS`` set, it decrypts).
+Times are UTC ``datetime``s; durations are seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+from temporalio.api.common.v1 import Payloads
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.failure.v1 import Failure
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client, WorkflowHistory
+from temporalio.converter import DataConverter
+from temporalio.exceptions import ApplicationError, FailureError
+
+from oma.core.errors import OMAError
+from oma.core.results import TeamRunResult
+from oma.core.usage import TokenUsage
+from oma.core.validation import UndecodableInput
+from oma.core.workflow_ids import team_run_id_of
+
+
+class HistoryReadError(OMAError):
+    """An exported history cannot be read: not a file, not JSON, not a
+    workflow history, or no ``TeamRun`` among the histories given."""
+
+    code = "HISTORY_UNREADABLE"
+
+
+class Span(BaseModel):
+    """One bar of the waterfall: a child workflow run or an activity."""
+
+    kind: str = Field(
+        description="'task' or 'coordinator' (a child run), or the activity type "
+        "('llm_turn', 'tool_call', 'process_run', 'acp_prompt', 'mcp_call', ...)."
+    )
+    label: str
+    workflow_id: str = Field(description="The workflow that ran it (an activity's: its child).")
+    task_id: str | None = None
+    agent: str | None = None
+    status: str = Field(
+        description="completed | failed | cancelled | timed_out | terminated | running "
+        "| continued_as_new"
+    )
+    scheduled_at: datetime | None = Field(
+        default=None, description="Child initiated / activity scheduled."
+    )
+    started_at: datetime
+    closed_at: datetime | None = Field(default=None, description="None while it runs.")
+    attempt: int = Field(default=1, description="An activity: the attempt that closed it.")
+    error: str | None = Field(default=None, description="The failure's full message.")
+    error_code: str | None = None
+    token_usage: TokenUsage | None = None
+    detail: str | None = Field(default=None, description="A command line, a tool's input, ...")
+
+    @property
+    def duration_s(self) -> float | None:
+        """Seconds from start to close; ``None`` while it runs."""
+        if self.closed_at is None:
+            return None
+        return (self.closed_at - self.started_at).total_seconds()
+
+    @property
+    def cost_usd(self) -> float | None:
+        """The known cost in US dollars; ``None`` when unknown or not reported."""
+        usage = self.token_usage
+        if usage is None or usage.unpriced:
+            return None
+        return usage.cost_usd
+
+
+class ChildRunView(BaseModel):
+    """One child workflow run of the team run and the activities it ran."""
+
+    span: Span
+    run_id: str | None = None
+    activities: list[Span] = Field(default_factory=list)
+
+
+class TaskView(BaseModel):
+    """A task of the run: as its result reports it, with its child runs."""
+
+    id: str
+    title: str = ""
+    assignee: str | None = None
+    depends_on: list[str] = Field(default_factory=list)
+    status: str = Field(description="A TaskStatus value.")
+    error: str | None = Field(default=None, description="The full error, stderr tail included.")
+    error_code: str | None = None
+    attempts: int = 0
+    token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    cost_usd: float | None = None
+    layer: int = Field(default=0, description="0: no dependencies; else 1 + its deepest's.")
+    runs: list[ChildRunView] = Field(default_factory=list, description="One per attempt.")
+
+    @property
+    def started_at(self) -> datetime | None:
+        """When its first attempt started."""
+        return self.runs[0].span.started_at if self.runs else None
+
+    @property
+    def closed_at(self) -> datetime | None:
+        """When its last attempt closed (``None`` while one runs)."""
+        return self.runs[-1].span.closed_at if self.runs else None
+
+    @property
+    def duration_s(self) -> float | None:
+        start, end = self.started_at, self.closed_at
+        return None if start is None or end is None else (end - start).total_seconds()
+
+
+class RunView(BaseModel):
+    """A ``TeamRun`` as its histories tell it."""
+
+    workflow_id: str
+    run_ids: list[str] = Field(default_factory=list, description="Its continue-as-new chain.")
+    execution_status: str = Field(
+        description="Temporal's: RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED, TIMED_OUT."
+    )
+    status: str = Field(description="The result's status; 'running' while it runs.")
+    team: str | None = None
+    goal: str | None = None
+    started_at: datetime
+    closed_at: datetime | None = None
+    error: str | None = None
+    error_code: str | None = None
+    total_token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    total_cost_usd: float = 0.0
+    cost_unknown: list[str] = Field(default_factory=list)
+    final_output: str | None = None
+    tasks: list[TaskView] = Field(default_factory=list, description="In layer order.")
+    coordinator: list[ChildRunView] = Field(default_factory=list)
+    notes: list[str] = Field(
+        default_factory=list, description="What could not be read (an encrypted payload, ...)."
+    )
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.closed_at is None:
+            return None
+        return (self.closed_at - self.started_at).total_seconds()
+
+    def task(self, task_id: str) -> TaskView:
+        """The task ``task_id``; raises ``KeyError``."""
+        for t in self.tasks:
+            if t.id == task_id:
+                return t
+        raise KeyError(task_id)
+
+
+# -- getting the histories ------------------------------------------------------
+
+
+async def fetch_histories(client: Client, workflow_id: str) -> list[WorkflowHistory]:
+    """The histories of ``workflow_id`` (its latest run and the runs it continued
+    from) and of every child those runs started (each child's continue-as-new
+    chain followed forward). Raises ``temporalio.service.RPCError`` (``NOT_FOUND``
+    for an unknown workflow id)."""
+    latest = await client.get_workflow_handle(workflow_id).fetch_history()
+    chain = [latest]
+    while previous := _started(chain[0]).continued_execution_run_id:
+        handle = client.get_workflow_handle(workflow_id, run_id=previous)
+        chain.insert(0, await handle.fetch_history())
+    histories = list(chain)
+    for history in chain:
+        for event in history.events:
+            if event.HasField("child_workflow_execution_started_event_attributes"):
+                child = event.child_workflow_execution_started_event_attributes.workflow_execution
+                run_id: str | None = child.run_id
+                while run_id:
+                    handle = client.get_workflow_handle(child.workflow_id, run_id=run_id)
+                    fetched = await handle.fetch_history()
+                    histories.append(fetched)
+                    run_id = _continued_as(fetched)
+    return histories
+
+
+def load_histories(paths: Iterable[Path]) -> list[WorkflowHistory]:
+    """Exported histories (``temporal workflow show --output json``): each path
+    a file, or a directory whose ``*.json`` files are read. A history's
+    workflow id is the one its start event records, else read back from its
+    children's ids (a ``TeamRun``), else the file's stem; ``build_run_view``
+    names children after their parent's events. Raises ``HistoryReadError``."""
+    files: list[Path] = []
+    for path in paths:
+        files.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
+    if not files:
+        raise HistoryReadError("no history files given (a directory with no *.json file?)")
+    histories = []
+    for file in files:
+        try:
+            raw = json.loads(file.read_text())
+            if not isinstance(raw, dict) or not raw.get("events"):
+                raise ValueError("expected an object with a non-empty 'events' list")
+            history = WorkflowHistory.from_json(file.stem, raw)
+            started = _started(history)
+        except OSError as e:
+            raise HistoryReadError(f"cannot read {file}: {e.strerror}") from None
+        except (ValueError, KeyError, TypeError) as e:
+            raise HistoryReadError(f"{file} is not a workflow history in JSON: {e}") from None
+        wid = started.workflow_id or _team_run_id_from_children(history) or file.stem
+        histories.append(WorkflowHistory(wid, history.events))
+    return histories
+
+
+def _team_run_id_from_children(history: WorkflowHistory) -> str | None:
+    for event in history.events:
+        if event.HasField("start_child_workflow_execution_initiated_event_attributes"):
+            attrs = event.start_child_workflow_execution_initiated_event_attributes
+            return team_run_id_of(attrs.workflow_id)
+    return None
+
+
+# -- building the view ----------------------------------------------------------
+
+
+async def build_run_view(
+    histories: Sequence[WorkflowHistory], converter: DataConverter, workflow_id: str | None = None
+) -> RunView:
+    """The ``RunView`` of the ``TeamRun`` among ``histories`` (``workflow_id``'s,
+    when given; else the one no other history started), its children found by
+    run id in its child events. Raises ``HistoryReadError`` when there is no
+    such ``TeamRun``."""
+    return await _Builder(converter).build(histories, workflow_id)
+
+
+_CLOSE_STATUS = {
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED: "COMPLETED",
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED: "FAILED",
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED: "CANCELED",
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED: "TERMINATED",
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT: "TIMED_OUT",
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW: "CONTINUED_AS_NEW",
+}
+
+_SPAN_STATUS = {
+    "COMPLETED": "completed",
+    "FAILED": "failed",
+    "CANCELED": "cancelled",
+    "TERMINATED": "terminated",
+    "TIMED_OUT": "timed_out",
+    "CONTINUED_AS_NEW": "continued_as_new",
+    "RUNNING": "running",
+}
+
+
+_CHILD_CLOSED = {
+    "child_workflow_execution_completed_event_attributes": "completed",
+    "child_workflow_execution_failed_event_attributes": "failed",
+    "child_workflow_execution_canceled_event_attributes": "cancelled",
+    "child_workflow_execution_timed_out_event_attributes": "timed_out",
+    "child_workflow_execution_terminated_event_attributes": "terminated",
+}
+
+_ACTIVITY_CLOSED = {
+    "activity_task_failed_event_attributes": "failed",
+    "activity_task_timed_out_event_attributes": "timed_out",
+    "activity_task_canceled_event_attributes": "cancelled",
+}
+
+
+LOCAL_ACTIVITY_MARKER = "core_local_activity"
+"""The marker the SDK's core records a local activity's result under."""
+
+LOCAL_TURN = "model turn"
+
+
+def _proto_time(raw: Any) -> datetime | None:
+    """A ``google.protobuf.Timestamp`` as the local activity marker's JSON has it."""
+    if not isinstance(raw, dict) or "seconds" not in raw:
+        return None
+    seconds = int(raw["seconds"]) + int(raw.get("nanos") or 0) / 1e9
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def _started(history: WorkflowHistory) -> Any:
+    first = history.events[0]
+    if not first.HasField("workflow_execution_started_event_attributes"):
+        raise ValueError("its first event is not WorkflowExecutionStarted")
+    return first.workflow_execution_started_event_attributes
+
+
+def _run_id(history: WorkflowHistory) -> str:
+    started = _started(history)
+    return str(started.original_execution_run_id or started.first_execution_run_id)
+
+
+def _continued_as(history: WorkflowHistory) -> str | None:
+    last = history.events[-1]
+    if last.HasField("workflow_execution_continued_as_new_event_attributes"):
+        return str(last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id)
+    return None
+
+
+def _close_status(history: WorkflowHistory) -> str:
+    return _CLOSE_STATUS.get(history.events[-1].event_type, "RUNNING")
+
+
+def _time(event: HistoryEvent) -> datetime:
+    return event.event_time.ToDatetime(tzinfo=UTC)
+
+
+class _Builder:
+    def __init__(self, converter: DataConverter) -> None:
+        self.converter = converter
+        self.notes: list[str] = []
+        self._run_error: str | None = None
+
+    async def decode(self, payloads: Payloads, what: str) -> Any:
+        """The first payload as plain JSON data (dicts, lists), or ``None``."""
+        if not payloads.payloads:
+            return None
+        try:
+            value = (await self.converter.decode(payloads.payloads))[0]
+        except Exception as err:  # a codec that cannot decrypt, a broken payload
+            self.notes.append(f"cannot read {what}: {err}")
+            return None
+        if isinstance(value, UndecodableInput):
+            self.notes.append(f"cannot read {what}: {value.error or value.reason}")
+            return None
+        return value
+
+    async def failure(self, failure: Failure) -> tuple[str, str | None, Any]:
+        """A failure's message, its code (an application error's type), and
+        its first detail (``None`` when it has none)."""
+        try:
+            err = await self.converter.decode_failure(failure)
+        except Exception as e:
+            self.notes.append(f"cannot read a failure: {e}")
+            return failure.message, failure.application_failure_info.type or None, None
+        message = err.message if isinstance(err, FailureError) else str(err)
+        if isinstance(err, ApplicationError):
+            detail = err.details[0] if err.details else None
+            return message, err.type, None if isinstance(detail, UndecodableInput) else detail
+        return message, type(err).__name__, None
+
+    # -- the team run ---------------------------------------------------------
+
+    async def build(self, histories: Sequence[WorkflowHistory], wanted: str | None) -> RunView:
+        by_run: dict[str, WorkflowHistory] = {}
+        for h in histories:
+            by_run[_run_id(h)] = h
+        chain = self._team_run_chain(histories, wanted)
+        first, last = chain[0], chain[-1]
+        inp = await self.decode(_started(first).input, "the run's input") or {}
+        team = inp.get("team") if isinstance(inp, dict) else None
+        result = await self._result(last)
+        execution_status = _close_status(last)
+        view = RunView(
+            workflow_id=first.workflow_id,
+            run_ids=[_run_id(h) for h in chain],
+            execution_status=execution_status,
+            status=result.status if result else _SPAN_STATUS[execution_status],
+            team=team.get("name") if isinstance(team, dict) else None,
+            goal=inp.get("goal") if isinstance(inp, dict) else None,
+            started_at=_time(first.events[0]),
+            closed_at=None if execution_status == "RUNNING" else _time(last.events[-1]),
+        )
+        if result is not None:
+            view.goal = result.goal or view.goal
+            view.error, view.error_code = result.error, result.error_code
+            view.total_token_usage = result.total_token_usage
+            view.total_cost_usd, view.cost_unknown = result.total_cost_usd, result.cost_unknown
+            view.final_output = result.final_output
+        elif execution_status not in ("RUNNING", "COMPLETED"):
+            view.error = self._run_error
+        children = [c for h in chain for c in await self._children(h, by_run)]
+        tasks = self._tasks(inp, result, children)
+        view.tasks = _in_layers(tasks)
+        view.coordinator = [c for c in children if c.span.kind == "coordinator"]
+        view.notes = self.notes
+        return view
+
+    def _team_run_chain(
+        self, histories: Sequence[WorkflowHistory], wanted: str | None
+    ) -> list[WorkflowHistory]:
+        team_runs = []
+        for h in histories:
+            started = _started(h)
+            if started.workflow_type.name != "TeamRun":
+                continue
+            if wanted is not None and h.workflow_id != wanted:
+                continue
+            if wanted is None and started.parent_workflow_execution.workflow_id:
+                continue
+            team_runs.append(h)
+        if not team_runs:
+            which = f"TeamRun {wanted!r}" if wanted else "TeamRun"
+            types = sorted({_started(h).workflow_type.name for h in histories})
+            raise HistoryReadError(
+                f"no {which} among the histories given (workflow types: {', '.join(types)})"
+            )
+        # the chain of the first run found: by first_execution_run_id, in order
+        first_run = _started(team_runs[0]).first_execution_run_id or _run_id(team_runs[0])
+        chain = [
+            h for h in team_runs if (_started(h).first_execution_run_id or _run_id(h)) == first_run
+        ]
+        ordered: list[WorkflowHistory] = []
+        by_previous = {_started(h).continued_execution_run_id: h for h in chain}
+        previous = ""
+        while (nxt := by_previous.get(previous)) is not None and len(ordered) < len(chain):
+            ordered.append(nxt)
+            previous = _run_id(nxt)
+        return ordered or chain
+
+    async def _result(self, last: WorkflowHistory) -> TeamRunResult | None:
+        """The result of a closed run: the completion's, or the first detail
+        of its failure (a TeamRun that did not succeed may end FAILED)."""
+        event = last.events[-1]
+        raw: Any = None
+        if event.HasField("workflow_execution_completed_event_attributes"):
+            attrs = event.workflow_execution_completed_event_attributes
+            raw = await self.decode(attrs.result, "the run's result")
+        elif event.HasField("workflow_execution_failed_event_attributes"):
+            message, code, raw = await self.failure(
+                event.workflow_execution_failed_event_attributes.failure
+            )
+            self._run_error = f"{code}: {message}" if code else message
+        elif event.HasField("workflow_execution_timed_out_event_attributes"):
+            self._run_error = "the workflow timed out"
+        elif event.HasField("workflow_execution_terminated_event_attributes"):
+            reason = event.workflow_execution_terminated_event_attributes.reason
+            self._run_error = f"terminated: {reason}" if reason else "terminated"
+        if not isinstance(raw, dict):
+            return None
+        try:
+            return TeamRunResult.model_validate(raw)
+        except ValidationError as err:
+            self.notes.append(f"the run's result does not read as a TeamRunResult: {err}")
+            return None
+
+    # -- children -------------------------------------------------------------
+
+    async def _children(
+        self, parent: WorkflowHistory, by_run: dict[str, WorkflowHistory]
+    ) -> list[ChildRunView]:
+        initiated: dict[int, tuple[HistoryEvent, Any]] = {}
+        views: dict[int, ChildRunView] = {}
+        for event in parent.events:
+            if event.HasField("start_child_workflow_execution_initiated_event_attributes"):
+                init = event.start_child_workflow_execution_initiated_event_attributes
+                child_input = await self.decode(init.input, f"the input of {init.workflow_id}")
+                initiated[event.event_id] = (event, child_input)
+            elif event.HasField("child_workflow_execution_started_event_attributes"):
+                started = event.child_workflow_execution_started_event_attributes
+                init_event, child_input = initiated[started.initiated_event_id]
+                views[started.initiated_event_id] = await self._child(
+                    init_event, event, child_input, by_run
+                )
+            else:
+                await self._child_closed(event, views)
+        return list(views.values())
+
+    async def _child(
+        self,
+        initiated: HistoryEvent,
+        started: HistoryEvent,
+        child_input: Any,
+        by_run: dict[str, WorkflowHistory],
+    ) -> ChildRunView:
+        attrs = initiated.start_child_workflow_execution_initiated_event_attributes
+        execution = started.child_workflow_execution_started_event_attributes.workflow_execution
+        wid = str(attrs.workflow_id)
+        inp = child_input if isinstance(child_input, dict) else {}
+        agent = inp.get("agent", {}).get("name") if isinstance(inp.get("agent"), dict) else None
+        task_id = inp.get("task_id")
+        parent_id = team_run_id_of(wid) or ""
+        step = wid[len(parent_id) :].removeprefix("/")
+        coordinator = step.startswith("coordinator/")
+        span = Span(
+            kind="coordinator" if coordinator else "task",
+            label=step.replace("/", " ") if coordinator else f"task {task_id or step}",
+            workflow_id=wid,
+            task_id=None if coordinator else (task_id or step),
+            agent=agent,
+            status="running",
+            scheduled_at=_time(initiated),
+            started_at=_time(started),
+        )
+        view = ChildRunView(span=span, run_id=execution.run_id)
+        run_id: str | None = execution.run_id
+        while run_id and (history := by_run.get(run_id)) is not None:
+            view.activities.extend(await self._activities(history, span))
+            run_id = _continued_as(history)
+        if execution.run_id not in by_run:
+            self.notes.append(f"no history of {wid} (run {execution.run_id}): no activities shown")
+        return view
+
+    async def _child_closed(self, event: HistoryEvent, views: dict[int, ChildRunView]) -> None:
+        which = event.WhichOneof("attributes") or ""
+        status = _CHILD_CLOSED.get(which)
+        if status is None:
+            return
+        attrs = getattr(event, which)
+        view = views.get(attrs.initiated_event_id)
+        if view is None:
+            return
+        span = view.span
+        span.status, span.closed_at = status, _time(event)
+        raw: Any = None
+        if status == "completed":
+            raw = await self.decode(attrs.result, f"the result of {span.workflow_id}")
+        elif status == "failed":
+            span.error, span.error_code, raw = await self.failure(attrs.failure)
+        if isinstance(raw, dict) and isinstance(raw.get("token_usage"), dict):
+            span.token_usage = _usage(raw["token_usage"])
+            span.error = raw.get("error") or span.error
+
+    # -- activities -----------------------------------------------------------
+
+    async def _activities(self, history: WorkflowHistory, child: Span) -> list[Span]:
+        spans: dict[int, Span] = {}
+        task_started: dict[int, datetime] = {}
+        for event in history.events:
+            if event.HasField("activity_task_scheduled_event_attributes"):
+                attrs = event.activity_task_scheduled_event_attributes
+                inp = await self.decode(attrs.input, f"the input of {attrs.activity_type.name}")
+                spans[event.event_id] = _activity_span(
+                    attrs.activity_type.name,
+                    inp if isinstance(inp, dict) else {},
+                    child,
+                    _time(event),
+                    await self._summary(event),
+                )
+            elif event.HasField("activity_task_started_event_attributes"):
+                began = event.activity_task_started_event_attributes
+                if (span := spans.get(began.scheduled_event_id)) is not None:
+                    span.started_at, span.attempt = _time(event), began.attempt or 1
+            elif event.HasField("workflow_task_started_event_attributes"):
+                task_started[event.event_id] = _time(event)
+            elif event.HasField("marker_recorded_event_attributes"):
+                local = await self._local_activity(event, child, task_started)
+                if local is not None:
+                    spans[event.event_id] = local
+            else:
+                await self._activity_closed(event, spans)
+        ordered = sorted(spans.values(), key=lambda s: s.started_at)
+        local_turns = [s for s in ordered if s.kind == "llm_turn" and s.label == LOCAL_TURN]
+        for turn, span in enumerate(local_turns, start=1):  # their input is not recorded
+            span.label = f"model turn {turn}"
+        return ordered
+
+    async def _local_activity(
+        self, event: HistoryEvent, child: Span, task_started: dict[int, datetime]
+    ) -> Span | None:
+        """A local activity (an ``llm_turn`` of a provider without I/O, e.g.
+        ``scripted``), from its marker: it ran within the workflow task that
+        recorded it, from that task's start to its ``complete_time``."""
+        attrs = event.marker_recorded_event_attributes
+        if attrs.marker_name != LOCAL_ACTIVITY_MARKER or "data" not in attrs.details:
+            return None
+        data = await self.decode(attrs.details["data"], "a local activity marker")
+        if not isinstance(data, dict):
+            return None
+        end = _proto_time(data.get("complete_time")) or _time(event)
+        start = task_started.get(attrs.workflow_task_completed_event_id - 1, end)
+        kind = str(data.get("activity_type") or "local activity")
+        span = _activity_span(kind, {}, child, start, None)
+        if kind == "llm_turn":
+            span.label = LOCAL_TURN
+        span.started_at, span.closed_at = start, max(end, start)
+        span.attempt = int(data.get("attempt") or 1)
+        if attrs.HasField("failure"):
+            span.status = "failed"
+            span.error, span.error_code, _ = await self.failure(attrs.failure)
+        else:
+            span.status = "completed"
+            out = None
+            if "result" in attrs.details:
+                out = await self.decode(attrs.details["result"], f"the result of {kind}")
+            if isinstance(out, dict):
+                _add_output(span, out)
+        span.detail = f"local activity; {span.detail}" if span.detail else "local activity"
+        return span
+
+    async def _summary(self, event: HistoryEvent) -> str | None:
+        if not event.HasField("user_metadata") or not event.user_metadata.HasField("summary"):
+            return None
+        value = await self.decode(Payloads(payloads=[event.user_metadata.summary]), "a summary")
+        return value if isinstance(value, str) and value else None
+
+    async def _activity_closed(self, event: HistoryEvent, spans: dict[int, Span]) -> None:
+        if event.HasField("activity_task_completed_event_attributes"):
+            attrs = event.activity_task_completed_event_attributes
+            if (span := spans.get(attrs.scheduled_event_id)) is None:
+                return
+            span.status, span.closed_at = "completed", _time(event)
+            out = await self.decode(attrs.result, f"the result of {span.kind}")
+            if isinstance(out, dict):
+                _add_output(span, out)
+            return
+        which = event.WhichOneof("attributes") or ""
+        status = _ACTIVITY_CLOSED.get(which)
+        if status is None:
+            return
+        closed = getattr(event, which)
+        if (span := spans.get(closed.scheduled_event_id)) is None:
+            return
+        span.status, span.closed_at = status, _time(event)
+        if status != "cancelled":
+            span.error, span.error_code, _ = await self.failure(closed.failure)
+
+    # -- tasks ----------------------------------------------------------------
+
+    def _tasks(
+        self, inp: Any, result: TeamRunResult | None, children: list[ChildRunView]
+    ) -> list[TaskView]:
+        runs: dict[str, list[ChildRunView]] = {}
+        for child in children:
+            if child.span.task_id is not None:
+                runs.setdefault(child.span.task_id, []).append(child)
+        tasks: list[TaskView] = []
+        if result is not None:
+            for t in result.tasks:
+                tasks.append(
+                    TaskView(
+                        id=t.id,
+                        title=t.title,
+                        assignee=t.assignee,
+                        depends_on=t.depends_on,
+                        status=t.status.value,
+                        error=t.error,
+                        error_code=t.error_code,
+                        attempts=t.attempts,
+                        token_usage=t.token_usage,
+                        cost_usd=t.cost_usd,
+                        runs=runs.pop(t.id, []),
+                    )
+                )
+        else:  # a run still going: the tasks it was given, and the children seen so far
+            for spec in _given_tasks(inp):
+                task_runs = runs.pop(str(spec.get("id")), [])
+                tasks.append(_task_so_far(spec, task_runs))
+        for task_id, task_runs in runs.items():  # a goal run's tasks before its result
+            tasks.append(_task_so_far({"id": task_id}, task_runs))
+        return tasks
+
+
+def _given_tasks(inp: Any) -> list[dict[str, Any]]:
+    if not isinstance(inp, dict):
+        return []
+    resume = inp.get("resume")
+    if isinstance(resume, dict) and isinstance(resume.get("result"), dict):
+        return [t for t in resume["result"].get("tasks") or [] if isinstance(t, dict)]
+    plan = inp.get("plan")
+    tasks = plan.get("tasks") if isinstance(plan, dict) else inp.get("tasks")
+    return [t for t in tasks or [] if isinstance(t, dict)]
+
+
+def _task_so_far(spec: dict[str, Any], runs: list[ChildRunView]) -> TaskView:
+    last = runs[-1].span if runs else None
+    status = "pending"
+    if last is not None:
+        status = {"running": "in_progress", "cancelled": "failed"}.get(last.status, last.status)
+    return TaskView(
+        id=str(spec["id"]),
+        title=str(spec.get("title") or ""),
+        assignee=spec.get("assignee") or (last.agent if last else None),
+        depends_on=[str(d) for d in spec.get("depends_on") or []],
+        status=status,
+        error=last.error if last else None,
+        error_code=last.error_code if last else None,
+        attempts=len(runs),
+        runs=runs,
+    )
+
+
+def _in_layers(tasks: list[TaskView]) -> list[TaskView]:
+    """``tasks`` with their ``layer`` set, stably sorted by it."""
+    by_id = {t.id: t for t in tasks}
+    layers: dict[str, int] = {}
+
+    def layer(task_id: str, seen: frozenset[str]) -> int:
+        if task_id in layers:
+            return layers[task_id]
+        deps = [d for d in by_id[task_id].depends_on if d in by_id and d not in seen]
+        value = 1 + max((layer(d, seen | {task_id}) for d in deps), default=-1)
+        layers[task_id] = value
+        return value
+
+    for t in tasks:
+        t.layer = layer(t.id, frozenset())
+    return sorted(tasks, key=lambda t: t.layer)
+
+
+def _usage(raw: Any) -> TokenUsage | None:
+    try:
+        return TokenUsage.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+def _short(value: Any, limit: int = 300) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _activity_span(
+    activity_type: str, inp: dict[str, Any], child: Span, at: datetime, summary: str | None
+) -> Span:
+    agent: Any = inp.get("agent")
+    agent_name = agent.get("name") if isinstance(agent, dict) else agent
+    kind, label, detail = activity_type, activity_type, None
+    if activity_type == "llm_turn":
+        label = f"model turn {int(inp.get('turn') or 0) + 1}"
+    elif activity_type == "tool_call":
+        tool: dict[str, Any] = inp["tool"] if isinstance(inp.get("tool"), dict) else {}
+        mcp = inp.get("mcp")
+        if isinstance(mcp, dict):
+            server: dict[str, Any] = mcp["server"] if isinstance(mcp.get("server"), dict) else {}
+            kind, label = "mcp_call", f"MCP {server.get('name', '?')}/{mcp.get('tool', '?')}"
+        else:
+            label = f"tool {tool.get('name', '?')}"
+        detail = _short(inp.get("input") or {})
+    elif activity_type == "process_run":
+        backend: dict[str, Any] = inp["backend"] if isinstance(inp.get("backend"), dict) else {}
+        command = [str(backend.get("command", "")), *map(str, backend.get("args") or [])]
+        label, detail = "process run", _short(" ".join(command))
+    elif activity_type == "acp_prompt":
+        label = "ACP prompt turn"
+    elif activity_type == "mcp_list_tools":
+        servers = [s.get("name", "?") for s in inp.get("servers") or [] if isinstance(s, dict)]
+        label = f"MCP list tools ({', '.join(servers)})"
+    return Span(
+        kind=kind,
+        label=summary or label,
+        workflow_id=child.workflow_id,
+        task_id=child.task_id,
+        agent=str(agent_name) if agent_name else child.agent,
+        status="running",
+        scheduled_at=at,
+        started_at=at,
+        detail=detail,
+    )
+
+
+def _add_output(span: Span, out: dict[str, Any]) -> None:
+    """What an activity's result says: tokens and cost, an exit status, a stop reason."""
+    raw_usage = out.get("usage") if "usage" in out else out.get("token_usage")
+    if isinstance(raw_usage, dict):
+        span.token_usage = _usage(raw_usage)
+    if span.kind == "llm_turn":
+        parts = [f"model {out.get('model')}" if out.get("model") else None]
+        parts.append(f"stop_reason {out.get('stop_reason')}")
+        tools = [
+            b.get("name")
+            for b in out.get("content") or []
+            if isinstance(b, dict) and b.get("type") == "tool_use"
+        ]
+        if tools:
+            parts.append(f"asks for {', '.join(map(str, tools))}")
+        span.detail = "; ".join(p for p in parts if p)
+    elif span.kind in ("tool_call", "mcp_call"):
+        content = _short(out.get("content") or "", 2000)
+        if out.get("is_error"):
+            span.error = content
+        else:
+            span.detail = f"{span.detail or ''} → {content}".strip()
+    elif span.kind == "process_run":
+        span.detail = f"{span.detail or ''} (exit {out.get('exit_code', 0)})".strip()
+    elif span.kind == "acp_prompt":
+        span.detail = f"stop_reason {out.get('stop_reason')}"
+
+
+def seconds_text(seconds: float | None) -> str:
+    """A duration as a person reads it: ``0.25 s``, ``12.3 s``, ``4 m 05 s``, ``2 h 03 m``."""
+    if seconds is None:
+        return ""
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} m {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} m"

@@ -1,0 +1,354 @@
+"""`oma show`: a run's task DAG, statuses, timings and errors read from its
+Temporal histories (the TeamRun's and its children's), on the terminal and as
+one self-contained HTML page checked in a real headless Chromium."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import uuid
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client, WorkflowHistory
+from temporalio.exceptions import ApplicationError
+
+from oma import plugin
+from oma._run_view import RunView, build_run_view, fetch_histories
+from oma.dev_server import DevServer, temporal_binary
+from oma.worker import OmaWorker
+from tests._runs import process, run_team, scripted, task
+
+OMA = str(Path(sys.executable).parent / "oma")
+STDERR_LINE = "ValueError: slugify: unexpected input"
+
+CRASH = (
+    "import sys, traceback\n"
+    "sys.stdin.read()\n"
+    "print('writing slugify.py', flush=True)\n"
+    "try:\n"
+    "    raise ValueError('slugify: unexpected input')\n"
+    "except ValueError:\n"
+    "    traceback.print_exc()\n"
+    "    sys.exit(3)\n"
+)
+
+
+def failing_team(cwd: Path) -> dict[str, Any]:
+    """A scripted planner that globs then plans, a coder process that exits 3
+    with a traceback on stderr, and a reviewer that depends on it."""
+    planner = scripted(
+        "planner",
+        [{"type": "tool_use", "id": "glob-1", "name": "glob", "input": {"pattern": "*.txt"}}],
+        "1. Lowercase. 2. Hyphenate.",
+    )
+    planner.update(tools=["glob"], cwd=str(cwd))
+    return {
+        "team": {
+            "name": "viewer-team",
+            "agents": [planner, process("coder", CRASH), scripted("reviewer", "LGTM")],
+        },
+        "tasks": [
+            {**task("plan", "planner"), "title": "Plan the slugify work"},
+            {**task("code", "coder", "plan"), "title": "Write slugify"},
+            {**task("review", "reviewer", "code"), "title": "Review the change"},
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+async def failed_run(
+    client: Client, worker: OmaWorker, tmp_path_factory: pytest.TempPathFactory
+) -> str:
+    """The workflow id of a closed TeamRun whose code task failed (exit 3)."""
+    workflow_id = f"viewer-{uuid.uuid4().hex[:8]}"
+    (tmp_path_factory.mktemp("viewer") / "notes.txt").write_text("x")
+    result = await run_team(client, workflow_id, failing_team(tmp_path_factory.getbasetemp()))
+    assert result.status == "failed"
+    return workflow_id
+
+
+async def view_of(client: Client, workflow_id: str) -> RunView:
+    return await build_run_view(
+        await fetch_histories(client, workflow_id), plugin.DATA_CONVERTER, workflow_id
+    )
+
+
+async def run(*cmd: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """A command run to completion off the event loop (the test worker shares it)."""
+    return await asyncio.to_thread(
+        subprocess.run, list(cmd), env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+async def oma_show(dev_server: DevServer, *args: str) -> subprocess.CompletedProcess[str]:
+    """`oma show ...` against the test server, on a wide pretend terminal."""
+    env = {**os.environ, "TEMPORAL_ADDRESS": dev_server.address, "COLUMNS": "200"}
+    env.pop("TEMPORAL_NAMESPACE", None)
+    return await run(OMA, "show", *args, env=env)
+
+
+# -- the model ----------------------------------------------------------------
+
+
+async def test_the_view_reads_tasks_timings_and_activities_from_the_histories(
+    client: Client, failed_run: str
+) -> None:
+    view = await view_of(client, failed_run)
+    assert (view.status, view.execution_status, view.team) == ("failed", "FAILED", "viewer-team")
+    assert [(t.id, t.status, t.layer) for t in view.tasks] == [
+        ("plan", "completed", 0),
+        ("code", "failed", 1),
+        ("review", "skipped", 2),
+    ]
+    plan, code, review = view.tasks
+    assert [a.kind for a in plan.runs[0].activities] == ["llm_turn", "tool_call", "llm_turn"]
+    assert all(a.token_usage is not None for a in plan.runs[0].activities if a.kind == "llm_turn")
+    assert plan.closed_at is not None and code.started_at is not None
+    assert plan.closed_at <= code.started_at, "code depends on plan: it started after"
+    assert code.duration_s is not None and code.duration_s > 0
+    [process_run] = code.runs[0].activities
+    assert (process_run.kind, process_run.status, process_run.error_code) == (
+        "process_run",
+        "failed",
+        "PROCESS_FAILED",
+    )
+    assert process_run.error is not None and STDERR_LINE in process_run.error
+    assert code.error is not None and "exited with status 3" in code.error
+    assert STDERR_LINE in code.error
+    assert (review.runs, review.attempts) == ([], 0)
+
+
+async def test_a_failed_run_recorded_before_the_failed_state_reads_the_same(
+    client: Client, failed_run: str
+) -> None:
+    """A TeamRun that did not succeed ends Failed, its result the first
+    element of the failure's details; one recorded before that (the
+    ``oma-failed-state`` patch) completed with it as its result."""
+    histories = await fetch_histories(client, failed_run)
+    parent = histories[0]
+    failed = parent.events[-1]
+    assert failed.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
+    error = await plugin.DATA_CONVERTER.decode_failure(
+        failed.workflow_execution_failed_event_attributes.failure
+    )
+    assert isinstance(error, ApplicationError)
+    completed = HistoryEvent(
+        event_id=failed.event_id,
+        event_time=failed.event_time,
+        event_type=EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+    )
+    completed.workflow_execution_completed_event_attributes.result.payloads.extend(
+        await plugin.DATA_CONVERTER.encode([error.details[0]])
+    )
+    as_before = [WorkflowHistory(parent.workflow_id, [*parent.events[:-1], completed])]
+    before = await build_run_view([*as_before, *histories[1:]], plugin.DATA_CONVERTER)
+    now = await view_of(client, failed_run)
+    assert (now.execution_status, before.execution_status) == ("FAILED", "COMPLETED")
+    assert before.model_dump(exclude={"execution_status"}) == now.model_dump(
+        exclude={"execution_status"}
+    )
+
+
+# -- the terminal -------------------------------------------------------------
+
+
+async def test_oma_show_prints_every_task_with_status_and_the_failures_full_error(
+    dev_server: DevServer, failed_run: str
+) -> None:
+    shown = await oma_show(dev_server, failed_run)
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    print(out)
+    assert f"TeamRun {failed_run}" in out and "viewer-team" in out
+    table = out[: out.index("Failures")]
+    rows = {line.split()[0]: line for line in table.splitlines() if line.strip()}
+    for task_id, title, assignee, status in [
+        ("plan", "Plan the slugify work", "planner", "completed"),
+        ("code", "Write slugify", "coder", "failed"),
+        ("review", "Review the change", "reviewer", "skipped"),
+    ]:
+        row = rows[task_id]
+        assert title in row and assignee in row and status in row, row
+    assert " s " in rows["code"], "the code task's start and duration"
+    failures = out[out.index("Failures") :]
+    assert "code (Write slugify) [PROCESS_FAILED]:" in failures
+    assert "exited with status 3" in failures
+    assert "Traceback (most recent call last):" in failures and STDERR_LINE in failures
+    assert "review (Review the change): skipped: dependency 'code'" in failures
+
+
+async def test_oma_show_names_an_unknown_workflow_and_a_child_workflow(
+    dev_server: DevServer, failed_run: str
+) -> None:
+    unknown = await oma_show(dev_server, "no-such-run")
+    assert unknown.returncode == 1
+    assert "no workflow 'no-such-run' in namespace 'default'" in unknown.stderr
+    child = await oma_show(dev_server, f"{failed_run}/code")
+    assert child.returncode == 1
+    assert (
+        f"is not a TeamRun (its type is AgentRun): show its team run, `oma show {failed_run}`"
+        in (child.stderr)
+    )
+
+
+# -- exported histories -------------------------------------------------------
+
+
+async def export(dev_server: DevServer, workflow_id: str, into: Path) -> Path:
+    """`temporal workflow show --output json` of ``workflow_id`` into a file."""
+    shown = await run(
+        temporal_binary(),
+        "workflow",
+        "show",
+        "--workflow-id",
+        workflow_id,
+        "--output",
+        "json",
+        "--address",
+        dev_server.address,
+    )
+    assert shown.returncode == 0, shown.stderr
+    path = into / (workflow_id.replace("/", "_") + ".json")
+    path.write_text(shown.stdout)
+    return path
+
+
+async def test_exported_histories_show_the_same_run_as_the_server(
+    dev_server: DevServer, failed_run: str, tmp_path: Path
+) -> None:
+    for wid in (failed_run, f"{failed_run}/plan", f"{failed_run}/code"):
+        await export(dev_server, wid, tmp_path)
+    from_server = await oma_show(dev_server, failed_run, "--json")
+    from_files = await oma_show(dev_server, "--history", str(tmp_path), "--json")
+    assert from_files.returncode == 0, from_files.stderr
+    assert json.loads(from_files.stdout) == json.loads(from_server.stdout)
+    tasks = json.loads(from_files.stdout)["tasks"]
+    assert [(t["id"], t["status"]) for t in tasks] == [
+        ("plan", "completed"),
+        ("code", "failed"),
+        ("review", "skipped"),
+    ]
+
+
+async def test_the_parent_history_alone_shows_every_task_and_says_what_is_missing(
+    dev_server: DevServer, failed_run: str, tmp_path: Path
+) -> None:
+    parent = await export(dev_server, failed_run, tmp_path)
+    shown = await oma_show(dev_server, "--history", str(parent))
+    assert shown.returncode == 0, shown.stderr
+    assert "Write slugify" in shown.stdout and STDERR_LINE in shown.stdout
+    assert f"no history of {failed_run}/code" in shown.stderr
+
+
+# -- the page, in a real headless Chromium -------------------------------------
+
+
+def chromium_command(profile: Path) -> list[str]:
+    found = shutil.which("chromium")
+    assert found, "Debian's chromium is not installed: run `make chromium`"
+    return [
+        found,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+    ]
+
+
+def png_colors(png: bytes) -> set[bytes]:
+    """The distinct pixel colors of an 8-bit RGB or RGBA PNG (stdlib only)."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, header = 8, b"", b""
+    while pos < len(png):
+        (length,) = struct.unpack(">I", png[pos : pos + 4])
+        kind, body = png[pos + 4 : pos + 8], png[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = body
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    width, height, depth, color_type = struct.unpack(">IIBB", header[:10])
+    assert depth == 8 and color_type in (2, 6), (depth, color_type)
+    bpp = 3 if color_type == 2 else 4
+    raw, stride = zlib.decompress(idat), width * bpp
+    previous = bytearray(stride)
+    colors: set[bytes] = set()
+    for y in range(height):
+        start = y * (stride + 1)
+        kind, line = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
+        if kind == 1:
+            for i in range(bpp, stride):
+                line[i] = (line[i] + line[i - bpp]) & 0xFF
+        elif kind == 2:
+            line = bytearray((a + b) & 0xFF for a, b in zip(line, previous, strict=True))
+        elif kind == 3:
+            for i in range(stride):
+                left = line[i - bpp] if i >= bpp else 0
+                line[i] = (line[i] + ((left + previous[i]) >> 1)) & 0xFF
+        elif kind == 4:
+            for i in range(stride):
+                a = line[i - bpp] if i >= bpp else 0
+                b, c = previous[i], previous[i - bpp] if i >= bpp else 0
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+                line[i] = (line[i] + pred) & 0xFF
+        colors.update(bytes(line[i : i + 3]) for i in range(0, stride, bpp))
+        previous = line
+    return colors
+
+
+async def test_the_html_page_renders_every_task_in_headless_chromium(
+    dev_server: DevServer, failed_run: str, tmp_path: Path
+) -> None:
+    page = tmp_path / "run.html"
+    written = await oma_show(dev_server, failed_run, "--html", str(page))
+    assert written.returncode == 0, written.stderr
+    assert f"wrote {page}" in written.stdout
+    source = page.read_text()
+    assert "<script src" not in source and "<link" not in source and "@import" not in source
+
+    browser = chromium_command(tmp_path / "profile")
+    dumped = await run(*browser, "--dump-dom", page.as_uri())
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    dom = dumped.stdout
+    for task_id, title in [
+        ("plan", "Plan the slugify work"),
+        ("code", "Write slugify"),
+        ("review", "Review the change"),
+    ]:
+        assert re.search(f'class="node pick[^"]*" data-task="{task_id}"', dom), task_id
+        assert title in dom
+    assert dom.count('class="edge"') == 2, "plan → code → review"
+    for kind in ("llm_turn", "tool_call", "process_run"):
+        assert f'data-kind="{kind}"' in dom, kind
+    # the script ran: it selected the failed task and showed its full error
+    assert 'data-selected="' in dom
+    details = dom[dom.index('id="detail-text"') :]
+    details = details[: details.index("</pre>")]
+    assert "task code: Write slugify" in details
+    assert "ValueError: slugify: unexpected input" in details
+
+    shot = tmp_path / "run.png"
+    taken = await run(*browser, f"--screenshot={shot}", "--window-size=1280,900", page.as_uri())
+    assert taken.returncode == 0 and shot.is_file(), taken.stderr[-2000:]
+    colors = png_colors(shot.read_bytes())
+    assert len(colors) > 50, f"a near-blank screenshot: {len(colors)} colors"
+    for status, rgb in [("failed", "d64545"), ("completed", "2e9d5b")]:
+        assert bytes.fromhex(rgb) in colors, f"nothing drawn in the {status} color"
