@@ -7,12 +7,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -188,3 +191,81 @@ def test_without_an_endpoint_a_worker_loads_neither_the_sdk_nor_the_interceptor(
     )
     loaded = loaded_after(code)
     assert [m for m in loaded if "sdk" in m or "contrib" in m or m.startswith("oma.")] == []
+
+
+class Collector:
+    """An OTLP/HTTP receiver on 127.0.0.1: each ``ExportTraceServiceRequest``
+    POSTed to ``/v1/traces``."""
+
+    def __init__(self) -> None:
+        self.requests: list[ExportTraceServiceRequest] = []
+        received = self.requests
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.path == "/v1/traces":
+                    received.append(ExportTraceServiceRequest.FromString(body))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def spans(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """(service.name, span name, attributes) of every span received."""
+        out = []
+        for request in self.requests:
+            for resource_spans in request.resource_spans:
+                resource = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
+                for scope in resource_spans.scope_spans:
+                    for span in scope.spans:
+                        values = {a.key: a.value for a in span.attributes}
+                        out.append((resource["service.name"], span.name, values))
+        return out
+
+
+AGENT_RUN_SCRIPT = """
+import asyncio, sys
+from oma.connection import Connection
+from oma.worker import build_worker
+
+async def main(address, workflow_id):
+    client = await Connection.local(address, "oma-test-otlp").connect()
+    agent = {"name": "echo", "backend": {"kind": "process", "command": "cat"}}
+    async with build_worker(client, "oma-test-otlp"):
+        await client.execute_workflow(
+            "AgentRun", {"agent": agent, "input": "hello"}, id=workflow_id,
+            task_queue="oma-test-otlp",
+        )
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+def test_with_an_otlp_endpoint_set_a_run_is_exported_there_by_the_time_the_process_exits(
+    dev_server: DevServer, workflow_id: str
+) -> None:
+    collector = Collector()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = collector.endpoint
+    subprocess.run(
+        [sys.executable, "-c", AGENT_RUN_SCRIPT, dev_server.address, workflow_id],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=90,
+    )
+    collector.server.shutdown()
+    spans = collector.spans()
+    names = {name for _, name, _ in spans}
+    assert {"StartWorkflow:AgentRun", "RunWorkflow:AgentRun", "RunActivity:process_run"} <= names
+    assert {service for service, _, _ in spans} == {"oma"}
+    (run,) = [a for _, name, a in spans if name == "RunWorkflow:AgentRun"]
+    assert (run["oma.agent"].string_value, run["oma.status"].string_value) == ("echo", "completed")
