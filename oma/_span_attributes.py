@@ -13,6 +13,7 @@ Imported only when tracing is on.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,8 @@ import temporalio.workflow
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
+from pydantic import ValidationError
+from temporalio.exceptions import ApplicationError
 
 from oma.core.acp import AcpPromptInput, AcpPromptOutput
 from oma.core.llm import LlmTurnInput, LlmTurnOutput
@@ -29,6 +32,7 @@ from oma.core.process import ProcessRunInput, ProcessRunOutput
 from oma.core.results import AgentRunResult, TeamRunResult
 from oma.core.tools import ToolCallInput, ToolCallOutput
 from oma.core.usage import TokenUsage
+from oma.core.visibility import team_run_result_of
 from oma.core.workflow_ids import team_run_id_of
 
 Attributes = dict[str, AttributeValue]
@@ -72,7 +76,11 @@ class _WorkflowAttributes(temporalio.worker.WorkflowInboundInterceptor):
         span.set_attributes(_ids(info.workflow_id))
         if input.args and isinstance(input.args[0], Mapping):
             span.set_attributes(_run_input(info.workflow_type, input.args[0]))
-        result = await self.next.execute_workflow(input)
+        try:
+            result = await self.next.execute_workflow(input)
+        except ApplicationError as err:  # a run that did not succeed ends Failed
+            _set_run_failure(span, err)
+            raise
         _set_run_result(span, result)
         return result
 
@@ -114,6 +122,19 @@ def _set_run_result(span: Span, result: Any) -> None:
             span.set_status(Status(StatusCode.ERROR, result.error_code or result.status))
     elif isinstance(result, AgentRunResult):
         span.set_attributes({"oma.status": result.status, **_usage(result.token_usage, "oma")})
+
+
+def _set_run_failure(span: Span, err: ApplicationError) -> None:
+    """``oma.error_code`` and, from the result the failure carries (a
+    ``TeamRun``'s, ``oma.core.visibility.team_run_failure``; an ``AgentRun``'s
+    partial one), its status and usage; the SDK sets the span's error status."""
+    span.set_attributes({"oma.status": "failed", "oma.error_code": err.type or "ApplicationError"})
+    partial: TeamRunResult | AgentRunResult | None = team_run_result_of(err)
+    if partial is None and err.details:
+        with contextlib.suppress(ValidationError):
+            partial = AgentRunResult.model_validate(err.details[0])
+    if partial is not None:
+        _set_run_result(span, partial)
 
 
 def _activity_input(inp: Any) -> Attributes:

@@ -19,7 +19,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from temporalio.client import Client
+from opentelemetry.trace import StatusCode
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.worker import Replayer
 
 from oma import tracing
@@ -29,7 +30,6 @@ from oma.core.results import TeamRunResult
 from oma.dev_server import DevServer
 from oma.plugin import OmaPlugin
 from tests._runs import assert_replays, histories_of, process, task, worker_activities
-from tests.anthropic_server import AnthropicServer
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK_QUEUE = "oma-test-tracing"
@@ -66,15 +66,9 @@ def writer(tmp_path: Path) -> dict[str, Any]:
     }
 
 
-async def traced_team_run(client: Client, workflow_id: str, tmp_path: Path) -> TeamRunResult:
+async def traced_team_run(client: Client, workflow_id: str, run_input: Any) -> TeamRunResult:
+    # no model server: the agents are scripted
     activities = worker_activities(TASK_QUEUE, "http://127.0.0.1:9")
-    run_input = {
-        "team": {
-            "name": "traced-team",
-            "agents": [writer(tmp_path), process("runner", "import sys; print(sys.stdin.read())")],
-        },
-        "tasks": [task("write", "writer"), task("run", "runner", "write")],
-    }
     async with oma_worker.build_worker(client, TASK_QUEUE, activities):
         return await client.execute_workflow(
             "TeamRun", run_input, id=workflow_id, task_queue=TASK_QUEUE, result_type=TeamRunResult
@@ -99,13 +93,16 @@ def run_of(span: ReadableSpan, by_id: dict[int, ReadableSpan]) -> ReadableSpan:
 
 
 async def test_a_team_run_is_one_connected_trace_with_agents_tasks_and_usage(
-    traced_client: Client,
-    exporter: InMemorySpanExporter,
-    anthropic_server: AnthropicServer,
-    workflow_id: str,
-    tmp_path: Path,
+    traced_client: Client, exporter: InMemorySpanExporter, workflow_id: str, tmp_path: Path
 ) -> None:
-    result = await traced_team_run(traced_client, workflow_id, tmp_path)
+    run_input = {
+        "team": {
+            "name": "traced-team",
+            "agents": [writer(tmp_path), process("runner", "import sys; print(sys.stdin.read())")],
+        },
+        "tasks": [task("write", "writer"), task("run", "runner", "write")],
+    }
+    result = await traced_team_run(traced_client, workflow_id, run_input)
     assert result.success, result.error
     spans = list(exporter.get_finished_spans())
     by_id = {s.context.span_id: s for s in spans}
@@ -153,6 +150,28 @@ async def test_a_team_run_is_one_connected_trace_with_agents_tasks_and_usage(
     for history in await histories_of(traced_client, workflow_id):
         await replayer.replay_workflow(history)
     assert len(exporter.get_finished_spans()) == exported
+
+
+async def test_a_failed_task_makes_its_spans_errors_that_name_the_code(
+    traced_client: Client, exporter: InMemorySpanExporter, workflow_id: str
+) -> None:
+    run_input = {
+        "team": {"name": "crashing", "agents": [process("crash", "import sys; sys.exit(3)")]},
+        "tasks": [task("boom", "crash")],
+    }
+    with pytest.raises(WorkflowFailureError):
+        await traced_team_run(traced_client, workflow_id, run_input)
+    spans = list(exporter.get_finished_spans())
+
+    (team,) = named(spans, "RunWorkflow:TeamRun")
+    (agent,) = named(spans, "RunWorkflow:AgentRun")
+    assert team.status.status_code == agent.status.status_code == StatusCode.ERROR
+    assert (attrs(team)["oma.status"], attrs(team)["oma.error_code"]) == ("failed", "TASK_FAILED")
+    assert (attrs(agent)["oma.status"], attrs(agent)["oma.error_code"]) == (
+        "failed",
+        "PROCESS_FAILED",
+    )
+    assert await assert_replays(traced_client, workflow_id) == 2
 
 
 def test_tracing_is_on_only_when_an_otlp_endpoint_is_set_and_not_disabled() -> None:
