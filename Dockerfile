@@ -16,7 +16,7 @@ COPY workflows ./workflows
 COPY worker.py ./
 COPY examples ./examples
 
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir '.[otel]'
 # Bytecode at build time: the Temporal sandbox re-imports the workflow modules
 # for every workflow run, and without .pyc files it recompiles them each time.
 RUN python -m compileall -q /app

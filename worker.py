@@ -19,7 +19,7 @@ import uuid
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -136,13 +136,15 @@ def serving_client(client: Client, activities: Activities) -> Client:
     ``OmaPlugin(activities)`` in place of its own ``OmaPlugin``: a worker built
     on it serves OMA's workflows and these activities (the SDK takes a
     worker's plugins from its client, and warns when a worker repeats one).
-    The worker keeps the client's encryption keys (``OmaPlugin.codec_keys``)."""
+    The worker keeps the client's encryption keys and tracing
+    (``OmaPlugin.codec_keys``, ``OmaPlugin.tracing``)."""
     config = client.config()
     plugins = config.get("plugins", ())
     own = [p for p in plugins if isinstance(p, OmaPlugin)]
     others = [p for p in plugins if not isinstance(p, OmaPlugin)]
     keys = own[0].codec_keys if own else keys_from_env()
-    config["plugins"] = [*others, OmaPlugin(activities, codec_keys=keys)]
+    tracing: bool | Literal["env"] = own[0].tracing if own else "env"
+    config["plugins"] = [*others, OmaPlugin(activities, codec_keys=keys, tracing=tracing)]
     return Client(**config)
 
 

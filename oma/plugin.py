@@ -9,7 +9,9 @@ the workflows; a worker built with ``OmaPlugin(activities)`` gets the
 workflows and the activities it serves, the interceptor that redacts the
 worker's credential environment values from everything an activity returns,
 heartbeats or raises (``oma.activities._redaction``), and the heartbeat throttle that lets
-a cancel reach an activity within about a second.
+a cancel reach an activity within about a second. With tracing on
+(``OTEL_EXPORTER_OTLP_ENDPOINT``), each also gets OpenTelemetry spans
+(``oma.tracing``).
 (``temporalio.plugin.SimplePlugin``, the SDK's plugin interface:
 https://docs.temporal.io/develop/python/temporal-client#plugins.)
 """
@@ -37,9 +39,11 @@ from temporalio.plugin import SimplePlugin
 from oma.codec import PLAINTEXT_METADATA, AesGcmCodec, CodecKey, keys_from_env, undecryptable_reason
 from oma.core.errors import CodecKeyMissingError, PayloadNotEncryptedError
 from oma.core.validation import UndecodableInput
+from oma.tracing import enabled_by_env, tracing_plugin
 
 if TYPE_CHECKING:
-    from temporalio.worker import Replayer, WorkerConfig
+    from temporalio.client import ClientConfig
+    from temporalio.worker import Replayer, ReplayerConfig, WorkerConfig
 
     from oma.worker import Activities
 
@@ -202,7 +206,11 @@ class OmaPlugin(SimplePlugin):
 
     ``codec_keys`` are the encryption keys (``oma.codec``); by default those
     of ``OMA_CODEC_KEYS`` / ``OMA_CODEC_KEYS_FILE``, none when neither is set.
-    Raises ``CodecKeysInvalidError`` for a malformed key list.
+    ``tracing`` adds OpenTelemetry spans (``oma.tracing``): by default when
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (exporting there); with ``True``,
+    through the global tracer provider the caller set. Raises
+    ``CodecKeysInvalidError`` for a malformed key list, ``TracingUnavailableError``
+    when tracing is on without the ``[otel]`` extra.
     """
 
     def __init__(
@@ -210,11 +218,22 @@ class OmaPlugin(SimplePlugin):
         activities: Activities | None = None,
         *,
         codec_keys: Sequence[CodecKey] | Literal["env"] | None = "env",
+        tracing: bool | Literal["env"] = "env",
     ) -> None:
         keys = keys_from_env() if codec_keys == "env" else codec_keys
         super().__init__("oma", data_converter=data_converter(keys), workflows=_with_workflows)
         self.oma_activities = activities
         self.codec_keys = keys
+        self.tracing = enabled_by_env() if tracing == "env" else tracing
+        self._tracing = tracing_plugin(from_env=tracing == "env") if self.tracing else None
+
+    def configure_client(self, config: ClientConfig) -> ClientConfig:
+        config = super().configure_client(config)
+        return self._tracing.configure_client(config) if self._tracing else config
+
+    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
+        config = super().configure_replayer(config)
+        return self._tracing.configure_replayer(config) if self._tracing else config
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         if self.oma_activities is None:
@@ -230,7 +249,7 @@ class OmaPlugin(SimplePlugin):
         from oma.activities._redaction import CredentialRedaction
 
         config["interceptors"] = [*config.get("interceptors", ()), CredentialRedaction()]
-        return config
+        return self._tracing.configure_worker(config) if self._tracing else config
 
 
 def replayer(codec_keys: Sequence[CodecKey] | Literal["env"] | None = "env") -> Replayer:

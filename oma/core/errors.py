@@ -138,6 +138,16 @@ class CodecKeyMissingError(SetupError):
     code = "CODEC_KEY_MISSING"
 
 
+class TracingUnavailableError(SetupError):
+    """Tracing is on (``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, or
+    ``OmaPlugin(tracing=True)``) but the OpenTelemetry SDK or its OTLP exporter
+    is not installed (the ``[otel]`` extra), or a worker would run under a
+    global tracer provider that is not replay-safe (``oma.tracing.tracer_provider``).
+    Raised when a process builds its client or worker, before it runs anything."""
+
+    code = "TRACING_UNAVAILABLE"
+
+
 class PayloadNotEncryptedError(InputError):
     """A worker with encryption on (``OMA_CODEC_KEYS``) received a workflow,
     signal or update input in plaintext: the client that sent it has no
