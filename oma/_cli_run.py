@@ -300,6 +300,13 @@ class Progress:
         events: list[RunEvent] = await self.handle.query(
             "events", self.after_seq, result_type=list[RunEvent], rpc_timeout=timeout
         )
+        tracker = self.view.tracker
+        if any(tracker.names_unknown(e) for e in events if e.seq > self.after_seq):
+            # a goal run's plan, a resumed run: the titles come with its state
+            with contextlib.suppress(RPCError, RPCTimeoutOrCancelledError):
+                tracker.learn(
+                    await self.handle.query("state", result_type=TeamRunResult, rpc_timeout=timeout)
+                )
         for event in events:
             if event.seq <= self.after_seq:
                 continue

@@ -93,7 +93,8 @@ class RunTracker:
 
     Titles and agents come from the input (``tasks``, ``plan``) and the
     ``task_start`` events (``agent NAME``); a goal run's tasks, known only
-    once planned, come from one ``state`` query (``needs_tasks`` says when).
+    once planned, from the ``state`` query (``Progress`` asks it when
+    ``names_unknown`` says so).
     """
 
     def __init__(self, inp: TeamRunInput | None = None) -> None:
@@ -101,15 +102,19 @@ class RunTracker:
         self.goal_run = inp is not None and inp.goal is not None
         self.planned = not self.goal_run
         self.ended = False
-        self.needs_tasks = inp is None
         specs = (inp.tasks or (inp.plan.tasks if inp.plan else None) or []) if inp else []
         for spec in specs:
             self.tasks[spec.id] = TaskLine(spec.id, spec.title, spec.assignee)
 
+    def names_unknown(self, event: RunEvent) -> bool:
+        """Whether ``event`` brings tasks this tracker does not know (a plan)."""
+        return event.type == "plan_ready" or (
+            event.task_id is not None and event.task_id not in self.tasks
+        )
+
     def apply(self, event: RunEvent) -> None:
         if event.type == "plan_ready":
             self.planned = True
-            self.needs_tasks = True
         elif event.type == "run_end":
             self.ended = True
         if event.task_id is None:
@@ -128,7 +133,6 @@ class RunTracker:
         line = self.tasks.get(task_id)
         if line is None:
             line = self.tasks[task_id] = TaskLine(task_id)
-            self.needs_tasks = True
         return line
 
     def learn(self, state: TeamRunResult) -> None:
@@ -137,7 +141,6 @@ class RunTracker:
             line = self.tasks.get(t.id) or self.tasks.setdefault(t.id, TaskLine(t.id))
             line.title = line.title or t.title
             line.agent = line.agent or t.assignee
-        self.needs_tasks = False
 
     @property
     def total(self) -> int:
@@ -277,13 +280,6 @@ class LiveView:
             await asyncio.sleep(PEEK_INTERVAL_S)
 
     async def _peek(self) -> None:
-        tracker = self.tracker
-        if tracker.needs_tasks and tracker.planned:
-            tracker.learn(
-                await self.handle.query(
-                    "state", result_type=TeamRunResult, rpc_timeout=DESCRIBE_TIMEOUT
-                )
-            )
         shown = self._shown()
         ids = [self._workflow_id(t) for t in shown]
         outputs = await asyncio.gather(

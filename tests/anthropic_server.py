@@ -128,7 +128,8 @@ class RecordedRequest:
     ``events`` is ``[(event_name, data)]`` of the SSE answer, in order (empty
     for a non-streaming answer; the last one may not have reached a client that
     hung up); ``received_at`` is when its body had been read
-    (``time.monotonic()``, seconds), to measure the gap between two requests.
+    (``time.monotonic()``, seconds), to measure the gap between two requests;
+    ``sent_at[i]`` is when ``events[i]`` was written (the same clock).
     """
 
     method: str
@@ -137,6 +138,7 @@ class RecordedRequest:
     body: Any
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     received_at: float = field(default_factory=time.monotonic)
+    sent_at: list[float] = field(default_factory=list)
 
 
 class AnthropicServer:
@@ -346,6 +348,7 @@ class _MessagesHandler(BaseHTTPRequestHandler):
             # Recorded before it is written, so a client that has read the last
             # event always finds it recorded.
             recorded.events.append((name, data))
+            recorded.sent_at.append(time.monotonic())
             try:
                 self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
                 self.wfile.flush()
