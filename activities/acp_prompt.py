@@ -19,19 +19,16 @@ from oma.activities._attempt import (
     await_server,
     with_attempt,
 )
-from oma.activities._heartbeat import heartbeating
+from oma.activities._heartbeat import TextProgress, heartbeating
 from oma.activities.acp import AcpSession, SessionPool, TurnResult
 from oma.core.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpPromptOutput
 from oma.core.errors import OMAError, application_error
 from oma.core.limits import check_output_size
-from oma.core.redact import redact
 
-_LAST_TEXT_CHARS = 200
-
-HEARTBEAT_INTERVAL_S = 0.25
-"""Seconds between heartbeats while a turn runs. Temporal delivers activity
-cancellation in the answer to a heartbeat, so this bounds how late a cancel
-reaches the agent."""
+HEARTBEAT_INTERVAL_S = 0.5
+"""Most seconds between two heartbeats while a turn runs (new text sends one
+sooner). Temporal delivers activity cancellation in the answer to a
+heartbeat, so this bounds how late a cancel reaches the agent."""
 
 
 class AcpActivities:
@@ -50,10 +47,11 @@ class AcpActivities:
         """Send ``inp.prompt`` to the agent's session, opening the session first
         when this worker holds none for (``run_key``, ``agent``).
 
-        Heartbeats every ``HEARTBEAT_INTERVAL_S`` seconds with
+        Heartbeats at least every ``HEARTBEAT_INTERVAL_S`` seconds, and
+        within ``PROGRESS_HEARTBEAT_GAP_S`` of new text, with
         ``{"output_chars": int, "last_text": str}``: the length of the agent's
-        text so far and its last 200 characters (redacted), the progress text;
-        from the second attempt on, also ``"attempt": int``.
+        text so far and its last 200 characters (redacted), the progress text
+        ``oma run`` shows; from the second attempt on, also ``"attempt": int``.
 
         On cancellation the turn is cancelled (``AcpSession.cancel``): if the
         agent ends it within the grace period, the partial result is returned
@@ -78,7 +76,7 @@ class AcpActivities:
             raise asyncio.CancelledError()
         attempt = attempt_number()
         progress = _Progress(attempt)
-        with heartbeating(progress.details, HEARTBEAT_INTERVAL_S):
+        with heartbeating(progress.details, HEARTBEAT_INTERVAL_S) as progress.heartbeat:
             session, new = await self._open(inp, attempt)
             try:
                 result = await self._prompt(session, inp, progress, attempt)
@@ -147,18 +145,12 @@ class AcpActivities:
             raise application_error(err, attempt=attempt) from err
 
 
-class _Progress:
+class _Progress(TextProgress):
     """How much text the agent has sent in this turn, and its latest part."""
 
     def __init__(self, attempt: int) -> None:
+        super().__init__()
         self.attempt = attempt
-        self.output_chars = 0
-        self.tail = ""
-
-    def add(self, text: str) -> None:
-        self.output_chars += len(text)
-        self.tail = (self.tail + text)[-2 * _LAST_TEXT_CHARS :]
 
     def details(self) -> dict[str, object]:
-        last = redact(self.tail)[-_LAST_TEXT_CHARS:]
-        return with_attempt({"output_chars": self.output_chars, "last_text": last}, self.attempt)
+        return with_attempt(super().details(), self.attempt)

@@ -23,7 +23,7 @@ from oma.activities._attempt import (
     await_server,
     with_attempt,
 )
-from oma.activities._heartbeat import heartbeating
+from oma.activities._heartbeat import Heartbeat, heartbeating
 from oma.activities.process_group import (
     StderrTail,
     kill_group,
@@ -42,10 +42,10 @@ from oma.core.limits import MAX_OUTPUT_BYTES, check_output_size
 from oma.core.process import ProcessRunInput, ProcessRunOutput
 from oma.core.redact import redact
 
-HEARTBEAT_INTERVAL_S = 0.25
-"""Seconds between heartbeats. Temporal delivers activity cancellation (and
-the news that it gave this attempt up) in the answer to a heartbeat, which the
-worker sends at most every 0.5 s (``oma.plugin.HEARTBEAT_THROTTLE``)."""
+HEARTBEAT_INTERVAL_S = 0.5
+"""Most seconds between two heartbeats (new stdout sends one sooner, at most
+every ``PROGRESS_HEARTBEAT_GAP_S``). Temporal delivers activity cancellation
+(and the news that it gave this attempt up) in the answer to a heartbeat."""
 
 KILL_GRACE_S = 1.0
 """Seconds between SIGTERM and SIGKILL when the process group is killed."""
@@ -71,10 +71,12 @@ async def process_run(inp: ProcessRunInput) -> ProcessRunOutput:
     ``backend.env``, in ``backend.cwd`` resolved against the worker's working
     directory (default: the worker's working directory).
 
-    While it runs the activity heartbeats every ``HEARTBEAT_INTERVAL_S``
-    seconds with ``{"stdout_bytes": int, "last_line": str}``: the bytes of
+    While it runs the activity heartbeats at least every
+    ``HEARTBEAT_INTERVAL_S`` seconds, and within ``PROGRESS_HEARTBEAT_GAP_S``
+    of new stdout, with ``{"stdout_bytes": int, "last_line": str}``: the bytes of
     stdout read so far and the last non-empty stdout line (redacted, at most
-    200 characters) — progress without shipping the output twice — and, from
+    200 characters) — progress without shipping the output twice, what
+    ``oma run`` shows — and, from
     the second attempt on, ``"attempt": int``.
 
     Returns ``ProcessRunOutput(stdout=..., exit_code=0, attempt=...)``; stdout
@@ -118,7 +120,7 @@ async def process_run(inp: ProcessRunInput) -> ProcessRunOutput:
     proc = await _spawn(inp, text, attempt)
     output = _Output(attempt)
     stdin_data = text.encode() if backend.input == "stdin" else None
-    with heartbeating(output.heartbeat_details, HEARTBEAT_INTERVAL_S):
+    with heartbeating(output.heartbeat_details, HEARTBEAT_INTERVAL_S) as output.heartbeat:
         try:
             await _collect(proc, stdin_data, output)
         except BaseException:
@@ -194,6 +196,7 @@ class _Output:
         self.stdout = bytearray()
         self.stdout_bytes = 0
         self.stderr = StderrTail()
+        self.heartbeat: Heartbeat | None = None
 
     def add_stdout(self, chunk: bytes) -> None:
         # keep one byte over the limit: enough to know it was exceeded
@@ -201,6 +204,8 @@ class _Output:
         if room > 0:
             self.stdout += chunk[:room]
         self.stdout_bytes += len(chunk)
+        if self.heartbeat is not None:
+            self.heartbeat.changed()
 
     def heartbeat_details(self) -> dict[str, object]:
         tail = self.stdout[-4 * _LAST_LINE_CHARS :].decode("utf-8", errors="replace")

@@ -26,7 +26,8 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma._cli_common import cause, connection, console, fail, run_async
-from oma._cli_run import QUERY_TIMEOUT, print_result
+from oma._cli_run import QUERY_TIMEOUT
+from oma._summary import print_result
 from oma.client import OpenMultiAgent, team_run_result
 from oma.core.approvals import ApprovalDecision, ApprovalRequest, Reviewer
 from oma.core.errors import OMAError

@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
-from rich.text import Text
 from temporalio.client import (
     Client,
     RPCTimeoutOrCancelledError,
@@ -41,6 +39,8 @@ from oma._cli_common import (
     fail,
     run_async,
 )
+from oma._live import PlainView, RunView, run_view
+from oma._summary import print_error_code, print_result
 from oma.core.errors import OMAError
 from oma.core.results import TeamRunResult
 from oma.core.run_events import RunEvent
@@ -170,7 +170,7 @@ async def start_and_follow(
         except WorkflowAlreadyStartedError:
             raise fail(f"a run with workflow id {wid!r} is already running") from None
         err_console.print(f"[dim]started TeamRun {wid} on task queue {task_queue!r}[/]")
-        progress = Progress(handle)
+        progress = Progress(handle, run_view(client, handle, inp))
         follow = asyncio.create_task(progress.follow())
         watch = asyncio.create_task(_say_when_no_worker_polls(client, task_queue))
         try:
@@ -230,19 +230,26 @@ async def _say_when_no_worker_polls(client: Client, task_queue: str) -> None:
 
 
 class Progress:
-    """Prints a run's events to stderr, one line each, as the ``events``
-    query returns them (polled with ``after_seq``, so each is printed once)."""
+    """Shows a run's events on stderr, as the ``events`` query returns them
+    (polled with ``after_seq``, so each is shown once), through ``view``: a
+    live display or plain lines (``oma._live``; plain lines by default)."""
 
-    def __init__(self, handle: WorkflowHandle[Any, Any]) -> None:
+    def __init__(self, handle: WorkflowHandle[Any, Any], view: RunView | None = None) -> None:
         self.handle = handle
+        self.view: RunView = view or PlainView()
         self.after_seq = -1
         self.hinted: set[str] = set()
 
     async def follow(self) -> None:
-        """Print new events every ``EVENT_POLL_S`` seconds, until cancelled."""
-        while True:
-            await self.poll()
-            await asyncio.sleep(EVENT_POLL_S)
+        """Show new events every ``EVENT_POLL_S`` seconds, until cancelled
+        (the live view, if any, ends with it)."""
+        self.view.start()
+        try:
+            while True:
+                await self.poll()
+                await asyncio.sleep(EVENT_POLL_S)
+        finally:
+            self.view.stop()
 
     async def poll(self) -> None:
         """Print the events recorded since the last answer, if the run answers."""
@@ -293,112 +300,24 @@ class Progress:
         events: list[RunEvent] = await self.handle.query(
             "events", self.after_seq, result_type=list[RunEvent], rpc_timeout=timeout
         )
+        tracker = self.view.tracker
+        if any(tracker.names_unknown(e) for e in events if e.seq > self.after_seq):
+            # a goal run's plan, a resumed run: the titles come with its state
+            with contextlib.suppress(RPCError, RPCTimeoutOrCancelledError):
+                tracker.learn(
+                    await self.handle.query("state", result_type=TeamRunResult, rpc_timeout=timeout)
+                )
         for event in events:
             if event.seq <= self.after_seq:
                 continue
             self.after_seq = event.seq
-            err_console.print(_event_line(event))
+            self.view.event(event)
             if event.type == "approval_request" and event.detail not in self.hinted:
                 self.hinted.add(event.detail or "")
-                err_console.print(
+                self.view.note(
                     f"approval needed: oma approve {self.handle.id} {event.detail}",
-                    style="bold yellow",
-                    highlight=False,
-                    markup=False,
+                    "bold yellow",
                 )
-
-
-_EVENT_STYLES = {
-    "task_complete": "green",
-    "task_failed": "red",
-    "task_skipped": "yellow",
-    "task_retry": "yellow",
-    "budget_exceeded": "red",
-    "approval_request": "yellow",
-    "approval_refused": "red",
-    "abort": "red",
-    "run_end": "bold",
-}
-
-
-def _event_line(event: RunEvent) -> Text:
-    """``12:00:03 task_failed      code     PROCESS_FAILED: exit status 1``"""
-    detail = (event.detail or "").strip()
-    first = detail.splitlines()[0] if detail else ""
-    at = event.at.astimezone().strftime("%H:%M:%S")
-    line = Text(f"{at} ", style="dim")
-    line.append(f"{event.type:<17}", style=_EVENT_STYLES.get(event.type, "cyan"))
-    line.append(f" {event.task_id or '-':<12} {first}".rstrip())
-    return line
-
-
-def print_result(result: TeamRunResult, goal_run: bool | None = None) -> None:
-    """The task table, the tokens, the error code, and the final output: a goal
-    run's synthesized answer, else the outputs of the tasks nothing depends on."""
-    table = Table(title=f"TeamRun: {result.status}")
-    for col in ("task", "assignee", "status", "attempts", "tokens in/out", "cost"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("output or error")
-    for t in result.tasks:
-        usage = f"{t.token_usage.input_tokens}/{t.token_usage.output_tokens}"
-        cost = "?" if t.cost_usd is None else f"${t.cost_usd:.4f}"
-        detail = ((t.output if t.output is not None else t.error) or "").strip()
-        # one line a task, cut to the terminal: the whole output is below
-        # (final tasks) or in --json
-        first = Text(detail.splitlines()[0] if detail else "", no_wrap=True, overflow="ellipsis")
-        table.add_row(t.id, t.assignee or "-", t.status.value, str(t.attempts), usage, cost, first)
-    console.print(table)
-    coordinator = result.agent_results.get("coordinator")
-    if coordinator is not None:
-        cu = coordinator.token_usage
-        console.print(
-            f"coordinator: {coordinator.turns} turn(s), {cu.input_tokens} in, "
-            f"{cu.output_tokens} out"
-        )
-    u = result.total_token_usage
-    cache = ""
-    if u.cache_read_input_tokens or u.cache_creation_input_tokens:
-        cache = (
-            f" (and {u.cache_read_input_tokens} read from, "
-            f"{u.cache_creation_input_tokens} written to the prompt cache)"
-        )
-    console.print(
-        f"total tokens: {u.input_tokens} in{cache}, {u.output_tokens} out", highlight=False
-    )
-    unknown = f" + unknown: {', '.join(result.cost_unknown)}" if result.cost_unknown else ""
-    console.print(
-        f"total cost: ${result.total_cost_usd:.4f}{unknown}", highlight=False, markup=False
-    )
-    print_error_code(result)
-    if goal_run is None:
-        goal_run = result.goal is not None
-    if goal_run:
-        if result.final_output is not None:
-            console.rule("final output")
-            console.print(result.final_output, highlight=False, markup=False)
-        return
-    for t in _final_tasks(result):
-        if t.output is not None:
-            console.rule(f"output of {t.id} ({t.title})")
-        else:  # a final task that failed or was skipped: why
-            console.rule(f"{t.id} ({t.title}): {t.status.value}")
-        console.print(t.output or t.error or "", highlight=False, markup=False)
-
-
-def print_error_code(result: TeamRunResult) -> None:
-    if result.error_code is not None:
-        console.print(
-            f"{result.error_code}: {result.error}" if result.error else result.error_code,
-            style="bold red",
-            highlight=False,
-            markup=False,
-        )
-
-
-def _final_tasks(result: TeamRunResult) -> list[Any]:
-    """The tasks nothing depends on: their outputs are the run's final output."""
-    depended_on = {d for t in result.tasks for d in t.depends_on}
-    return [t for t in result.tasks if t.id not in depended_on]
 
 
 async def _cancel_and_wait(handle: Any) -> None:

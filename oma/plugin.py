@@ -9,9 +9,9 @@ the workflows; a worker built with ``OmaPlugin(activities)`` gets the
 workflows and the activities it serves, the interceptor that redacts the
 worker's credential environment values from everything an activity returns,
 heartbeats or raises (``oma.activities._redaction``), and the heartbeat throttle that lets
-a cancel reach an activity within about a second. With tracing on
-(``OTEL_EXPORTER_OTLP_ENDPOINT``), each also gets OpenTelemetry spans
-(``oma.tracing``).
+a cancel, and an activity's progress, reach the server within half a second.
+With tracing on (``OTEL_EXPORTER_OTLP_ENDPOINT``), each also gets
+OpenTelemetry spans (``oma.tracing``).
 (``temporalio.plugin.SimplePlugin``, the SDK's plugin interface:
 https://docs.temporal.io/develop/python/temporal-client#plugins.)
 """
@@ -62,10 +62,15 @@ def _with_workflows(given: Sequence[type] | None) -> Sequence[type]:
     return [*(given or ()), *workflows()]
 
 
-HEARTBEAT_THROTTLE = timedelta(milliseconds=500)
+HEARTBEAT_THROTTLE = timedelta(milliseconds=200)
 """Heartbeats reach the server at most this often, and at least this often when
-an activity heartbeats faster, so a cancel reaches a running activity within
-about a second (the SDK's default throttle is 30 s without a heartbeat timeout)."""
+an activity heartbeats faster (the SDK's default throttle is 30 s without a
+heartbeat timeout). Short, so that progress an activity heartbeats (a
+process's last line, an agent's or a model's latest text:
+``oma.activities._heartbeat``) reaches the server, and ``oma run``'s live view,
+within 0.5 s; activities heartbeat faster than their idle interval (0.5 s)
+only while that progress changes, so an idle activity still sends two a
+second, and a cancel reaches it within about half a second."""
 
 
 class OmaPayloadConverter(PydanticPayloadConverter):

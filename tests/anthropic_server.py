@@ -51,7 +51,10 @@ class TextReply:
     """An assistant message with one ``text`` block.
 
     The text is streamed in ``pieces`` ``text_delta`` events; ``delay_s``
-    seconds pass before each SSE event after ``message_start``.
+    seconds pass before each SSE event after ``message_start``. With
+    ``hold``, the server waits for that event (at most 60 s) after the text
+    deltas, before it ends the block and the message: a turn whose text has
+    streamed and that has not ended until the test says so.
     """
 
     text: str
@@ -62,6 +65,7 @@ class TextReply:
     delay_s: float = 0.0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    hold: threading.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,8 @@ class RecordedRequest:
     ``events`` is ``[(event_name, data)]`` of the SSE answer, in order (empty
     for a non-streaming answer; the last one may not have reached a client that
     hung up); ``received_at`` is when its body had been read
-    (``time.monotonic()``, seconds), to measure the gap between two requests.
+    (``time.monotonic()``, seconds), to measure the gap between two requests;
+    ``sent_at[i]`` is when ``events[i]`` was written (the same clock).
     """
 
     method: str
@@ -133,6 +138,7 @@ class RecordedRequest:
     body: Any
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     received_at: float = field(default_factory=time.monotonic)
+    sent_at: list[float] = field(default_factory=list)
 
 
 class AnthropicServer:
@@ -333,12 +339,16 @@ class _MessagesHandler(BaseHTTPRequestHandler):
         self.end_headers()
         delay_s = 0.0 if isinstance(reply, ErrorReply) else reply.delay_s
         self.close_connection = True
+        hold = reply.hold if isinstance(reply, TextReply) else None
         for i, (name, data) in enumerate(events):
             if i and delay_s:
                 time.sleep(delay_s)
+            if hold is not None and name == "content_block_stop":
+                hold.wait(timeout=60)
             # Recorded before it is written, so a client that has read the last
             # event always finds it recorded.
             recorded.events.append((name, data))
+            recorded.sent_at.append(time.monotonic())
             try:
                 self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
                 self.wfile.flush()

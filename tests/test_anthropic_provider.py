@@ -9,11 +9,13 @@ import logging
 import socket
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import anthropic
 import pytest
 from temporalio.testing import ActivityEnvironment
 
+from oma.activities._heartbeat import PROGRESS_HEARTBEAT_GAP_S
 from oma.activities.providers import anthropic as anthropic_provider
 from oma.activities.providers.anthropic import AnthropicProvider
 from oma.core.agent_config import AgentConfig
@@ -304,28 +306,36 @@ async def test_key_and_base_url_are_read_from_the_environment(
     assert out.content == [TextBlock(text="from env")]
 
 
-async def test_streaming_inside_an_activity_heartbeats_every_half_second_not_per_event(
+async def test_streaming_inside_an_activity_heartbeats_the_latest_text_at_most_every_gap(
     api: AnthropicServer, provider: AnthropicProvider
 ) -> None:
-    # 13 events 0.1 s apart (about 1.2 s): five events to a heartbeat interval
+    # 13 events 0.1 s apart (about 1.2 s): two text deltas to a heartbeat gap
     api.reply_text("one two three four five six seven eight", pieces=8, delay_s=0.1)
     env = ActivityEnvironment()
-    beats: list[float] = []
-    env.on_heartbeat = lambda *details: beats.append(time.monotonic())
+    beats: list[tuple[float, Any]] = []
+    env.on_heartbeat = lambda *details: beats.append((time.monotonic(), details[0]))
 
     out = await env.run(provider.turn, turn_input())
     ended = time.monotonic()
 
     assert out.content == [TextBlock(text="one two three four five six seven eight")]
+    gap = PROGRESS_HEARTBEAT_GAP_S
     interval = anthropic_provider.HEARTBEAT_INTERVAL_S
-    # the first at once, before the request reached the API
-    assert beats and beats[0] < api.requests[0].received_at
-    # then one per interval, on a timer: never sooner (events came 5 times as
-    # often), and never a whole interval later than due, up to the turn's end
-    # (a timer late by less than an interval is a busy machine, not a bug)
-    gaps = [b - a for a, b in itertools.pairwise([*beats, ended])]
-    assert all(interval <= gap for gap in gaps[:-1]), gaps
-    assert all(gap < 2 * interval for gap in gaps), gaps
+    times = [at for at, _ in beats]
+    # the first at once, before the request reached the API, with no text yet
+    assert times and times[0] < api.requests[0].received_at
+    assert beats[0][1] == {"output_chars": 0, "last_text": ""}
+    # then as the text streams: never sooner than the gap (deltas came twice as
+    # often), never a whole idle interval apart (a late timer on a busy machine
+    # is not a bug, so no tighter bound)
+    gaps = [b - a for a, b in itertools.pairwise([*times, ended])]
+    assert all(gap * 0.9 <= g for g in gaps[:-1]), gaps
+    assert all(g < 2 * interval for g in gaps), gaps
+    # each carries the text so far (a prefix of the answer), growing
+    texts = [details["last_text"] for _, details in beats]
+    assert all("one two three four five six seven eight".startswith(t) for t in texts), texts
+    assert texts == sorted(texts, key=len)
+    assert len(set(texts)) > 3, texts
 
 
 def sent_deltas(api: AnthropicServer, delta_type: str, field: str) -> list[str]:

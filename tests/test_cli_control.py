@@ -177,10 +177,15 @@ async def test_oma_run_of_a_goal_prints_progress_the_task_table_and_the_final_ou
         ("run_end", "-"),
     ]
     assert "plan_ready - 2 task(s)" in normalized(proc.stderr)
+    # a goal run's titles, known once planned, name its tasks as they go
+    assert "task_start t1 Draft · writer" in normalized(proc.stderr)
+    assert "task_complete t2 Edit · 0.0s [2/2]" in [
+        re.sub(r"\d+\.\ds", "0.0s", line) for line in normalized(proc.stderr)
+    ]
     # the scripted provider counts words: 5 in "# Task: Draft\n\ndraft it", 2 out
     assert table_rows(proc.stdout) == [
-        ["t1", "writer", "completed", "1", "5/2", "$0.0000", "a draft"],
-        ["t2", "editor", "completed", "1", "18/2", "$0.0000", "an edit"],
+        ["t1", "Draft", "writer", "completed", "5/2", "$0.0000", "a draft"],
+        ["t2", "Edit", "editor", "completed", "18/2", "$0.0000", "an edit"],
     ]
     assert "total cost: $0.0000\n" in proc.stdout  # scripted turns cost nothing
     assert "final output" in proc.stdout

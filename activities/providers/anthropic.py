@@ -13,24 +13,20 @@ from __future__ import annotations
 import copy
 import logging
 import os
-from collections.abc import Callable
 from typing import Any
 
 import anthropic
 import httpx2
 from anthropic.lib.streaming import ParsedMessageStreamEvent
 
-from oma.activities._heartbeat import heartbeating
 from oma.activities.providers._http import body_text, retry_after_s
+from oma.activities.providers._progress import OnEvent, streamed_text_heartbeats
 from oma.activities.tool_call import tool_definitions
 from oma.core.agent_events import TextDelta, ToolCallEvent
 from oma.core.errors import MissingCredentialsError, ProviderError
 from oma.core.llm import LlmTurnInput, LlmTurnOutput
 from oma.core.messages import ContentBlock, TextBlock, ToolUseBlock
 from oma.core.usage import TokenUsage
-
-OnEvent = Callable[[TextDelta | ToolCallEvent], None]
-"""A progress callback: receives each event of a turn while it streams."""
 
 DEFAULT_MAX_TOKENS = 4096
 """``max_tokens`` of a turn when the agent names none."""
@@ -43,7 +39,8 @@ TIMEOUT = anthropic.Timeout(120.0, connect=10.0)
 While streaming, the read limit bounds the silence between two events, not the turn."""
 
 HEARTBEAT_INTERVAL_S = 0.5
-"""Seconds between two activity heartbeats while a turn runs, streaming or silent."""
+"""Most seconds between two activity heartbeats while a turn runs, streaming
+or silent (streamed text sends one sooner: ``streamed_text_heartbeats``)."""
 
 logger = logging.getLogger(__name__)
 
@@ -89,9 +86,10 @@ class AnthropicProvider:
         ``input_tokens``, ``output_tokens``, ``cache_creation_input_tokens``
         and ``cache_read_input_tokens``: cache reads and writes are not in
         ``input_tokens``) and ``model``. Prompt caching: see ``_request``.
-        Inside an activity it heartbeats every ``HEARTBEAT_INTERVAL_S`` seconds
-        while the turn runs, so a cancel reaches it even while the model is
-        silent.
+        Inside an activity it heartbeats at least every
+        ``HEARTBEAT_INTERVAL_S`` seconds while the turn runs, so a cancel
+        reaches it even while the model is silent, and soon after each text
+        delta, with the latest text (``streamed_text_heartbeats``).
 
         ``on_event``, when given, is called while the answer streams: with a
         ``TextDelta`` for every non-empty ``text_delta`` (in order, so they join
@@ -112,10 +110,8 @@ class AnthropicProvider:
         """
         client = self._get_client()
         try:
-            # on a timer, not per event: a cancel must also reach a turn whose
-            # model is silent (thinking before its first token, a slow stream)
-            with heartbeating(lambda: None, HEARTBEAT_INTERVAL_S):
-                message = await _stream_message(client, _request(inp), on_event)
+            with streamed_text_heartbeats(on_event, HEARTBEAT_INTERVAL_S) as events:
+                message = await _stream_message(client, _request(inp), events)
         except anthropic.APIStatusError as err:
             raise self._redacted(_status_error(err)) from err
         except anthropic.APIConnectionError as err:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,8 +26,8 @@ import httpx2
 import openai
 from openai.types.chat import ChatCompletionChunk
 
-from oma.activities._heartbeat import heartbeating
 from oma.activities.providers._http import body_text, retry_after_s
+from oma.activities.providers._progress import OnEvent, streamed_text_heartbeats
 from oma.activities.tool_call import tool_definitions
 from oma.core.agent_events import TextDelta, ToolCallEvent
 from oma.core.errors import InvalidMessageError, MissingCredentialsError, ProviderError
@@ -43,9 +42,6 @@ from oma.core.messages import (
     ToolUseBlock,
 )
 from oma.core.usage import TokenUsage
-
-OnEvent = Callable[[TextDelta | ToolCallEvent], None]
-"""A progress callback: receives each event of a turn while it streams."""
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """Where turns go when neither the agent's ``base_url`` nor ``OPENAI_BASE_URL`` says otherwise."""
@@ -62,7 +58,8 @@ TIMEOUT = openai.Timeout(120.0, connect=10.0)
 While streaming, the read limit bounds the silence between two chunks, not the turn."""
 
 HEARTBEAT_INTERVAL_S = 0.5
-"""Seconds between two activity heartbeats while a turn runs, streaming or silent."""
+"""Most seconds between two activity heartbeats while a turn runs, streaming
+or silent (streamed text sends one sooner: ``streamed_text_heartbeats``)."""
 
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
 """Chat Completions ``finish_reason`` → our (Anthropic) ``stop_reason``; any
@@ -116,7 +113,9 @@ class OpenAIProvider:
         ``cache_read_input_tokens`` = ``cached_tokens``, ``output_tokens`` =
         ``completion_tokens`` (zeros from a server that sends no usage);
         ``model`` as the server names it. Inside an activity it heartbeats
-        every ``HEARTBEAT_INTERVAL_S`` seconds while the turn runs.
+        at least every ``HEARTBEAT_INTERVAL_S`` seconds while the turn runs,
+        and soon after each text delta, with the latest text
+        (``streamed_text_heartbeats``).
 
         ``on_event``, when given, gets a ``TextDelta`` for every non-empty
         ``delta.content`` in order, and one ``ToolCallEvent`` per tool call
@@ -141,10 +140,8 @@ class OpenAIProvider:
             # the server gets no Authorization header at all, not a made-up key
             request["extra_headers"] = {"Authorization": openai.Omit()}
         try:
-            # on a timer, not per chunk: a cancel must also reach a turn whose
-            # model is silent (a slow first token, a local model loading)
-            with heartbeating(lambda: None, HEARTBEAT_INTERVAL_S):
-                answer = await _stream_answer(client, request, on_event)
+            with streamed_text_heartbeats(on_event, HEARTBEAT_INTERVAL_S) as events:
+                answer = await _stream_answer(client, request, events)
         except openai.APIStatusError as err:
             raise _redacted(_status_error(err), api_key) from err
         except openai.APIConnectionError as err:

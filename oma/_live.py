@@ -1,0 +1,364 @@
+"""What ``oma run`` shows while a ``TeamRun`` runs.
+
+Two views of the same run events (the ``events`` query, polled by
+``oma._cli_run.Progress``), both on stderr:
+
+- ``LiveView``, when stderr is a terminal: a rich live display, redrawn every
+  ``PEEK_INTERVAL_S`` seconds, of a bar of settled/total tasks and one line
+  per running task (its id, title, agent, elapsed time and latest output),
+  with the settled tasks and the run's notable events printed above it;
+- ``PlainView`` otherwise (a pipe, a file, a test): one line per event, with
+  the task's title, agent and the settled/total count; a run of more than
+  ``PLAIN_STARTS_UP_TO`` tasks leaves out its ``task_start`` lines, so it
+  prints about one line per task.
+
+The latest output comes from the heartbeats of the task's running
+activities: a process's ``last_line``, an ACP agent's or a model's
+``last_text`` (``oma.activities._heartbeat``), read with
+``DescribeWorkflowExecution`` of the task's ``AgentRun``
+(``pending_activities[].heartbeat_details``). Heartbeats rather than a
+query or a workflow update: the text never enters a workflow's history or
+state (nothing to replay, no workflow task per delta), the server already
+keeps the latest details of every pending activity, and any client reads
+them without a worker (the Web UI shows the same details). Text reaches the
+server within the worker's heartbeat throttle (0.2 s,
+``oma.plugin.HEARTBEAT_THROTTLE``) and the screen within one more
+``PEEK_INTERVAL_S``: under 0.5 s in all (``bench/live.py`` measures it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from rich.console import Group, RenderableType
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+from temporalio.client import Client, WorkflowHandle
+
+from oma._cli_common import err_console
+from oma.core.results import TeamRunResult
+from oma.core.run_events import RunEvent
+from oma.core.run_input import TeamRunInput
+from oma.core.workflow_ids import coordinator_workflow_id, task_workflow_id
+
+PEEK_INTERVAL_S = 0.2
+"""How often the live view reads its running tasks' latest output and redraws."""
+
+RUNNING_ROWS = 10
+"""The live view shows at most this many running tasks (and counts the others);
+it reads the output of those only, one ``DescribeWorkflowExecution`` each."""
+
+PLAIN_STARTS_UP_TO = 20
+"""Plain output prints ``task_start`` lines for runs of at most this many tasks."""
+
+DESCRIBE_TIMEOUT = timedelta(seconds=2)
+
+_SETTLED = {"task_complete": "completed", "task_failed": "failed", "task_skipped": "skipped"}
+
+EVENT_STYLES = {
+    "task_complete": "green",
+    "task_failed": "red",
+    "task_skipped": "yellow",
+    "task_retry": "yellow",
+    "budget_exceeded": "red",
+    "approval_request": "yellow",
+    "approval_refused": "red",
+    "abort": "red",
+    "run_end": "bold",
+}
+
+
+@dataclass
+class TaskLine:
+    """One task as the views show it."""
+
+    id: str
+    title: str = ""
+    agent: str | None = None
+    status: str = "pending"
+    """``pending``, ``running``, or the settled status: ``completed``, ``failed``, ``skipped``."""
+    started: datetime | None = None
+    latest: str = ""
+    """The last line of the task's latest output (a heartbeat's text)."""
+
+
+class RunTracker:
+    """The run's tasks and their status, folded from its events.
+
+    Titles and agents come from the input (``tasks``, ``plan``) and the
+    ``task_start`` events (``agent NAME``); a goal run's tasks, known only
+    once planned, from the ``state`` query (``Progress`` asks it when
+    ``names_unknown`` says so).
+    """
+
+    def __init__(self, inp: TeamRunInput | None = None) -> None:
+        self.tasks: dict[str, TaskLine] = {}
+        self.goal_run = inp is not None and inp.goal is not None
+        self.planned = not self.goal_run
+        self.ended = False
+        specs = (inp.tasks or (inp.plan.tasks if inp.plan else None) or []) if inp else []
+        for spec in specs:
+            self.tasks[spec.id] = TaskLine(spec.id, spec.title, spec.assignee)
+
+    def names_unknown(self, event: RunEvent) -> bool:
+        """Whether ``event`` brings tasks this tracker does not know (a plan)."""
+        return event.type == "plan_ready" or (
+            event.task_id is not None and event.task_id not in self.tasks
+        )
+
+    def apply(self, event: RunEvent) -> None:
+        if event.type == "plan_ready":
+            self.planned = True
+        elif event.type == "run_end":
+            self.ended = True
+        if event.task_id is None:
+            return
+        line = self.task(event.task_id)
+        if event.type == "task_start":
+            line.status = "running"
+            line.started = line.started or event.at
+            detail = event.detail or ""
+            if detail.startswith("agent "):
+                line.agent = detail.removeprefix("agent ")
+        elif event.type in _SETTLED:
+            line.status = _SETTLED[event.type]
+
+    def task(self, task_id: str) -> TaskLine:
+        line = self.tasks.get(task_id)
+        if line is None:
+            line = self.tasks[task_id] = TaskLine(task_id)
+        return line
+
+    def learn(self, state: TeamRunResult) -> None:
+        """Titles and agents from the run's ``state``."""
+        for t in state.tasks:
+            line = self.tasks.get(t.id) or self.tasks.setdefault(t.id, TaskLine(t.id))
+            line.title = line.title or t.title
+            line.agent = line.agent or t.assignee
+
+    @property
+    def total(self) -> int:
+        return len(self.tasks)
+
+    @property
+    def settled(self) -> int:
+        return sum(t.status in ("completed", "failed", "skipped") for t in self.tasks.values())
+
+    @property
+    def failed(self) -> int:
+        return sum(t.status == "failed" for t in self.tasks.values())
+
+    def running(self) -> list[TaskLine]:
+        return [t for t in self.tasks.values() if t.status == "running"]
+
+
+class RunView(Protocol):
+    """Where ``Progress`` sends what it reads of the run."""
+
+    tracker: RunTracker
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def event(self, event: RunEvent) -> None: ...
+
+    def note(self, text: str, style: str) -> None: ...
+
+
+def run_view(client: Client, handle: WorkflowHandle[Any, Any], inp: TeamRunInput) -> RunView:
+    """``LiveView`` when stderr is a terminal, else ``PlainView``."""
+    if err_console.is_terminal and not err_console.is_dumb_terminal:
+        return LiveView(client, handle, inp)
+    return PlainView(RunTracker(inp))
+
+
+class PlainView:
+    """One line per event on stderr (see the module docstring)."""
+
+    def __init__(self, tracker: RunTracker | None = None) -> None:
+        self.tracker = tracker or RunTracker()
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def event(self, event: RunEvent) -> None:
+        self.tracker.apply(event)
+        if event.type == "task_start" and self.tracker.total > PLAIN_STARTS_UP_TO:
+            return
+        err_console.print(event_line(event, self.tracker))
+
+    def note(self, text: str, style: str) -> None:
+        err_console.print(text, style=style, highlight=False, markup=False)
+
+
+def event_line(event: RunEvent, tracker: RunTracker | None = None) -> Text:
+    """``12:00:03 task_failed       code         Write it · PROCESS_FAILED: ... [2/3]``:
+    the time, the type, the task, then its title and the event's detail (first
+    line), and for a settled task the settled/total count."""
+    detail = (event.detail or "").strip()
+    first = detail.splitlines()[0] if detail else ""
+    at = event.at.astimezone().strftime("%H:%M:%S")
+    line = Text(f"{at} ", style="dim")
+    line.append(f"{event.type:<17}", style=EVENT_STYLES.get(event.type, "cyan"))
+    line.append(f" {event.task_id or '-':<12}")
+    task = tracker.tasks.get(event.task_id) if tracker and event.task_id else None
+    parts = [task.title] if task is not None and task.title else []
+    if event.type == "task_start" and task is not None and task.agent:
+        parts.append(task.agent)
+    elif event.type == "task_complete" and task is not None and task.started is not None:
+        parts.append(_elapsed(event.at - task.started))
+    elif first:
+        parts.append(first)
+    line.append(f" {' · '.join(parts)}")
+    line.rstrip()
+    if tracker is not None and event.type in _SETTLED and tracker.total:
+        line.append(f" [{tracker.settled}/{tracker.total}]", style="dim")
+    return line
+
+
+def _elapsed(delta: timedelta) -> str:
+    s = max(delta.total_seconds(), 0.0)
+    if s < 60:
+        return f"{s:.1f}s"
+    minutes, seconds = divmod(int(s), 60)
+    return f"{minutes}m{seconds:02d}s"
+
+
+class LiveView:
+    """A rich live display on stderr (see the module docstring).
+
+    ``start`` begins redrawing every ``PEEK_INTERVAL_S`` seconds, each time
+    after reading the running tasks' latest output; ``stop`` ends it and
+    clears the display (``transient``), leaving the lines printed above it.
+    """
+
+    def __init__(self, client: Client, handle: WorkflowHandle[Any, Any], inp: TeamRunInput) -> None:
+        self.client = client
+        self.handle = handle
+        self.tracker = RunTracker(inp)
+        self.coordinator = TaskLine("coordinator", "planning", "coordinator")
+        self._live = Live(
+            console=err_console, auto_refresh=False, transient=True, redirect_stdout=False
+        )
+        self._loop: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._loop is None:
+            self._live.start()
+            self._loop = asyncio.create_task(self._redraw())
+
+    def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.cancel()
+            self._loop = None
+            self._live.stop()
+
+    def event(self, event: RunEvent) -> None:
+        self.tracker.apply(event)
+        if event.type != "task_start":
+            # above the display: what settled and what happened to the run
+            err_console.print(event_line(event, self.tracker))
+
+    def note(self, text: str, style: str) -> None:
+        err_console.print(text, style=style, highlight=False, markup=False)
+
+    async def _redraw(self) -> None:
+        while True:
+            with contextlib.suppress(Exception):  # best effort: the next round asks again
+                await self._peek()
+            self._live.update(self.render(), refresh=True)
+            await asyncio.sleep(PEEK_INTERVAL_S)
+
+    async def _peek(self) -> None:
+        shown = self._shown()
+        ids = [self._workflow_id(t) for t in shown]
+        outputs = await asyncio.gather(
+            *(latest_output(self.client, wid) for wid in ids), return_exceptions=True
+        )
+        for task, out in zip(shown, outputs, strict=True):
+            if isinstance(out, str) and out:
+                task.latest = out
+
+    def _shown(self) -> list[TaskLine]:
+        if not self.tracker.planned:
+            if self.coordinator.started is None:
+                self.coordinator.started = datetime.now(UTC)
+            return [self.coordinator]
+        return self.tracker.running()[:RUNNING_ROWS]
+
+    def _workflow_id(self, task: TaskLine) -> str:
+        if task is self.coordinator:
+            return coordinator_workflow_id(self.handle.id, "plan")
+        return task_workflow_id(self.handle.id, task.id)
+
+    def render(self) -> RenderableType:
+        """The bar and the running tasks' lines, as of now."""
+        tracker = self.tracker
+        now = datetime.now(UTC)
+        bar = Table.grid(padding=(0, 1))
+        bar.add_row(
+            ProgressBar(total=max(tracker.total, 1), completed=tracker.settled, width=30),
+            Text(f"{tracker.settled}/{tracker.total} tasks settled"),
+            Text(f"{tracker.failed} failed", style="red") if tracker.failed else Text(""),
+        )
+        rows = Table.grid(padding=(0, 1))
+        for _ in range(4):  # id, title, agent, elapsed
+            rows.add_column(no_wrap=True, overflow="ellipsis", max_width=28)
+        rows.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
+        shown = self._shown()
+        for task in shown:
+            elapsed = _elapsed(now - task.started) if task.started else ""
+            rows.add_row(
+                Text(task.id, style="cyan"),
+                Text(task.title),
+                Text(task.agent or "-", style="dim"),
+                Text(elapsed, style="dim"),
+                Text(task.latest, style="italic"),
+            )
+        more = len(tracker.running()) - len(shown)
+        parts: list[RenderableType] = [bar, rows]
+        if more > 0:
+            parts.append(Text(f"+ {more} more running", style="dim"))
+        return Group(*parts)
+
+
+async def latest_output(client: Client, workflow_id: str) -> str:
+    """The last line of the latest output a pending activity of
+    ``workflow_id`` heartbeated: ``last_line`` (``process_run``), ``last_text``
+    (``acp_prompt``, ``llm_turn``), or ``TOOL: last`` (``tool_call``); the most
+    recent heartbeat wins. ``""`` when none has any. Raises ``RPCError`` as
+    ``DescribeWorkflowExecution`` does (e.g. ``NOT_FOUND`` before the child
+    has started)."""
+    described = await client.get_workflow_handle(workflow_id).describe(rpc_timeout=DESCRIBE_TIMEOUT)
+    found: list[tuple[float, str]] = []
+    for pending in described.raw_description.pending_activities:
+        payloads = pending.heartbeat_details.payloads
+        if not payloads:
+            continue
+        [details] = (await client.data_converter.decode(payloads))[:1]
+        text = _progress_text(details)
+        if text:
+            found.append((pending.last_heartbeat_time.ToNanoseconds(), text))
+    return max(found)[1] if found else ""
+
+
+def _progress_text(details: Any) -> str:
+    if not isinstance(details, dict):
+        return ""
+    text = details.get("last_line") or details.get("last_text")
+    if not text and details.get("tool"):
+        text = f"{details['tool']}: {details.get('last') or 'running'}"
+    if not isinstance(text, str):
+        return ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""

@@ -1,0 +1,183 @@
+"""The summary ``oma run`` (and ``oma approve --wait``) prints once a run has
+ended: the task table, usage and cost, the final output, and the failures.
+
+On stdout: it is the command's result (progress went to stderr).
+"""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from oma._cli_common import console
+from oma.core.results import TeamRunResult
+from oma.core.task import TaskState, TaskStatus
+
+TABLE_ROWS_UP_TO = 20
+"""A run of more tasks lists only those that did not complete in its table
+(and counts the others): all of them are in ``--json``."""
+
+
+def print_result(result: TeamRunResult, goal_run: bool | None = None) -> None:
+    """The task table (one line a task: id, title, assignee, status (and
+    attempts when more than one), tokens in/out, cost, the first line of its
+    output or error), the tokens and the cost, the run's error code, the final
+    output (a goal run's synthesized answer, else the outputs of the completed
+    tasks nothing depends on), then **Failures**: each failed task's whole
+    error (a process's redacted stderr tail included) and the tasks skipped
+    because of it."""
+    _print_table(result)
+    coordinator = result.agent_results.get("coordinator")
+    if coordinator is not None:
+        cu = coordinator.token_usage
+        console.print(
+            f"coordinator: {coordinator.turns} turn(s), {cu.input_tokens} in, "
+            f"{cu.output_tokens} out"
+        )
+    u = result.total_token_usage
+    cache = ""
+    if u.cache_read_input_tokens or u.cache_creation_input_tokens:
+        cache = (
+            f" (and {u.cache_read_input_tokens} read from, "
+            f"{u.cache_creation_input_tokens} written to the prompt cache)"
+        )
+    console.print(
+        f"total tokens: {u.input_tokens} in{cache}, {u.output_tokens} out", highlight=False
+    )
+    unknown = f" + unknown: {', '.join(result.cost_unknown)}" if result.cost_unknown else ""
+    console.print(
+        f"total cost: ${result.total_cost_usd:.4f}{unknown}", highlight=False, markup=False
+    )
+    print_error_code(result)
+    if goal_run is None:
+        goal_run = result.goal is not None
+    if goal_run:
+        if result.final_output is not None:
+            console.rule("final output")
+            console.print(result.final_output, highlight=False, markup=False)
+    else:
+        for t in _final_tasks(result):
+            if t.status == TaskStatus.COMPLETED and t.output is not None:
+                console.rule(f"output of {t.id} ({t.title})")
+                console.print(t.output, highlight=False, markup=False)
+    print_failures(result)
+
+
+def _print_table(result: TeamRunResult) -> None:
+    listed = result.tasks
+    if len(listed) > TABLE_ROWS_UP_TO:
+        listed = [t for t in result.tasks if t.status != TaskStatus.COMPLETED]
+    rows = []
+    for t in listed:
+        usage = f"{t.token_usage.input_tokens}/{t.token_usage.output_tokens}"
+        cost = "?" if t.cost_usd is None else f"${t.cost_usd:.4f}"
+        status = t.status.value if t.attempts <= 1 else f"{t.status.value} ({t.attempts}x)"
+        detail = ((t.output if t.output is not None else t.error) or "").strip()
+        # one line a task, cut to the terminal: the whole output is below
+        # (final tasks), errors under Failures, everything in --json
+        first = detail.splitlines()[0] if detail else ""
+        rows.append([t.id, t.title, t.assignee or "-", status, usage, cost, first])
+    table = Table(title=f"TeamRun: {result.status}")
+    widths = _widths(rows)
+    for (col, _), width in zip(_COLUMNS, widths, strict=True):
+        table.add_column(col, no_wrap=True, overflow="ellipsis", min_width=width, max_width=width)
+    rest = max(console.width - sum(widths) - _FRAME, 16)
+    table.add_column("output or error", no_wrap=True, overflow="ellipsis", max_width=rest)
+    for row in rows:
+        table.add_row(*row)
+    if len(listed) < len(result.tasks):
+        table.caption = (
+            f"and {len(result.tasks) - len(listed)} completed task(s) not listed (--json has all)"
+        )
+    console.print(table)
+
+
+_COLUMNS = [
+    ("task", 16),
+    ("title", 24),
+    ("assignee", 16),
+    ("status", 18),
+    ("tokens", 16),
+    ("cost", 10),
+]
+"""The table's columns before the output, and the most characters each shows."""
+
+_FRAME = 3 * len(_COLUMNS) + 4
+"""The characters of a row that are borders and padding."""
+
+
+def _widths(rows: list[list[str]]) -> list[int]:
+    """The short columns' widths: their content's, up to their caps, then the
+    widest of task, title and assignee narrowed until the output column has
+    at least 16 characters of the console's width."""
+    widths = [
+        min(max([len(col), *(len(r[i]) for r in rows)]), cap)
+        for i, (col, cap) in enumerate(_COLUMNS)
+    ]
+    room = console.width - _FRAME - 16
+    while sum(widths) > room:
+        i = max((0, 1, 2), key=lambda i: widths[i])
+        if widths[i] <= 6:
+            break
+        widths[i] -= 1
+    return widths
+
+
+def print_failures(result: TeamRunResult) -> None:
+    """The **Failures** section: for each failed task, its id, title,
+    assignee, error code and attempts, its whole error as the run recorded it
+    (``TaskState.error``: for ``PROCESS_FAILED`` the exit status and the
+    redacted end of stderr), and the tasks skipped because it failed. Nothing
+    when no task failed."""
+    failed = [t for t in result.tasks if t.status == TaskStatus.FAILED]
+    if not failed:
+        return
+    console.rule("Failures", style="red")
+    for t in failed:
+        head = Text(f"{t.id}", style="bold red")
+        head.append(f" ({t.title})" if t.title else "")
+        head.append(f" · {t.assignee or '-'}")
+        if t.error_code:
+            head.append(f" · {t.error_code}", style="red")
+        if t.attempts > 1:
+            head.append(f" · {t.attempts} attempts")
+        console.print(head)
+        console.print((t.error or "(no error recorded)").rstrip(), highlight=False, markup=False)
+        skipped = _skipped_because_of(result, t)
+        if skipped:
+            names = ", ".join(f"{s.id} ({s.title})" if s.title else s.id for s in skipped)
+            console.print(f"skipped because it failed: {names}", style="yellow", highlight=False)
+        console.print()
+
+
+def _skipped_because_of(result: TeamRunResult, failed: TaskState) -> list[TaskState]:
+    """The skipped tasks that depend on ``failed``, directly or not."""
+    dependents: dict[str, list[TaskState]] = {}
+    for t in result.tasks:
+        for d in t.depends_on:
+            dependents.setdefault(d, []).append(t)
+    seen: dict[str, TaskState] = {}
+    todo = [failed.id]
+    while todo:
+        for t in dependents.get(todo.pop(), []):
+            if t.id not in seen and t.status == TaskStatus.SKIPPED:
+                seen[t.id] = t
+                todo.append(t.id)
+    return [t for t in result.tasks if t.id in seen]
+
+
+def print_error_code(result: TeamRunResult) -> None:
+    """The run's own error (``error_code: error``), when it has one."""
+    if result.error_code is not None:
+        console.print(
+            f"{result.error_code}: {result.error}" if result.error else result.error_code,
+            style="bold red",
+            highlight=False,
+            markup=False,
+        )
+
+
+def _final_tasks(result: TeamRunResult) -> list[TaskState]:
+    """The tasks nothing depends on: their outputs are the run's final output."""
+    depended_on = {d for t in result.tasks for d in t.depends_on}
+    return [t for t in result.tasks if t.id not in depended_on]

@@ -1,0 +1,243 @@
+"""What `oma run` shows while a run runs and once it has ended: the live view
+on a terminal (run under a pseudo-terminal here), plain lines otherwise, and
+the summary's Failures section.
+
+Every `oma run` is a subprocess with `--no-worker` against the session's dev
+server; the session's worker, in this process, runs the workflows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import pty
+import re
+import struct
+import subprocess
+import termios
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oma.dev_server import DevServer
+from tests._runs import process, scripted, task
+from tests.anthropic_server import AnthropicServer, TextReply
+from tests.test_cli import OMA
+from tests.test_cli_control import cli_env, events_in, input_file, normalized, oma, table_rows
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\r")
+
+
+class Terminal:
+    """`oma ARGS` with stdout and stderr on a pseudo-terminal of 150x40, as a
+    user's shell runs it; ``screen`` is everything it wrote, ANSI sequences
+    removed."""
+
+    def __init__(self, dev_server: DevServer, *args: str) -> None:
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 150, 0, 0))
+        env = {**cli_env(dev_server), "TERM": "xterm-256color"}
+        env.pop("NO_COLOR", None)
+        self.proc = subprocess.Popen(
+            [OMA, *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=env
+        )
+        os.close(slave)
+        self._master = master
+        self._raw = bytearray()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self._master, 65536)
+            except OSError:  # EIO: the last writer has closed the terminal
+                return
+            if not chunk:
+                return
+            self._raw += chunk
+
+    @property
+    def screen(self) -> str:
+        return ANSI.sub("", bytes(self._raw).decode("utf-8", errors="replace"))
+
+    async def wait_for(self, pattern: str, timeout_s: float = 60) -> re.Match[str]:
+        """The first match of ``pattern`` on one line of the screen, waiting for it."""
+        regex = re.compile(pattern)
+        for _ in range(int(timeout_s / 0.05)):
+            if match := regex.search(self.screen):
+                return match
+            if self.proc.poll() is not None and not self._reader.is_alive():
+                break
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"{pattern!r} never appeared; the screen:\n{self.screen}")
+
+    async def exit_code(self) -> int:
+        code = await asyncio.to_thread(self.proc.wait, 60)
+        await asyncio.to_thread(self._reader.join, 10)
+        os.close(self._master)
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+
+def slow_process(name: str, go: Path) -> dict[str, Any]:
+    """A process agent that prints a line, then waits until ``go`` exists."""
+    code = (
+        "import os, time\n"
+        "print('compiling module 1 of 3', flush=True)\n"
+        f"while not os.path.exists({str(go)!r}):\n"
+        "    time.sleep(0.05)\n"
+        "print('all done')\n"
+    )
+    return process(name, code)
+
+
+async def test_the_live_view_shows_a_running_process_latest_line_before_it_completes(
+    dev_server: DevServer, workflow_id: str, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    run_input = {
+        "team": {"name": "live", "agents": [slow_process("builder", go)]},
+        "tasks": [{**task("build", "builder"), "title": "Build the thing"}],
+    }
+    term = Terminal(
+        dev_server,
+        "run",
+        "--no-worker",
+        "--workflow-id",
+        workflow_id,
+        input_file(tmp_path, run_input),
+    )
+    try:
+        # the process cannot end before `go`, which is made only once its
+        # line is on screen: the live row, with title, agent and elapsed time
+        row = await term.wait_for(
+            r"build +Build the thing +builder +\d+\.\ds +compiling module 1 of 3"
+        )
+        assert "0/1 tasks settled" in term.screen
+        assert "task_complete" not in term.screen
+        go.touch()
+        assert await term.exit_code() == 0, term.screen
+    finally:
+        term.kill()
+    assert row.group(0)
+    after = term.screen[row.end() :]
+    assert re.search(r"task_complete +build +Build the thing · \d+\.\ds \[1/1\]", after), after
+    assert "all done" in after  # the summary's output of the final task
+
+
+async def test_the_live_view_streams_model_text_before_the_turn_ends(
+    dev_server: DevServer, workflow_id: str, tmp_path: Path, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.reset()
+    hold = threading.Event()
+    anthropic_server.reply(
+        TextReply("Thinking about slugs. The answer is forty-two.", pieces=6, hold=hold)
+    )
+    run_input = {
+        "team": {"name": "live", "agents": [{"name": "claude", "provider": "anthropic"}]},
+        "tasks": [{**task("ask", "claude"), "title": "Ask the model"}],
+    }
+    term = Terminal(
+        dev_server,
+        "run",
+        "--no-worker",
+        "--workflow-id",
+        workflow_id,
+        input_file(tmp_path, run_input),
+    )
+    try:
+        # the server holds the message open after its text: the text on
+        # screen came through the heartbeats of a turn still streaming
+        await term.wait_for(r"ask +Ask the model +claude +\d+\.\ds +.*The answer is forty-two\.")
+        assert anthropic_server.requests[0].events[-1][0] == "content_block_delta"
+        assert "task_complete" not in term.screen
+        hold.set()
+        assert await term.exit_code() == 0, term.screen
+    finally:
+        hold.set()
+        term.kill()
+    assert re.search(r"task_complete +ask +Ask the model", term.screen), term.screen
+
+
+async def test_a_failed_process_is_explained_under_failures_with_its_stderr_tail(
+    dev_server: DevServer, workflow_id: str, tmp_path: Path
+) -> None:
+    crash = (
+        "import sys, traceback\n"
+        "print('compiling', flush=True)\n"
+        "try:\n"
+        "    raise ValueError('bad slug')\n"
+        "except ValueError:\n"
+        "    traceback.print_exc()\n"
+        "sys.exit(3)\n"
+    )
+    run_input = {
+        "team": {"name": "t", "agents": [process("coder", crash), process("rev", "print('ok')")]},
+        "tasks": [
+            {**task("code", "coder"), "title": "Write the code"},
+            task("review", "rev", "code"),
+        ],
+    }
+    proc = await oma(
+        dev_server,
+        "run",
+        "--no-worker",
+        "--workflow-id",
+        workflow_id,
+        input_file(tmp_path, run_input),
+    )
+    assert proc.returncode == 1, proc.stderr
+    # stderr: one line each, with titles and the count of settled tasks
+    assert normalized(proc.stderr)[1:4] == [
+        "task_start code Write the code · coder",
+        "task_failed code Write the code · PROCESS_FAILED: agent 'coder': command 'python3' "
+        "exited with status 3 [1/2]",
+        "task_skipped review Review · skipped: dependency 'code' (Write the code) failed [2/2]",
+    ]
+    failures = proc.stdout.split("Failures", 1)[1].splitlines()
+    assert failures[1:8] == [
+        "code (Write the code) · coder · PROCESS_FAILED",
+        "agent 'coder': command 'python3' exited with status 3",
+        "stderr (redacted):",
+        "Traceback (most recent call last):",
+        '  File "<string>", line 4, in <module>',
+        "ValueError: bad slug",
+        "skipped because it failed: review (Review)",
+    ]
+    # the skipped leaf is not shown as if it were the run's outcome
+    assert "review (Review): skipped" not in proc.stdout
+
+
+async def test_plain_output_of_a_large_run_prints_about_one_line_per_task(
+    dev_server: DevServer, workflow_id: str, tmp_path: Path
+) -> None:
+    ids = [f"t{i:02d}" for i in range(25)]
+    run_input = {
+        "team": {"name": "many", "agents": [scripted("a", *(["done"] * 25))]},
+        "tasks": [task(t, "a") for t in ids],
+    }
+    proc = await oma(
+        dev_server,
+        "run",
+        "--no-worker",
+        "--workflow-id",
+        workflow_id,
+        input_file(tmp_path, run_input),
+    )
+    assert proc.returncode == 0, proc.stderr
+    events = events_in(proc.stderr)
+    assert [e for e in events if e[0] == "task_start"] == []
+    assert sorted(t for kind, t in events if kind == "task_complete") == ids
+    assert "[25/25]" in proc.stderr
+    assert table_rows(proc.stdout) == []
+    assert "and 25 completed task(s) not listed (--json has all)" in proc.stdout
+    assert len(proc.stderr.splitlines()) < 25 + 10
