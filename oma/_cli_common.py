@@ -25,7 +25,6 @@ console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
 STATE_DIR = Path(".oma")
-DEV_DB = STATE_DIR / "temporal.db"
 LOG_FILE = STATE_DIR / "oma.log"
 """Where the SDK's own log lines go (``oma -v`` shows them on stderr instead)."""
 

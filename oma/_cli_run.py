@@ -30,8 +30,6 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma._cli_common import (
-    DEV_DB,
-    STATE_DIR,
     cause,
     connection,
     console,
@@ -45,7 +43,7 @@ from oma.core.errors import OMAError
 from oma.core.results import TeamRunResult
 from oma.core.run_events import RunEvent
 from oma.core.run_input import TeamRunInput, checked_team_run_input
-from oma.dev_server import DevServer, is_listening, split_address
+from oma.dev_server import is_listening, split_address
 
 EVENT_POLL_S = 0.5
 """How often ``oma run`` and ``oma plan`` ask the run for new events."""
@@ -99,8 +97,9 @@ async def temporal(with_worker: bool | None) -> AsyncIterator[tuple[Any, str]]:
     """A connected client and task queue. Starts the embedded dev server (and a
     worker in this process) when nothing listens on ``TEMPORAL_ADDRESS``;
     everything started here is stopped on exit."""
+    from oma.client import serving
+
     conn = connection()
-    server: DevServer | None = None
     if not is_listening(conn.address):
         if with_worker is False:
             raise fail(
@@ -109,31 +108,8 @@ async def temporal(with_worker: bool | None) -> AsyncIterator[tuple[Any, str]]:
             )
         _, port = split_address(conn.address)
         err_console.print(f"[dim]starting the embedded Temporal dev server on port {port}[/]")
-        server = DevServer(
-            port=port,
-            db_file=DEV_DB,
-            log_file=STATE_DIR / "dev-server.log",
-            namespaces=[conn.namespace],
-            started_by="oma run",
-        )
-        try:
-            await asyncio.to_thread(server.start)
-        except OMAError as e:
-            # e.g. another `oma run` holds .oma/temporal.db
-            raise fail(f"{e}; see {server.log_file}") from None
-        conn = conn.at(server.address)
-    try:
-        client = await conn.connect()
-        if with_worker if with_worker is not None else server is not None:
-            from oma.worker import build_worker
-
-            async with build_worker(client, conn.task_queue):
-                yield client, conn.task_queue
-        else:
-            yield client, conn.task_queue
-    finally:
-        if server is not None:
-            await asyncio.to_thread(server.stop)
+    async with serving(conn, worker=with_worker, started_by="oma run") as (client, served):
+        yield client, served.task_queue
 
 
 def read_run_input(file: Path) -> TeamRunInput:

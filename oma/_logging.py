@@ -75,6 +75,7 @@ class _FileOnFirstLine(logging.FileHandler):
 
 
 _routed: list[str] = []
+_forwarded: list[bool] = []
 
 
 def route_logs(log_file: Path | None, level: int = logging.INFO) -> None:
@@ -91,7 +92,17 @@ def route_logs(log_file: Path | None, level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(level)
+    forward_core_logs()
 
+
+def forward_core_logs() -> None:
+    """Have the SDK core's warnings go through Python logging (logger
+    ``temporalio.core``) instead of stdout, by setting the default Temporal
+    ``Runtime``: before this process's first client connects, or it has no
+    effect on that client. Once per process."""
+    if _forwarded:
+        return
+    _forwarded.append(True)
     from temporalio.runtime import (
         LogForwardingConfig,
         LoggingConfig,

@@ -33,6 +33,7 @@ from temporalio.common import TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from oma._logging import forward_core_logs
 from oma.connection import Connection
 from oma.core.agent_config import AgentConfig
 from oma.core.approvals import ApprovalDecision, ApprovalRequest, Decision, DecisionValue, Reviewer
@@ -43,6 +44,7 @@ from oma.core.errors import (
     ApprovalUnknownRequestError,
     InvalidRunInputError,
     OMAError,
+    TemporalUnavailableError,
     error_for,
 )
 from oma.core.message_guard import to_messages
@@ -83,6 +85,60 @@ EMBEDDED_DB = Path(".oma") / "temporal.db"
 
 POLL_INTERVAL_S = 0.3
 """Seconds between two ``pending_approvals`` queries while callbacks wait for requests."""
+
+
+@asynccontextmanager
+async def serving(
+    connection: Connection, *, worker: bool | None = None, started_by: str = ""
+) -> AsyncIterator[tuple[Client, Connection]]:
+    """A client of ``connection``'s server that works with nothing else running,
+    and the connection it uses (``OpenMultiAgent.embedded``, ``oma run``).
+
+    When nothing listens at the address (a port on this machine), the
+    embedded Temporal dev server starts there (histories in ``EMBEDDED_DB``,
+    its log beside it; ``started_by`` names who started it for a second one
+    to say) with a worker in this process, and both stop on exit. When a
+    server listens, it only connects. ``worker`` True or False runs a worker
+    in this process, or none, in either case.
+
+    Raises ``TemporalUnavailableError`` when the server cannot be started (the
+    port taken, ``EMBEDDED_DB`` held by another embedded server, whose
+    address the message names; the message points to the server's log) or
+    no server answers.
+    """
+    server: DevServer | None = None
+    if not is_listening(connection.address):
+        _, port = split_address(connection.address)
+        log_file = EMBEDDED_DB.with_name("dev-server.log")
+        server = DevServer(
+            port=port,
+            db_file=EMBEDDED_DB,
+            log_file=log_file,
+            namespaces=[connection.namespace],
+            started_by=started_by,
+        )
+        try:
+            await asyncio.to_thread(server.start)
+        except TemporalUnavailableError as err:
+            raise TemporalUnavailableError(f"{err.message}; see {log_file}") from None
+        connection = connection.at(server.address)
+    in_process = worker if worker is not None else server is not None
+    if in_process:
+        # the in-process worker's SDK warnings (e.g. "Query not found") would
+        # otherwise be written to this program's stdout
+        forward_core_logs()
+    try:
+        client = await connection.connect()
+        if in_process:
+            from oma.worker import build_worker  # the worker's imports only when it runs
+
+            async with build_worker(client, connection.task_queue):
+                yield client, connection
+        else:
+            yield client, connection
+    finally:
+        if server is not None:
+            await asyncio.to_thread(server.stop)
 
 
 class OpenMultiAgent:
@@ -180,30 +236,9 @@ class OpenMultiAgent:
         whose address the message names) or no server answers.
         """
         oma = cls(**kwargs)
-        server: DevServer | None = None
-        if not is_listening(oma.address):
-            _, port = split_address(oma.address)
-            server = DevServer(
-                port=port,
-                db_file=EMBEDDED_DB,
-                log_file=EMBEDDED_DB.with_name("dev-server.log"),
-                namespaces=[oma.namespace],
-            )
-            await asyncio.to_thread(server.start)
-            oma.connection = oma.connection.at(server.address)
-            oma.address = server.address
-        try:
-            client = await oma.client()
-            if worker if worker is not None else server is not None:
-                from oma.worker import build_worker  # the worker's imports only when it runs
-
-                async with build_worker(client, oma.task_queue):
-                    yield oma
-            else:
-                yield oma
-        finally:
-            if server is not None:
-                await asyncio.to_thread(server.stop)
+        async with serving(oma.connection, worker=worker) as (client, connection):
+            oma.connection, oma.address, oma._client = connection, connection.address, client
+            yield oma
 
     async def client(self) -> Client:
         """The Temporal client (connected on first use)."""
