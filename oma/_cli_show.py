@@ -164,7 +164,9 @@ def _task_table(view: RunView) -> Table:
     table = Table(title="tasks, in dependency order", box=box.SIMPLE_HEAD, title_justify="left")
     columns = ("task", "title", "assignee", "status", "after", "start", "took", "tries", "cost $")
     for name in columns:
-        table.add_column(name, overflow="fold")
+        # on a narrow terminal the free text wraps; ids, statuses and figures stay whole
+        free = name in ("title", "after")
+        table.add_column(name, overflow="fold", no_wrap=not free, min_width=8 if free else None)
     for t in view.tasks:
         table.add_row(
             f"{'  ' * t.layer}{t.id}",
@@ -183,7 +185,7 @@ def _task_table(view: RunView) -> Table:
 def _coordinator_table(view: RunView) -> Table:
     table = Table(title="coordinator", box=box.SIMPLE_HEAD, title_justify="left")
     for name in ("step", "agent", "status", "start", "took", "tokens"):
-        table.add_column(name, overflow="fold")
+        table.add_column(name, overflow="fold", no_wrap=name != "step")
     for child in view.coordinator:
         s = child.span
         table.add_row(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from tests._runs import assert_replays, run_team, task
+from tests._runs import assert_replays, process, run_team, task
 from tests.anthropic_server import AnthropicServer
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -118,4 +118,21 @@ async def test_a_model_without_a_price_is_unknown_not_free(
     assert result.task("b").token_usage.unpriced == ["model 'mystery-7b'"]
     assert result.total_cost_usd == result.task("a").cost_usd
     assert result.cost_unknown == ["model 'mystery-7b'"]
+    await assert_replays(client, workflow_id)
+
+
+async def test_a_failed_process_task_is_of_unknown_cost_too(
+    client: Client, workflow_id: str
+) -> None:
+    failing = process("coder", "import sys; sys.exit(3)")
+    result = await run_team(
+        client,
+        workflow_id,
+        {"team": {"name": "t", "agents": [failing]}, "tasks": [task("code", "coder")]},
+    )
+
+    code = result.task("code")
+    assert (code.status, code.error_code) == ("failed", "PROCESS_FAILED")
+    assert code.cost_usd is None
+    assert result.cost_unknown == ["process agent 'coder'"]
     await assert_replays(client, workflow_id)

@@ -440,6 +440,31 @@ async def test_the_mcp_example_team_runs_with_the_scripted_provider(
     await assert_replays(client, workflow_id)
 
 
+async def test_a_server_that_cannot_start_is_tried_three_times_and_its_stderr_is_quoted(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    starts = tmp_path / "starts"
+    broken = {
+        "name": "fs",
+        "command": "sh",
+        "args": [
+            "-c",
+            f"echo started >> {starts}; echo 'npm ERR! 404 no such package' >&2; exit 1",
+        ],
+    }
+
+    with pytest.raises(WorkflowFailureError) as caught:
+        await run_agent(client, workflow_id, mcp_agent("ok", servers=[broken]), "go")
+
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "MCP_SERVER_FAILED"
+    assert cause.message.startswith("MCP server 'fs' did not start: ")
+    assert cause.message.endswith("; its stderr ends:\nnpm ERR! 404 no such package")
+    # a first start may be flaky (npx installing): Temporal tried the listing 3 times
+    assert starts.read_text().splitlines() == ["started"] * 3
+    await assert_replays(client, workflow_id)
+
+
 async def test_the_mcp_example_team_runs_on_an_openai_compatible_model(
     client: Client, workflow_id: str, tmp_path: Path, openai_server: OpenAIServer
 ) -> None:

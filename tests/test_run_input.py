@@ -31,7 +31,7 @@ def test_a_task_id_with_a_slash_says_why_it_may_not() -> None:
     message = refusal(tasks=[{"id": "a/b", "title": "T", "assignee": "a"}])
     assert message == (
         "invalid TeamRun input: tasks[0].id: task id 'a/b' contains '/': a task's workflow "
-        "id is '<run id>/<task id>', so ids may not"
+        "id is '<run id>/<task id>', so task ids may not contain '/'"
     )
 
 

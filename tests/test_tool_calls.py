@@ -256,6 +256,8 @@ async def test_a_long_tool_loop_sends_the_conversation_by_reference_and_history_
     handle = client.get_workflow_handle(workflow_id)
     everything = await handle.query("conversation", {"start": 0}, result_type=list[dict[str, Any]])
     assert len(everything) == 2 + 2 * calls
+    # as `temporal workflow query --type conversation` asks it: with no argument
+    assert await handle.query("conversation", result_type=list[dict[str, Any]]) == everything
     await assert_replays(client, workflow_id)
 
 

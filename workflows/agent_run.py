@@ -148,11 +148,14 @@ class AgentRun(ApprovalHandlers):
         return self._events
 
     @workflow.query(name="conversation")
-    def conversation(self, part: ConversationSlice) -> list[LLMMessage]:
+    def conversation(self, part: ConversationSlice | None = None) -> list[LLMMessage]:
         """An LLM agent's conversation: as the latest model turn was asked it
         while the run goes (the ``llm_turn`` activity reads it here), all of
         it once the run ended. ``part`` says which messages: from ``start``
-        to ``end``, as many as fit ``max_bytes`` of JSON (at least one)."""
+        to ``end``, as many as fit ``max_bytes`` of JSON (at least one);
+        without it (``temporal workflow query --type conversation``), from
+        the first, up to 1 MiB."""
+        part = part or ConversationSlice()
         messages = self._model.conversation[part.start : part.end]
         size = 0
         for count, message in enumerate(messages):

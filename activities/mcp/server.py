@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import Any, TextIO, cast
 
 import httpx2
 from mcp import types
@@ -25,9 +26,13 @@ from mcp.types import CONNECTION_CLOSED
 
 from oma.core.errors import McpServerError, MissingCredentialsError
 from oma.core.mcp import SEPARATOR, TOOL_NAME_CHARS, McpServerConfig, McpTool
+from oma.core.redact import redact
 
 START_TIMEOUT_S = 60.0
 """Seconds a server has to start and answer ``initialize``."""
+
+STDERR_TAIL_CHARS = 2000
+"""How much of a stdio server's stderr its errors quote, at most (characters)."""
 
 
 class McpServer:
@@ -43,6 +48,12 @@ class McpServer:
         self._failure: BaseException | None = None
         self._task: asyncio.Task[None] | None = None
         self._closed = False  # the connection dropped: the server exited
+        # a stdio server's stderr: kept for its errors, off the worker's console
+        self._stderr: TextIO | None = (
+            cast(TextIO, tempfile.TemporaryFile("w+"))  # noqa: SIM115 (closed by close())
+            if config.command is not None
+            else None
+        )
 
     @classmethod
     async def open(cls, config: McpServerConfig) -> McpServer:
@@ -63,10 +74,28 @@ class McpServer:
         finally:
             ready.cancel()
         if server._session is None or server._task.done():
+            said = server._said()
             await server.close()
             reason = _describe(server._failure) if server._failure else "no answer in time"
-            raise McpServerError(f"MCP server {config.name!r} did not start: {reason}")
+            error = McpServerError(f"MCP server {config.name!r} did not start: {reason}{said}")
+            # a first start may be slow or flaky (npx installing the server):
+            # Temporal tries the listing again (workflows/_options.MCP_LIST_TOOLS)
+            error.retryable = True
+            raise error
         return server
+
+    def _said(self) -> str:
+        """``; its stderr ends: ...``: the last ``STDERR_TAIL_CHARS`` a stdio
+        server wrote to its stderr, redacted (``oma.core.redact``), for an
+        error message; empty when it wrote nothing (or is an HTTP server)."""
+        if self._stderr is None:
+            return ""
+        try:
+            self._stderr.seek(0)
+            text = self._stderr.read()[-STDERR_TAIL_CHARS:].strip()
+        except (OSError, ValueError):  # closed
+            return ""
+        return f"; its stderr ends:\n{redact(text)}" if text else ""
 
     @property
     def alive(self) -> bool:
@@ -120,6 +149,8 @@ class McpServer:
         self._stop.set()
         if self._task is not None:
             await asyncio.wait({self._task})
+        if self._stderr is not None:
+            self._stderr.close()
 
     def _live(self) -> ClientSession:
         if self._session is None or not self.alive:
@@ -134,7 +165,9 @@ class McpServer:
         if call not in done:
             call.cancel()
             reason = f": {_describe(self._failure)}" if self._failure else ""
-            raise McpServerError(f"MCP server {self.config.name!r} exited during {method}{reason}")
+            raise McpServerError(
+                f"MCP server {self.config.name!r} exited during {method}{reason}{self._said()}"
+            )
         try:
             return call.result()
         except Exception as err:
@@ -158,7 +191,10 @@ class McpServer:
                         env=self.config.env or None,
                         cwd=self.config.cwd,
                     )
-                    read, write = await stack.enter_async_context(stdio_client(params))
+                    assert self._stderr is not None
+                    read, write = await stack.enter_async_context(
+                        stdio_client(params, errlog=self._stderr)
+                    )
                 else:
                     assert self.config.url is not None
                     http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers))

@@ -91,6 +91,9 @@ async def _turns(
     if backend is None:
         await run_model_loop(agent, messages, ports.model, ports.tools, result, budget, pricing)
     elif backend.kind == "process":
+        # whatever the command spends (it may call models itself), nobody
+        # reports it: unknown, also when it fails
+        result.token_usage.unpriced = [f"process agent {agent.name!r}"]
         out = await ports.backend.process_run(
             ProcessRunInput(
                 agent=agent.name, backend=backend, system_prompt=agent.system_prompt, prompt=prompt
@@ -98,8 +101,6 @@ async def _turns(
         )
         result.turns, result.output = 1, out.stdout
         result.backend_attempts = out.attempt
-        # whatever the command spent (it may call models itself), nobody reports it
-        result.token_usage.unpriced = [f"process agent {agent.name!r}"]
     else:
         turn = await ports.backend.acp_prompt(
             AcpPromptInput(

@@ -84,7 +84,7 @@ class TaskSpec(BaseModel):
         if "/" in task_id:
             raise ValueError(
                 f"task id {task_id!r} contains '/': a task's workflow id is "
-                "'<run id>/<task id>', so ids may not"
+                "'<run id>/<task id>', so task ids may not contain '/'"
             )
         return task_id
 
