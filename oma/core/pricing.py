@@ -2,8 +2,9 @@
 
 A price is US dollars per million tokens for each kind of token the usage
 names (``oma.core.usage.TokenUsage``): input, output, prompt-cache writes and
-prompt-cache reads. ``PRICES`` holds the providers' published list prices of
-the current Anthropic and OpenAI models (as of ``PRICES_AS_OF``); a run's
+prompt-cache reads. ``PRICES`` holds the providers' list prices of the
+current Anthropic and OpenAI models as this table was written
+(``PRICES_AS_OF``); a run's
 ``options.pricing`` adds models or replaces prices (a local model, a
 negotiated rate, a price that changed). A model that neither knows is
 *unpriced*: its turns count no dollars and say so (``TokenUsage.unpriced``),
@@ -62,7 +63,9 @@ def _price(input: float, output: float, cache_write: float, cache_read: float) -
 
 
 PRICES_AS_OF = "2026-11"
-"""When ``PRICES`` was last checked against the providers' price pages."""
+"""When ``PRICES`` was written, from the providers' published list prices
+(not fetched at run time: there may be newer ones; ``options.pricing``
+replaces any of them)."""
 
 PRICES: Mapping[str, ModelPrice] = {
     # https://docs.anthropic.com/en/docs/about-claude/pricing (cache write: 5-minute cache)
