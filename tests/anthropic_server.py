@@ -21,15 +21,16 @@ import json
 import math
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 from urllib.parse import urlsplit
 
+from tests._local_api import SOCKET_TIMEOUT_S as _SOCKET_TIMEOUT_S
+from tests._local_api import LocalApiServer
+
 _MAX_BODY_BYTES = 32 * 1024 * 1024
-_SOCKET_TIMEOUT_S = 5.0
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -141,67 +142,19 @@ class RecordedRequest:
     sent_at: list[float] = field(default_factory=list)
 
 
-class AnthropicServer:
+class AnthropicServer(LocalApiServer[Reply, RecordedRequest]):
     """A programmable Anthropic Messages API on ``127.0.0.1``; see the module docstring.
 
     Use as a context manager, or call ``start()`` and ``stop()``. Thread-safe:
     the test thread scripts replies while the server thread answers.
     """
 
-    def __init__(self, default_responder: Responder | None = None) -> None:
-        self.default_responder = default_responder
-        self._lock = threading.Lock()
-        self._replies: deque[Reply] = deque()
-        self._requests: list[RecordedRequest] = []
-        self._request_count = 0
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle ---------------------------------------------------------
-
-    def start(self) -> Self:
-        """Bind an ephemeral port and serve in a daemon thread."""
-        if self._httpd is not None:
-            return self
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        httpd.daemon_threads = True
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close the listening socket (idempotent)."""
-        httpd, self._httpd = self._httpd, None
-        if httpd is None:
-            return
-        httpd.shutdown()
-        httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=_SOCKET_TIMEOUT_S)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    fallback = TextReply("ok")
 
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:<port>``, for the SDK's ``base_url``."""
-        if self._httpd is None:
-            raise RuntimeError("AnthropicServer is not started")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    # -- scripting ---------------------------------------------------------
-
-    def reply(self, reply: Reply) -> None:
-        """Queue ``reply`` for the next request."""
-        with self._lock:
-            self._replies.append(reply)
+        return self.origin
 
     def reply_text(
         self,
@@ -230,41 +183,6 @@ class AnthropicServer:
     ) -> None:
         """Queue an ``ErrorReply``."""
         self.reply(ErrorReply(status, message, error_type, dict(headers or {}), mid_stream))
-
-    def reset(self) -> None:
-        """Forget queued replies, recorded requests and the default responder."""
-        with self._lock:
-            self._replies.clear()
-            self._requests.clear()
-            self.default_responder = None
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """A snapshot of the requests received so far, oldest first."""
-        with self._lock:
-            return list(self._requests)
-
-    # -- used by the handler -----------------------------------------------
-
-    def _record(self, request: RecordedRequest) -> str:
-        with self._lock:
-            self._requests.append(request)
-            self._request_count += 1
-            return f"req_test_{self._request_count:04d}"
-
-    def _next_reply(self, body: dict[str, Any]) -> Reply:
-        with self._lock:
-            if self._replies:
-                return self._replies.popleft()
-            responder = self.default_responder
-        return responder(body) if responder is not None else TextReply("ok")
-
-
-def _handler_for(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(_MessagesHandler):
-        owner = server
-
-    return Handler
 
 
 class _MessagesHandler(BaseHTTPRequestHandler):
@@ -452,3 +370,6 @@ def _split(text: str, pieces: int) -> list[str]:
         return [""]
     size = math.ceil(len(text) / max(1, pieces))
     return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+AnthropicServer.handler = _MessagesHandler

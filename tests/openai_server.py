@@ -19,17 +19,17 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 from urllib.parse import urlsplit
 
+from tests._local_api import SOCKET_TIMEOUT_S as _SOCKET_TIMEOUT_S
+from tests._local_api import LocalApiServer
+
 _MAX_BODY_BYTES = 32 * 1024 * 1024
-_SOCKET_TIMEOUT_S = 5.0
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -125,62 +125,18 @@ class RecordedRequest:
     received_at: float = field(default_factory=time.monotonic)
 
 
-class OpenAIServer:
+class OpenAIServer(LocalApiServer[Reply, RecordedRequest]):
     """A programmable Chat Completions API on ``127.0.0.1``; see the module docstring.
 
     Use as a context manager, or call ``start()`` and ``stop()``. Thread-safe.
     """
 
-    def __init__(self, default_responder: Responder | None = None) -> None:
-        self.default_responder = default_responder
-        self._lock = threading.Lock()
-        self._replies: deque[Reply] = deque()
-        self._requests: list[RecordedRequest] = []
-        self._request_count = 0
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> Self:
-        """Bind an ephemeral port and serve in a daemon thread."""
-        if self._httpd is not None:
-            return self
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        httpd.daemon_threads = True
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close the listening socket (idempotent)."""
-        httpd, self._httpd = self._httpd, None
-        if httpd is None:
-            return
-        httpd.shutdown()
-        httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=_SOCKET_TIMEOUT_S)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    fallback = TextReply("ok")
 
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:<port>/v1``, for the SDK's ``base_url``."""
-        if self._httpd is None:
-            raise RuntimeError("OpenAIServer is not started")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def reply(self, reply: Reply) -> None:
-        """Queue ``reply`` for the next request."""
-        with self._lock:
-            self._replies.append(reply)
+        return self.origin + "/v1"
 
     def reply_text(self, text: str, **options: Any) -> None:
         """Queue a ``TextReply`` (``options``: its other fields)."""
@@ -196,39 +152,6 @@ class OpenAIServer:
         """Queue an ``ErrorReply`` (``options``: ``error_type``, ``code``, ``headers``,
         ``mid_stream``)."""
         self.reply(ErrorReply(status, message, **options))
-
-    def reset(self) -> None:
-        """Forget queued replies, recorded requests and the default responder."""
-        with self._lock:
-            self._replies.clear()
-            self._requests.clear()
-            self.default_responder = None
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """A snapshot of the requests received so far, oldest first."""
-        with self._lock:
-            return list(self._requests)
-
-    def _record(self, request: RecordedRequest) -> str:
-        with self._lock:
-            self._requests.append(request)
-            self._request_count += 1
-            return f"req_test_{self._request_count:04d}"
-
-    def _next_reply(self, body: dict[str, Any]) -> Reply:
-        with self._lock:
-            if self._replies:
-                return self._replies.popleft()
-            responder = self.default_responder
-        return responder(body) if responder is not None else TextReply("ok")
-
-
-def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(_ChatHandler):
-        owner = server
-
-    return Handler
 
 
 class _ChatHandler(BaseHTTPRequestHandler):
@@ -395,3 +318,6 @@ def _split(text: str, pieces: int) -> list[str]:
         return [""]
     size = math.ceil(len(text) / max(1, pieces))
     return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+OpenAIServer.handler = _ChatHandler
