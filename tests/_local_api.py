@@ -5,11 +5,13 @@ the record of every request."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import deque
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Generic, Self, TypeVar
+from urllib.parse import urlsplit
 
 SOCKET_TIMEOUT_S = 5.0
 """How long a handler waits on a stuck client, and ``stop`` on the server thread."""
@@ -112,3 +114,51 @@ class LocalApiServer(Generic[ReplyT, RequestT]):
                 return self._replies.popleft()
             responder = self.default_responder
         return responder(body) if responder is not None else self.fallback
+
+
+MAX_BODY_BYTES = 32 * 1024 * 1024
+"""The largest request body the servers read."""
+
+
+class JsonApiHandler(BaseHTTPRequestHandler):
+    """The request handling both APIs share: one POST ``route``, a JSON body
+    (404, 413 and 400 in the API's own error shape, ``error_body``
+    otherwise), and JSON answers that close the connection."""
+
+    route: str
+    protocol_version = "HTTP/1.1"
+    timeout = SOCKET_TIMEOUT_S  # a stuck client cannot hold a handler thread forever
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        """The API's error JSON for ``status``."""
+        raise TypeError(f"{type(self).__name__} gives no error_body")
+
+    def request_json(self) -> Any | None:
+        """The request's JSON body; ``None`` once an error answer was sent."""
+        if urlsplit(self.path).path != self.route:
+            self.send_json(404, self.error_body(404, f"no route for POST {self.path}"), {})
+            return None
+        length = int(self.headers.get("content-length") or 0)
+        if length > MAX_BODY_BYTES:
+            self.send_json(413, self.error_body(413, "request body too large"), {})
+            return None
+        try:
+            return json.loads(self.rfile.read(length))
+        except ValueError:
+            self.send_json(400, self.error_body(400, "request body is not JSON"), {})
+            return None
+
+    def send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("connection", "close")
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+        self.close_connection = True

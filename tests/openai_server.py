@@ -22,14 +22,9 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import urlsplit
 
-from tests._local_api import SOCKET_TIMEOUT_S as _SOCKET_TIMEOUT_S
-from tests._local_api import LocalApiServer
-
-_MAX_BODY_BYTES = 32 * 1024 * 1024
+from tests._local_api import JsonApiHandler, LocalApiServer
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -154,26 +149,16 @@ class OpenAIServer(LocalApiServer[Reply, RecordedRequest]):
         self.reply(ErrorReply(status, message, **options))
 
 
-class _ChatHandler(BaseHTTPRequestHandler):
+class _ChatHandler(JsonApiHandler):
     owner: OpenAIServer
-    protocol_version = "HTTP/1.1"
-    timeout = _SOCKET_TIMEOUT_S
+    route = "/v1/chat/completions"
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        return ErrorReply(status, message).body
 
     def do_POST(self) -> None:
-        if urlsplit(self.path).path != "/v1/chat/completions":
-            self._send_json(404, ErrorReply(404, f"no route for POST {self.path}").body, {})
-            return
-        length = int(self.headers.get("content-length") or 0)
-        if length > _MAX_BODY_BYTES:
-            self._send_json(413, ErrorReply(413, "request body too large").body, {})
-            return
-        try:
-            body = json.loads(self.rfile.read(length))
-        except ValueError:
-            self._send_json(400, ErrorReply(400, "request body is not JSON").body, {})
+        body = self.request_json()
+        if body is None:
             return
         recorded = RecordedRequest(
             method="POST",
@@ -188,7 +173,7 @@ class _ChatHandler(BaseHTTPRequestHandler):
         if isinstance(reply, ErrorReply):
             headers |= reply.headers
             if not (reply.mid_stream and streaming):
-                self._send_json(reply.status, reply.body, headers)
+                self.send_json(reply.status, reply.body, headers)
                 return
         model = body.get("model", "")
         if streaming:
@@ -196,19 +181,7 @@ class _ChatHandler(BaseHTTPRequestHandler):
             self._send_sse(_chunks(reply, model, request_id, usage), headers, recorded, reply)
         else:
             assert not isinstance(reply, ErrorReply)
-            self._send_json(200, _completion(reply, model, request_id), headers)
-
-    def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.send_header("connection", "close")
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-        self.close_connection = True
+            self.send_json(200, _completion(reply, model, request_id), headers)
 
     def _send_sse(
         self,
