@@ -2,7 +2,9 @@
 
 Starts one embedded dev server and one ``oma worker`` subprocess (on a task
 queue of its own, in a scratch copy of ``examples/``), runs one warm-up, then
-``--repeat`` times:
+``--repeat`` times, in both modes side by side (the default, a warm
+forkserver, ``oma._forkserver``; and each command in its own process,
+``OMA_FORKSERVER=0``):
 
 - ``oma run --no-worker --json --workflow-id ID examples/goal-team-scripted.json``
   (a scripted coordinator, an LLM planner and reviewer on scripted responses,
@@ -13,7 +15,9 @@ queue of its own, in a scratch copy of ``examples/``), runs one warm-up, then
   it, printing the result and leaving.
 - ``oma --help``: its wall time.
 
-Prints one line per repetition, then the medians; the last line is::
+The forkserver lives in a scratch ``XDG_RUNTIME_DIR`` and is stopped at the
+end. Prints one line per repetition, then the medians; the last line is the
+default mode's::
 
     run_overhead_s=<median> help_s=<median>
 
@@ -27,8 +31,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -75,30 +81,47 @@ def main() -> None:
     project = Path(tempfile.mkdtemp(prefix="oma-bench-cli-"))
     shutil.copytree(ROOT / "examples", project / "examples")
     (project / "scratch").mkdir()
+    runtime = project / "runtime"
+    runtime.mkdir(mode=0o700)
     server = DevServer(port=free_port(), log_file=project / "dev-server.log").start()
-    env = {**os.environ, "TEMPORAL_ADDRESS": server.address, "OMA_TASK_QUEUE": TASK_QUEUE}
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": server.address,
+        "OMA_TASK_QUEUE": TASK_QUEUE,
+        "XDG_RUNTIME_DIR": str(runtime),
+    }
     env.pop("ANTHROPIC_API_KEY", None)
+    env.pop("OMA_FORKSERVER", None)
+    modes = {"forkserver": env, "own process": {**env, "OMA_FORKSERVER": "0"}}
     worker = subprocess.Popen(
         [OMA, "worker"], cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        overheads: list[float] = []
-        helps: list[float] = []
-        for i in range(args.repeat + 1):  # the first is a warm-up
-            workflow_id = f"bench-cli-{i}-{uuid.uuid4().hex[:8]}"
-            cmd = [OMA, "run", EXAMPLE, "--no-worker", "--json", "--workflow-id", workflow_id]
-            wall, _ = timed(cmd, project, env)
-            span = asyncio.run(run_span(server.address, workflow_id))
-            help_s, _ = timed([OMA, "--help"], project, env)
-            if i == 0:
-                continue
-            overheads.append(wall - span)
-            helps.append(help_s)
-            print(
-                f"run {i}: wall {wall:.3f} s, run span {span:.3f} s, "
-                f"overhead {wall - span:.3f} s; oma --help {help_s:.3f} s",
-                flush=True,
-            )
+        figures: dict[str, tuple[list[float], list[float]]] = {m: ([], []) for m in modes}
+        for i in range(args.repeat + 1):  # the first is a warm-up (it starts the forkserver)
+            for mode, mode_env in modes.items():
+                workflow_id = f"bench-cli-{i}-{uuid.uuid4().hex[:8]}"
+                cmd = [OMA, "run", EXAMPLE, "--no-worker", "--json", "--workflow-id", workflow_id]
+                wall, _ = timed(cmd, project, mode_env)
+                span = asyncio.run(run_span(server.address, workflow_id))
+                help_s, _ = timed([OMA, "--help"], project, mode_env)
+                if i == 0:
+                    if mode == "forkserver":
+                        wait_for_forkserver(runtime)
+                    continue
+                figures[mode][0].append(wall - span)
+                figures[mode][1].append(help_s)
+                print(
+                    f"run {i} ({mode}): wall {wall:.3f} s, run span {span:.3f} s, "
+                    f"overhead {wall - span:.3f} s; oma --help {help_s:.3f} s",
+                    flush=True,
+                )
+        overheads, helps = figures["own process"]
+        print(
+            f"own process: run_overhead_s={statistics.median(overheads):.3f} "
+            f"help_s={statistics.median(helps):.3f}"
+        )
+        overheads, helps = figures["forkserver"]
         print(
             f"run_overhead_s={statistics.median(overheads):.3f} "
             f"help_s={statistics.median(helps):.3f}"
@@ -107,7 +130,19 @@ def main() -> None:
         worker.terminate()
         worker.wait(10)
         server.stop()
+        for pid_file in (runtime / "oma").glob("*.pid"):
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(pid_file.read_text()), signal.SIGTERM)
         shutil.rmtree(project, ignore_errors=True)
+
+
+def wait_for_forkserver(runtime: Path) -> None:
+    """Until the forkserver the warm-up started listens (it imports first)."""
+    deadline = time.monotonic() + 30
+    while not list((runtime / "oma").glob("*.sock")):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no forkserver listens under {runtime}: see its .log there")
+        time.sleep(0.1)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,10 @@ any of it. Every command connects through ``oma.connection`` (Temporal's
 environment configuration: a profile file, ``TEMPORAL_ADDRESS``,
 ``TEMPORAL_NAMESPACE``, credentials). The SDK's log lines go to
 ``.oma/oma.log`` (``oma -v``: stderr); a worker's go to its console.
+
+The console script is ``oma.__main__``: it runs ``main`` in a child of the
+warm forkserver, which has imported the SDK and the models already
+(``oma._forkserver``), or, with none answering, in its own process.
 """
 
 from __future__ import annotations
@@ -420,7 +424,8 @@ def codec_server(
 
 
 def main() -> None:
-    """Console-script entry point.
+    """Run the command in ``sys.argv`` (in the ``oma`` process, or in the
+    forkserver's child as that process's stand-in: ``oma.__main__``).
 
     Leaves with ``os._exit`` once the command has finished and its output is
     flushed: with a client connected, the SDK's Rust core can crash while the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import shlex
@@ -19,6 +20,7 @@ from temporalio.exceptions import ApplicationError
 
 from oma.core.results import AgentRunResult
 from oma.dev_server import DevServer, free_port, free_ports, is_listening, temporal_binary
+from tests._forkserver import Forkserver
 from tests._procs import alive, cmdline, descendants
 from tests._runs import TASK_QUEUE, assert_replays
 from tests.anthropic_server import AnthropicServer
@@ -330,12 +332,25 @@ HANG = {
 }
 
 
+@pytest.mark.parametrize("forked", [False, True], ids=["own-process", "forkserver"])
 async def test_sigterm_to_oma_run_cancels_the_run_and_stops_everything_it_started(
-    tmp_path: Path,
+    tmp_path: Path, forked: bool
 ) -> None:
     (tmp_path / "hang.json").write_text(json.dumps(HANG))
     address = f"127.0.0.1:{free_port()}"
     env = {**os.environ, "TEMPORAL_ADDRESS": address, "OMA_TASK_QUEUE": "oma-sigterm"}
+    with contextlib.ExitStack() as stack:
+        if forked:  # SIGTERM reaches the command in the forkserver's child
+            forkserver = Forkserver()
+            stack.callback(forkserver.stop)
+            server = forkserver.warm()
+            env = forkserver.env(env)
+        await _sigterm_cancels_everything(tmp_path, address, env, server if forked else None)
+
+
+async def _sigterm_cancels_everything(
+    tmp_path: Path, address: str, env: dict[str, str], server: int | None
+) -> None:
     proc = subprocess.Popen(
         [OMA, "run", "hang.json"],
         cwd=tmp_path,
@@ -356,6 +371,8 @@ async def test_sigterm_to_oma_run_cancels_the_run_and_stops_everything_it_starte
     tree = [shell, *descendants(shell)]
     assert [cmdline(pid).endswith("signal.pause()") for pid in tree] == [False, True, True]
     assert all(map(alive, tree))
+    if server is not None:  # the task's processes are the forkserver's descendants
+        assert shell in descendants(server)
     proc.send_signal(signal.SIGTERM)
     _, stderr = await asyncio.to_thread(proc.communicate, None, 60)
     assert proc.returncode == 130

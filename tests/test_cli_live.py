@@ -38,10 +38,12 @@ class Terminal:
     user's shell runs it; ``screen`` is everything it wrote, ANSI sequences
     removed."""
 
-    def __init__(self, dev_server: DevServer, *args: str) -> None:
+    def __init__(
+        self, dev_server: DevServer, *args: str, env: dict[str, str] | None = None
+    ) -> None:
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 150, 0, 0))
-        env = {**cli_env(dev_server), "TERM": "xterm-256color"}
+        env = {**(env or cli_env(dev_server)), "TERM": "xterm-256color"}
         env.pop("NO_COLOR", None)
         self.proc = subprocess.Popen(
             [OMA, *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=env

@@ -1,0 +1,265 @@
+"""The ``oma`` command through a warm forkserver (``oma._forkserver``): the
+command runs in a child of the server, as the caller would have run it (its
+directory, environment, terminal, exit status and signals), and a server
+serves one state of the code.
+
+Each test has a server of its own (``tests._forkserver.Forkserver``), stopped
+and checked gone at its end. Which process ran a command is read from a
+process agent's ancestry: with ``--worker`` the agent is a descendant of the
+process that runs ``oma run``, so the server's pid in it means the command ran
+in the server's child, and the caller's pid there would mean it ran in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.service import RPCError
+
+from oma import _forkserver
+from oma.dev_server import DevServer
+from tests._forkserver import ANCESTRY, OMA, Forkserver
+from tests._procs import alive, descendants
+from tests._runs import process, task
+from tests.test_cli_control import cli_env, input_file
+from tests.test_cli_live import Terminal, slow_process
+
+
+@pytest.fixture
+def forkserver() -> Iterator[Forkserver]:
+    server = Forkserver()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def started(*args: str, cwd: Path | None = None, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [OMA, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+async def finished(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[str, str]:
+    return await asyncio.to_thread(proc.communicate, None, timeout)
+
+
+async def until(condition: object, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"never: {what}"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_command_runs_in_the_servers_child_with_the_callers_directory_env_and_status(
+    dev_server: DevServer, forkserver: Forkserver, tmp_path: Path, client: Client
+) -> None:
+    server = forkserver.warm()
+    workflow_id = f"forked-{uuid.uuid4().hex[:8]}"
+    run_input = {
+        "team": {
+            "name": "forked",
+            "agents": [process("tracer", ANCESTRY), process("breaker", "raise SystemExit(3)")],
+        },
+        "tasks": [task("trace", "tracer"), task("break", "breaker")],
+    }
+    (tmp_path / "run.json").write_text(json.dumps(run_input))
+    # the server was started with a TEMPORAL_ADDRESS where nothing listens:
+    # the run reaches the dev server only with the caller's environment, and
+    # finds run.json only in the caller's directory
+    env = forkserver.env(
+        {**cli_env(dev_server), "OMA_TASK_QUEUE": f"oma-forked-{uuid.uuid4().hex[:8]}"}
+    )
+    proc = started(
+        "run", "--worker", "--json", "--workflow-id", workflow_id, "run.json", cwd=tmp_path, env=env
+    )
+    stdout, stderr = await finished(proc)
+
+    assert proc.returncode == 1, stderr  # a task failed: the child's status is the caller's
+    described = await client.get_workflow_handle(workflow_id).describe()
+    assert described.status == WorkflowExecutionStatus.FAILED  # on the caller's server
+    result = json.loads(stdout)
+    outputs = {t["id"]: t for t in result["tasks"]}
+    assert outputs["break"]["status"] == "failed"
+    ancestry = [int(pid) for pid in outputs["trace"]["output"].split()]
+    assert server in ancestry, (ancestry, server)
+    assert proc.pid not in ancestry
+    assert descendants(server) == [], "the command's child outlived it"
+
+
+async def test_on_a_terminal_the_forked_command_shows_the_live_view(
+    dev_server: DevServer, forkserver: Forkserver, tmp_path: Path, worker: object
+) -> None:
+    server = forkserver.warm()
+    go = tmp_path / "go"
+    run_input = {
+        "team": {"name": "live", "agents": [slow_process("builder", go)]},
+        "tasks": [{**task("build", "builder"), "title": "Build the thing"}],
+    }
+    term = Terminal(
+        dev_server,
+        "run",
+        "--no-worker",
+        input_file(tmp_path, run_input),
+        env=forkserver.env(cli_env(dev_server)),
+    )
+    try:
+        # the terminal reached the child as its stdout and stderr: rich's live
+        # view, not plain lines
+        await term.wait_for(r"build +Build the thing +builder +\d+\.\ds +compiling module 1 of 3")
+        assert "0/1 tasks settled" in term.screen
+        assert len(descendants(server)) == 1, "the command is not the server's child"
+        go.touch()
+        assert await term.exit_code() == 0, term.screen
+    finally:
+        term.kill()
+    assert "all done" in term.screen
+
+
+def hanging(tmp_path: Path) -> str:
+    return input_file(
+        tmp_path,
+        {
+            "team": {
+                "name": "hang",
+                "agents": [process("sleeper", "import time; time.sleep(600)")],
+            },
+            "tasks": [task("wait", "sleeper")],
+        },
+    )
+
+
+async def test_ctrl_c_reaches_the_forked_command_which_cancels_its_run(
+    dev_server: DevServer, forkserver: Forkserver, tmp_path: Path, client: Client, worker: object
+) -> None:
+    server = forkserver.warm()
+    workflow_id = f"forked-ctrl-c-{uuid.uuid4().hex[:8]}"
+    env = forkserver.env(cli_env(dev_server))
+    proc = started("run", "--no-worker", "--workflow-id", workflow_id, hanging(tmp_path), env=env)
+    handle = client.get_workflow_handle(workflow_id)
+    await until(lambda: descendants(server), "the server forked the command")
+    (child,) = descendants(server)
+    await started_run(handle)
+
+    proc.send_signal(signal.SIGINT)  # what a terminal sends the foreground process on Ctrl-C
+    _, stderr = await finished(proc)
+
+    assert proc.returncode == 130, stderr
+    assert f"interrupted: cancelling TeamRun {workflow_id}" in stderr
+    assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+    assert not alive(child)
+    assert alive(server)
+
+
+async def test_a_caller_killed_outright_takes_its_forked_command_with_it(
+    dev_server: DevServer, forkserver: Forkserver, tmp_path: Path, client: Client, worker: object
+) -> None:
+    server = forkserver.warm()
+    workflow_id = f"forked-kill-{uuid.uuid4().hex[:8]}"
+    env = forkserver.env(cli_env(dev_server))
+    proc = started("run", "--no-worker", "--workflow-id", workflow_id, hanging(tmp_path), env=env)
+    await until(lambda: descendants(server), "the server forked the command")
+    (child,) = descendants(server)
+    handle = client.get_workflow_handle(workflow_id)
+    await started_run(handle)
+
+    proc.kill()
+    await finished(proc)
+
+    await until(lambda: not alive(child), "the forked command died with its caller", 10)
+    assert alive(server)
+    # as with a killed `oma run` in its own process, the run itself goes on
+    assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+    await handle.cancel()
+    # and the server serves the next command
+    helped = subprocess.run([OMA, "--help"], env=env, capture_output=True, text=True, timeout=30)
+    assert helped.returncode == 0 and "Usage: oma" in helped.stdout
+
+
+async def started_run(handle: WorkflowHandle[Any, Any]) -> None:
+    """Once the forked `oma run` has started the run."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            await handle.describe()
+            return
+        except RPCError:
+            assert time.monotonic() < deadline, f"{handle.id} never started"
+            await asyncio.sleep(0.05)
+
+
+def test_the_socket_names_the_interpreter_its_path_and_the_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.setattr(sys, "path", [*sys.path, str(site)])
+    first = _forkserver.socket_path(home)
+    assert _forkserver.socket_path(home) == first
+
+    (site / "newly_installed.py").write_text("")  # an install changes the directory
+    installed = _forkserver.socket_path(home)
+    assert installed != first
+
+    source = Path(_forkserver.__file__)
+    st = source.stat()
+    try:
+        os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # an edit
+        assert _forkserver.socket_path(home) != installed
+    finally:
+        os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert _forkserver.socket_path(home) == installed
+
+
+def test_the_runtime_directory_must_be_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    home = _forkserver.runtime_dir()
+    assert home == tmp_path / "oma"
+    assert home.stat().st_mode & 0o777 == 0o700
+    home.chmod(0o755)  # others may enter it: off
+    assert _forkserver.runtime_dir() is None
+    home.chmod(0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / ("x" * 90)))  # too long for a socket
+    assert _forkserver.runtime_dir() is None
+
+
+def serve_in_background(path: Path, idle_s: float) -> subprocess.Popen[str]:
+    code = "import sys; from oma._forkserver import serve; serve(sys.argv[1], float(sys.argv[2]))"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, str(path), str(idle_s)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+async def test_a_server_leaves_when_idle_and_a_second_one_for_its_socket_at_once(
+    forkserver: Forkserver,
+) -> None:
+    forkserver.home.mkdir(mode=0o700)
+    path = forkserver.home / "test.sock"
+    first = serve_in_background(path, idle_s=3.0)
+    await until(path.exists, "the first server listens")
+    second = serve_in_background(path, idle_s=3.0)
+    out, _ = await asyncio.to_thread(second.communicate, None, 30)
+    assert second.returncode == 0, out  # the lock is held: it left without serving
+    assert first.poll() is None
+
+    out, _ = await asyncio.to_thread(first.communicate, None, 30)  # idle for 3 s, then leaves
+    assert first.returncode == 0, out
+    assert not path.exists() and not path.with_suffix(".pid").exists()
