@@ -18,9 +18,10 @@ How it runs:
   environment, directory and argv, rebuilds ``sys.stdin``/``stdout``/``stderr``
   as the client had them, and runs ``oma.cli.main`` as a fresh process would.
   The child's pid comes back first; the client forwards SIGINT, SIGTERM,
-  SIGHUP and SIGQUIT to it (Ctrl-C cancels the run as always) and leaves with
-  the child's exit status, or by the signal that ended it. A client killed
-  outright (SIGKILL) takes its child with it.
+  SIGHUP and SIGQUIT to it (Ctrl-C cancels the run as always), stops and
+  continues it with itself (Ctrl-Z, ``fg``), and leaves with the child's exit
+  status, or by the signal that ended it. A client killed outright (SIGKILL)
+  takes its child with it.
 - With no server answering, the command runs in its own process as before and
   starts one in the background for the next commands. ``oma dev``, ``oma
   worker`` and ``oma codec-server`` (long-lived) always run in their own
@@ -222,6 +223,7 @@ def _run_forked(path: Path) -> None:
     target.append(pid)
     for early in pending:
         forward(early, None)
+    signal.signal(signal.SIGTSTP, lambda *_: _suspend(pid))
     sock.settimeout(None)
     try:
         last = json.loads(replies.readline() or b"{}")
@@ -260,6 +262,18 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def _suspend(pid: int) -> None:
+    """Ctrl-Z: stop the child with this process; continue it with this one
+    (``fg``, ``bg``)."""
+    handler = signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGSTOP)
+    os.kill(os.getpid(), signal.SIGTSTP)  # stops here, until SIGCONT
+    signal.signal(signal.SIGTSTP, handler)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGCONT)
 
 
 def _wait_gone(pid: int) -> None:

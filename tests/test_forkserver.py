@@ -141,7 +141,12 @@ def hanging(tmp_path: Path) -> str:
     )
 
 
-async def test_ctrl_c_reaches_the_forked_command_which_cancels_its_run(
+def state(pid: int) -> str:
+    """The process state letter of ``pid`` (``S`` sleeping, ``T`` stopped, ...)."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+
+
+async def test_ctrl_z_and_ctrl_c_reach_the_forked_command_which_cancels_its_run(
     dev_server: DevServer, forkserver: Forkserver, tmp_path: Path, client: Client, worker: object
 ) -> None:
     server = forkserver.warm()
@@ -152,6 +157,11 @@ async def test_ctrl_c_reaches_the_forked_command_which_cancels_its_run(
     await until(lambda: descendants(server), "the server forked the command")
     (child,) = descendants(server)
     await started_run(handle)
+
+    proc.send_signal(signal.SIGTSTP)  # Ctrl-Z stops the command with its caller
+    await until(lambda: state(proc.pid) == "T" and state(child) == "T", "both stopped")
+    proc.send_signal(signal.SIGCONT)  # fg
+    await until(lambda: state(child) != "T", "the command continued")
 
     proc.send_signal(signal.SIGINT)  # what a terminal sends the foreground process on Ctrl-C
     _, stderr = await finished(proc)
