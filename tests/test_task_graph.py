@@ -3,6 +3,10 @@ the failure cascade, skips, and a graph rebuilt from carried states."""
 
 from __future__ import annotations
 
+import pytest
+
+from oma.core.dag import validate_task_graph
+from oma.core.errors import DagValidationError
 from oma.core.task import TaskSpec, TaskState, TaskStatus
 from oma.core.task_graph import TaskGraph, skip_reason
 
@@ -109,3 +113,14 @@ def test_dependents_of_a_task_the_run_cut_short_are_skipped_with_the_runs_reason
     )
     failed.error_code = "PROCESS_FAILED"
     assert skip_reason(failed, "") == "skipped: dependency 'x' (X) failed"
+
+
+def test_an_unknown_assignee_or_dependency_names_the_nearest_known_one() -> None:
+    tasks = [spec("plan", assignee="planner"), spec("review", "plann", assignee="reviwer")]
+    with pytest.raises(DagValidationError) as info:
+        validate_task_graph(tasks, ["planner", "reviewer"])
+    assert info.value.message == (
+        "unknown assignee(s): task 'review' -> 'reviwer' (did you mean 'reviewer'?) "
+        "(team agents: planner, reviewer); "
+        "unknown dependency: task 'review' depends on 'plann' (did you mean 'plan'?)"
+    )

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from oma.core.errors import DagValidationError
 from oma.core.task import TaskSpec
+from oma.core.validation import did_you_mean
 
 
 def validate_task_graph(tasks: Sequence[TaskSpec], agent_names: Iterable[str]) -> None:
@@ -15,7 +16,8 @@ def validate_task_graph(tasks: Sequence[TaskSpec], agent_names: Iterable[str]) -
 
     Raises ``DagValidationError`` listing every problem at once, in this
     order: duplicate ids, unknown assignees, a dependency listed twice,
-    unknown dependencies, and a cycle (named as ``a -> b -> a``).
+    unknown dependencies (each unknown name with the nearest known one, as
+    ``(did you mean 'reviewer'?)``), and a cycle (named as ``a -> b -> a``).
     """
     problems: list[str] = []
     ids = [t.id for t in tasks]
@@ -25,7 +27,7 @@ def validate_task_graph(tasks: Sequence[TaskSpec], agent_names: Iterable[str]) -
 
     agents = set(agent_names)
     unknown_assignees = [
-        f"task {t.id!r} -> {t.assignee!r}"
+        f"task {t.id!r} -> {t.assignee!r}{_meant(t.assignee, agents)}"
         for t in tasks
         if t.assignee is not None and t.assignee not in agents
     ]
@@ -45,7 +47,10 @@ def validate_task_graph(tasks: Sequence[TaskSpec], agent_names: Iterable[str]) -
 
     known = set(ids)
     unknown_deps = [
-        f"task {t.id!r} depends on {d!r}" for t in tasks for d in t.depends_on if d not in known
+        f"task {t.id!r} depends on {d!r}{_meant(d, known)}"
+        for t in tasks
+        for d in t.depends_on
+        if d not in known
     ]
     if unknown_deps:
         problems.append(f"unknown dependency: {'; '.join(unknown_deps)}")
@@ -55,6 +60,11 @@ def validate_task_graph(tasks: Sequence[TaskSpec], agent_names: Iterable[str]) -
         problems.append(f"dependency cycle: {' -> '.join(cycle)}")
     if problems:
         raise DagValidationError("; ".join(problems))
+
+
+def _meant(name: str, known: Iterable[str]) -> str:
+    meant = did_you_mean(name, known)
+    return f" (did you mean {meant!r}?)" if meant else ""
 
 
 def find_cycle(depends_on: Mapping[str, Sequence[str]]) -> list[str] | None:
