@@ -29,14 +29,15 @@ How it runs:
 - A server serves one interpreter, one ``sys.path`` and one state of the code:
   its socket's name is a digest of the interpreter, ``sys.path``, the
   modification times of ``sys.path``'s directories (an install or upgrade
-  changes them) and of every file of the ``oma`` package. Edited or upgraded
+  changes them) and of every ``.py`` file of the ``oma`` package. Edited or upgraded
   code gets a new server; the old one, unused, leaves after ``IDLE_S``.
 - Its socket lives in ``$XDG_RUNTIME_DIR/oma`` (else ``/tmp/oma-<uid>``), a
   directory only its user may enter (checked; anything else turns the
   forkserver off); on Linux the server also checks that the peer is that user.
-- Forking is safe because the server never starts a thread, an event loop or a
-  Temporal runtime (checked after the imports), and imports nothing that keeps
-  terminal state (``oma.cli`` and its consoles are imported by each child).
+- Forking is safe because the server starts no event loop, no Temporal
+  runtime and no thread (the thread count is checked after the imports), and
+  imports nothing that keeps terminal state (``oma.cli`` and its consoles are
+  imported by each child).
 """
 
 from __future__ import annotations
