@@ -141,10 +141,18 @@ async def start_and_follow(
 
     async with temporal(with_worker) as (client, task_queue):
         wid = workflow_id or f"team-{inp.team.name}-{uuid.uuid4().hex[:8]}"
+        start = asyncio.ensure_future(start_team_run(client, inp, id=wid, task_queue=task_queue))
         try:
-            handle = await start_team_run(client, inp, id=wid, task_queue=task_queue)
+            handle = await asyncio.shield(start)
         except WorkflowAlreadyStartedError:
             raise fail(f"a run with workflow id {wid!r} is already running") from None
+        except asyncio.CancelledError:
+            # Ctrl-C while the start was on its way: it may land all the same,
+            # so wait for it and cancel the run it started
+            err_console.print(f"interrupted: cancelling TeamRun {wid}")
+            with contextlib.suppress(Exception):
+                await _cancel_and_wait(await asyncio.wait_for(start, QUERY_TIMEOUT.seconds))
+            raise
         err_console.print(f"[dim]started TeamRun {wid} on task queue {task_queue!r}[/]")
         progress = Progress(handle, run_view(client, handle, inp))
         follow = asyncio.create_task(progress.follow())

@@ -18,22 +18,32 @@ How it runs:
   environment, directory and argv, rebuilds ``sys.stdin``/``stdout``/``stderr``
   as the client had them, and runs ``oma.cli.main`` as a fresh process would.
   The child's pid comes back first; the client forwards SIGINT, SIGTERM,
-  SIGHUP and SIGQUIT to it (Ctrl-C cancels the run as always), stops and
+  SIGHUP and SIGQUIT to it (Ctrl-C cancels the run as always; a signal the
+  caller ignores, as under ``nohup``, stays ignored in the child), stops and
   continues it with itself (Ctrl-Z, ``fg``), and leaves with the child's exit
   status, or by the signal that ended it. A client killed outright (SIGKILL)
   takes its child with it.
 - With no server answering, the command runs in its own process as before and
-  starts one in the background for the next commands. ``oma dev``, ``oma
-  worker`` and ``oma codec-server`` (long-lived) always run in their own
-  process; ``OMA_FORKSERVER=0`` turns the forkserver off for any command.
-- A server serves one interpreter, one ``sys.path`` and one state of the code:
-  its socket's name is a digest of the interpreter, ``sys.path``, the
-  modification times of ``sys.path``'s directories (an install or upgrade
-  changes them) and of every ``.py`` file of the ``oma`` package. Edited or upgraded
-  code gets a new server; the old one, unused, leaves after ``IDLE_S``.
-- Its socket lives in ``$XDG_RUNTIME_DIR/oma`` (else ``/tmp/oma-<uid>``), a
-  directory only its user may enter (checked; anything else turns the
-  forkserver off); on Linux the server also checks that the peer is that user.
+  starts one in the background for the next commands (with only the
+  environment variables an interpreter's start-up reads: no credential stays
+  in it). ``oma dev``, ``oma worker``, ``oma codec-server`` (long-lived) and
+  shell-completion set-up (which looks at the parent process) always run in
+  their own process; ``OMA_FORKSERVER=0`` turns the forkserver off for any
+  command.
+- A server serves one context, which is in its socket's name: the
+  *family* (the interpreter, its flags, ``sys.path``, and what a child cannot
+  change about itself: user, groups, namespaces, cgroup, resource limits,
+  niceness, ``LD_PRELOAD``) and the *code* (the modification times of the
+  site-packages directories, which an install or upgrade changes, and of
+  every ``.py`` file of the ``oma`` package). A caller in another context gets
+  a server of its own; a new server of a family ends the older ones (after
+  their running commands), so an edit or an upgrade leaves no stale server.
+- Its socket lives in ``$XDG_RUNTIME_DIR/oma`` (else, or when that is not a
+  directory, ``/tmp/oma-<uid>``), a directory only its user may enter
+  (checked; anything else turns the forkserver off); on Linux the server also
+  checks that the peer is that user. SIGTERM, or its socket removed, makes it
+  stop taking commands and leave once those running have ended; so does
+  ``IDLE_S`` without a command.
 - Forking is safe because the server starts no event loop, no Temporal
   runtime and no thread (the thread count is checked after the imports), and
   imports nothing that keeps terminal state (``oma.cli`` and its consoles are
@@ -64,6 +74,14 @@ IDLE_S = 15 * 60.0
 OWN_PROCESS_COMMANDS = frozenset({"dev", "worker", "codec-server"})
 """Commands that run for hours: never forked, and they start no server."""
 
+OWN_PROCESS_OPTIONS = frozenset({"--install-completion", "--show-completion"})
+"""Options that look at the process's parent (the shell): never forked."""
+
+SERVER_ENV = ("PATH", "HOME", "LANG", "TMPDIR", "LD_PRELOAD", "LD_LIBRARY_PATH", "VIRTUAL_ENV")
+"""The environment variables a server keeps (with ``LC_*`` and ``PYTHON*``):
+what the interpreter's start-up reads. Each child takes its caller's whole
+environment instead."""
+
 PRELOAD = (
     "temporalio.client",
     "temporalio.service",
@@ -92,8 +110,12 @@ models (the slow part), typer and rich. Not ``oma.cli`` nor its
 SOCKET_PATH_MAX = 104
 """The longest Unix socket path, in bytes, every platform takes (macOS's; Linux takes 108)."""
 
-PID_TIMEOUT_S = 10.0
-"""How long a client waits for its child's pid once the server took the command."""
+PID_TIMEOUT_S = 5.0
+"""How long a client waits for its child's pid once the server took the
+command, before it runs the command itself (a stopped or wedged server)."""
+
+CHECK_S = 30.0
+"""How often, in seconds, an idle server checks that its socket is still its own."""
 
 _STREAMS = ("stdin", "stdout", "stderr")
 
@@ -105,13 +127,14 @@ def main() -> None:
     """The ``oma`` console script: the command in a forked child of a warm
     server when one answers, else in this process (starting a server for the
     next commands). Never returns."""
-    command = _command(sys.argv[1:])
-    if _enabled() and command not in OWN_PROCESS_COMMANDS:
+    args = sys.argv[1:]
+    command = _command(args)
+    if _enabled() and command not in OWN_PROCESS_COMMANDS and not OWN_PROCESS_OPTIONS & set(args):
         home = runtime_dir()
         if home is not None:
             path = socket_path(home)
             _run_forked(path)  # returns only when no server took the command
-            if command is not None and not {"--help", "-h"} & set(sys.argv[1:]):
+            if command is not None and not {"--help", "-h"} & set(args):
                 _start_server(path)
     from oma.cli import main as cli_main
 
@@ -133,39 +156,73 @@ def _command(args: list[str]) -> str | None:
 
 
 def runtime_dir() -> Path | None:
-    """``$XDG_RUNTIME_DIR/oma`` (else ``/tmp/oma-<uid>``), created 0700 if
-    missing; ``None`` (the forkserver is then off) when it is not a directory
-    of this user's that only they may enter, or too long a path for a Unix
-    socket's name."""
+    """``$XDG_RUNTIME_DIR/oma`` (else, or when that variable names no
+    directory, ``/tmp/oma-<uid>``), created 0700 if missing; ``None`` (the
+    forkserver is then off) when it is not a directory of this user's that
+    only they may enter, or too long a path for a Unix socket's name."""
     base = os.environ.get("XDG_RUNTIME_DIR")
-    home = Path(base) / "oma" if base else Path(f"/tmp/oma-{os.getuid()}")
+    usable = base is not None and os.path.isdir(base)
+    home = Path(base) / "oma" if base and usable else Path(f"/tmp/oma-{os.getuid()}")
     try:
         home.mkdir(mode=0o700, exist_ok=True)
         st = os.lstat(home)
     except OSError:
         return None
     private = st.st_uid == os.getuid() and st.st_mode & 0o077 == 0
-    fits = len(os.fsencode(home)) + len("/0123456789abcdef01234567.sock") < SOCKET_PATH_MAX
+    fits = len(os.fsencode(home)) + len("/0123456789ab-0123456789ab.sock") < SOCKET_PATH_MAX
     return home if private and stat.S_ISDIR(st.st_mode) and fits else None
 
 
 def socket_path(home: Path) -> Path:
-    """The socket of the server for this interpreter, ``sys.path`` and code."""
+    """The socket of the server for this context: ``<family>-<code>.sock``
+    (see the module's docstring), each a digest of 12 hex digits."""
     import hashlib
 
-    package = Path(__file__).resolve().parent
-    stamps: list[Any] = [sys.executable, sys.version, sys.path]
+    def digest(stamps: list[Any]) -> str:
+        return hashlib.sha256(json.dumps(stamps, default=str).encode()).hexdigest()[:12]
+
+    return home / f"{digest(_family())}-{digest(_code())}.sock"
+
+
+def _family() -> list[Any]:
+    """What a server shares with its callers and no child can change."""
+    import resource
+
+    stamps: list[Any] = [sys.executable, sys.version, sys.path, sys.flags, sys.warnoptions]
+    stamps += [sys._xoptions, os.environ.get("PYTHONHASHSEED")]
+    stamps += [os.getuid(), os.getgid(), os.getegid(), sorted(os.getgroups())]
+    stamps += [os.getpriority(os.PRIO_PROCESS, 0)]
+    stamps += [os.environ.get(name) for name in ("LD_PRELOAD", "LD_LIBRARY_PATH")]
+    stamps += [
+        resource.getrlimit(getattr(resource, name))
+        for name in sorted(dir(resource))
+        if name.startswith("RLIMIT_")
+    ]
+    with contextlib.suppress(OSError):  # Linux: namespaces and cgroup
+        stamps += [os.readlink(f"/proc/self/ns/{ns}") for ns in sorted(os.listdir("/proc/self/ns"))]
+        stamps.append(Path("/proc/self/cgroup").read_text())
+    return stamps
+
+
+def _code() -> list[Any]:
+    """What changes when the code does: the site-packages directories (an
+    install or an upgrade) and every ``.py`` file of the ``oma`` package."""
+    import site
+
+    stamps: list[Any] = []
+    sites = {*site.getsitepackages(), site.getusersitepackages()}
     for entry in sys.path:
-        with contextlib.suppress(OSError):
-            stamps.append(os.stat(entry or ".").st_mtime_ns)
+        if entry in sites:
+            with contextlib.suppress(OSError):
+                stamps.append((entry, os.stat(entry).st_mtime_ns))
+    package = Path(__file__).resolve().parent
     for root, _, files in os.walk(package, followlinks=True):
         for name in files:
             if name.endswith(".py"):
                 with contextlib.suppress(OSError):
                     st = os.stat(os.path.join(root, name))
                     stamps.append((root, name, st.st_mtime_ns, st.st_size))
-    digest = hashlib.sha256(json.dumps(stamps).encode()).hexdigest()[:24]
-    return home / f"{digest}.sock"
+    return stamps
 
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -173,8 +230,8 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 def _run_forked(path: Path) -> None:
     """Run the command in a child of the server at ``path`` and leave with its
-    status; return when no server took it (none listens, or the child could
-    not begin it), the command not having run."""
+    status; return when no server took it (none listens, or no child began
+    it in time), the command not having run."""
     try:
         for fd in (0, 1, 2):
             os.fstat(fd)  # a closed stdin cannot be passed on: run here
@@ -183,7 +240,9 @@ def _run_forked(path: Path) -> None:
         sock.connect(str(path))
     except OSError:
         return
-    # a signal before the child's pid is known waits for it
+    # what the caller ignores (nohup: SIGHUP) the child ignores; the rest is
+    # forwarded, and a signal before the child's pid is known waits for it
+    ignored = [s for s in FORWARDED if signal.getsignal(s) == signal.SIG_IGN]
     target: list[int] = []
     pending: list[int] = []
 
@@ -194,27 +253,19 @@ def _run_forked(path: Path) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(target[0], signum)
 
-    defaults = {signum: signal.signal(signum, forward) for signum in FORWARDED}
+    defaults = {s: signal.signal(s, forward) for s in FORWARDED if s not in ignored}
+    replies = sock.makefile("rb")
     try:
         socket.send_fds(sock, [b"\0"], [0, 1, 2])
-        sock.sendall(_frame(_request()))
+        sock.sendall(_frame(_request(ignored)))
         sock.settimeout(PID_TIMEOUT_S)
-        replies = sock.makefile("rb")
-        first = json.loads(replies.readline() or b"{}")
+        first = _reply(replies)
     except TimeoutError:
-        # a child that has not said its pid yet cannot now (its write fails):
-        # the command does not run twice, but it does not run here either
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
-        print(
-            f"error: the oma forkserver ({path}) took the command but did not start it "
-            f"within {PID_TIMEOUT_S:.0f} s; {SWITCH}=0 runs commands in their own process.",
-            file=sys.stderr,
-        )
-        os._exit(1)
-    except (OSError, ValueError):
+        first = _late_pid(sock)
+    except OSError:
         first = {}  # no child began the command
     if "pid" not in first:
+        sock.close()  # (a child that had not begun now cannot)
         for signum, handler in defaults.items():
             signal.signal(signum, handler)
         if pending:
@@ -224,35 +275,64 @@ def _run_forked(path: Path) -> None:
     target.append(pid)
     for early in pending:
         forward(early, None)
-    signal.signal(signal.SIGTSTP, lambda *_: _suspend(pid))
+    if signal.getsignal(signal.SIGTSTP) != signal.SIG_IGN:
+        signal.signal(signal.SIGTSTP, lambda *_: _suspend(pid))
     sock.settimeout(None)
+    exit_code: int | None = None
+    while (reply := _reply(replies)) and "status" not in reply:
+        exit_code = reply.get("exit", exit_code)  # the child's own word, before it leaves
+    if "status" in reply:
+        _exit_like(int(reply["status"]))
+    _wait_gone(pid)
+    if exit_code is not None:  # the server is gone, not the child's word
+        os._exit(exit_code)
+    print(
+        f"error: the oma forkserver ({path}) ended before the command (pid {pid}) did; "
+        f"its exit status is unknown. {SWITCH}=0 runs commands in their own process.",
+        file=sys.stderr,
+    )
+    os._exit(1)
+
+
+def _reply(replies: Any) -> dict[str, Any]:
+    """The next message from the server or the child; ``{}`` at the end.
+    Raises ``TimeoutError`` when none comes within the socket's timeout."""
     try:
-        last = json.loads(replies.readline() or b"{}")
+        line = replies.readline()
+        return dict(json.loads(line)) if line else {}
+    except TimeoutError:
+        raise
     except (OSError, ValueError):
-        last = {}
-    if "status" not in last:
-        _wait_gone(pid)
-        print(
-            f"error: the oma forkserver ({path}) ended before the command (pid {pid}) did; "
-            f"its exit status is unknown. {SWITCH}=0 runs commands in their own process.",
-            file=sys.stderr,
-        )
-        os._exit(1)
-    _exit_like(int(last["status"]))
+        return {}
 
 
-def _request() -> dict[str, Any]:
+def _late_pid(sock: socket.socket) -> dict[str, Any]:
+    """No pid in time: shut the connection, so that a child that has not said
+    its pid cannot any more (its write fails, and it leaves without running
+    the command), then read what arrived before that."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.settimeout(0.5)
+    try:
+        return _reply(sock.makefile("rb"))
+    except TimeoutError:
+        return {}
+
+
+def _request(ignored: list[signal.Signals]) -> dict[str, Any]:
     streams = [getattr(sys, name) for name in _STREAMS]
     return {
         "argv": sys.argv,
         "cwd": os.getcwd(),
         "env": dict(os.environ),
         "umask": _umask(),
+        "ignored_signals": [int(s) for s in ignored],
         "stdio": [
             {
                 "encoding": s.encoding,
                 "errors": s.errors,
                 "line_buffering": s.line_buffering,
+                "write_through": s.write_through,
             }
             for s in streams
         ],
@@ -300,21 +380,29 @@ def _exit_like(status: int) -> NoReturn:
 
 def _start_server(path: Path) -> None:
     """Start the server for ``path`` in the background, in its own session,
-    detached from this command's terminal and output."""
+    detached from this command's terminal and output, unless one refused to
+    serve this context already (``.refused``, with its reason)."""
     import subprocess
 
+    if path.with_suffix(".refused").exists():
+        return
     code = (
         "import json, sys; sys.path[:] = json.loads(sys.argv[2]); "
         "from oma._forkserver import serve; serve(sys.argv[1])"
     )
-    log = path.with_suffix(".log")
-    with contextlib.suppress(OSError), open(log, "ab") as out:
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name in SERVER_ENV or name.startswith(("LC_", "PYTHON"))
+    }
+    with contextlib.suppress(OSError), open(path.with_suffix(".log"), "ab") as out:
         subprocess.Popen(
             [sys.executable, "-c", code, str(path), json.dumps(sys.path)],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,
             cwd="/",
+            env=env,
             start_new_session=True,
             close_fds=True,
         )
@@ -328,11 +416,16 @@ def _frame(message: dict[str, Any]) -> bytes:
 # -- the server ------------------------------------------------------------
 
 
-def serve(path: str | Path, idle_s: float = IDLE_S) -> None:
+def serve(path: str | Path, idle_s: float = IDLE_S, check_s: float = CHECK_S) -> None:
     """Serve commands on the Unix socket ``path`` until ``idle_s`` seconds pass
-    with no command running and none arriving, or SIGTERM. Leaves at once when
-    another server holds ``path`` (its ``.lock``) or when the imports started a
-    thread (forking would not be safe)."""
+    with no command running and none arriving, SIGTERM, or ``path`` removed
+    or taken over; then leave once the running commands have ended.
+
+    Leaves at once when another server holds ``path`` (its ``.lock``), and
+    refuses to serve (writing why to ``.refused``, which keeps clients from
+    starting another) when the imports started a thread: forking a process
+    with threads is not safe. Ends the older servers of its family (the
+    sockets beside ``path`` whose names start as its own does)."""
     import fcntl
     import importlib
 
@@ -345,15 +438,29 @@ def serve(path: str | Path, idle_s: float = IDLE_S) -> None:
     for module in PRELOAD:
         importlib.import_module(module)
     if (threads := _threads()) != 1:
-        print(f"not serving: the imports started {threads - 1} thread(s)", file=sys.stderr)
+        reason = f"not serving: the imports started {threads - 1} thread(s)"
+        path.with_suffix(".refused").write_text(reason + "\n")
+        print(reason, file=sys.stderr)
         return
-    _Server(path, lock.fileno()).run(idle_s)
+    server = _Server(path, lock.fileno())
+    _end_older_servers(path)
+    server.run(idle_s, check_s)
+
+
+def _end_older_servers(path: Path) -> None:
+    """SIGTERM the servers of ``path``'s family that serve older code."""
+    family = path.name.partition("-")[0]
+    for other in path.parent.glob(f"{family}-*.pid"):
+        if other.with_suffix(".sock") == path:
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(other.read_text()), signal.SIGTERM)
 
 
 class _Server:
     def __init__(self, path: Path, lock_fd: int) -> None:
         self.path = path
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener: socket.socket | None = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         staging = path.with_suffix(f".{os.getpid()}.tmp")
         with contextlib.suppress(FileNotFoundError):
             staging.unlink()
@@ -369,23 +476,29 @@ class _Server:
         self.children: dict[int, socket.socket] = {}
         """pid -> the connection of the client that waits for it"""
         self.killed: set[int] = set()
+        self.leaving = False
 
-    def run(self, idle_s: float) -> None:
+    def run(self, idle_s: float, check_s: float) -> None:
         import select
 
         signal.set_wakeup_fd(self.wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
-        signal.signal(signal.SIGTERM, _leave)
+        signal.signal(signal.SIGTERM, lambda *_: setattr(self, "leaving", True))
         idle_since = time.monotonic()
         try:
-            while True:
+            while not (self.leaving and not self.children):
                 if self.children:
-                    idle_since, timeout = time.monotonic(), None
-                else:
-                    timeout = idle_s - (time.monotonic() - idle_since)
-                    if timeout <= 0:
-                        return
-                watched: list[Any] = [self.listener, self.wake_r]
+                    idle_since = time.monotonic()
+                elif time.monotonic() - idle_since >= idle_s:
+                    self.leaving = True
+                    continue
+                if not self._owns_socket():  # removed, or taken over by another server
+                    self.leaving = True
+                if self.leaving:
+                    self._stop_listening()
+                timeout = None if self.children else min(check_s, idle_s)
+                watched: list[Any] = [self.wake_r]
+                watched += [] if self.listener is None else [self.listener]
                 watched += [c for p, c in self.children.items() if p not in self.killed]
                 ready, _, _ = select.select(watched, [], [], timeout)
                 if self.wake_r in ready:
@@ -399,14 +512,28 @@ class _Server:
                         self.killed.add(pid)
                         with contextlib.suppress(ProcessLookupError):
                             os.kill(pid, signal.SIGKILL)
-                if self.listener in ready:
-                    self._accept()
+                if self.listener is not None and self.listener in ready:
+                    self._accept(self.listener)
         finally:
+            self._stop_listening()
+
+    def _owns_socket(self) -> bool:
+        try:
+            return os.stat(self.path).st_ino == self.inode
+        except OSError:
+            return False
+
+    def _stop_listening(self) -> None:
+        """No more commands: the socket (if still this server's) and its pid
+        file go; running commands go on."""
+        if self.listener is None:
+            return
+        if self._owns_socket():
             with contextlib.suppress(OSError):
-                if os.stat(self.path).st_ino == self.inode:
-                    self.path.unlink()
-                    self.path.with_suffix(".pid").unlink()
-            self.listener.close()
+                self.path.unlink()
+                self.path.with_suffix(".pid").unlink()
+        self.listener.close()
+        self.listener = None
 
     def _reap(self) -> None:
         """Tell each client whose child has ended how it ended."""
@@ -424,10 +551,10 @@ class _Server:
                     conn.sendall(json.dumps({"status": status}).encode() + b"\n")
                 conn.close()
 
-    def _accept(self) -> None:
+    def _accept(self, listener: socket.socket) -> None:
         """Take one command and fork its child; a request that is not one is
         dropped (its client then runs the command itself)."""
-        conn, _ = self.listener.accept()
+        conn, _ = listener.accept()
         fds: list[int] = []
         try:
             conn.settimeout(2.0)
@@ -451,10 +578,6 @@ class _Server:
         for fd in fds:
             os.close(fd)
         self.children[pid] = conn
-
-
-def _leave(_signum: int, _frame: Any) -> NoReturn:
-    raise SystemExit(0)
 
 
 def _threads() -> int:
@@ -492,12 +615,17 @@ def _child(
     log: Path,
 ) -> NoReturn:
     """In the forked child: become the client's command (its stdio, directory,
-    environment, umask and argv), say so with its pid, then run it."""
+    environment, umask, ignored signals and argv), say so with its pid, run
+    it, and say how it ended (the server says it too, once it has reaped the
+    child: the client takes the server's word, and this one if the server is
+    gone)."""
     try:
         signal.set_wakeup_fd(-1)
         for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        for signum in request["ignored_signals"]:
+            signal.signal(signum, signal.SIG_IGN)
         for fd in server_fds:
             os.close(fd)
         for target, fd in enumerate(fds):
@@ -517,11 +645,11 @@ def _child(
                 encoding=spec["encoding"],
                 errors=spec["errors"],
                 line_buffering=spec["line_buffering"],
+                write_through=spec["write_through"],
             )
             setattr(sys, name, stream)
             setattr(sys, f"__{name}__", stream)
         conn.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
-        conn.close()
     except BaseException:
         # before the command began: its client runs it itself; why, in the log
         with contextlib.suppress(OSError), open(log, "a") as out:
@@ -529,13 +657,27 @@ def _child(
 
             traceback.print_exc(file=out)
         os._exit(70)  # EX_SOFTWARE
-    try:
-        from oma.cli import main as cli_main
+    code = _run_cli()
+    with contextlib.suppress(OSError):
+        conn.sendall(json.dumps({"exit": code}).encode() + b"\n")
+    os._exit(code)
 
-        cli_main()  # leaves with os._exit
-    except BaseException:
+
+def _run_cli() -> int:
+    """``oma.cli.invoke()``, ending as an interpreter would on an exception
+    that escapes it: its traceback on stderr and status 1, or, for Ctrl-C,
+    death by SIGINT."""
+    try:
+        from oma.cli import invoke
+
+        return invoke()
+    except BaseException as err:
         import traceback
 
-        traceback.print_exc()
-    finally:
-        os._exit(1)
+        with contextlib.suppress(Exception):
+            traceback.print_exc()
+            sys.stderr.flush()
+        if isinstance(err, KeyboardInterrupt):
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        return 1

@@ -424,14 +424,19 @@ def codec_server(
 
 
 def main() -> None:
-    """Run the command in ``sys.argv`` (in the ``oma`` process, or in the
-    forkserver's child as that process's stand-in: ``oma.__main__``).
+    """Run the command in ``sys.argv`` (in the ``oma`` process; the forkserver's
+    child runs ``invoke`` as that process's stand-in: ``oma.__main__``).
 
     Leaves with ``os._exit`` once the command has finished and its output is
     flushed: with a client connected, the SDK's Rust core can crash while the
     interpreter tears down (temporalio/sdk-python#300), which would turn a
     command that succeeded into exit status 134.
     """
+    os._exit(invoke())
+
+
+def invoke() -> int:
+    """Run the command in ``sys.argv``; its exit status, once its output is flushed."""
     try:
         app()
         code = 0
@@ -439,7 +444,7 @@ def main() -> None:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

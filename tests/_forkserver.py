@@ -3,6 +3,7 @@ ancestry a process agent reports, which says which process ran the command."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -48,25 +49,22 @@ class Forkserver:
         }
 
     def warm(self) -> int:
-        """Start a server as a user's first command does, wait until it
-        listens, and return its pid. The command that starts it fails at once
-        (nothing listens where it looks), and the server keeps the environment
-        of that command, not of the commands it serves later."""
+        """Start a server as a user's first command in a context does, wait
+        until it listens, and return its pid. The command that starts it fails
+        at once (nothing listens where it looks), and the server keeps the
+        environment of that command, not of the commands it serves later."""
+        before = set(self.home.glob("*.sock"))
         nowhere = {**self.env(), "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
-        first = subprocess.run(
-            [OMA, "approvals", "no-such-run"],
-            env=nowhere,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        command = [OMA, "approvals", "no-such-run"]
+        first = subprocess.run(command, env=nowhere, capture_output=True, text=True, timeout=60)
         assert first.returncode == 1, first.stderr
         deadline = time.monotonic() + 60
-        while not (pids := self.pids()) or not list(self.home.glob("*.sock")):
+        while True:
+            for sock in set(self.home.glob("*.sock")) - before:
+                with contextlib.suppress(OSError, ValueError):
+                    return int(sock.with_suffix(".pid").read_text())
             assert time.monotonic() < deadline, f"no forkserver listens; its log: {self.log()}"
             time.sleep(0.05)
-        assert len(pids) == 1, pids
-        return pids[0]
 
     def pids(self) -> list[int]:
         """The pids of the servers that say they listen in this directory."""

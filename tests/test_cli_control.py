@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError
 
@@ -695,3 +695,39 @@ async def test_stock_cli_cancel_ends_the_run_canceled_and_state_shows_its_tasks(
     assert [(t["id"], t["status"], t["error"]) for t in run["tasks"]] == [
         ("x", "skipped", "skipped: the run was cancelled")
     ]
+
+
+async def test_ctrl_c_while_the_start_is_on_its_way_cancels_the_run_it_started(
+    client: Client,
+    dev_server: DevServer,
+    workflow_id: str,
+    worker: object,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the server has started the run, its answer has not reached `oma run`
+    # yet, and Ctrl-C comes: the run must not be left going
+    from oma import client as oma_client
+
+    real_start = oma_client.start_team_run
+    landed = asyncio.Event()
+
+    async def slow_answer(*args: Any, **kwargs: Any) -> Any:
+        handle = await real_start(*args, **kwargs)
+        landed.set()
+        await asyncio.sleep(2)
+        return handle
+
+    monkeypatch.setattr(oma_client, "start_team_run", slow_answer)
+    monkeypatch.setenv("TEMPORAL_ADDRESS", dev_server.address)
+    monkeypatch.setenv("OMA_TASK_QUEUE", TASK_QUEUE)
+    sleeper = process("sleeper", "import time; time.sleep(600)")
+    inp = _cli_run.checked_team_run_input(
+        {"team": {"name": "t", "agents": [sleeper]}, "tasks": [task("x", "sleeper")]}
+    )
+    following = asyncio.create_task(_cli_run.start_and_follow(inp, workflow_id, False))
+    await asyncio.wait_for(landed.wait(), 30)
+    following.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await following
+    described = await client.get_workflow_handle(workflow_id).describe()
+    assert described.status == WorkflowExecutionStatus.CANCELED

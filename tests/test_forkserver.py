@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import signal
+import site
 import subprocess
 import sys
 import time
@@ -146,17 +148,28 @@ def state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
 
 
-async def test_ctrl_z_and_ctrl_c_reach_the_forked_command_which_cancels_its_run(
+async def test_signals_reach_the_forked_command_as_they_would_reach_the_caller(
     dev_server: DevServer, forkserver: Forkserver, tmp_path: Path, client: Client, worker: object
 ) -> None:
     server = forkserver.warm()
     workflow_id = f"forked-ctrl-c-{uuid.uuid4().hex[:8]}"
     env = forkserver.env(cli_env(dev_server))
-    proc = started("run", "--no-worker", "--workflow-id", workflow_id, hanging(tmp_path), env=env)
+    proc = subprocess.Popen(
+        [OMA, "run", "--no-worker", "--workflow-id", workflow_id, hanging(tmp_path)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # as nohup does
+    )
     handle = client.get_workflow_handle(workflow_id)
     await until(lambda: descendants(server), "the server forked the command")
     (child,) = descendants(server)
     await started_run(handle)
+
+    proc.send_signal(signal.SIGHUP)  # ignored by the caller, so by the command
+    await asyncio.sleep(0.5)
+    assert proc.poll() is None and alive(child)
 
     proc.send_signal(signal.SIGTSTP)  # Ctrl-Z stops the command with its caller
     await until(lambda: state(proc.pid) == "T" and state(child) == "T", "both stopped")
@@ -210,28 +223,45 @@ async def started_run(handle: WorkflowHandle[Any, Any]) -> None:
             await asyncio.sleep(0.05)
 
 
-def test_the_socket_names_the_interpreter_its_path_and_the_code(
+def test_the_socket_names_the_family_and_the_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home = tmp_path
-    site = tmp_path / "site"
-    site.mkdir()
-    monkeypatch.setattr(sys, "path", [*sys.path, str(site)])
+    packages, project = tmp_path / "site-packages", tmp_path / "project"
+    packages.mkdir()
+    project.mkdir()
+    monkeypatch.setattr(sys, "path", [str(project), *sys.path, str(packages)])
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(packages)])
     first = _forkserver.socket_path(home)
+    family = first.name.partition("-")[0]
     assert _forkserver.socket_path(home) == first
 
-    (site / "newly_installed.py").write_text("")  # an install changes the directory
+    (project / "notes.txt").write_text("")  # a file in a directory that is not an install
+    assert _forkserver.socket_path(home) == first
+    (packages / "newly_installed.py").write_text("")  # an install: new code, same family
     installed = _forkserver.socket_path(home)
-    assert installed != first
+    assert installed != first and installed.name.startswith(f"{family}-")
 
     source = Path(_forkserver.__file__)
     st = source.stat()
     try:
         os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # an edit
-        assert _forkserver.socket_path(home) != installed
+        edited = _forkserver.socket_path(home)
+        assert edited != installed and edited.name.startswith(f"{family}-")
     finally:
         os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert _forkserver.socket_path(home) == installed
+
+    monkeypatch.setattr(sys, "path", sys.path[1:])  # another sys.path: another family
+    assert not _forkserver.socket_path(home).name.startswith(f"{family}-")
+    monkeypatch.setattr(sys, "path", [str(project), *sys.path])
+    assert _forkserver.socket_path(home).name.startswith(f"{family}-")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft - 1, hard))  # `ulimit -n`: a child
+    try:  # cannot raise its limit back, so another family
+        assert not _forkserver.socket_path(home).name.startswith(f"{family}-")
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_the_runtime_directory_must_be_private(
@@ -244,8 +274,12 @@ def test_the_runtime_directory_must_be_private(
     home.chmod(0o755)  # others may enter it: off
     assert _forkserver.runtime_dir() is None
     home.chmod(0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / ("x" * 90)))  # too long for a socket
+    long = tmp_path / ("x" * 90)
+    long.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(long))  # too long a path for a socket: off
     assert _forkserver.runtime_dir() is None
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "gone"))  # no such directory
+    assert _forkserver.runtime_dir() == Path(f"/tmp/oma-{os.getuid()}")
 
 
 def serve_in_background(path: Path, idle_s: float) -> subprocess.Popen[str]:
@@ -273,3 +307,125 @@ async def test_a_server_leaves_when_idle_and_a_second_one_for_its_socket_at_once
     out, _ = await asyncio.to_thread(first.communicate, None, 30)  # idle for 3 s, then leaves
     assert first.returncode == 0, out
     assert not path.exists() and not path.with_suffix(".pid").exists()
+
+
+def test_an_error_on_a_redirected_stderr_is_not_lost(forkserver: Forkserver) -> None:
+    forkserver.warm()
+    for env in (forkserver.env(), {**forkserver.env(), "OMA_FORKSERVER": "0"}):
+        with open("/dev/full", "w") as full:
+            helped = subprocess.run(
+                [OMA, "--help"], env=env, stdout=full, stderr=subprocess.PIPE, text=True, timeout=30
+            )
+        assert helped.returncode == 1
+        assert "No space left on device" in helped.stderr, (env["OMA_FORKSERVER"], helped.stderr)
+
+
+def test_shell_completion_set_up_sees_the_callers_shell(forkserver: Forkserver) -> None:
+    forkserver.warm()
+    shown = subprocess.run(
+        ["bash", "-c", f"{OMA} --show-completion"],
+        env=forkserver.env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "complete" in shown.stdout and "_OMA_COMPLETE" in shown.stdout
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+async def test_a_command_outlives_its_server_with_its_own_status(
+    dev_server: DevServer, forkserver: Forkserver, tmp_path: Path, worker: object, how: int
+) -> None:
+    server = forkserver.warm()
+    go = tmp_path / "go"
+    run_input = {
+        "team": {"name": "outlive", "agents": [slow_process("builder", go)]},
+        "tasks": [task("build", "builder")],
+    }
+    env = forkserver.env(cli_env(dev_server))
+    proc = started("run", "--no-worker", input_file(tmp_path, run_input), env=env)
+    await until(lambda: descendants(server), "the server forked the command")
+
+    os.kill(server, how)
+    if how == signal.SIGTERM:  # it stops taking commands at once, and stays for its child
+        await until(lambda: not list(forkserver.home.glob("*.sock")), "the socket is gone")
+        assert alive(server)
+    go.touch()
+    _, stderr = await finished(proc)
+
+    assert proc.returncode == 0, stderr
+    await until(lambda: not alive(server), "the server left after its last command", 10)
+
+
+async def test_a_server_of_new_code_ends_the_one_of_the_old_code(
+    forkserver: Forkserver,
+) -> None:
+    old = forkserver.warm()
+    source = Path(_forkserver.__file__)
+    st = source.stat()
+    try:
+        os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # an edit
+        new = forkserver.warm()  # the old one serves old code: a new one starts
+        assert new != old
+        await until(lambda: not alive(old), "the old server left", 10)
+    finally:
+        os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+async def test_a_context_that_cannot_be_forked_safely_is_refused_once(
+    forkserver: Forkserver, tmp_path: Path
+) -> None:
+    # an agent loaded at start-up that runs a thread (as APM agents do)
+    (tmp_path / "sitecustomize.py").write_text(
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()\n"
+    )
+    env = {**forkserver.env(), "PYTHONPATH": str(tmp_path)}
+    for _ in range(2):
+        helped = subprocess.run(
+            [OMA, "approvals", "x"], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert helped.returncode == 1  # (nothing listens: the command ran, in its own process)
+        await until(lambda: list(forkserver.home.glob("*.refused")), "the server refused", 30)
+    (refused,) = forkserver.home.glob("*.refused")
+    assert refused.read_text() == "not serving: the imports started 1 thread(s)\n"
+    assert forkserver.pids() == []
+    (log,) = forkserver.home.glob("*.log")
+    assert log.read_text().count("not serving") == 1  # the second command started none
+
+
+async def test_a_stopped_server_makes_a_command_run_in_its_own_process_once(
+    forkserver: Forkserver, tmp_path: Path
+) -> None:
+    server = forkserver.warm()
+    os.kill(server, signal.SIGSTOP)
+    # (to files: the descriptors sent to the stopped server stay open in its
+    # socket until it resumes, so a pipe would see its end only then)
+    out = tmp_path / "out"
+    try:
+        with open(out, "w") as stdout:
+            helped = subprocess.run(
+                [OMA, "--help"], env=forkserver.env(), stdout=stdout, timeout=30
+            )
+    finally:
+        os.kill(server, signal.SIGCONT)
+    assert helped.returncode == 0
+    assert out.read_text().count("Usage: oma") == 1
+    # the server, resumed, takes the request but its child cannot begin it
+    await until(lambda: not descendants(server), "the late child left", 10)
+    again = subprocess.run(
+        [OMA, "--help"], env=forkserver.env(), capture_output=True, text=True, timeout=30
+    )
+    assert again.returncode == 0 and again.stdout.count("Usage: oma") == 1
+
+
+async def test_a_server_whose_socket_was_removed_leaves(forkserver: Forkserver) -> None:
+    forkserver.home.mkdir(mode=0o700)
+    path = forkserver.home / "test.sock"
+    code = "import sys; from oma._forkserver import serve; serve(sys.argv[1], 60, 0.2)"
+    proc = subprocess.Popen([sys.executable, "-c", code, str(path)])
+    await until(path.exists, "it listens")
+    path.unlink()
+    await asyncio.to_thread(proc.wait, 10)
+    assert proc.returncode == 0
