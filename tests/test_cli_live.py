@@ -102,22 +102,22 @@ def slow_process(name: str, go: Path) -> dict[str, Any]:
     return process(name, code)
 
 
-async def test_the_live_view_shows_a_running_process_latest_line_before_it_completes(
-    dev_server: DevServer, workflow_id: str, tmp_path: Path
-) -> None:
+def building(tmp_path: Path) -> tuple[Path, str]:
+    """A run input file of one task, "Build the thing", by a ``slow_process``
+    builder, and the file that lets it finish."""
     go = tmp_path / "go"
     run_input = {
         "team": {"name": "live", "agents": [slow_process("builder", go)]},
         "tasks": [{**task("build", "builder"), "title": "Build the thing"}],
     }
-    term = Terminal(
-        dev_server,
-        "run",
-        "--no-worker",
-        "--workflow-id",
-        workflow_id,
-        input_file(tmp_path, run_input),
-    )
+    return go, input_file(tmp_path, run_input)
+
+
+async def test_the_live_view_shows_a_running_process_latest_line_before_it_completes(
+    dev_server: DevServer, workflow_id: str, tmp_path: Path
+) -> None:
+    go, run_file = building(tmp_path)
+    term = Terminal(dev_server, "run", "--no-worker", "--workflow-id", workflow_id, run_file)
     try:
         # the process cannot end before `go`, which is made only once its
         # line is on screen: the live row, with title, agent and elapsed time

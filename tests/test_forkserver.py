@@ -36,7 +36,7 @@ from tests._forkserver import ANCESTRY, OMA, Forkserver
 from tests._procs import alive, descendants
 from tests._runs import process, task
 from tests.test_cli_control import cli_env, input_file
-from tests.test_cli_live import Terminal, slow_process
+from tests.test_cli_live import Terminal, building, slow_process
 
 
 @pytest.fixture
@@ -105,18 +105,9 @@ async def test_on_a_terminal_the_forked_command_shows_the_live_view(
     dev_server: DevServer, forkserver: Forkserver, tmp_path: Path, worker: object
 ) -> None:
     server = forkserver.warm()
-    go = tmp_path / "go"
-    run_input = {
-        "team": {"name": "live", "agents": [slow_process("builder", go)]},
-        "tasks": [{**task("build", "builder"), "title": "Build the thing"}],
-    }
-    term = Terminal(
-        dev_server,
-        "run",
-        "--no-worker",
-        input_file(tmp_path, run_input),
-        env=forkserver.env(cli_env(dev_server)),
-    )
+    go, run_file = building(tmp_path)
+    env = forkserver.env(cli_env(dev_server))
+    term = Terminal(dev_server, "run", "--no-worker", run_file, env=env)
     try:
         # the terminal reached the child as its stdout and stderr: rich's live
         # view, not plain lines
@@ -130,17 +121,33 @@ async def test_on_a_terminal_the_forked_command_shows_the_live_view(
     assert "all done" in term.screen
 
 
-def hanging(tmp_path: Path) -> str:
-    return input_file(
-        tmp_path,
-        {
-            "team": {
-                "name": "hang",
-                "agents": [process("sleeper", "import time; time.sleep(600)")],
-            },
-            "tasks": [task("wait", "sleeper")],
-        },
+async def hanging_run(
+    dev_server: DevServer,
+    forkserver: Forkserver,
+    server: int,
+    tmp_path: Path,
+    client: Client,
+    nohup: bool = False,
+) -> tuple[subprocess.Popen[str], int, WorkflowHandle[Any, Any]]:
+    """`oma run` of a task that sleeps for ten minutes, in the server's child,
+    once the run has started: the caller, the child's pid, the run. With
+    ``nohup``, the caller ignores SIGHUP."""
+    sleeper = process("sleeper", "import time; time.sleep(600)")
+    run_input = {"team": {"name": "hang", "agents": [sleeper]}, "tasks": [task("wait", "sleeper")]}
+    workflow_id = f"forked-hang-{uuid.uuid4().hex[:8]}"
+    proc = subprocess.Popen(
+        [OMA, "run", "--no-worker", "--workflow-id", workflow_id, input_file(tmp_path, run_input)],
+        env=forkserver.env(cli_env(dev_server)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if nohup else None,
     )
+    await until(lambda: descendants(server), "the server forked the command")
+    (child,) = descendants(server)
+    handle = client.get_workflow_handle(workflow_id)
+    await started_run(handle)
+    return proc, child, handle
 
 
 def state(pid: int) -> str:
@@ -152,20 +159,8 @@ async def test_signals_reach_the_forked_command_as_they_would_reach_the_caller(
     dev_server: DevServer, forkserver: Forkserver, tmp_path: Path, client: Client, worker: object
 ) -> None:
     server = forkserver.warm()
-    workflow_id = f"forked-ctrl-c-{uuid.uuid4().hex[:8]}"
-    env = forkserver.env(cli_env(dev_server))
-    proc = subprocess.Popen(
-        [OMA, "run", "--no-worker", "--workflow-id", workflow_id, hanging(tmp_path)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # as nohup does
-    )
-    handle = client.get_workflow_handle(workflow_id)
-    await until(lambda: descendants(server), "the server forked the command")
-    (child,) = descendants(server)
-    await started_run(handle)
+    # SIGHUP ignored, as nohup does
+    proc, child, handle = await hanging_run(dev_server, forkserver, server, tmp_path, client, True)
 
     proc.send_signal(signal.SIGHUP)  # ignored by the caller, so by the command
     await asyncio.sleep(0.5)
@@ -180,7 +175,7 @@ async def test_signals_reach_the_forked_command_as_they_would_reach_the_caller(
     _, stderr = await finished(proc)
 
     assert proc.returncode == 130, stderr
-    assert f"interrupted: cancelling TeamRun {workflow_id}" in stderr
+    assert f"interrupted: cancelling TeamRun {handle.id}" in stderr
     assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
     assert not alive(child)
     assert alive(server)
@@ -190,13 +185,8 @@ async def test_a_caller_killed_outright_takes_its_forked_command_with_it(
     dev_server: DevServer, forkserver: Forkserver, tmp_path: Path, client: Client, worker: object
 ) -> None:
     server = forkserver.warm()
-    workflow_id = f"forked-kill-{uuid.uuid4().hex[:8]}"
+    proc, child, handle = await hanging_run(dev_server, forkserver, server, tmp_path, client)
     env = forkserver.env(cli_env(dev_server))
-    proc = started("run", "--no-worker", "--workflow-id", workflow_id, hanging(tmp_path), env=env)
-    await until(lambda: descendants(server), "the server forked the command")
-    (child,) = descendants(server)
-    handle = client.get_workflow_handle(workflow_id)
-    await started_run(handle)
 
     proc.kill()
     await finished(proc)
