@@ -58,7 +58,7 @@ class Connection:
         env = os.environ if environ is None else environ
         try:
             loaded: ClientConnectConfig = ClientConfig.load_client_connect_config(
-                override_env_vars=dict(env)
+                override_env_vars={k: v for k, v in env.items() if _utf8(k) and _utf8(v)}
             )
         except Exception as err:  # the SDK's ConfigError is not importable by name
             where = env.get("TEMPORAL_CONFIG_FILE") or "~/.config/temporalio/temporal.toml"
@@ -127,3 +127,14 @@ class Connection:
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` is valid UTF-8 text: a variable of other bytes (which
+    Python holds as surrogates) would make the SDK refuse the whole
+    environment, though it cannot be one of Temporal's."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -47,6 +47,19 @@ def test_nothing_configured_means_localhost_and_the_default_namespace(tmp_path: 
     )
 
 
+def test_a_variable_that_is_not_utf8_does_not_stop_the_connection(tmp_path: Path) -> None:
+    # a shell's X=$'\xff\xfe': Python holds the bytes as surrogates
+    junk = os.fsdecode(b"\xff\xfe")
+    connection = Connection.from_env(
+        {
+            "X": junk,
+            "TEMPORAL_CONFIG_FILE": str(tmp_path / "absent.toml"),
+            "TEMPORAL_ADDRESS": "temporal.example:7233",
+        }
+    )
+    assert connection.address == "temporal.example:7233"
+
+
 def test_a_profile_names_the_server_and_namespace_and_the_environment_overrides_it(
     tmp_path: Path,
 ) -> None:
