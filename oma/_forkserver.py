@@ -43,7 +43,8 @@ How it runs:
   (checked; anything else turns the forkserver off); on Linux the server also
   checks that the peer is that user. SIGTERM, or its socket removed, makes it
   stop taking commands and leave once those running have ended; so does
-  ``IDLE_S`` without a command.
+  ``IDLE_S`` without a command; a new server ends the oldest beyond
+  ``MAX_SERVERS``.
 - Forking is safe because the server starts no event loop, no Temporal
   runtime and no thread (the thread count is checked after the imports), and
   imports nothing that keeps terminal state (``oma.cli`` and its consoles are
@@ -113,6 +114,9 @@ SOCKET_PATH_MAX = 104
 PID_TIMEOUT_S = 5.0
 """How long a client waits for its child's pid once the server took the
 command, before it runs the command itself (a stopped or wedged server)."""
+
+MAX_SERVERS = 4
+"""How many servers one runtime directory keeps at most (the newest)."""
 
 CHECK_S = 30.0
 """How often, in seconds, an idle server checks that its socket is still its own."""
@@ -424,8 +428,8 @@ def serve(path: str | Path, idle_s: float = IDLE_S, check_s: float = CHECK_S) ->
     Leaves at once when another server holds ``path`` (its ``.lock``), and
     refuses to serve (writing why to ``.refused``, which keeps clients from
     starting another) when the imports started a thread: forking a process
-    with threads is not safe. Ends the older servers of its family (the
-    sockets beside ``path`` whose names start as its own does)."""
+    with threads is not safe. Ends the servers its start makes stale
+    (``_end_other_servers``)."""
     import fcntl
     import importlib
 
@@ -443,18 +447,48 @@ def serve(path: str | Path, idle_s: float = IDLE_S, check_s: float = CHECK_S) ->
         print(reason, file=sys.stderr)
         return
     server = _Server(path, lock.fileno())
-    _end_older_servers(path)
+    _end_other_servers(path)
     server.run(idle_s, check_s)
+    # the lock and an empty log go too (a server that starts for this path
+    # meanwhile locks a file of its own, or, at worst, notices that its socket
+    # was taken over and leaves)
+    log = path.with_suffix(".log")
+    with contextlib.suppress(OSError):
+        path.with_suffix(".lock").unlink()
+        if log.stat().st_size == 0:
+            log.unlink()
 
 
-def _end_older_servers(path: Path) -> None:
-    """SIGTERM the servers of ``path``'s family that serve older code."""
+def _end_other_servers(path: Path) -> None:
+    """SIGTERM (they leave after their running commands) the servers beside
+    ``path`` of its family, which serve older code, and the oldest of the
+    rest beyond ``MAX_SERVERS`` (contexts made for one command, such as a
+    fresh namespace per command, would otherwise each keep one for
+    ``IDLE_S``)."""
     family = path.name.partition("-")[0]
-    for other in path.parent.glob(f"{family}-*.pid"):
-        if other.with_suffix(".sock") == path:
+    stale: list[tuple[float, int]] = []
+    rest: list[tuple[float, int]] = []
+    for pid_file in path.parent.glob("*.pid"):
+        if pid_file.with_suffix(".sock") == path or (pid := _server_pid(pid_file)) is None:
             continue
-        with contextlib.suppress(OSError, ValueError):
-            os.kill(int(other.read_text()), signal.SIGTERM)
+        entry = (pid_file.stat().st_mtime, pid)
+        (stale if pid_file.name.startswith(f"{family}-") else rest).append(entry)
+    rest.sort()
+    for _, pid in stale + rest[: max(0, len(rest) - (MAX_SERVERS - 1))]:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+
+
+def _server_pid(pid_file: Path) -> int | None:
+    """The pid in ``pid_file`` if it is that socket's server (its command line
+    names the socket), else ``None``: a pid written in another pid namespace,
+    or one reused since, is some other process."""
+    try:
+        pid = int(pid_file.read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return None
+    return pid if os.fsencode(pid_file.with_suffix(".sock")) in cmdline else None
 
 
 class _Server:

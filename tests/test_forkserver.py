@@ -419,3 +419,22 @@ async def test_a_server_whose_socket_was_removed_leaves(forkserver: Forkserver) 
     path.unlink()
     await asyncio.to_thread(proc.wait, 10)
     assert proc.returncode == 0
+
+
+async def test_a_directory_keeps_the_newest_servers_and_a_leaving_one_tidies_up(
+    forkserver: Forkserver,
+) -> None:
+    # five contexts made for one command each (say, a namespace apiece)
+    forkserver.home.mkdir(mode=0o700)
+    paths = [forkserver.home / f"{i:012d}-000000000000.sock" for i in range(5)]
+    paths[0].with_suffix(".log").touch()  # an empty log, as a server's start leaves one
+    servers = []
+    for path in paths:
+        servers.append(serve_in_background(path, idle_s=60.0))
+        await until(path.exists, f"{path.name} listens")
+    out, _ = await asyncio.to_thread(servers[0].communicate, None, 30)
+    assert servers[0].returncode == 0, out  # the oldest left, the newest four stay
+    assert [s.poll() for s in servers[1:]] == [None] * 4
+    assert not paths[0].with_suffix(".lock").exists()  # with its lock and empty log
+    assert not paths[0].with_suffix(".log").exists()
+    assert paths[1].with_suffix(".lock").exists()
