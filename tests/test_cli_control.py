@@ -80,6 +80,20 @@ async def oma(
     return await run_cmd(OMA, *args, cwd=cwd, env=cli_env(dev_server))
 
 
+async def oma_run(
+    dev_server: DevServer, workflow_id: str, tmp_path: Path, run_input: dict[str, Any]
+) -> subprocess.CompletedProcess[str]:
+    """`oma run --no-worker --workflow-id ID` of ``run_input`` (written to a file)."""
+    return await oma(
+        dev_server,
+        "run",
+        "--no-worker",
+        "--workflow-id",
+        workflow_id,
+        input_file(tmp_path, run_input),
+    )
+
+
 def input_file(tmp_path: Path, run_input: dict[str, Any], name: str = "run.json") -> str:
     path = tmp_path / name
     path.write_text(json.dumps(run_input))
@@ -158,14 +172,7 @@ async def pending_via_stock_cli(dev_server: DevServer, workflow_id: str) -> list
 async def test_oma_run_of_a_goal_prints_progress_the_task_table_and_the_final_output(
     dev_server: DevServer, workflow_id: str, tmp_path: Path
 ) -> None:
-    proc = await oma(
-        dev_server,
-        "run",
-        "--no-worker",
-        "--workflow-id",
-        workflow_id,
-        input_file(tmp_path, goal_input()),
-    )
+    proc = await oma_run(dev_server, workflow_id, tmp_path, goal_input())
     assert proc.returncode == 0, proc.stderr
     assert events_in(proc.stderr) == [
         ("run_start", "-"),

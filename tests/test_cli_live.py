@@ -26,7 +26,14 @@ from oma.dev_server import DevServer
 from tests._runs import process, scripted, task
 from tests.anthropic_server import AnthropicServer, TextReply
 from tests.test_cli import OMA
-from tests.test_cli_control import cli_env, events_in, input_file, normalized, oma, table_rows
+from tests.test_cli_control import (
+    cli_env,
+    events_in,
+    input_file,
+    normalized,
+    oma_run,
+    table_rows,
+)
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -189,14 +196,7 @@ async def test_a_failed_process_is_explained_under_failures_with_its_stderr_tail
             task("review", "rev", "code"),
         ],
     }
-    proc = await oma(
-        dev_server,
-        "run",
-        "--no-worker",
-        "--workflow-id",
-        workflow_id,
-        input_file(tmp_path, run_input),
-    )
+    proc = await oma_run(dev_server, workflow_id, tmp_path, run_input)
     assert proc.returncode == 1, proc.stderr
     # stderr: one line each, with titles and the count of settled tasks
     assert normalized(proc.stderr)[1:4] == [
@@ -227,14 +227,7 @@ async def test_plain_output_of_a_large_run_prints_about_one_line_per_task(
         "team": {"name": "many", "agents": [scripted("a", *(["done"] * 25))]},
         "tasks": [task(t, "a") for t in ids],
     }
-    proc = await oma(
-        dev_server,
-        "run",
-        "--no-worker",
-        "--workflow-id",
-        workflow_id,
-        input_file(tmp_path, run_input),
-    )
+    proc = await oma_run(dev_server, workflow_id, tmp_path, run_input)
     assert proc.returncode == 0, proc.stderr
     events = events_in(proc.stderr)
     assert [e for e in events if e[0] == "task_start"] == []

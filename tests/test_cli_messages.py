@@ -21,7 +21,7 @@ from oma.core.errors import InvalidRunInputError, TemporalUnavailableError
 from oma.core.results import TeamRunResult
 from oma.dev_server import DevServer, free_port
 from tests._runs import TASK_QUEUE, process, scripted, task, team_result
-from tests.test_cli import OMA, run_cmd
+from tests.test_cli import OMA, oma, run_cmd
 
 BIG = "word " * 600_000  # 3 MB of task description
 
@@ -73,15 +73,7 @@ async def test_oma_run_says_what_to_start_when_no_worker_polls_the_task_queue(
 
 def test_oma_run_refuses_input_over_the_payload_limit_naming_the_field(tmp_path: Path) -> None:
     env = {**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
-    proc = subprocess.run(
-        [OMA, "run", write(tmp_path, big_run())],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = oma("run", write(tmp_path, big_run()), cwd=tmp_path, env=env)
     assert proc.returncode == 2
     [line] = stderr_lines(proc)
     assert "INVALID_RUN_INPUT" in line
@@ -93,15 +85,7 @@ def test_oma_run_refuses_input_over_the_payload_limit_naming_the_field(tmp_path:
 def test_oma_run_suggests_the_field_meant_for_a_misspelled_one(tmp_path: Path) -> None:
     run = {**small_run(), "options": {"max_concurency": 2}}
     env = {**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
-    proc = subprocess.run(
-        [OMA, "run", write(tmp_path, run)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = oma("run", write(tmp_path, run), cwd=tmp_path, env=env)
     assert proc.returncode == 2
     assert stderr_lines(proc) == [
         f"error: {tmp_path / 'run.json'}: INVALID_RUN_INPUT: invalid TeamRun input: "
@@ -112,9 +96,9 @@ def test_oma_run_suggests_the_field_meant_for_a_misspelled_one(tmp_path: Path) -
 
 
 async def test_the_python_client_refuses_input_over_the_payload_limit_before_connecting() -> None:
-    oma = OpenMultiAgent(address=f"127.0.0.1:{free_port()}")
+    api = OpenMultiAgent(address=f"127.0.0.1:{free_port()}")
     with pytest.raises(InvalidRunInputError, match=r"largest field is tasks\[0\]\.description"):
-        await oma.run_tasks(big_run()["team"], big_run()["tasks"])
+        await api.run_tasks(big_run()["team"], big_run()["tasks"])
 
 
 @pytest.mark.parametrize(
@@ -142,22 +126,15 @@ async def test_every_command_with_no_server_says_so_in_one_line(
 
 async def test_the_python_client_with_no_server_raises_temporal_unavailable() -> None:
     address = f"127.0.0.1:{free_port()}"
-    oma = OpenMultiAgent(address=address)
+    api = OpenMultiAgent(address=address)
     with pytest.raises(TemporalUnavailableError, match=f"no Temporal server answers at {address}"):
-        await oma.run_tasks(small_run()["team"], small_run()["tasks"])
+        await api.run_tasks(small_run()["team"], small_run()["tasks"])
 
 
 def test_a_second_oma_dev_in_the_same_directory_names_the_first(tmp_path: Path) -> None:
     db = tmp_path / ".oma" / "temporal.db"
     with DevServer(port=free_port(), db_file=db, started_by="oma dev") as first:
-        proc = subprocess.run(
-            [OMA, "dev", "--port", str(free_port()), "--ui-port", str(free_port())],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        proc = oma("dev", "--port", str(free_port()), "--ui-port", str(free_port()), cwd=tmp_path)
     assert proc.returncode == 1
     [line] = stderr_lines(proc)
     assert f"{first.address} (pid {os.getpid()}, started by `oma dev`)" in line
