@@ -63,7 +63,8 @@ def validate_task_graph(tasks: Sequence[TaskSpec], agent_names: Iterable[str]) -
 
 
 def _meant(name: str, known: Iterable[str]) -> str:
-    meant = did_you_mean(name, known)
+    # sorted: the same suggestion on every worker, whatever a set's order
+    meant = did_you_mean(name, sorted(known))
     return f" (did you mean {meant!r}?)" if meant else ""
 
 
