@@ -26,6 +26,12 @@ ENCRYPTED_NAMESPACE = "oma-encrypted"
 """The dev server's namespace for runs with encrypted payloads (tests/test_encryption.py)."""
 
 
+FOREIGN_QUEUE_SUFFIX = "-foreign"
+"""A task queue whose name ends so serves workflows of another shape than
+OMA's (a test's own ``AgentRun``): the session-end replay leaves its runs
+out, the test replays what it can itself."""
+
+
 OPENAI_TEST_KEY = "sk-openai-test-key-0123456789"
 """The key the test worker's ``openai`` adapter sends when an agent names no ``api_key_env``."""
 

@@ -16,7 +16,7 @@ from oma import plugin
 from oma import worker as oma_worker
 from oma.connection import Connection
 from oma.dev_server import DevServer, free_port
-from tests._runs import ENCRYPTED_NAMESPACE, TASK_QUEUE, worker_activities
+from tests._runs import ENCRYPTED_NAMESPACE, FOREIGN_QUEUE_SUFFIX, TASK_QUEUE, worker_activities
 from tests.anthropic_server import AnthropicServer
 from tests.openai_server import OpenAIServer
 
@@ -80,7 +80,9 @@ async def replay_every_closed_workflow(client: Client) -> None:
     replayer = plugin.replayer()
     replayed = 0
     async for wf in client.list_workflows():
-        if wf.status == WorkflowExecutionStatus.RUNNING:
+        if wf.status == WorkflowExecutionStatus.RUNNING or wf.task_queue.endswith(
+            FOREIGN_QUEUE_SUFFIX
+        ):
             continue
         history = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
         await replayer.replay_workflow(history)

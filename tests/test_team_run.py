@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from temporalio import workflow
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, Worker
 
 from oma.core.results import TeamRunResult
 from oma.core.task import TaskStatus
-from tests._runs import agent_result, assert_replays, process, run_team, scripted, task
+from oma.plugin import DATA_CONVERTER
+from oma.workflows.team_run import TeamRun
+from tests._runs import (
+    FOREIGN_QUEUE_SUFFIX,
+    agent_result,
+    assert_replays,
+    process,
+    run_team,
+    scripted,
+    start_team,
+    task,
+    team_result,
+)
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -199,3 +215,89 @@ def test_an_agent_with_a_backend_rejects_llm_only_fields() -> None:
         "team.agents[0]: agent 'coder' has a backend, so the LLM-only "
         "field(s) model do not apply; remove them" in info.value.message
     )
+
+
+
+GLOB_THEN_NOTHING = {
+    **scripted("a"),
+    "tools": ["glob"],
+    # turn 1 calls a tool; the script has no answer for turn 2
+    "script": [[{"type": "tool_use", "id": "g", "name": "glob", "input": {"pattern": "*"}}]],
+}
+
+
+@pytest.mark.parametrize(
+    ("agent", "code"),
+    [
+        # a scripted turn is a local activity: its failure reaches the
+        # workflow without the ActivityError wrapper of a regular activity's
+        (GLOB_THEN_NOTHING, "SCRIPT_EXHAUSTED"),
+        ({**scripted("a", "fine"), "before_run": "tests.no_such_module:hook"}, "INVALID_HOOK"),
+    ],
+    ids=["script-exhausted", "unimportable-hook"],
+)
+async def test_a_failed_model_turn_or_hook_fails_its_task_and_the_run(
+    client: Client, workflow_id: str, agent: dict[str, object], code: str
+) -> None:
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [agent, scripted("b", "fine")]},
+            "tasks": [task("first", "a"), task("then", "b", "first")],
+        },
+    )
+    assert (result.success, result.status) == (False, "failed")
+    assert [(t.id, t.status, t.error_code) for t in result.tasks] == [
+        ("first", TaskStatus.FAILED, code),
+        ("then", TaskStatus.SKIPPED, None),
+    ]
+    assert await assert_replays(client, workflow_id) == 2
+
+
+@workflow.defn(name="AgentRun", sandboxed=False)
+class ChildOfAnotherShape:
+    """An ``AgentRun`` whose outcome this ``TeamRun`` cannot read as it
+    expects (one from an older worker, or a fault): a failure whose details
+    are not a partial result, or a result that is not an ``AgentRunResult``."""
+
+    @workflow.run
+    async def run(self, inp: dict[str, Any]) -> dict[str, Any]:
+        if inp["task_id"] == "bare":
+            raise ApplicationError("no script left", {"code": "SCRIPT_EXHAUSTED"}, type="X_CODE")
+        return {"not": "an agent run result"}
+
+
+async def test_a_task_whose_outcome_cannot_be_read_fails_with_a_code(
+    client: Client, workflow_id: str
+) -> None:
+    # a worker of the real TeamRun and a child of another shape, on a queue of its own
+    queue = f"{workflow_id}{FOREIGN_QUEUE_SUFFIX}"
+    bare = Client(**{**client.config(), "plugins": [], "data_converter": DATA_CONVERTER})
+    worker = Worker(
+        bare,
+        task_queue=queue,
+        workflows=[TeamRun, ChildOfAnotherShape],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    )
+    async with worker:
+        handle = await start_team(
+            client,
+            workflow_id,
+            {
+                "team": {"name": "t", "agents": [scripted("a", "fine")]},
+                "tasks": [task("bare", "a"), task("odd", "a"), task("then", "a", "odd")],
+            },
+            task_queue=queue,
+        )
+        result = await team_result(handle)
+        assert (result.success, result.status) == (False, "failed")
+        states = {t.id: (t.status, t.error_code) for t in result.tasks}
+        assert states == {
+            "bare": (TaskStatus.FAILED, "X_CODE"),
+            "odd": (TaskStatus.FAILED, "AGENT_RUN_FAILED"),
+            "then": (TaskStatus.SKIPPED, None),
+        }
+        assert "could not read the task's outcome" in (result.task("odd").error or "")
+        history = await handle.fetch_history()
+    await Replayer(workflows=[TeamRun], data_converter=DATA_CONVERTER).replay_workflow(history)

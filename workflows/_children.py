@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
+from typing import Any
 
 from temporalio import workflow
+from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
     from oma.core.errors import AgentRunFailedError, RunCancelledError, TaskTimeoutError
     from oma.core.results import AgentRunResult
     from oma.core.run_input import AgentRunInput
     from oma.core.task import TaskSpec
     from oma.core.visibility import task_summary
     from oma.core.workflow_ids import task_workflow_id
-    from oma.workflows import _visibility
+    from oma.workflows import _patches, _visibility
 
 
 async def attempt_task(spec: TaskSpec, run_input: AgentRunInput, team: str) -> AgentRunResult:
@@ -31,18 +36,18 @@ async def attempt_task(spec: TaskSpec, run_input: AgentRunInput, team: str) -> A
         "AgentRun",
         run_input,
         id=task_workflow_id(workflow.info().workflow_id, spec.id),
-        result_type=AgentRunResult,
+        # decoded here (``_decoded``), not by the SDK: a result of another
+        # shape fails this task, not every workflow task of the run
+        result_type=RawValue,
         static_summary=task_summary(agent, spec.id, spec.title),
         search_attributes=_visibility.for_child(team=team, agent=agent, task=spec.id),
     )
     try:
         if spec.timeout_s is None:
-            result: AgentRunResult = await handle
-            return result
+            return _decoded(await handle)
         done, _ = await workflow.wait([handle], timeout=spec.timeout_s)
         if done:
-            result = handle.result()
-            return result
+            return _decoded(handle.result())
     except ChildWorkflowError as err:
         return failed_result(agent, err)
     handle.cancel()
@@ -55,6 +60,11 @@ async def attempt_task(spec: TaskSpec, run_input: AgentRunInput, team: str) -> A
         error_code=TaskTimeoutError.code,
         retryable=True,
     )
+
+
+def _decoded(raw: RawValue) -> AgentRunResult:
+    result: AgentRunResult = workflow.payload_converter().from_payload(raw.payload, AgentRunResult)
+    return result
 
 
 def failed_result(agent: str, err: ChildWorkflowError) -> AgentRunResult:
@@ -71,14 +81,44 @@ def failed_result(agent: str, err: ChildWorkflowError) -> AgentRunResult:
             error_code=RunCancelledError.code,
         )
     if isinstance(cause, ApplicationError):
-        if cause.details and isinstance(cause.details[0], dict):
-            return AgentRunResult.model_validate(cause.details[0])
+        partial = _partial_result(cause.details)
+        if partial is not None:
+            return partial
         return AgentRunResult(
-            agent=agent, status="failed", error=cause.message, error_code=cause.type
+            agent=agent,
+            status="failed",
+            error=cause.message,
+            error_code=cause.type or AgentRunFailedError.code,
         )
     return AgentRunResult(
         agent=agent,
         status="failed",
         error=str(cause or err),
+        error_code=AgentRunFailedError.code,
+    )
+
+
+def _partial_result(details: Sequence[Any]) -> AgentRunResult | None:
+    """The partial ``AgentRunResult`` a failed ``AgentRun`` sent as its
+    failure's first detail; ``None`` when the failure carries none (a child
+    that failed before it could say, or from before it said it)."""
+    first = details[0] if details else None
+    if not isinstance(first, dict):
+        return None
+    try:
+        return AgentRunResult.model_validate(first)
+    except ValidationError:
+        if not workflow.patched(_patches.EVERY_TASK_SETTLES):
+            raise
+        return None
+
+
+def lost_outcome(agent: str, err: Exception) -> AgentRunResult:
+    """The result of a task whose outcome ``TeamRun`` could not read
+    (``err``): failed, ``AGENT_RUN_FAILED``, not retried."""
+    return AgentRunResult(
+        agent=agent,
+        status="failed",
+        error=f"the team run could not read the task's outcome: {type(err).__name__}: {err}",
         error_code=AgentRunFailedError.code,
     )

@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.results import AgentRunResult, keep_latest_messages
     from oma.core.run_input import AgentRunInput, parse_agent_run_input
     from oma.core.validation import single_input
-    from oma.workflows import _visibility
+    from oma.workflows import _patches, _visibility
     from oma.workflows._agent_ports import (
         ActivityBackend,
         ActivityModel,
@@ -46,7 +46,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from oma.workflows._approval_waits import ApprovalHandlers, ApprovalWaits
     from oma.workflows._tool_gate import ToolGate
-
 
 @workflow.defn(name="AgentRun")
 class AgentRun(ApprovalHandlers):
@@ -107,17 +106,13 @@ class AgentRun(ApprovalHandlers):
             self._result.backend_attempts = (
                 failed_backend_attempts(err) or self._result.backend_attempts
             )
-            cause = err.cause
-            if isinstance(cause, CancelledError):
-                # the run was cancelled: end Canceled, not Failed
-                _visibility.ended("cancelled")
-                raise asyncio.CancelledError() from err
-            if isinstance(cause, ApplicationError):
-                code = cause.type or ActivityFailedError.code
-                raise self._failure(code, cause.message, not cause.non_retryable) from err
-            # an activity timeout (a lost worker, a hung call) is transient
-            retryable = isinstance(cause, TimeoutError)
-            raise self._failure(ActivityFailedError.code, str(cause or err), retryable) from err
+            raise self._activity_failure(err.cause or err) from err
+        except (ApplicationError, CancelledError, TimeoutError) as err:
+            # a local activity's failure (a scripted turn) comes without the
+            # ActivityError around it; runs from before the patch failed with it
+            if not workflow.patched(_patches.LOCAL_ACTIVITY_FAILURE):
+                raise
+            raise self._activity_failure(err) from err
         self._settle_conversation()
         await self._tool_gate.flush()
         _visibility.ended(self._result.status)
@@ -178,6 +173,21 @@ class AgentRun(ApprovalHandlers):
         if self._result is not None and self._result.messages:
             self._model.conversation = list(self._result.messages)
             keep_latest_messages(self._result, MAX_RESULT_MESSAGES_BYTES)
+
+    def _activity_failure(self, cause: BaseException) -> BaseException:
+        """What an activity that failed with ``cause`` makes of the run:
+        ``asyncio.CancelledError`` when it was cancelled (the run ends
+        Canceled, not Failed), else the run's failure with the activity's
+        code (``ACTIVITY_FAILED`` when it has none; a timeout, a lost worker
+        or a hung call, is retryable)."""
+        if isinstance(cause, CancelledError):
+            _visibility.ended("cancelled")
+            return asyncio.CancelledError()
+        if isinstance(cause, ApplicationError):
+            code = cause.type or ActivityFailedError.code
+            return self._failure(code, cause.message, not cause.non_retryable)
+        retryable = isinstance(cause, TimeoutError)
+        return self._failure(ActivityFailedError.code, str(cause), retryable)
 
     def _failure(self, code: str, message: str, retryable: bool) -> ApplicationError:
         assert self._result is not None

@@ -47,10 +47,10 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.validation import single_input
     from oma.core.visibility import team_run_details, team_run_failure
     from oma.core.workflow_ids import task_workflow_id
-    from oma.workflows import _visibility
+    from oma.workflows import _patches, _visibility
     from oma.workflows._acp import RunSessions
     from oma.workflows._approval_waits import ApprovalHandlers, ApprovalWaits
-    from oma.workflows._children import attempt_task
+    from oma.workflows._children import attempt_task, lost_outcome
     from oma.workflows._coordinator import Coordinator
     from oma.workflows._tool_gate import AdoptedToolRequests
     from oma.workflows._waiting import at_deadline, unless_stopped
@@ -356,6 +356,16 @@ class TeamRun(ApprovalHandlers):
             self._fail(
                 task_id, self._stop.cut_short(AgentRunResult(agent=agent.name, status="cancelled"))
             )
+        except Exception as err:
+            # a fault in reading the task's outcome must not leave it in
+            # progress while the run goes on without it
+            if isinstance(err, workflow.NondeterminismError) or not workflow.patched(
+                _patches.EVERY_TASK_SETTLES
+            ):
+                raise
+            workflow.logger.exception("task %s: its outcome could not be read", task_id)
+            if self._graph[task_id].status == TaskStatus.IN_PROGRESS:
+                self._fail(task_id, lost_outcome(agent.name, err), counted=True)
         finally:
             self._dispatcher.settled(agent.name)
             self._tool_requests.settled(child)

@@ -1,0 +1,19 @@
+"""The ``workflow.patched`` ids of the workflows, in one place.
+
+Each names a change of workflow logic that histories recorded before it do
+not contain: code under ``workflow.patched(ID)`` runs for new runs (and
+records a marker), the old path keeps replaying the runs from before.
+Never rename or reuse an id: recorded histories hold it.
+"""
+
+from __future__ import annotations
+
+EVERY_TASK_SETTLES = "oma-every-task-settles"
+"""A task whose outcome ``TeamRun`` cannot read (a failure without a partial
+result, a fault in its bookkeeping) ends ``failed`` with a code; before it
+the task stayed ``in_progress`` and the run went on without it."""
+
+LOCAL_ACTIVITY_FAILURE = "oma-local-activity-failure"
+"""``AgentRun`` maps a failed local activity (a scripted turn) as a failed
+regular activity: a failure with its code and the partial result; before it
+the local activity's own error failed the run, without a partial result."""
