@@ -50,7 +50,8 @@ class TextReply:
     seconds pass before each SSE event after ``message_start``. With
     ``hold``, the server waits for that event (at most 60 s) after the text
     deltas, before it ends the block and the message: a turn whose text has
-    streamed and that has not ended until the test says so.
+    streamed and that has not ended until the test says so. ``model`` names
+    the model that answered (default: the one asked for), as a proxy may.
     """
 
     text: str
@@ -62,6 +63,7 @@ class TextReply:
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
     hold: threading.Event | None = None
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -201,6 +203,7 @@ class _MessagesHandler(JsonApiHandler):
         reply = self.owner._next_reply(body)
         streaming = isinstance(body, dict) and body.get("stream") is True
         model = body.get("model", "") if isinstance(body, dict) else ""
+        model = getattr(reply, "model", None) or model
         headers = {"request-id": request_id}
         if isinstance(reply, ErrorReply):
             headers |= reply.headers

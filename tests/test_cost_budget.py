@@ -136,3 +136,59 @@ async def test_a_failed_process_task_is_of_unknown_cost_too(
     assert code.cost_usd is None
     assert result.cost_unknown == ["process agent 'coder'"]
     await assert_replays(client, workflow_id)
+
+
+async def test_parallel_tasks_share_the_cost_budget_and_stop_together(
+    client: Client, workflow_id: str
+) -> None:
+    # three tool loops at once, each long enough to spend the whole budget alone
+    use = [{"type": "tool_use", "id": f"u{i}", "name": "add", "input": {"a": i}} for i in range(40)]
+    agent = {
+        "name": "adder",
+        "provider": "scripted",
+        "script": [[block] for block in use] + ["done"],
+        "tools": ["tests.tools:add"],
+        "max_turns": 50,
+    }
+
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [agent]},
+            "tasks": [task(name, "adder") for name in ("a", "b", "c")],
+            "options": {"max_cost_usd": 0.3, "pricing": {"scripted": CENT_A_TOKEN}},
+        },
+    )
+
+    assert (result.error_code, result.budget_exceeded) == ("COST_BUDGET_EXCEEDED", True)
+    assert [(t.status, t.error_code) for t in result.tasks] == [
+        ("failed", "COST_BUDGET_EXCEEDED")
+    ] * 3
+    # a turn costs $0.02 (its first $0.07: the prompt's words); past the budget,
+    # each task in flight finished at most the one turn it was in
+    assert result.total_cost_usd <= 0.3 + 3 * 0.07
+    assert result.total_cost_usd >= 0.3
+    await assert_replays(client, workflow_id)
+
+
+async def test_an_answer_naming_another_model_is_priced_by_the_agents_model(
+    client: Client, workflow_id: str, anthropic_server: AnthropicServer
+) -> None:
+    # a proxy that says "scripted" (free in the table) answers a priced model
+    anthropic_server.reset()
+    anthropic_server.reply_text("hi", input_tokens=10, output_tokens=5, model="scripted")
+
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [claude("writer", "claude-sonnet-4-6")]},
+            "tasks": [task("a", "writer")],
+        },
+    )
+
+    # the list price of claude-sonnet-4-6: $3 in, $15 out per million tokens
+    assert result.task("a").cost_usd == pytest.approx((10 * 3 + 5 * 15) / 1e6)
+    assert result.task("a").token_usage.unpriced == []
+    await assert_replays(client, workflow_id)

@@ -24,6 +24,7 @@ from oma.core.results import TeamRunResult
 from oma.core.run_events import RunEvent
 from oma.core.task import TaskStatus
 from oma.core.team import TeamConfig
+from tests._approvals import WAIT_S, eventually
 from tests._orchestration import (
     ECHO,
     child_ids,
@@ -37,7 +38,16 @@ from tests._orchestration import (
     unassigned,
 )
 from tests._procs import alive
-from tests._runs import TASK_QUEUE, assert_replays, process, run_team, scripted, task
+from tests._runs import (
+    TASK_QUEUE,
+    assert_replays,
+    process,
+    run_team,
+    scripted,
+    start_team,
+    task,
+    team_result,
+)
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -916,4 +926,35 @@ async def test_long_run_continues_as_new_and_completes_every_task(
 
     replayer = plugin.replayer()
     await replayer.replay_workflow(first)
+    await assert_replays(client, workflow_id)
+
+
+async def test_an_abort_during_a_retry_delay_ends_the_run_at_once(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    marker = tmp_path / "first-attempt"
+    handle = await start_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [process("flaky", hangs_once(marker, 10))]},
+            "tasks": [
+                task("job", "flaky") | {"timeout_s": 1, "max_retries": 1, "retry_delay_s": 120}
+            ],
+        },
+    )
+
+    async def retrying() -> bool | None:
+        events = await events_of(client, workflow_id)
+        return True if any(e.type == "task_retry" for e in events) else None
+
+    # the first attempt timed out and the 120 s delay began
+    await eventually(retrying, "the task's retry", WAIT_S)
+    started = time.monotonic()
+    await handle.signal("abort", {"reason": "enough"})
+    result = await team_result(handle)
+    assert time.monotonic() - started < 15
+    job = result.task("job")
+    assert (job.status, job.attempts, job.error_code) == (TaskStatus.FAILED, 1, "TASK_TIMEOUT")
+    assert (result.status, result.error) == ("cancelled", "aborted: enough")
     await assert_replays(client, workflow_id)

@@ -217,7 +217,6 @@ def test_an_agent_with_a_backend_rejects_llm_only_fields() -> None:
     )
 
 
-
 GLOB_THEN_NOTHING = {
     **scripted("a"),
     "tools": ["glob"],

@@ -17,3 +17,13 @@ LOCAL_ACTIVITY_FAILURE = "oma-local-activity-failure"
 """``AgentRun`` maps a failed local activity (a scripted turn) as a failed
 regular activity: a failure with its code and the partial result; before it
 the local activity's own error failed the run, without a partial result."""
+
+STOP_ENDS_RETRY_DELAY = "oma-stop-ends-retry-delay"
+"""A stop (abort, rejection, budget, timeout) ends a task's retry delay at
+once; before it the run waited the delay out."""
+
+SHARED_BUDGET = "oma-shared-budget"
+"""Tasks in flight share the run's budgets: each task's run reports its
+usage after every model turn and waits for the team run's answer
+(``oma.workflows._budget``); before it each task could spend everything the
+run had left when it started."""

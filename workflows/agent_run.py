@@ -45,7 +45,9 @@ with workflow.unsafe.imports_passed_through():
         failed_backend_attempts,
     )
     from oma.workflows._approval_waits import ApprovalHandlers, ApprovalWaits
+    from oma.workflows._budget import BudgetedModel, SharedBudget, shared_budget
     from oma.workflows._tool_gate import ToolGate
+
 
 @workflow.defn(name="AgentRun")
 class AgentRun(ApprovalHandlers):
@@ -72,6 +74,7 @@ class AgentRun(ApprovalHandlers):
         self._approvals = ApprovalWaits(gate, _no_event, _nothing, self._told_parent)
         self._tool_gate = ToolGate(self._approvals)
         self._tools = ActivityTools(self._tool_gate.ask)
+        self._budget: SharedBudget | None = None
 
     @workflow.run
     async def run(self, *args: Any) -> AgentRunResult:
@@ -82,6 +85,8 @@ class AgentRun(ApprovalHandlers):
         self._result.approval_decisions = self._decisions
         self._approvals.gate.options = inp.approvals
         self._tool_gate.task_id = inp.task_id
+        budget = inp.budget()
+        self._budget = shared_budget(budget, inp.task_id)
         structured = not isinstance(inp.input, str)
         messages = inp.input if isinstance(inp.input, list) else [user_text(inp.input)]
         try:
@@ -95,7 +100,7 @@ class AgentRun(ApprovalHandlers):
                     run_key=_run_key(inp),
                     ports=self._ports(inp),
                     result=self._result,
-                    budget=inp.budget(),
+                    budget=budget,
                     pricing=inp.pricing,
                 )
             finally:
@@ -125,6 +130,13 @@ class AgentRun(ApprovalHandlers):
         raw = args[0] if args else None
         reason = raw.get("reason") if isinstance(raw, dict) else None
         self._tool_gate.close(str(reason or "the team run stopped"))
+
+    @workflow.signal(name="budget")
+    def budget(self, *args: Any) -> None:
+        """From the team run: what the run may still spend (``BudgetGrant``),
+        the answer to this run's latest ``task_usage`` report."""
+        if self._budget is not None and args:
+            self._budget.granted(args[0])
 
     def _closed_because(self) -> str:
         return self._tool_gate.closed_because or ""
@@ -161,7 +173,7 @@ class AgentRun(ApprovalHandlers):
 
     def _ports(self, inp: AgentRunInput) -> AgentPorts:
         return AgentPorts(
-            model=self._model,
+            model=BudgetedModel(self._model, self._budget) if self._budget else self._model,
             tools=self._tools,
             backend=ActivityBackend(inp.acp_session, owns_sessions=inp.run_key is None),
             hooks=ActivityRunHooks(),

@@ -17,6 +17,7 @@ timers, children, handlers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from datetime import timedelta
 from typing import Any
@@ -28,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.agent_config import AgentConfig
     from oma.core.approval_gate import ApprovalGate, dispatch_request_id, round_content
     from oma.core.approvals import ApprovalDecision, ApprovalRequest, Boundary
+    from oma.core.budget import BudgetGrant
     from oma.core.dispatch import Dispatcher
     from oma.core.errors import (
         OMAError,
@@ -50,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.workflows import _patches, _visibility
     from oma.workflows._acp import RunSessions
     from oma.workflows._approval_waits import ApprovalHandlers, ApprovalWaits
+    from oma.workflows._budget import TaskSpending
     from oma.workflows._children import attempt_task, lost_outcome
     from oma.workflows._coordinator import Coordinator
     from oma.workflows._tool_gate import AdoptedToolRequests
@@ -109,6 +112,7 @@ class TeamRun(ApprovalHandlers):
         self._stop = RunStop()
         self._continuing = False
         self._sessions = RunSessions()
+        self._spending = TaskSpending()
         self._deadline: asyncio.Task[None] | None = None
         if inp is None:
             return
@@ -164,6 +168,7 @@ class TeamRun(ApprovalHandlers):
         finally:
             await self._sessions.close()
         await self._tool_requests.flush()
+        await self._spending.signals.flush()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._end(self._finish())
 
@@ -208,6 +213,23 @@ class TeamRun(ApprovalHandlers):
     def tool_approval_closed(self, *args: Any) -> None:
         """From a task's ``AgentRun``: one of its tool requests closed."""
         self._tool_requests.closed(args)
+
+    @workflow.signal(name="task_usage")
+    def task_usage(self, *args: Any) -> None:
+        """From a task's ``AgentRun``: its usage so far (``UsageReport``),
+        answered with what the run may still spend (its ``budget`` signal)."""
+        report = self._spending.report(args[0] if args else None, self._in_flight)
+        if report is not None:
+            self._check_budget()
+            self._spending.answer(report.task_id, self._grant)
+
+    def _grant(self, seq: int) -> BudgetGrant:
+        in_flight = self._spending.total()
+        return BudgetGrant(
+            seq=seq,
+            tokens_left=self.state.tokens_left(self._options.max_token_budget, in_flight),
+            cost_usd_left=self.state.cost_left(self._options.max_cost_usd, in_flight),
+        )
 
     def _forward(self, request: ApprovalRequest, record: ApprovalDecision) -> None:
         self._tool_requests.forward(request, record)
@@ -344,8 +366,8 @@ class TeamRun(ApprovalHandlers):
                     f"{result.error_code}: {result.error}",
                 )
                 self._add_usage(state, result)
-                await workflow.sleep(
-                    delay, summary=f"retry task {task_id}: attempt {state.attempts + 1}"
+                await self._retry_delay(
+                    delay, f"retry task {task_id}: attempt {state.attempts + 1}"
                 )
                 if self._stop.stopped:
                     # stopped during the delay: no new attempt
@@ -372,6 +394,17 @@ class TeamRun(ApprovalHandlers):
             self._in_flight.pop(task_id, None)
             self._wake = True
 
+    async def _retry_delay(self, seconds: float, summary: str) -> None:
+        """Wait ``seconds`` before a retry, or until the run stops (runs from
+        before ``STOP_ENDS_RETRY_DELAY`` waited the whole delay)."""
+        if workflow.patched(_patches.STOP_ENDS_RETRY_DELAY):
+            with contextlib.suppress(asyncio.TimeoutError):
+                await workflow.wait_condition(
+                    lambda: self._stop.stopped, timeout=seconds, timeout_summary=summary
+                )
+        else:
+            await workflow.sleep(seconds, summary=summary)
+
     async def _attempt(
         self, inp: TeamRunInput, spec: TaskSpec, agent: AgentConfig
     ) -> AgentRunResult:
@@ -388,8 +421,8 @@ class TeamRun(ApprovalHandlers):
             task_id=spec.id,
             run_key=self._sessions.run_key if agent.kind == "acp" else None,
             acp_session=self._sessions.get(agent.name),
-            token_budget=self.state.tokens_left(self._options.max_token_budget),
-            cost_budget_usd=self.state.cost_left(self._options.max_cost_usd),
+            token_budget=self._grant(0).tokens_left,
+            cost_budget_usd=self._grant(0).cost_usd_left,
             pricing=self._options.pricing,
             approvals=self._options.approvals,
         )
@@ -446,6 +479,7 @@ class TeamRun(ApprovalHandlers):
         state.token_usage += result.token_usage
         state.cost_usd = state.token_usage.cost_usd if state.token_usage.cost_known else None
         state.backend_attempts += result.backend_attempts
+        self._spending.settled(state.id)
         self.state.add_usage(result.token_usage)
         self._check_budget()
 
@@ -454,12 +488,13 @@ class TeamRun(ApprovalHandlers):
         each dispatch and after each task's and coordinator step's usage is
         counted); the first time, the run stops."""
         tokens, dollars = self._options.max_token_budget, self._options.max_cost_usd
-        if self.state.over_budget(tokens):
-            detail = f"{self.state.tokens_used()} tokens of {tokens}"
+        in_flight = self._spending.total()
+        if self.state.over_budget(tokens, in_flight):
+            detail = f"{self.state.tokens_used(in_flight)} tokens of {tokens}"
             stop: StopKind = "budget"
             reason = f"the token budget of {tokens} is used up"
-        elif self.state.over_cost_budget(dollars):
-            detail = f"${self.state.result.total_cost_usd:.4f} of ${dollars:g}"
+        elif self.state.over_cost_budget(dollars, in_flight):
+            detail = f"${self.state.cost_used(in_flight):.4f} of ${dollars:g}"
             stop, reason = "cost_budget", f"the cost budget of ${dollars:g} is used up"
         else:
             return False
@@ -467,6 +502,7 @@ class TeamRun(ApprovalHandlers):
             self.state.result.budget_exceeded = True
             self._event("budget_exceeded", detail=detail)
             self._stop_with(stop, reason)
+            self._spending.answer_all(self._grant)  # every task in flight stops
         return True
 
     def _stop_with(self, stop: StopKind, reason: str) -> None:

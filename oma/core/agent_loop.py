@@ -85,6 +85,14 @@ async def run_model_loop(
     truncated_turns = 0
     repeats: Counter[str] = Counter()
     for turn in range(agent.max_turns):
+        # other tasks in flight may have spent the run's budget meanwhile
+        if (
+            turn
+            and budget is not None
+            and (stop := budget.exceeded(agent.name, result.token_usage))
+        ):
+            result.budget_exceeded = True
+            raise stop
         out = await model.turn(
             LlmTurnInput(agent=agent, messages=conversation, turn=turn, pricing=pricing)
         )

@@ -72,8 +72,14 @@ class LlmTurnOutput(BaseModel):
 
 def price_turn(inp: LlmTurnInput, out: LlmTurnOutput) -> LlmTurnOutput:
     """``out`` with its usage priced (``oma.core.pricing.priced``): by the
-    model that answered (a ``scripted`` turn's is ``scripted``, which costs
-    nothing), else the one the agent names. The ``llm_turn`` activity and the
-    in-process model port call it, so a turn's cost is recorded with the turn."""
-    usage = priced(out.usage, [out.model, inp.agent.resolved_model], inp.pricing)
+    model the agent names, else (a model without a price) the one that
+    answered; a ``scripted`` turn by the answer's ``scripted``, which costs
+    nothing unless the run prices it. The agent's model comes first because the answer's
+    name is whatever the endpoint says (a proxy may say ``scripted``). The
+    ``llm_turn`` activity and the in-process model port call it, so a turn's
+    cost is recorded with the turn."""
+    models = [out.model, inp.agent.resolved_model]
+    if inp.agent.resolved_provider != "scripted":
+        models.reverse()
+    usage = priced(out.usage, models, inp.pricing)
     return out.model_copy(update={"usage": usage})

@@ -113,26 +113,37 @@ class TeamRunState(BaseModel):
             return legacy
         return data
 
-    def tokens_used(self) -> int:
+    def tokens_used(self, in_flight: TokenUsage | None = None) -> int:
         """Every token (``TokenUsage.total_tokens``) of every agent so far, the
-        coordinator's included."""
-        return self.result.total_token_usage.total_tokens
+        coordinator's included, and ``in_flight``: what the tasks running
+        reported so far (``oma.core.budget.UsageReport``)."""
+        extra = in_flight.total_tokens if in_flight is not None else 0
+        return self.result.total_token_usage.total_tokens + extra
 
-    def tokens_left(self, budget: int | None) -> int | None:
+    def cost_used(self, in_flight: TokenUsage | None = None) -> float:
+        """The known cost so far, in US dollars, ``in_flight`` included."""
+        extra = in_flight.cost_usd if in_flight is not None else 0.0
+        return self.result.total_cost_usd + extra
+
+    def tokens_left(self, budget: int | None, in_flight: TokenUsage | None = None) -> int | None:
         """What ``budget`` leaves (``None``: no budget)."""
-        return None if budget is None else max(budget - self.tokens_used(), 0)
+        return None if budget is None else max(budget - self.tokens_used(in_flight), 0)
 
-    def over_budget(self, budget: int | None) -> bool:
+    def over_budget(self, budget: int | None, in_flight: TokenUsage | None = None) -> bool:
         """Whether the run's tokens reached ``budget`` (``None``: no budget)."""
-        return budget is not None and self.tokens_used() >= budget
+        return budget is not None and self.tokens_used(in_flight) >= budget
 
-    def cost_left(self, budget_usd: float | None) -> float | None:
+    def cost_left(
+        self, budget_usd: float | None, in_flight: TokenUsage | None = None
+    ) -> float | None:
         """What ``budget_usd`` leaves, in US dollars (``None``: no budget)."""
-        return None if budget_usd is None else max(budget_usd - self.result.total_cost_usd, 0.0)
+        return None if budget_usd is None else max(budget_usd - self.cost_used(in_flight), 0.0)
 
-    def over_cost_budget(self, budget_usd: float | None) -> bool:
+    def over_cost_budget(
+        self, budget_usd: float | None, in_flight: TokenUsage | None = None
+    ) -> bool:
         """Whether the run's known cost reached ``budget_usd`` (``None``: no budget)."""
-        return budget_usd is not None and self.result.total_cost_usd >= budget_usd
+        return budget_usd is not None and self.cost_used(in_flight) >= budget_usd
 
     def add_usage(self, usage: TokenUsage) -> None:
         """Count ``usage`` in the run's totals (tokens, cost, what is unpriced)."""

@@ -1,0 +1,127 @@
+"""A task's share of its team run's budgets, as the task's ``AgentRun`` keeps it.
+
+After each model turn the run reports its usage to the ``TeamRun`` (the
+``task_usage`` signal) and waits for the answer (its own ``budget`` signal)
+before it acts on the turn, so the model loop's budget check
+(``RunBudget.exceeded``) sees what every task in flight spent, not only this
+one (``oma.core.budget``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
+    from oma.core.budget import BudgetGrant, RunBudget, UsageReport
+    from oma.core.llm import LlmTurnInput, LlmTurnOutput
+    from oma.core.ports import ModelPort
+    from oma.core.usage import TokenUsage
+    from oma.core.workflow_ids import task_workflow_id
+    from oma.workflows import _patches
+    from oma.workflows._signals import BackgroundSignals
+
+
+class SharedBudget:
+    """``budget`` of the run of task ``task_id``, kept in step with its team
+    run. ``granted`` is the ``budget`` signal's handler."""
+
+    def __init__(self, budget: RunBudget, task_id: str, parent_id: str) -> None:
+        self.budget = budget
+        self._task_id = task_id
+        self._parent_id = parent_id
+        self._used = TokenUsage()
+        self._sent = 0
+        self._answered = 0
+
+    async def turn_used(self, usage: TokenUsage) -> None:
+        """Report the attempt's usage with this turn's ``usage`` and wait for
+        the team run's answer."""
+        self._used += usage
+        self._sent += 1
+        report = UsageReport(task_id=self._task_id, seq=self._sent, usage=self._used)
+        parent = workflow.get_external_workflow_handle(self._parent_id)
+        await parent.signal("task_usage", report)
+        await workflow.wait_condition(lambda: self._answered >= self._sent)
+
+    def granted(self, raw: Any) -> None:
+        try:
+            grant = BudgetGrant.model_validate(raw)
+        except ValidationError:
+            workflow.logger.warning("ignored a budget signal that is not a BudgetGrant")
+            return
+        self._answered = max(self._answered, grant.seq)
+        self.budget.granted(self._used, grant)
+
+
+class BudgetedModel:
+    """``ModelPort``: ``model``'s turns, each reported to ``shared``."""
+
+    def __init__(self, model: ModelPort, shared: SharedBudget) -> None:
+        self._model = model
+        self._shared = shared
+
+    async def turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
+        out = await self._model.turn(inp)
+        await self._shared.turn_used(out.usage)
+        return out
+
+
+def shared_budget(budget: RunBudget | None, task_id: str | None) -> SharedBudget | None:
+    """The shared budget of a task's run with a ``budget`` (``None`` for a
+    standalone run, a run without a budget, and runs from before the patch)."""
+    parent = workflow.info().parent
+    if budget is None or task_id is None or parent is None:
+        return None
+    if not workflow.patched(_patches.SHARED_BUDGET):
+        return None
+    return SharedBudget(budget, task_id, parent.workflow_id)
+
+
+class TaskSpending:
+    """The team run's side: what each task in flight used so far, as its run
+    reported it, and the answers (``budget`` signals) to those runs."""
+
+    def __init__(self) -> None:
+        self._usage: dict[str, TokenUsage] = {}
+        self._seq: dict[str, int] = {}
+        self.signals = BackgroundSignals()
+
+    def report(self, raw: Any, running: Container[str]) -> UsageReport | None:
+        """Record a ``task_usage`` signal's report of a task in ``running``;
+        ``None`` for anything else (a malformed or stray signal)."""
+        try:
+            report = UsageReport.model_validate(raw)
+        except ValidationError:
+            workflow.logger.warning("ignored a task_usage signal that is not a UsageReport")
+            return None
+        if report.task_id not in running:
+            return None
+        self._usage[report.task_id] = report.usage
+        self._seq[report.task_id] = report.seq
+        return report
+
+    def settled(self, task_id: str) -> None:
+        """The task's attempt ended: its usage is in its result from now on."""
+        self._usage.pop(task_id, None)
+        self._seq.pop(task_id, None)
+
+    def total(self) -> TokenUsage:
+        """What the tasks in flight used so far, together."""
+        return sum(self._usage.values(), TokenUsage())
+
+    def answer(self, task_id: str, grant: Callable[[int], BudgetGrant]) -> None:
+        """Send the run of ``task_id`` the ``grant`` for its latest report."""
+        child = task_workflow_id(workflow.info().workflow_id, task_id)
+        answer = grant(self._seq[task_id])
+        self.signals.send(child, "budget", answer)
+
+    def answer_all(self, grant: Callable[[int], BudgetGrant]) -> None:
+        """Send every task in flight that reported the ``grant`` (the budget
+        is spent: each stops before its next model turn)."""
+        for task_id in sorted(self._seq):
+            self.answer(task_id, grant)
