@@ -662,6 +662,8 @@ async def test_task_timeout_is_retried_and_the_retry_completes(
         "done",
         None,
     )
+    # the command ran twice: the timed-out run counts too
+    assert job.backend_attempts == 2
     # the timed-out attempt was killed, its child with it, not left to sleep on
     assert [pid for pid in pids_in(marker) if alive(pid)] == []
     retries = [e for e in await events_of(client, workflow_id) if e.type == "task_retry"]

@@ -318,12 +318,15 @@ def failed_backend_attempts(err: ActivityError) -> int | None:
     A ``process_run`` or ``acp_prompt`` names its attempt in its error's
     details (``{"code", "attempt"}``) and, from the second attempt on, in its
     heartbeats, whose last details a heartbeat or start-to-close timeout
-    carries (no ``attempt`` there: the first attempt)."""
+    carries (no ``attempt`` there: the first attempt). One that was
+    cancelled after it started ran at least once (a cancellation says no more)."""
     if err.activity_type not in BACKEND_ACTIVITIES:
         return None
     cause = err.cause
     if isinstance(cause, ApplicationError):
         return _attempt_in(cause.details, None)
+    if isinstance(cause, CancelledError):
+        return 1 if err.started_event_id else None
     if isinstance(cause, TimeoutError) and cause.type in (
         TimeoutType.HEARTBEAT,
         TimeoutType.START_TO_CLOSE,

@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.budget import BudgetGrant, RunBudget, UsageReport
     from oma.core.llm import LlmTurnInput, LlmTurnOutput
     from oma.core.ports import ModelPort
+    from oma.core.results import AgentRunResult
     from oma.core.usage import TokenUsage
     from oma.core.workflow_ids import task_workflow_id
     from oma.workflows import _patches
@@ -35,18 +36,18 @@ class SharedBudget:
         self._task_id = task_id
         self._parent_id = parent_id
         self._used = TokenUsage()
-        self._sent = 0
+        self.sent = 0
         self._answered = 0
 
     async def turn_used(self, usage: TokenUsage) -> None:
         """Report the attempt's usage with this turn's ``usage`` and wait for
         the team run's answer."""
         self._used += usage
-        self._sent += 1
-        report = UsageReport(task_id=self._task_id, seq=self._sent, usage=self._used)
+        self.sent += 1
+        report = UsageReport(task_id=self._task_id, seq=self.sent, usage=self._used)
         parent = workflow.get_external_workflow_handle(self._parent_id)
         await parent.signal("task_usage", report)
-        await workflow.wait_condition(lambda: self._answered >= self._sent)
+        await workflow.wait_condition(lambda: self._answered >= self.sent)
 
     def granted(self, raw: Any) -> None:
         try:
@@ -83,12 +84,11 @@ def shared_budget(budget: RunBudget | None, task_id: str | None) -> SharedBudget
 
 
 class TaskSpending:
-    """The team run's side: what each task in flight used so far, as its run
-    reported it, and the answers (``budget`` signals) to those runs."""
+    """The team run's side: what each task in flight reported of its current
+    attempt (``task_usage``), and the answers (``budget`` signals) to them."""
 
     def __init__(self) -> None:
-        self._usage: dict[str, TokenUsage] = {}
-        self._seq: dict[str, int] = {}
+        self._reports: dict[str, UsageReport] = {}
         self.signals = BackgroundSignals()
 
     def report(self, raw: Any, running: Container[str]) -> UsageReport | None:
@@ -101,27 +101,61 @@ class TaskSpending:
             return None
         if report.task_id not in running:
             return None
-        self._usage[report.task_id] = report.usage
-        self._seq[report.task_id] = report.seq
+        self._reports[report.task_id] = report
         return report
+
+    def merged(self, task_id: str, result: AgentRunResult) -> AgentRunResult:
+        """``result`` of the task's attempt with what its run reported where
+        the result knows less: a cancelled attempt's result is built by the
+        team run, which only the report tells what the attempt used."""
+        report = self._reports.get(task_id)
+        if report is None:
+            return result
+        update: dict[str, Any] = {}
+        if report.usage.total_tokens > result.token_usage.total_tokens:
+            update["token_usage"] = report.usage
+        if report.backend_attempts > result.backend_attempts:
+            update["backend_attempts"] = report.backend_attempts
+        return result.model_copy(update=update)
 
     def settled(self, task_id: str) -> None:
         """The task's attempt ended: its usage is in its result from now on."""
-        self._usage.pop(task_id, None)
-        self._seq.pop(task_id, None)
+        self._reports.pop(task_id, None)
 
     def total(self) -> TokenUsage:
         """What the tasks in flight used so far, together."""
-        return sum(self._usage.values(), TokenUsage())
+        return sum((r.usage for r in self._reports.values()), TokenUsage())
 
     def answer(self, task_id: str, grant: Callable[[int], BudgetGrant]) -> None:
-        """Send the run of ``task_id`` the ``grant`` for its latest report."""
-        child = task_workflow_id(workflow.info().workflow_id, task_id)
-        answer = grant(self._seq[task_id])
-        self.signals.send(child, "budget", answer)
+        """Send the run of ``task_id`` the ``grant`` for its latest report
+        (none to a cancelled one)."""
+        report = self._reports[task_id]
+        if not report.cancelled:
+            child = task_workflow_id(workflow.info().workflow_id, task_id)
+            self.signals.send(child, "budget", grant(report.seq))
 
     def answer_all(self, grant: Callable[[int], BudgetGrant]) -> None:
         """Send every task in flight that reported the ``grant`` (the budget
         is spent: each stops before its next model turn)."""
-        for task_id in sorted(self._seq):
+        for task_id in sorted(self._reports):
             self.answer(task_id, grant)
+
+
+async def report_cancelled(
+    task_id: str | None, result: AgentRunResult, budget: SharedBudget | None
+) -> None:
+    """Tell the team run what a cancelled attempt used (``UsageReport`` with
+    ``cancelled``); nothing for a standalone run or one from before the patch."""
+    parent = workflow.info().parent
+    if task_id is None or parent is None:
+        return
+    if not workflow.patched(_patches.CANCELLED_ATTEMPT_REPORTED):
+        return
+    report = UsageReport(
+        task_id=task_id,
+        seq=budget.sent if budget is not None else 0,
+        usage=result.token_usage,
+        backend_attempts=result.backend_attempts,
+        cancelled=True,
+    )
+    await workflow.get_external_workflow_handle(parent.workflow_id).signal("task_usage", report)

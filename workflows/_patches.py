@@ -27,3 +27,8 @@ SHARED_BUDGET = "oma-shared-budget"
 usage after every model turn and waits for the team run's answer
 (``oma.workflows._budget``); before it each task could spend everything the
 run had left when it started."""
+
+CANCELLED_ATTEMPT_REPORTED = "oma-cancelled-attempt-reported"
+"""A task's ``AgentRun`` that is cancelled (the task's ``timeout_s``, the
+run's end) tells its team run what it used (tokens, ``backend_attempts``);
+before it the team run counted a cancelled attempt as having used nothing."""

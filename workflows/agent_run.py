@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.agent_run import run_agent
     from oma.core.approval_gate import ApprovalGate
     from oma.core.approvals import ApprovalDecision, ApprovalRequest
+    from oma.core.budget import RunBudget
     from oma.core.errors import ActivityFailedError, OMAError, application_error
     from oma.core.limits import MAX_RESULT_MESSAGES_BYTES
     from oma.core.llm import ConversationSlice
@@ -45,7 +46,12 @@ with workflow.unsafe.imports_passed_through():
         failed_backend_attempts,
     )
     from oma.workflows._approval_waits import ApprovalHandlers, ApprovalWaits
-    from oma.workflows._budget import BudgetedModel, SharedBudget, shared_budget
+    from oma.workflows._budget import (
+        BudgetedModel,
+        SharedBudget,
+        report_cancelled,
+        shared_budget,
+    )
     from oma.workflows._tool_gate import ToolGate
 
 
@@ -87,6 +93,23 @@ class AgentRun(ApprovalHandlers):
         self._tool_gate.task_id = inp.task_id
         budget = inp.budget()
         self._budget = shared_budget(budget, inp.task_id)
+        try:
+            await self._run(inp, budget)
+        except asyncio.CancelledError:
+            # a cancelled workflow sends no result: the team run learns what
+            # this attempt used (its tokens, its backend's runs) from a report
+            await report_cancelled(inp.task_id, self._result, self._budget)
+            raise
+        self._settle_conversation()
+        await self._tool_gate.flush()
+        _visibility.ended(self._result.status)
+        return self._result
+
+    async def _run(self, inp: AgentRunInput, budget: RunBudget | None) -> None:
+        """The run itself, its failures mapped: an ``OMAError`` or a failed
+        activity fails the workflow with its code and the partial result."""
+        assert self._result is not None
+        agent = inp.agent
         structured = not isinstance(inp.input, str)
         messages = inp.input if isinstance(inp.input, list) else [user_text(inp.input)]
         try:
@@ -118,10 +141,6 @@ class AgentRun(ApprovalHandlers):
             if not workflow.patched(_patches.LOCAL_ACTIVITY_FAILURE):
                 raise
             raise self._activity_failure(err) from err
-        self._settle_conversation()
-        await self._tool_gate.flush()
-        _visibility.ended(self._result.status)
-        return self._result
 
     @workflow.signal(name="close_approvals")
     def close_approvals(self, *args: Any) -> None:

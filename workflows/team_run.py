@@ -217,7 +217,8 @@ class TeamRun(ApprovalHandlers):
     @workflow.signal(name="task_usage")
     def task_usage(self, *args: Any) -> None:
         """From a task's ``AgentRun``: its usage so far (``UsageReport``),
-        answered with what the run may still spend (its ``budget`` signal)."""
+        answered with what the run may still spend (its ``budget`` signal),
+        or what it used as it was cancelled."""
         report = self._spending.report(args[0] if args else None, self._in_flight)
         if report is not None:
             self._check_budget()
@@ -347,7 +348,7 @@ class TeamRun(ApprovalHandlers):
         try:
             while True:
                 state.attempts += 1
-                result = await self._attempt(inp, spec, agent)
+                result = self._spending.merged(task_id, await self._attempt(inp, spec, agent))
                 if result.status == "cancelled" and self._stop.kind == "timeout":
                     result = self._stop.cut_short(result)
                 self._sessions.record(agent.name, result.acp_session)
@@ -375,9 +376,8 @@ class TeamRun(ApprovalHandlers):
                     return
         except asyncio.CancelledError:
             # the run timed out, or was cancelled: this task ends with it
-            self._fail(
-                task_id, self._stop.cut_short(AgentRunResult(agent=agent.name, status="cancelled"))
-            )
+            cancelled = AgentRunResult(agent=agent.name, status="cancelled")
+            self._fail(task_id, self._stop.cut_short(self._spending.merged(task_id, cancelled)))
         except Exception as err:
             # a fault in reading the task's outcome must not leave it in
             # progress while the run goes on without it

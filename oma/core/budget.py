@@ -25,11 +25,15 @@ from oma.core.usage import TokenUsage
 
 class UsageReport(BaseModel):
     """An ``AgentRun``'s report to its team run (the ``task_usage`` signal):
-    what its task's current attempt used so far, after its ``seq``-th model turn."""
+    what its task's current attempt used so far, after its ``seq``-th model
+    turn, or as it was cancelled (its team run builds the cancelled attempt's
+    result from this: a cancelled workflow sends no result)."""
 
     task_id: str
-    seq: int = Field(ge=1, description="The model turns reported so far by this attempt.")
+    seq: int = Field(ge=0, description="The model turns reported so far by this attempt.")
     usage: TokenUsage = Field(description="The attempt's usage so far (not a delta).")
+    backend_attempts: int = Field(default=0, ge=0, description="AgentRunResult.backend_attempts.")
+    cancelled: bool = Field(default=False, description="The attempt was cancelled: no answer.")
 
 
 class BudgetGrant(BaseModel):
