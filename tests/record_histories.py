@@ -521,6 +521,43 @@ async def cancelled_while_a_process_runs(client: Client, workflow_id: str) -> Ke
     return _kept(run)
 
 
+async def tool_call_approved_at_the_team_run(client: Client, workflow_id: str) -> Kept:
+    """A task's gated ``file_write`` call (``options.approvals.tools``),
+    listed at the team run and approved there by update; the call runs. Kept
+    as recorded before ``TOOL_DECISIONS_PATCH``: the team run recorded the
+    decision itself and sent it to the task's run as a ``decide`` signal (a
+    recording now shows the decision forwarded as ``forwarded_decision``)."""
+    with tempfile.TemporaryDirectory(prefix="oma-record-") as tmp:
+        write = {
+            "type": "tool_use",
+            "id": "u1",
+            "name": "file_write",
+            "input": {"path": "out.txt", "content": "hi"},
+        }
+        writer = {
+            "name": "writer",
+            "provider": "scripted",
+            "script": [[write], "wrote it"],
+            "tools": ["readwrite"],
+            "cwd": tmp,
+        }
+        run = await _start(
+            client,
+            workflow_id,
+            {
+                "team": _team(writer),
+                "tasks": [task("w", "writer")],
+                "options": {"approvals": {"tools": ["file_write"]}},
+            },
+        )
+        await run.decide(await run.request("tool-w-1", WAIT_S), reviewer="recorder")
+        result = await run.result()
+        assert result.status == "completed", result
+        assert (Path(tmp) / "out.txt").read_text() == "hi"
+    assert _decisions(result) == [("tool-w-1", "approve", "update")]
+    return _kept(run)
+
+
 # -- ACP agents -----------------------------------------------------------------
 
 
@@ -623,6 +660,7 @@ SCENARIOS: dict[str, Scenario] = {
     "team_run_run_timeout": run_timeout,
     "team_run_token_budget": token_budget_exceeded,
     "team_run_cancelled": cancelled_while_a_process_runs,
+    "team_run_tool_call_approved": tool_call_approved_at_the_team_run,
     "team_run_acp_two_turns": acp_agent_over_two_turns,
     "agent_run_acp_routed_turn": acp_agent_routed_turn,
     "agent_run_anthropic_retry_hooks": anthropic_turn_retried_with_hooks,

@@ -42,6 +42,7 @@ def test_the_corpus_holds_team_runs_of_each_kind_and_both_agent_kinds() -> None:
         "team_run_run_timeout",
         "team_run_token_budget",
         "team_run_cancelled",
+        "team_run_tool_call_approved",
         "team_run_acp_two_turns",
         "agent_run_acp_routed_turn",
         "agent_run_anthropic_retry_hooks",
@@ -74,6 +75,11 @@ SHOWS: dict[str, set[str]] = {
         "CHILD_WORKFLOW_EXECUTION_CANCELED",
         "WORKFLOW_EXECUTION_CANCELED",
     },
+    "team_run_tool_call_approved": {
+        "WORKFLOW_EXECUTION_SIGNALED tool_approval_request",
+        "WORKFLOW_EXECUTION_UPDATE_ACCEPTED decide",
+        "SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED decide",
+    },
     "team_run_acp_two_turns": {"activity acp_close_run (routed)"},
     "agent_run_acp_routed_turn": {"activity acp_prompt (routed)"},
     "agent_run_anthropic_retry_hooks": {
@@ -102,6 +108,8 @@ def _shown(raw: dict[str, Any]) -> set[str]:
         shown.add(kind)
         if signal := event.get("workflowExecutionSignaledEventAttributes"):
             shown.add(f"{kind} {signal['signalName']}")
+        if sent := event.get("signalExternalWorkflowExecutionInitiatedEventAttributes"):
+            shown.add(f"{kind} {sent['signalName']}")
         if update := event.get("workflowExecutionUpdateAcceptedEventAttributes"):
             shown.add(f"{kind} {update['acceptedRequest']['input']['name']}")
         if scheduled := event.get("activityTaskScheduledEventAttributes"):

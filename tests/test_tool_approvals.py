@@ -4,6 +4,7 @@ never runs when rejected. Real dev server, real tools, histories replayed."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import uuid
 from pathlib import Path
@@ -16,6 +17,7 @@ from oma import worker as oma_worker
 from oma.core.approvals import request_hash
 from oma.core.messages import ToolResultBlock
 from oma.core.results import AgentRunResult
+from oma.core.workflow_ids import task_workflow_id
 from tests._approvals import WAIT_S, Run, refusal_code, result_within, start_run
 from tests._runs import TASK_QUEUE, agent_result, assert_replays, collected_unraisable, task
 from tests.test_approvals import scripted_activities
@@ -89,6 +91,9 @@ async def test_a_gated_call_waits_listed_at_the_team_run_and_runs_once_approved(
     ]
     child = await agent_result(client, workflow_id, "w")
     assert [d.request_hash for d in child.approval_decisions] == [recorded.request_hash]
+    # the task's run recorded it, as taken at the team run; the team run, the same
+    assert child.approval_decisions == result.approval_decisions == [recorded]
+    assert (recorded.source, recorded.forwarded_by) == ("update", workflow_id)
     assert await run.pending() == []
     await assert_replays(client, workflow_id)
 
@@ -156,6 +161,75 @@ async def test_an_approval_binds_the_exact_arguments_and_is_used_once(
         ("tool-w-1", "approve"),
         ("tool-w-2", "reject"),
     ]
+    await assert_replays(client, workflow_id)
+
+
+@pytest.mark.parametrize("at_the_team_run", ["update", "signal"])
+async def test_a_tool_decision_raced_at_the_task_and_at_the_team_run_is_one_decision(
+    client: Client, workflow_id: str, tmp_path: Path, at_the_team_run: str
+) -> None:
+    run = await start_run(
+        client, workflow_id, gated_run(tmp_path, [write("u1", "out.txt", "hi")], "done")
+    )
+    request = await run.request("tool-w-1")
+    task_run = Run(client.get_workflow_handle(task_workflow_id(workflow_id, "w")))
+    # alice approves at the team run, bob rejects at the task's run, at once;
+    # one of the two sends the update, the other the signal
+    if at_the_team_run == "update":
+        sent = (task_run.signal_decision(request, "reject", "bob"), run.decide(request))
+        by_update, answer_index = "alice", 1
+    else:
+        sent = (task_run.decide(request, "reject", "bob"), run.signal_decision(request))
+        by_update, answer_index = "bob", 0
+    answers = await asyncio.gather(*sent, return_exceptions=True)
+    result = await result_within(run, WAIT_S)
+
+    [decided] = (await agent_result(client, workflow_id, "w")).approval_decisions
+    assert result.approval_decisions == [decided]  # the same record at both runs
+    assert (tmp_path / "out.txt").exists() == (decided.decision == "approve")
+    answer = answers[answer_index]
+    if decided.reviewer.id == by_update:
+        assert answer == decided
+    else:
+        assert refusal_code(answer) == "APPROVAL_CONFLICT"
+    refused = [e.detail for e in await run.events() if e.type == "approval_refused"]
+    if at_the_team_run == "signal" and decided.reviewer.id == "bob":
+        # alice's signal lost: a refusal at the team run, not a decision
+        [detail] = refused
+        assert detail is not None and detail.startswith("tool-w-1: APPROVAL_CONFLICT: ")
+    else:
+        assert refused == []
+    await assert_replays(client, workflow_id)
+
+
+async def test_a_retried_tasks_tool_requests_are_new_and_decided_at_the_team_run(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    script = [[write("u1", "a.txt", "1")], [write("u2", "b.txt", "2")], "done"]
+    run_input = gated_run(tmp_path, *script)
+    # the first attempt times out waiting for its second call's decision
+    run_input["tasks"] = [task("w", "writer") | {"timeout_s": 3, "max_retries": 1}]
+    run_input["tasks"][0]["retry_delay_s"] = 0.1
+    run = await start_run(client, workflow_id, run_input)
+    await run.decide(await run.request("tool-w-1"))
+    await run.request("tool-w-2")
+
+    retried = await run.request("tool-w/2-1")
+    assert [r.request_id for r in await run.pending()] == ["tool-w/2-1"]
+    recorded = await run.decide(retried)
+    await run.decide(await run.request("tool-w/2-2"))
+    result = await result_within(run, WAIT_S)
+
+    assert result.status == "completed"
+    assert [(d.request_id, d.decision) for d in result.approval_decisions] == [
+        ("tool-w-1", "approve"),
+        ("tool-w/2-1", "approve"),
+        ("tool-w/2-2", "approve"),
+    ]
+    child = await agent_result(client, workflow_id, "w")  # the second attempt's run
+    assert child.approval_decisions == result.approval_decisions[1:]
+    assert child.approval_decisions[0] == recorded
+    assert ((tmp_path / "a.txt").read_text(), (tmp_path / "b.txt").read_text()) == ("1", "2")
     await assert_replays(client, workflow_id)
 
 

@@ -6,6 +6,11 @@ gets a waiter that applies ``on_timeout`` when the request expires (a
 Temporal timer), and a step of the run can wait for a decision. Decisions
 arrive through the ``decide`` signal and update, which ``TeamRun`` and
 ``AgentRun`` (a task's gated tool calls) share: one mechanism for every gate.
+
+Exactly one run decides a request: the run that made it. A team run lists
+its tasks' tool requests too, but a decision taken there goes to the task's
+run (a ``DecisionForwarder``), and the team run records only what that run
+recorded.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from temporalio import workflow
 
@@ -40,12 +45,35 @@ Decided = Callable[[ApprovalRequest, ApprovalDecision], None]
 """Told of every decision recorded, by a reviewer or by ``on_timeout``."""
 
 
+class DecisionForwarder(Protocol):
+    """Sends the decisions a run takes on requests another run made to that
+    run, which decides them (a team run's ``AdoptedToolRequests``)."""
+
+    def takes(self, request: ApprovalRequest) -> bool:
+        """Whether a decision on ``request`` goes to the run that made it."""
+        ...
+
+    def check(self, decision: Decision) -> None:
+        """Raise ``ApprovalConflictError`` when a decision on the same request
+        is on its way already."""
+        ...
+
+    def send_decision(
+        self, request: ApprovalRequest, decision: Decision, source: DecisionSource
+    ) -> asyncio.Future[ApprovalDecision]:
+        """Send ``decision``; the future is the decision the other run
+        recorded, when it is this one, or the ``ApprovalError`` saying why not
+        (``APPROVAL_CONFLICT``: another decision came first)."""
+        ...
+
+
 class ApprovalWaits:
     """Requests, decisions and expiries of one run, over ``gate``.
 
     ``emit`` records the run's events; ``wake`` is called whenever something
     the dispatch loop waits on changed (a decision, a closed request);
-    ``on_decided`` is told of every decision recorded.
+    ``on_decided`` is told of every decision recorded; ``forwarder``, set by
+    a team run, takes the decisions on requests its tasks' runs made.
     """
 
     def __init__(
@@ -60,6 +88,7 @@ class ApprovalWaits:
         self._wake = wake
         self._on_decided = on_decided
         self._waiters: dict[str, asyncio.Task[None]] = {}
+        self.forwarder: DecisionForwarder | None = None
 
     def request(self, request_id: str, boundary: Boundary, content: Any, reason: str) -> None:
         """Open a request; its waiter starts with the next ``start_waiters``."""
@@ -71,13 +100,27 @@ class ApprovalWaits:
         wrong (the gate's ``ApprovalError``), not a request it does not know
         yet (``made``)."""
         if self.gate.knows(decision.request_id):
-            self.gate.check(decision, closed_because)
+            self._check(decision, closed_because)
 
     async def decide(self, decision: Decision, closed_because: str) -> ApprovalDecision:
         """The ``decide`` update's handler: records ``decision`` once the
-        request it names is made (or refuses it ``LAG_S`` later)."""
+        request it names is made (or refuses it ``LAG_S`` later); on a
+        request another run made, returns what that run recorded, once it
+        did."""
         await self.made(decision.request_id)
-        return self.record(decision, "update", closed_because)
+        request = self._check(decision, closed_because)
+        if self.forwarder is not None and self.forwarder.takes(request):
+            return await self.forwarder.send_decision(request, decision, "update")
+        return self._record(request, decision, "update")
+
+    def signalled(self, decision: Decision, closed_because: str) -> None:
+        """The ``decide`` signal's handler: the update's rules, without an
+        answer; raises the gate's ``ApprovalError``."""
+        request = self._check(decision, closed_because)
+        if self.forwarder is not None and self.forwarder.takes(request):
+            self.forwarder.send_decision(request, decision, "signal")
+        else:
+            self._record(request, decision, "signal")
 
     async def made(self, request_id: str) -> None:
         """Return once the run has made request ``request_id``, or ``LAG_S``
@@ -97,11 +140,30 @@ class ApprovalWaits:
                 await workflow.wait_condition(lambda: self.gate.knows(request_id), timeout=LAG_S)
 
     def record(
-        self, decision: Decision, source: DecisionSource, closed_because: str
+        self,
+        decision: Decision,
+        source: DecisionSource,
+        closed_because: str,
+        forwarded_by: str | None = None,
     ) -> ApprovalDecision:
-        """Record a reviewer's decision; raises the gate's ``ApprovalError``
-        (``closed_because``: why a request closed without one)."""
+        """Record a reviewer's decision on a request this run made (taken at
+        the run ``forwarded_by``, if not here); raises the gate's
+        ``ApprovalError`` (``closed_because``: why a request closed without one)."""
+        return self._record(self._check(decision, closed_because), decision, source, forwarded_by)
+
+    def _check(self, decision: Decision, closed_because: str) -> ApprovalRequest:
         request = self.gate.check(decision, closed_because)
+        if self.forwarder is not None:
+            self.forwarder.check(decision)
+        return request
+
+    def _record(
+        self,
+        request: ApprovalRequest,
+        decision: Decision,
+        source: DecisionSource,
+        forwarded_by: str | None = None,
+    ) -> ApprovalDecision:
         record = self.gate.decide(
             request,
             decision.decision,
@@ -109,6 +171,7 @@ class ApprovalWaits:
             decision.comment,
             source,
             workflow.now(),
+            forwarded_by,
         )
         self._recorded(request, record)
         return record
@@ -192,7 +255,7 @@ class ApprovalHandlers:
         handler takes ``*args``: a signal with a payload of the wrong arity
         must be refused, not fail the workflow task for good.)"""
         try:
-            self._approvals.record(decision_of(args), "signal", self._closed_because())
+            self._approvals.signalled(decision_of(args), self._closed_because())
         except OMAError as err:
             self._approvals.refused(args, err)
 
@@ -201,7 +264,9 @@ class ApprovalHandlers:
         """A ``Decision``; returns the recorded ``ApprovalDecision``. Refused
         (``APPROVAL_STALE_DECISION``, ``APPROVAL_CONFLICT``, ``INVALID_RUN_INPUT``,
         a closed request) by the validator, without writing history; a request
-        the run never made, or a race another decision won, by the handler."""
+        the run never made, or a race another decision won, by the handler.
+        At a team run, a decision on a task's tool request is answered once the
+        task's run recorded it (or ``APPROVAL_CONFLICT``: it recorded another)."""
         try:
             return await self._approvals.decide(decision_of(args), self._closed_because())
         except OMAError as err:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import FailureError
 
 
 class BackgroundSignals:
@@ -15,9 +17,17 @@ class BackgroundSignals:
     def __init__(self) -> None:
         self._sending: set[asyncio.Task[None]] = set()
 
-    def send(self, workflow_id: str, signal: str, payload: Any) -> None:
+    def send(
+        self,
+        workflow_id: str,
+        signal: str,
+        payload: Any,
+        undelivered: Callable[[], None] | None = None,
+    ) -> None:
+        """Signal ``workflow_id``; ``undelivered`` is called if the signal
+        fails (the run is not running)."""
         handle = workflow.get_external_workflow_handle(workflow_id)
-        task = asyncio.create_task(handle.signal(signal, payload))
+        task = asyncio.create_task(_deliver(handle, signal, payload, undelivered))
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
@@ -26,3 +36,17 @@ class BackgroundSignals:
         a run that ended meanwhile)."""
         if self._sending:
             await asyncio.gather(*self._sending, return_exceptions=True)
+
+
+async def _deliver(
+    handle: workflow.ExternalWorkflowHandle[Any],
+    signal: str,
+    payload: Any,
+    undelivered: Callable[[], None] | None,
+) -> None:
+    try:
+        await handle.signal(signal, payload)
+    except FailureError:
+        if undelivered is None:
+            raise
+        undelivered()

@@ -11,9 +11,17 @@ is an error result the model reads, and the loop goes on.
 
 ``AdoptedToolRequests`` is the ``TeamRun`` side: a task's requests are listed
 by the team run too (its ``pending_approvals``), so a reviewer who knows only
-the team run's id can see and answer them there; the team run forwards the
-decision to the task's run, and tells it to close its requests when the team
-run stops.
+the team run's id can see and answer them there. The task's run alone
+decides its requests: the team run forwards a decision taken there and
+records only what the task's run recorded (the reviewer's decision, or the
+one that came first: that reviewer is told ``APPROVAL_CONFLICT``), so both
+runs hold the same decision, the one the call ran or did not run by. The
+team run tells the task's run to close its requests when the team run stops.
+
+Request ids are ``tool-<task id>-<n>`` (``n`` counts the gated calls of the
+task's run from 1), ``tool-<task id>/<attempt>-<n>`` in a retry of the task
+(a task id never contains ``/``, so no two are alike), and ``tool-<n>`` in a
+standalone agent run.
 """
 
 from __future__ import annotations
@@ -26,41 +34,48 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from oma.core.approval_gate import task_of
-    from oma.core.approvals import ApprovalDecision, ApprovalRequest, Decision
+    from oma.core.approvals import ApprovalDecision, ApprovalRequest, Decision, DecisionSource
+    from oma.core.errors import (
+        ApprovalConflictError,
+        ApprovalError,
+        ApprovalUnknownRequestError,
+        OMAError,
+    )
     from oma.core.tools import ToolCallInput, ToolCallOutput
     from oma.workflows._approval_waits import ApprovalWaits, Emit
+    from oma.workflows._signals import BackgroundSignals
 
 
 M = TypeVar("M", bound=BaseModel)
 
+TOOL_DECISIONS_PATCH = "oma-tool-decisions-at-the-task"
+"""Team runs from this flag on forward a decision on a task's tool request
+and record what the task's run recorded, and stop listing an attempt's
+requests when the attempt ends (before it: the team run recorded the
+decision itself, and the two runs could disagree)."""
+
 
 class ToolRequestClosed(BaseModel):
     """Sent by a task's run to its team run: a tool request is closed, with
-    the decision it got (``None``: none)."""
+    the decision it got (``None``: none; ``reason``: why a decision the team
+    run forwarded was refused)."""
 
     request_id: str
     decision: ApprovalDecision | None = None
+    reason: str | None = None
 
 
-class _Signals:
-    """Signals to other runs sent in the background, awaited before the run ends."""
+class ForwardedDecision(BaseModel):
+    """Sent by a team run to a task's run (signal ``forwarded_decision``): a
+    reviewer's decision on one of its tool requests, taken at the team run
+    ``forwarded_by`` through the ``decide`` signal or update (``source``)."""
 
-    def __init__(self) -> None:
-        self._sending: set[asyncio.Task[None]] = set()
-
-    def send(self, workflow_id: str, signal: str, payload: Any) -> None:
-        handle = workflow.get_external_workflow_handle(workflow_id)
-        task = asyncio.create_task(handle.signal(signal, payload))
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
-
-    async def flush(self) -> None:
-        """Return once every signal sent so far has been delivered (or failed)."""
-        if self._sending:
-            await asyncio.gather(*self._sending, return_exceptions=True)
+    decision: Decision
+    source: DecisionSource
+    forwarded_by: str
 
 
-class ToolGate(_Signals):
+class ToolGate(BackgroundSignals):
     """The gated tool calls of one ``AgentRun`` (``task_id``: the team task it
     runs, if any), over the run's ``approvals``."""
 
@@ -68,6 +83,7 @@ class ToolGate(_Signals):
         super().__init__()
         self._approvals = approvals
         self.task_id = task_id
+        self.attempt = 1
         self._count = 0
         self.closed_because: str | None = None
 
@@ -81,7 +97,7 @@ class ToolGate(_Signals):
         if self.closed_because is not None:
             return _not_run(f"its approval could not be asked: {self.closed_because}")
         self._count += 1
-        request_id = "-".join(["tool", *([self.task_id] if self.task_id else []), str(self._count)])
+        request_id = self._request_id()
         content = {
             "agent": call.agent,
             "task": self.task_id,
@@ -102,6 +118,38 @@ class ToolGate(_Signals):
             return _not_run(f"the reviewer {decision.reviewer.id} rejected it{comment}")
         return None
 
+    def _request_id(self) -> str:
+        if self.task_id is None:
+            return f"tool-{self._count}"
+        if self.attempt == 1:
+            return f"tool-{self.task_id}-{self._count}"
+        return f"tool-{self.task_id}/{self.attempt}-{self._count}"
+
+    def take_forwarded(self, args: tuple[Any, ...]) -> None:
+        """The ``forwarded_decision`` signal of the team run: record the
+        decision (the team run learns it from ``decided``), or tell the team
+        run why not, with the decision the request has, if any."""
+        forwarded = _parsed(ForwardedDecision, args)
+        if forwarded is None:
+            return
+        parent = workflow.info().parent
+        if parent is None or forwarded.forwarded_by != parent.workflow_id:
+            workflow.logger.warning("ignored a forwarded decision not from this run's team run")
+            return
+        decision = forwarded.decision
+        try:
+            self._approvals.record(
+                decision, forwarded.source, self.closed_because or "", forwarded.forwarded_by
+            )
+        except OMAError as err:
+            gate = self._approvals.gate
+            refused = ToolRequestClosed(
+                request_id=decision.request_id,
+                decision=gate.decision(decision.request_id),
+                reason=err.message,
+            )
+            self._tell_parent("tool_approval_closed", refused)
+
     def close(self, reason: str) -> None:
         """The team run stopped: no gated call runs any more."""
         if self.closed_because is None:
@@ -121,13 +169,39 @@ class ToolGate(_Signals):
             self.send(parent.workflow_id, signal, payload)
 
 
-class AdoptedToolRequests(_Signals):
-    """A team run's view of its tasks' tool requests (held in its own gate)."""
+class _Forwarded:
+    """A decision taken at the team run, on its way to the task's run that
+    decides ``request``."""
+
+    def __init__(
+        self, request: ApprovalRequest, decision: Decision, source: DecisionSource
+    ) -> None:
+        self.request = request
+        self.decision = decision
+        self.source = source
+        self.recorded: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
+
+    def is_this(self, record: ApprovalDecision, forwarded_by: str) -> bool:
+        """Whether ``record``, recorded by the task's run, is this decision."""
+        decision = self.decision
+        return (
+            record.forwarded_by == forwarded_by
+            and record.source == self.source
+            and (record.decision, record.reviewer, record.comment)
+            == (decision.decision, decision.reviewer, decision.comment)
+        )
+
+
+class AdoptedToolRequests(BackgroundSignals):
+    """A team run's view of its tasks' tool requests (held in its own gate),
+    and the ``DecisionForwarder`` of its ``approvals``."""
 
     def __init__(self, approvals: ApprovalWaits, emit: Emit) -> None:
         super().__init__()
         self._approvals = approvals
         self._emit = emit
+        self._forwarded: dict[str, _Forwarded] = {}
+        approvals.forwarder = self
 
     def adopt(self, args: tuple[Any, ...], stopped_because: str | None) -> None:
         """A task's run made a request: list it (or, the run having stopped,
@@ -142,7 +216,8 @@ class AdoptedToolRequests(_Signals):
         self._emit("approval_request", task_of(request), request.request_id)
 
     def closed(self, args: tuple[Any, ...]) -> None:
-        """A task's request closed: stop listing it; record a decision taken there."""
+        """A task's request closed: stop listing it; record the decision the
+        task's run recorded; answer the decision forwarded to it, if any."""
         closed = _parsed(ToolRequestClosed, args)
         if closed is None:
             return
@@ -154,9 +229,83 @@ class AdoptedToolRequests(_Signals):
             task = task_of(request) if request is not None else None
             self._emit("approval_decision", task, detail + closed.decision.reviewer.id)
         gate.close(closed.request_id)
+        forwarded = self._forwarded.pop(closed.request_id, None)
+        if forwarded is None:
+            return
+        record = closed.decision
+        if record is not None and forwarded.is_this(record, gate.scope):
+            forwarded.recorded.set_result(record)
+        elif record is not None:
+            self._refused(
+                forwarded,
+                ApprovalConflictError(
+                    f"request {closed.request_id!r} was already decided at the task's run: "
+                    f"{record.decision} by {record.reviewer.id} at {record.decided_at.isoformat()}"
+                ),
+            )
+        else:
+            why = closed.reason or "it closed the request"
+            self._refused(
+                forwarded, ApprovalUnknownRequestError(f"the task's run refused it: {why}")
+            )
+
+    def takes(self, request: ApprovalRequest) -> bool:
+        """``DecisionForwarder``: a decision on a task's request goes to the
+        task's run (from ``TOOL_DECISIONS_PATCH`` on; before it, this run
+        recorded it and ``forward`` sent it on)."""
+        return request.scope != self._approvals.gate.scope and workflow.patched(
+            TOOL_DECISIONS_PATCH
+        )
+
+    def check(self, decision: Decision) -> None:
+        """``DecisionForwarder``: one decision on its way per request; a later
+        one would lose to it, or to the decision that beat it."""
+        forwarded = self._forwarded.get(decision.request_id)
+        if forwarded is not None:
+            earlier = forwarded.decision
+            raise ApprovalConflictError(
+                f"request {decision.request_id!r} has a decision on its way to the task's run: "
+                f"{earlier.decision} by {earlier.reviewer.id}"
+            )
+
+    def send_decision(
+        self, request: ApprovalRequest, decision: Decision, source: DecisionSource
+    ) -> asyncio.Future[ApprovalDecision]:
+        """``DecisionForwarder``: send ``decision`` to the task's run; nothing
+        is recorded here until the task's run says what it recorded."""
+        forwarded = _Forwarded(request, decision, source)
+        self._forwarded[request.request_id] = forwarded
+        payload = ForwardedDecision(
+            decision=decision, source=source, forwarded_by=self._approvals.gate.scope
+        )
+
+        def undelivered() -> None:
+            self._unanswered(request.request_id, "the task's run is not running")
+
+        self.send(request.scope, "forwarded_decision", payload, undelivered)
+        return forwarded.recorded
+
+    def _refused(self, forwarded: _Forwarded, err: ApprovalError) -> None:
+        if forwarded.source == "signal":
+            # no one awaits a signal's answer: the refusal is a run event
+            request_id = forwarded.request.request_id
+            self._emit("approval_refused", task_of(forwarded.request), f"{request_id}: {err}")
+            forwarded.recorded.cancel()
+        else:
+            forwarded.recorded.set_exception(err)
+
+    def _unanswered(self, request_id: str, why: str) -> None:
+        forwarded = self._forwarded.pop(request_id, None)
+        if forwarded is not None:
+            self._approvals.gate.close(request_id)
+            err = ApprovalUnknownRequestError(
+                f"request {request_id!r} was closed without a decision: {why}"
+            )
+            self._refused(forwarded, err)
 
     def forward(self, request: ApprovalRequest, record: ApprovalDecision) -> None:
-        """``ApprovalWaits.on_decided`` of a team run: a decision on a task's
+        """``ApprovalWaits.on_decided`` of a team run from before
+        ``TOOL_DECISIONS_PATCH``: a decision recorded here on a task's
         request goes to the task's run, which applies it."""
         if request.scope == self._approvals.gate.scope:
             return
@@ -173,6 +322,16 @@ class AdoptedToolRequests(_Signals):
         """The task's run ``child`` ended: its requests are no longer open."""
         for request in [r for r in self._approvals.gate.open if r.scope == child]:
             self._approvals.gate.close(request.request_id)
+        for forwarded in [f for f in self._forwarded.values() if f.request.scope == child]:
+            self._unanswered(forwarded.request.request_id, "the task's run ended")
+
+    def attempt_ended(self, child: str) -> None:
+        """One attempt of a task, the run ``child``, ended: its requests are
+        no longer open (a retry's are new ones), from ``TOOL_DECISIONS_PATCH`` on."""
+        listed = any(r.scope == child for r in self._approvals.gate.open)
+        on_its_way = any(f.request.scope == child for f in self._forwarded.values())
+        if (listed or on_its_way) and workflow.patched(TOOL_DECISIONS_PATCH):
+            self.settled(child)
 
     def close_all(self, reason: str) -> None:
         """The team run stopped: every task with an open request closes its requests."""

@@ -68,7 +68,8 @@ class AgentRun(ApprovalHandlers):
     Gated tool calls (``approvals.tools``) wait for a decision here: the
     ``pending_approvals`` query, the ``decide`` signal and update, as a
     ``TeamRun``'s (which also lists and forwards them), and the
-    ``close_approvals`` signal of the team run that stopped.
+    ``close_approvals`` signal of the team run that stopped, and its
+    ``forwarded_decision`` (a decision taken at the team run).
     """
 
     def __init__(self) -> None:
@@ -91,6 +92,7 @@ class AgentRun(ApprovalHandlers):
         self._result.approval_decisions = self._decisions
         self._approvals.gate.options = inp.approvals
         self._tool_gate.task_id = inp.task_id
+        self._tool_gate.attempt = inp.attempt
         budget = inp.budget()
         self._budget = shared_budget(budget, inp.task_id)
         try:
@@ -156,6 +158,12 @@ class AgentRun(ApprovalHandlers):
         the answer to this run's latest ``task_usage`` report."""
         if self._budget is not None and args:
             self._budget.granted(args[0])
+
+    @workflow.signal(name="forwarded_decision")
+    def forwarded_decision(self, *args: Any) -> None:
+        """From the team run: a decision a reviewer took there on a tool
+        request of this run, which decides it (``ForwardedDecision``)."""
+        self._tool_gate.take_forwarded(args)
 
     def _closed_because(self) -> str:
         return self._tool_gate.closed_because or ""

@@ -349,6 +349,7 @@ class TeamRun(ApprovalHandlers):
             while True:
                 state.attempts += 1
                 result = self._spending.merged(task_id, await self._attempt(inp, spec, agent))
+                self._tool_requests.attempt_ended(child)
                 if result.status == "cancelled" and self._stop.kind == "timeout":
                     result = self._stop.cut_short(result)
                 self._sessions.record(agent.name, result.acp_session)
@@ -419,6 +420,7 @@ class TeamRun(ApprovalHandlers):
             agent=agent,
             input=prompt,
             task_id=spec.id,
+            attempt=self._graph[spec.id].attempts,
             run_key=self._sessions.run_key if agent.kind == "acp" else None,
             acp_session=self._sessions.get(agent.name),
             token_budget=self._grant(0).tokens_left,

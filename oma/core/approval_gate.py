@@ -154,8 +154,10 @@ class ApprovalGate:
         comment: str | None,
         source: DecisionSource,
         now: datetime,
+        forwarded_by: str | None = None,
     ) -> ApprovalDecision:
-        """Record a decision on ``request`` (checked already) and return it."""
+        """Record a decision on ``request`` (checked already) and return it;
+        ``forwarded_by``: the run it was taken at, if not this one."""
         record = ApprovalDecision(
             request_id=request.request_id,
             boundary=request.boundary,
@@ -165,6 +167,7 @@ class ApprovalGate:
             comment=comment,
             decided_at=now,
             source=source,
+            forwarded_by=forwarded_by,
         )
         self._decided[request.request_id] = record
         self.decisions.append(record)
@@ -191,7 +194,8 @@ class ApprovalGate:
             self.open.append(request)
 
     def note(self, record: ApprovalDecision) -> None:
-        """Record a decision another run took on an adopted request."""
+        """Record the decision the run that made an adopted request recorded
+        (its own, or one this run forwarded to it)."""
         if record.request_id not in self._decided:
             self._decided[record.request_id] = record
             self.decisions.append(record)

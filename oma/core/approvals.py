@@ -152,6 +152,9 @@ class ApprovalDecision(BaseModel):
 
     ``source``: ``update`` or ``signal`` (a reviewer), or ``timeout``
     (``on_timeout`` applied; ``reviewer.id`` is then ``oma:timeout``).
+    ``forwarded_by``: the workflow id of the run the reviewer answered at,
+    when that run forwarded the decision to the one that made the request (a
+    team run, for its task's tool request); ``None`` when it was taken here.
     """
 
     request_id: str
@@ -162,6 +165,7 @@ class ApprovalDecision(BaseModel):
     comment: str | None = None
     decided_at: datetime
     source: DecisionSource
+    forwarded_by: str | None = None
 
     def rejection(self) -> str:
         """Why a run stops on this (rejecting) decision, for a person."""

@@ -158,6 +158,12 @@ class AgentRunInput(BaseModel):
     task_id: str | None = Field(
         default=None, description="The team task this run executes, if any."
     )
+    attempt: int = Field(
+        default=1,
+        ge=1,
+        description="Set by TeamRun: which attempt of its task this run is (1: the first); "
+        "a later attempt's tool requests are tool-<task id>/<attempt>-<n>.",
+    )
     run_key: str | None = Field(
         default=None,
         description="Set by TeamRun: the run that owns this agent's ACP session "
