@@ -6,6 +6,7 @@ servers, a real HTTP MCP endpoint, real runs on the dev server."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from oma.core.messages import user_text
 from tests._runs import OPENAI_TEST_KEY, assert_replays, run_team, task
 from tests.anthropic_server import AnthropicServer
 from tests.openai_server import OpenAIServer
+from tests.test_cli import oma
 
 WORKER_KEY = "sk-proj-worker-key-0123456789abcdef"
 TEMPORAL_KEY = "temporal-cloud-api-key-0123456789abcdef"
@@ -176,6 +178,19 @@ def test_a_worker_with_a_malformed_declaration_does_not_start(
 
     with pytest.raises(CredentialsConfigError):
         Activities(session_task_queue="q")
+
+
+def test_oma_worker_with_a_malformed_declaration_exits_with_one_line() -> None:
+    env = os.environ | {CREDENTIALS_ENV: "MY_KEY=mcp.example.com/mcp"}
+    env["TEMPORAL_ADDRESS"] = "127.0.0.1:1"  # never reached: the declaration fails first
+
+    done = oma("worker", env=env)
+
+    assert done.returncode == 1
+    assert done.stderr.startswith(
+        f"error: CREDENTIALS_CONFIG_INVALID: {CREDENTIALS_ENV}: MY_KEY: 'mcp.example.com/mcp' "
+        "is not an origin"
+    )
 
 
 # -- the openai provider, through the real SDK ---------------------------------------
