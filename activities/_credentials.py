@@ -131,9 +131,10 @@ class CredentialPolicy:
 
 
 def origin_of(url: str) -> httpx2.Origin | None:
-    """``url``'s origin as ``httpx2`` parses it (the host IDNA-encoded, the
-    port made explicit), or ``None`` for a URL it cannot parse or without an
-    http(s) scheme and a host."""
+    """``url``'s origin as ``httpx2`` parses it (the host in lower case, an
+    IDNA name in its decoded form, an IPv6 address compressed; the port made
+    explicit), or ``None`` for a URL it cannot parse or without an http(s)
+    scheme and a host."""
     try:
         parsed = httpx2.URL(url)
         if parsed.scheme not in _SCHEMES or not parsed.host:
