@@ -4,7 +4,8 @@
 Temporal's environment configuration (``oma.connection``: a profile file,
 ``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, ``TEMPORAL_API_KEY``, TLS) and
 ``OMA_TASK_QUEUE`` (``oma``). Model credentials (``ANTHROPIC_API_KEY``) are
-read here, by the activities, and never travel in workflow input.
+read here, by the activities, and never travel in workflow input; where they
+may be sent is the operator's ``OMA_CREDENTIALS`` (docs/security.md).
 
 Installed as ``oma.worker``: a composition root, which alone (with the CLI,
 the client, the in-process ``Agent`` and the dev server) imports everything.
@@ -24,6 +25,7 @@ from typing import Any, Literal
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from oma.activities._credentials import CredentialPolicy
 from oma.activities.acp.pool import SessionPool
 from oma.activities.acp.reaper import reap_forever
 from oma.activities.acp_prompt import AcpActivities
@@ -54,6 +56,9 @@ class Activities:
     mcp_pool: McpServerPool = field(default_factory=McpServerPool)
 
     def __post_init__(self) -> None:
+        # a malformed OMA_CREDENTIALS stops the worker here, before it serves
+        # a run (CredentialsConfigError); the activities read it at each use
+        CredentialPolicy.from_env()
         self.acp = AcpActivities(self.acp_pool, self.session_task_queue)
         self.tools = ToolActivities(self.mcp_pool, self.session_task_queue)
         self.mcp = McpActivities(self.mcp_pool, self.session_task_queue)

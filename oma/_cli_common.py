@@ -9,6 +9,7 @@ for it).
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,13 +43,18 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def connection() -> Connection:
-    """``Connection.from_env()``; a bad profile or OMA_CODEC_KEYS exits 1 with one line."""
+    """``Connection.from_env()``; a bad profile, OMA_CODEC_KEYS or OMA_CREDENTIALS
+    exits 1 with one line."""
     from oma.codec import keys_from_env
     from oma.connection import Connection
     from oma.core.errors import OMAError
 
     try:
         keys_from_env()  # a malformed OMA_CODEC_KEYS fails here, before anything starts
+        if os.environ.get("OMA_CREDENTIALS"):  # and so does OMA_CREDENTIALS (httpx2 parses it)
+            from oma.activities._credentials import CredentialPolicy
+
+            CredentialPolicy.from_env()
         return Connection.from_env()
     except OMAError as e:
         raise fail(str(e)) from None

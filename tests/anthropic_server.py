@@ -3,10 +3,11 @@
 ``AnthropicServer`` listens on ``127.0.0.1`` (an ephemeral port) in a daemon
 thread and answers ``POST /v1/messages`` (with or without ``?beta=true``) with
 replies a test scripts in advance: a FIFO queue of ``TextReply``,
-``ToolUseReply`` and ``ErrorReply`` (their usage, prompt cache counts
-included, is what ``message_start`` reports), then an optional default responder, then
-the text ``"ok"``. A request with ``"stream": true`` gets Server-Sent Events in
-the order the API documents (https://docs.anthropic.com/en/api/messages-streaming)::
+``ToolUseReply``, ``ErrorReply``, ``MalformedReply`` and ``RedirectReply``
+(their usage, prompt cache counts included, is what ``message_start``
+reports), then an optional default responder, then the text ``"ok"``. A
+request with ``"stream": true`` gets Server-Sent Events in the order the API
+documents (https://docs.anthropic.com/en/api/messages-streaming)::
 
     message_start → (content_block_start → content_block_delta… → content_block_stop)…
     → message_delta → message_stop
@@ -113,7 +114,25 @@ class ErrorReply:
         return {"type": "error", "error": {"type": error_type, "message": self.message}}
 
 
-Reply = TextReply | ToolUseReply | ErrorReply
+@dataclass(frozen=True)
+class MalformedReply:
+    """A streaming answer (HTTP 200): ``message_start``, then an
+    ``event_name`` event whose ``data:`` line is ``data`` as given (e.g.
+    text that is not JSON)."""
+
+    data: str
+    event_name: str = "content_block_start"
+
+
+@dataclass(frozen=True)
+class RedirectReply:
+    """An HTTP redirect (``status``, 307 by default) to ``location``."""
+
+    location: str
+    status: int = 307
+
+
+Reply = TextReply | ToolUseReply | ErrorReply | MalformedReply | RedirectReply
 Responder = Callable[[dict[str, Any]], Reply]
 """Builds a reply from a request's parsed JSON body."""
 
@@ -181,6 +200,14 @@ class AnthropicServer(LocalApiServer[Reply, RecordedRequest]):
         """Queue an ``ErrorReply``."""
         self.reply(ErrorReply(status, message, error_type, dict(headers or {}), mid_stream))
 
+    def reply_malformed(self, data: str, event_name: str = "content_block_start") -> None:
+        """Queue a ``MalformedReply``."""
+        self.reply(MalformedReply(data, event_name))
+
+    def reply_redirect(self, location: str, status: int = 307) -> None:
+        """Queue a ``RedirectReply``."""
+        self.reply(RedirectReply(location, status))
+
 
 class _MessagesHandler(JsonApiHandler):
     owner: AnthropicServer
@@ -205,24 +232,31 @@ class _MessagesHandler(JsonApiHandler):
         model = body.get("model", "") if isinstance(body, dict) else ""
         model = getattr(reply, "model", None) or model
         headers = {"request-id": request_id}
+        if isinstance(reply, RedirectReply):
+            self.send_json(reply.status, {}, headers | {"location": reply.location})
+            return
+        if isinstance(reply, MalformedReply):
+            start = next(_events(TextReply(""), model, request_id))
+            self._start_sse(headers)
+            self.wfile.write(
+                f"event: {start[0]}\ndata: {json.dumps(start[1])}\n\n"
+                f"event: {reply.event_name}\ndata: {reply.data}\n\n".encode()
+            )
+            self.wfile.flush()
+            return
         if isinstance(reply, ErrorReply):
             headers |= reply.headers
             if not (reply.mid_stream and streaming):
                 self.send_json(reply.status, reply.body, headers)
                 return
+        assert not isinstance(reply, MalformedReply | RedirectReply)
         if streaming:
             self._send_sse(_events(reply, model, request_id), headers, recorded, reply)
         else:
             assert not isinstance(reply, ErrorReply)
             self.send_json(200, _message(reply, model, request_id), headers)
 
-    def _send_sse(
-        self,
-        events: Iterator[tuple[str, dict[str, Any]]],
-        headers: dict[str, str],
-        recorded: RecordedRequest,
-        reply: Reply,
-    ) -> None:
+    def _start_sse(self, headers: dict[str, str]) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
@@ -230,8 +264,17 @@ class _MessagesHandler(JsonApiHandler):
         for name, value in headers.items():
             self.send_header(name, value)
         self.end_headers()
-        delay_s = 0.0 if isinstance(reply, ErrorReply) else reply.delay_s
         self.close_connection = True
+
+    def _send_sse(
+        self,
+        events: Iterator[tuple[str, dict[str, Any]]],
+        headers: dict[str, str],
+        recorded: RecordedRequest,
+        reply: TextReply | ToolUseReply | ErrorReply,
+    ) -> None:
+        self._start_sse(headers)
+        delay_s = 0.0 if isinstance(reply, ErrorReply) else reply.delay_s
         hold = reply.hold if isinstance(reply, TextReply) else None
         for i, (name, data) in enumerate(events):
             if i and delay_s:
@@ -276,7 +319,7 @@ def _message(reply: TextReply | ToolUseReply, model: str, request_id: str) -> di
     }
 
 
-def _usage(reply: Reply, output_tokens: int) -> dict[str, int]:
+def _usage(reply: TextReply | ToolUseReply | ErrorReply, output_tokens: int) -> dict[str, int]:
     if isinstance(reply, ErrorReply):
         return {"input_tokens": 10, "output_tokens": output_tokens}
     return {
@@ -287,7 +330,9 @@ def _usage(reply: Reply, output_tokens: int) -> dict[str, int]:
     }
 
 
-def _events(reply: Reply, model: str, request_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
+def _events(
+    reply: TextReply | ToolUseReply | ErrorReply, model: str, request_id: str
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """The streaming answer, event by event, as ``(event_name, data)``."""
     yield (
         "message_start",

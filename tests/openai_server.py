@@ -2,8 +2,9 @@
 
 ``OpenAIServer`` listens on ``127.0.0.1`` (an ephemeral port) in a daemon
 thread and answers ``POST /v1/chat/completions`` with replies a test scripts
-in advance: a FIFO queue of ``TextReply``, ``ToolCallsReply`` and
-``ErrorReply``, then an optional default responder, then the text ``"ok"``.
+in advance: a FIFO queue of ``TextReply``, ``ToolCallsReply``,
+``ErrorReply``, ``MalformedReply`` and ``RedirectReply``, then an optional
+default responder, then the text ``"ok"``.
 A request with ``"stream": true`` gets Server-Sent Events as the API sends
 them (https://platform.openai.com/docs/api-reference/chat-streaming)::
 
@@ -101,7 +102,23 @@ class ErrorReply:
         }
 
 
-Reply = TextReply | ToolCallsReply | ErrorReply
+@dataclass(frozen=True)
+class MalformedReply:
+    """A streaming answer (HTTP 200) whose second ``data:`` line is ``data``
+    as given (e.g. text that is not JSON), after one well-formed chunk."""
+
+    data: str
+
+
+@dataclass(frozen=True)
+class RedirectReply:
+    """An HTTP redirect (``status``, 307 by default) to ``location``."""
+
+    location: str
+    status: int = 307
+
+
+Reply = TextReply | ToolCallsReply | ErrorReply | MalformedReply | RedirectReply
 Responder = Callable[[dict[str, Any]], Reply]
 """Builds a reply from a request's parsed JSON body."""
 
@@ -143,6 +160,14 @@ class OpenAIServer(LocalApiServer[Reply, RecordedRequest]):
         """Queue a ``ToolCallsReply`` with one call (``options``: its other fields)."""
         self.reply(ToolCallsReply(((id, name, arguments),), **options))
 
+    def reply_malformed(self, data: str) -> None:
+        """Queue a ``MalformedReply``."""
+        self.reply(MalformedReply(data))
+
+    def reply_redirect(self, location: str, status: int = 307) -> None:
+        """Queue a ``RedirectReply``."""
+        self.reply(RedirectReply(location, status))
+
     def reply_error(self, status: int, message: str, **options: Any) -> None:
         """Queue an ``ErrorReply`` (``options``: ``error_type``, ``code``, ``headers``,
         ``mid_stream``)."""
@@ -170,12 +195,19 @@ class _ChatHandler(JsonApiHandler):
         reply = self.owner._next_reply(body)
         streaming = body.get("stream") is True
         headers = {"x-request-id": request_id}
+        if isinstance(reply, RedirectReply):
+            self.send_json(reply.status, {}, headers | {"location": reply.location})
+            return
+        if isinstance(reply, MalformedReply):
+            self._send_malformed(reply, body.get("model", ""), request_id, headers)
+            return
         if isinstance(reply, ErrorReply):
             headers |= reply.headers
             if not (reply.mid_stream and streaming):
                 self.send_json(reply.status, reply.body, headers)
                 return
         model = body.get("model", "")
+        assert not isinstance(reply, MalformedReply | RedirectReply)
         if streaming:
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
             self._send_sse(_chunks(reply, model, request_id, usage), headers, recorded, reply)
@@ -183,13 +215,15 @@ class _ChatHandler(JsonApiHandler):
             assert not isinstance(reply, ErrorReply)
             self.send_json(200, _completion(reply, model, request_id), headers)
 
-    def _send_sse(
-        self,
-        chunks: Iterator[dict[str, Any]],
-        headers: dict[str, str],
-        recorded: RecordedRequest,
-        reply: Reply,
+    def _send_malformed(
+        self, reply: MalformedReply, model: str, request_id: str, headers: dict[str, str]
     ) -> None:
+        first = next(_chunks(TextReply(""), model, request_id, include_usage=False))
+        self._start_sse(headers)
+        self.wfile.write(f"data: {json.dumps(first)}\n\ndata: {reply.data}\n\n".encode())
+        self.wfile.flush()
+
+    def _start_sse(self, headers: dict[str, str]) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
@@ -198,6 +232,15 @@ class _ChatHandler(JsonApiHandler):
             self.send_header(name, value)
         self.end_headers()
         self.close_connection = True
+
+    def _send_sse(
+        self,
+        chunks: Iterator[dict[str, Any]],
+        headers: dict[str, str],
+        recorded: RecordedRequest,
+        reply: TextReply | ToolCallsReply | ErrorReply,
+    ) -> None:
+        self._start_sse(headers)
         delay_s = 0.0 if isinstance(reply, ErrorReply) else reply.delay_s
         try:
             for i, chunk in enumerate(chunks):
@@ -245,7 +288,7 @@ def _completion(reply: TextReply | ToolCallsReply, model: str, request_id: str) 
 
 
 def _chunks(
-    reply: Reply, model: str, request_id: str, include_usage: bool
+    reply: TextReply | ToolCallsReply | ErrorReply, model: str, request_id: str, include_usage: bool
 ) -> Iterator[dict[str, Any]]:
     """The streaming answer, chunk by chunk."""
 

@@ -256,6 +256,40 @@ async def test_overload_error_event_mid_stream_is_retryable(
     )
 
 
+async def test_a_stream_event_that_is_not_json_is_a_retryable_provider_error(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    api.reply_malformed("{not json")
+
+    err = await provider_error(provider)
+
+    assert (err.status, err.retryable, err.error_type) == (None, True, "malformed_stream")
+    assert err.message == (
+        f"the Anthropic Messages API at {api.base_url} sent a stream event that is not "
+        "JSON: '{not json'"
+    )
+
+
+async def test_a_stream_event_out_of_place_is_a_retryable_provider_error(
+    api: AnthropicServer, provider: AnthropicProvider
+) -> None:
+    # a delta for a block the stream never started
+    delta = {
+        "type": "content_block_delta",
+        "index": 3,
+        "delta": {"type": "text_delta", "text": "x"},
+    }
+    api.reply_malformed(json.dumps(delta), event_name="content_block_delta")
+
+    err = await provider_error(provider)
+
+    assert (err.status, err.retryable, err.error_type) == (None, True, "malformed_stream")
+    assert err.message.startswith(
+        f"the Anthropic Messages API at {api.base_url} sent a stream event it cannot "
+        "read (IndexError: "
+    )
+
+
 async def test_read_timeout_mid_stream_is_retryable_without_status(
     monkeypatch: pytest.MonkeyPatch, api: AnthropicServer
 ) -> None:

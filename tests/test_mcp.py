@@ -300,6 +300,7 @@ async def test_an_http_servers_headers_come_from_the_workers_environment(
     client: Client, workflow_id: str, http_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OMA_TEST_MCP_AUTH", "Bearer s3cret")
+    monkeypatch.setenv("OMA_CREDENTIALS", f"OMA_TEST_MCP_AUTH={http_server.removesuffix('/mcp')}")
     agent = mcp_agent(
         [tool_use("u1", "web__authorization"), tool_use("u2", "web__remember", value="h")],
         "ok",

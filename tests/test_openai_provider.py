@@ -351,10 +351,50 @@ async def test_an_error_sent_mid_stream_is_retryable(
     assert err.message.endswith("sent an error mid-stream (server_error): The model crashed.")
 
 
+async def test_a_stream_chunk_that_is_not_json_is_a_retryable_provider_error(
+    api: OpenAIServer, provider: OpenAIProvider
+) -> None:
+    api.reply_malformed("{not json")
+
+    err = await provider_error(provider)
+
+    assert (err.status, err.retryable, err.error_type) == (None, True, "malformed_stream")
+    assert err.message == (
+        f"the Chat Completions API at {api.base_url} sent a stream chunk that is not "
+        "JSON: '{not json'"
+    )
+
+
+async def test_a_malformed_chunk_echoing_the_key_is_redacted(
+    api: OpenAIServer, provider: OpenAIProvider
+) -> None:
+    api.reply_malformed(f"key={API_KEY} {{")
+
+    err = await provider_error(provider)
+
+    assert API_KEY not in str(err)
+    assert "[redacted]" in err.message
+
+
+@pytest.mark.parametrize("data", ['{"choices": "x"}', "[1, 2]", '{"choices": [{"delta": 7}]}'])
+async def test_a_stream_chunk_of_another_shape_is_a_retryable_provider_error(
+    api: OpenAIServer, provider: OpenAIProvider, data: str
+) -> None:
+    api.reply_malformed(data)
+
+    err = await provider_error(provider)
+
+    assert (err.status, err.retryable, err.error_type) == (None, True, "malformed_stream")
+    assert err.message.startswith(
+        f"the Chat Completions API at {api.base_url} sent a stream chunk it cannot read ("
+    )
+
+
 async def test_a_named_api_key_env_is_read_from_the_worker_environment(
     monkeypatch: pytest.MonkeyPatch, api: OpenAIServer
 ) -> None:
     monkeypatch.setenv("OMA_TEST_GROQ_KEY", "gsk_from_the_environment_0123")
+    monkeypatch.setenv("OMA_CREDENTIALS", f"OMA_TEST_GROQ_KEY={api.origin}")
 
     await OpenAIProvider().turn(turn_input(base_url=api.base_url, api_key_env="OMA_TEST_GROQ_KEY"))
 
@@ -365,6 +405,7 @@ async def test_a_named_api_key_env_that_is_unset_is_missing_credentials(
     monkeypatch: pytest.MonkeyPatch, api: OpenAIServer, provider: OpenAIProvider
 ) -> None:
     monkeypatch.delenv("OMA_TEST_UNSET_KEY", raising=False)
+    monkeypatch.setenv("OMA_CREDENTIALS", f"OMA_TEST_UNSET_KEY={api.origin}")
 
     with pytest.raises(MissingCredentialsError, match="set OMA_TEST_UNSET_KEY"):
         await provider.turn(turn_input(api_key_env="OMA_TEST_UNSET_KEY"))
@@ -511,6 +552,7 @@ async def test_a_missing_key_fails_the_task_naming_the_variable(
     client: Client, workflow_id: str, api: OpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OMA_TEST_MISSING_KEY", raising=False)
+    monkeypatch.setenv("OMA_CREDENTIALS", f"OMA_TEST_MISSING_KEY={api.origin}")
     agent = gpt(api_key_env="OMA_TEST_MISSING_KEY")
 
     result = await run_team(client, workflow_id, team(agent, tasks=[task("ask", "gpt")]))
@@ -547,6 +589,7 @@ async def test_the_in_process_agent_streams_an_openai_answer_with_default_adapte
     from oma import Agent
 
     monkeypatch.setenv("OMA_TEST_AGENT_KEY", "sk-agent-test-key-0123456789")
+    monkeypatch.setenv("OMA_CREDENTIALS", f"OMA_TEST_AGENT_KEY={api.origin}")
     api.reply_text("one two three", pieces=3)
     agent = Agent(gpt(base_url=api.base_url, api_key_env="OMA_TEST_AGENT_KEY"))
 

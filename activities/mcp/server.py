@@ -24,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED
 
+from oma.activities._credentials import CredentialPolicy
 from oma.core.errors import McpServerError, MissingCredentialsError
 from oma.core.mcp import SEPARATOR, TOOL_NAME_CHARS, McpServerConfig, McpTool
 from oma.core.redact import redact
@@ -61,7 +62,10 @@ class McpServer:
 
         Raises ``McpServerError`` (``MCP_SERVER_FAILED``) naming the server
         when it cannot be started or does not answer in ``START_TIMEOUT_S``;
-        ``MissingCredentialsError`` for a header whose variable is unset.
+        ``CredentialNotAllowedError``, before connecting, for a header whose
+        variable the worker does not allow to go to the server's ``url``
+        (``oma.activities._credentials``); ``MissingCredentialsError`` for a
+        header whose variable is unset.
         """
         server = cls(config)
         headers = _headers(config)
@@ -211,6 +215,11 @@ class McpServer:
 
 
 def _headers(config: McpServerConfig) -> dict[str, str]:
+    if config.headers:
+        assert config.url is not None  # headers are for HTTP servers (McpServerConfig)
+        credentials = CredentialPolicy.from_env()
+        for variable in config.headers.values():
+            credentials.check(variable, config.url, who=f"MCP server {config.name!r}")
     missing = [var for var in config.headers.values() if var not in os.environ]
     if missing:
         raise MissingCredentialsError(

@@ -11,6 +11,7 @@ Temporal's retry policy needs (https://docs.anthropic.com/en/api/errors).
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import os
 from typing import Any
@@ -19,7 +20,12 @@ import anthropic
 import httpx2
 from anthropic.lib.streaming import ParsedMessageStreamEvent
 
-from oma.activities.providers._http import body_text, retry_after_s
+from oma.activities.providers._http import (
+    MALFORMED_STREAM,
+    body_text,
+    redirect_error,
+    retry_after_s,
+)
 from oma.activities.providers._progress import OnEvent, streamed_text_heartbeats
 from oma.activities.tool_call import tool_definitions
 from oma.core.agent_events import TextDelta, ToolCallEvent
@@ -65,7 +71,10 @@ class AnthropicProvider:
 
     ``api_key`` and ``base_url`` default to ``ANTHROPIC_API_KEY`` and
     ``ANTHROPIC_BASE_URL`` as the environment holds them when the provider is
-    built; the key never comes from workflow input. The
+    built; the key never comes from workflow input, and neither does where it
+    goes: the base URL is the worker's own configuration, where its operator
+    allows the key (``oma.activities._credentials``), and redirects are not
+    followed (the SDK would take ``x-api-key`` along to another origin). The
     ``anthropic.AsyncAnthropic`` client is built on the first turn, with SDK
     retries off (``max_retries=0``) because Temporal's retry policy owns retries.
     """
@@ -103,15 +112,19 @@ class AnthropicProvider:
 
         Raises ``MissingCredentialsError`` when there
         is no API key; ``ProviderError`` for every failure of the call, retryable
-        for HTTP 429, 5xx (529 overloaded included), connection errors and
-        timeouts, not for other 4xx. An ``error`` event mid-stream (HTTP 200)
-        gets the status the API documents for its ``error.type``. The message
-        carries the status and the API's own ``error.message``, never the key.
+        for HTTP 429, 5xx (529 overloaded included), connection errors,
+        timeouts and a stream event that is not JSON or not where the API's
+        event order puts it (``error_type`` ``malformed_stream``), not for
+        other 4xx nor a redirect (never followed). An ``error`` event
+        mid-stream (HTTP 200) gets the status the API documents for its
+        ``error.type``. The message carries the status and the API's own
+        ``error.message``, never the key.
         """
         client = self._get_client()
+        request = _request(inp)
         try:
             with streamed_text_heartbeats(on_event, HEARTBEAT_INTERVAL_S) as events:
-                message = await _stream_message(client, _request(inp), events)
+                return await _stream_output(client, request, events, self._base_url)
         except anthropic.APIStatusError as err:
             raise self._redacted(_status_error(err)) from err
         except anthropic.APIConnectionError as err:
@@ -120,7 +133,9 @@ class AnthropicProvider:
             # The SDK wraps transport errors of the request, but not those that
             # interrupt a stream already under way (e.g. a read timeout between events).
             raise self._redacted(self._connection_error(err, err)) from err
-        return _output(message)
+        except ProviderError as err:  # the stream's own: its cause stays chained
+            self._redacted(err)
+            raise
 
     def _get_client(self) -> anthropic.AsyncAnthropic:
         if not self._api_key:
@@ -131,7 +146,11 @@ class AnthropicProvider:
             )
         if self._client is None:
             self._client = anthropic.AsyncAnthropic(
-                api_key=self._api_key, base_url=self._base_url, max_retries=0, timeout=TIMEOUT
+                api_key=self._api_key,
+                base_url=self._base_url,
+                max_retries=0,
+                timeout=TIMEOUT,
+                http_client=anthropic.DefaultAsyncHttpxClient(follow_redirects=False),
             )
         return self._client
 
@@ -191,15 +210,44 @@ def _request(inp: LlmTurnInput) -> dict[str, Any]:
     return request
 
 
-async def _stream_message(
-    client: anthropic.AsyncAnthropic, request: dict[str, Any], on_event: OnEvent | None
-) -> anthropic.types.Message:
+async def _stream_output(
+    client: anthropic.AsyncAnthropic,
+    request: dict[str, Any],
+    on_event: OnEvent | None,
+    base_url: str,
+) -> LlmTurnOutput:
     progress = _Progress(on_event) if on_event is not None else None
     async with client.messages.stream(**request) as stream:
-        async for event in stream:
-            if progress is not None:
-                progress.send(event)
-        return await stream.get_final_message()
+        # The SDK's stream helper decodes each event's JSON and folds it into
+        # its message snapshot unvalidated: an event out of order or of another
+        # shape fails there (IndexError, RuntimeError, AssertionError, ...).
+        try:
+            async for event in stream:
+                if progress is not None:
+                    progress.send(event)
+            return _output(await stream.get_final_message())
+        except json.JSONDecodeError as err:
+            sent = f"a stream event that is not JSON: {err.doc[:200]!r}"
+            raise _malformed(base_url, sent) from err
+        except (
+            AssertionError,
+            AttributeError,
+            LookupError,
+            RuntimeError,
+            TypeError,
+            ValueError,
+        ) as err:
+            sent = f"a stream event it cannot read ({type(err).__name__}: {str(err)[:200]})"
+            raise _malformed(base_url, sent) from err
+
+
+def _malformed(base_url: str, sent: str) -> ProviderError:
+    # the API accepted the request; what it streamed back is broken
+    return ProviderError(
+        f"the Anthropic Messages API at {base_url} sent {sent}",
+        error_type=MALFORMED_STREAM,
+        retryable=True,
+    )
 
 
 class _Progress:
@@ -263,6 +311,8 @@ def _output(message: anthropic.types.Message) -> LlmTurnOutput:
 
 def _status_error(err: anthropic.APIStatusError) -> ProviderError:
     """``err`` as a ``ProviderError``: an HTTP error answer, or an ``error`` event mid-stream."""
+    if 300 <= err.status_code < 400:
+        return redirect_error("the Anthropic Messages API", err.response)
     error_type = err.type or "unknown_error"
     detail = err.api_message or body_text(err.body) or "no error message"
     if err.status_code >= 400:

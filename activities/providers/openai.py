@@ -26,7 +26,13 @@ import httpx2
 import openai
 from openai.types.chat import ChatCompletionChunk
 
-from oma.activities.providers._http import body_text, retry_after_s
+from oma.activities._credentials import CredentialPolicy
+from oma.activities.providers._http import (
+    MALFORMED_STREAM,
+    body_text,
+    redirect_error,
+    retry_after_s,
+)
 from oma.activities.providers._progress import OnEvent, streamed_text_heartbeats
 from oma.activities.tool_call import tool_definitions
 from oma.core.agent_events import TextDelta, ToolCallEvent
@@ -65,6 +71,9 @@ STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tok
 """Chat Completions ``finish_reason`` → our (Anthropic) ``stop_reason``; any
 other value (``content_filter``, ...) is kept as sent."""
 
+WHO = "the openai provider"
+"""How a refused credential names this adapter (``CredentialNotAllowedError``)."""
+
 logger = logging.getLogger(__name__)
 
 
@@ -76,7 +85,13 @@ class OpenAIProvider:
     provider is built, else ``DEFAULT_BASE_URL``. Which key: the value of the
     agent's ``api_key_env`` variable, read from the worker's environment at
     each turn; with none named, ``api_key`` given here, else
-    ``OPENAI_API_KEY``. The key never comes from workflow input.
+    ``OPENAI_API_KEY``. The key never comes from workflow input, and goes
+    only where the worker's operator allowed (``oma.activities._credentials``):
+    the key given here or ``OPENAI_API_KEY`` to ``api.openai.com``, to the
+    ``base_url`` given here (else ``OPENAI_BASE_URL``) and to the origins
+    ``OMA_CREDENTIALS`` gives ``OPENAI_API_KEY``; an ``api_key_env`` variable
+    only to the origins ``OMA_CREDENTIALS`` gives it. Redirects are not
+    followed, so a request goes nowhere but the turn's base URL.
 
     A server that needs no key (Ollama, a local vLLM or LM Studio): with no
     ``api_key_env`` named and no ``OPENAI_API_KEY``, a turn to any host but
@@ -123,14 +138,19 @@ class OpenAIProvider:
         in pieces; only then are they whole). An exception from ``on_event``
         is logged and the turn goes on.
 
-        Raises ``InvalidMessageError`` before any request for what Chat
+        Raises, before any request: ``InvalidMessageError`` for what Chat
         Completions cannot carry (an image in a ``tool_result``);
-        ``MissingCredentialsError`` naming the variable when the key is
-        missing; ``ProviderError`` for every failure of the call, retryable
-        for HTTP 429, 5xx, connection errors, timeouts and errors sent
-        mid-stream, not for other 4xx, with ``retry_after_s`` from
-        ``retry-after-ms`` / ``retry-after``. The message carries the status
-        and the server's own ``error.message``, never the key.
+        ``CredentialNotAllowedError`` when the key's variable may not go to the
+        turn's base URL (checked before the variable is read, so it says
+        nothing of whether the worker has it); ``MissingCredentialsError``
+        naming the variable when the key is missing. ``ProviderError`` for
+        every failure of the call, retryable for HTTP 429, 5xx, connection
+        errors, timeouts, errors sent mid-stream and a chunk that is not
+        JSON or not a ``chat.completion.chunk`` (``error_type``
+        ``malformed_stream``), not for other 4xx nor a redirect (never
+        followed), with ``retry_after_s`` from ``retry-after-ms`` /
+        ``retry-after``. The message carries the status and the server's own
+        ``error.message``, never the key.
         """
         agent = inp.agent
         base_url = agent.base_url or self._base_url
@@ -141,7 +161,7 @@ class OpenAIProvider:
             request["extra_headers"] = {"Authorization": openai.Omit()}
         try:
             with streamed_text_heartbeats(on_event, HEARTBEAT_INTERVAL_S) as events:
-                answer = await _stream_answer(client, request, events)
+                return await _stream_output(client, request, events, base_url)
         except openai.APIStatusError as err:
             raise _redacted(_status_error(err), api_key) from err
         except openai.APIConnectionError as err:
@@ -151,12 +171,18 @@ class OpenAIProvider:
             raise _redacted(_connection_error(err, err, base_url), api_key) from err
         except openai.APIError as err:
             raise _redacted(_stream_error(err, base_url), api_key) from err
-        return answer.output(base_url)
+        except ProviderError as err:  # the stream's own: its cause stays chained
+            _redacted(err, api_key)
+            raise
 
     def _client(
         self, base_url: str, api_key_env: str | None
     ) -> tuple[openai.AsyncOpenAI, str | None]:
+        # read at each turn, as the keys are; this adapter's own base URL is
+        # the worker's configuration, so its default key may go there
+        credentials = CredentialPolicy.from_env().allowing(DEFAULT_API_KEY_ENV, self._base_url)
         if api_key_env is not None:
+            credentials.check(api_key_env, base_url, who=WHO)
             api_key = os.environ.get(api_key_env) or None
             if api_key is None:
                 raise MissingCredentialsError(
@@ -174,6 +200,8 @@ class OpenAIProvider:
                     "workflow input), or give the agent the base_url of a server that "
                     "needs no key"
                 )
+            if api_key is not None:
+                credentials.check(DEFAULT_API_KEY_ENV, base_url, who=WHO)
         client = self._clients.get((base_url, api_key))
         if client is None:
             client = openai.AsyncOpenAI(
@@ -182,6 +210,8 @@ class OpenAIProvider:
                 base_url=base_url,
                 max_retries=0,
                 timeout=TIMEOUT,
+                # a redirect would take the key's headers to another origin
+                http_client=openai.DefaultAsyncHttpxClient(follow_redirects=False),
             )
             self._clients[(base_url, api_key)] = client
         return client, api_key
@@ -387,25 +417,47 @@ class _Answer:
         )
 
 
-async def _stream_answer(
-    client: openai.AsyncOpenAI, request: dict[str, Any], on_event: OnEvent | None
-) -> _Answer:
+async def _stream_output(
+    client: openai.AsyncOpenAI,
+    request: dict[str, Any],
+    on_event: OnEvent | None,
+    base_url: str,
+) -> LlmTurnOutput:
     answer = _Answer()
     progress = _Progress(on_event) if on_event is not None else None
     stream = await client.chat.completions.create(**request)
-    async with stream:
-        async for chunk in stream:
-            finished = answer.finish_reason is not None
-            answer.add(chunk)
-            if progress is None:
-                continue
-            for choice in chunk.choices[:1]:
-                if choice.delta.content:
-                    progress.send(TextDelta(text=choice.delta.content))
-            if not finished and answer.finish_reason is not None:
-                for use in answer.tool_uses():
-                    progress.send(ToolCallEvent(id=use.id, name=use.name, input=use.input))
-    return answer
+    # The SDK decodes each chunk's JSON but builds its model without
+    # validating it: a chunk of another shape fails where it is read.
+    try:
+        async with stream:
+            async for chunk in stream:
+                finished = answer.finish_reason is not None
+                answer.add(chunk)
+                if progress is None:
+                    continue
+                for choice in chunk.choices[:1]:
+                    if choice.delta.content:
+                        progress.send(TextDelta(text=choice.delta.content))
+                if not finished and answer.finish_reason is not None:
+                    for use in answer.tool_uses():
+                        progress.send(ToolCallEvent(id=use.id, name=use.name, input=use.input))
+        return answer.output(base_url)
+    except json.JSONDecodeError as err:
+        sent = f"a stream chunk that is not JSON: {err.doc[:200]!r}"
+        raise _malformed(base_url, sent) from err
+    except (AttributeError, LookupError, TypeError, ValueError) as err:
+        sent = f"a stream chunk it cannot read ({type(err).__name__}: {str(err)[:200]})"
+        raise _malformed(base_url, sent) from err
+
+
+def _malformed(base_url: str, sent: str) -> ProviderError:
+    # the server accepted the request; what it streamed back is broken (a
+    # proxy cutting a chunk, a server that is not quite compatible)
+    return ProviderError(
+        f"the Chat Completions API at {base_url} sent {sent}",
+        error_type=MALFORMED_STREAM,
+        retryable=True,
+    )
 
 
 class _Progress:
@@ -442,6 +494,10 @@ def _error_detail(body: object) -> tuple[str | None, str]:
 
 def _status_error(err: openai.APIStatusError) -> ProviderError:
     status = err.status_code
+    if 300 <= status < 400:
+        return redirect_error(
+            f"Chat Completions API at {err.request.url.copy_with(query=None)}", err.response
+        )
     error_type, detail = _error_detail(err.body)
     request_id = err.request_id or err.response.headers.get("request-id")
     return ProviderError(

@@ -151,7 +151,8 @@ class AgentConfig(BaseModel):
     api_key_env: str | None = Field(
         default=None,
         description="openai provider only: the NAME of the worker's environment variable "
-        "that holds the API key (default OPENAI_API_KEY), never the key itself.",
+        "that holds the API key (default OPENAI_API_KEY), never the key itself; the worker "
+        "sends it only to an origin its OMA_CREDENTIALS allows for that variable.",
     )
     mcp_servers: list[McpServerConfig] | None = Field(
         default=None,

@@ -118,6 +118,27 @@ class MissingCredentialsError(SetupError):
     code = "MISSING_CREDENTIALS"
 
 
+class CredentialNotAllowedError(SetupError):
+    """A run would have the worker send one of its credentials (a provider's
+    key, an agent's ``api_key_env``, an MCP server's header) to an origin its
+    operator did not allow for that variable (the provider's own host, the
+    worker's own base URL, ``OMA_CREDENTIALS``: docs/security.md). Raised
+    before any request, naming the variable and the origin, never the value;
+    not retried."""
+
+    code = "CREDENTIAL_NOT_ALLOWED"
+
+
+class CredentialsConfigError(SetupError):
+    """``OMA_CREDENTIALS`` is not a ``;``-separated list of
+    ``VAR=origin[,origin...]`` (an origin is ``https://host[:port]``,
+    ``http://host[:port]`` or a bare ``host[:port]`` meaning HTTPS; no path,
+    user or wildcard). Raised when a worker builds its activities, before it
+    serves anything."""
+
+    code = "CREDENTIALS_CONFIG_INVALID"
+
+
 class CodecKeysInvalidError(SetupError):
     """``OMA_CODEC_KEYS`` (or the file ``OMA_CODEC_KEYS_FILE`` names) is not a
     comma-separated list of ``key_id:base64_key`` with 32-byte keys and unique

@@ -43,7 +43,8 @@ class McpServerConfig(BaseModel):
     that started it. Streamable HTTP: ``url``; ``headers`` maps a header to
     the *name* of an environment variable of the worker that holds its value
     (``{"Authorization": "GITHUB_MCP_AUTH"}``), so no secret is ever in the
-    run input or the history.
+    run input or the history; the worker sends it only to a ``url`` its
+    operator allowed for that variable (``OMA_CREDENTIALS``, docs/security.md).
 
     Raises ``pydantic.ValidationError`` for a bad ``name``, for both or
     neither of ``command`` and ``url``, for a field of the other transport,
@@ -62,7 +63,7 @@ class McpServerConfig(BaseModel):
     headers: dict[str, str] = Field(
         default_factory=dict,
         description="Streamable HTTP: header -> NAME of the worker's environment variable "
-        "holding its value.",
+        "holding its value (sent only if its OMA_CREDENTIALS allows that variable for url).",
     )
 
     @model_validator(mode="after")
