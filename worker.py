@@ -35,6 +35,7 @@ from oma.activities.mcp_tools import McpActivities
 from oma.activities.process_run import process_run
 from oma.activities.run_hooks import before_run, evaluate
 from oma.activities.tool_call import ToolActivities
+from oma.activities.visibility import VisibilityActivities
 from oma.codec import keys_from_env
 from oma.connection import Connection
 from oma.plugin import OmaPlugin
@@ -62,6 +63,7 @@ class Activities:
         self.acp = AcpActivities(self.acp_pool, self.session_task_queue)
         self.tools = ToolActivities(self.mcp_pool, self.session_task_queue)
         self.mcp = McpActivities(self.mcp_pool, self.session_task_queue)
+        self.visibility = VisibilityActivities()
 
     def all(self) -> list[Any]:
         """Every activity, for the shared task queue."""
@@ -70,6 +72,7 @@ class Activities:
             process_run,
             before_run,
             evaluate,
+            self.visibility.registered_search_attributes,
             *self.session_activities(),
         ]
 

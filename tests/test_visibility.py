@@ -8,17 +8,29 @@ import json
 import urllib.parse
 import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
-from oma.client import OpenMultiAgent, start_run
+from oma import worker as oma_worker
+from oma.client import OpenMultiAgent, start_run, team_run_result
+from oma.connection import Connection
 from oma.core.results import TeamRunResult
 from oma.dev_server import DevServer
 from oma.workflows._visibility import start_attributes
-from tests._runs import TASK_QUEUE, process, scripted, task
-from tests.test_cli import temporal
+from tests._approvals import start_run as start_approval_run
+from tests._runs import (
+    TASK_QUEUE,
+    assert_replays,
+    process,
+    scripted,
+    start_team,
+    task,
+    team_result,
+)
+from tests.test_cli import start_with_stock_cli, temporal
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -161,3 +173,99 @@ async def test_a_namespace_without_the_attributes_starts_runs_without_them(
     described = await handle.describe()
     await handle.terminate()
     assert "OmaStatus" not in described.search_attributes
+
+
+async def test_a_run_started_with_the_stock_cli_is_listed_by_its_status(
+    client: Client, dev_server: DevServer
+) -> None:
+    # no --search-attribute: the run asks whether the namespace has them
+    team = f"stock-{uuid.uuid4().hex[:6]}"
+    wid = f"{team}-run"
+    agents, tasks = hybrid_dev(team, EXITS_3)
+    run_input = json.dumps({"team": agents, "tasks": tasks})
+    await start_with_stock_cli(dev_server, "TeamRun", wid, "--input", run_input)
+    result = await team_run_result(client.get_workflow_handle(wid, result_type=TeamRunResult))
+    assert result.status == "failed"
+
+    rows = await listed(dev_server, f'OmaStatus="failed" AND OmaTeam="{team}"', 2)
+    assert sorted(r["execution"]["workflowId"] for r in rows) == [wid, f"{wid}/code"]
+    await assert_replays(client, wid)
+
+
+async def test_a_stock_cli_run_on_a_namespace_without_the_attributes_sets_none(
+    client: Client, dev_server: DevServer
+) -> None:
+    namespace = f"bare-{uuid.uuid4().hex[:6]}"
+    made = await temporal(dev_server, "operator", "namespace", "create", "--namespace", namespace)
+    assert made.returncode == 0, made.stderr
+    bare = await Connection.local(dev_server.address, "bare-q", namespace=namespace).connect()
+    agents, tasks = hybrid_dev("t", "import sys; print(sys.stdin.read()[:5])")
+    async with oma_worker.build_worker(bare, "bare-q"):
+        # what `temporal workflow start` sends: the input, no search attributes
+        handle = await bare.start_workflow(
+            "TeamRun",
+            {"team": agents, "tasks": tasks},
+            id=f"bare-{uuid.uuid4().hex[:6]}",
+            task_queue="bare-q",
+            result_type=TeamRunResult,
+        )
+        result = await handle.result()
+    assert result.success
+    described = await handle.describe()
+    assert "OmaStatus" not in described.search_attributes
+
+
+async def status_of(client: Client, workflow_id: str, run_id: str | None = None) -> list[str]:
+    described = await client.get_workflow_handle(workflow_id, run_id=run_id).describe()
+    return list(described.search_attributes.get("OmaStatus", []))
+
+
+async def test_an_execution_that_continued_as_new_says_so_and_the_last_one_how_it_ended(
+    client: Client, workflow_id: str
+) -> None:
+    chain = [task(f"s{n}", "w", *([f"s{n - 1}"] if n else [])) for n in range(12)]
+    handle = await start_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [scripted("w", "ok")]},
+            "tasks": chain,
+            "options": {"history_event_limit": 100},
+        },
+    )
+    result = await team_result(handle)
+    assert result.status == "completed"
+    assert handle.first_execution_run_id is not None
+    first = handle.first_execution_run_id
+    assert await status_of(client, workflow_id, first) == ["continued_as_new"]
+    assert await status_of(client, workflow_id) == ["completed"]
+    await assert_replays(client, workflow_id)
+
+
+async def test_a_task_cancelled_while_its_tool_call_waits_for_approval_says_cancelled(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    write = {"type": "tool_use", "id": "u1", "name": "file_write"}
+    writer = {
+        "name": "writer",
+        "provider": "scripted",
+        "script": [[write | {"input": {"path": "out.txt", "content": "hi"}}], "done"],
+        "tools": ["readwrite"],
+        "cwd": str(tmp_path),
+    }
+    run = await start_approval_run(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [writer]},
+            "tasks": [task("w", "writer")],
+            "options": {"approvals": {"tools": ["file_write"]}},
+        },
+    )
+    await run.request("tool-w-1")
+    await run.handle.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await run.handle.result()
+    assert await status_of(client, workflow_id) == ["cancelled"]
+    assert await status_of(client, f"{workflow_id}/w") == ["cancelled"]
+    await assert_replays(client, workflow_id)

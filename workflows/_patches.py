@@ -32,3 +32,13 @@ CANCELLED_ATTEMPT_REPORTED = "oma-cancelled-attempt-reported"
 """A task's ``AgentRun`` that is cancelled (the task's ``timeout_s``, the
 run's end) tells its team run what it used (tokens, ``backend_attempts``);
 before it the team run counted a cancelled attempt as having used nothing."""
+
+SEARCH_ATTRIBUTES_LEARNED = "oma-search-attributes-learned"
+"""A run started without ``OmaStatus`` (the stock ``temporal workflow
+start``) asks whether its namespace has the attributes (a local activity)
+and sets them when it does; before it such a run set none."""
+
+STATUS_ON_EVERY_END = "oma-status-on-every-end"
+"""``OmaStatus`` says how every execution a run controls ended: a cancel in
+any wait sets ``cancelled`` and an execution that continues as new
+``continued_as_new``; before it those kept ``running``."""

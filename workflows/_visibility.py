@@ -4,19 +4,33 @@ Upserting a search attribute the namespace has not registered fails the
 workflow task, again on every retry: the run would wedge. So a run sets its
 attributes only when its start carried ``OmaStatus`` (the client, the ``oma``
 CLI and a parent run set it to ``running`` when the server has the
-attributes; ``temporal workflow start --search-attribute 'OmaStatus="running"'``
-does by hand), which proves the namespace has them. The upserts are workflow
+attributes), which proves the namespace has them, or when it asked the
+server as it started (``learn``: a run started with the stock ``temporal
+workflow start``). The upserts are workflow
 commands: behind the ``VISIBILITY_PATCH`` flag, so histories recorded before
 them replay.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import (
+    RetryPolicy,
+    SearchAttributeKey,
+    SearchAttributePair,
+    TypedSearchAttributes,
+)
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from oma.core import visibility
+    from oma.core.visibility import (
+        RegisteredSearchAttributesInput,
+        RegisteredSearchAttributesOutput,
+    )
+    from oma.workflows import _patches
 
 VISIBILITY_PATCH = "oma-search-attributes"
 """Runs from this flag on set their search attributes."""
@@ -28,11 +42,45 @@ TASK = SearchAttributeKey.for_keyword(visibility.OMA_TASK)
 ERROR_CODE = SearchAttributeKey.for_keyword(visibility.OMA_ERROR_CODE)
 
 
+_LEARNED = "_oma_search_attributes_registered"
+"""The attribute of the workflow instance that holds what ``learn`` found."""
+
+
+async def learn() -> None:
+    """Find out, once as the run starts, whether its namespace has the
+    attributes when its start did not say (``temporal workflow start`` with
+    no ``--search-attribute``): the ``registered_search_attributes`` local
+    activity asks the server, and its answer is recorded in the history, so
+    the run replays the same way. Runs from before ``SEARCH_ATTRIBUTES_LEARNED``
+    never ask."""
+    if _started_with_status() or not workflow.patched(_patches.SEARCH_ATTRIBUTES_LEARNED):
+        return
+    try:
+        out = await workflow.execute_local_activity(
+            "registered_search_attributes",
+            RegisteredSearchAttributesInput(),
+            result_type=RegisteredSearchAttributesOutput,
+            summary="are the OMA search attributes registered?",
+            start_to_close_timeout=timedelta(seconds=10),
+            retry_policy=RetryPolicy(maximum_attempts=3),
+        )
+    except ActivityError as err:
+        # no answer: set none (an upsert the namespace cannot take would wedge the run)
+        workflow.logger.warning("search attributes not set: %s", err.cause or err)
+        return
+    setattr(workflow.instance(), _LEARNED, out.complete)
+
+
 def searchable() -> bool:
     """Whether this run sets search attributes: its start carried
-    ``OmaStatus`` and it runs (or replays) code from ``VISIBILITY_PATCH`` on."""
-    started = workflow.info().typed_search_attributes.get(STATUS) is not None
-    return started and workflow.patched(VISIBILITY_PATCH)
+    ``OmaStatus`` or ``learn`` found them registered, and it runs (or
+    replays) code from ``VISIBILITY_PATCH`` on."""
+    known = _started_with_status() or getattr(workflow.instance(), _LEARNED, False)
+    return known and workflow.patched(VISIBILITY_PATCH)
+
+
+def _started_with_status() -> bool:
+    return workflow.info().typed_search_attributes.get(STATUS) is not None
 
 
 def identify(*, team: str | None = None, agent: str | None = None, task: str | None = None) -> None:
@@ -40,6 +88,10 @@ def identify(*, team: str | None = None, agent: str | None = None, task: str | N
     if searchable():
         pairs = _pairs(team=team, agent=agent, task=task)
         workflow.upsert_search_attributes([pair.key.value_set(pair.value) for pair in pairs])
+
+
+_ENDED = "_oma_status_ended"
+"""The attribute of the workflow instance set once ``ended`` set a status."""
 
 
 def ended(status: str, error_code: str | None = None) -> None:
@@ -50,6 +102,28 @@ def ended(status: str, error_code: str | None = None) -> None:
     if error_code:
         updates.append(ERROR_CODE.value_set(error_code))
     workflow.upsert_search_attributes(updates)
+    setattr(workflow.instance(), _ENDED, True)
+
+
+def cancelled(error_code: str | None = None) -> None:
+    """The run was cancelled wherever it waited (an approval, a timer, a
+    child, an activity): ``OmaStatus`` ``cancelled``, unless it already says
+    how the run ended. Runs from before ``STATUS_ON_EVERY_END`` set it only
+    for a cancelled activity."""
+    if getattr(workflow.instance(), _ENDED, False) or not searchable():
+        return
+    if workflow.patched(_patches.STATUS_ON_EVERY_END):
+        ended("cancelled", error_code)
+
+
+def continuing() -> TypedSearchAttributes | None:
+    """Before the run continues as new: this execution's ``OmaStatus`` says
+    ``continued_as_new`` and the attributes the next one starts with say
+    ``running`` (``None``: nothing to set, the next run takes this one's)."""
+    if not searchable() or not workflow.patched(_patches.STATUS_ON_EVERY_END):
+        return None
+    ended("continued_as_new")
+    return workflow.info().typed_search_attributes.updated(SearchAttributePair(STATUS, "running"))
 
 
 def for_child(*, team: str | None, agent: str, task: str | None = None) -> TypedSearchAttributes:

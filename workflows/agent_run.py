@@ -85,6 +85,7 @@ class AgentRun(ApprovalHandlers):
 
     @workflow.run
     async def run(self, *args: Any) -> AgentRunResult:
+        await _visibility.learn()
         inp = _validated(args)
         agent = inp.agent
         _visibility.identify(agent=agent.name, task=inp.task_id)
@@ -98,6 +99,7 @@ class AgentRun(ApprovalHandlers):
         try:
             await self._run(inp, budget)
         except asyncio.CancelledError:
+            _visibility.cancelled()  # in whatever it waited on
             # a cancelled workflow sends no result: the team run learns what
             # this attempt used (its tokens, its backend's runs) from a report
             await report_cancelled(inp.task_id, self._result, self._budget)

@@ -131,6 +131,7 @@ class TeamRun(ApprovalHandlers):
 
     @workflow.run
     async def run(self, *args: Any) -> TeamRunResult:
+        await _visibility.learn()
         if self._invalid is not None:
             _visibility.ended("failed", self._invalid.type)
             raise self._invalid
@@ -531,7 +532,7 @@ class TeamRun(ApprovalHandlers):
         self.state.round_robin = self._dispatcher.scheduler.round_robin
         carried = inp.model_dump(mode="json", exclude_unset=True)
         carried["resume"] = self.state.carried()
-        workflow.continue_as_new(carried)
+        workflow.continue_as_new(carried, search_attributes=_visibility.continuing())
 
     async def _drain_after_cancel(self) -> None:
         # Temporal cancellation: cancel the children in flight (their

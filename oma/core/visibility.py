@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from pydantic import BaseModel, Field
 from temporalio.exceptions import ApplicationError
 
 from oma.core.errors import TaskFailedError
@@ -22,7 +23,8 @@ from oma.core.task import TaskState, TaskStatus
 OMA_STATUS = "OmaStatus"
 """``running`` while a run runs, then its result's ``status`` (a ``TeamRun``'s
 ``completed``, ``failed``, ``rejected``, ``cancelled``, ``planned``; an
-``AgentRun``'s ``completed``, ``failed``, ``cancelled``)."""
+``AgentRun``'s ``completed``, ``failed``, ``cancelled``; ``continued_as_new`` on an execution
+that went on in a new one)."""
 OMA_TEAM = "OmaTeam"
 """The team's name (a ``TeamRun`` and its children)."""
 OMA_AGENT = "OmaAgent"
@@ -36,6 +38,23 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
     name: "Keyword" for name in (OMA_STATUS, OMA_TEAM, OMA_AGENT, OMA_TASK, OMA_ERROR_CODE)
 }
 """Every search attribute a run sets, with its Temporal type."""
+
+
+class RegisteredSearchAttributesInput(BaseModel):
+    """Input of the ``registered_search_attributes`` activity (the run's
+    namespace is the activity's own)."""
+
+
+class RegisteredSearchAttributesOutput(BaseModel):
+    """Which of ``SEARCH_ATTRIBUTES`` the namespace has registered."""
+
+    registered: list[str] = Field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every attribute a run sets is registered."""
+        return set(SEARCH_ATTRIBUTES) <= set(self.registered)
+
 
 SUMMARY_CHARS = 200
 """How long a summary or a details line may grow before it is cut (Temporal
