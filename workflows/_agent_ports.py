@@ -188,14 +188,17 @@ class ActivityTools:
         return out
 
     async def list_mcp_tools(
-        self, agent: str, servers: list[McpServerConfig]
+        self, agent: str, servers: list[McpServerConfig], custom_tools: dict[str, str]
     ) -> McpListToolsOutput:
         # the servers belong to this agent run (not its team run): it closes them
         info = workflow.info()
         out: McpListToolsOutput = await workflow.execute_activity(
             "mcp_list_tools",
             McpListToolsInput(
-                run_key=f"{info.workflow_id}/{info.run_id}", agent=agent, servers=servers
+                run_key=f"{info.workflow_id}/{info.run_id}",
+                agent=agent,
+                servers=servers,
+                custom_tools=custom_tools,
             ),
             result_type=McpListToolsOutput,
             summary=f"{agent}: list MCP tools",
