@@ -67,10 +67,13 @@ def authorization(ctx: Context) -> str:
 
 
 @server.tool()
-def spawn_child() -> int:
-    """Start a child process that sleeps for 10 minutes (in this server's
-    process group, as a server's helper would be); answers its pid."""
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+def spawn_child(new_session: bool = False) -> int:
+    """Start a child process that sleeps for 10 minutes, in this server's
+    process group as a server's helper would be, or (``new_session``) in a
+    session of its own, as a daemon; answers its pid."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=new_session
+    )
     return child.pid
 
 

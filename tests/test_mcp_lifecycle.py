@@ -49,15 +49,20 @@ async def test_a_stdio_servers_child_process_dies_when_the_run_closes_the_server
     client: Client, workflow_id: str
 ) -> None:
     agent = mcp_agent(
-        [tool_use("u1", "t__pid"), tool_use("u2", "t__spawn_child")],
+        [
+            tool_use("u1", "t__pid"),
+            tool_use("u2", "t__spawn_child"),
+            tool_use("u3", "t__spawn_child", new_session=True),
+        ],
         "ok",
         servers=[python_server()],
     )
     result = await run_agent(client, workflow_id, agent, "go")
 
     pids = [int(str(r.content)) for r in results(result)]
-    assert len(set(pids)) == 2
-    # the server exits when its stdin closes; the child it left must not outlive it
+    assert len(set(pids)) == 3
+    # the server exits when its stdin closes; the children it left, one of
+    # them out of its process group, must not outlive it
     assert await all_dead(pids, within_s=1.0) == []
     await assert_replays(client, workflow_id)
 
@@ -111,7 +116,11 @@ async def test_a_sigkilled_workers_stdio_server_and_its_child_die_within_seconds
 ) -> None:
     worker, queue = oma_worker
     agent = mcp_agent(
-        [tool_use("u1", "t__pid"), tool_use("u2", "t__spawn_child")],
+        [
+            tool_use("u1", "t__pid"),
+            tool_use("u2", "t__spawn_child"),
+            tool_use("u4", "t__spawn_child", new_session=True),
+        ],
         [tool_use("u3", "t__remember", value="b")],
         "ok",
         servers=[python_server()],
@@ -126,9 +135,9 @@ async def test_a_sigkilled_workers_stdio_server_and_its_child_die_within_seconds
     try:
         await Run(handle).request("tool-1")  # the run waits, its server held by the worker
         state = await handle.query("state", result_type=AgentRunResult)
-        server, child = (int(str(r.content)) for r in results(state))
+        server, child, daemon = (int(str(r.content)) for r in results(state))
         tree = descendants(worker.pid)
-        assert {server, child} <= set(tree) and all(map(alive, tree))
+        assert {server, child, daemon} <= set(tree) and all(map(alive, tree))
 
         os.kill(worker.pid, signal.SIGKILL)
         worker.wait()
