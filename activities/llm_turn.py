@@ -3,19 +3,26 @@
 An ``AgentRun`` sends its conversation by reference (``LlmTurnInput.conversation``):
 the activity reads the messages through the run's ``conversation`` query, in
 slices of at most ``QUERY_SLICE_BYTES``, so a long tool loop's history holds
-each message once rather than once per turn (docs/tools.md, "History").
+each message once rather than once per turn (docs/tools.md, "History"). The
+agent's config (``LlmTurnInput.agent_ref``: an MCP listing of a thousand
+tools is hundreds of KB) likewise: read through the run's ``agent`` query
+once, then from this worker's cache, by its digest.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
+from typing import Any
 
 from temporalio import activity
 
 from oma.activities.providers import ModelProvider, default_providers
 from oma.activities.tool_call import tool_traits
+from oma.core.agent_config import AgentConfig
 from oma.core.errors import OMAError, application_error
 from oma.core.llm import (
+    AgentRef,
     ConversationRef,
     ConversationSlice,
     LlmTurnInput,
@@ -33,6 +40,8 @@ class LlmActivities:
 
     def __init__(self, providers: Mapping[str, ModelProvider] | None = None) -> None:
         self.providers: Mapping[str, ModelProvider] = providers or default_providers()
+        self.agents: OrderedDict[str, AgentConfig] = OrderedDict()
+        """The agent configs turns referred to, by digest, most recent last."""
 
     @activity.defn(name="llm_turn")
     async def llm_turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
@@ -44,6 +53,8 @@ class LlmActivities:
         ``MISSING_CREDENTIALS``, ``SCRIPT_EXHAUSTED`` (non-retryable).
         """
         provider = self.providers[inp.agent.resolved_provider]
+        if inp.agent_ref is not None:
+            inp = inp.model_copy(update={"agent": await self._agent(inp.agent_ref)})
         if inp.conversation is not None:
             inp = inp.model_copy(update={"messages": await _conversation(inp.conversation)})
         try:
@@ -53,6 +64,25 @@ class LlmActivities:
         except OMAError as err:
             raise application_error(err) from err
 
+    async def _agent(self, ref: AgentRef) -> AgentConfig:
+        """The agent ``ref`` names: from the cache, else the run's ``agent`` query."""
+        agent = self.agents.get(ref.sha256)
+        if agent is None:
+            handle = activity.client().get_workflow_handle(ref.workflow_id, run_id=ref.run_id)
+            agent = await handle.query("agent", ref.sha256, result_type=_AGENT_OR_NONE)
+            if agent is None:
+                raise RuntimeError(f"the agent of {ref.workflow_id} is not {ref.sha256}")
+        self.agents[ref.sha256] = agent
+        self.agents.move_to_end(ref.sha256)
+        while len(self.agents) > AGENT_CACHE_SIZE:
+            self.agents.popitem(last=False)
+        return agent
+
+
+_AGENT_OR_NONE: Any = AgentConfig | None  # the SDK's result_type is annotated a class
+
+AGENT_CACHE_SIZE = 64
+"""Agent configs a worker keeps (an MCP listing of 1,000 tools is ~0.5 MB)."""
 
 QUERY_SLICE_BYTES = 1024 * 1024
 """The most JSON one ``conversation`` query returns (Temporal caps a message at 4 MB)."""

@@ -14,12 +14,13 @@ from __future__ import annotations
 from temporalio import activity
 
 from oma.activities.mcp import McpServerPool
-from oma.core.errors import McpServerError, OMAError, application_error
+from oma.core.errors import InvalidRunInputError, McpServerError, OMAError, application_error
 from oma.core.mcp import (
     McpCloseRunInput,
     McpCloseRunOutput,
     McpListToolsInput,
     McpListToolsOutput,
+    McpTool,
 )
 from oma.core.tools import ToolCallInput, ToolCallOutput
 
@@ -39,7 +40,9 @@ class McpActivities:
 
         Raises (as ``ApplicationError``, type = the code): ``MCP_SERVER_FAILED``
         naming the server that could not start or list (retryable: Temporal
-        tries again), ``MISSING_CREDENTIALS`` for an unset header variable.
+        tries again, but not after an HTTP refusal), ``MISSING_CREDENTIALS``
+        for an unset header variable, ``INVALID_RUN_INPUT`` for a listed tool
+        of a custom tool's name. A failed listing closes the servers it opened.
         """
         try:
             return await list_mcp_tools(self.pool, inp, self.worker_task_queue)
@@ -57,12 +60,29 @@ async def list_mcp_tools(
     pool: McpServerPool, inp: McpListToolsInput, worker_task_queue: str | None = None
 ) -> McpListToolsOutput:
     """``mcp_list_tools``'s work without the activity (the in-process
-    ``Agent``); raises ``McpServerError``, ``MissingCredentialsError``."""
+    ``Agent``); raises ``McpServerError``, ``MissingCredentialsError``,
+    ``InvalidRunInputError``, having closed the run's servers."""
     tools = []
-    for config in inp.servers:
-        server, _ = await pool.get_or_open(inp.run_key, inp.agent, config)
-        tools += await server.list_tools()
+    try:
+        for config in inp.servers:
+            server, _ = await pool.get_or_open(inp.run_key, inp.agent, config)
+            tools += await server.list_tools()
+        _check_no_shadow(inp, tools)
+    except BaseException:
+        await pool.close_run(inp.run_key)
+        raise
     return McpListToolsOutput(tools=tools, run_key=inp.run_key, worker_task_queue=worker_task_queue)
+
+
+def _check_no_shadow(inp: McpListToolsInput, tools: list[McpTool]) -> None:
+    for tool in tools:
+        source = inp.custom_tools.get(tool.name)
+        if source is not None:
+            raise InvalidRunInputError(
+                f"agent {inp.agent!r}: custom tool {source!r} has the name of MCP server "
+                f"{tool.server!r}'s tool {tool.tool!r} ({tool.name}); rename the function or "
+                "the server"
+            )
 
 
 async def call_mcp_tool(

@@ -82,11 +82,12 @@ class DirectTools:
         return refused if refused is not None else await run_tool(call, mcp_pool=self.mcp_pool)
 
     async def list_mcp_tools(
-        self, agent: str, servers: list[McpServerConfig]
+        self, agent: str, servers: list[McpServerConfig], custom_tools: dict[str, str]
     ) -> McpListToolsOutput:
-        return await list_mcp_tools(
-            self.mcp_pool, McpListToolsInput(run_key=self._scope, agent=agent, servers=servers)
+        inp = McpListToolsInput(
+            run_key=self._scope, agent=agent, servers=servers, custom_tools=custom_tools
         )
+        return await list_mcp_tools(self.mcp_pool, inp)
 
     async def _review(self, call: ToolCallInput) -> ToolCallOutput | None:
         if self._on_tool_call is None:

@@ -53,11 +53,11 @@ def tool_use(tool_id: str, name: str, **args: Any) -> dict[str, Any]:
     return {"type": "tool_use", "id": tool_id, "name": name, "input": args}
 
 
-def python_server(name: str = "t") -> dict[str, Any]:
+def python_server(name: str = "t", *args: str) -> dict[str, Any]:
     return {
         "name": name,
         "command": sys.executable,
-        "args": ["-m", "tests.mcp_server"],
+        "args": ["-m", "tests.mcp_server", *args],
         "cwd": str(ROOT),
     }
 
@@ -215,6 +215,42 @@ async def test_a_raising_tool_and_a_dying_server_are_errors_the_model_reads(
     assert str(restarted.content).startswith("[MCP server 't' was started anew")
     new_pid = str(restarted.content).rsplit("\n", 1)[1]
     assert new_pid != pid.content and not alive(int(new_pid))
+    await assert_replays(client, workflow_id)
+
+
+async def history_bytes(client: Client, workflow_id: str) -> bytes:
+    """The run's history events as stored (protobuf): payloads are their JSON bytes."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    return b"".join(event.SerializeToString() for event in history.events)
+
+
+async def test_the_mcp_listing_and_the_system_prompt_are_in_the_history_once(
+    client: Client, workflow_id: str, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.reset()
+    for n in range(3):
+        anthropic_server.reply_tool_use("t__tool0007", {"query": f"q{n}"}, id=f"toolu_{n}")
+    anthropic_server.reply_text("found them")
+    prompt = f"You are the archivist {uuid.uuid4().hex}."
+    agent = {
+        "name": "archivist",
+        "provider": "anthropic",
+        "system_prompt": prompt,
+        "mcp_servers": [python_server("t", "--tools", "40")],
+    }
+    result = await run_agent(client, workflow_id, agent, "search the archive")
+
+    assert [r.content for r in results(result)] == ["7: q0", "7: q1", "7: q2"]
+    # every turn was given the whole listing and the prompt...
+    requests = anthropic_server.requests
+    assert len(requests) == 4
+    for request in requests:
+        assert len(request.body["tools"]) == 47 and prompt in json.dumps(request.body["system"])
+    # ...which the history holds once: the listing in mcp_list_tools' result,
+    # the prompt in the run's input
+    history = await history_bytes(client, workflow_id)
+    assert history.count(b"Numbered tool 0031: searches shelf 31") == 1
+    assert history.count(prompt.encode()) == 1
     await assert_replays(client, workflow_id)
 
 

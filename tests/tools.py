@@ -71,3 +71,8 @@ def _fail_twice(marker: str) -> str:
     if tries < 2:
         raise ConnectionError(f"attempt {tries + 1} failed")
     return f"worked on attempt {tries + 1}"
+
+
+def t__pid() -> str:
+    """Named like the ``pid`` tool of an MCP server ``t`` (tests/mcp_server.py)."""
+    return "custom"

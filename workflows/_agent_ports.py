@@ -25,7 +25,14 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.acp import AcpPromptInput, AcpPromptOutput
     from oma.core.agent_config import AgentConfig
     from oma.core.evaluation import EvaluationRecord
-    from oma.core.llm import ConversationRef, LlmTurnInput, LlmTurnOutput
+    from oma.core.llm import (
+        AgentRef,
+        ConversationRef,
+        LlmTurnInput,
+        LlmTurnOutput,
+        agent_digest,
+        agent_named,
+    )
     from oma.core.mcp import (
         McpCloseRunInput,
         McpCloseRunOutput,
@@ -44,6 +51,11 @@ with workflow.unsafe.imports_passed_through():
     from oma.workflows._acp import close_acp_sessions
 
 
+AGENT_BY_REFERENCE = "llm-turn-agent-by-reference"
+"""The patch from which an ``llm_turn`` input refers to the agent
+(``LlmTurnInput.agent_ref``) instead of holding it: earlier histories hold it."""
+
+
 class ActivityModel:
     """``ModelPort``: one ``llm_turn`` activity.
 
@@ -52,25 +64,35 @@ class ActivityModel:
     marker in the history (its result, not its input) and no task queue round
     trip is all an instant, deterministic answer needs. Any other provider
     runs it as a regular activity (``LLM_TURN``: heartbeats, retries
-    honouring ``retry-after``) whose input holds the conversation by
-    reference: the activity reads it through this run's ``conversation``
-    query (``conversation``, below), so the history holds each message once.
+    honouring ``retry-after``), whose input is recorded in the history at
+    every turn; so it holds what repeats by reference: the conversation,
+    read through this run's ``conversation`` query, and the agent's config
+    (its MCP servers' listing, tool schemas, system prompt), read through
+    its ``agent`` query or found in the worker's cache by its digest. The
+    history then holds each message, and the listing, once.
     """
 
     def __init__(self) -> None:
         self.conversation: list[LLMMessage] = []
+        self.agent: AgentConfig | None = None
+        self.agent_sha256 = ""
 
     async def turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
         out: LlmTurnOutput
         self.conversation = inp.messages
+        if inp.agent is not self.agent:  # the loop hands every turn the same config
+            self.agent, self.agent_sha256 = inp.agent, ""
         if PROVIDERS[inp.agent.resolved_provider].needs_io:
             info = workflow.info()
             ref = ConversationRef(
                 workflow_id=info.workflow_id, run_id=info.run_id, length=len(inp.messages)
             )
+            update: dict[str, Any] = {"messages": [], "conversation": ref}
+            if workflow.patched(AGENT_BY_REFERENCE):
+                update |= {"agent": agent_named(inp.agent), "agent_ref": self._agent_ref()}
             out = await workflow.execute_activity(
                 "llm_turn",
-                inp.model_copy(update={"messages": [], "conversation": ref}),
+                inp.model_copy(update=update),
                 result_type=LlmTurnOutput,
                 summary=_turn_summary(inp),
                 **_options.LLM_TURN,
@@ -84,6 +106,13 @@ class ActivityModel:
                 **_options.LLM_TURN_LOCAL,
             )
         return out
+
+    def _agent_ref(self) -> AgentRef:
+        assert self.agent is not None
+        if not self.agent_sha256:  # once per run
+            self.agent_sha256 = agent_digest(self.agent)
+        info = workflow.info()
+        return AgentRef(workflow_id=info.workflow_id, run_id=info.run_id, sha256=self.agent_sha256)
 
 
 class ActivityTools:
@@ -159,14 +188,17 @@ class ActivityTools:
         return out
 
     async def list_mcp_tools(
-        self, agent: str, servers: list[McpServerConfig]
+        self, agent: str, servers: list[McpServerConfig], custom_tools: dict[str, str]
     ) -> McpListToolsOutput:
         # the servers belong to this agent run (not its team run): it closes them
         info = workflow.info()
         out: McpListToolsOutput = await workflow.execute_activity(
             "mcp_list_tools",
             McpListToolsInput(
-                run_key=f"{info.workflow_id}/{info.run_id}", agent=agent, servers=servers
+                run_key=f"{info.workflow_id}/{info.run_id}",
+                agent=agent,
+                servers=servers,
+                custom_tools=custom_tools,
             ),
             result_type=McpListToolsOutput,
             summary=f"{agent}: list MCP tools",

@@ -24,6 +24,7 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
+    from oma.core.agent_config import AgentConfig
     from oma.core.agent_events import AgentStart
     from oma.core.agent_run import run_agent
     from oma.core.approval_gate import ApprovalGate
@@ -199,6 +200,18 @@ class AgentRun(ApprovalHandlers):
             if count and size > part.max_bytes:
                 return messages[:count]
         return messages
+
+    @workflow.query(name="agent")
+    def agent(self, sha256: str | None = None) -> AgentConfig | None:
+        """The agent config an LLM agent's model turns are given, its MCP
+        servers' listed tools included (``None`` before its first turn); with
+        ``sha256``, only if that is its digest (``oma.core.llm.agent_digest``),
+        else ``None``. The ``llm_turn`` activity reads it here
+        (``oma.core.llm.AgentRef``)."""
+        model = self._model
+        if sha256 is not None and sha256 != model.agent_sha256:
+            return None
+        return model.agent
 
     def _ports(self, inp: AgentRunInput) -> AgentPorts:
         return AgentPorts(

@@ -5,7 +5,8 @@ activities"), reused: the worker that starts a stdio server keeps it here;
 the agent run's later calls are routed to this worker's own task queue and
 find it again. Servers end when the run ends (``close_run``, and the reaper
 ``oma.activities.acp.reaper`` for a run that ended without saying so) or the
-worker stops (``close_all``).
+worker stops (``close_all``); a stdio server's guard
+(``oma.activities.mcp._guard``) ends it when the worker dies.
 """
 
 from __future__ import annotations

@@ -77,7 +77,12 @@ async def run_model_loop(
     run_key = ""
     if agent.mcp_servers:
         # listed once per agent run, by an activity: the history holds the list
-        listing = await tools.list_mcp_tools(agent.name, agent.mcp_servers)
+        custom = {
+            ref.name: ref.source
+            for ref in agent.resolved_tools()
+            if ref.source != "builtin" and not ref.source.startswith("mcp:")
+        }
+        listing = await tools.list_mcp_tools(agent.name, agent.mcp_servers, custom)
         agent = agent.model_copy(update={"mcp_tools": listing.tools})
         run_key = listing.run_key
     declared = {ref.name: ref for ref in agent.resolved_tools()}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from pydantic import BaseModel, Field
 
 from oma.core.agent_config import AgentConfig
@@ -20,6 +22,31 @@ class ConversationRef(BaseModel):
     workflow_id: str
     run_id: str
     length: int = Field(ge=1)
+
+
+class AgentRef(BaseModel):
+    """Where the agent of a turn lives: the config the model turns of the
+    ``AgentRun`` ``workflow_id``/``run_id`` are given (its MCP servers' listed
+    tools included), whose ``agent_digest`` is ``sha256`` (its ``agent``
+    query). The ``llm_turn`` activity reads it there, or from its worker's
+    cache by ``sha256``, so that the history holds the listing, the tool
+    schemas and the system prompt once per run instead of once per turn."""
+
+    workflow_id: str
+    run_id: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+def agent_digest(agent: AgentConfig) -> str:
+    """The SHA-256 of ``agent``'s JSON, in hex: the key of an ``AgentRef``."""
+    return hashlib.sha256(agent.model_dump_json().encode()).hexdigest()
+
+
+def agent_named(agent: AgentConfig) -> AgentConfig:
+    """``agent`` as an ``llm_turn`` input that refers to it names it (an
+    ``AgentRef`` holds the rest): its name, provider and model, which the Web
+    UI, the activity's span and a log line show."""
+    return AgentConfig(name=agent.name, provider=agent.provider, model=agent.model)
 
 
 class ConversationSlice(BaseModel):
@@ -43,14 +70,19 @@ class LlmTurnInput(BaseModel):
     ``turn`` is the 0-based turn index within the agent run (the ``scripted``
     provider answers with ``agent.script[turn]``). The conversation is
     ``messages``, or, from an ``AgentRun``, ``conversation``: a reference the
-    ``llm_turn`` activity reads the messages through. No credential is ever
-    part of this input: providers read them from the worker's environment.
+    ``llm_turn`` activity reads the messages through. Likewise the agent:
+    from an ``AgentRun``, ``agent`` only names it (``agent_named``) and
+    ``agent_ref`` says where the whole config is. No credential is ever part
+    of this input: providers read them from the worker's environment.
     """
 
     agent: AgentConfig
     messages: list[LLMMessage] = Field(default_factory=list)
     turn: int = Field(ge=0)
     conversation: ConversationRef | None = None
+    agent_ref: AgentRef | None = Field(
+        default=None, description="The whole agent config, by reference (then 'agent' names it)."
+    )
     pricing: dict[str, ModelPrice] | None = Field(
         default=None, description="The run's price overrides (options.pricing), by model name."
     )

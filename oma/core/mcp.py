@@ -112,6 +112,11 @@ class McpListToolsInput(BaseModel):
     run_key: str = Field(description="'<workflow id>/<run id>' of the agent run.")
     agent: str
     servers: list[McpServerConfig]
+    custom_tools: dict[str, str] = Field(
+        default_factory=dict,
+        description="The agent's custom tools, name -> import path: a server's tool of one of "
+        "these names is an input error (INVALID_RUN_INPUT), not shadowed.",
+    )
 
 
 class McpListToolsOutput(BaseModel):

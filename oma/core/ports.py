@@ -91,13 +91,15 @@ class ToolsetPort(Protocol):
     async def call(self, call: ToolCallInput) -> ToolCallOutput: ...
 
     async def list_mcp_tools(
-        self, agent: str, servers: list[McpServerConfig]
+        self, agent: str, servers: list[McpServerConfig], custom_tools: dict[str, str]
     ) -> McpListToolsOutput:
         """Start (or reach) the agent's MCP servers for this run and list their
         tools (the ``mcp_list_tools`` activity's contract), once per agent
         run; the port picks the run key its calls carry (``run_key`` of the
-        output). Raises ``McpServerError``/``MissingCredentialsError`` (an
-        activity's failure in a workflow)."""
+        output). ``custom_tools``: the agent's, name -> import path, which no
+        listed tool may shadow. Raises ``McpServerError``/
+        ``MissingCredentialsError``/``InvalidRunInputError`` (an activity's
+        failure in a workflow)."""
         ...
 
 
