@@ -426,3 +426,36 @@ async def test_a_start_with_a_short_ciphertext_fails_naming_what_is_wrong(
     assert cause.type == "CODEC_KEY_MISSING"
     assert cause.message.startswith(SHORT_REASON)
     await replay_with_key_a(enc_client, workflow_id)
+
+
+@pytest.mark.parametrize("worker_keys", [None, KEY_B], ids=["no-key", "wrong-key"])
+async def test_a_worker_without_the_key_fails_a_run_already_in_progress(
+    dev_server: DevServer,
+    enc_client: Client,
+    anthropic_server: AnthropicServer,
+    workflow_id: str,
+    worker_keys: str | None,
+) -> None:
+    queue = f"{QUEUE}-{uuid.uuid4().hex[:6]}"
+    activities = worker_activities(queue, anthropic_server.base_url)
+    # task a has run (its child workflow is in the history) when b waits
+    run_input = {
+        "team": {"name": "t", "agents": [scripted("w", "done", "done")]},
+        "tasks": [task("a", "w"), task("b", "w", "a")],
+        "options": {"approvals": {"dispatch": ["b"]}},
+    }
+    async with oma_worker.build_worker(enc_client, queue, activities):
+        run = await start_run(enc_client, workflow_id, run_input, task_queue=queue)
+        request = await run.request("dispatch-b")
+    # the worker with the key is gone; one without it takes the run's next task
+    keyless = await connect(dev_server, parse_keys(worker_keys) if worker_keys else None)
+    async with oma_worker.build_worker(keyless, queue, activities):
+        await run.signal_decision(request)
+        with pytest.raises(WorkflowFailureError) as caught:
+            await asyncio.wait_for(run.handle.result(), timeout=30)
+
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "CODEC_KEY_MISSING"
+    assert "encrypted with key id 'key-a'" in cause.message
+    assert "set OMA_CODEC_KEYS" in cause.message
