@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from oma._cli_common import visible
 from oma.dev_server import DevServer
 from tests._runs import process, task
 from tests.test_cli_control import input_file, oma_run
@@ -114,3 +115,7 @@ async def test_the_live_view_shows_a_hostile_latest_line_as_visible_text(
     # screen, no bell reached the terminal
     assert [s for s in (b"\x1b]", b"\x1b[2J", b"\x07") if s in raw] == []
     assert SHOWN in term.screen
+
+
+def test_visible_names_c1_controls_bidi_overrides_del_and_a_lone_carriage_return() -> None:
+    assert visible("a\r\nb\rc\x9b2J\u202eevil\x7f\tend") == "a\nb^McM-^[2J<U+202E>evil^?\tend"
