@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 if TYPE_CHECKING:
     from oma.connection import Connection
@@ -30,6 +31,39 @@ LOG_FILE = STATE_DIR / "oma.log"
 """Where the SDK's own log lines go (``oma -v`` shows them on stderr instead)."""
 
 
+def _visible_table() -> dict[int, str]:
+    # C0 but tab and newline, and DEL, in caret notation (``cat -v``: ESC is
+    # ``^[``, BEL ``^G``); C1 (U+0080-U+009F: CSI, OSC and the like to a
+    # terminal in 8-bit mode) as ``M-^[``...; the bidirectional overrides and
+    # isolates, which reorder what a line shows, as ``<U+202E>``
+    table = {c: f"^{chr(c + 64)}" for c in range(32) if c not in (9, 10)}
+    table[0x7F] = "^?"
+    table.update({c: f"M-^{chr(c - 0x80 + 64)}" for c in range(0x80, 0xA0)})
+    bidi = [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+    table.update({c: f"<U+{c:04X}>" for c in bidi})
+    return table
+
+
+_VISIBLE = _visible_table()
+
+
+def visible(text: str) -> str:
+    """``text`` with every character that drives a terminal rather than shows
+    (ESC, BEL, CR, backspace..., C1 controls, bidi overrides) replaced by a
+    visible form: the clear-screen sequence ESC ``[2J`` reads ``^[[2J``.
+    Newlines and tabs stay; a CRLF line end becomes a newline."""
+    return text.replace("\r\n", "\n").translate(_VISIBLE)
+
+
+def run_text(value: object, style: str = "") -> Text:
+    """Run data (an output, an error, a title, an id, an event's detail:
+    whatever a process, a model or a run input wrote) as rich ``Text``: never
+    read as markup (``[/tmp/out.txt]`` stays as it is), and ``visible``, so
+    it cannot clear the screen, set the title or write the clipboard. Every
+    place where run data meets rich goes through here."""
+    return Text(visible(str(value)), style=style)
+
+
 class Settings:
     """The global options (``oma -v``), set once by the app's callback."""
 
@@ -38,7 +72,7 @@ class Settings:
 
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print ``error: message`` on stderr; the ``typer.Exit`` to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    err_console.print(Text.assemble(("error:", "bold red"), " ", run_text(message)))
     return typer.Exit(code)
 
 

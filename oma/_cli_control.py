@@ -25,7 +25,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma._cli_common import cause, connection, console, fail, run_async
+from oma._cli_common import cause, connection, console, fail, run_async, run_text
 from oma._cli_run import QUERY_TIMEOUT
 from oma._summary import print_result
 from oma.client import OpenMultiAgent, team_run_result
@@ -101,9 +101,11 @@ def approvals(workflow_id: str) -> None:
 
     pending = run_async(go())
     if not pending:
-        console.print(f"TeamRun {workflow_id}: no open approval requests")
+        console.print(run_text(f"TeamRun {workflow_id}: no open approval requests"))
         return
-    table = Table(title=f"open approval requests of TeamRun {workflow_id}", box=box.SIMPLE)
+    table = Table(
+        title=run_text(f"open approval requests of TeamRun {workflow_id}"), box=box.SIMPLE
+    )
     table.add_column("request id", no_wrap=True)
     table.add_column("boundary", no_wrap=True)
     table.add_column("reason", min_width=20, overflow="fold")
@@ -111,14 +113,13 @@ def approvals(workflow_id: str) -> None:
     table.add_column("expires at (UTC)")
     for r in pending:
         expires = _utc(r.expires_at) if r.expires_at else "never"
-        table.add_row(r.request_id, r.boundary, r.reason, _utc(r.requested_at), expires)
+        table.add_row(
+            run_text(r.request_id), r.boundary, run_text(r.reason), _utc(r.requested_at), expires
+        )
     console.print(table)
     for r in pending:
         _print_request_content(r)
-    console.print(
-        f"decide with: oma approve|reject {workflow_id} REQUEST_ID",
-        highlight=False,
-    )
+    console.print(run_text(f"decide with: oma approve|reject {workflow_id} REQUEST_ID"))
 
 
 def _utc(at: datetime) -> str:
@@ -127,7 +128,7 @@ def _utc(at: datetime) -> str:
 
 
 def _print_request_content(request: ApprovalRequest) -> None:
-    console.rule(f"{request.request_id} ({request.boundary})")
+    console.rule(run_text(f"{request.request_id} ({request.boundary})"))
     console.print(JSON.from_data(request.content))
 
 
@@ -179,14 +180,14 @@ def decide(
         f" ({recorded.reviewer.display_name})" if recorded.reviewer.display_name else ""
     )
     console.print(
-        f"recorded: {recorded.decision} of {recorded.request_id} ({recorded.boundary}) by {who} "
-        f"at {recorded.decided_at.isoformat(timespec='seconds')}"
-        + (f": {recorded.comment}" if recorded.comment else ""),
-        highlight=False,
-        markup=False,
+        run_text(
+            f"recorded: {recorded.decision} of {recorded.request_id} ({recorded.boundary}) by "
+            f"{who} at {recorded.decided_at.isoformat(timespec='seconds')}"
+            + (f": {recorded.comment}" if recorded.comment else "")
+        )
     )
     if recorded.decision == "reject":
-        console.print(f"TeamRun {workflow_id} stops: it ends rejected", highlight=False)
+        console.print(run_text(f"TeamRun {workflow_id} stops: it ends rejected"))
 
 
 def abort(workflow_id: str, reason: str | None, wait: bool) -> None:
@@ -205,9 +206,10 @@ def abort(workflow_id: str, reason: str | None, wait: bool) -> None:
             except RPCError as err:
                 raise fail(f"the abort signal did not reach TeamRun {workflow_id}: {err}") from None
             console.print(
-                f"abort sent to TeamRun {workflow_id}: no new task starts, tasks in flight "
-                "finish, the rest are skipped, and the run ends cancelled",
-                highlight=False,
+                run_text(
+                    f"abort sent to TeamRun {workflow_id}: no new task starts, tasks in flight "
+                    "finish, the rest are skipped, and the run ends cancelled"
+                )
             )
             if not wait:
                 return None

@@ -36,6 +36,7 @@ from oma._cli_common import (
     err_console,
     fail,
     run_async,
+    run_text,
 )
 from oma._live import PlainView, RunView, run_view
 from oma._summary import print_error_code, print_result
@@ -149,11 +150,11 @@ async def start_and_follow(
         except asyncio.CancelledError:
             # Ctrl-C while the start was on its way: it may land all the same,
             # so wait for it and cancel the run it started
-            err_console.print(f"interrupted: cancelling TeamRun {wid}")
+            err_console.print(run_text(f"interrupted: cancelling TeamRun {wid}"))
             with contextlib.suppress(Exception):
                 await _cancel_and_wait(await asyncio.wait_for(start, QUERY_TIMEOUT.seconds))
             raise
-        err_console.print(f"[dim]started TeamRun {wid} on task queue {task_queue!r}[/]")
+        err_console.print(run_text(f"started TeamRun {wid} on task queue {task_queue!r}", "dim"))
         progress = Progress(handle, run_view(client, handle, inp))
         follow = asyncio.create_task(progress.follow())
         watch = asyncio.create_task(_say_when_no_worker_polls(client, task_queue))
@@ -163,7 +164,7 @@ async def start_and_follow(
             # Ctrl-C or SIGTERM: the run would otherwise go on (or come back
             # with the next embedded server); cancel it and let it drain
             follow.cancel()
-            err_console.print(f"interrupted: cancelling TeamRun {wid}")
+            err_console.print(run_text(f"interrupted: cancelling TeamRun {wid}"))
             await _cancel_and_wait(handle)
             raise
         except WorkflowFailureError as err:
@@ -273,11 +274,11 @@ class Progress:
 
     def _missed(self, why: str) -> None:
         err_console.print(
-            f"could not read the last events of TeamRun {self.handle.id} ({why}); see them "
-            f"with `temporal workflow query --workflow-id {self.handle.id} --type events`",
-            style="yellow",
-            highlight=False,
-            markup=False,
+            run_text(
+                f"could not read the last events of TeamRun {self.handle.id} ({why}); see them "
+                f"with `temporal workflow query --workflow-id {self.handle.id} --type events`",
+                "yellow",
+            )
         )
 
     async def _print_new(self, timeout: timedelta) -> None:

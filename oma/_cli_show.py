@@ -19,7 +19,7 @@ from rich.text import Text
 from temporalio.client import WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma._cli_common import connection, console, err_console, fail, run_async
+from oma._cli_common import connection, console, err_console, fail, run_async, run_text
 from oma._run_view import (
     HistoryReadError,
     RunView,
@@ -73,7 +73,7 @@ def show_command(
     except HistoryReadError as e:
         raise fail(str(e)) from None
     for note in view.notes:
-        err_console.print(f"[yellow]note:[/] {note}", highlight=False)
+        err_console.print(Text.assemble(("note:", "yellow"), " ", run_text(note)))
     if html is not None:
         _write_html(view, html)
     elif as_json:
@@ -113,9 +113,10 @@ def _write_html(view: RunView, path: Path) -> None:
         raise fail(f"cannot write {path}: {e.strerror}") from None
     bars = sum(len(r.activities) + 1 for t in view.tasks for r in t.runs)
     console.print(
-        f"wrote {path}: TeamRun {view.workflow_id} ({view.status}), {len(view.tasks)} tasks, "
-        f"{bars + len(view.coordinator)} runs and activities",
-        highlight=False,
+        run_text(
+            f"wrote {path}: TeamRun {view.workflow_id} ({view.status}), {len(view.tasks)} tasks, "
+            f"{bars + len(view.coordinator)} runs and activities"
+        )
     )
 
 
@@ -133,8 +134,8 @@ def print_view(view: RunView) -> None:
     took = seconds_text(view.duration_s) if view.duration_s is not None else "still running"
     header = Text.assemble(
         ("TeamRun ", "bold"),
-        (view.workflow_id, "bold"),
-        f"  team {view.team or '?'}  ",
+        run_text(view.workflow_id, "bold"),
+        run_text(f"  team {view.team or '?'}  "),
         _styled(view.status),
         f"  (Temporal: {view.execution_status})",
     )
@@ -144,15 +145,16 @@ def print_view(view: RunView) -> None:
     if view.cost_unknown:
         cost += f" + unknown ({', '.join(view.cost_unknown)})"
     console.print(
-        f"started {view.started_at:%Y-%m-%d %H:%M:%S} UTC, took {took}, "
-        f"{usage.total_tokens} tokens, {cost}",
-        highlight=False,
+        run_text(
+            f"started {view.started_at:%Y-%m-%d %H:%M:%S} UTC, took {took}, "
+            f"{usage.total_tokens} tokens, {cost}"
+        )
     )
     if view.goal:
-        console.print(Text(f"goal: {view.goal}"))
+        console.print(run_text(f"goal: {view.goal}"))
     if view.error:
         code = f"{view.error_code}: " if view.error_code else ""
-        console.print(Text(f"stopped: {code}{view.error}", style="red"))
+        console.print(run_text(f"stopped: {code}{view.error}", "red"))
     console.print(_task_table(view))
     if view.coordinator:
         console.print(_coordinator_table(view))
@@ -169,11 +171,11 @@ def _task_table(view: RunView) -> Table:
         table.add_column(name, overflow="fold", no_wrap=not free, min_width=8 if free else None)
     for t in view.tasks:
         table.add_row(
-            f"{'  ' * t.layer}{t.id}",
-            t.title,
-            t.assignee or "",
+            run_text(f"{'  ' * t.layer}{t.id}"),
+            run_text(t.title),
+            run_text(t.assignee or ""),
             _styled(t.status),
-            ", ".join(t.depends_on),
+            run_text(", ".join(t.depends_on)),
             _offset(view, t.started_at),
             seconds_text(t.duration_s),
             str(t.attempts),
@@ -189,8 +191,8 @@ def _coordinator_table(view: RunView) -> Table:
     for child in view.coordinator:
         s = child.span
         table.add_row(
-            s.label,
-            s.agent or "",
+            run_text(s.label),
+            run_text(s.agent or ""),
             _styled(s.status),
             _offset(view, s.started_at),
             seconds_text(s.duration_s),
@@ -207,14 +209,14 @@ def _print_failures(view: RunView) -> None:
     console.print(Text("Failures", style="bold red"))
     for t in failed:
         code = f" [{t.error_code}]" if t.error_code else ""
-        console.print(Text(f"{t.id} ({t.title}){code}:", style="bold"))
-        # verbatim and unwrapped: the whole error, the stderr tail's lines as they are
+        console.print(run_text(f"{t.id} ({t.title}){code}:", "bold"))
+        # unwrapped: the whole error, the stderr tail's lines as they are (made visible)
         for line in (t.error or "(no error recorded)").splitlines():
-            console.print(Text(f"  {line}"), soft_wrap=True)
+            console.print(run_text(f"  {line}"), soft_wrap=True)
     for c in steps:
-        console.print(Text(f"{c.span.label}:", style="bold"))
+        console.print(run_text(f"{c.span.label}:", "bold"))
         for line in (c.span.error or "(no error recorded)").splitlines():
-            console.print(Text(f"  {line}"), soft_wrap=True)
+            console.print(run_text(f"  {line}"), soft_wrap=True)
 
 
 def _print_skipped(view: RunView) -> None:
@@ -222,4 +224,4 @@ def _print_skipped(view: RunView) -> None:
     if skipped:
         console.print(Text("Skipped", style="bold yellow"))
     for t in skipped:
-        console.print(Text(f"  {t.id} ({t.title}): {t.error or 'skipped'}"), soft_wrap=True)
+        console.print(run_text(f"  {t.id} ({t.title}): {t.error or 'skipped'}"), soft_wrap=True)

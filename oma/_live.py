@@ -41,7 +41,7 @@ from rich.table import Table
 from rich.text import Text
 from temporalio.client import Client, WorkflowHandle
 
-from oma._cli_common import err_console
+from oma._cli_common import err_console, run_text
 from oma.core.results import TeamRunResult
 from oma.core.run_events import RunEvent
 from oma.core.run_input import TeamRunInput
@@ -198,7 +198,7 @@ class PlainView:
         err_console.print(event_line(event, self.tracker))
 
     def note(self, text: str, style: str) -> None:
-        err_console.print(text, style=style, highlight=False, markup=False)
+        err_console.print(run_text(text, style))
 
 
 def event_line(event: RunEvent, tracker: RunTracker | None = None) -> Text:
@@ -210,7 +210,7 @@ def event_line(event: RunEvent, tracker: RunTracker | None = None) -> Text:
     at = event.at.astimezone().strftime("%H:%M:%S")
     line = Text(f"{at} ", style="dim")
     line.append(f"{event.type:<17}", style=EVENT_STYLES.get(event.type, "cyan"))
-    line.append(f" {event.task_id or '-':<12}")
+    line.append(run_text(f" {event.task_id or '-':<12}"))
     task = tracker.tasks.get(event.task_id) if tracker and event.task_id else None
     parts = [task.title] if task is not None and task.title else []
     if event.type == "task_start" and task is not None and task.agent:
@@ -219,7 +219,7 @@ def event_line(event: RunEvent, tracker: RunTracker | None = None) -> Text:
         parts.append(_elapsed(event.at - task.started))
     elif first:
         parts.append(first)
-    line.append(f" {' · '.join(parts)}")
+    line.append(run_text(f" {' · '.join(parts)}"))
     line.rstrip()
     if tracker is not None and event.type in _SETTLED and tracker.total:
         line.append(f" [{tracker.settled}/{tracker.total}]", style="dim")
@@ -270,7 +270,7 @@ class LiveView:
             err_console.print(event_line(event, self.tracker))
 
     def note(self, text: str, style: str) -> None:
-        err_console.print(text, style=style, highlight=False, markup=False)
+        err_console.print(run_text(text, style))
 
     async def _redraw(self) -> None:
         while True:
@@ -319,11 +319,11 @@ class LiveView:
         for task in shown:
             elapsed = _elapsed(now - task.started) if task.started else ""
             rows.add_row(
-                Text(task.id, style="cyan"),
-                Text(task.title),
-                Text(task.agent or "-", style="dim"),
+                run_text(task.id, "cyan"),
+                run_text(task.title),
+                run_text(task.agent or "-", "dim"),
                 Text(elapsed, style="dim"),
-                Text(task.latest, style="italic"),
+                run_text(task.latest, "italic"),
             )
         more = len(tracker.running()) - len(shown)
         parts: list[RenderableType] = [bar, rows]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from oma._cli_common import console
+from oma._cli_common import console, run_text
 from oma.core.results import TeamRunResult
 from oma.core.task import TaskState, TaskStatus
 
@@ -54,12 +54,12 @@ def print_result(result: TeamRunResult, goal_run: bool | None = None) -> None:
     if goal_run:
         if result.final_output is not None:
             console.rule("final output")
-            console.print(result.final_output, highlight=False, markup=False)
+            console.print(run_text(result.final_output))
     else:
         for t in _final_tasks(result):
             if t.status == TaskStatus.COMPLETED and t.output is not None:
-                console.rule(f"output of {t.id} ({t.title})")
-                console.print(t.output, highlight=False, markup=False)
+                console.rule(run_text(f"output of {t.id} ({t.title})"))
+                console.print(run_text(t.output))
     print_failures(result)
 
 
@@ -76,7 +76,8 @@ def _print_table(result: TeamRunResult) -> None:
         # one line a task, cut to the terminal: the whole output is below
         # (final tasks), errors under Failures, everything in --json
         first = detail.splitlines()[0] if detail else ""
-        rows.append([t.id, t.title, t.assignee or "-", status, usage, cost, first])
+        cells = [t.id, t.title, t.assignee or "-", status, usage, cost, first]
+        rows.append([run_text(cell) for cell in cells])
     table = Table(title=f"TeamRun: {result.status}")
     widths = _widths(rows)
     for (col, _), width in zip(_COLUMNS, widths, strict=True):
@@ -106,12 +107,12 @@ _FRAME = 3 * len(_COLUMNS) + 4
 """The characters of a row that are borders and padding."""
 
 
-def _widths(rows: list[list[str]]) -> list[int]:
+def _widths(rows: list[list[Text]]) -> list[int]:
     """The short columns' widths: their content's, up to their caps, then the
     widest of task, title and assignee narrowed until the output column has
     at least 16 characters of the console's width."""
     widths = [
-        min(max([len(col), *(len(r[i]) for r in rows)]), cap)
+        min(max([len(col), *(r[i].cell_len for r in rows)]), cap)
         for i, (col, cap) in enumerate(_COLUMNS)
     ]
     room = console.width - _FRAME - 16
@@ -134,19 +135,19 @@ def print_failures(result: TeamRunResult) -> None:
         return
     console.rule("Failures", style="red")
     for t in failed:
-        head = Text(f"{t.id}", style="bold red")
-        head.append(f" ({t.title})" if t.title else "")
-        head.append(f" · {t.assignee or '-'}")
+        head = run_text(t.id, "bold red")
+        head.append(run_text(f" ({t.title})" if t.title else ""))
+        head.append(run_text(f" · {t.assignee or '-'}"))
         if t.error_code:
             head.append(f" · {t.error_code}", style="red")
         if t.attempts > 1:
             head.append(f" · {t.attempts} attempts")
         console.print(head)
-        console.print((t.error or "(no error recorded)").rstrip(), highlight=False, markup=False)
+        console.print(run_text((t.error or "(no error recorded)").rstrip()))
         skipped = _skipped_because_of(result, t)
         if skipped:
             names = ", ".join(f"{s.id} ({s.title})" if s.title else s.id for s in skipped)
-            console.print(f"skipped because it failed: {names}", style="yellow", highlight=False)
+            console.print(run_text(f"skipped because it failed: {names}", "yellow"))
         console.print()
 
 
@@ -169,12 +170,8 @@ def _skipped_because_of(result: TeamRunResult, failed: TaskState) -> list[TaskSt
 def print_error_code(result: TeamRunResult) -> None:
     """The run's own error (``error_code: error``), when it has one."""
     if result.error_code is not None:
-        console.print(
-            f"{result.error_code}: {result.error}" if result.error else result.error_code,
-            style="bold red",
-            highlight=False,
-            markup=False,
-        )
+        text = f"{result.error_code}: {result.error}" if result.error else result.error_code
+        console.print(run_text(text, "bold red"))
 
 
 def _final_tasks(result: TeamRunResult) -> list[TaskState]:

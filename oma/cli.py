@@ -385,7 +385,8 @@ def codec_server(
     token: Annotated[
         str | None,
         typer.Option(
-            help="Require Authorization: Bearer TOKEN (default: OMA_CODEC_SERVER_TOKEN, if set).",
+            help="Require Authorization: Bearer TOKEN (default: OMA_CODEC_SERVER_TOKEN, if "
+            "set); an empty one is refused.",
         ),
     ] = None,
 ) -> None:
@@ -404,7 +405,18 @@ def codec_server(
         raise _fail(str(e)) from None
     if keys is None:
         raise _fail("oma codec-server needs OMA_CODEC_KEYS (or OMA_CODEC_KEYS_FILE)", 2)
-    token = token or os.environ.get("OMA_CODEC_SERVER_TOKEN") or None
+    # an empty token (a `--token "$TOKEN"` of an unset variable) must not
+    # quietly turn authentication off: only leaving both unset does
+    source = "--token"
+    if token is None and "OMA_CODEC_SERVER_TOKEN" in os.environ:
+        source, token = "OMA_CODEC_SERVER_TOKEN", os.environ["OMA_CODEC_SERVER_TOKEN"]
+    if token is not None and not token.strip():
+        raise _fail(
+            f"{source} is empty: give the bearer token callers must send, or leave "
+            "--token and OMA_CODEC_SERVER_TOKEN unset to serve without one",
+            2,
+        )
+    token = token.strip() if token is not None else None
     app = codec_app(AesGcmCodec(keys), ui_origin=ui_origin, token=token)
 
     async def go() -> None:

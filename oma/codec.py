@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
@@ -58,6 +59,11 @@ KEY_BYTES = 32
 
 NONCE_BYTES = 12
 """The GCM nonce size NIST SP 800-38D recommends; a fresh random one per payload."""
+
+TAG_BYTES = 16
+"""The GCM authentication tag that ends every ciphertext."""
+
+_NOT_OURS = "it is not one OMA's codec wrote"
 
 
 @dataclass(frozen=True)
@@ -136,9 +142,11 @@ class AesGcmCodec(PayloadCodec):
     metadata names.
 
     ``decode`` never raises for a payload it cannot read, because a raising
-    codec fails a worker's workflow task over and over (a wedged run): an
-    encrypted payload whose key id it does not hold, or whose tag does not
-    verify, comes back as it is with ``DECODE_ERROR_METADATA`` saying why; a
+    codec fails a worker's workflow task over and over (a wedged run), and a
+    signal's payload stays in history, so every replay would raise again: an
+    encrypted payload whose key id it does not hold, that is too short to hold
+    a nonce and a tag, whose tag does not verify, or whose plaintext is not a
+    ``Payload`` comes back as it is with ``DECODE_ERROR_METADATA`` saying why; a
     plaintext payload comes back with ``PLAINTEXT_METADATA``. The product's
     payload converter (``oma.plugin``) turns both into a clear error:
     ``CodecKeyMissingError`` / ``PayloadNotEncryptedError`` for a workflow,
@@ -188,6 +196,14 @@ class AesGcmCodec(PayloadCodec):
                 f"the payload is encrypted with key id {key_id!r}; OMA_CODEC_KEYS holds {held}",
             )
         data = payload.data
+        if len(data) < NONCE_BYTES + TAG_BYTES:
+            # AESGCM raises ValueError for a nonce under 8 bytes: never let any
+            # bytes a client sends reach it unchecked
+            return _undecryptable(
+                payload,
+                f"the payload encrypted with key id {key_id!r} is {len(data)} bytes, shorter "
+                f"than a nonce and a tag ({NONCE_BYTES + TAG_BYTES} bytes): {_NOT_OURS}",
+            )
         try:
             plain = cipher.decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], None)
         except InvalidTag:
@@ -196,7 +212,14 @@ class AesGcmCodec(PayloadCodec):
                 f"the payload does not decrypt with key id {key_id!r}: the key under that id "
                 "is not the one it was encrypted with, or the payload was altered",
             )
-        return Payload.FromString(plain)
+        try:
+            return Payload.FromString(plain)
+        except DecodeError:
+            return _undecryptable(
+                payload,
+                f"the payload decrypts with key id {key_id!r} but holds no Temporal payload: "
+                f"{_NOT_OURS}",
+            )
 
 
 def undecryptable_reason(payload: Payload) -> str | None:

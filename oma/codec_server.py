@@ -99,13 +99,21 @@ async def serve(app: web.Application, host: str, port: int) -> web.AppRunner:
 
 def _bearer_matches(request: web.Request, token: str) -> bool:
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip(), token)
+    # bytes, not str: compare_digest refuses str with a non-ASCII character
+    # (a TypeError, a 500); aiohttp reads header bytes as UTF-8 with surrogate
+    # escapes, so this gives back the bytes the caller sent
+    sent = given.strip().encode("utf-8", "surrogateescape")
+    return scheme.lower() == "bearer" and hmac.compare_digest(sent, token.encode())
 
 
 async def _payloads(request: web.Request) -> Payloads:
     try:
-        return json_format.Parse(await request.text(), Payloads(), ignore_unknown_fields=True)
-    except json_format.ParseError as err:
+        text = (await request.read()).decode("utf-8")
+    except UnicodeDecodeError:
+        raise web.HTTPBadRequest(text="the body is not UTF-8 text") from None
+    try:
+        return json_format.Parse(text, Payloads(), ignore_unknown_fields=True)
+    except (json_format.ParseError, RecursionError) as err:
         raise web.HTTPBadRequest(
             text=f'expected {{"payloads": [...]}} of protobuf JSON payloads: {err}'
         ) from None

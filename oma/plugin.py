@@ -254,7 +254,23 @@ class OmaPlugin(SimplePlugin):
         from oma.activities._redaction import CredentialRedaction
 
         config["interceptors"] = [*config.get("interceptors", ()), CredentialRedaction()]
-        return self._tracing.configure_worker(config) if self._tracing else config
+        config = self._tracing.configure_worker(config) if self._tracing else config
+        if config.get("task_queue") != self.oma_activities.session_task_queue:
+            config = _failing_runs_it_lacks_the_key_of(config)
+        return config
+
+
+def _failing_runs_it_lacks_the_key_of(config: WorkerConfig) -> WorkerConfig:
+    """A worker that lacks the key of a run already in progress ends it with
+    ``CODEC_KEY_MISSING`` (``oma._key_failure``) instead of retrying, forever,
+    a workflow task its replay cannot complete."""
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+    from oma._key_failure import KeyFailureRunner
+
+    runner = config.get("workflow_runner") or SandboxedWorkflowRunner()
+    config["workflow_runner"] = KeyFailureRunner(runner, _KEY_ERROR_CODES, config["client"])
+    return config
 
 
 def replayer(codec_keys: Sequence[CodecKey] | Literal["env"] | None = "env") -> Replayer:

@@ -5,12 +5,14 @@ with a real aiohttp client as the Web UI calls it)."""
 from __future__ import annotations
 
 import base64
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 
 from oma.codec import AesGcmCodec, keys_from_env, new_key, parse_keys
@@ -187,3 +189,136 @@ async def test_the_codec_server_says_what_is_wrong_with_a_bad_body(
 
     assert status == 400
     assert text.startswith('expected {"payloads": [...]} of protobuf JSON payloads')
+
+
+def sealed_as(key_id: str, data: bytes) -> Payload:
+    """A payload marked encrypted under ``key_id`` carrying ``data`` as it is."""
+    return Payload(
+        metadata={"encoding": b"binary/encrypted", "encryption-key-id": key_id.encode()},
+        data=data,
+    )
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 8, 11, 12, 27])
+async def test_a_ciphertext_too_short_to_be_one_comes_back_marked_not_raised(size: int) -> None:
+    codec = AesGcmCodec(parse_keys(new_key("k")))
+
+    back = (await codec.decode([sealed_as("k", b"\x01" * size)]))[0]
+
+    assert back.data == b"\x01" * size
+    assert back.metadata["oma-decode-error"].decode() == (
+        f"the payload encrypted with key id 'k' is {size} bytes, shorter than a nonce and "
+        "a tag (28 bytes): it is not one OMA's codec wrote"
+    )
+
+
+async def test_a_ciphertext_whose_plaintext_is_not_a_payload_comes_back_marked() -> None:
+    keys = parse_keys(new_key("k"))
+    nonce = b"\x00" * 12
+    sealed = AESGCM(keys[0].key).encrypt(nonce, b"\xff\xff\xff", None)
+
+    back = (await AesGcmCodec(keys).decode([sealed_as("k", nonce + sealed)]))[0]
+
+    assert back.metadata["oma-decode-error"].decode() == (
+        "the payload decrypts with key id 'k' but holds no Temporal payload: "
+        "it is not one OMA's codec wrote"
+    )
+
+
+async def test_the_codec_server_gives_back_a_malformed_ciphertext_as_it_is(
+    server: tuple[str, AesGcmCodec],
+) -> None:
+    url, _ = server
+    short = sealed_as("k", b"\x01\x02\x03")
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
+            f"{url}/decode",
+            json={"payloads": [wire(short)]},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        ) as r,
+    ):
+        status, body = r.status, await r.json()
+
+    assert (status, body) == (200, {"payloads": [wire(short)]})
+
+
+async def test_the_codec_server_refuses_a_non_ascii_token_as_a_wrong_one(
+    server: tuple[str, AesGcmCodec],
+) -> None:
+    url, _ = server
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
+            f"{url}/encode",
+            json={"payloads": []},
+            headers={"Authorization": "Bearer t\u00f6ken"},
+        ) as r,
+    ):
+        status = r.status
+
+    assert status == 401
+
+
+async def test_a_codec_server_with_a_non_ascii_token_accepts_it() -> None:
+    token = "t\u00f6ken-\u2603"
+    port = free_port()
+    codec = AesGcmCodec(parse_keys(new_key("k")))
+    runner = await serve(codec_app(codec, token=token), "127.0.0.1", port)
+    try:
+        async with aiohttp.ClientSession() as http:
+            statuses = []
+            for given in (token, "t\u00f6ken-x"):
+                async with http.post(
+                    f"http://127.0.0.1:{port}/encode",
+                    json={"payloads": []},
+                    headers={"Authorization": f"Bearer {given}"},  # sent as UTF-8
+                ) as r:
+                    statuses.append(r.status)
+    finally:
+        await runner.cleanup()
+
+    assert statuses == [200, 401]
+
+
+async def test_the_codec_server_says_a_body_that_is_not_utf8_is_not_utf8(
+    server: tuple[str, AesGcmCodec],
+) -> None:
+    url, _ = server
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
+            f"{url}/decode",
+            data=b'{"payloads": [\xff]}',
+            headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+        ) as r,
+    ):
+        status, text = r.status, await r.text()
+
+    assert (status, text) == (400, "the body is not UTF-8 text")
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--token", ""], {}, "--token is empty"),
+        (["--token", "   "], {}, "--token is empty"),
+        ([], {"OMA_CODEC_SERVER_TOKEN": ""}, "OMA_CODEC_SERVER_TOKEN is empty"),
+    ],
+    ids=["flag", "blank-flag", "env"],
+)
+def test_oma_codec_server_refuses_an_empty_token_rather_than_serve_without_one(
+    args: list[str], env: dict[str, str], message: str
+) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "oma.cli", "codec-server", "--port", str(free_port()), *args],
+        env={**os.environ, "OMA_CODEC_KEYS": new_key("k"), "OMA_FORKSERVER": "0", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert proc.returncode == 2, proc.stdout
+    assert message in proc.stderr
+    assert "OMA codec server at" not in proc.stdout

@@ -17,8 +17,10 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.exceptions import ApplicationError
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError, TerminatedError
 
 from oma import plugin
 from oma import worker as oma_worker
@@ -28,10 +30,12 @@ from oma.core.errors import CodecKeyMissingError
 from oma.core.results import TeamRunResult
 from oma.dev_server import DevServer, free_port, is_listening, temporal_binary
 from oma.plugin import OmaPlugin
+from tests._approvals import Run, eventually, result_within, start_run
 from tests._runs import (
     ENCRYPTED_NAMESPACE,
     histories_of,
     process,
+    scripted,
     task,
     team_result,
     worker_activities,
@@ -324,3 +328,137 @@ async def test_oma_replay_decrypts_with_the_keys_and_names_a_missing_one(
     assert "CODEC_KEY_MISSING: cannot replay: the payload is encrypted with key id 'key-a'" in (
         other.stdout + other.stderr
     )
+
+
+SHORT = b"\x01\x02\x03"
+
+
+def short_ciphertext() -> RawValue:
+    """A payload marked encrypted under key A that is 3 bytes long: too short
+    to hold a nonce, let alone a ciphertext; sent as it is by a client with no
+    codec (``RawValue``), as anyone who can reach the namespace can."""
+    return RawValue(
+        Payload(
+            metadata={"encoding": b"binary/encrypted", "encryption-key-id": b"key-a"},
+            data=SHORT,
+        )
+    )
+
+
+SHORT_REASON = (
+    "the payload encrypted with key id 'key-a' is 3 bytes, shorter than a nonce and a tag "
+    "(28 bytes): it is not one OMA's codec wrote"
+)
+
+
+async def gated_run(enc_client: Client, workflow_id: str) -> Run:
+    run = await start_run(
+        enc_client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [scripted("w", "done")]},
+            "tasks": [task("a", "w")],
+            "options": {"approvals": {"dispatch": ["a"]}},
+        },
+        task_queue=QUEUE,
+    )
+    await run.request("dispatch-a")
+    return run
+
+
+async def replay_with_key_a(client: Client, workflow_id: str) -> None:
+    replayer = plugin.replayer(codec_keys=KEYS_A)
+    for history in await histories_of(client, workflow_id):
+        await replayer.replay_workflow(history)
+
+
+async def test_a_decide_signal_with_a_short_ciphertext_is_refused_and_the_run_goes_on(
+    dev_server: DevServer, enc_client: Client, enc_worker: oma_worker.OmaWorker, workflow_id: str
+) -> None:
+    run = await gated_run(enc_client, workflow_id)
+    keyless = await connect(dev_server, None)
+
+    await keyless.get_workflow_handle(workflow_id).signal("decide", short_ciphertext())
+
+    async def refused() -> str | None:
+        events = [e for e in await run.events() if e.type == "approval_refused"]
+        return events[0].detail if events else None
+
+    detail = await eventually(refused, "the approval_refused event", 15)
+    assert detail.startswith(f"(no request_id): CODEC_KEY_MISSING: {SHORT_REASON}")
+    await run.decide((await run.pending())[0])
+    assert (await result_within(run, 15)).status == "completed"
+    await replay_with_key_a(enc_client, workflow_id)
+
+
+async def test_an_abort_signal_with_a_short_ciphertext_aborts_instead_of_wedging(
+    dev_server: DevServer, enc_client: Client, enc_worker: oma_worker.OmaWorker, workflow_id: str
+) -> None:
+    run = await gated_run(enc_client, workflow_id)
+    keyless = await connect(dev_server, None)
+
+    await keyless.get_workflow_handle(workflow_id).signal("abort", short_ciphertext())
+
+    assert (await result_within(run, 15)).status == "cancelled"
+    await replay_with_key_a(enc_client, workflow_id)
+
+
+@pytest.mark.parametrize("workflow_type", ["TeamRun", "AgentRun"])
+async def test_a_start_with_a_short_ciphertext_fails_naming_what_is_wrong(
+    dev_server: DevServer,
+    enc_worker: oma_worker.OmaWorker,
+    enc_client: Client,
+    workflow_id: str,
+    workflow_type: str,
+) -> None:
+    keyless = await connect(dev_server, None)
+
+    with pytest.raises(WorkflowFailureError) as caught:
+        await asyncio.wait_for(
+            keyless.execute_workflow(
+                workflow_type, short_ciphertext(), id=workflow_id, task_queue=QUEUE
+            ),
+            timeout=30,
+        )
+
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "CODEC_KEY_MISSING"
+    assert cause.message.startswith(SHORT_REASON)
+    await replay_with_key_a(enc_client, workflow_id)
+
+
+@pytest.mark.parametrize("worker_keys", [None, KEY_B], ids=["no-key", "wrong-key"])
+async def test_a_worker_without_the_key_fails_a_run_already_in_progress(
+    dev_server: DevServer,
+    enc_client: Client,
+    anthropic_server: AnthropicServer,
+    workflow_id: str,
+    worker_keys: str | None,
+) -> None:
+    queue = f"{QUEUE}-{uuid.uuid4().hex[:6]}"
+    activities = worker_activities(queue, anthropic_server.base_url)
+    # task a has run (its child workflow is in the history) when b waits
+    run_input = {
+        "team": {"name": "t", "agents": [scripted("w", "done", "done")]},
+        "tasks": [task("a", "w"), task("b", "w", "a")],
+        "options": {"approvals": {"dispatch": ["b"]}},
+    }
+    async with oma_worker.build_worker(enc_client, queue, activities):
+        run = await start_run(enc_client, workflow_id, run_input, task_queue=queue)
+        request = await run.request("dispatch-b")
+    # the worker with the key is gone; one without it takes the run's next task
+    keyless = await connect(dev_server, parse_keys(worker_keys) if worker_keys else None)
+    async with oma_worker.build_worker(keyless, queue, activities):
+        await run.signal_decision(request)
+        with pytest.raises(WorkflowFailureError) as caught:
+            await asyncio.wait_for(run.handle.result(), timeout=30)
+
+    # the worker cannot replay the run to fail it (Temporal would call that a
+    # nondeterminism error): it terminates it, naming the key it needs
+    cause = caught.value.cause
+    assert isinstance(cause, TerminatedError)
+    assert cause.message.startswith(
+        "CODEC_KEY_MISSING: the payload is encrypted with key id 'key-a'"
+    )
+    assert "set OMA_CODEC_KEYS" in cause.message
