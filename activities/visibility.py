@@ -45,7 +45,7 @@ class VisibilityActivities:
         """The names of ``SEARCH_ATTRIBUTES`` the namespace has, as Keywords;
         none when the server will not say (a worker without the operator
         permission: then the run sets no attributes, as before)."""
-        namespace = activity.info().workflow_namespace
+        namespace = activity.info().namespace
         kept = self._known.get(namespace)
         if kept is not None and time.monotonic() - kept[0] < CACHE_S:
             return RegisteredSearchAttributesOutput(registered=kept[1])

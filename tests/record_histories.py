@@ -524,7 +524,7 @@ async def cancelled_while_a_process_runs(client: Client, workflow_id: str) -> Ke
 async def tool_call_approved_at_the_team_run(client: Client, workflow_id: str) -> Kept:
     """A task's gated ``file_write`` call (``options.approvals.tools``),
     listed at the team run and approved there by update; the call runs. Kept
-    as recorded before ``TOOL_DECISIONS_PATCH``: the team run recorded the
+    as recorded before ``_patches.TOOL_DECISIONS_AT_THE_TASK``: the team run recorded the
     decision itself and sent it to the task's run as a ``decide`` signal (a
     recording now shows the decision forwarded as ``forwarded_decision``)."""
     with tempfile.TemporaryDirectory(prefix="oma-record-") as tmp:

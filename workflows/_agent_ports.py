@@ -47,13 +47,8 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
     from oma.core.tools import ToolCallInput, ToolCallOutput
     from oma.core.visibility import shorten
-    from oma.workflows import _options
+    from oma.workflows import _options, _patches
     from oma.workflows._acp import close_acp_sessions
-
-
-AGENT_BY_REFERENCE = "llm-turn-agent-by-reference"
-"""The patch from which an ``llm_turn`` input refers to the agent
-(``LlmTurnInput.agent_ref``) instead of holding it: earlier histories hold it."""
 
 
 class ActivityModel:
@@ -88,7 +83,7 @@ class ActivityModel:
                 workflow_id=info.workflow_id, run_id=info.run_id, length=len(inp.messages)
             )
             update: dict[str, Any] = {"messages": [], "conversation": ref}
-            if workflow.patched(AGENT_BY_REFERENCE):
+            if workflow.patched(_patches.AGENT_BY_REFERENCE):
                 update |= {"agent": agent_named(inp.agent), "agent_ref": self._agent_ref()}
             out = await workflow.execute_activity(
                 "llm_turn",

@@ -8,6 +8,27 @@ Never rename or reuse an id: recorded histories hold it.
 
 from __future__ import annotations
 
+AGENT_BY_REFERENCE = "llm-turn-agent-by-reference"
+"""The patch from which an ``llm_turn`` input refers to the agent
+(``LlmTurnInput.agent_ref``) instead of holding it: earlier histories hold it."""
+
+TOOL_DECISIONS_AT_THE_TASK = "oma-tool-decisions-at-the-task"
+"""Team runs from this flag on forward a decision on a task's tool request
+and record what the task's run recorded, and stop listing an attempt's
+requests when the attempt ends (before it: the team run recorded the
+decision itself, and the two runs could disagree)."""
+
+FAILED_STATE = "oma-failed-state"
+"""Runs from this flag on end Failed when they did not succeed (before it:
+Completed with ``success: false``)."""
+
+SEARCH_ATTRIBUTES = "oma-search-attributes"
+"""Runs from this flag on set their search attributes."""
+
+STOP_WINS_OVER_A_STEP = "stop-wins-over-a-step"
+"""A step the run's stop cut short (``oma.workflows._waiting.unless_stopped``)
+does not fail the run with what it raised on the way out."""
+
 EVERY_TASK_SETTLES = "oma-every-task-settles"
 """A task whose outcome ``TeamRun`` cannot read (a failure without a partial
 result, a fault in its bookkeeping) ends ``failed`` with a code; before it

@@ -42,17 +42,12 @@ with workflow.unsafe.imports_passed_through():
         OMAError,
     )
     from oma.core.tools import ToolCallInput, ToolCallOutput
+    from oma.workflows import _patches
     from oma.workflows._approval_waits import ApprovalWaits, Emit
     from oma.workflows._signals import BackgroundSignals
 
 
 M = TypeVar("M", bound=BaseModel)
-
-TOOL_DECISIONS_PATCH = "oma-tool-decisions-at-the-task"
-"""Team runs from this flag on forward a decision on a task's tool request
-and record what the task's run recorded, and stop listing an attempt's
-requests when the attempt ends (before it: the team run recorded the
-decision itself, and the two runs could disagree)."""
 
 
 class ToolRequestClosed(BaseModel):
@@ -251,10 +246,10 @@ class AdoptedToolRequests(BackgroundSignals):
 
     def takes(self, request: ApprovalRequest) -> bool:
         """``DecisionForwarder``: a decision on a task's request goes to the
-        task's run (from ``TOOL_DECISIONS_PATCH`` on; before it, this run
+        task's run (from ``_patches.TOOL_DECISIONS_AT_THE_TASK`` on; before it, this run
         recorded it and ``forward`` sent it on)."""
         return request.scope != self._approvals.gate.scope and workflow.patched(
-            TOOL_DECISIONS_PATCH
+            _patches.TOOL_DECISIONS_AT_THE_TASK
         )
 
     def check(self, decision: Decision) -> None:
@@ -305,7 +300,7 @@ class AdoptedToolRequests(BackgroundSignals):
 
     def forward(self, request: ApprovalRequest, record: ApprovalDecision) -> None:
         """``ApprovalWaits.on_decided`` of a team run from before
-        ``TOOL_DECISIONS_PATCH``: a decision recorded here on a task's
+        ``_patches.TOOL_DECISIONS_AT_THE_TASK``: a decision recorded here on a task's
         request goes to the task's run, which applies it."""
         if request.scope == self._approvals.gate.scope:
             return
@@ -327,10 +322,10 @@ class AdoptedToolRequests(BackgroundSignals):
 
     def attempt_ended(self, child: str) -> None:
         """One attempt of a task, the run ``child``, ended: its requests are
-        no longer open (a retry's are new ones), from ``TOOL_DECISIONS_PATCH`` on."""
+        no longer open (a retry's are new ones), from ``_patches.TOOL_DECISIONS_AT_THE_TASK`` on."""
         listed = any(r.scope == child for r in self._approvals.gate.open)
         on_its_way = any(f.request.scope == child for f in self._forwarded.values())
-        if (listed or on_its_way) and workflow.patched(TOOL_DECISIONS_PATCH):
+        if (listed or on_its_way) and workflow.patched(_patches.TOOL_DECISIONS_AT_THE_TASK):
             self.settled(child)
 
     def close_all(self, reason: str) -> None:

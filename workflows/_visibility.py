@@ -7,7 +7,7 @@ CLI and a parent run set it to ``running`` when the server has the
 attributes), which proves the namespace has them, or when it asked the
 server as it started (``learn``: a run started with the stock ``temporal
 workflow start``). The upserts are workflow
-commands: behind the ``VISIBILITY_PATCH`` flag, so histories recorded before
+commands: behind the ``_patches.SEARCH_ATTRIBUTES`` flag, so histories recorded before
 them replay.
 """
 
@@ -32,8 +32,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from oma.workflows import _patches
 
-VISIBILITY_PATCH = "oma-search-attributes"
-"""Runs from this flag on set their search attributes."""
 
 STATUS = SearchAttributeKey.for_keyword(visibility.OMA_STATUS)
 TEAM = SearchAttributeKey.for_keyword(visibility.OMA_TEAM)
@@ -74,9 +72,9 @@ async def learn() -> None:
 def searchable() -> bool:
     """Whether this run sets search attributes: its start carried
     ``OmaStatus`` or ``learn`` found them registered, and it runs (or
-    replays) code from ``VISIBILITY_PATCH`` on."""
+    replays) code from ``_patches.SEARCH_ATTRIBUTES`` on."""
     known = _started_with_status() or getattr(workflow.instance(), _LEARNED, False)
-    return known and workflow.patched(VISIBILITY_PATCH)
+    return known and workflow.patched(_patches.SEARCH_ATTRIBUTES)
 
 
 def _started_with_status() -> bool:

@@ -12,6 +12,9 @@ from typing import Any
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
+with workflow.unsafe.imports_passed_through():
+    from oma.workflows import _patches
+
 
 async def unless_stopped(step: Coroutine[Any, Any, None], stopped: Callable[[], bool]) -> None:
     """Run ``step`` unless ``stopped()`` first: then it is cancelled, and what
@@ -27,7 +30,7 @@ async def unless_stopped(step: Coroutine[Any, Any, None], stopped: Callable[[], 
             with contextlib.suppress(asyncio.CancelledError, ApplicationError):
                 await task
     # (runs that failed this way before the stop won keep replaying: patched)
-    if not (stopped() and workflow.patched("stop-wins-over-a-step")):
+    if not (stopped() and workflow.patched(_patches.STOP_WINS_OVER_A_STEP)):
         await task
 
 

@@ -59,11 +59,6 @@ with workflow.unsafe.imports_passed_through():
     from oma.workflows._waiting import at_deadline, unless_stopped
 
 
-FAILED_STATE_PATCH = "oma-failed-state"
-"""Runs from this flag on end Failed when they did not succeed (before it:
-Completed with ``success: false``)."""
-
-
 @workflow.defn(name="TeamRun")
 class TeamRun(ApprovalHandlers):
     """Runs a team over a goal, a task list or a frozen plan; returns a ``TeamRunResult``.
@@ -574,13 +569,13 @@ class TeamRun(ApprovalHandlers):
 
     def _end(self, result: TeamRunResult) -> TeamRunResult:
         """Show how the run ended (search attributes, details); a run that did
-        not succeed ends Failed (from ``FAILED_STATE_PATCH`` on), its result in
+        not succeed ends Failed (from ``_patches.FAILED_STATE`` on), its result in
         the failure's details, so no failed run looks successful in the Web UI."""
         _visibility.ended(
             result.status, None if result.success else result.error_code or TaskFailedError.code
         )
         self._show_details()
-        if not result.success and workflow.patched(FAILED_STATE_PATCH):
+        if not result.success and workflow.patched(_patches.FAILED_STATE):
             raise team_run_failure(self._team_name, result)
         return result
 
