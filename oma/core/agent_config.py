@@ -121,8 +121,9 @@ class AgentConfig(BaseModel):
     max_repeated_tool_calls: int = Field(
         default=5,
         ge=2,
-        description="The same tool called with the same input this many times in one run "
-        "stops it (TOOL_LOOP_DETECTED).",
+        description="The model asking for the same tool with the same input for the "
+        "n-th time in one run stops it (TOOL_LOOP_DETECTED) before that call runs: "
+        "n-1 identical calls run.",
     )
     backend: BackendConfig | None = Field(
         default=None, description="Run this agent as an external process or ACP agent."
