@@ -43,6 +43,9 @@ class RecordingWorkflow:
     def info(self) -> Any:
         return SimpleNamespace(workflow_id="wf", run_id="run")
 
+    def patched(self, patch_id: str) -> bool:
+        return True  # a new run
+
     async def execute_activity(self, name: str, arg: Any, **options: Any) -> LlmTurnOutput:
         self.inputs.append(arg)
         return self._record("activity", name, options)
@@ -79,7 +82,8 @@ async def test_in_a_workflow_a_turn_is_a_local_activity_only_when_it_needs_no_io
     summary = f"a: model turn 1 ({model})"
     assert recording.scheduled == [(kind, "llm_turn", {"summary": summary, **options})]
     [sent] = recording.inputs
-    if kind == "activity":  # the conversation goes by reference (its history stays linear)
+    if kind == "activity":  # the conversation and the agent go by reference (linear history)
         assert (sent.messages, sent.conversation.length) == ([], 1)
+        assert sent.agent_ref is not None and sent.agent.system_prompt == ""
     else:  # a local activity's input is not recorded: the messages go along
         assert (sent.messages, sent.conversation) == (asked, None)

@@ -56,7 +56,7 @@ before it the team run counted a cancelled attempt as having used nothing."""
 
 SEARCH_ATTRIBUTES_LEARNED = "oma-search-attributes-learned"
 """A run started without ``OmaStatus`` (the stock ``temporal workflow
-start``) asks whether its namespace has the attributes (a local activity)
+start``) asks whether its namespace has the attributes (an activity)
 and sets them when it does; before it such a run set none."""
 
 STATUS_ON_EVERY_END = "oma-status-on-every-end"

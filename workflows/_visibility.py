@@ -47,14 +47,16 @@ _LEARNED = "_oma_search_attributes_registered"
 async def learn() -> None:
     """Find out, once as the run starts, whether its namespace has the
     attributes when its start did not say (``temporal workflow start`` with
-    no ``--search-attribute``): the ``registered_search_attributes`` local
-    activity asks the server, and its answer is recorded in the history, so
-    the run replays the same way. Runs from before ``SEARCH_ATTRIBUTES_LEARNED``
-    never ask."""
+    no ``--search-attribute``): the ``registered_search_attributes`` activity
+    asks the server, and its answer is in the history, so the run replays the
+    same way. (A regular activity, not a local one: a local activity's answer
+    can reach a replay a workflow task earlier than it reached the run, and
+    the ``patched`` calls right after it would then disagree with the
+    history.) Runs from before ``SEARCH_ATTRIBUTES_LEARNED`` never ask."""
     if _started_with_status() or not workflow.patched(_patches.SEARCH_ATTRIBUTES_LEARNED):
         return
     try:
-        out = await workflow.execute_local_activity(
+        out = await workflow.execute_activity(
             "registered_search_attributes",
             RegisteredSearchAttributesInput(),
             result_type=RegisteredSearchAttributesOutput,

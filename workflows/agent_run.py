@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.llm import ConversationSlice
     from oma.core.messages import LLMMessage, user_text
     from oma.core.ports import AgentPorts
+    from oma.core.providers import PROVIDERS
     from oma.core.results import AgentRunResult, keep_latest_messages
     from oma.core.run_input import AgentRunInput, parse_agent_run_input
     from oma.core.validation import single_input
@@ -83,6 +84,7 @@ class AgentRun(ApprovalHandlers):
         self._tool_gate = ToolGate(self._approvals)
         self._tools = ActivityTools(self._tool_gate.ask)
         self._budget: SharedBudget | None = None
+        self._map_local_failures = False
 
     @workflow.run
     async def run(self, *args: Any) -> AgentRunResult:
@@ -97,6 +99,13 @@ class AgentRun(ApprovalHandlers):
         self._tool_gate.attempt = inp.attempt
         budget = inp.budget()
         self._budget = shared_budget(budget, inp.task_id)
+        # asked before any local activity (a scripted turn), not after one
+        # fails: a local activity's outcome can reach a replay a workflow task
+        # earlier than it reached the run, and a patch asked then would not
+        # match the history
+        self._map_local_failures = not PROVIDERS[
+            agent.resolved_provider
+        ].needs_io and workflow.patched(_patches.LOCAL_ACTIVITY_FAILURE)
         try:
             await self._run(inp, budget)
         except asyncio.CancelledError:
@@ -143,7 +152,7 @@ class AgentRun(ApprovalHandlers):
         except (ApplicationError, CancelledError, TimeoutError) as err:
             # a local activity's failure (a scripted turn) comes without the
             # ActivityError around it; runs from before the patch failed with it
-            if not workflow.patched(_patches.LOCAL_ACTIVITY_FAILURE):
+            if not self._map_local_failures:
                 raise
             raise self._activity_failure(err) from err
 
