@@ -32,6 +32,7 @@ from oma.activities.mcp import McpServerPool
 from oma.activities.mcp_tools import McpActivities
 from oma.activities.process_run import process_run
 from oma.activities.run_hooks import before_run, evaluate
+from oma.activities.task_outputs import read_task_outputs
 from oma.activities.tool_call import ToolActivities
 from oma.codec import keys_from_env
 from oma.connection import Connection
@@ -65,6 +66,7 @@ class Activities:
             process_run,
             before_run,
             evaluate,
+            read_task_outputs,
             *self.session_activities(),
         ]
 

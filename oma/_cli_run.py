@@ -158,7 +158,7 @@ async def start_and_follow(
         follow = asyncio.create_task(progress.follow())
         watch = asyncio.create_task(_say_when_no_worker_polls(client, task_queue))
         try:
-            result = await team_run_result(handle)
+            result = await team_run_result(handle, client)
         except asyncio.CancelledError:
             # Ctrl-C or SIGTERM: the run would otherwise go on (or come back
             # with the next embedded server); cancel it and let it drain

@@ -83,7 +83,7 @@ async def start_team(
 async def team_result(handle: WorkflowHandle[Any, TeamRunResult]) -> TeamRunResult:
     """The result of the ``TeamRun`` ``handle``, also of one that ended Failed
     (``oma.client.team_run_result``)."""
-    return await team_run_result(handle)
+    return await team_run_result(handle, handle._client)
 
 
 async def run_agent(

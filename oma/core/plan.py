@@ -506,9 +506,15 @@ def _resolve_dependencies(
 
 
 def _task_result(task: TaskState) -> str:
-    """What a task left for the synthesis: its output, else its error."""
+    """What a task left for the synthesis: its output (or where the run keeps
+    it, by reference), else its error."""
     if task.output:
         return task.output
+    if task.output_ref:
+        return (
+            f"(an output of {task.output_bytes} bytes, kept by reference: the result of "
+            f"{task.output_ref})"
+        )
     if task.error:
         return f"error: {task.error}"
     return "(no output)"
