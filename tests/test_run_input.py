@@ -198,5 +198,17 @@ def test_thirty_thousand_small_tasks_whose_carried_state_cannot_fit_are_refused(
     tasks = [{"id": f"t{n}", "title": "T", "assignee": "a"} for n in range(30_000)]
     with pytest.raises(InvalidRunInputError) as info:
         checked_team_run_input({"team": TEAM, "tasks": tasks})
-    assert info.value.message.startswith("the TeamRun input has 30000 tasks: ")
+    message = info.value.message
+    assert message.startswith("the TeamRun input is ")
+    assert "its 30000 task(s) take at least" in message
+    assert "over the run's budget of 1572864 bytes" in message
+
+
+def test_a_description_under_the_payload_limit_but_over_the_runs_budget_is_refused() -> None:
+    from oma.core.run_input import checked_team_run_input
+
+    tasks = [{**TASKS[0], "description": "word " * 360_000}]  # 1.8 MB
+    with pytest.raises(InvalidRunInputError) as info:
+        checked_team_run_input({"team": TEAM, "tasks": tasks})
     assert "over the run's budget of 1572864 bytes" in info.value.message
+    assert "its largest field is tasks[0].description (1800002 bytes)" in info.value.message

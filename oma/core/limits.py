@@ -170,25 +170,29 @@ def json_size(value: Any) -> int:
     return len(text.encode(errors="surrogatepass"))
 
 
-def check_run_size(input_bytes: int, task_floors: Iterable[int], what: str) -> None:
-    """Raise ``InvalidRunInputError`` when a run whose input is ``input_bytes``
-    of JSON, with tasks whose settled states take at least ``task_floors``
-    bytes each, could not carry its state: when it continues as new, the
-    input and the state travel as one payload, at most
+def check_run_size(carried: Any, extra_bytes: int, task_floors: Iterable[int], what: str) -> None:
+    """Raise ``InvalidRunInputError`` when a run that carries ``carried``
+    (decoded JSON: its input, as sent) and ``extra_bytes`` more (a goal
+    run's plan), with tasks whose settled states take at least
+    ``task_floors`` bytes each, could not carry its state: when it continues
+    as new, the input and the state travel as one payload, at most
     ``RUN_STATE_BUDGET_BYTES`` (outputs aside, which may be kept by
     reference). The client checks it before it starts a run, and the
-    ``TeamRun`` workflow before it runs a task: the same rule."""
+    ``TeamRun`` workflow before it runs a task: the same rule. The message
+    names the largest field."""
     floors = list(task_floors)
-    total = input_bytes + sum(floors)
+    size = json_size(carried) + extra_bytes
+    total = size + sum(floors)
     if total <= RUN_STATE_BUDGET_BYTES:
         return
+    field, field_size = largest_field(carried)
     raise InvalidRunInputError(
-        f"{what} has {len(floors)} tasks: its {input_bytes} bytes of JSON and the state of "
-        f"its tasks (at least {sum(floors)} bytes once they settle) make {total} bytes, over "
-        f"the run's budget of {RUN_STATE_BUDGET_BYTES} bytes (what a run carries when it "
-        "continues as new must stay under Temporal's payload limit of "
-        f"{MAX_PAYLOAD_BYTES} bytes): split it into runs of fewer tasks, or shorten their "
-        "descriptions"
+        f"{what} is {size} bytes of JSON and its {len(floors)} task(s) take at least "
+        f"{sum(floors)} bytes once they settle: {total} bytes, over the run's budget of "
+        f"{RUN_STATE_BUDGET_BYTES} bytes (a run carries its input and its state when it "
+        f"continues as new, under Temporal's payload limit of {MAX_PAYLOAD_BYTES} bytes); its "
+        f"largest field is {field} ({field_size} bytes): split the work into runs of fewer "
+        "tasks, or put large content in a file the agent reads, and give its path"
     )
 
 

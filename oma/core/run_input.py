@@ -164,14 +164,14 @@ class TeamRunInput(BaseModel):
         not carry its state when it continues as new (``check_run_size``):
         its input as sent (``payload``), a goal run's plan, and at least
         ``TASK_STATE_FLOOR_BYTES`` (with its id and assignee) per task."""
-        size = json_size(self.payload())
+        plan = 0
         if self.goal is not None:
-            size += sum(json_size(t.model_dump(mode="json", exclude_defaults=True)) for t in tasks)
+            plan = sum(json_size(t.model_dump(mode="json", exclude_defaults=True)) for t in tasks)
         floors = (
             TASK_STATE_FLOOR_BYTES + len(t.id.encode()) + len((t.assignee or "").encode())
             for t in tasks
         )
-        check_run_size(size, floors, "the TeamRun input")
+        check_run_size(self.payload(), plan, floors, "the TeamRun input")
 
     def payload(self) -> dict[str, Any]:
         """This input as a client sends it and a run carries it when it
@@ -265,9 +265,9 @@ def checked_team_run_input(raw: Any) -> TeamRunInput:
     ``AssigneeRequirementsMismatchError`` or ``NoEligibleAgentError``.
     """
     run_input = parse_team_run_input(raw)
+    check_sendable(run_input, "the TeamRun input", exclude_unset=True)
     if run_input.goal is None:
         run_input.check_tasks(run_input.given_tasks())
-    check_sendable(run_input, "the TeamRun input", exclude_unset=True)
     return run_input
 
 
