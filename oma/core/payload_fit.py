@@ -31,11 +31,6 @@ from oma.core.workflow_ids import task_workflow_id
 MIN_TEXT_CHARS = 100
 """The shortest a fit cuts a task error, a comment or an event detail."""
 
-_KEYS_BYTES = 48
-"""More than ``"output":,`` against ``"output_ref":"","output_bytes":,``
-costs: what one output kept inline may take besides its text."""
-
-
 def fit(
     root: dict[str, Any],
     result: dict[str, Any],
@@ -73,29 +68,29 @@ def _keep_outputs(
     budget: int,
     first: Collection[str],
 ) -> None:
-    """Every output by reference, then back in, in order, while they fit."""
-    outputs: dict[int, str] = {}
+    """Every output by reference, then back in while they fit: first those
+    that take less room in than by reference (a short output), then the
+    others, ``first`` first, in task order. Exact: each task's JSON is
+    measured both ways (with its ``null`` keys, in a dump that has them)."""
+    inline: dict[int, dict[str, Any]] = {}
     for n, task in enumerate(tasks):
         output = task.get("output")
         if output is None:
             continue
-        outputs[n] = output
-        del task["output"]
-        task["output_ref"] = task_workflow_id(run_id, task["id"])
-        task["output_bytes"] = len(output.encode())
+        inline[n] = task
+        by_reference = {**task, "output": None} if "output_ref" in task else dict(task)
+        if "output_ref" not in task:
+            del by_reference["output"]
+        by_reference["output_ref"] = task_workflow_id(run_id, task["id"])
+        by_reference["output_bytes"] = len(output.encode())
+        tasks[n] = by_reference
+    cost = {n: json_size(task) - json_size(tasks[n]) for n, task in inline.items()}
     room = budget - json_size(root)
-    order = [n for n in outputs if tasks[n]["id"] in first]
-    order += [n for n in outputs if tasks[n]["id"] not in first]
-    kept = []
+    order = sorted(inline, key=lambda n: (cost[n] > 0, tasks[n]["id"] not in first, n))
     for n in order:
-        cost = json_size(outputs[n]) + _KEYS_BYTES
-        if cost <= room:
-            room -= cost
-            kept.append(n)
-    for n in kept:
-        task = tasks[n]
-        task["output"] = outputs[n]
-        del task["output_ref"], task["output_bytes"]
+        if cost[n] <= room:
+            room -= cost[n]
+            tasks[n] = inline[n]
 
 
 def _texts(
