@@ -5,7 +5,9 @@ refused before anything runs."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,13 +17,24 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
 
+from oma import worker as oma_worker
+from oma.connection import Connection
 from oma.core import limits
 from oma.core.results import TeamRunResult
 from oma.core.task import TaskStatus
+from oma.dev_server import DevServer, free_port
 from oma.workflows._visibility import STATUS
 from tests._approvals import Run, result_within, start_run, terminate_if_running
 from tests._orchestration import ECHO
-from tests._runs import TASK_QUEUE, assert_replays, process, scripted, task
+from tests._runs import (
+    TASK_QUEUE,
+    assert_replays,
+    process,
+    scripted,
+    start_team,
+    task,
+    team_result,
+)
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -302,4 +315,39 @@ async def test_input_past_temporals_bounds_fails_the_run_at_once_naming_the_fiel
     assert info.value.cause.type == "INVALID_RUN_INPUT"
     assert field in info.value.cause.message
     described = await handle.describe()
+    assert described.typed_search_attributes.get(STATUS) == "failed"
+
+
+# -- what cannot fit even so ----------------------------------------------------------
+
+
+async def test_a_result_that_cannot_fit_even_by_reference_fails_the_run_saying_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A budget the input passes but the result of twenty tasks cannot meet.
+    # A server of its own: the session's replay of every closed run uses the
+    # real budget, with which this run would complete.
+    monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", 4_000)
+    queue = f"too-large-{uuid.uuid4().hex[:8]}"
+    with DevServer(port=free_port()) as server:
+        client = await Connection.local(server.address, queue).connect()
+        async with oma_worker.build_worker(client, queue):
+            handle = await start_team(
+                client,
+                "too-large",
+                {
+                    "team": {"name": "t", "agents": [scripted("a", "done")]},
+                    "tasks": [task(f"t{n}", "a") for n in range(20)],
+                },
+                task_queue=queue,
+            )
+            with pytest.raises(WorkflowFailureError) as info:
+                await asyncio.wait_for(team_result(handle), RESULT_WAIT_S)
+            described = await handle.describe()
+            await assert_replays(client, "too-large")
+    failure = info.value.cause
+    assert isinstance(failure, ApplicationError)
+    assert failure.type == "RUN_STATE_TOO_LARGE"
+    assert "over the run's budget of 4000 bytes (20 tasks)" in failure.message
+    assert "each task's outcome is in its AgentRun 'too-large/<task id>'" in failure.message
     assert described.typed_search_attributes.get(STATUS) == "failed"

@@ -554,6 +554,7 @@ class TeamRun(ApprovalHandlers):
             result = self.state.result = result.fitted(workflow.info().workflow_id)
         except OMAError as err:
             _visibility.ended("failed", err.code)
+            self._show_details()
             raise application_error(err) from None
         _visibility.ended(
             result.status, None if result.success else result.error_code or TaskFailedError.code
