@@ -31,6 +31,7 @@ from oma.core.workflow_ids import task_workflow_id
 MIN_TEXT_CHARS = 100
 """The shortest a fit cuts a task error, a comment or an event detail."""
 
+
 def fit(
     root: dict[str, Any],
     result: dict[str, Any],
