@@ -25,7 +25,7 @@ from oma.core.task import TaskStatus
 from oma.dev_server import DevServer, free_port
 from oma.workflows._visibility import STATUS
 from tests._approvals import Run, result_within, start_run, terminate_if_running
-from tests._orchestration import ECHO
+from tests._orchestration import ECHO, plan_answer, planned
 from tests._runs import (
     TASK_QUEUE,
     assert_replays,
@@ -117,6 +117,35 @@ async def test_ten_outputs_of_250_kb_complete_and_the_user_gets_every_full_outpu
                 f"{workflow_id}/{t.id}",
                 250_000,
             )
+    await assert_replays(client, workflow_id)
+
+
+async def test_a_goal_run_synthesizes_from_ten_outputs_of_250_kb_and_reports(
+    run_of: Any, client: Client, workflow_id: str
+) -> None:
+    agents = [writer(f"w{n}", f"{chr(ord('a') + n)!r} * 250_000") for n in range(10)]
+    plan = [planned(f"Part {n}", f"w{n}") for n in range(10)]
+    run = await run_of(
+        {
+            "team": {"name": "t", "agents": agents},
+            "goal": "write ten parts",
+            "coordinator": {"provider": "scripted", "script": [plan_answer(*plan), "the answer"]},
+            "options": {"max_concurrency": 10},
+        }
+    )
+    result = await result_within(run, RESULT_WAIT_S)
+
+    assert (result.status, result.final_output) == ("completed", "the answer")
+    assert [t.output for t in result.tasks] == [chr(ord("a") + n) * 250_000 for n in range(10)]
+    synthesis = client.get_workflow_handle(f"{workflow_id}/coordinator/synthesis")
+    started = (await synthesis.fetch_history()).events[0]
+    [payload] = started.workflow_execution_started_event_attributes.input.payloads
+    [message] = json.loads(payload.data)["input"]
+    prompt = message["content"][0]["text"]
+    share = limits.SYNTHESIS_RESULTS_CHARS // 10
+    for n in range(10):
+        cut = limits.cut_text(chr(ord("a") + n) * 250_000, share)
+        assert f"### Part {n} (completed)\n{cut}" in prompt
     await assert_replays(client, workflow_id)
 
 

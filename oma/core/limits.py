@@ -57,6 +57,14 @@ TASK_STATE_FLOOR_BYTES = 60
 assignee (``{"id","assignee","status":"completed","attempts":1}``): what
 ``check_run_size`` counts per task."""
 
+SYNTHESIS_RESULTS_CHARS = 256 * 1024
+"""The most characters of task results a goal run's synthesis prompt holds,
+shared evenly among the tasks (each cut said, at least ``MIN_RESULT_CHARS``
+each): the prompt is the input of the synthesis ``AgentRun``, one payload."""
+
+MIN_RESULT_CHARS = 200
+"""The least of each task's result a synthesis prompt shows."""
+
 MAX_EVENT_DETAIL_CHARS = 500
 """The most characters of an event's ``detail`` a run carries when it
 continues as new."""
