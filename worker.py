@@ -34,6 +34,7 @@ from oma.activities.mcp import McpServerPool
 from oma.activities.mcp_tools import McpActivities
 from oma.activities.process_run import process_run
 from oma.activities.run_hooks import before_run, evaluate
+from oma.activities.task_outputs import read_task_outputs
 from oma.activities.tool_call import ToolActivities
 from oma.activities.visibility import VisibilityActivities
 from oma.codec import keys_from_env
@@ -73,6 +74,7 @@ class Activities:
             before_run,
             evaluate,
             self.visibility.registered_search_attributes,
+            read_task_outputs,
             *self.session_activities(),
         ]
 

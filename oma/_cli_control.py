@@ -198,7 +198,7 @@ def abort(workflow_id: str, reason: str | None, wait: bool) -> None:
     """
 
     async def go() -> TeamRunResult | None:
-        async with _running_team_run(workflow_id) as (_, handle):
+        async with _running_team_run(workflow_id) as (client, handle):
             try:
                 await handle.signal(
                     "abort", {"reason": reason} if reason else {}, rpc_timeout=QUERY_TIMEOUT
@@ -213,7 +213,7 @@ def abort(workflow_id: str, reason: str | None, wait: bool) -> None:
             )
             if not wait:
                 return None
-            return await team_run_result(handle)
+            return await team_run_result(handle, client)
 
     result = run_async(go())
     if result is not None:

@@ -158,8 +158,9 @@ async def start_and_follow(
         progress = Progress(handle, run_view(client, handle, inp))
         follow = asyncio.create_task(progress.follow())
         watch = asyncio.create_task(_say_when_no_worker_polls(client, task_queue))
+        stuck = asyncio.create_task(_say_when_stuck(client, handle))
         try:
-            result = await team_run_result(handle)
+            result = await team_run_result(handle, client)
         except asyncio.CancelledError:
             # Ctrl-C or SIGTERM: the run would otherwise go on (or come back
             # with the next embedded server); cancel it and let it drain
@@ -170,7 +171,7 @@ async def start_and_follow(
         except WorkflowFailureError as err:
             raise fail(f"TeamRun {wid} did not complete: {cause(err)}") from None
         finally:
-            for task in (follow, watch):
+            for task in (follow, watch, stuck):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
@@ -212,6 +213,61 @@ async def _say_when_no_worker_polls(client: Client, task_queue: str) -> None:
             highlight=False,
             markup=False,
         )
+
+
+STUCK_CHECK_S = 2.0
+"""How often ``oma run`` looks whether the run's workflow task keeps failing."""
+
+
+async def _say_when_stuck(client: Client, handle: WorkflowHandle[Any, Any]) -> None:
+    """Every ``STUCK_CHECK_S``: when the run's workflow task keeps failing
+    (its pending workflow task is on attempt 2 or more), say why, once per
+    reason: the failure its history recorded (e.g. a result over Temporal's
+    payload limit, a command the server refuses), and that the run cannot
+    end by itself (a worker retries it without end). Best effort: an error
+    says nothing."""
+    said = ""
+    while True:
+        await asyncio.sleep(STUCK_CHECK_S)
+        try:
+            described = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
+            attempt = described.raw_description.pending_workflow_task.attempt
+            why = await _workflow_task_failure(client, handle) if attempt >= 2 else ""
+        except RPCError:
+            continue
+        if why and why != said:
+            said = why
+            err_console.print(
+                f"TeamRun {handle.id} cannot go on: its workflow task failed {attempt} times "
+                f"({why}); a worker retries it without end, so the run cannot report. Stop it "
+                f"with `temporal workflow terminate --workflow-id {handle.id}`",
+                style="bold red",
+                highlight=False,
+                markup=False,
+            )
+
+
+async def _workflow_task_failure(client: Client, handle: WorkflowHandle[Any, Any]) -> str:
+    """``CAUSE: message`` of the latest failed workflow task in the run's
+    history (read from its end), or ``""``."""
+    from temporalio.api.common.v1 import WorkflowExecution
+    from temporalio.api.enums.v1 import WorkflowTaskFailedCause
+    from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
+
+    request = GetWorkflowExecutionHistoryReverseRequest(
+        namespace=client.namespace,
+        execution=WorkflowExecution(workflow_id=handle.id),
+        maximum_page_size=50,
+    )
+    page = await client.workflow_service.get_workflow_execution_history_reverse(
+        request, timeout=QUERY_TIMEOUT
+    )
+    for event in page.history.events:
+        if event.HasField("workflow_task_failed_event_attributes"):
+            failed = event.workflow_task_failed_event_attributes
+            name = WorkflowTaskFailedCause.Name(failed.cause)
+            return f"{name.removeprefix('WORKFLOW_TASK_FAILED_CAUSE_')}: {failed.failure.message}"
+    return ""
 
 
 class Progress:

@@ -47,6 +47,7 @@ from oma.core.errors import (
     TemporalUnavailableError,
     error_for,
 )
+from oma.core.limits import check_child_ids
 from oma.core.message_guard import to_messages
 from oma.core.plan import CoordinatorConfig, PlanArtifact
 from oma.core.results import AgentRunResult, TeamRunResult
@@ -56,7 +57,7 @@ from oma.core.run_input import (
     TeamRunInput,
     checked_team_run_input,
 )
-from oma.core.task import TaskSpec
+from oma.core.task import TaskSpec, TaskState
 from oma.core.team import TeamConfig
 from oma.core.validation import check_sendable, format_validation_error
 from oma.core.visibility import team_run_result_of
@@ -85,6 +86,9 @@ EMBEDDED_DB = Path(".oma") / "temporal.db"
 
 POLL_INTERVAL_S = 0.3
 """Seconds between two ``pending_approvals`` queries while callbacks wait for requests."""
+
+OUTPUT_READS = 8
+"""How many outputs kept by reference ``team_run_result`` reads at once."""
 
 
 @asynccontextmanager
@@ -505,15 +509,15 @@ class OpenMultiAgent:
             task_queue=self.task_queue,
         )
         if not any(self._callbacks().values()):
-            return await team_run_result(handle)
-        return await self._result_with_review(handle)
+            return await team_run_result(handle, client)
+        return await self._result_with_review(handle, client)
 
     async def _result_with_review(
-        self, handle: WorkflowHandle[Any, TeamRunResult]
+        self, handle: WorkflowHandle[Any, TeamRunResult], client: Client
     ) -> TeamRunResult:
         """The run's result, answering its requests meanwhile; the review
         loop only ends by raising (a callback's error)."""
-        result = asyncio.ensure_future(team_run_result(handle))
+        result = asyncio.ensure_future(team_run_result(handle, client))
         review = asyncio.ensure_future(self._review(handle))
         try:
             await asyncio.wait({result, review}, return_when=asyncio.FIRST_COMPLETED)
@@ -593,11 +597,18 @@ async def start_team_run(
 ) -> WorkflowHandle[Any, TeamRunResult]:
     """Start a ``TeamRun`` of ``run_input`` as workflow ``id`` on ``task_queue``
     with its search attributes (``OmaStatus=running``, ``OmaTeam``: see
-    ``start_run``). Raises the SDK's ``WorkflowAlreadyStartedError`` and ``RPCError``."""
+    ``start_run``). The input is sent as given (``TeamRunInput.payload``: the
+    defaults not repeated), the size ``checked_team_run_input`` checked.
+
+    Raises ``InvalidRunInputError`` when a task's ``AgentRun`` id,
+    ``<id>/<task id>``, would pass Temporal's limit on a workflow id (before
+    anything starts), and the SDK's ``WorkflowAlreadyStartedError`` and
+    ``RPCError``."""
+    check_child_ids(id, (t.id for t in run_input.given_tasks()))
     return await start_run(
         client,
         "TeamRun",
-        run_input,
+        run_input.payload(),
         id=id,
         task_queue=task_queue,
         result_type=TeamRunResult,
@@ -637,23 +648,50 @@ async def start_run(
     )
 
 
-async def team_run_result(handle: WorkflowHandle[Any, TeamRunResult]) -> TeamRunResult:
+async def team_run_result(
+    handle: WorkflowHandle[Any, TeamRunResult], client: Client | None = None
+) -> TeamRunResult:
     """The result of the ``TeamRun`` ``handle``: what it returned, or, for a
     run that did not succeed (it ends Failed, ``oma.core.visibility.team_run_failure``),
     the ``TeamRunResult`` its failure carries: ``success`` false, ``status``
-    and ``error_code`` saying why. Raises ``CodecKeyMissingError`` when the
-    failure is encrypted with a key this process lacks, and
-    ``WorkflowFailureError`` for any other failure (invalid input, an
-    invalid plan, a cancellation)."""
+    and ``error_code`` saying why; with every output it kept by reference
+    read back through ``client`` (``read_outputs``; by default the client
+    the handle came from). Raises
+    ``CodecKeyMissingError`` when the failure is encrypted with a key this
+    process lacks, and ``WorkflowFailureError`` for any other failure
+    (invalid input, an invalid plan, a cancellation)."""
     try:
-        return await handle.result()
+        result = await handle.result()
     except WorkflowFailureError as err:
-        result = team_run_result_of(err.cause)
-        if result is not None:
-            return result
-        if (key_error := codec_key_error(err.cause)) is not None:
-            raise key_error from err
-        raise
+        failed = team_run_result_of(err.cause)
+        if failed is None:
+            if (key_error := codec_key_error(err.cause)) is not None:
+                raise key_error from err
+            raise
+        result = failed
+    await read_outputs(client or handle._client, result)
+    return result
+
+
+async def read_outputs(client: Client, result: TeamRunResult) -> None:
+    """Read back into ``result`` every task output the run kept by reference
+    (``TaskState.output_ref``: the result of the task's ``AgentRun``, which
+    holds it whole; ``OUTPUT_READS`` at a time); ``output_ref`` stays, saying
+    where it came from. An output that cannot be read (e.g. the child's
+    history is past the namespace's retention) stays by reference, logged."""
+    limit = asyncio.Semaphore(OUTPUT_READS)
+
+    async def read(task: TaskState, ref: str) -> None:
+        async with limit:
+            handle = client.get_workflow_handle(ref, result_type=AgentRunResult)
+            try:
+                task.output = (await handle.result()).output
+            except (RPCError, WorkflowFailureError) as err:
+                logger.warning("the output of task %s (%s) cannot be read: %s", task.id, ref, err)
+
+    await asyncio.gather(
+        *(read(t, t.output_ref) for t in result.tasks if t.output is None and t.output_ref)
+    )
 
 
 async def _pending(

@@ -4,6 +4,7 @@ something a run needs is missing or too big."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -14,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio import workflow
 from temporalio.client import Client
+from temporalio.worker import Worker
 
 from oma.client import OpenMultiAgent
+from oma.connection import Connection
 from oma.core.errors import InvalidRunInputError, TemporalUnavailableError
 from oma.core.results import TeamRunResult
 from oma.dev_server import DevServer, free_port
@@ -192,3 +196,43 @@ async def test_oma_worker_logs_an_expected_task_failure_as_one_line(
     assert len(failures) == 1, stderr
     assert "Completing activity as failed" in failures[0]
     assert "Traceback (most recent call last)" not in stderr
+
+
+@workflow.defn(name="TeamRun", sandboxed=False)
+class ResultOverThePayloadLimit:
+    """A stand-in ``TeamRun`` that cannot report: its result is over Temporal's
+    payload limit, so its workflow task fails on every attempt."""
+
+    @workflow.run
+    async def run(self, *args: Any) -> dict[str, str]:
+        return {"blob": "x" * 3_000_000}
+
+
+async def test_oma_run_says_why_when_the_run_cannot_report(tmp_path: Path) -> None:
+    # a server of its own: the session replays every closed TeamRun against
+    # the real workflow, which this stand-in is not
+    queue = f"cannot-report-{uuid.uuid4().hex[:8]}"
+    with DevServer(port=free_port()) as server:
+        client = await Connection.local(server.address, queue).connect()
+        async with Worker(client, task_queue=queue, workflows=[ResultOverThePayloadLimit]):
+            env = {**os.environ, "TEMPORAL_ADDRESS": server.address, "OMA_TASK_QUEUE": queue}
+            proc = subprocess.Popen(
+                [OMA, "run", "--no-worker", "--workflow-id", "stuck", write(tmp_path, small_run())],
+                cwd=tmp_path,
+                env=env,
+                stderr=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                text=True,
+            )
+            assert proc.stderr is not None
+            said = ""
+            deadline = time.monotonic() + 30  # on a loaded machine; said within seconds
+            with contextlib.suppress(TimeoutError):
+                while "cannot go on" not in said:
+                    left = deadline - time.monotonic()
+                    said += await asyncio.wait_for(asyncio.to_thread(proc.stderr.readline), left)
+            proc.send_signal(signal.SIGTERM)  # cancels the run it started
+            await asyncio.to_thread(proc.wait, 60)
+    assert "TeamRun stuck cannot go on: its workflow task failed" in said
+    assert "PAYLOADS_TOO_LARGE: [TMPRL1103] Attempted to upload payloads" in said
+    assert "temporal workflow terminate --workflow-id stuck" in said

@@ -129,3 +129,86 @@ def test_every_example_is_a_valid_run_input(path: Path) -> None:
         run_input.check_tasks(run_input.given_tasks())
     else:
         assert run_input.coordinator is not None  # goal examples set the coordinator's brief
+
+
+# -- bounds: what each field becomes in Temporal ------------------------------
+
+
+def test_a_timeout_longer_than_a_temporal_timer_holds_is_refused_naming_the_field() -> None:
+    message = refusal(
+        tasks=[{**TASKS[0], "timeout_s": 1e30, "retry_delay_s": 1e30}],
+        options={"timeout_s": 1e30, "approvals": {"timeout_s": 1e30}},
+    )
+    limit = "Input should be less than or equal to 3153600000"
+    assert message == (
+        f"invalid TeamRun input: tasks[0].retry_delay_s: {limit}; "
+        f"tasks[0].timeout_s: {limit}; options.timeout_s: {limit}; "
+        f"options.approvals.timeout_s: {limit}"
+    )
+
+
+def test_an_infinite_timeout_is_refused() -> None:
+    assert refusal(tasks=TASKS, options={"timeout_s": float("inf")}) == (
+        "invalid TeamRun input: options.timeout_s: Input should be a finite number"
+    )
+
+
+def test_a_task_id_longer_than_its_workflow_id_may_grow_is_refused() -> None:
+    message = refusal(tasks=[{**TASKS[0], "id": "x" * 1001}])
+    assert message == (
+        "invalid TeamRun input: tasks[0].id: String should have at most 100 characters"
+    )
+
+
+def test_team_and_agent_names_longer_than_a_search_attribute_holds_are_refused() -> None:
+    agent = {"name": "a" * 3000, "provider": "scripted", "script": ["x"]}
+    message = refusal(team={"name": "t" * 3000, "agents": [agent]}, goal="g")
+    assert message == (
+        "invalid TeamRun input: team.name: String should have at most 100 characters; "
+        "team.agents[0].name: String should have at most 100 characters"
+    )
+
+
+def test_more_tasks_in_flight_than_temporal_lets_a_run_start_children_is_refused() -> None:
+    assert refusal(tasks=TASKS, options={"max_concurrency": 5000}) == (
+        "invalid TeamRun input: options.max_concurrency: Input should be less than or equal to 1000"
+    )
+
+
+def test_a_history_event_limit_past_temporals_own_is_refused() -> None:
+    assert refusal(tasks=TASKS, options={"history_event_limit": 100_000}) == (
+        "invalid TeamRun input: options.history_event_limit: "
+        "Input should be less than or equal to 51200"
+    )
+
+
+def test_a_retry_delay_that_backs_off_past_what_a_timer_holds_waits_the_longest_it_can() -> None:
+    from oma.core.limits import MAX_DURATION_S
+    from oma.core.task import TaskSpec
+
+    spec = TaskSpec(id="t", title="T", retry_delay_s=1, retry_backoff=10.0, max_retries=100)
+    assert spec.retry_delay(3) == 100
+    assert spec.retry_delay(100) == MAX_DURATION_S
+    assert spec.retry_delay(2000) == MAX_DURATION_S  # 10.0 ** 1999 overflows a float
+
+
+def test_thirty_thousand_small_tasks_whose_carried_state_cannot_fit_are_refused() -> None:
+    from oma.core.run_input import checked_team_run_input
+
+    tasks = [{"id": f"t{n}", "title": "T", "assignee": "a"} for n in range(30_000)]
+    with pytest.raises(InvalidRunInputError) as info:
+        checked_team_run_input({"team": TEAM, "tasks": tasks})
+    message = info.value.message
+    assert message.startswith("the TeamRun input is ")
+    assert "its 30000 task(s) take at least" in message
+    assert "over the run's budget of 1572864 bytes" in message
+
+
+def test_a_description_under_the_payload_limit_but_over_the_runs_budget_is_refused() -> None:
+    from oma.core.run_input import checked_team_run_input
+
+    tasks = [{**TASKS[0], "description": "word " * 360_000}]  # 1.8 MB
+    with pytest.raises(InvalidRunInputError) as info:
+        checked_team_run_input({"team": TEAM, "tasks": tasks})
+    assert "over the run's budget of 1572864 bytes" in info.value.message
+    assert "its largest field is tasks[0].description (1800002 bytes)" in info.value.message

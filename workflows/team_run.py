@@ -26,6 +26,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from oma.core import limits
     from oma.core.agent_config import AgentConfig
     from oma.core.approval_gate import ApprovalGate, dispatch_request_id, round_content
     from oma.core.approvals import ApprovalDecision, ApprovalRequest, Boundary
@@ -45,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.shared_memory import shared_memory
     from oma.core.task import TaskSpec, TaskState, TaskStatus
     from oma.core.task_graph import TaskGraph, skip_reason
-    from oma.core.team_run_state import RunStop, StopKind, TeamRunState
+    from oma.core.team_run_state import RunStop, StopKind, TeamRunState, read_next
     from oma.core.validation import single_input
     from oma.core.visibility import team_run_details, team_run_failure
     from oma.core.workflow_ids import task_workflow_id
@@ -55,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.workflows._budget import TaskSpending
     from oma.workflows._children import attempt_task, lost_outcome
     from oma.workflows._coordinator import Coordinator
+    from oma.workflows._outputs import read_back
     from oma.workflows._tool_gate import AdoptedToolRequests
     from oma.workflows._waiting import at_deadline, unless_stopped
 
@@ -149,6 +151,8 @@ class TeamRun(ApprovalHandlers):
                     reason = "options.approvals.plan: review the coordinator's plan before it runs"
                     await self._ask_approval("plan", "plan", plan.model_dump(mode="json"), reason)
             if not self._stop.stopped:
+                if inp.resume is not None:
+                    await read_back(self._graph)  # the outputs its waiting tasks read
                 await self._execute(inp)
             if self._continuing and not self._stop.stopped:
                 await self._continue_as_new(inp)
@@ -190,12 +194,14 @@ class TeamRun(ApprovalHandlers):
     def abort(self, *args: Any) -> None:
         """``{reason}`` (optional): stop dispatching, let tasks in flight
         settle, skip the rest and the synthesis; the run ends
-        ``cancelled``. Any payload aborts; a ``reason`` is recorded."""
+        ``cancelled``. Any payload aborts; a ``reason`` is recorded, cut to
+        ``MAX_REASON_CHARS`` (the run carries it and returns it)."""
         raw = args[0] if args else None
         reason = raw.get("reason") if isinstance(raw, dict) else None
         if not self._stop.stopped:
-            self._event("abort", detail=str(reason or "abort signal"))
-            self._stop_with("aborted", f"aborted: {reason or 'abort signal'}")
+            said = limits.cut_text(str(reason or "abort signal"), limits.MAX_REASON_CHARS)
+            self._event("abort", detail=said)
+            self._stop_with("aborted", f"aborted: {said}")
 
     def _closed_because(self) -> str:
         return self._stop.reason
@@ -522,11 +528,24 @@ class TeamRun(ApprovalHandlers):
 
     async def _continue_as_new(self, inp: TeamRunInput) -> None:
         """Go on in a new run with the same input (as the user wrote it: the
-        defaults dropped would lose the backends' ``kind`` tags) and this state."""
+        defaults dropped would lose the backends' ``kind`` tags) and this
+        state, the two within ``RUN_STATE_BUDGET_BYTES`` (the outputs the
+        tasks still to run read kept first). A state that cannot fit stops
+        the run (``RUN_STATE_TOO_LARGE``) rather than fail its workflow task
+        for good."""
         await self._sessions.close()  # the next run opens its own
         self.state.round_robin = self._dispatcher.scheduler.round_robin
-        carried = inp.model_dump(mode="json", exclude_unset=True)
-        carried["resume"] = self.state.carried()
+        carried = inp.payload()
+        first = read_next(self._graph.specs.values(), self._graph, everything=bool(inp.goal))
+        try:
+            carried["resume"] = self.state.carried(
+                workflow.info().workflow_id,
+                limits.RUN_STATE_BUDGET_BYTES - limits.json_size(carried),
+                first,
+            )
+        except OMAError as err:
+            self._stop_with("too_large", err.message)
+            return
         workflow.continue_as_new(carried, search_attributes=_visibility.continuing())
 
     async def _drain_after_cancel(self) -> None:
@@ -570,7 +589,17 @@ class TeamRun(ApprovalHandlers):
     def _end(self, result: TeamRunResult) -> TeamRunResult:
         """Show how the run ended (search attributes, details); a run that did
         not succeed ends Failed (from ``_patches.FAILED_STATE`` on), its result in
-        the failure's details, so no failed run looks successful in the Web UI."""
+        the failure's details, so no failed run looks successful in the Web UI.
+        The result is fitted into ``RUN_STATE_BUDGET_BYTES`` first (outputs
+        kept by reference); one that cannot fit fails the run
+        ``RUN_STATE_TOO_LARGE`` without it, rather than fail its workflow task
+        for good."""
+        try:
+            result = self.state.result = result.fitted(workflow.info().workflow_id)
+        except OMAError as err:
+            _visibility.ended("failed", err.code)
+            self._show_details()
+            raise application_error(err) from None
         _visibility.ended(
             result.status, None if result.success else result.error_code or TaskFailedError.code
         )

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from oma.core.backends import BackendConfig
 from oma.core.errors import InvalidMessageError
 from oma.core.evaluation import EvaluationConfig
+from oma.core.limits import MAX_NAME_CHARS
 from oma.core.mcp import McpServerConfig, McpTool
 from oma.core.messages import ContentBlock, LLMMessage
 from oma.core.providers import PROVIDERS, Provider
@@ -64,7 +65,10 @@ class AgentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(
-        min_length=1, description="Unique within the team; tasks name it as assignee."
+        min_length=1,
+        max_length=MAX_NAME_CHARS,
+        description="Unique within the team; tasks name it as assignee. It becomes the "
+        "search attribute OmaAgent of the agent's runs.",
     )
     description: str = Field(
         default="", description="What the agent is for (seen by a coordinator)."

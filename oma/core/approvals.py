@@ -28,6 +28,7 @@ from oma.core.errors import (
     ApprovalUnknownRequestError,
     InvalidRunInputError,
 )
+from oma.core.limits import MAX_DURATION_S, MAX_NAME_CHARS, MAX_REASON_CHARS, cut_text
 from oma.core.task import TaskSpec
 from oma.core.team import TeamConfig
 from oma.core.validation import format_validation_error, single_input
@@ -62,7 +63,13 @@ class ApprovalOptions(BaseModel):
         description="'all', or tool names, agent names and/or 'agent.tool': approve such a "
         "tool call, with its exact input, before it runs.",
     )
-    timeout_s: float | None = Field(default=None, gt=0, description="How long a request waits.")
+    timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_DURATION_S,
+        allow_inf_nan=False,
+        description="How long a request waits, in seconds.",
+    )
     on_timeout: DecisionValue = Field(
         default="reject", description="The decision taken when timeout_s passes."
     )
@@ -107,8 +114,8 @@ class Reviewer(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(min_length=1)
-    display_name: str | None = None
+    id: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    display_name: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
 
 
 DECISION_SHAPE = (
@@ -127,7 +134,16 @@ class Decision(BaseModel):
     request_hash: str = Field(min_length=1, description="The hash of the request reviewed.")
     decision: DecisionValue
     reviewer: Reviewer
-    comment: str | None = None
+    comment: str | None = Field(
+        default=None,
+        description=f"Why, for the record; past {MAX_REASON_CHARS} characters it is cut "
+        "(the cut said): the run carries every decision.",
+    )
+
+    @field_validator("comment")
+    @classmethod
+    def _cut_comment(cls, comment: str | None) -> str | None:
+        return cut_comment(comment)
 
 
 class ApprovalRequest(BaseModel):
@@ -167,10 +183,22 @@ class ApprovalDecision(BaseModel):
     source: DecisionSource
     forwarded_by: str | None = None
 
+    @field_validator("comment")
+    @classmethod
+    def _cut_comment(cls, comment: str | None) -> str | None:
+        return cut_comment(comment)
+
     def rejection(self) -> str:
         """Why a run stops on this (rejecting) decision, for a person."""
         comment = f" ({self.comment})" if self.comment else ""
         return f"rejected: {self.request_id} by {self.reviewer.id}{comment}"
+
+
+def cut_comment(comment: str | None) -> str | None:
+    """``comment`` cut to ``MAX_REASON_CHARS`` characters, the cut said (a
+    decision's comment is carried with the run's state and returned in its
+    result, which Temporal caps at 2 MB)."""
+    return None if comment is None else cut_text(comment, MAX_REASON_CHARS)
 
 
 def decision_of(args: tuple[Any, ...]) -> Decision:

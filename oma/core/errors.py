@@ -424,6 +424,16 @@ class CostBudgetExceededError(RunStoppedError):
     code = "COST_BUDGET_EXCEEDED"
 
 
+class RunStateTooLargeError(RunStoppedError):
+    """What the run would return, or carry when it continues as new, does not
+    fit in ``oma.core.limits.RUN_STATE_BUDGET_BYTES`` (Temporal caps one
+    payload at 2 MB) even with every output kept by reference and its texts
+    cut: the run stops (tasks in flight settle, the rest are skipped) and
+    ends ``failed``, rather than fail its workflow task again and again."""
+
+    code = "RUN_STATE_TOO_LARGE"
+
+
 # -- a model provider --------------------------------------------------------------
 
 

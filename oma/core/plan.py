@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from oma.core.agent_config import AgentConfig, check_endpoint
 from oma.core.dag import find_cycle
 from oma.core.errors import ScriptExhaustedError
+from oma.core.limits import MIN_RESULT_CHARS, SYNTHESIS_RESULTS_CHARS, cut_text
 from oma.core.providers import Provider
 from oma.core.task import TaskRequirements, TaskSpec, TaskState
 from oma.core.team import TeamConfig
@@ -306,10 +307,14 @@ def synthesis_prompt(goal: str, tasks: list[TaskState]) -> str:
     status and output (or error).
 
     Each task is a section ``### <title> (<status>)`` holding its output, else
-    ``error: <error>``, else ``(no output)``.
+    ``error: <error>``, else ``(no output)``, cut (the cut said) to its share
+    of ``SYNTHESIS_RESULTS_CHARS``, at least ``MIN_RESULT_CHARS``: the prompt
+    is the input of the synthesis ``AgentRun``, which Temporal caps at 2 MB.
     """
+    share = max(SYNTHESIS_RESULTS_CHARS // max(len(tasks), 1), MIN_RESULT_CHARS)
     results = "\n\n".join(
-        f"### {task.title} ({task.status.value})\n{_task_result(task)}" for task in tasks
+        f"### {task.title} ({task.status.value})\n{cut_text(_task_result(task), share)}"
+        for task in tasks
     )
     return (
         f"## Goal\n{goal.strip()}\n\n"
@@ -506,9 +511,15 @@ def _resolve_dependencies(
 
 
 def _task_result(task: TaskState) -> str:
-    """What a task left for the synthesis: its output, else its error."""
+    """What a task left for the synthesis: its output (or where the run keeps
+    it, by reference), else its error."""
     if task.output:
         return task.output
+    if task.output_ref:
+        return (
+            f"(an output of {task.output_bytes} bytes, kept by reference: the result of "
+            f"{task.output_ref})"
+        )
     if task.error:
         return f"error: {task.error}"
     return "(no output)"

@@ -25,7 +25,9 @@ def task_prompt(
     - ``all``: a summary of every entry of ``memory`` (the run's shared memory).
 
     Raises ``DependencyPayloadTooLargeError`` when one payload (or the summary)
-    is over ``MAX_DEPENDENCY_PAYLOAD_BYTES``.
+    is over ``MAX_DEPENDENCY_PAYLOAD_BYTES``, or a dependency's output is one
+    the run kept by reference (``output_ref``) when it continued as new: it
+    could not carry it within its budget.
     """
     parts = [f"# Task: {task.title}"]
     if task.description:
@@ -36,6 +38,8 @@ def task_prompt(
     elif dependencies:
         parts.append("## Results of the tasks this one depends on")
         for dep in dependencies:
+            if dep.output is None and dep.output_ref is not None:
+                raise _kept_by_reference(task, dep)
             payload = _payload(dep, task.dependency_payload)
             parts.append(f"### {dep.title}\n{_capped(task, f'dependency {dep.id!r}', payload)}")
     return "\n\n".join(parts)
@@ -74,3 +78,19 @@ def _capped(task: TaskSpec, what: str, payload: str) -> str:
             )
         )
     return payload
+
+
+def _kept_by_reference(task: TaskSpec, dep: TaskState) -> DependencyPayloadTooLargeError:
+    size = dep.output_bytes or 0
+    if size > MAX_DEPENDENCY_PAYLOAD_BYTES:
+        return DependencyPayloadTooLargeError(
+            f"task {task.id!r} would receive {size} bytes from dependency {dep.id!r}; a "
+            f"payload may be at most {MAX_DEPENDENCY_PAYLOAD_BYTES} bytes: have the agent "
+            "write large results to files and output their paths"
+        )
+    return DependencyPayloadTooLargeError(
+        f"task {task.id!r} reads the output of dependency {dep.id!r} ({size} bytes), which "
+        f"the run kept by reference (the result of {dep.output_ref}) when it continued as "
+        "new: the outputs its waiting tasks read were more than its state may carry; have "
+        "the agents write large results to files and output their paths"
+    )

@@ -9,9 +9,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from oma.core import limits
 from oma.core.approvals import ApprovalDecision
+from oma.core.errors import RunStateTooLargeError
 from oma.core.evaluation import EvaluationRecord
 from oma.core.messages import LLMMessage
+from oma.core.payload_fit import fit
 from oma.core.plan import PlanArtifact
 from oma.core.task import TaskState
 from oma.core.usage import TokenUsage
@@ -128,7 +131,9 @@ class TeamRunResult(BaseModel):
     rejected a plan, round or dispatch; ``cancelled`` after an ``abort``
     signal; ``planned`` for ``options.plan_only``. Each task's details (the
     conversation, tool calls) are in its ``AgentRun`` child's result, workflow
-    id ``<run id>/<task id>``.
+    id ``<run id>/<task id>``; so are the outputs the result keeps by
+    reference (``TaskState.output_ref``) to stay within
+    ``oma.core.limits.RUN_STATE_BUDGET_BYTES``.
     """
 
     success: bool
@@ -170,3 +175,19 @@ class TeamRunResult(BaseModel):
             if t.id == task_id:
                 return t
         raise KeyError(task_id)
+
+    def fitted(self, run_id: str) -> TeamRunResult:
+        """This result as the ``TeamRun`` ``run_id`` returns it: at most
+        ``RUN_STATE_BUDGET_BYTES`` of JSON (``oma.core.payload_fit``: outputs
+        kept by reference, then texts cut, as needed). Raises
+        ``RunStateTooLargeError`` when even that does not fit."""
+        data = self.model_dump(mode="json")
+        budget = limits.RUN_STATE_BUDGET_BYTES
+        if not fit(data, data, run_id, budget):
+            raise RunStateTooLargeError(
+                f"the run's result is {limits.json_size(data)} bytes of JSON with every output "
+                f"kept by reference and its texts cut, over the run's budget of {budget} "
+                f"bytes ({len(self.tasks)} tasks): each task's outcome is in its AgentRun "
+                f"'{run_id}/<task id>'; split the work into runs of fewer tasks"
+            )
+        return TeamRunResult.model_validate(data)

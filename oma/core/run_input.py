@@ -15,6 +15,14 @@ from oma.core.approvals import ApprovalOptions, check_dispatch_names, check_tool
 from oma.core.budget import RunBudget
 from oma.core.dag import validate_task_graph
 from oma.core.errors import InvalidRunInputError
+from oma.core.limits import (
+    MAX_CONCURRENCY,
+    MAX_DURATION_S,
+    MAX_HISTORY_EVENTS,
+    TASK_STATE_FLOOR_BYTES,
+    check_run_size,
+    json_size,
+)
 from oma.core.message_guard import validate_messages
 from oma.core.messages import LLMMessage
 from oma.core.plan import CoordinatorConfig, PlanArtifact, check_coordinator
@@ -34,7 +42,12 @@ class RunOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    max_concurrency: int = Field(default=5, ge=1, description="Most tasks in flight at once.")
+    max_concurrency: int = Field(
+        default=5,
+        ge=1,
+        le=MAX_CONCURRENCY,
+        description="Most tasks in flight at once (each a child workflow).",
+    )
     scheduling: SchedulingStrategy = Field(
         default="dependency-first",
         description="How tasks without an assignee get one (see oma.core.scheduling).",
@@ -48,7 +61,11 @@ class RunOptions(BaseModel):
         "task is left for the scheduler).",
     )
     timeout_s: float | None = Field(
-        default=None, gt=0, description="Whole-run time limit (RUN_TIMEOUT)."
+        default=None,
+        gt=0,
+        le=MAX_DURATION_S,
+        allow_inf_nan=False,
+        description="Whole-run time limit, in seconds (RUN_TIMEOUT).",
     )
     max_token_budget: int | None = Field(
         default=None,
@@ -59,6 +76,7 @@ class RunOptions(BaseModel):
     max_cost_usd: float | None = Field(
         default=None,
         gt=0,
+        allow_inf_nan=False,
         description="US dollars every agent may spend, coordinator included "
         "(COST_BUDGET_EXCEEDED): model turns priced by oma.core.pricing and options.pricing, "
         "ACP agents' usage_update.cost. What nobody prices counts nothing, and the result "
@@ -74,6 +92,7 @@ class RunOptions(BaseModel):
     history_event_limit: int = Field(
         default=10_000,
         ge=100,
+        le=MAX_HISTORY_EVENTS,
         description="Continue as new once the run's history has this many events "
         "(Temporal's hard limit is 51,200); the run's state carries over.",
     )
@@ -132,11 +151,33 @@ class TeamRunInput(BaseModel):
         Raises ``DagValidationError`` (duplicate id, unknown assignee or
         dependency, cycle), ``AssigneeRequirementsMismatchError`` or
         ``NoEligibleAgentError`` (``requires``), ``InvalidRunInputError`` (a
-        dispatch approval naming no task or agent).
+        dispatch approval naming no task or agent; or a run whose state could
+        not be carried: ``oma.core.limits.check_run_size``).
         """
         validate_task_graph(tasks, (a.name for a in self.team.agents))
         check_assignments(tasks, self.team)
         check_dispatch_names(self.options.approvals, tasks, self.team)
+        self.check_size(tasks)
+
+    def check_size(self, tasks: Sequence[TaskSpec]) -> None:
+        """Raise ``InvalidRunInputError`` when this run, with ``tasks``, could
+        not carry its state when it continues as new (``check_run_size``):
+        its input as sent (``payload``), a goal run's plan, and at least
+        ``TASK_STATE_FLOOR_BYTES`` (with its id and assignee) per task."""
+        plan = 0
+        if self.goal is not None:
+            plan = sum(json_size(t.model_dump(mode="json", exclude_defaults=True)) for t in tasks)
+        floors = (
+            TASK_STATE_FLOOR_BYTES + len(t.id.encode()) + len((t.assignee or "").encode())
+            for t in tasks
+        )
+        check_run_size(self.payload(), plan, floors, "the TeamRun input")
+
+    def payload(self) -> dict[str, Any]:
+        """This input as a client sends it and a run carries it when it
+        continues as new: the fields as given (defaults not repeated), no
+        ``resume``."""
+        return self.model_dump(mode="json", exclude_unset=True, exclude={"resume"})
 
     def given_tasks(self) -> list[TaskSpec]:
         """The tasks of a ``tasks`` or ``plan`` run (empty for a goal run)."""
@@ -230,9 +271,9 @@ def checked_team_run_input(raw: Any) -> TeamRunInput:
     ``AssigneeRequirementsMismatchError`` or ``NoEligibleAgentError``.
     """
     run_input = parse_team_run_input(raw)
+    check_sendable(run_input, "the TeamRun input", exclude_unset=True)
     if run_input.goal is None:
         run_input.check_tasks(run_input.given_tasks())
-    check_sendable(run_input, "the TeamRun input")
     return run_input
 
 

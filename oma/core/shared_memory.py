@@ -22,12 +22,21 @@ def result_key(agent: str, task_id: str) -> str:
 
 
 def shared_memory(states: Iterable[TaskState]) -> dict[str, str]:
-    """The memory of a run whose tasks are ``states``: key -> value."""
+    """The memory of a run whose tasks are ``states``: key -> value. An
+    output the run keeps by reference (``output_ref``, after it continued as
+    new) reads as where it is: ``(kept by reference: the result of <ref>, N
+    bytes)``."""
     return {
-        result_key(s.assignee, s.id): s.output
+        result_key(s.assignee, s.id): s.output if s.output is not None else _reference(s)
         for s in states
-        if s.status == TaskStatus.COMPLETED and s.assignee is not None and s.output is not None
+        if s.status == TaskStatus.COMPLETED
+        and s.assignee is not None
+        and (s.output is not None or s.output_ref is not None)
     }
+
+
+def _reference(state: TaskState) -> str:
+    return f"(kept by reference: the result of {state.output_ref}, {state.output_bytes} bytes)"
 
 
 def memory_summary(memory: Mapping[str, str]) -> str:

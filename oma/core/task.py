@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from oma.core.limits import MAX_DURATION_S, MAX_TASK_ID_CHARS, MAX_TASK_RETRIES
 from oma.core.usage import TokenUsage
 
 MemoryScope = Literal["dependencies", "all"]
@@ -61,8 +62,9 @@ class TaskSpec(BaseModel):
 
     id: str = Field(
         min_length=1,
+        max_length=MAX_TASK_ID_CHARS,
         description="Unique within the run; used in depends_on. No '/': the task's "
-        "workflow id is '<run id>/<task id>'.",
+        "workflow id is '<run id>/<task id>' (and its search attribute OmaTask).",
     )
     title: str = Field(
         min_length=1, description="Short name; labels this task's output for dependents."
@@ -95,20 +97,42 @@ class TaskSpec(BaseModel):
     memory_scope: MemoryScope = "dependencies"
     dependency_payload: DependencyPayload = "output"
     max_retries: int = Field(
-        default=0, ge=0, description="Retries after a retryable failure (0: run once)."
+        default=0,
+        ge=0,
+        le=MAX_TASK_RETRIES,
+        description="Retries after a retryable failure (0: run once).",
     )
-    retry_delay_s: float = Field(default=1.0, ge=0, description="Delay before the first retry.")
+    retry_delay_s: float = Field(
+        default=1.0,
+        ge=0,
+        le=MAX_DURATION_S,
+        allow_inf_nan=False,
+        description="Delay before the first retry, in seconds.",
+    )
     retry_backoff: float = Field(
-        default=2.0, ge=1, description="Each later retry waits this many times longer."
+        default=2.0,
+        ge=1,
+        allow_inf_nan=False,
+        description="Each later retry waits this many times longer (at most "
+        "oma.core.limits.MAX_DURATION_S).",
     )
     timeout_s: float | None = Field(
-        default=None, gt=0, description="Cancel an attempt that runs longer (TASK_TIMEOUT)."
+        default=None,
+        gt=0,
+        le=MAX_DURATION_S,
+        allow_inf_nan=False,
+        description="Cancel an attempt that runs longer than this many seconds (TASK_TIMEOUT).",
     )
 
     def retry_delay(self, attempts: int) -> float:
         """Seconds to wait after failed attempt number ``attempts`` (1-based):
-        ``retry_delay_s``, times ``retry_backoff`` for each earlier retry."""
-        return self.retry_delay_s * self.retry_backoff ** (attempts - 1)
+        ``retry_delay_s``, times ``retry_backoff`` for each earlier retry, at
+        most ``MAX_DURATION_S`` (the longest a Temporal timer holds)."""
+        try:
+            delay = self.retry_delay_s * self.retry_backoff ** (attempts - 1)
+        except OverflowError:
+            return float(MAX_DURATION_S)
+        return float(min(delay, MAX_DURATION_S))
 
 
 class TaskState(BaseModel):
@@ -122,7 +146,20 @@ class TaskState(BaseModel):
     )
     depends_on: list[str] = Field(default_factory=list)
     status: TaskStatus = TaskStatus.PENDING
-    output: str | None = None
+    output: str | None = Field(
+        default=None,
+        description="What the task returned; none when output_ref is set (the result keeps "
+        "it by reference).",
+    )
+    output_ref: str | None = Field(
+        default=None,
+        description="Set when the run's result (or the state it carried) keeps the output "
+        "by reference, to stay under Temporal's payload limit: the workflow id of the task's "
+        "AgentRun, whose result holds it. oma.client reads it back into output.",
+    )
+    output_bytes: int | None = Field(
+        default=None, description="With output_ref: the output's size in bytes of UTF-8."
+    )
     error: str | None = None
     error_code: str | None = None
     attempts: int = Field(default=0, description="How many times the task was started.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from oma.core.agent_config import AgentConfig
+from oma.core.limits import MAX_NAME_CHARS
 
 
 class TeamConfig(BaseModel):
@@ -12,7 +13,11 @@ class TeamConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1)
+    name: str = Field(
+        min_length=1,
+        max_length=MAX_NAME_CHARS,
+        description="It becomes the search attribute OmaTeam of the team's runs.",
+    )
     agents: list[AgentConfig] = Field(min_length=1)
 
     @field_validator("agents")

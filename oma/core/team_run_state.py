@@ -10,6 +10,7 @@ so there is nothing to copy in or out.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from datetime import datetime
 from typing import Any, Literal
 
@@ -22,16 +23,20 @@ from oma.core.errors import (
     BudgetExceededError,
     CostBudgetExceededError,
     RunCancelledError,
+    RunStateTooLargeError,
     RunStoppedError,
     RunTimeoutError,
 )
+from oma.core.limits import MAX_EVENT_DETAIL_CHARS, cut_text, json_size
+from oma.core.payload_fit import fit
 from oma.core.plan import COORDINATOR
 from oma.core.results import AgentRunResult, TeamRunResult, TeamRunStatus
 from oma.core.run_events import EVENTS_CARRIED, RunEvent
+from oma.core.task import TERMINAL_STATUSES, TaskSpec, TaskState
 from oma.core.task_graph import SPEC_FIELDS
 from oma.core.usage import TokenUsage
 
-StopKind = Literal["aborted", "rejected", "budget", "cost_budget", "timeout"]
+StopKind = Literal["aborted", "rejected", "budget", "cost_budget", "timeout", "too_large"]
 """Why a run stopped early (a Temporal cancellation aside)."""
 
 STOPS: dict[StopKind, tuple[TeamRunStatus, type[RunStoppedError]]] = {
@@ -40,6 +45,7 @@ STOPS: dict[StopKind, tuple[TeamRunStatus, type[RunStoppedError]]] = {
     "budget": ("failed", BudgetExceededError),
     "cost_budget": ("failed", CostBudgetExceededError),
     "timeout": ("failed", RunTimeoutError),
+    "too_large": ("failed", RunStateTooLargeError),
 }
 """How a run that stopped early ends: its status and the error of its ``error_code``."""
 
@@ -165,13 +171,52 @@ class TeamRunState(BaseModel):
             summary.token_usage = earlier.token_usage + run.token_usage
         self.result.agent_results[COORDINATOR] = summary
 
-    def carried(self) -> dict[str, Any]:
+    def carried(
+        self, run_id: str = "", budget: int | None = None, read_next: Collection[str] = ()
+    ) -> dict[str, Any]:
         """The state as the next run's ``resume``: JSON without defaults, the
         tasks without what their specs say, the latest ``EVENTS_CARRIED``
-        events (the others stay in this run's history)."""
+        events (the others stay in this run's history), their details cut to
+        ``MAX_EVENT_DETAIL_CHARS``.
+
+        With a ``budget`` (bytes: what the run's budget leaves besides its
+        input), fitted into it (``oma.core.payload_fit``): the outputs of
+        ``read_next`` (the tasks whose outputs waiting tasks read) stay in
+        first, the others may be kept by reference to the ``AgentRun`` of
+        the ``TeamRun`` ``run_id``. Raises ``RunStateTooLargeError`` when it
+        does not fit even so.
+        """
         compact = self.model_copy(update={"events": self.events[-EVENTS_CARRIED:]})
-        return compact.model_dump(
+        data = compact.model_dump(
             mode="json",
             exclude_defaults=True,
             exclude={"result": {"tasks": {"__all__": set(SPEC_FIELDS)}}},
         )
+        events: list[dict[str, Any]] = data.get("events", [])
+        for event in events:
+            if event.get("detail"):
+                event["detail"] = cut_text(event["detail"], MAX_EVENT_DETAIL_CHARS)
+        if budget is not None and not fit(
+            data, data["result"], run_id, budget, first=read_next, events=events
+        ):
+            raise RunStateTooLargeError(
+                f"the state the run would carry when it continues as new is "
+                f"{json_size(data)} bytes of JSON with every output it may keep by reference "
+                f"and its texts cut, over the {budget} bytes its budget leaves besides its "
+                "input: split the work into runs of fewer tasks"
+            )
+        return data
+
+
+def read_next(
+    specs: Iterable[TaskSpec], states: Iterable[TaskState], *, everything: bool = False
+) -> set[str]:
+    """The ids of the tasks whose outputs a task still to run reads: the
+    dependencies of every task that has not settled; every task when one of
+    those reads the whole shared memory (``memory_scope`` ``all``) or with
+    ``everything`` (a goal run's synthesis reads every output)."""
+    status = {s.id: s.status for s in states}
+    waiting = [t for t in specs if status.get(t.id) not in TERMINAL_STATUSES]
+    if everything or any(t.memory_scope == "all" for t in waiting):
+        return set(status)
+    return {d for t in waiting for d in t.depends_on}

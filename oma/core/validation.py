@@ -31,15 +31,16 @@ class UndecodableInput:
         self.error = error
 
 
-def check_sendable(value: BaseModel, what: str) -> None:
+def check_sendable(value: BaseModel, what: str, *, exclude_unset: bool = False) -> None:
     """Raise ``InvalidRunInputError`` unless ``value`` becomes a payload a
     worker can decode: it must serialize to JSON (no lone UTF-16 surrogate)
     that JSON must not nest deeper than the decoder reads, and it must fit in
     Temporal's payload limit (``oma.core.limits.MAX_PAYLOAD_BYTES``, the
     message naming the largest field). The client and the CLI check before
-    they start anything."""
+    they start anything; ``exclude_unset``: as sent without the fields left
+    to their defaults."""
     try:
-        data = pydantic_core.to_json(value)
+        data = value.model_dump_json(exclude_unset=exclude_unset).encode()
     except pydantic_core.PydanticSerializationError as err:
         problem = (
             "it holds a lone UTF-16 surrogate (such as \\ud800), which is not Unicode text"

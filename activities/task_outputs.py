@@ -1,0 +1,37 @@
+"""The ``read_task_outputs`` activity: outputs a ``TeamRun`` kept by reference,
+read back from its tasks' ``AgentRun`` results for the tasks that read them."""
+
+from __future__ import annotations
+
+from temporalio import activity
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from oma.core.payload_fit import ReadOutputsInput, ReadOutputsOutput
+from oma.core.results import AgentRunResult
+
+
+@activity.defn(name="read_task_outputs")
+async def read_task_outputs(inp: ReadOutputsInput) -> ReadOutputsOutput:
+    """The output of each ``AgentRun`` in ``inp.refs`` (workflow ids), from
+    its result, through this worker's Temporal client.
+
+    Raises a non-retryable ``ApplicationError`` when a run is gone (past the
+    namespace's retention) or did not complete; other errors of the server
+    are retried.
+    """
+    client = activity.client()
+    outputs: dict[str, str] = {}
+    for ref in inp.refs:
+        handle = client.get_workflow_handle(ref, result_type=AgentRunResult)
+        try:
+            result: AgentRunResult = await handle.result()
+        except WorkflowFailureError as err:
+            raise ApplicationError(f"{ref} did not complete: {err}", non_retryable=True) from err
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            raise ApplicationError(f"{ref} is gone: {err.message}", non_retryable=True) from err
+        outputs[ref] = result.output
+    return ReadOutputsOutput(outputs=outputs)

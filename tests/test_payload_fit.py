@@ -1,0 +1,240 @@
+"""Fitting a run's result and carried state into its budget: outputs kept by
+reference, texts cut, and what reads them. No Temporal."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from oma.core import limits
+from oma.core.approvals import Decision, decision_of
+from oma.core.errors import (
+    DependencyPayloadTooLargeError,
+    InvalidRunInputError,
+    RunStateTooLargeError,
+)
+from oma.core.payload_fit import fit, read_batches
+from oma.core.plan import synthesis_prompt
+from oma.core.prompt import task_prompt
+from oma.core.results import TeamRunResult
+from oma.core.run_events import EventLog
+from oma.core.shared_memory import shared_memory
+from oma.core.task import TaskSpec, TaskState, TaskStatus
+from oma.core.team_run_state import TeamRunState, read_next
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def done(task_id: str, output: str) -> TaskState:
+    return TaskState(
+        id=task_id, title=task_id.upper(), assignee="a", status=TaskStatus.COMPLETED, output=output
+    )
+
+
+def result_of(*tasks: TaskState) -> TeamRunResult:
+    return TeamRunResult(success=True, status="completed", tasks=list(tasks))
+
+
+def size(result: TeamRunResult) -> int:
+    return len(result.model_dump_json().encode())
+
+
+def test_outputs_stay_in_task_order_while_they_fit_and_the_rest_are_kept_by_reference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    result = result_of(*(done(f"t{n}", chr(97 + n) * 1000) for n in range(5)))
+    monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", size(result) - 1500)
+
+    fitted = result.fitted("run-1")
+
+    assert size(fitted) <= limits.RUN_STATE_BUDGET_BYTES
+    assert [t.output is not None for t in fitted.tasks] == [True, True, True, False, False]
+    assert [(t.output_ref, t.output_bytes) for t in fitted.tasks[3:]] == [
+        ("run-1/t3", 1000),
+        ("run-1/t4", 1000),
+    ]
+    assert result.tasks[4].output == "e" * 1000, "the result it was fitted from is unchanged"
+
+
+def test_a_result_within_the_budget_is_returned_as_it_is() -> None:
+    result = result_of(done("t0", "x" * 10_000))
+    assert result.fitted("run-1") == result
+
+
+def test_short_outputs_stay_in_when_a_reference_would_take_more_room(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    result = result_of(*(done(f"t{n}", "ok") for n in range(50)), done("big", "x" * 5000))
+    monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", size(result) - 1000)
+
+    fitted = result.fitted("a-rather-long-run-id-of-a-team-run")
+
+    assert [t.id for t in fitted.tasks if t.output_ref] == ["big"]
+
+
+def test_the_outputs_waiting_tasks_read_stay_in_first() -> None:
+    tasks = [{"id": f"t{n}", "output": "x" * 1000} for n in range(4)]
+    root = {"result": {"tasks": tasks}}
+    budget = limits.json_size(root) - 1500
+
+    assert fit(root, root["result"], "r", budget, first={"t3"})
+    assert [("output" in t) for t in root["result"]["tasks"]] == [True, False, False, True]
+    assert root["result"]["tasks"][1] == {"id": "t1", "output_ref": "r/t1", "output_bytes": 1000}
+
+
+def test_task_errors_and_comments_are_cut_when_outputs_are_not_enough() -> None:
+    tasks = [{"id": f"t{n}", "error": "why " * 500} for n in range(10)]
+    decisions = [{"request_id": "plan", "comment": "fine " * 400}]
+    root = {"tasks": tasks, "approval_decisions": decisions}
+
+    assert fit(root, root, "r", 6000)
+    assert limits.json_size(root) <= 6000
+    assert all(t["error"].endswith("more characters cut)") for t in tasks)
+    assert decisions[0]["comment"].endswith("more characters cut)")
+
+
+def test_a_task_error_is_cut_to_its_limit_even_within_the_budget() -> None:
+    tasks = [{"id": "t", "error": "e" * 5000}]
+    assert fit({"tasks": tasks}, {"tasks": tasks}, "r", 10**9)
+    assert tasks[0]["error"] == "e" * 1960 + f"… ({5000 - 1960} more characters cut)"
+    assert len(tasks[0]["error"]) <= limits.MAX_TASK_ERROR_CHARS
+
+
+def test_a_result_that_cannot_fit_even_so_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = result_of(*(done(f"task-{n}", "x") for n in range(100)))
+    monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", 2000)
+    with pytest.raises(RunStateTooLargeError, match=r"over the run's budget of 2000 bytes \(100"):
+        result.fitted("run-1")
+
+
+def test_the_carried_state_keeps_what_waiting_tasks_read_and_cuts_event_details() -> None:
+    state = TeamRunState(result=result_of(), started_at=NOW)
+    state.result.tasks = [
+        done("a", "A" * 3000),
+        done("b", "B" * 3000),
+        TaskState(id="c", title="C", depends_on=["b"], status=TaskStatus.BLOCKED),
+    ]
+    EventLog(state.events).add("abort", NOW, detail="stop " * 1000)
+    specs = [
+        TaskSpec(id="a", title="A"),
+        TaskSpec(id="b", title="B"),
+        TaskSpec(id="c", title="C", depends_on=["b"]),
+    ]
+    first = read_next(specs, state.result.tasks)
+    assert first == {"b"}
+
+    carried = state.carried("run-1", 4000, first)
+
+    assert limits.json_size(carried) <= 4000
+    a, b, _ = carried["result"]["tasks"]
+    assert (a.get("output"), a["output_ref"], b["output"]) == (None, "run-1/a", "B" * 3000)
+    assert carried["events"][0]["detail"] == limits.cut_text("stop " * 1000, 500)
+    assert len(carried["events"][0]["detail"]) <= limits.MAX_EVENT_DETAIL_CHARS
+    resumed = TeamRunState.model_validate(carried)
+    assert resumed.result.tasks[0].output_ref == "run-1/a"
+
+
+def test_a_carried_state_that_cannot_fit_stops_the_run() -> None:
+    state = TeamRunState(result=result_of(done("a", "x")), started_at=NOW)
+    with pytest.raises(RunStateTooLargeError, match="over the 10 bytes its budget leaves"):
+        state.carried("run-1", 10)
+
+
+def test_every_task_reads_next_when_one_still_to_run_reads_the_whole_memory() -> None:
+    states = [done("a", "1"), TaskState(id="b", title="B")]
+    specs = [TaskSpec(id="a", title="A"), TaskSpec(id="b", title="B", memory_scope="all")]
+    assert read_next(specs, states) == {"a", "b"}
+    assert read_next(specs[:1], states[:1]) == set()
+    assert read_next(specs[:1], states[:1], everything=True) == {"a"}
+
+
+def test_outputs_are_read_back_in_batches_of_at_most_a_megabyte() -> None:
+    mb = limits.MAX_OUTPUT_BYTES * 4
+    assert read_batches([("a", mb // 2), ("b", mb // 2), ("c", 1), ("d", 2 * mb)]) == [
+        ["a", "b"],
+        ["c"],
+        ["d"],
+    ]
+
+
+# -- what reads an output kept by reference ------------------------------------
+
+
+def kept(task_id: str, nbytes: int) -> TaskState:
+    state = done(task_id, "")
+    state.output, state.output_ref, state.output_bytes = None, f"run-1/{task_id}", nbytes
+    return state
+
+
+def test_a_dependent_of_an_output_kept_by_reference_fails_saying_where_it_is() -> None:
+    spec = TaskSpec(id="w", title="W", depends_on=["r"])
+    with pytest.raises(DependencyPayloadTooLargeError) as info:
+        task_prompt(spec, [kept("r", 2000)], {})
+    assert info.value.message.startswith(
+        "task 'w' reads the output of dependency 'r' (2000 bytes), which the run kept by "
+        "reference (the result of run-1/r) when it continued as new"
+    )
+
+
+def test_a_dependent_of_an_output_over_the_payload_cap_fails_on_its_size_as_before() -> None:
+    spec = TaskSpec(id="w", title="W", depends_on=["r"])
+    with pytest.raises(DependencyPayloadTooLargeError, match="would receive 250000 bytes"):
+        task_prompt(spec, [kept("r", 250_000)], {})
+
+
+def test_the_shared_memory_and_the_synthesis_say_where_an_output_kept_by_reference_is() -> None:
+    assert shared_memory([kept("r", 2000)]) == {
+        "a/task:r:result": "(kept by reference: the result of run-1/r, 2000 bytes)"
+    }
+    prompt = synthesis_prompt("g", [kept("r", 2000)])
+    assert "### R (completed)\n(an output of 2000 bytes, kept by reference: the result of " in (
+        prompt
+    )
+
+
+# -- comments, reviewers, ids --------------------------------------------------------
+
+
+def test_a_long_comment_is_cut_and_the_cut_said_once() -> None:
+    comment = "fine " * 220_000
+    decision = decision_of(
+        (
+            {
+                "request_id": "p",
+                "request_hash": "h",
+                "decision": "approve",
+                "reviewer": {"id": "r"},
+                "comment": comment,
+            },
+        )
+    )
+    kept_chars = limits.MAX_REASON_CHARS - limits.CUT_MARK_CHARS
+    assert (
+        decision.comment
+        == f"{comment[:kept_chars]}… ({len(comment) - kept_chars} more characters cut)"
+    )
+    assert len(decision.comment) <= limits.MAX_REASON_CHARS
+    again = Decision.model_validate(decision.model_dump())
+    assert again.comment == decision.comment
+
+
+def test_a_reviewer_id_longer_than_a_name_is_refused() -> None:
+    with pytest.raises(InvalidRunInputError, match=r"reviewer\.id: String should have at most 100"):
+        decision_of(
+            (
+                {
+                    "request_id": "p",
+                    "request_hash": "h",
+                    "decision": "approve",
+                    "reviewer": {"id": "r" * 1000},
+                },
+            )
+        )
+
+
+def test_a_run_id_that_leaves_no_room_for_its_childrens_ids_is_refused() -> None:
+    limits.check_child_ids("r" * 800, ["t" * 100])
+    with pytest.raises(InvalidRunInputError) as info:
+        limits.check_child_ids("r" * 950, ["t" * 100])
+    assert "would be 1051 bytes, over Temporal's limit of 1000 bytes" in info.value.message

@@ -1,0 +1,382 @@
+"""What a run holds stays under Temporal's payload limit, and what its input
+turns into stays within Temporal's bounds: large outputs kept by reference,
+long reasons and comments cut, many tasks carried, names, ids and durations
+refused before anything runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ApplicationError
+
+from oma import worker as oma_worker
+from oma.connection import Connection
+from oma.core import limits
+from oma.core.results import TeamRunResult
+from oma.core.task import TaskStatus
+from oma.dev_server import DevServer, free_port
+from oma.workflows._visibility import STATUS
+from tests._approvals import Run, result_within, start_run, terminate_if_running
+from tests._orchestration import ECHO, plan_answer, planned
+from tests._runs import (
+    TASK_QUEUE,
+    assert_replays,
+    process,
+    scripted,
+    start_team,
+    task,
+    team_result,
+)
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+RESULT_WAIT_S = 60.0
+"""Long enough for ten process agents on a loaded machine; a run that wedges
+never ends, and the test then fails naming its failed workflow tasks."""
+
+WRITE = "import sys; sys.stdin.read(); sys.stdout.write({expr})"
+
+
+def writer(name: str, expr: str) -> dict[str, Any]:
+    """A process agent whose output is the Python expression ``expr`` (the
+    input stays small however large the output)."""
+    return process(name, WRITE.format(expr=expr))
+
+
+async def raw_result(client: Client, workflow_id: str) -> tuple[TeamRunResult, int]:
+    """The run's result as the workflow returned it (outputs it keeps by
+    reference not read back), and the size of its JSON in bytes."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    [done] = [
+        e
+        for e in history.events
+        if e.event_type
+        in (
+            EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+            EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+        )
+    ]
+    if done.HasField("workflow_execution_completed_event_attributes"):
+        [payload] = done.workflow_execution_completed_event_attributes.result.payloads
+    else:
+        failure = done.workflow_execution_failed_event_attributes.failure
+        [payload] = failure.application_failure_info.details.payloads
+    return TeamRunResult.model_validate_json(payload.data), len(payload.data)
+
+
+@pytest.fixture
+async def run_of(client: Client, workflow_id: str) -> AsyncIterator[Any]:
+    """Start a ``TeamRun`` of a run input; terminate it if the test leaves it running."""
+    runs: list[Run] = []
+
+    async def start(run_input: dict[str, Any]) -> Run:
+        runs.append(await start_run(client, workflow_id, run_input))
+        return runs[-1]
+
+    yield start
+    for run in runs:
+        await terminate_if_running(run)
+
+
+# -- outputs ---------------------------------------------------------------
+
+
+async def test_ten_outputs_of_250_kb_complete_and_the_user_gets_every_full_output(
+    run_of: Any, client: Client, workflow_id: str
+) -> None:
+    outputs = [chr(ord("a") + n) * 250_000 for n in range(10)]
+    assert len(outputs[0]) < limits.MAX_OUTPUT_BYTES
+    agents = [writer(f"w{n}", f"{chr(ord('a') + n)!r} * 250_000") for n in range(10)]
+    run = await run_of(
+        {
+            "team": {"name": "t", "agents": agents},
+            "tasks": [task(f"t{n}", f"w{n}") for n in range(10)],
+            "options": {"max_concurrency": 10},
+        }
+    )
+    result = await result_within(run, RESULT_WAIT_S)
+
+    assert result.status == "completed"
+    assert [t.output for t in result.tasks] == outputs
+    raw, size = await raw_result(client, workflow_id)
+    assert size <= limits.RUN_STATE_BUDGET_BYTES
+    kept = [t.id for t in raw.tasks if t.output_ref is not None]
+    assert kept, "some outputs must be kept by reference"
+    for t in raw.tasks:
+        if t.output_ref is not None:
+            assert (t.output, t.output_ref, t.output_bytes) == (
+                None,
+                f"{workflow_id}/{t.id}",
+                250_000,
+            )
+    await assert_replays(client, workflow_id)
+
+
+async def test_a_goal_run_synthesizes_from_ten_outputs_of_250_kb_and_reports(
+    run_of: Any, client: Client, workflow_id: str
+) -> None:
+    agents = [writer(f"w{n}", f"{chr(ord('a') + n)!r} * 250_000") for n in range(10)]
+    plan = [planned(f"Part {n}", f"w{n}") for n in range(10)]
+    run = await run_of(
+        {
+            "team": {"name": "t", "agents": agents},
+            "goal": "write ten parts",
+            "coordinator": {"provider": "scripted", "script": [plan_answer(*plan), "the answer"]},
+            "options": {"max_concurrency": 10},
+        }
+    )
+    result = await result_within(run, RESULT_WAIT_S)
+
+    assert (result.status, result.final_output) == ("completed", "the answer")
+    assert [t.output for t in result.tasks] == [chr(ord("a") + n) * 250_000 for n in range(10)]
+    synthesis = client.get_workflow_handle(f"{workflow_id}/coordinator/synthesis")
+    started = (await synthesis.fetch_history()).events[0]
+    [payload] = started.workflow_execution_started_event_attributes.input.payloads
+    [message] = json.loads(payload.data)["input"]
+    prompt = message["content"][0]["text"]
+    share = limits.SYNTHESIS_RESULTS_CHARS // 10
+    for n in range(10):
+        cut = limits.cut_text(chr(ord("a") + n) * 250_000, share)
+        assert f"### Part {n} (completed)\n{cut}" in prompt
+    await assert_replays(client, workflow_id)
+
+
+async def test_dependents_read_outputs_kept_by_reference_across_continue_as_new(
+    run_of: Any, client: Client, workflow_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A small budget, so a handful of 2 KB outputs passes it; a short history,
+    # so the run continues as new while consumers still wait for them.
+    monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", 24_000)
+    made = {f"p{n}": f"<{n}>" + "x" * 2_000 for n in range(12)}
+    agents = [writer(f"maker{n}", f"'<{n}>' + 'x' * 2_000") for n in range(12)]
+    tasks = [
+        t for n in range(12) for t in (task(f"p{n}", f"maker{n}"), task(f"c{n}", "echo", f"p{n}"))
+    ]
+    run = await run_of(
+        {
+            "team": {"name": "t", "agents": [*agents, process("echo", ECHO)]},
+            "tasks": tasks,
+            "options": {"max_concurrency": 1, "history_event_limit": 100},
+        }
+    )
+    result = await result_within(run, RESULT_WAIT_S)
+
+    assert result.status == "completed", [(t.id, t.error) for t in result.tasks if t.error]
+    for n in range(12):
+        assert result.task(f"p{n}").output == made[f"p{n}"]
+        assert result.task(f"c{n}").output == (
+            f"# Task: C{n}\n\ndo c{n}\n\n## Results of the tasks this one depends on\n\n"
+            f"### P{n}\n{made[f'p{n}']}"
+        )
+    histories = await runs_of(client, workflow_id)
+    carried = carried_inputs(histories)
+    assert carried, "the run must continue as new"
+    assert max(len(c) for c in carried) <= 24_000
+    tasks = [t for c in carried for t in json.loads(c)["resume"]["result"]["tasks"]]
+    assert any("output_ref" in t for t in tasks), "some outputs must be carried by reference"
+    assert "read_task_outputs" in activities_scheduled(histories)
+    raw, size = await raw_result(client, workflow_id)
+    assert size <= 24_000
+    assert any(t.output_ref for t in raw.tasks)
+
+
+async def runs_of(client: Client, workflow_id: str) -> list[WorkflowHistory]:
+    """The history of every run of ``workflow_id``, first to last (each run
+    continued as new into the next)."""
+    described = await client.get_workflow_handle(workflow_id).describe()
+    run_id = described.raw_description.workflow_execution_info.first_run_id
+    histories = []
+    while run_id:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        histories.append(history)
+        run_id = next(
+            (
+                e.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+                for e in history.events
+                if e.HasField("workflow_execution_continued_as_new_event_attributes")
+            ),
+            "",
+        )
+    return histories
+
+
+def carried_inputs(histories: list[WorkflowHistory]) -> list[bytes]:
+    """The JSON of each input a run carried to the next."""
+    return [
+        e.workflow_execution_continued_as_new_event_attributes.input.payloads[0].data
+        for h in histories
+        for e in h.events
+        if e.HasField("workflow_execution_continued_as_new_event_attributes")
+    ]
+
+
+def activities_scheduled(histories: list[WorkflowHistory]) -> list[str]:
+    """The type of every activity the runs scheduled, in order."""
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for h in histories
+        for e in h.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+
+
+# -- reasons and comments ----------------------------------------------------
+
+
+async def test_an_abort_reason_of_1_9_mb_is_cut_and_the_run_ends(
+    run_of: Any, client: Client, workflow_id: str
+) -> None:
+    run = await run_of(
+        {
+            "team": {"name": "t", "agents": [scripted("a", "done")]},
+            "tasks": [task("one", "a"), task("two", "a", "one")],
+            "options": {"approvals": {"dispatch": "all"}},
+        }
+    )
+    await run.request("dispatch-one")
+    reason = "stop " * 380_000  # 1.9 MB
+    await run.abort(reason)
+    result = await result_within(run, RESULT_WAIT_S)
+
+    kept = limits.MAX_REASON_CHARS - limits.CUT_MARK_CHARS
+    cut = f"aborted: {reason[:kept]}… ({len(reason) - kept} more characters cut)"
+    assert (result.status, result.error_code, result.error) == ("cancelled", "ABORTED", cut)
+    assert {t.id: t.status for t in result.tasks} == {
+        "one": TaskStatus.SKIPPED,
+        "two": TaskStatus.SKIPPED,
+    }
+    abort = [e for e in await run.events() if e.type == "abort"]
+    assert [e.detail for e in abort] == [cut.removeprefix("aborted: ")]
+    await assert_replays(client, workflow_id)
+
+
+async def test_two_approval_comments_of_1_1_mb_are_cut_and_the_run_completes(
+    run_of: Any, client: Client, workflow_id: str
+) -> None:
+    run = await run_of(
+        {
+            "team": {"name": "t", "agents": [scripted("a", "one done", "two done")]},
+            "tasks": [task("one", "a"), task("two", "a")],
+            "options": {"approvals": {"dispatch": "all"}, "max_concurrency": 1},
+        }
+    )
+    comment = "fine " * 220_000  # 1.1 MB
+    for request_id in ("dispatch-one", "dispatch-two"):
+        request = await run.request(request_id)
+        decision = {
+            "request_id": request.request_id,
+            "request_hash": request.request_hash,
+            "decision": "approve",
+            "reviewer": {"id": "alice"},
+            "comment": comment,
+        }
+        recorded = await run.handle.execute_update("decide", decision)
+        kept = limits.MAX_REASON_CHARS - limits.CUT_MARK_CHARS
+        assert recorded["comment"] == (
+            f"{comment[:kept]}… ({len(comment) - kept} more characters cut)"
+        )
+    result = await result_within(run, RESULT_WAIT_S)
+
+    assert result.status == "completed"
+    assert [len(d.comment or "") for d in result.approval_decisions] == [
+        len(recorded["comment"])
+    ] * 2
+    await assert_replays(client, workflow_id)
+
+
+# -- what the input becomes in Temporal ----------------------------------------
+
+TOO_LONG_FOR_TEMPORAL = {
+    "team name (a search attribute)": (
+        {"team": {"name": "t" * 3000, "agents": [scripted("a", "x")]}, "tasks": [task("one", "a")]},
+        "team.name: String should have at most 100 characters",
+    ),
+    "agent name (a search attribute)": (
+        {
+            "team": {"name": "t", "agents": [scripted("a" * 3000, "x")]},
+            "tasks": [task("one", "a" * 3000)],
+        },
+        "team.agents[0].name: String should have at most 100 characters",
+    ),
+    "task id (a workflow id)": (
+        {"team": {"name": "t", "agents": [scripted("a", "x")]}, "tasks": [task("i" * 1000, "a")]},
+        "tasks[0].id: String should have at most 100 characters",
+    ),
+    "timeout (a timer)": (
+        {
+            "team": {"name": "t", "agents": [scripted("a", "x")]},
+            "tasks": [task("one", "a")],
+            "options": {"timeout_s": 1e30},
+        },
+        "options.timeout_s: Input should be less than or equal to 3153600000",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", TOO_LONG_FOR_TEMPORAL, ids=list(TOO_LONG_FOR_TEMPORAL))
+async def test_input_past_temporals_bounds_fails_the_run_at_once_naming_the_field(
+    client: Client, workflow_id: str, case: str
+) -> None:
+    # started as `temporal workflow start` would, past the client's checks
+    run_input, field = TOO_LONG_FOR_TEMPORAL[case]
+    handle = await client.start_workflow(
+        "TeamRun",
+        json.loads(json.dumps(run_input)),
+        id=workflow_id,
+        task_queue=TASK_QUEUE,
+        search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS, "running")]),
+    )
+    run = Run(handle)
+    try:
+        with pytest.raises(WorkflowFailureError) as info:
+            await result_within(run, 30)
+    finally:
+        await terminate_if_running(run)
+    assert isinstance(info.value.cause, ApplicationError)
+    assert info.value.cause.type == "INVALID_RUN_INPUT"
+    assert field in info.value.cause.message
+    described = await handle.describe()
+    assert described.typed_search_attributes.get(STATUS) == "failed"
+
+
+# -- what cannot fit even so ----------------------------------------------------------
+
+
+async def test_a_result_that_cannot_fit_even_by_reference_fails_the_run_saying_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A budget the input passes but the result of twenty tasks cannot meet.
+    # A server of its own: the session's replay of every closed run uses the
+    # real budget, with which this run would complete.
+    monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", 4_000)
+    queue = f"too-large-{uuid.uuid4().hex[:8]}"
+    with DevServer(port=free_port()) as server:
+        client = await Connection.local(server.address, queue).connect()
+        async with oma_worker.build_worker(client, queue):
+            handle = await start_team(
+                client,
+                "too-large",
+                {
+                    "team": {"name": "t", "agents": [scripted("a", "done")]},
+                    "tasks": [task(f"t{n}", "a") for n in range(20)],
+                },
+                task_queue=queue,
+            )
+            with pytest.raises(WorkflowFailureError) as info:
+                await asyncio.wait_for(team_result(handle), RESULT_WAIT_S)
+            described = await handle.describe()
+            await assert_replays(client, "too-large")
+    failure = info.value.cause
+    assert isinstance(failure, ApplicationError)
+    assert failure.type == "RUN_STATE_TOO_LARGE"
+    assert "over the run's budget of 4000 bytes (20 tasks)" in failure.message
+    assert "each task's outcome is in its AgentRun 'too-large/<task id>'" in failure.message
+    assert described.typed_search_attributes.get(STATUS) == "failed"

@@ -1,0 +1,61 @@
+"""A resumed ``TeamRun`` reads back the outputs it kept by reference that its
+waiting tasks read (``oma.core.payload_fit``), before it dispatches them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from oma.core.limits import MAX_DEPENDENCY_PAYLOAD_BYTES
+    from oma.core.payload_fit import ReadOutputsInput, ReadOutputsOutput, read_batches
+    from oma.core.task import TERMINAL_STATUSES
+    from oma.core.task_graph import TaskGraph
+
+READ_OUTPUTS: dict[str, Any] = {
+    "start_to_close_timeout": timedelta(minutes=1),
+    "retry_policy": RetryPolicy(maximum_interval=timedelta(seconds=30), maximum_attempts=10),
+}
+
+
+async def read_back(graph: TaskGraph) -> None:
+    """Put back into ``graph`` the outputs kept by reference that a task still
+    to run reads as a dependency (``memory_scope`` ``dependencies``): read
+    with the ``read_task_outputs`` activity, from the children's results.
+
+    An output over ``MAX_DEPENDENCY_PAYLOAD_BYTES`` is not read (its readers
+    fail on its size, ``output_bytes``, as they would with it); one that
+    cannot be read stays by reference, and its readers fail saying so
+    (``oma.core.prompt``). A run with no output kept by reference schedules
+    nothing.
+    """
+    waiting = [t for t in graph.specs.values() if graph[t.id].status not in TERMINAL_STATUSES]
+    read = dict.fromkeys(
+        d for t in waiting if t.memory_scope == "dependencies" for d in t.depends_on
+    )
+    kept = {
+        state.output_ref: state
+        for state in (graph[d] for d in read)
+        if state.output is None
+        and state.output_ref is not None
+        and (state.output_bytes or 0) <= MAX_DEPENDENCY_PAYLOAD_BYTES
+    }
+    for batch in read_batches((ref, s.output_bytes or 0) for ref, s in kept.items()):
+        try:
+            got = await workflow.execute_activity(
+                "read_task_outputs",
+                ReadOutputsInput(refs=batch),
+                result_type=ReadOutputsOutput,
+                summary=f"read back {len(batch)} output(s) kept by reference",
+                **READ_OUTPUTS,
+            )
+        except ActivityError as err:
+            workflow.logger.warning("outputs kept by reference not read back: %s", err)
+            continue
+        for ref, output in got.outputs.items():
+            state = kept[ref]
+            state.output, state.output_ref, state.output_bytes = output, None, None
