@@ -347,6 +347,29 @@ async def test_input_past_temporals_bounds_fails_the_run_at_once_naming_the_fiel
     assert described.typed_search_attributes.get(STATUS) == "failed"
 
 
+async def test_a_workflow_id_whose_task_ids_would_pass_temporals_limit_fails_at_once(
+    client: Client,
+) -> None:
+    # a stock-CLI start: 950 bytes of workflow id, a task id of 80: the
+    # child's id `<run id>/<task id>` would pass Temporal's 1000
+    long_id = f"long-{uuid.uuid4().hex}-" + "w" * 900
+    handle = await client.start_workflow(
+        "TeamRun",
+        {"team": {"name": "t", "agents": [scripted("a", "x")]}, "tasks": [task("i" * 80, "a")]},
+        id=long_id,
+        task_queue=TASK_QUEUE,
+    )
+    run = Run(handle)
+    try:
+        with pytest.raises(WorkflowFailureError) as info:
+            await result_within(run, 30)
+    finally:
+        await terminate_if_running(run)
+    assert isinstance(info.value.cause, ApplicationError)
+    assert info.value.cause.type == "INVALID_RUN_INPUT"
+    assert "over Temporal's limit of 1000 bytes on a workflow id" in info.value.cause.message
+
+
 # -- what cannot fit even so ----------------------------------------------------------
 
 

@@ -120,6 +120,9 @@ class TeamRun(ApprovalHandlers):
         plan = self.state.result.plan
         tasks = plan.tasks if plan is not None else inp.given_tasks()  # a goal run's come later
         try:
+            if inp.resume is None:
+                # as the client checks, for a run the stock CLI started
+                limits.check_child_ids(workflow.info().workflow_id, (t.id for t in tasks))
             if inp.resume is None and inp.goal is None:
                 inp.check_tasks(tasks)
             self._load(inp, tasks)
