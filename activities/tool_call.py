@@ -18,6 +18,7 @@ kills ``bash``'s process tree at once (tools.md, "Retries").
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +40,11 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 HEARTBEAT_INTERVAL_S = 0.5
 """Seconds between two heartbeats while a tool runs."""
+
+MCP_TOOL_TIMEOUT_S = 600.0
+"""Seconds an MCP ``tools/call`` may take; then it is cancelled and the call
+is an error result (below the activity's start-to-close timeout, which would
+have Temporal call the tool again)."""
 
 
 class ToolActivities:
@@ -102,7 +108,17 @@ async def _run_tool(
     if inp.mcp is not None:
         if mcp_pool is None:
             return ToolCallOutput(content="no MCP servers on this caller", is_error=True)
-        mcp_out = await call_mcp_tool(mcp_pool, inp, worker_task_queue)
+        try:
+            mcp_out = await asyncio.wait_for(
+                call_mcp_tool(mcp_pool, inp, worker_task_queue), MCP_TOOL_TIMEOUT_S
+            )
+        except TimeoutError:
+            return ToolCallOutput(
+                content=f"the MCP tool {inp.mcp.tool!r} of server {inp.mcp.server.name!r} did "
+                f"not answer within {MCP_TOOL_TIMEOUT_S:g} s; the call was cancelled",
+                is_error=True,
+                worker_task_queue=worker_task_queue,
+            )
         capped = cap_output(
             ToolOutput(content=mcp_out.content, is_error=mcp_out.is_error), inp.max_output_chars
         )

@@ -26,6 +26,7 @@ from temporalio.activity import ActivityCancellationDetails
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
+import oma.activities.tool_call as tool_call_module
 import oma.activities.tools.custom as custom_module
 from oma import worker as oma_worker
 from oma.activities.mcp import McpServerPool
@@ -38,6 +39,7 @@ from oma.workflows import _options
 from tests._procs import alive
 from tests._proxy import TcpProxy
 from tests._runs import assert_replays, run_agent
+from tests.test_mcp import mcp_agent, python_server, started
 from tests.test_superseded_attempt import SUPERSEDED, dead_within, read_when_written
 from tests.test_tool_calls import results, tool_use
 
@@ -348,4 +350,26 @@ async def test_an_async_tool_blocking_the_event_loop_fails_once(
     assert re.fullmatch(BLOCKED.format(tool=tool) + re.escape(then), answer.content)
     assert marker.read_text() == "x"
     assert time.monotonic() - started < 30
+    await assert_replays(client, workflow_id)
+
+
+@pytest.mark.usefixtures("worker")
+async def test_an_mcp_call_past_its_deadline_is_an_error_result(
+    client: Client, workflow_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tool_call_module, "MCP_TOOL_TIMEOUT_S", 1.0)
+    marker = tmp_path / "slow"
+    agent = mcp_agent(
+        [tool_use("u1", "t__slow", seconds=60, marker=str(marker))], "ok", servers=[python_server()]
+    )
+    started_at = time.monotonic()
+    result = await run_agent(client, workflow_id, agent, "go")
+    [answer] = results(result)
+    assert (answer.content, answer.is_error) == (
+        "the MCP tool 'slow' of server 't' did not answer within 1 s; the call was cancelled",
+        True,
+    )
+    assert time.monotonic() - started_at < 30
+    await started(marker)
+    assert not Path(str(marker) + ".done").exists()
     await assert_replays(client, workflow_id)

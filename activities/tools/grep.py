@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from oma.activities.process_group import StderrTail, WorkerTiedGroup, signal_group
+from oma.activities.process_group import StderrTail, WorkerTiedGroup, signal_group, wait_exited
 from oma.activities.tools._files import BINARY_SNIFF_BYTES, is_binary, open_existing, read_regular
 from oma.activities.tools._glob_pattern import compile_glob
 from oma.activities.tools._progress import Work, in_thread, reporting
@@ -140,6 +140,7 @@ async def _in_a_process(args: GrepInput, ctx: ToolContext, engine: Engine) -> To
         {"cwd": str(ctx.cwd), "input": args.model_dump(), "engine": engine, "timeout_s": timeout_s}
     ).encode()
     group = await WorkerTiedGroup.start()
+    proc: asyncio.subprocess.Process | None = None
     try:
         proc = await group.spawn(
             [sys.executable, "-m", "oma.activities.tools._grep_process"],
@@ -155,6 +156,8 @@ async def _in_a_process(args: GrepInput, ctx: ToolContext, engine: Engine) -> To
                 raise ToolError(_too_slow(args.pattern, engine, timeout_s)) from None
     finally:
         signal_group(group.pgid, signal.SIGKILL)
+        if proc is not None:
+            await wait_exited(proc)
         await group.close()
     try:
         return ToolOutput.model_validate_json(stdout)
