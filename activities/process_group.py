@@ -1,10 +1,11 @@
 """Local subprocesses that die whole: the ``process`` and ``acp`` backends'
-commands, and the embedded Temporal dev server.
+commands, ``bash``'s, and the embedded Temporal dev server.
 
-A command runs as the leader of its own process group, so one signal reaches
-every descendant (a ``cmd &`` it left behind included): SIGTERM, a grace
-period, then SIGKILL to the group. A backend's stderr is kept as a bounded,
-redacted tail for error messages.
+A command runs in a process group of its own, so one signal reaches every
+descendant (a ``cmd &`` it left behind included): SIGTERM, a grace period,
+then SIGKILL to the group. A ``WorkerTiedGroup`` also dies with the worker,
+however the worker ends (SIGKILL included). A backend's stderr is kept as a
+bounded, redacted tail for error messages.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from oma.core.redact import redact
 
@@ -77,23 +79,115 @@ def signal_group(pid: int, sig: signal.Signals) -> None:
         os.killpg(pid, sig)
 
 
-async def kill_group(proc: asyncio.subprocess.Process, grace_s: float) -> None:
+async def kill_group(
+    proc: asyncio.subprocess.Process, grace_s: float, pgid: int | None = None
+) -> None:
     """SIGTERM the process group, SIGKILL it after ``grace_s`` seconds, reap the child.
 
-    SIGKILL goes to the group even when the child exited within the grace
-    period, because a descendant may have outlived it. With ``grace_s`` 0 the
-    group gets SIGKILL alone, at once: nothing of it runs another instruction.
+    The group is ``pgid``, by default the one ``proc`` leads. SIGKILL goes to
+    the group even when the child exited within the grace period, because a
+    descendant may have outlived it. With ``grace_s`` 0 the group gets SIGKILL
+    alone, at once: nothing of it runs another instruction.
     """
+    group = proc.pid if pgid is None else pgid
     if grace_s > 0:
-        signal_group(proc.pid, signal.SIGTERM)
+        signal_group(group, signal.SIGTERM)
         try:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wait_exited(proc), timeout=grace_s)
         finally:
-            signal_group(proc.pid, signal.SIGKILL)
+            signal_group(group, signal.SIGKILL)
     else:
-        signal_group(proc.pid, signal.SIGKILL)
+        signal_group(group, signal.SIGKILL)
     await wait_exited(proc)
+
+
+_KEEPER_SCRIPT = "trap '' TERM INT HUP; read _; kill -9 0"
+"""The keeper of a ``WorkerTiedGroup``: it outlives a SIGTERM to its group, and
+SIGKILLs the group once its stdin, the worker's end of a pipe, is closed."""
+
+
+class WorkerTiedGroup:
+    """A process group that dies with this worker process.
+
+    Its leader is a keeper, a ``sh`` that reads a pipe whose other end only
+    this process holds. When this process exits, however it exits, the kernel
+    closes that end; the keeper reads end-of-file and SIGKILLs its whole group.
+    So a command spawned into the group (``spawn``) cannot outlive a worker
+    that was SIGKILLed or crashed, which a parent-death signal alone would not
+    give: ``PR_SET_PDEATHSIG`` reaches one process, not its descendants, and
+    fires when the *thread* that forked it ends. (A process that leaves the
+    group, with ``setsid``, escapes this as it escapes ``killpg``.)
+
+    The keeper ignores SIGTERM, so the group, and its id, stay until
+    ``close()``: no signal sent meanwhile can reach a process group that
+    reused the id. Use ``start()``, then ``close()`` once the command is done.
+    """
+
+    def __init__(self, keeper: asyncio.subprocess.Process, lifeline: int) -> None:
+        self._keeper = keeper
+        self._lifeline: int | None = lifeline
+
+    @classmethod
+    async def start(cls) -> WorkerTiedGroup:
+        """Start the keeper; raises ``OSError`` when ``sh`` cannot start."""
+        read_end, write_end = os.pipe()  # neither is inherited by other children
+        try:
+            keeper = await asyncio.create_subprocess_exec(
+                "sh",
+                "-c",
+                _KEEPER_SCRIPT,
+                stdin=read_end,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+                process_group=0,
+            )
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        return cls(keeper, write_end)
+
+    @property
+    def pgid(self) -> int:
+        """The group's id (the keeper's pid), for ``killpg``."""
+        return self._keeper.pid
+
+    async def spawn(
+        self,
+        argv: list[str],
+        *,
+        kill_grace_s: Callable[[], float] = lambda: 0.0,
+        **kwargs: Any,
+    ) -> asyncio.subprocess.Process:
+        """Start ``argv`` in the group: ``create_subprocess_exec(*argv,
+        **kwargs)`` with ``process_group`` set. Raises ``OSError`` as it does.
+
+        A cancellation while the child starts lets the start finish, kills
+        the group (``kill_group`` with ``kill_grace_s()`` seconds of grace) and
+        then propagates: cancelling ``create_subprocess_exec`` itself kills the
+        child alone, then waits for its stdout and stderr to close, which a
+        background descendant holding them keeps from happening for ever
+        (CPython 3.11).
+        """
+        starting = asyncio.ensure_future(
+            asyncio.create_subprocess_exec(*argv, process_group=self.pgid, **kwargs)
+        )
+        try:
+            return await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await kill_group(await starting, kill_grace_s(), self.pgid)
+            raise
+
+    async def close(self) -> None:
+        """SIGKILL the whole group (the keeper included) and reap the keeper."""
+        signal_group(self.pgid, signal.SIGKILL)
+        if self._lifeline is not None:
+            os.close(self._lifeline)
+            self._lifeline = None
+        await self._keeper.wait()
 
 
 def stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:

@@ -9,16 +9,24 @@ model reads: the output, or what went wrong as an ``is_error`` result with a
 message, cut to ``max_output_chars``. The activity heartbeats while the tool
 runs, so a cancel reaches it within about a second (and ``bash``'s process
 tree dies with it).
+
+Temporal runs it at least once, as it runs ``process_run``
+(``oma.activities._attempt``): the heartbeat timeout outlasts a 30 s outage,
+the outcome waits for a server that is away, and an attempt Temporal gave up
+kills ``bash``'s process tree at once (tools.md, "Retries").
 """
 
 from __future__ import annotations
 
+import asyncio
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from temporalio import activity
 
+from oma.activities._attempt import await_server
 from oma.activities._heartbeat import heartbeating
 from oma.activities.mcp import McpServerPool
 from oma.activities.mcp_tools import call_mcp_tool
@@ -28,8 +36,15 @@ from oma.core.agent_config import AgentConfig
 from oma.core.errors import OMAError
 from oma.core.tools import ToolCallInput, ToolCallOutput, ToolTraits
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 HEARTBEAT_INTERVAL_S = 0.5
 """Seconds between two heartbeats while a tool runs."""
+
+MCP_TOOL_TIMEOUT_S = 600.0
+"""Seconds an MCP ``tools/call`` may take; then it is cancelled and the call
+is an error result (below the activity's start-to-close timeout, which would
+have Temporal call the tool again)."""
 
 
 class ToolActivities:
@@ -44,14 +59,18 @@ class ToolActivities:
     @activity.defn(name="tool_call")
     async def tool_call(self, inp: ToolCallInput) -> ToolCallOutput:
         """Run ``inp.tool`` on ``inp.input``; never raises for the tool's own
-        failure (it is the model's to read), only for a cancellation."""
+        failure (it is the model's to read), only for a cancellation. The
+        outcome is held until the Temporal server answers (``await_server``),
+        so that an outage does not lose it and have the tool run again."""
         progress = {"tool": inp.tool.name, "last": ""}
 
         def note(text: str) -> None:
             progress["last"] = text[-200:]
 
         with heartbeating(lambda: dict(progress), HEARTBEAT_INTERVAL_S):
-            return await run_tool(inp, note, self.mcp_pool, self.worker_task_queue)
+            out = await run_tool(inp, note, self.mcp_pool, self.worker_task_queue)
+            await await_server()
+        return out
 
 
 async def run_tool(
@@ -63,11 +82,43 @@ async def run_tool(
     """One tool call, the activity's work without the activity (the in-process
     ``Agent`` calls it directly). ``note`` receives progress lines of a long
     tool (bash's output), when given; ``mcp_pool`` holds the MCP servers (an
-    MCP tool without one is an error result)."""
+    MCP tool without one is an error result). The content is always text
+    JSON can carry (``_encodable``)."""
+    out = await _run_tool(inp, note, mcp_pool, worker_task_queue)
+    return out.model_copy(update={"content": _encodable(out.content)})
+
+
+def _encodable(text: str) -> str:
+    """``text`` with each lone surrogate (a custom tool's ``"\ud800"``, an MCP
+    server's ``"\\udc80"``) replaced by U+FFFD: UTF-8 cannot encode one, so
+    the result could not be sent, and Temporal would run the tool again."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+async def _run_tool(
+    inp: ToolCallInput,
+    note: Callable[[str], None] | None,
+    mcp_pool: McpServerPool | None,
+    worker_task_queue: str | None,
+) -> ToolCallOutput:
     if inp.mcp is not None:
         if mcp_pool is None:
             return ToolCallOutput(content="no MCP servers on this caller", is_error=True)
-        mcp_out = await call_mcp_tool(mcp_pool, inp, worker_task_queue)
+        try:
+            mcp_out = await asyncio.wait_for(
+                call_mcp_tool(mcp_pool, inp, worker_task_queue), MCP_TOOL_TIMEOUT_S
+            )
+        except TimeoutError:
+            return ToolCallOutput(
+                content=f"the MCP tool {inp.mcp.tool!r} of server {inp.mcp.server.name!r} did "
+                f"not answer within {MCP_TOOL_TIMEOUT_S:g} s; the call was cancelled",
+                is_error=True,
+                worker_task_queue=worker_task_queue,
+            )
         capped = cap_output(
             ToolOutput(content=mcp_out.content, is_error=mcp_out.is_error), inp.max_output_chars
         )

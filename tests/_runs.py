@@ -95,13 +95,16 @@ async def team_result(handle: WorkflowHandle[Any, TeamRunResult]) -> TeamRunResu
 async def run_agent(
     client: Client, workflow_id: str, agent: dict[str, Any], inp: Any
 ) -> AgentRunResult:
-    """Start an ``AgentRun`` of ``agent`` on ``inp`` and await its result."""
+    """Start an ``AgentRun`` of ``agent`` on ``inp`` as the client does (with
+    its search attributes) and await its result."""
+    name = agent.get("name")
     return await client.execute_workflow(
         "AgentRun",
         {"agent": agent, "input": inp},
         id=workflow_id,
         task_queue=TASK_QUEUE,
         result_type=AgentRunResult,
+        search_attributes=start_attributes(agent=name if isinstance(name, str) else None),
     )
 
 

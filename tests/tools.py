@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -76,3 +77,36 @@ def _fail_twice(marker: str) -> str:
 def t__pid() -> str:
     """Named like the ``pid`` tool of an MCP server ``t`` (tests/mcp_server.py)."""
     return "custom"
+
+
+def unjsonable(marker: str) -> dict[tuple[str, str], int]:
+    """Answers with a dict JSON cannot hold (its key is a tuple)."""
+    _count(marker)
+    return {("a", "b"): 1}
+
+
+def lone_surrogate(marker: str) -> str:
+    """Answers with text that has half a surrogate pair (no UTF-8 for it)."""
+    _count(marker)
+    return "half \ud800 a pair"
+
+
+async def hog(seconds: float, marker: str) -> str:
+    """Blocks the event loop for ``seconds`` (time.sleep in an async tool)."""
+    _count(marker)
+    time.sleep(seconds)
+    return "done"
+
+
+async def hog_then_wait(seconds: float, marker: str) -> str:
+    """Blocks the event loop for ``seconds``, then waits a minute."""
+    _count(marker)
+    time.sleep(seconds)
+    await asyncio.sleep(60)
+    Path(marker).write_text(Path(marker).read_text() + "!")
+    return "waited"
+
+
+def _count(marker: str) -> None:
+    path = Path(marker)
+    path.write_text((path.read_text() if path.exists() else "") + "x")

@@ -17,7 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityCancellationType
 
 BACKEND_HEARTBEAT_TIMEOUT = timedelta(seconds=40)
-"""The heartbeat timeout of ``process_run`` and ``acp_prompt``: a lost worker
+"""The heartbeat timeout of ``process_run``, ``acp_prompt`` and ``tool_call``: a lost worker
 is detected (and the command started again elsewhere) within 40 s of its last
 heartbeat, and a Temporal server or network outage of up to 30 s starts
 nothing a second time (with ``oma.activities._attempt.await_server``, which
@@ -92,15 +92,23 @@ ACP_CLOSE_RUN: dict[str, Any] = {
 }
 
 
+TOOL_CALL: dict[str, Any] = {
+    "cancellation_type": WAIT_CANCELLED,
+    # bash may run up to 600 s, a custom tool as long; the rest are quick
+    "start_to_close_timeout": timedelta(minutes=15),
+    # as for a process run: a bash command (or any tool) is not started a
+    # second time by an outage of up to 30 s; a lost worker is found in 40 s
+    "heartbeat_timeout": BACKEND_HEARTBEAT_TIMEOUT,
+}
+
+
 def tool_call(max_attempts: int = 1, interval_s: float = 1.0) -> dict[str, Any]:
-    """A ``tool_call``'s options. A tool's own failure is a result, not an
-    error: only a lost worker (or a crash of the activity itself) is retried,
-    and a custom tool's failure as often as it declares (``oma.retried``)."""
+    """A ``tool_call``'s options (``TOOL_CALL`` and a retry policy). A tool's
+    own failure is a result, not an error: only a lost worker (or a crash of
+    the activity itself) is retried, and a custom tool's failure as often as
+    it declares (``oma.retried``)."""
     return {
-        "cancellation_type": WAIT_CANCELLED,
-        # bash may run up to 600 s; the rest are quick
-        "start_to_close_timeout": timedelta(minutes=15),
-        "heartbeat_timeout": timedelta(seconds=10),
+        **TOOL_CALL,
         "retry_policy": RetryPolicy(
             initial_interval=timedelta(seconds=interval_s), maximum_attempts=max(3, max_attempts)
         ),

@@ -4,8 +4,8 @@ Not a sandbox: the command runs with the worker's user and can read and
 write anything that user can, inside ``cwd`` or not (the file tools'
 sandbox, ``oma.activities.tools.sandbox``, does not apply). What it does
 bound: time (a timeout, then the process group is killed), the process tree
-(the command leads its own process group, killed whole on a timeout, a
-cancellation, or once the command exits), the environment (a short allowlist
+(the command runs in a process group of its own, killed whole on a timeout, a
+cancellation, once the command exits, and when the worker dies), the environment (a short allowlist
 of the worker's variables, so that a credential in the worker's environment
 is not one ``env`` away from the model's transcript), and the output (the
 start and end of stdout within the cap, the redacted tail of stderr).
@@ -20,8 +20,10 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from oma.activities._attempt import attempt_superseded
 from oma.activities.process_group import (
     StderrTail,
+    WorkerTiedGroup,
     describe_exit,
     kill_group,
     signal_group,
@@ -108,9 +110,26 @@ async def bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
     ``timed out after T s: ...``, followed by ``--- stdout ---`` and
     ``--- stderr (redacted) ---`` sections (each left out when empty; ``(no
     output)`` when both are). ``is_error`` unless the exit code is 0.
-    ``CancelledError`` propagates after the process group is killed.
+
+    The command runs in a ``WorkerTiedGroup``: it dies with the worker.
+    ``CancelledError`` propagates after the process group is killed: SIGTERM,
+    then SIGKILL after ``KILL_GRACE_S``; or SIGKILL at once when Temporal no
+    longer accepts this attempt (``attempt_superseded``), since its next
+    attempt may already be running the command again.
     """
-    proc = await _spawn(args.command, ctx)
+    try:
+        group = await WorkerTiedGroup.start()
+    except OSError as err:
+        raise ToolError(f"cannot start bash: {err.strerror or err}") from None
+    try:
+        return await _run(args, ctx, group)
+    finally:
+        await group.close()
+
+
+async def _run(args: BashInput, ctx: ToolContext, group: WorkerTiedGroup) -> ToolOutput:
+    pgid = group.pgid
+    proc = await _spawn(args.command, ctx, group)
     assert proc.stdout is not None and proc.stderr is not None
     stdout = _Stdout(keep=ctx.max_output_chars)
     stderr = StderrTail()
@@ -125,37 +144,42 @@ async def bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
                 await asyncio.wait_for(wait_exited(proc), args.timeout)
             except TimeoutError:
                 timed_out = True
-                await kill_group(proc, KILL_GRACE_S)
+                await kill_group(proc, KILL_GRACE_S, pgid)
             # what the command left running in its group does not outlive the call
-            signal_group(proc.pid, signal.SIGKILL)
+            signal_group(pgid, signal.SIGKILL)
             await asyncio.wait(readers, timeout=PIPE_DRAIN_S)
     except BaseException:
-        await kill_group(proc, KILL_GRACE_S)
+        await kill_group(proc, _kill_grace_s(), pgid)
         raise
     finally:
         await _cancel(readers)
     return _result(args, proc.returncode, timed_out, stdout, stderr, ctx.max_output_chars)
 
 
-async def _spawn(command: str, ctx: ToolContext) -> asyncio.subprocess.Process:
+async def _spawn(
+    command: str, ctx: ToolContext, group: WorkerTiedGroup
+) -> asyncio.subprocess.Process:
     # Not process_group.spawn_group_leader: it merges env over the worker's
     # whole environment, and bash gets the allowlist only.
     env = {k: v for k, v in os.environ.items() if k in ENV_ALLOWLIST}
     env.update(ctx.env)
     try:
-        return await asyncio.create_subprocess_exec(
-            "bash",
-            "-c",
-            command,
+        return await group.spawn(
+            ["bash", "-c", command],
+            kill_grace_s=_kill_grace_s,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             cwd=ctx.cwd,
             env=env,
-            process_group=0,
         )
     except OSError as err:
         raise ToolError(f"cannot start bash in {str(ctx.cwd)!r}: {err.strerror or err}") from None
+
+
+def _kill_grace_s() -> float:
+    """No grace for an attempt Temporal gave up: its retry may be running."""
+    return 0.0 if attempt_superseded() else KILL_GRACE_S
 
 
 class _Stdout:

@@ -5,7 +5,9 @@ that runs the call. Its input schema comes from its signature: one parameter
 annotated with a pydantic model is that model; otherwise every parameter is
 a field, typed by its annotation (``Any`` without one) and required unless it
 has a default. Its docstring is the description the model reads. A sync
-function runs in a thread (so heartbeats go on); an async one is awaited.
+function runs in a thread of its own (so heartbeats go on); an async one is
+awaited, and fails once it blocks the event loop for more than
+``BLOCKING_STEP_LIMIT_S``. Either is given up after ``CUSTOM_TOOL_TIMEOUT_S``.
 What it returns becomes the tool's text: a string as it is, a pydantic model
 or anything else as JSON.
 """
@@ -22,10 +24,22 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from oma.activities.tools._blocking import BlockedLoopError, watch_steps
+from oma.activities.tools._progress import run_in_thread
 from oma.core.before_run import load_hook
 from oma.core.errors import InvalidHookError
 from oma.core.tools import CUSTOM_TOOL_PATH, TRAITS, ToolTraits
 from oma.core.validation import format_validation_error
+
+CUSTOM_TOOL_TIMEOUT_S = 600.0
+"""Seconds a custom tool may run; then the call is an error result (a sync
+tool's thread is left to finish alone, an async tool is cancelled). Below the
+``tool_call`` activity's start-to-close timeout, which would make Temporal run
+the tool again."""
+
+BLOCKING_STEP_LIMIT_S = 2.0
+"""The longest an async custom tool may hold the event loop between two
+``await``s (seconds); one that holds it longer fails (``BlockedLoopError``)."""
 
 
 @dataclass(frozen=True)
@@ -46,10 +60,12 @@ class CustomTool:
         return schema
 
     async def call(self, raw_input: dict[str, Any], raise_errors: bool = False) -> tuple[str, bool]:
-        """Run the tool on ``raw_input``: ``(text, is_error)``. Invalid input
-        and what the function raises are errors the model reads, never raised
-        (a cancellation excepted) — unless ``raise_errors``: then what the
-        function raises is raised, for Temporal to try the call again."""
+        """Run the tool on ``raw_input``: ``(text, is_error)``. Invalid input,
+        what the function raises, a value JSON cannot hold, a call past
+        ``CUSTOM_TOOL_TIMEOUT_S`` and an async function that blocks the event
+        loop are errors the model reads, never raised (a cancellation
+        excepted) — unless ``raise_errors``: then what the function raises is
+        raised, for Temporal to try the call again."""
         try:
             args = self.input_model.model_validate(raw_input)
         except ValidationError as err:
@@ -59,16 +75,45 @@ class CustomTool:
             if self.takes_model
             else functools.partial(self.function, **dict(args))
         )
+        timeout_s = CUSTOM_TOOL_TIMEOUT_S
         try:
             if inspect.iscoroutinefunction(self.function):
-                value = await call()
+                running = watch_steps(call(), BLOCKING_STEP_LIMIT_S)
             else:
-                value = await asyncio.to_thread(call)
-        except Exception as err:
-            if raise_errors:
+                running = run_in_thread(call, f"custom tool {self.name}")
+            value = await asyncio.wait_for(running, timeout_s)
+        except TimeoutError:
+            return f"{self.name} did not finish within {timeout_s:g} s and was given up", True
+        except BlockedLoopError as err:
+            return self._blocked(err), True
+        except (Exception, SystemExit) as err:  # SystemExit would stop the worker's event loop
+            if raise_errors and isinstance(err, Exception):
                 raise
-            return f"{type(err).__name__}: {err}".strip(), True
-        return _as_text(value), False
+            return _describe(err), True
+        try:
+            return _as_text(value), False
+        except Exception as err:
+            return (
+                f"{self.name} returned a value that JSON cannot hold ({_describe(err)}); "
+                "return a string, a pydantic model, or lists, dicts with string keys, "
+                "numbers and strings",
+                True,
+            )
+
+    def _blocked(self, err: BlockedLoopError) -> str:
+        message = (
+            f"{self.name} blocked the worker's event loop for {err.blocked_s:.1f} s at once "
+            "(a blocking call inside an async function, such as time.sleep or a synchronous "
+            "HTTP client), which stalls every run on the worker; make it a plain def (it then "
+            "runs in a thread) or await non-blocking calls."
+        )
+        if not err.finished:
+            return f"{message} It was stopped at its next await."
+        try:
+            result = _as_text(err.result)
+        except Exception:
+            result = "(a value JSON cannot hold)"
+        return f"{message} It ran to the end; its result: {result}"
 
 
 @functools.cache
@@ -135,6 +180,14 @@ def _model_of(
         f"{name}_input", __config__=ConfigDict(extra="forbid"), **fields
     )
     return model
+
+
+def _describe(err: BaseException) -> str:
+    try:
+        text = str(err)
+    except Exception:  # a __str__ that raises
+        text = ""
+    return f"{type(err).__name__}: {text}".strip()
 
 
 def _as_text(value: Any) -> str:

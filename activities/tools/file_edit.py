@@ -101,7 +101,7 @@ async def file_edit(args: FileEditInput, ctx: ToolContext) -> ToolOutput:
                 "every occurrence"
             )
         replaced = count if args.replace_all else 1
-        write_file(real, encode_text(text.replace(old, new, replaced), "new_string"))
+        write_file(real, encode_text(text.replace(old, new, replaced), "new_string"), args.path)
         plural = "" if replaced == 1 else "s"
         return ToolOutput(content=f"replaced {replaced} occurrence{plural} in {args.path}")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from oma.activities.tools._files import encode_text, write_file
+from oma.activities.tools._files import check_openable, encode_text, write_file
 from oma.activities.tools._progress import Work, in_thread
 from oma.activities.tools.sandbox import resolve_in_sandbox, shown
 from oma.activities.tools.tool import BuiltinTool, ToolContext, ToolError, ToolOutput
@@ -47,8 +47,14 @@ async def file_write(args: FileWriteInput, ctx: ToolContext) -> ToolOutput:
             raise ToolError(
                 f"cannot create {args.path}: {shown(root, real.parent)} is not a directory"
             ) from None
-        previous = real.stat().st_size if real.exists() else None
-        write_file(real, data)
+        try:
+            existing = real.stat()
+        except FileNotFoundError:
+            previous = None
+        else:
+            check_openable(existing, args.path)
+            previous = existing.st_size
+        write_file(real, data, args.path)
         what = "new file" if previous is None else f"replaced {previous} bytes"
         return ToolOutput(content=f"wrote {len(data)} bytes to {args.path} ({what})")
 

@@ -9,6 +9,7 @@ exception, so the model can correct itself on its next turn.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,8 @@ DEFAULT_MAX_OUTPUT_CHARS = 30_000
 """The longest tool output the model reads by default (characters)."""
 
 InputT = TypeVar("InputT", bound=BaseModel)
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,9 @@ class BuiltinTool(Generic[InputT]):
         becomes an ``is_error`` result; the content is cut to
         ``ctx.max_output_chars`` (``cap_output``). ``asyncio.CancelledError``
         propagates, after the tool has cleaned up (bash kills its process
-        group first). Any other exception is a bug and propagates.
+        group first). Any other exception is a bug of the tool's: it is logged
+        with its traceback and becomes an ``is_error`` result too, because a
+        failed activity would be tried again, to the same end.
         """
         try:
             output = await self.execute(args, ctx)
@@ -107,6 +112,13 @@ class BuiltinTool(Generic[InputT]):
         except OSError as err:
             output = ToolOutput(
                 content=f"{self.name} failed: {describe_os_error(err)}", is_error=True
+            )
+        except Exception as err:
+            _log.exception("built-in tool %s failed unexpectedly", self.name)
+            output = ToolOutput(
+                content=f"{self.name} failed unexpectedly ({type(err).__name__}: {err}); this "
+                "is a bug in OMA, the worker's log has the traceback",
+                is_error=True,
             )
         return cap_output(output, ctx.max_output_chars)
 
