@@ -26,9 +26,9 @@ from oma.activities._attempt import (
 from oma.activities._heartbeat import Heartbeat, heartbeating
 from oma.activities.process_group import (
     StderrTail,
+    WorkerTiedGroup,
     kill_group,
     signal_group,
-    spawn_group_leader,
     wait_exited,
 )
 from oma.core.errors import (
@@ -66,10 +66,13 @@ async def process_run(inp: ProcessRunInput) -> ProcessRunOutput:
     The text sent is ``system_prompt + "\\n\\n" + prompt`` (just ``prompt``
     when ``system_prompt`` is empty). ``backend.input`` says where it goes:
     ``stdin`` (written, then stdin is closed), ``argument`` (the last argv
-    element) or ``none`` (stdin is ``/dev/null``). The command runs in a new
-    session (its own process group) with the worker's environment overlaid by
-    ``backend.env``, in ``backend.cwd`` resolved against the worker's working
-    directory (default: the worker's working directory).
+    element) or ``none`` (stdin is ``/dev/null``). The command runs in a
+    process group of its own that dies with the worker (``WorkerTiedGroup``:
+    a SIGKILLed worker leaves nothing running) and with the run (whatever the
+    command leaves in it is killed when it exits), with the worker's
+    environment overlaid by ``backend.env``, in ``backend.cwd`` resolved
+    against the worker's working directory (default: the worker's working
+    directory).
 
     While it runs the activity heartbeats at least every
     ``HEARTBEAT_INTERVAL_S`` seconds, and within ``PROGRESS_HEARTBEAT_GAP_S``
@@ -117,16 +120,29 @@ async def process_run(inp: ProcessRunInput) -> ProcessRunOutput:
             attempt=attempt,
         )
 
-    proc = await _spawn(inp, text, attempt)
+    try:
+        group = await WorkerTiedGroup.start()
+    except OSError as err:
+        raise application_error(
+            ProcessSpawnError(
+                f"agent {inp.agent!r}: cannot start the process group of its command: "
+                f"{err.strerror or err}"
+            ),
+            attempt=attempt,
+        ) from err
     output = _Output(attempt)
-    stdin_data = text.encode() if backend.input == "stdin" else None
-    with heartbeating(output.heartbeat_details, HEARTBEAT_INTERVAL_S) as output.heartbeat:
-        try:
-            await _collect(proc, stdin_data, output)
-        except BaseException:
-            await _kill(proc, attempt)
-            raise
-        await await_server()
+    try:
+        proc = await _spawn(inp, text, attempt, group)
+        stdin_data = text.encode() if backend.input == "stdin" else None
+        with heartbeating(output.heartbeat_details, HEARTBEAT_INTERVAL_S) as output.heartbeat:
+            try:
+                await _collect(proc, stdin_data, output, group.pgid)
+            except BaseException:
+                await _kill(proc, attempt, group.pgid)
+                raise
+            await await_server()
+    finally:
+        await group.close()  # what the command left in its group ends with it
 
     code = proc.returncode
     if code == 0:
@@ -141,7 +157,7 @@ async def process_run(inp: ProcessRunInput) -> ProcessRunOutput:
     )
 
 
-async def _kill(proc: asyncio.subprocess.Process, attempt: int) -> None:
+async def _kill(proc: asyncio.subprocess.Process, attempt: int, pgid: int) -> None:
     if attempt_superseded():
         activity.logger.warning(
             "Temporal no longer accepts attempt %d of this process run: killing its "
@@ -149,12 +165,14 @@ async def _kill(proc: asyncio.subprocess.Process, attempt: int) -> None:
             attempt,
             proc.pid,
         )
-        await kill_group(proc, 0.0)
+        await kill_group(proc, 0.0, pgid)
     else:
-        await kill_group(proc, KILL_GRACE_S)
+        await kill_group(proc, KILL_GRACE_S, pgid)
 
 
-async def _spawn(inp: ProcessRunInput, text: str, attempt: int) -> asyncio.subprocess.Process:
+async def _spawn(
+    inp: ProcessRunInput, text: str, attempt: int, group: WorkerTiedGroup
+) -> asyncio.subprocess.Process:
     backend = inp.backend
     cwd = os.path.abspath(backend.cwd) if backend.cwd is not None else None
     if cwd is not None and not os.path.isdir(cwd):
@@ -169,13 +187,17 @@ async def _spawn(inp: ProcessRunInput, text: str, attempt: int) -> asyncio.subpr
     if backend.input == "argument":
         argv.append(text)
     try:
-        return await spawn_group_leader(
+        return await group.spawn(
             argv,
-            env=backend.env,
-            cwd=cwd,
+            kill_grace_s=lambda: 0.0 if attempt_superseded() else KILL_GRACE_S,
             stdin=asyncio.subprocess.PIPE
             if backend.input == "stdin"
             else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, **backend.env} if backend.env else None,
+            cwd=cwd,
+            limit=2**16,
         )
     except OSError as err:
         where = f" in cwd {cwd!r}" if cwd is not None and err.filename == cwd else ""
@@ -216,7 +238,7 @@ class _Output:
 
 
 async def _collect(
-    proc: asyncio.subprocess.Process, stdin_data: bytes | None, output: _Output
+    proc: asyncio.subprocess.Process, stdin_data: bytes | None, output: _Output, pgid: int
 ) -> None:
     """Feed stdin and read stdout and stderr concurrently (so that neither pipe
     fills and blocks the child) until the command has exited."""
@@ -233,7 +255,7 @@ async def _collect(
         await wait_exited(proc)
         _, still_open = await asyncio.wait(readers, timeout=PIPE_DRAIN_S)
         if still_open:
-            signal_group(proc.pid, signal.SIGKILL)
+            signal_group(pgid, signal.SIGKILL)
     finally:
         await _cancel(readers | helpers)
 

@@ -214,8 +214,9 @@ from oma import worker as oma_worker
 from oma.connection import Connection
 from oma.workflows import _options
 
-# the retry of the killed worker's call comes in 2 s, not 40
+# the retry of the killed worker's call (or process run) comes in 2 s, not 40
 _options.TOOL_CALL["heartbeat_timeout"] = timedelta(seconds=2)
+_options.PROCESS_RUN["heartbeat_timeout"] = timedelta(seconds=2)
 
 async def main() -> None:
     client = await Connection.local(sys.argv[1], sys.argv[2]).connect()
@@ -223,6 +224,15 @@ async def main() -> None:
 
 asyncio.run(main())
 """
+
+
+async def read_text_when_written(path: Path, timeout_s: float = 60) -> str:
+    deadline = time.monotonic() + timeout_s
+    while not (path.exists() and path.read_text().strip()):
+        assert time.monotonic() < deadline, f"{path} was never written"
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)
+    return path.read_text()
 
 
 @pytest.fixture
@@ -273,6 +283,44 @@ async def test_a_bash_command_dies_with_its_worker_and_runs_again_only_in_the_re
     [ran] = results(result)
     assert (ran.content, ran.is_error) == ("exit code 0 (no output)", False)
     assert not any(alive(pid) for pid in pids)
+
+
+async def test_a_process_agents_command_dies_with_its_worker(
+    dev_server: DevServer,
+    tmp_path: Path,
+    worker_process: tuple[subprocess.Popen[bytes], str],
+) -> None:
+    # the process backend's command, with a grandchild, under a worker SIGKILLed mid run
+    worker, queue = worker_process
+    effects = tmp_path / "effects"
+    code = (
+        "import os, subprocess, sys, time\n"
+        "sys.stdin.read()\n"
+        f"open({str(effects)!r}, 'a').write('started\\n')\n"
+        "child = subprocess.Popen(['sleep', '30'])\n"
+        f"open({str(tmp_path / 'pids')!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+        "time.sleep(1.5)\n"
+        f"open({str(effects)!r}, 'a').write('finished\\n')\n"
+        "print('done')\n"
+    )
+    agent = {
+        "name": "p",
+        "backend": {"kind": "process", "command": sys.executable, "args": ["-c", code]},
+    }
+    client = await Connection.local(dev_server.address, queue).connect()
+    handle = await start_agent(client, queue, agent)
+    pids = [int(p) for p in (await read_text_when_written(tmp_path / "pids")).split()]
+
+    worker.send_signal(signal.SIGKILL)
+    worker.wait()
+
+    assert await dead_within(pids, timeout_s=2.0)
+    await asyncio.sleep(2.0)
+    assert lines(effects) == ["started"]
+    async with oma_worker.build_worker(client, queue):
+        result = await asyncio.wait_for(handle.result(), 60)
+    assert (result.output.strip(), result.backend_attempts) == ("done", 2)
+    assert lines(effects) == ["started", "started", "finished"]
 
 
 # -- calls that cannot succeed ------------------------------------------------------
