@@ -59,3 +59,11 @@ def redirect_error(api: str, response: httpx2.Response) -> ProviderError:
         status=response.status_code,
         request_id=response.headers.get("request-id") or response.headers.get("x-request-id"),
     )
+
+
+def malformed_stream(api: str, sent: str) -> ProviderError:
+    """The ``ProviderError`` (retryable) for a streamed answer of ``api``
+    (e.g. ``"Chat Completions API at http://host/v1"``) that the request was
+    accepted for but that is broken (a proxy cutting a chunk, a server that is
+    not quite compatible); ``sent`` says what came."""
+    return ProviderError(f"the {api} sent {sent}", error_type=MALFORMED_STREAM, retryable=True)

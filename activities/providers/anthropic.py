@@ -21,8 +21,8 @@ import httpx2
 from anthropic.lib.streaming import ParsedMessageStreamEvent
 
 from oma.activities.providers._http import (
-    MALFORMED_STREAM,
     body_text,
+    malformed_stream,
     redirect_error,
     retry_after_s,
 )
@@ -228,7 +228,7 @@ async def _stream_output(
             return _output(await stream.get_final_message())
         except json.JSONDecodeError as err:
             sent = f"a stream event that is not JSON: {err.doc[:200]!r}"
-            raise _malformed(base_url, sent) from err
+            raise malformed_stream(f"Anthropic Messages API at {base_url}", sent) from err
         except (
             AssertionError,
             AttributeError,
@@ -238,16 +238,7 @@ async def _stream_output(
             ValueError,
         ) as err:
             sent = f"a stream event it cannot read ({type(err).__name__}: {str(err)[:200]})"
-            raise _malformed(base_url, sent) from err
-
-
-def _malformed(base_url: str, sent: str) -> ProviderError:
-    # the API accepted the request; what it streamed back is broken
-    return ProviderError(
-        f"the Anthropic Messages API at {base_url} sent {sent}",
-        error_type=MALFORMED_STREAM,
-        retryable=True,
-    )
+            raise malformed_stream(f"Anthropic Messages API at {base_url}", sent) from err
 
 
 class _Progress:

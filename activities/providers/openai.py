@@ -28,8 +28,8 @@ from openai.types.chat import ChatCompletionChunk
 
 from oma.activities._credentials import CredentialPolicy
 from oma.activities.providers._http import (
-    MALFORMED_STREAM,
     body_text,
+    malformed_stream,
     redirect_error,
     retry_after_s,
 )
@@ -444,20 +444,10 @@ async def _stream_output(
         return answer.output(base_url)
     except json.JSONDecodeError as err:
         sent = f"a stream chunk that is not JSON: {err.doc[:200]!r}"
-        raise _malformed(base_url, sent) from err
+        raise malformed_stream(f"Chat Completions API at {base_url}", sent) from err
     except (AttributeError, LookupError, TypeError, ValueError) as err:
         sent = f"a stream chunk it cannot read ({type(err).__name__}: {str(err)[:200]})"
-        raise _malformed(base_url, sent) from err
-
-
-def _malformed(base_url: str, sent: str) -> ProviderError:
-    # the server accepted the request; what it streamed back is broken (a
-    # proxy cutting a chunk, a server that is not quite compatible)
-    return ProviderError(
-        f"the Chat Completions API at {base_url} sent {sent}",
-        error_type=MALFORMED_STREAM,
-        retryable=True,
-    )
+        raise malformed_stream(f"Chat Completions API at {base_url}", sent) from err
 
 
 class _Progress:
