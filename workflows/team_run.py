@@ -421,6 +421,7 @@ class TeamRun(ApprovalHandlers):
             return AgentRunResult(
                 agent=agent.name, status="failed", error=err.message, error_code=err.code
             )
+        left = self._grant(0)  # what the run may still spend, the tasks in flight counted
         run_input = AgentRunInput(
             agent=agent,
             input=prompt,
@@ -428,8 +429,8 @@ class TeamRun(ApprovalHandlers):
             attempt=self._graph[spec.id].attempts,
             run_key=self._sessions.run_key if agent.kind == "acp" else None,
             acp_session=self._sessions.get(agent.name),
-            token_budget=self._grant(0).tokens_left,
-            cost_budget_usd=self._grant(0).cost_usd_left,
+            token_budget=left.tokens_left,
+            cost_budget_usd=left.cost_usd_left,
             pricing=self._options.pricing,
             approvals=self._options.approvals,
         )
