@@ -49,7 +49,7 @@ class Activities:
     ``acp_pool`` holds this worker's ACP sessions, ``mcp_pool`` its runs'
     MCP servers; ``session_task_queue`` is the
     task queue only this worker polls, where later turns of those sessions are
-    routed (ARCHITECTURE.md, "ACP sessions across activities").
+    routed (docs/external-agents.md, "Sessions on Temporal").
     """
 
     session_task_queue: str

@@ -1,7 +1,7 @@
 """The ACP activities: ``acp_prompt`` (one prompt turn of an ``acp`` agent) and
 ``acp_close_run`` (end every session a run opened on this worker).
 
-ARCHITECTURE.md, "ACP sessions across activities": the session outlives the
+docs/external-agents.md, "Sessions on Temporal": the session outlives the
 activity in the worker's ``SessionPool``; every output names this worker's own
 task queue so that the workflow routes the agent's later turns back here.
 """

@@ -3,7 +3,7 @@ list their tools, once per agent run) and ``mcp_close_run`` (end every server
 a run started on this worker); a call of an MCP tool is a ``tool_call``
 (``call_mcp_tool``).
 
-ARCHITECTURE.md, "ACP sessions across activities": a stdio server outlives
+docs/external-agents.md, "Sessions on Temporal": a stdio server outlives
 the activity in the worker's ``McpServerPool``; the outputs name this
 worker's own task queue, so that the workflow routes the run's later calls
 back here.

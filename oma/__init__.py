@@ -5,7 +5,8 @@ use (PEP 562): importing ``oma`` itself costs nothing, which matters because
 the Temporal workflow sandbox imports this package again for every workflow
 run, and the command line starts faster.
 
-The package's layers (ARCHITECTURE.md, "Layout"; ``make lint`` checks them):
+The package's layers (the import-linter contracts in ``pyproject.toml``;
+``make lint`` checks them):
 ``oma.core`` (models and pure logic), ``oma.workflows`` and ``oma.activities``
 (each only over the core), and the composition roots that may import
 everything: ``oma.worker``, ``oma.cli``, ``oma.client``, ``oma.agent`` and

@@ -1,6 +1,6 @@
 """``Agent``: one agent, run from Python without Temporal.
 
-The API table of ``shared/reference/structured-input.md``, in Python:
+The API of structured agent input (``docs/structured-input.md``), in Python:
 
 - ``run(input)``: a string is one user text message; a list is a complete
   ``list[LLMMessage]``. Fresh: no persistent history.

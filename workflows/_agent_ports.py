@@ -225,8 +225,8 @@ class ActivityTools:
 
 class ActivityBackend:
     """``BackendPort``: the ``process_run`` activity, and ``acp_prompt`` on the
-    worker that holds the agent's session (ARCHITECTURE.md, "ACP sessions
-    across activities").
+    worker that holds the agent's session (docs/external-agents.md,
+    "Sessions on Temporal").
 
     ``session`` is where an earlier turn of this agent left its session
     (``AgentRunInput.acp_session``, set by ``TeamRun``). ``owns_sessions``: a

@@ -1,6 +1,6 @@
 """The worker's ACP sessions, keyed by (run, agent).
 
-ARCHITECTURE.md, "ACP sessions across activities": activities are stateless
+docs/external-agents.md, "Sessions on Temporal": activities are stateless
 but an ACP conversation lives in a subprocess, so the worker that opens a
 session keeps it here; later turns of the same agent in the same run are
 routed to this worker's own task queue and find it again. Sessions end when

@@ -1,7 +1,7 @@
 """The worker's MCP servers, keyed by (run, agent, server).
 
-The routing of ACP sessions (ARCHITECTURE.md, "ACP sessions across
-activities"), reused: the worker that starts a stdio server keeps it here;
+The routing of ACP sessions (docs/external-agents.md,
+"Sessions on Temporal"), reused: the worker that starts a stdio server keeps it here;
 the agent run's later calls are routed to this worker's own task queue and
 find it again. Servers end when the run ends (``close_run``, and the reaper
 ``oma.activities.acp.reaper`` for a run that ended without saying so) or the

@@ -3,7 +3,7 @@ endpoint, through the ``mcp`` SDK's ``ClientSession``.
 
 The SDK's transports are anyio context managers that must be entered and left
 by the same task, while a server outlives the activity that started it
-(ARCHITECTURE.md, "ACP sessions across activities"). So each connection runs
+(docs/external-agents.md, "Sessions on Temporal"). So each connection runs
 in a task of its own that holds the transport open until ``close``; calls are
 made from the activities' tasks through the shared ``ClientSession``.
 

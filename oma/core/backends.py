@@ -3,7 +3,7 @@
 An agent with a ``backend`` runs its own loop; the LLM-only fields of
 ``AgentConfig`` do not apply to it (setting them is a validation error, so a
 mistaken config is caught before anything runs rather than silently ignored).
-Source: ``shared/reference/external-agents.md``, "Configuration".
+Source: ``docs/external-agents.md``, "Configuration".
 """
 
 from __future__ import annotations

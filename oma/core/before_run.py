@@ -1,7 +1,7 @@
 """The ``before_run`` hook: a last look at, and rewrite of, a run's input.
 
 Its contract is the reference's "beforeRun semantics"
-(shared/reference/structured-input.md): the hook sees both views of the
+(docs/structured-input.md): the hook sees both views of the
 effective input — the complete ``messages`` and the ``prompt`` (the text of the
 latest user message) — and may change either. A message change replaces the
 whole input; a prompt change then rewrites the text of the latest user message.

@@ -1,4 +1,4 @@
-"""The one shape guard for structured input (shared/reference/structured-input.md).
+"""The one shape guard for structured input (docs/structured-input.md).
 
 Every boundary that takes messages — the Python API, the workflow input, a
 provider adapter, a ``before_run`` hook's answer — passes them through

@@ -1,7 +1,7 @@
 """The ports of an agent run: what ``run_agent`` calls out to.
 
 An agent run is written once (``oma.core.agent_run``) against these ports, and
-each caller plugs in its own side of them (ARCHITECTURE.md, "Layout"):
+each caller plugs in its own side of them (the layers of ``pyproject.toml``'s import contracts):
 
 - in a workflow (``AgentRun``) every call is an activity
   (``oma.workflows._agent_ports``): ``llm_turn``, ``process_run``,
