@@ -77,9 +77,9 @@ class AcpCloseRunOutput(BaseModel):
 def record_acp_turn(result: AgentRunResult, out: AcpPromptOutput) -> None:
     """Map one prompt turn onto ``result`` (docs/external-agents.md, the
     table of ACP updates and stop reasons under "``acp``"): ``end_turn``
-    completes; ``max_tokens`` and ``max_turn_requests`` complete with ``budget_exceeded``; ``cancelled``
-    keeps the partial output with status ``cancelled`` and error code
-    ``CANCELLED``.
+    completes; ``max_tokens`` and ``max_turn_requests`` complete with
+    ``budget_exceeded``; ``cancelled`` keeps the partial output with status
+    ``cancelled`` and error code ``CANCELLED``.
 
     Raises ``AgentRefusalError`` for ``refusal`` and ``UnknownStopReasonError``
     for a stop reason the protocol does not define (the turn is recorded first).
