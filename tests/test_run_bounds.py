@@ -321,6 +321,21 @@ TOO_LONG_FOR_TEMPORAL = {
 }
 
 
+async def failure_at_once(handle: Any, code: str) -> ApplicationError:
+    """The failure the run ``handle`` ends with within 30 s, typed ``code``
+    (a run still going then is terminated, and the test fails)."""
+    run = Run(handle)
+    try:
+        with pytest.raises(WorkflowFailureError) as info:
+            await result_within(run, 30)
+    finally:
+        await terminate_if_running(run)
+    failure = info.value.cause
+    assert isinstance(failure, ApplicationError)
+    assert failure.type == code
+    return failure
+
+
 @pytest.mark.parametrize("case", TOO_LONG_FOR_TEMPORAL, ids=list(TOO_LONG_FOR_TEMPORAL))
 async def test_input_past_temporals_bounds_fails_the_run_at_once_naming_the_field(
     client: Client, workflow_id: str, case: str
@@ -334,15 +349,7 @@ async def test_input_past_temporals_bounds_fails_the_run_at_once_naming_the_fiel
         task_queue=TASK_QUEUE,
         search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS, "running")]),
     )
-    run = Run(handle)
-    try:
-        with pytest.raises(WorkflowFailureError) as info:
-            await result_within(run, 30)
-    finally:
-        await terminate_if_running(run)
-    assert isinstance(info.value.cause, ApplicationError)
-    assert info.value.cause.type == "INVALID_RUN_INPUT"
-    assert field in info.value.cause.message
+    assert field in (await failure_at_once(handle, "INVALID_RUN_INPUT")).message
     described = await handle.describe()
     assert described.typed_search_attributes.get(STATUS) == "failed"
 
@@ -359,15 +366,8 @@ async def test_a_workflow_id_whose_task_ids_would_pass_temporals_limit_fails_at_
         id=long_id,
         task_queue=TASK_QUEUE,
     )
-    run = Run(handle)
-    try:
-        with pytest.raises(WorkflowFailureError) as info:
-            await result_within(run, 30)
-    finally:
-        await terminate_if_running(run)
-    assert isinstance(info.value.cause, ApplicationError)
-    assert info.value.cause.type == "INVALID_RUN_INPUT"
-    assert "over Temporal's limit of 1000 bytes on a workflow id" in info.value.cause.message
+    failure = await failure_at_once(handle, "INVALID_RUN_INPUT")
+    assert "over Temporal's limit of 1000 bytes on a workflow id" in failure.message
 
 
 # -- what cannot fit even so ----------------------------------------------------------

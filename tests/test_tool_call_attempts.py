@@ -226,15 +226,6 @@ asyncio.run(main())
 """
 
 
-async def read_text_when_written(path: Path, timeout_s: float = 60) -> str:
-    deadline = time.monotonic() + timeout_s
-    while not (path.exists() and path.read_text().strip()):
-        assert time.monotonic() < deadline, f"{path} was never written"
-        await asyncio.sleep(0.05)
-    await asyncio.sleep(0.05)
-    return path.read_text()
-
-
 @pytest.fixture
 async def worker_process(
     dev_server: DevServer,
@@ -249,12 +240,35 @@ async def worker_process(
     proc.wait()
 
 
+async def killed_mid_run_then_retried(
+    worker: tuple[subprocess.Popen[bytes], str],
+    pids: list[int],
+    effects: Path,
+    client: Client,
+    handle: Any,
+) -> AgentRunResult:
+    """SIGKILL ``worker`` (the process, its task queue) while the command of
+    ``pids`` runs; check that the whole tree died with it before reaching its
+    end, then let a new worker's retry run it again, to its end, once; the
+    run's result."""
+    proc, queue = worker
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert await dead_within(pids, timeout_s=2.0)
+    await asyncio.sleep(2.0)
+    assert lines(effects) == ["started"]
+    async with oma_worker.build_worker(client, queue):
+        result: AgentRunResult = await asyncio.wait_for(handle.result(), 60)
+    assert lines(effects) == ["started", "started", "finished"]
+    return result
+
+
 async def test_a_bash_command_dies_with_its_worker_and_runs_again_only_in_the_retry(
     dev_server: DevServer,
     tmp_path: Path,
     worker_process: tuple[subprocess.Popen[bytes], str],
 ) -> None:
-    worker, queue = worker_process
+    _, queue = worker_process
     effects = tmp_path / "effects"
     command = (
         f"echo started >> {effects}; echo $$ > {tmp_path}/bash.pid; "
@@ -268,18 +282,7 @@ async def test_a_bash_command_dies_with_its_worker_and_runs_again_only_in_the_re
         await read_when_written(tmp_path / "sleep.pid"),
     ]
 
-    worker.send_signal(signal.SIGKILL)
-    worker.wait()
-
-    # the command's whole tree died with the worker, and did not go on to its end
-    assert await dead_within(pids, timeout_s=2.0)
-    await asyncio.sleep(2.0)
-    assert lines(effects) == ["started"]
-
-    # the next worker's retry runs it again, to its end, once
-    async with oma_worker.build_worker(client, queue):
-        result = await asyncio.wait_for(handle.result(), 60)
-    assert lines(effects) == ["started", "started", "finished"]
+    result = await killed_mid_run_then_retried(worker_process, pids, effects, client, handle)
     [ran] = results(result)
     assert (ran.content, ran.is_error) == ("exit code 0 (no output)", False)
     assert not any(alive(pid) for pid in pids)
@@ -291,14 +294,15 @@ async def test_a_process_agents_command_dies_with_its_worker(
     worker_process: tuple[subprocess.Popen[bytes], str],
 ) -> None:
     # the process backend's command, with a grandchild, under a worker SIGKILLed mid run
-    worker, queue = worker_process
+    _, queue = worker_process
     effects = tmp_path / "effects"
     code = (
         "import os, subprocess, sys, time\n"
         "sys.stdin.read()\n"
         f"open({str(effects)!r}, 'a').write('started\\n')\n"
         "child = subprocess.Popen(['sleep', '30'])\n"
-        f"open({str(tmp_path / 'pids')!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+        f"open({str(tmp_path / 'child.pid')!r}, 'w').write(f'{{child.pid}}\\n')\n"
+        f"open({str(tmp_path / 'command.pid')!r}, 'w').write(f'{{os.getpid()}}\\n')\n"
         "time.sleep(1.5)\n"
         f"open({str(effects)!r}, 'a').write('finished\\n')\n"
         "print('done')\n"
@@ -309,18 +313,12 @@ async def test_a_process_agents_command_dies_with_its_worker(
     }
     client = await Connection.local(dev_server.address, queue).connect()
     handle = await start_agent(client, queue, agent)
-    pids = [int(p) for p in (await read_text_when_written(tmp_path / "pids")).split()]
-
-    worker.send_signal(signal.SIGKILL)
-    worker.wait()
-
-    assert await dead_within(pids, timeout_s=2.0)
-    await asyncio.sleep(2.0)
-    assert lines(effects) == ["started"]
-    async with oma_worker.build_worker(client, queue):
-        result = await asyncio.wait_for(handle.result(), 60)
+    pids = [
+        await read_when_written(tmp_path / "command.pid", timeout_s=60),
+        await read_when_written(tmp_path / "child.pid"),
+    ]
+    result = await killed_mid_run_then_retried(worker_process, pids, effects, client, handle)
     assert (result.output.strip(), result.backend_attempts) == ("done", 2)
-    assert lines(effects) == ["started", "started", "finished"]
 
 
 # -- calls that cannot succeed ------------------------------------------------------
