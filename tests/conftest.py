@@ -57,6 +57,15 @@ def openai_server() -> Iterator[OpenAIServer]:
         yield server
 
 
+@pytest.fixture(autouse=True)
+def fresh_model_servers(anthropic_server: AnthropicServer, openai_server: OpenAIServer) -> None:
+    """Every test starts with empty reply queues: a reply an earlier test
+    scripted but never consumed (its run stopped before the request) would
+    otherwise answer this test's first request."""
+    anthropic_server.reset()
+    openai_server.reset()
+
+
 @pytest.fixture(scope="session")
 async def client(dev_server: DevServer) -> Client:
     return await Connection.local(dev_server.address, TASK_QUEUE).connect()

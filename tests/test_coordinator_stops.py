@@ -33,11 +33,17 @@ def goal_run(**options: Any) -> dict[str, Any]:
     }
 
 
-async def step_started(client: Client, run: Run, step: str) -> None:
+async def step_started(
+    client: Client, server: AnthropicServer, run: Run, step: str, requests: int
+) -> None:
+    """Wait until the coordinator's ``step`` child runs and its model request
+    (the run's ``requests``-th) reached the server: a stop sent before the
+    request would leave the scripted reply unconsumed."""
     child = f"{run.id}/coordinator/{step}"
 
     async def probe() -> bool | None:
-        return True if child in await children_started(client, run.id) else None
+        started = child in await children_started(client, run.id)
+        return True if started and len(server.requests) >= requests else None
 
     await eventually(probe, f"the coordinator's {step} step", 15)
 
@@ -54,7 +60,7 @@ async def test_abort_while_the_coordinator_plans_ends_the_run_cancelled(
 ) -> None:
     anthropic_server.reply_text(PLAN, pieces=1, delay_s=SLOW_S)
     run = await start_run(client, workflow_id, goal_run())
-    await step_started(client, run, "plan")
+    await step_started(client, anthropic_server, run, "plan", requests=1)
 
     await run.abort("not now")
     result = await result_within(run, 15)
@@ -93,7 +99,7 @@ async def test_abort_during_the_synthesis_keeps_the_task_outputs(
     anthropic_server.reply_text(PLAN)
     anthropic_server.reply_text("the synthesis", pieces=1, delay_s=SLOW_S)
     run = await start_run(client, workflow_id, goal_run())
-    await step_started(client, run, "synthesis")
+    await step_started(client, anthropic_server, run, "synthesis", requests=2)
 
     await run.abort("enough")
     result = await result_within(run, 15)
