@@ -17,15 +17,14 @@ $(STAMP): pyproject.toml
 # Only .venv; then `source .venv/bin/activate` puts oma and temporal on PATH.
 venv: $(STAMP)
 
-# (OMA_FORKSERVER=0: a one-off demo leaves no forkserver behind)
 demo: $(STAMP)
 	mkdir -p scratch
 	@if [ -n "$$ANTHROPIC_API_KEY" ]; then \
 		echo "ANTHROPIC_API_KEY is set: the planner runs on Claude."; \
-		OMA_FORKSERVER=0 $(BIN)/oma run examples/hybrid-team.json; \
+		$(BIN)/oma run examples/hybrid-team.json; \
 	else \
 		echo "ANTHROPIC_API_KEY is not set: model agents replay scripted responses."; \
-		OMA_FORKSERVER=0 $(BIN)/oma run examples/hybrid-team-scripted.json; \
+		$(BIN)/oma run examples/hybrid-team-scripted.json; \
 	fi
 
 # The real ACP agent the tests drive, pinned by tests/npm/package-lock.json.

@@ -1,5 +1,6 @@
-"""``oma`` and ``python -m oma``: the command line (``oma.cli``), run in a
-child of the warm forkserver when one answers (``oma._forkserver``)."""
+"""``oma`` and ``python -m oma``: the command line (``oma.cli``), in its own
+process, or in a child of the warm forkserver with ``OMA_FORKSERVER=1``
+(``oma._forkserver``)."""
 
 from oma._forkserver import main
 

@@ -1,6 +1,8 @@
-"""The ``oma`` command's forkserver: one background process per installation
-that has imported the Temporal SDK and OMA's models once, and forks a child
-for each command, so a command does not spend a second importing them.
+"""The ``oma`` command's forkserver, opt-in (``OMA_FORKSERVER=1``): one
+background process per installation that has imported the Temporal SDK and
+OMA's models once, and forks a child for each command, so a command does not
+spend a second importing them. Off (the default), every command runs in its
+own process and none leaves a process behind.
 
 Why: importing ``temporalio.client`` and building OMA's pydantic models takes
 about a second of CPU, several times what a warm ``oma run`` spends talking to
@@ -28,8 +30,7 @@ How it runs:
   environment variables an interpreter's start-up reads: no credential stays
   in it). ``oma dev``, ``oma worker``, ``oma codec-server`` (long-lived) and
   shell-completion set-up (which looks at the parent process) always run in
-  their own process; ``OMA_FORKSERVER=0`` turns the forkserver off for any
-  command.
+  their own process; so does every command unless ``OMA_FORKSERVER=1``.
 - A server serves one context, which is in its socket's name: the
   *family* (the interpreter, its flags, ``sys.path``, and what a child cannot
   change about itself: user, groups, namespaces, cgroup, resource limits,
@@ -67,7 +68,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 SWITCH = "OMA_FORKSERVER"
-"""Set to ``0`` to run every command in its own process."""
+"""Set to ``1`` to run commands in a warm forkserver's children; unset (or any
+other value), every command runs in its own process and starts no server."""
 
 IDLE_S = 15 * 60.0
 """How long the server waits for a command, with none running, before it leaves."""
@@ -147,7 +149,7 @@ def main() -> None:
 
 def _enabled() -> bool:
     return (
-        os.environ.get(SWITCH, "1") != "0"
+        os.environ.get(SWITCH) == "1"
         and hasattr(os, "fork")
         and hasattr(socket, "send_fds")
         and hasattr(socket, "AF_UNIX")
@@ -292,7 +294,7 @@ def _run_forked(path: Path) -> None:
         os._exit(exit_code)
     print(
         f"error: the oma forkserver ({path}) ended before the command (pid {pid}) did; "
-        f"its exit status is unknown. {SWITCH}=0 runs commands in their own process.",
+        f"its exit status is unknown. Without {SWITCH}=1 commands run in their own process.",
         file=sys.stderr,
     )
     os._exit(1)

@@ -14,9 +14,9 @@ environment configuration: a profile file, ``TEMPORAL_ADDRESS``,
 ``TEMPORAL_NAMESPACE``, credentials). The SDK's log lines go to
 ``.oma/oma.log`` (``oma -v``: stderr); a worker's go to its console.
 
-The console script is ``oma.__main__``: it runs ``main`` in a child of the
-warm forkserver, which has imported the SDK and the models already
-(``oma._forkserver``), or, with none answering, in its own process.
+The console script is ``oma.__main__``: it runs ``main`` in its own process,
+or, opted in with ``OMA_FORKSERVER=1``, in a child of the warm forkserver,
+which has imported the SDK and the models already (``oma._forkserver``).
 """
 
 from __future__ import annotations

@@ -22,11 +22,11 @@ from tests.openai_server import OpenAIServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Every `oma` the tests start runs in its own process, as it did before the
-# forkserver: one shared warm server would outlive the session and serve
-# tests whose code differs. tests/test_forkserver.py turns it on, each test
-# with a server of its own.
-os.environ["OMA_FORKSERVER"] = "0"
+# Every `oma` the tests start runs in its own process (the default), even
+# when the developer's shell opts in to the forkserver: one shared warm server
+# would outlive the session and serve tests whose code differs.
+# tests/test_forkserver.py turns it on, each test with a server of its own.
+os.environ.pop("OMA_FORKSERVER", None)
 
 
 @pytest.fixture(scope="session")
