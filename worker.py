@@ -1,7 +1,7 @@
 """Run an OMA worker: connect to Temporal and serve the ``oma`` task queue.
 
 ``python worker.py`` or ``oma worker``. Where it connects comes from
-Temporal's environment configuration (``oma.connection``: a profile file,
+Temporal's environment configuration (``oma.runtime.connection``: a profile file,
 ``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, ``TEMPORAL_API_KEY``, TLS) and
 ``OMA_TASK_QUEUE`` (``oma``). Model credentials (``ANTHROPIC_API_KEY``) are
 read here, by the activities, and never travel in workflow input; where they
@@ -37,9 +37,9 @@ from oma.activities.run_hooks import before_run, evaluate
 from oma.activities.task_outputs import read_task_outputs
 from oma.activities.tool_call import ToolActivities
 from oma.activities.visibility import VisibilityActivities
-from oma.codec import keys_from_env
-from oma.connection import Connection
-from oma.plugin import OmaPlugin
+from oma.runtime.codec import keys_from_env
+from oma.runtime.connection import Connection
+from oma.runtime.plugin import OmaPlugin
 
 
 @dataclass
@@ -173,8 +173,8 @@ def build_worker(
 async def main(connection: Connection | None = None) -> None:
     """Connect (``Connection.from_env()`` by default) and serve until cancelled.
     Log lines go to stderr, an expected task failure as one line
-    (``oma._logging``)."""
-    from oma._logging import route_logs
+    (``oma.runtime.logs``)."""
+    from oma.runtime.logs import route_logs
 
     route_logs(None)
     connection = connection or Connection.from_env()

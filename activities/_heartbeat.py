@@ -15,9 +15,9 @@ from oma.core.redact import redact
 PROGRESS_HEARTBEAT_GAP_S = 0.2
 """The least seconds between two heartbeats sent because the progress
 changed (``Heartbeat.changed``): the worker's heartbeat throttle
-(``oma.plugin.HEARTBEAT_THROTTLE``), which would hold back a faster one
+(``oma.runtime.plugin.HEARTBEAT_THROTTLE``), which would hold back a faster one
 anyway. New text thus reaches the server within about this long, and
-``oma run``'s live view shows it (``oma._live``)."""
+``oma run``'s live view shows it (``oma.cli.live``)."""
 
 LAST_TEXT_CHARS = 200
 """How much of the latest text a heartbeat carries (``last_text``)."""

@@ -3,7 +3,7 @@
 Starts one embedded dev server and one ``oma worker`` subprocess (on a task
 queue of its own, in a scratch copy of ``examples/``), runs one warm-up, then
 ``--repeat`` times, in both modes side by side (the default, a warm
-forkserver, ``oma._forkserver``; and each command in its own process,
+forkserver, ``oma.cli.forkserver``; and each command in its own process,
 ``OMA_FORKSERVER=0``):
 
 - ``oma run --no-worker --json --workflow-id ID examples/goal-team-scripted.json``
@@ -47,8 +47,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from oma.connection import Connection  # noqa: E402
-from oma.dev_server import DevServer, free_port  # noqa: E402
+from oma.runtime.connection import Connection  # noqa: E402
+from oma.runtime.dev_server import DevServer, free_port  # noqa: E402
 
 OMA = str(Path(sys.executable).parent / "oma")
 TASK_QUEUE = "oma-bench-cli"

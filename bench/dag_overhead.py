@@ -8,7 +8,7 @@ Runs, against one embedded dev server and one in-process worker:
 2. floor (a): a plain workflow running the same shape of no-op activities;
 3. floor (b): a plain workflow running the same shape of no-op child workflows;
 4. the same ``TeamRun`` as 1 with encryption on: a client and a worker (on a
-   task queue of its own) with the AES-GCM payload codec of ``oma.codec``
+   task queue of its own) with the AES-GCM payload codec of ``oma.runtime.codec``
    (a fresh key), every payload and failure attribute encrypted.
 
 It does so at each size of ``--sizes`` (default 200, 800 and 5,000 tasks).
@@ -324,9 +324,9 @@ async def bench(
     from temporalio.worker import Worker
 
     from oma import worker as oma_worker
-    from oma.codec import new_key, parse_keys
-    from oma.connection import Connection
-    from oma.plugin import OmaPlugin
+    from oma.runtime.codec import new_key, parse_keys
+    from oma.runtime.connection import Connection
+    from oma.runtime.plugin import OmaPlugin
 
     client = await Connection.local(address, TASK_QUEUE).connect(
         plugins=[OmaPlugin(codec_keys=None)]
@@ -438,7 +438,7 @@ def main() -> None:
     args = parser.parse_args()
     shapes = parse_sizes(args.sizes)
 
-    from oma.dev_server import DevServer, free_port, is_listening
+    from oma.runtime.dev_server import DevServer, free_port, is_listening
 
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"machine: {os.cpu_count()} CPUs, load average {load}", flush=True)

@@ -30,9 +30,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from oma.connection import Connection  # noqa: E402
 from oma.core.results import AgentRunResult  # noqa: E402
-from oma.dev_server import DevServer, free_port  # noqa: E402
+from oma.runtime.connection import Connection  # noqa: E402
+from oma.runtime.dev_server import DevServer, free_port  # noqa: E402
 from oma.worker import build_worker  # noqa: E402
 from tests._runs import worker_activities  # noqa: E402
 from tests.anthropic_server import AnthropicServer  # noqa: E402

@@ -146,7 +146,7 @@ async def restarts(client: Any, pool: Any, directory: str, calls: int) -> int:
 async def bench(address: str, calls: int, directory: str) -> str:
 
     from oma import worker as oma_worker
-    from oma.connection import Connection
+    from oma.runtime.connection import Connection
 
     with open(os.path.join(directory, "notes.txt"), "w") as f:
         f.write("alpha\n" * 10)
@@ -220,7 +220,7 @@ def main() -> None:
     if not os.path.exists(SERVER):
         sys.exit(f"{SERVER} is missing: run `make tests/npm/node_modules/.installed`")
 
-    from oma.dev_server import DevServer, free_port
+    from oma.runtime.dev_server import DevServer, free_port
 
     directory = tempfile.mkdtemp(prefix="oma-bench-mcp-")
     with open(os.path.join(directory, "oma_bench_mcp_floor.py"), "w") as f:

@@ -167,8 +167,8 @@ async def bench(address: str, calls: int, sizes: list[int]) -> str:
     from temporalio.worker import Worker
 
     from oma import worker as oma_worker
-    from oma.connection import Connection
     from oma.core.tools import ToolCallInput, ToolRef
+    from oma.runtime.connection import Connection
 
     client = await Connection.local(address, TASK_QUEUE).connect()
     activities = oma_worker.Activities(session_task_queue=oma_worker.session_task_queue(TASK_QUEUE))
@@ -221,7 +221,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    from oma.dev_server import DevServer, free_port
+    from oma.runtime.dev_server import DevServer, free_port
 
     directory = tempfile.mkdtemp(prefix="oma-bench-tools-")
     for name, source in MODULES.items():

@@ -1,8 +1,8 @@
 """``oma`` and ``python -m oma``: the command line (``oma.cli``), in its own
 process, or in a child of the warm forkserver with ``OMA_FORKSERVER=1``
-(``oma._forkserver``)."""
+(``oma.cli.forkserver``)."""
 
-from oma._forkserver import main
+from oma.cli.forkserver import main
 
 if __name__ == "__main__":
     main()

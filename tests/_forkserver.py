@@ -1,4 +1,4 @@
-"""A warm ``oma`` forkserver of a test's own (``oma._forkserver``), and the
+"""A warm ``oma`` forkserver of a test's own (``oma.cli.forkserver``), and the
 ancestry a process agent reports, which says which process ran the command."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from oma.dev_server import free_port
+from oma.runtime.dev_server import free_port
 from tests._procs import alive
 
 OMA = str(Path(sys.executable).parent / "oma")

@@ -9,7 +9,6 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 
-from oma import plugin
 from oma import worker as oma_worker
 from oma.activities.llm_turn import LlmActivities
 from oma.activities.providers.anthropic import AnthropicProvider
@@ -18,6 +17,7 @@ from oma.activities.providers.scripted import ScriptedProvider
 from oma.client import start_run, team_run_result
 from oma.core.results import AgentRunResult, TeamRunResult
 from oma.core.workflow_ids import task_workflow_id
+from oma.runtime import plugin
 from oma.workflows._visibility import start_attributes
 
 TASK_QUEUE = "oma-test"

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from oma import plugin
 from oma import worker as oma_worker
-from oma.connection import Connection
-from oma.dev_server import DevServer, free_port
+from oma.runtime import plugin
+from oma.runtime.connection import Connection
+from oma.runtime.dev_server import DevServer, free_port
 from tests._runs import ENCRYPTED_NAMESPACE, FOREIGN_QUEUE_SUFFIX, TASK_QUEUE, worker_activities
 from tests.anthropic_server import AnthropicServer
 from tests.openai_server import OpenAIServer

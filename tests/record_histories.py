@@ -39,10 +39,10 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError
 
 from oma import worker as oma_worker
-from oma.connection import Connection
 from oma.core.results import AgentRunResult, TeamRunResult
 from oma.core.task import TaskStatus
-from oma.dev_server import DevServer, free_port
+from oma.runtime.connection import Connection
+from oma.runtime.dev_server import DevServer, free_port
 from tests._approvals import Run, decision, eventually, start_run, wait_for_file
 from tests._runs import process, scripted, task, worker_activities
 from tests.anthropic_server import AnthropicServer

@@ -27,11 +27,11 @@ from temporalio.testing import ActivityEnvironment
 
 from oma import worker as oma_worker
 from oma.activities.process_run import process_run
-from oma.connection import Connection
 from oma.core.backends import ProcessBackendConfig
 from oma.core.process import ProcessRunInput
 from oma.core.results import AgentRunResult, TeamRunResult
-from oma.dev_server import DevServer, free_port
+from oma.runtime.connection import Connection
+from oma.runtime.dev_server import DevServer, free_port
 from oma.workflows import _options
 from tests._procs import alive
 from tests._proxy import TcpProxy

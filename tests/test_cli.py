@@ -19,7 +19,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from oma.core.results import AgentRunResult
-from oma.dev_server import DevServer, free_port, free_ports, is_listening, temporal_binary
+from oma.runtime.dev_server import DevServer, free_port, free_ports, is_listening, temporal_binary
 from tests._forkserver import Forkserver
 from tests._procs import alive, cmdline, descendants
 from tests._runs import TASK_QUEUE, assert_replays

@@ -22,12 +22,12 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError
 
-from oma import _cli_run
+from oma.cli import run as _cli_run
 from oma.core.approvals import ApprovalRequest
 from oma.core.plan import PlanArtifact
 from oma.core.results import TeamRunResult
 from oma.core.task import TaskStatus
-from oma.dev_server import DevServer, free_port, is_listening
+from oma.runtime.dev_server import DevServer, free_port, is_listening
 from oma.worker import build_worker
 from tests._runs import TASK_QUEUE, process, run_team, scripted, task, team_result
 from tests.test_cli import OMA, run_cmd, temporal

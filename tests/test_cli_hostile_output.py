@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from oma._cli_common import visible
-from oma.dev_server import DevServer
+from oma.cli.common import visible
+from oma.runtime.dev_server import DevServer
 from tests._runs import process, task
 from tests.test_cli_control import input_file, oma_run
 from tests.test_cli_live import Terminal

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from oma.dev_server import DevServer
+from oma.runtime.dev_server import DevServer
 from tests._runs import TASK_QUEUE, scripted, task
 from tests.test_cli import OMA
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from oma.dev_server import DevServer
+from oma.runtime.dev_server import DevServer
 from tests._runs import process, scripted, task
 from tests.anthropic_server import AnthropicServer, TextReply
 from tests.test_cli import OMA

@@ -20,10 +20,10 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from oma.client import OpenMultiAgent
-from oma.connection import Connection
 from oma.core.errors import InvalidRunInputError, TemporalUnavailableError
 from oma.core.results import TeamRunResult
-from oma.dev_server import DevServer, free_port
+from oma.runtime.connection import Connection
+from oma.runtime.dev_server import DevServer, free_port
 from tests._runs import TASK_QUEUE, process, scripted, task, team_result
 from tests.test_cli import OMA, oma, run_cmd
 

@@ -1,5 +1,5 @@
-"""The AES-GCM payload codec (``oma.codec``), its key list, and the codec
-server's HTTP surface (``oma.codec_server``, served on 127.0.0.1 and called
+"""The AES-GCM payload codec (``oma.runtime.codec``), its key list, and the codec
+server's HTTP surface (``oma.runtime.codec_server``, served on 127.0.0.1 and called
 with a real aiohttp client as the Web UI calls it)."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 
-from oma.codec import AesGcmCodec, keys_from_env, new_key, parse_keys
-from oma.codec_server import codec_app, serve
 from oma.core.errors import CodecKeysInvalidError
-from oma.dev_server import free_port
+from oma.runtime.codec import AesGcmCodec, keys_from_env, new_key, parse_keys
+from oma.runtime.codec_server import codec_app, serve
+from oma.runtime.dev_server import free_port
 
 UI = "http://localhost:8233"
 TOKEN = "t0ken"

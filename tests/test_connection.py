@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from oma import OpenMultiAgent
-from oma.connection import Connection
 from oma.core.errors import TemporalConfigError, TemporalUnavailableError
-from oma.dev_server import free_ports, is_listening
+from oma.runtime.connection import Connection
+from oma.runtime.dev_server import free_ports, is_listening
 from tests._runs import scripted, task
 from tests.test_cli import OMA, ROOT, demo_copy, run_cmd
 
@@ -175,7 +175,7 @@ async def test_a_server_still_starting_is_asked_again_and_a_dead_one_fails_at_on
 ) -> None:
     from temporalio.client import Client
 
-    from oma import connection as module
+    from oma.runtime import connection as module
 
     answers: list[str] = ["Frontend is not healthy yet", "Frontend is not healthy yet", "ok"]
     calls: list[str] = []

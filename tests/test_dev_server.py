@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from oma.core.errors import TemporalUnavailableError
-from oma.dev_server import DevServer, free_port, is_listening
+from oma.runtime.dev_server import DevServer, free_port, is_listening
 
 
 def test_a_second_server_on_the_same_database_is_refused_naming_the_first(

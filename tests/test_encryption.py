@@ -1,5 +1,5 @@
 """Encryption at rest against the real dev server: the AES-GCM payload codec
-(``oma.codec``) on a worker and a client of their own, in the namespace
+(``oma.runtime.codec``) on a worker and a client of their own, in the namespace
 ``ENCRYPTED_NAMESPACE``, the stock ``temporal`` CLI with and without
 ``--codec-endpoint`` pointed at a real ``oma codec-server`` process."""
 
@@ -22,14 +22,14 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError, TerminatedError
 
-from oma import plugin
 from oma import worker as oma_worker
-from oma.codec import AesGcmCodec, CodecKey, new_key, parse_keys
-from oma.connection import Connection
 from oma.core.errors import CodecKeyMissingError
 from oma.core.results import TeamRunResult
-from oma.dev_server import DevServer, free_port, is_listening, temporal_binary
-from oma.plugin import OmaPlugin
+from oma.runtime import plugin
+from oma.runtime.codec import AesGcmCodec, CodecKey, new_key, parse_keys
+from oma.runtime.connection import Connection
+from oma.runtime.dev_server import DevServer, free_port, is_listening, temporal_binary
+from oma.runtime.plugin import OmaPlugin
 from tests._approvals import Run, eventually, result_within, start_run
 from tests._runs import (
     ENCRYPTED_NAMESPACE,

@@ -1,4 +1,4 @@
-"""The ``oma`` command through a warm forkserver (``oma._forkserver``): the
+"""The ``oma`` command through a warm forkserver (``oma.cli.forkserver``): the
 command runs in a child of the server, as the caller would have run it (its
 directory, environment, terminal, exit status and signals), and a server
 serves one state of the code.
@@ -30,8 +30,8 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError
 
-from oma import _forkserver
-from oma.dev_server import DevServer
+from oma.cli import forkserver as _forkserver
+from oma.runtime.dev_server import DevServer
 from tests._forkserver import ANCESTRY, OMA, Forkserver
 from tests._procs import alive, descendants
 from tests._runs import process, task
@@ -273,7 +273,9 @@ def test_the_runtime_directory_must_be_private(
 
 
 def serve_in_background(path: Path, idle_s: float) -> subprocess.Popen[str]:
-    code = "import sys; from oma._forkserver import serve; serve(sys.argv[1], float(sys.argv[2]))"
+    code = (
+        "import sys; from oma.cli.forkserver import serve; serve(sys.argv[1], float(sys.argv[2]))"
+    )
     return subprocess.Popen(
         [sys.executable, "-c", code, str(path), str(idle_s)],
         stdout=subprocess.PIPE,
@@ -413,7 +415,7 @@ async def test_a_stopped_server_makes_a_command_run_in_its_own_process_once(
 async def test_a_server_whose_socket_was_removed_leaves(forkserver: Forkserver) -> None:
     forkserver.home.mkdir(mode=0o700)
     path = forkserver.home / "test.sock"
-    code = "import sys; from oma._forkserver import serve; serve(sys.argv[1], 60, 0.2)"
+    code = "import sys; from oma.cli.forkserver import serve; serve(sys.argv[1], 60, 0.2)"
     proc = subprocess.Popen([sys.executable, "-c", code, str(path)])
     await until(path.exists, "it listens")
     path.unlink()

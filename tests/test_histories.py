@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowHistory
 
-from oma import plugin
-from oma.cli import _workflow_id_of
+from oma.cli.app import _workflow_id_of
+from oma.runtime import plugin
 from tests.record_histories import SCENARIOS
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))

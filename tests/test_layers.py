@@ -8,11 +8,16 @@ the external packages the core may use is checked here.
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 from shutil import copy, copytree, ignore_patterns
+
+import pytest
+
+from oma._moved import MOVED
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,3 +77,34 @@ def test_the_wheel_installs_one_namespace(tmp_path: Path) -> None:
         "oma/activities/llm_turn.py",
         "oma/core/errors.py",
     } <= set(names)
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_a_moved_module_imports_from_its_old_path_with_a_warning(old: str) -> None:
+    new = importlib.import_module(MOVED[old])
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=f"{old} has moved to {MOVED[old]}"):
+        aliased = importlib.import_module(old)
+    assert aliased is new
+    assert aliased.__spec__ is not None and aliased.__spec__.name == MOVED[old]
+    parent, _, name = old.rpartition(".")
+    assert getattr(sys.modules[parent], name) is new
+
+
+def test_every_old_path_names_a_module_that_is_gone() -> None:
+    # an alias that shadows nothing: the old file is no longer there
+    for old, new in MOVED.items():
+        assert not (ROOT / (old.replace(".", "/") + ".py")).exists(), old
+        assert (ROOT / (new.replace(".", "/") + ".py")).exists(), new
+
+
+def test_the_public_imports_still_work() -> None:
+    code = (
+        "import oma, oma.client, oma.cli, oma.agent\n"
+        "from oma import Agent, OpenMultiAgent\n"
+        "from oma.client import ApprovalAnswer, ApprovalCallback, serving, team_run_result\n"
+        "from oma.cli import app, main\n"
+        "assert Agent.__module__ == 'oma.agent.api'\n"
+        "assert OpenMultiAgent is oma.client.OpenMultiAgent\n"
+    )
+    subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code], check=True)

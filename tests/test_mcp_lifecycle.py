@@ -24,7 +24,7 @@ from temporalio.exceptions import ApplicationError
 
 from oma.activities.mcp import server as mcp_server
 from oma.core.results import AgentRunResult
-from oma.dev_server import DevServer
+from oma.runtime.dev_server import DevServer
 from tests._approvals import Run
 from tests._procs import alive, descendants
 from tests._runs import assert_replays, run_agent

@@ -17,13 +17,13 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from oma import plugin
 from oma import worker as oma_worker
 from oma.core.plan import PlanArtifact, planning_prompt
 from oma.core.results import TeamRunResult
 from oma.core.run_events import RunEvent
 from oma.core.task import TaskStatus
 from oma.core.team import TeamConfig
+from oma.runtime import plugin
 from tests._approvals import WAIT_S, eventually
 from tests._orchestration import (
     ECHO,

@@ -18,11 +18,11 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
 
 from oma import worker as oma_worker
-from oma.connection import Connection
 from oma.core import limits
 from oma.core.results import TeamRunResult
 from oma.core.task import TaskStatus
-from oma.dev_server import DevServer, free_port
+from oma.runtime.connection import Connection
+from oma.runtime.dev_server import DevServer, free_port
 from oma.workflows._visibility import STATUS
 from tests._approvals import Run, result_within, start_run, terminate_if_running
 from tests._orchestration import ECHO, plan_answer, planned

@@ -23,9 +23,9 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHistory
 from temporalio.exceptions import ApplicationError
 
-from oma import plugin
-from oma._run_view import RunView, build_run_view, fetch_histories
-from oma.dev_server import DevServer, temporal_binary
+from oma.cli.viewer.model import RunView, build_run_view, fetch_histories
+from oma.runtime import plugin
+from oma.runtime.dev_server import DevServer, temporal_binary
 from oma.worker import OmaWorker
 from tests._runs import process, run_team, scripted, task
 

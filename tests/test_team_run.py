@@ -12,7 +12,7 @@ from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, Worker
 
 from oma.core.results import TeamRunResult
 from oma.core.task import TaskStatus
-from oma.plugin import DATA_CONVERTER
+from oma.runtime.plugin import DATA_CONVERTER
 from oma.workflows.team_run import TeamRun
 from tests._runs import (
     FOREIGN_QUEUE_SUFFIX,

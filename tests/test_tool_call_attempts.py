@@ -31,10 +31,10 @@ import oma.activities.tools.custom as custom_module
 from oma import worker as oma_worker
 from oma.activities.mcp import McpServerPool
 from oma.activities.tool_call import ToolActivities
-from oma.connection import Connection
 from oma.core.results import AgentRunResult
 from oma.core.tools import ToolCallInput, ToolRef
-from oma.dev_server import DevServer
+from oma.runtime.connection import Connection
+from oma.runtime.dev_server import DevServer
 from oma.workflows import _options
 from tests._procs import alive
 from tests._proxy import TcpProxy
@@ -211,7 +211,7 @@ WORKER_SCRIPT = """
 import asyncio, sys
 from datetime import timedelta
 from oma import worker as oma_worker
-from oma.connection import Connection
+from oma.runtime.connection import Connection
 from oma.workflows import _options
 
 # the retry of the killed worker's call (or process run) comes in 2 s, not 40

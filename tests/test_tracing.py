@@ -1,4 +1,4 @@
-"""Tracing (oma.tracing): one team run on the dev server is one connected
+"""Tracing (oma.runtime.tracing): one team run on the dev server is one connected
 OpenTelemetry trace, with OMA's attributes, recorded by the SDK's in-memory
 exporter; replay exports nothing; with tracing off nothing imports OpenTelemetry."""
 
@@ -23,12 +23,12 @@ from opentelemetry.trace import StatusCode
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.worker import Replayer
 
-from oma import tracing
 from oma import worker as oma_worker
-from oma.connection import Connection
 from oma.core.results import TeamRunResult
-from oma.dev_server import DevServer
-from oma.plugin import OmaPlugin
+from oma.runtime import tracing
+from oma.runtime.connection import Connection
+from oma.runtime.dev_server import DevServer
+from oma.runtime.plugin import OmaPlugin
 from tests._runs import assert_replays, histories_of, process, task, worker_activities
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -188,7 +188,7 @@ def loaded_after(code: str) -> list[str]:
     with no ``OTEL_*`` variable has loaded after running ``code``."""
     code += (
         "\nimport sys\nprint(sorted(m for m in sys.modules if 'opentelemetry' in m "
-        "or m == 'oma._span_attributes'))"
+        "or m == 'oma.runtime.span_attributes'))"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     out = subprocess.run(
@@ -198,14 +198,17 @@ def loaded_after(code: str) -> list[str]:
 
 
 def test_without_an_endpoint_the_cli_and_a_client_import_no_opentelemetry() -> None:
-    code = "import oma.cli\nfrom oma.plugin import OmaPlugin, replayer\nOmaPlugin(); replayer()"
+    code = (
+        "import oma.cli.app\nfrom oma.runtime.plugin import OmaPlugin, replayer\n"
+        "OmaPlugin(); replayer()"
+    )
     assert loaded_after(code) == []
 
 
 def test_without_an_endpoint_a_worker_loads_neither_the_sdk_nor_the_interceptor() -> None:
     # (the ACP SDK imports the OpenTelemetry API itself, through logfire)
     code = (
-        "from oma import worker\nfrom oma.plugin import OmaPlugin\n"
+        "from oma import worker\nfrom oma.runtime.plugin import OmaPlugin\n"
         "OmaPlugin(worker.Activities(session_task_queue='q'))"
     )
     loaded = loaded_after(code)
@@ -252,7 +255,7 @@ class Collector:
 
 AGENT_RUN_SCRIPT = """
 import asyncio, sys
-from oma.connection import Connection
+from oma.runtime.connection import Connection
 from oma.worker import build_worker
 
 async def main(address, workflow_id):

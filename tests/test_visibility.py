@@ -16,9 +16,9 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 
 from oma import worker as oma_worker
 from oma.client import OpenMultiAgent, start_run, team_run_result
-from oma.connection import Connection
 from oma.core.results import TeamRunResult
-from oma.dev_server import DevServer
+from oma.runtime.connection import Connection
+from oma.runtime.dev_server import DevServer
 from oma.workflows._visibility import start_attributes
 from tests._approvals import start_run as start_approval_run
 from tests._runs import (

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from oma.dev_server import DevServer, free_port, is_listening
+from oma.runtime.dev_server import DevServer, free_port, is_listening
 from tests._runs import TASK_QUEUE
 from tests.test_cli import OMA, demo_copy, run_cmd
 

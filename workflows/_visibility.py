@@ -145,8 +145,5 @@ def start_attributes(
 def _pairs(
     *, team: str | None, agent: str | None, task: str | None
 ) -> list[SearchAttributePair[str]]:
-    pairs = [SearchAttributePair(STATUS, "running")]
-    for key, value in ((TEAM, team), (AGENT, agent), (TASK, task)):
-        if value:
-            pairs.append(SearchAttributePair(key, value))
-    return pairs
+    values = visibility.start_values(team=team, agent=agent, task=task)
+    return [SearchAttributePair(SearchAttributeKey.for_keyword(k), v) for k, v in values.items()]

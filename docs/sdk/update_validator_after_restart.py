@@ -28,7 +28,7 @@ from temporalio import activity, workflow
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.worker import Worker
 
-from oma.dev_server import DevServer, free_port
+from oma.runtime.dev_server import DevServer, free_port
 
 
 @workflow.defn

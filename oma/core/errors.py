@@ -163,7 +163,7 @@ class TracingUnavailableError(SetupError):
     """Tracing is on (``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, or
     ``OmaPlugin(tracing=True)``) but the OpenTelemetry SDK or its OTLP exporter
     is not installed (the ``[otel]`` extra), or a worker would run under a
-    global tracer provider that is not replay-safe (``oma.tracing.tracer_provider``).
+    global tracer provider that is not replay-safe (``oma.runtime.tracing.tracer_provider``).
     Raised when a process builds its client or worker, before it runs anything."""
 
     code = "TRACING_UNAVAILABLE"

@@ -7,7 +7,7 @@ each caller plugs in its own side of them (the layers of ``pyproject.toml``'s im
   (``oma.workflows._agent_ports``): ``llm_turn``, ``process_run``,
   ``acp_prompt``, ``before_run``, ``evaluate``;
 - in-process (``oma.Agent``) every call goes to the adapter directly
-  (``oma._agent_ports``): a provider adapter, the ``process_run`` function,
+  (``oma.agent.ports``): a provider adapter, the ``process_run`` function,
   the ACP session pool, the hook and the evaluator as Python callables.
 
 A port reports a failure of the run as an ``OMAError``; anything else it

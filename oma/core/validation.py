@@ -20,7 +20,7 @@ class UndecodableInput:
     """An argument a handler takes untyped (``*args``) whose payload the
     worker could not decode: not JSON, JSON nested deeper than the decoder
     reads, a lone UTF-16 surrogate escape such as ``"\\ud800"``. The
-    product's payload converter (``oma.plugin``) passes it on instead of
+    product's payload converter (``oma.runtime.plugin``) passes it on instead of
     failing the workflow task for good; ``single_input`` refuses it, with
     ``error`` when the converter knows a more precise one (an encrypted
     payload without its key, ``CodecKeyMissingError``; a plaintext payload

@@ -40,6 +40,19 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
 """Every search attribute a run sets, with its Temporal type."""
 
 
+def start_values(
+    *, team: str | None = None, agent: str | None = None, task: str | None = None
+) -> dict[str, str]:
+    """The keyword attributes a run starts with, by name: ``OmaStatus``
+    ``running``, then ``OmaTeam``, ``OmaAgent`` and ``OmaTask`` where given
+    (the client's and a parent run's ``start_attributes``)."""
+    values = {OMA_STATUS: "running"}
+    for name, value in ((OMA_TEAM, team), (OMA_AGENT, agent), (OMA_TASK, task)):
+        if value:
+            values[name] = value
+    return values
+
+
 class RegisteredSearchAttributesInput(BaseModel):
     """Input of the ``registered_search_attributes`` activity (the run's
     namespace is the activity's own)."""

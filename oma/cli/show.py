@@ -1,11 +1,11 @@
 """``oma show``: a run's task DAG, statuses, timings and errors, read from its
-Temporal histories (``oma._run_view``), on the terminal (rich) or as one
-self-contained HTML page (``oma._run_view_html``).
+Temporal histories (``oma.cli.viewer.model``), on the terminal (rich) or as one
+self-contained HTML page (``oma.cli.viewer.html``).
 
-From a server (``oma.connection``: nothing is started, the run must be on a
+From a server (``oma.runtime.connection``: nothing is started, the run must be on a
 server that is running) or from exported histories (``--history``, files or
 directories of ``temporal workflow show --output json`` output). Imported by
-``oma.cli`` only when ``oma show`` runs.
+``oma.cli.app`` only when ``oma show`` runs.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from rich.text import Text
 from temporalio.client import WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma._cli_common import connection, console, err_console, fail, run_async, run_text
-from oma._run_view import (
+from oma.cli.common import connection, console, err_console, fail, run_async, run_text
+from oma.cli.viewer.model import (
     HistoryReadError,
     RunView,
     TaskView,
@@ -29,11 +29,11 @@ from oma._run_view import (
     load_histories,
     seconds_text,
 )
-from oma.codec import keys_from_env
 from oma.core.errors import OMAError
 from oma.core.workflow_ids import team_run_id_of
-from oma.dev_server import is_listening
-from oma.plugin import data_converter
+from oma.runtime.codec import keys_from_env
+from oma.runtime.dev_server import is_listening
+from oma.runtime.plugin import data_converter
 
 STATUS_STYLES = {
     "completed": "green",
@@ -105,7 +105,7 @@ async def _from_server(workflow_id: str) -> list[WorkflowHistory]:
 
 
 def _write_html(view: RunView, path: Path) -> None:
-    from oma._run_view_html import render_html
+    from oma.cli.viewer.html import render_html
 
     try:
         path.write_text(render_html(view), encoding="utf-8")

@@ -25,7 +25,6 @@ from oma.activities.process_run import process_run
 from oma.activities.providers import ModelProvider
 from oma.activities.tool_call import run_tool
 from oma.activities.tools.custom import load_custom_tool
-from oma.client import ApprovalCallback, answer_decision, call_approval_callback
 from oma.core.acp import AcpPromptInput, AcpPromptOutput
 from oma.core.agent_config import AgentConfig
 from oma.core.approvals import ApprovalRequest, request_hash
@@ -39,6 +38,7 @@ from oma.core.messages import LLMMessage
 from oma.core.process import ProcessRunInput, ProcessRunOutput
 from oma.core.run_hooks import EvaluateInput
 from oma.core.tools import ToolCallInput, ToolCallOutput
+from oma.runtime.approval_callbacks import ApprovalCallback, answer_decision, call_approval_callback
 
 ACP_TASK_QUEUE = "local"
 """What an in-process ACP turn reports as its worker's task queue: there is no worker."""

@@ -3,7 +3,7 @@
 ``TEMPORAL_ADDRESS``), print its events as they happen, then its tasks and
 its output.
 
-Imported by ``oma.cli`` only when one of those commands runs: it brings the
+Imported by ``oma.cli.app`` only when one of those commands runs: it brings the
 Temporal client, the run input's models and rich's tables.
 """
 
@@ -29,7 +29,7 @@ from temporalio.client import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma._cli_common import (
+from oma.cli.common import (
     cause,
     connection,
     console,
@@ -38,13 +38,13 @@ from oma._cli_common import (
     run_async,
     run_text,
 )
-from oma._live import PlainView, RunView, run_view
-from oma._summary import print_error_code, print_result
+from oma.cli.live import PlainView, RunView, run_view
+from oma.cli.summary import print_error_code, print_result
 from oma.core.errors import OMAError
 from oma.core.results import TeamRunResult
 from oma.core.run_events import RunEvent
 from oma.core.run_input import TeamRunInput, checked_team_run_input
-from oma.dev_server import is_listening, split_address
+from oma.runtime.dev_server import is_listening, split_address
 
 EVENT_POLL_S = 0.5
 """How often ``oma run`` and ``oma plan`` ask the run for new events."""
@@ -273,7 +273,7 @@ async def _workflow_task_failure(client: Client, handle: WorkflowHandle[Any, Any
 class Progress:
     """Shows a run's events on stderr, as the ``events`` query returns them
     (polled with ``after_seq``, so each is shown once), through ``view``: a
-    live display or plain lines (``oma._live``; plain lines by default)."""
+    live display or plain lines (``oma.cli.live``; plain lines by default)."""
 
     def __init__(self, handle: WorkflowHandle[Any, Any], view: RunView | None = None) -> None:
         self.handle = handle

@@ -18,7 +18,7 @@ How it runs:
   server forks; the child takes those descriptors as its own 0, 1 and 2 (a
   terminal stays a terminal: the live view and colours work), takes the
   environment, directory and argv, rebuilds ``sys.stdin``/``stdout``/``stderr``
-  as the client had them, and runs ``oma.cli.main`` as a fresh process would.
+  as the client had them, and runs ``oma.cli.app.main`` as a fresh process would.
   The child's pid comes back first; the client forwards SIGINT, SIGTERM,
   SIGHUP and SIGQUIT to it (Ctrl-C cancels the run as always; a signal the
   caller ignores, as under ``nohup``, stays ignored in the child), stops and
@@ -48,7 +48,7 @@ How it runs:
   ``MAX_SERVERS``.
 - Forking is safe because the server starts no event loop, no Temporal
   runtime and no thread (the thread count is checked after the imports), and
-  imports nothing that keeps terminal state (``oma.cli`` and its consoles are
+  imports nothing that keeps terminal state (``oma.cli.app`` and its consoles are
   imported by each child).
 """
 
@@ -91,11 +91,11 @@ PRELOAD = (
     "temporalio.api.enums.v1",
     "temporalio.api.taskqueue.v1",
     "temporalio.api.workflowservice.v1",
-    "oma.client",
-    "oma.codec",
-    "oma.connection",
-    "oma.dev_server",
-    "oma._logging",
+    "oma.client.api",
+    "oma.runtime.codec",
+    "oma.runtime.connection",
+    "oma.runtime.dev_server",
+    "oma.runtime.logs",
     "oma.core.results",
     "oma.core.run_events",
     "oma.core.run_input",
@@ -107,8 +107,8 @@ PRELOAD = (
     "rich.text",
 )
 """What the server imports before it forks: the Temporal client and OMA's
-models (the slow part), typer and rich. Not ``oma.cli`` nor its
-``oma._cli_*`` modules, whose consoles look at the terminal when created."""
+models (the slow part), typer and rich. Not ``oma.cli.app`` nor its
+command modules (``oma.cli.*``), whose consoles look at the terminal when created."""
 
 SOCKET_PATH_MAX = 104
 """The longest Unix socket path, in bytes, every platform takes (macOS's; Linux takes 108)."""
@@ -142,7 +142,7 @@ def main() -> None:
             _run_forked(path)  # returns only when no server took the command
             if command is not None and not {"--help", "-h"} & set(args):
                 _start_server(path)
-    from oma.cli import main as cli_main
+    from oma.cli.app import main as cli_main
 
     cli_main()
 
@@ -221,7 +221,7 @@ def _code() -> list[Any]:
         if entry in sites:
             with contextlib.suppress(OSError):
                 stamps.append((entry, os.stat(entry).st_mtime_ns))
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent  # oma/
     for root, _, files in os.walk(package, followlinks=True):
         for name in files:
             if name.endswith(".py"):
@@ -394,7 +394,7 @@ def _start_server(path: Path) -> None:
         return
     code = (
         "import json, sys; sys.path[:] = json.loads(sys.argv[2]); "
-        "from oma._forkserver import serve; serve(sys.argv[1])"
+        "from oma.cli.forkserver import serve; serve(sys.argv[1])"
     )
     env = {
         name: value
@@ -700,11 +700,11 @@ def _child(
 
 
 def _run_cli() -> int:
-    """``oma.cli.invoke()``, ending as an interpreter would on an exception
+    """``oma.cli.app.invoke()``, ending as an interpreter would on an exception
     that escapes it: its traceback on stderr and status 1, or, for Ctrl-C,
     death by SIGINT."""
     try:
-        from oma.cli import invoke
+        from oma.cli.app import invoke
 
         return invoke()
     except BaseException as err:

@@ -26,7 +26,7 @@ from temporalio.client import Client
 from temporalio.envconfig import ClientConfig, ClientConnectConfig
 
 from oma.core.errors import TemporalConfigError, TemporalUnavailableError
-from oma.plugin import OmaPlugin
+from oma.runtime.plugin import OmaPlugin
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"

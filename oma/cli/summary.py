@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from oma._cli_common import console, run_text
+from oma.cli.common import console, run_text
 from oma.core.results import TeamRunResult
 from oma.core.task import TaskState, TaskStatus
 

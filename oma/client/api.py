@@ -10,151 +10,54 @@ the ``oma`` CLI and the stock ``temporal`` CLI use.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import inspect
-import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
-from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any
 
-from pydantic import ValidationError
-from temporalio.client import (
-    Client,
-    RPCTimeoutOrCancelledError,
-    WorkflowFailureError,
-    WorkflowHandle,
-    WorkflowUpdateFailedError,
+from temporalio.client import Client, WorkflowHandle
+
+from oma.client.approvals import (
+    CALLBACK_REVIEWER_ID,
+    CallbackReview,
+    decision_value,
+    pending,
+    reviewer_of,
+    send_decision,
 )
-from temporalio.common import TypedSearchAttributes
-from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError, RPCStatusCode
-
-from oma._logging import forward_core_logs
-from oma.connection import Connection
+from oma.client.embedded import serving
+from oma.client.runs import (
+    start_attributes,
+    start_run,
+    start_team_run,
+    stopped_error,
+    team_run_result,
+)
 from oma.core.agent_config import AgentConfig
-from oma.core.approvals import ApprovalDecision, ApprovalRequest, Decision, DecisionValue, Reviewer
-from oma.core.errors import (
-    ERRORS,
-    ApprovalConflictError,
-    ApprovalStaleDecisionError,
-    ApprovalUnknownRequestError,
-    InvalidRunInputError,
-    OMAError,
-    TemporalUnavailableError,
-    error_for,
-)
-from oma.core.limits import check_child_ids
+from oma.core.approvals import ApprovalDecision, ApprovalRequest, DecisionValue, Reviewer
+from oma.core.errors import ApprovalConflictError, ApprovalUnknownRequestError
 from oma.core.message_guard import to_messages
 from oma.core.plan import CoordinatorConfig, PlanArtifact
 from oma.core.results import AgentRunResult, TeamRunResult
-from oma.core.run_input import (
-    AgentRunInput,
-    RunOptions,
-    TeamRunInput,
-    checked_team_run_input,
-)
-from oma.core.task import TaskSpec, TaskState
+from oma.core.run_input import AgentRunInput, RunOptions, TeamRunInput, checked_team_run_input
+from oma.core.task import TaskSpec
 from oma.core.team import TeamConfig
-from oma.core.validation import check_sendable, format_validation_error
-from oma.core.visibility import team_run_result_of
-from oma.dev_server import DevServer, is_listening, split_address
-from oma.plugin import codec_key_error
-from oma.workflows._visibility import start_attributes
-
-logger = logging.getLogger(__name__)
-
-ApprovalAnswer: TypeAlias = Literal["approve", "reject", "suspend"] | bool
-"""What an approval callback returns: ``approve`` (or ``True``), ``reject``
-(or ``False``), or ``suspend``: leave the request open for another reviewer
-(``oma approve``, ``temporal workflow update``, ``OpenMultiAgent.decide``)."""
-
-ApprovalCallback: TypeAlias = Callable[
-    [ApprovalRequest], ApprovalAnswer | Awaitable[ApprovalAnswer]
-]
-"""An approval callback: gets the open ``ApprovalRequest``, sync or async."""
-
-CALLBACK_REVIEWER_ID = "oma:python-callback"
-"""The reviewer id recorded for a callback's decision unless ``reviewer`` is given."""
-
-EMBEDDED_DB = Path(".oma") / "temporal.db"
-"""Where ``OpenMultiAgent.embedded`` keeps the embedded dev server's histories
-(relative to the working directory: the file ``oma run`` and ``oma dev`` use)."""
-
-POLL_INTERVAL_S = 0.3
-"""Seconds between two ``pending_approvals`` queries while callbacks wait for requests."""
-
-OUTPUT_READS = 8
-"""How many outputs kept by reference ``team_run_result`` reads at once."""
-
-
-@asynccontextmanager
-async def serving(
-    connection: Connection, *, worker: bool | None = None, started_by: str = ""
-) -> AsyncIterator[tuple[Client, Connection]]:
-    """A client of ``connection``'s server that works with nothing else running,
-    and the connection it uses (``OpenMultiAgent.embedded``, ``oma run``).
-
-    When nothing listens at the address (a port on this machine), the
-    embedded Temporal dev server starts there (histories in ``EMBEDDED_DB``,
-    its log beside it; ``started_by`` names who started it for a second one
-    to say) with a worker in this process, and both stop on exit. When a
-    server listens, it only connects. ``worker`` True or False runs a worker
-    in this process, or none, in either case.
-
-    Raises ``TemporalUnavailableError`` when the server cannot be started (the
-    port taken, ``EMBEDDED_DB`` held by another embedded server, whose
-    address the message names; the message points to the server's log) or
-    no server answers.
-    """
-    server: DevServer | None = None
-    if not is_listening(connection.address):
-        _, port = split_address(connection.address)
-        log_file = EMBEDDED_DB.with_name("dev-server.log")
-        server = DevServer(
-            port=port,
-            db_file=EMBEDDED_DB,
-            log_file=log_file,
-            namespaces=[connection.namespace],
-            started_by=started_by,
-        )
-        try:
-            await asyncio.to_thread(server.start)
-        except TemporalUnavailableError as err:
-            raise TemporalUnavailableError(f"{err.message}; see {log_file}") from None
-        connection = connection.at(server.address)
-    in_process = worker if worker is not None else server is not None
-    if in_process:
-        # the in-process worker's SDK warnings (e.g. "Query not found") would
-        # otherwise be written to this program's stdout
-        forward_core_logs()
-    try:
-        client = await connection.connect()
-        if in_process:
-            from oma.worker import build_worker  # the worker's imports only when it runs
-
-            async with build_worker(client, connection.task_queue):
-                yield client, connection
-        else:
-            yield client, connection
-    finally:
-        if server is not None:
-            await asyncio.to_thread(server.stop)
+from oma.core.validation import check_sendable
+from oma.runtime.approval_callbacks import ApprovalCallback
+from oma.runtime.connection import Connection
 
 
 class OpenMultiAgent:
     """Runs agents and teams as Temporal workflows.
 
     Connects where Temporal's environment configuration says
-    (``oma.connection``: a ``TEMPORAL_PROFILE`` of the profile file,
+    (``oma.runtime.connection``: a ``TEMPORAL_PROFILE`` of the profile file,
     ``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, ``TEMPORAL_API_KEY``, TLS;
     default ``localhost:7233``, namespace ``default``), with ``address`` and
     ``namespace`` overriding it, and starts workflows on ``task_queue``
     (``OMA_TASK_QUEUE`` or ``oma``); or uses the given ``client``, which must
-    use ``oma.plugin.OmaPlugin`` (its pydantic data converter).
+    use ``oma.runtime.plugin.OmaPlugin`` (its pydantic data converter).
 
     Approval callbacks answer the approval requests (``options.approvals``) of
     the team runs this client starts and awaits (``run_team``, ``run_tasks``,
@@ -216,7 +119,7 @@ class OpenMultiAgent:
         self.on_plan_ready = on_plan_ready
         self.on_task_dispatch = on_task_dispatch
         self.on_approval = on_approval
-        self.reviewer = _reviewer(reviewer if reviewer is not None else CALLBACK_REVIEWER_ID)
+        self.reviewer = reviewer_of(reviewer if reviewer is not None else CALLBACK_REVIEWER_ID)
         self._client = client
 
     @classmethod
@@ -241,7 +144,11 @@ class OpenMultiAgent:
         """
         oma = cls(**kwargs)
         async with serving(oma.connection, worker=worker) as (client, connection):
-            oma.connection, oma.address, oma._client = connection, connection.address, client
+            oma.connection, oma.address, oma._client = (
+                connection,
+                connection.address,
+                client,
+            )
             yield oma
 
     async def client(self) -> Client:
@@ -394,7 +301,7 @@ class OpenMultiAgent:
         )
         result = await self._execute_team_run(run_input, workflow_id)
         if result.plan is None:
-            raise _stopped_error(result)
+            raise stopped_error(result)
         return result.plan
 
     # -- approvals and abort -------------------------------------------------
@@ -407,7 +314,7 @@ class OpenMultiAgent:
         there is no such workflow.
         """
         client = await self.client()
-        return await _pending(client.get_workflow_handle(workflow_id))
+        return await pending(client.get_workflow_handle(workflow_id))
 
     async def approval_request(
         self, workflow_id: str, request_id: str, *, rpc_timeout: timedelta | None = None
@@ -423,8 +330,8 @@ class OpenMultiAgent:
         """
         client = await self.client()
         handle = client.get_workflow_handle(workflow_id)
-        pending = await _pending(handle, rpc_timeout)
-        request = next((r for r in pending if r.request_id == request_id), None)
+        open_requests = await pending(handle, rpc_timeout)
+        request = next((r for r in open_requests if r.request_id == request_id), None)
         if request is not None:
             return request
         state: TeamRunResult = await handle.query(
@@ -436,7 +343,7 @@ class OpenMultiAgent:
                 f"request {request_id!r} was already decided: {earlier.decision} by "
                 f"{earlier.reviewer.id} at {earlier.decided_at.isoformat()}"
             )
-        open_ids = ", ".join(r.request_id for r in pending) or "none"
+        open_ids = ", ".join(r.request_id for r in open_requests) or "none"
         raise ApprovalUnknownRequestError(
             f"TeamRun {workflow_id} has no open approval request {request_id!r} (open: {open_ids})"
         )
@@ -468,13 +375,13 @@ class OpenMultiAgent:
         ``ApprovalStaleDecisionError`` when the content changed since it was
         read (``ApprovalConflictError`` when another reviewer decided first).
         """
-        value = _decision_value(decision)
-        who = _reviewer(reviewer)
+        value = decision_value(decision)
+        who = reviewer_of(reviewer)
         if request is None:
             request = await self.approval_request(workflow_id, request_id, rpc_timeout=rpc_timeout)
         client = await self.client()
         handle = client.get_workflow_handle(workflow_id)
-        return await _send_decision(handle, request, value, who, comment, rpc_timeout)
+        return await send_decision(handle, request, value, who, comment, rpc_timeout)
 
     async def abort(self, workflow_id: str, reason: str | None = None) -> None:
         """Abort the ``TeamRun`` ``workflow_id`` gracefully (the ``abort``
@@ -510,283 +417,4 @@ class OpenMultiAgent:
         )
         if not any(self._callbacks().values()):
             return await team_run_result(handle, client)
-        return await self._result_with_review(handle, client)
-
-    async def _result_with_review(
-        self, handle: WorkflowHandle[Any, TeamRunResult], client: Client
-    ) -> TeamRunResult:
-        """The run's result, answering its requests meanwhile; the review
-        loop only ends by raising (a callback's error)."""
-        result = asyncio.ensure_future(team_run_result(handle, client))
-        review = asyncio.ensure_future(self._review(handle))
-        try:
-            await asyncio.wait({result, review}, return_when=asyncio.FIRST_COMPLETED)
-            if review.done():
-                review.result()
-            return await result
-        finally:
-            for task in (result, review):
-                if not task.done():
-                    task.cancel()
-                    # cancelled mid-call, the SDK raises its own error rather
-                    # than CancelledError (WorkflowUpdateRPCTimeoutOrCancelledError
-                    # for a decision still in flight when the run ended)
-                    with contextlib.suppress(asyncio.CancelledError, RPCTimeoutOrCancelledError):
-                        await task
-
-    async def _review(self, handle: WorkflowHandle[Any, TeamRunResult]) -> None:
-        offered: set[str] = set()
-        while True:
-            for request in await self._open_requests(handle):
-                if request.request_id not in offered:
-                    offered.add(request.request_id)
-                    if await self._offer(handle, request) == "stale":
-                        offered.discard(request.request_id)
-            await asyncio.sleep(POLL_INTERVAL_S)
-
-    async def _open_requests(
-        self, handle: WorkflowHandle[Any, TeamRunResult]
-    ) -> list[ApprovalRequest]:
-        # A query can fail while the run has not finished its first workflow
-        # task, or while no worker answers: the result wait is what counts,
-        # so the next poll simply asks again.
-        try:
-            return await _pending(handle)
-        except RPCError as err:
-            logger.debug("pending_approvals of %s: %s", handle.id, err)
-            return []
-
-    async def _offer(
-        self, handle: WorkflowHandle[Any, TeamRunResult], request: ApprovalRequest
-    ) -> Literal["decided", "open", "stale"]:
-        """Offer ``request`` to its callback and send the answer."""
-        name = {"plan": "on_plan_ready", "dispatch": "on_task_dispatch"}.get(request.boundary)
-        callbacks = self._callbacks()
-        if name is None or callbacks[name] is None:
-            name = "on_approval"
-        callback = callbacks[name]
-        if callback is None:
-            return "open"
-        answer = await call_approval_callback(callback, request)
-        value = answer_decision(answer, name)
-        if value is None:
-            logger.info("%s suspended %s of %s: left open", name, request.request_id, handle.id)
-            return "open"
-        try:
-            await _send_decision(handle, request, value, self.reviewer, None)
-        except (ApprovalConflictError, ApprovalUnknownRequestError) as err:
-            logger.info("%s's %s of %s not recorded: %s", name, value, request.request_id, err)
-            return "open"
-        except ApprovalStaleDecisionError as err:
-            logger.info("%s reviewed a stale %s: offered again: %s", name, request.request_id, err)
-            return "stale"
-        except RPCError as err:
-            if err.status != RPCStatusCode.NOT_FOUND:
-                raise
-            # the run closed between the query and the update; its result follows
-            logger.info("%s's %s of %s came after the run ended", name, value, request.request_id)
-            return "open"
-        return "decided"
-
-
-# -- helpers -----------------------------------------------------------------
-
-
-async def start_team_run(
-    client: Client, run_input: TeamRunInput, *, id: str, task_queue: str
-) -> WorkflowHandle[Any, TeamRunResult]:
-    """Start a ``TeamRun`` of ``run_input`` as workflow ``id`` on ``task_queue``
-    with its search attributes (``OmaStatus=running``, ``OmaTeam``: see
-    ``start_run``). The input is sent as given (``TeamRunInput.payload``: the
-    defaults not repeated), the size ``checked_team_run_input`` checked.
-
-    Raises ``InvalidRunInputError`` when a task's ``AgentRun`` id,
-    ``<id>/<task id>``, would pass Temporal's limit on a workflow id (before
-    anything starts), and the SDK's ``WorkflowAlreadyStartedError`` and
-    ``RPCError``."""
-    check_child_ids(id, (t.id for t in run_input.given_tasks()))
-    return await start_run(
-        client,
-        "TeamRun",
-        run_input.payload(),
-        id=id,
-        task_queue=task_queue,
-        result_type=TeamRunResult,
-        search_attributes=start_attributes(team=run_input.team.name),
-    )
-
-
-async def start_run(
-    client: Client,
-    workflow: str,
-    arg: Any,
-    *,
-    id: str,
-    task_queue: str,
-    result_type: type[Any],
-    search_attributes: TypedSearchAttributes,
-) -> WorkflowHandle[Any, Any]:
-    """Start ``workflow`` with ``search_attributes``; on a namespace that has
-    not registered them (``oma.core.visibility.SEARCH_ATTRIBUTES``), start it
-    without them (logged): the run then sets none, rather than failing its
-    workflow task on every upsert. A run started with them sets its status."""
-    try:
-        return await client.start_workflow(
-            workflow,
-            arg,
-            id=id,
-            task_queue=task_queue,
-            result_type=result_type,
-            search_attributes=search_attributes,
-        )
-    except RPCError as err:
-        if err.status != RPCStatusCode.INVALID_ARGUMENT or "search attribute" not in err.message:
-            raise
-        logger.info("starting %s without search attributes: %s", workflow, err.message)
-    return await client.start_workflow(
-        workflow, arg, id=id, task_queue=task_queue, result_type=result_type
-    )
-
-
-async def team_run_result(
-    handle: WorkflowHandle[Any, TeamRunResult], client: Client | None = None
-) -> TeamRunResult:
-    """The result of the ``TeamRun`` ``handle``: what it returned, or, for a
-    run that did not succeed (it ends Failed, ``oma.core.visibility.team_run_failure``),
-    the ``TeamRunResult`` its failure carries: ``success`` false, ``status``
-    and ``error_code`` saying why; with every output it kept by reference
-    read back through ``client`` (``read_outputs``; by default the client
-    the handle came from). Raises
-    ``CodecKeyMissingError`` when the failure is encrypted with a key this
-    process lacks, and ``WorkflowFailureError`` for any other failure
-    (invalid input, an invalid plan, a cancellation)."""
-    try:
-        result = await handle.result()
-    except WorkflowFailureError as err:
-        failed = team_run_result_of(err.cause)
-        if failed is None:
-            if (key_error := codec_key_error(err.cause)) is not None:
-                raise key_error from err
-            raise
-        result = failed
-    await read_outputs(client or handle._client, result)
-    return result
-
-
-async def read_outputs(client: Client, result: TeamRunResult) -> None:
-    """Read back into ``result`` every task output the run kept by reference
-    (``TaskState.output_ref``: the result of the task's ``AgentRun``, which
-    holds it whole; ``OUTPUT_READS`` at a time); ``output_ref`` stays, saying
-    where it came from. An output that cannot be read (e.g. the child's
-    history is past the namespace's retention) stays by reference, logged."""
-    limit = asyncio.Semaphore(OUTPUT_READS)
-
-    async def read(task: TaskState, ref: str) -> None:
-        async with limit:
-            handle = client.get_workflow_handle(ref, result_type=AgentRunResult)
-            try:
-                task.output = (await handle.result()).output
-            except (RPCError, WorkflowFailureError) as err:
-                logger.warning("the output of task %s (%s) cannot be read: %s", task.id, ref, err)
-
-    await asyncio.gather(
-        *(read(t, t.output_ref) for t in result.tasks if t.output is None and t.output_ref)
-    )
-
-
-async def _pending(
-    handle: WorkflowHandle[Any, Any], rpc_timeout: timedelta | None = None
-) -> list[ApprovalRequest]:
-    pending: list[ApprovalRequest] = await handle.query(
-        "pending_approvals", result_type=list[ApprovalRequest], rpc_timeout=rpc_timeout
-    )
-    return pending
-
-
-async def _send_decision(
-    handle: WorkflowHandle[Any, Any],
-    request: ApprovalRequest,
-    value: DecisionValue,
-    reviewer: Reviewer,
-    comment: str | None,
-    rpc_timeout: timedelta | None = None,
-) -> ApprovalDecision:
-    """Send the ``decide`` update (an update, not a signal, because the
-    caller needs to know whether its decision is the one recorded).
-
-    A refusal raises the matching ``ApprovalError`` (or ``InvalidRunInputError``),
-    read from the refusal's code with ``oma.core.errors.error_for``.
-    """
-    decision = Decision(
-        request_id=request.request_id,
-        request_hash=request.request_hash,
-        decision=value,
-        reviewer=reviewer,
-        comment=comment,
-    )
-    try:
-        recorded: ApprovalDecision = await handle.execute_update(
-            "decide", decision, result_type=ApprovalDecision, rpc_timeout=rpc_timeout
-        )
-    except WorkflowUpdateFailedError as err:
-        cause = err.cause
-        if isinstance(cause, ApplicationError) and cause.type in ERRORS:
-            raise error_for(cause.type, cause.message) from err
-        raise
-    return recorded
-
-
-async def call_approval_callback(callback: ApprovalCallback, request: ApprovalRequest) -> Any:
-    """What ``callback`` answers for ``request``: an async callback is awaited,
-    a plain one runs in a worker thread (it may block)."""
-    if inspect.iscoroutinefunction(callback):
-        answer = await callback(request)
-    else:
-        answer = await asyncio.to_thread(callback, request)
-    if inspect.isawaitable(answer):  # e.g. a lambda or partial around an async function
-        answer = await answer
-    return answer
-
-
-def answer_decision(answer: Any, name: str) -> DecisionValue | None:
-    """The decision a callback's answer stands for; ``None`` for ``suspend``.
-    Raises ``ValueError`` for anything else than an ``ApprovalAnswer``."""
-    if answer is True or answer == "approve":
-        return "approve"
-    if answer is False or answer == "reject":
-        return "reject"
-    if answer == "suspend":
-        return None
-    raise ValueError(
-        f"{name} returned {answer!r}; an approval callback returns 'approve', 'reject', "
-        "'suspend', True or False"
-    )
-
-
-def _decision_value(decision: DecisionValue | bool) -> DecisionValue:
-    if decision is True or decision == "approve":
-        return "approve"
-    if decision is False or decision == "reject":
-        return "reject"
-    raise InvalidRunInputError(
-        f"invalid decision: {decision!r}; give 'approve', 'reject', True or False"
-    )
-
-
-def _reviewer(reviewer: Reviewer | Mapping[str, Any] | str) -> Reviewer:
-    if isinstance(reviewer, Reviewer):
-        return reviewer
-    try:
-        return Reviewer.model_validate({"id": reviewer} if isinstance(reviewer, str) else reviewer)
-    except ValidationError as err:
-        raise InvalidRunInputError(
-            f"invalid reviewer: {format_validation_error(err, 'reviewer', Reviewer)}"
-        ) from None
-
-
-def _stopped_error(result: TeamRunResult) -> OMAError:
-    """The error of a plan-only run that ended without a plan: the class of
-    its ``error_code`` (``RunTimeoutError``, ``BudgetExceededError``,
-    ``AbortedError``, ...)."""
-    message = result.error or f"the run ended {result.status} before its plan was ready"
-    return error_for(result.error_code, f"{message} (status {result.status})")
+        return await CallbackReview(handle, self._callbacks(), self.reviewer).result(client)

@@ -7,16 +7,16 @@ server that is already running; ``dev``, ``worker`` and ``replay`` serve and
 debug runs.
 
 This module is the thin typer app only: each command imports what it needs
-when it runs (``oma._cli_run``, ``oma._cli_control``, ``oma.worker``, the
+when it runs (``oma.cli.run``, ``oma.cli.control``, ``oma.worker``, the
 Temporal SDK), so ``oma --help`` and a mistyped option answer without loading
-any of it. Every command connects through ``oma.connection`` (Temporal's
+any of it. Every command connects through ``oma.runtime.connection`` (Temporal's
 environment configuration: a profile file, ``TEMPORAL_ADDRESS``,
 ``TEMPORAL_NAMESPACE``, credentials). The SDK's log lines go to
 ``.oma/oma.log`` (``oma -v``: stderr); a worker's go to its console.
 
 The console script is ``oma.__main__``: it runs ``main`` in its own process,
 or, opted in with ``OMA_FORKSERVER=1``, in a child of the warm forkserver,
-which has imported the SDK and the models already (``oma._forkserver``).
+which has imported the SDK and the models already (``oma.cli.forkserver``).
 """
 
 from __future__ import annotations
@@ -48,19 +48,19 @@ def options(
     ] = False,
 ) -> None:
     """OMA on Temporal: multi-agent team runs as durable Temporal workflows."""
-    from oma._cli_common import Settings
+    from oma.cli.common import Settings
 
     Settings.verbose = verbose
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    from oma._cli_common import fail
+    from oma.cli.common import fail
 
     return fail(message, code)
 
 
 def _run_async(coro: Any) -> Any:
-    from oma._cli_common import run_async
+    from oma.cli.common import run_async
 
     return run_async(coro)
 
@@ -90,7 +90,7 @@ def run(
     run succeeded, 1 when it did not, 2 when FILE is invalid, 130 when
     interrupted (the run is cancelled).
     """
-    from oma._cli_run import run_command
+    from oma.cli.run import run_command
 
     run_command(file, as_json, workflow_id, worker)
 
@@ -108,7 +108,7 @@ def plan(
     The printed plan artifact runs later as {"team": ..., "plan": <it>}.
     Progress goes to stderr. Exits 2 when FILE has no goal.
     """
-    from oma._cli_run import plan_command
+    from oma.cli.run import plan_command
 
     plan_command(file, workflow_id, worker)
 
@@ -139,7 +139,7 @@ WorkflowIdArgument = Annotated[str, typer.Argument(help="The TeamRun's workflow 
 @app.command()
 def approvals(workflow_id: WorkflowIdArgument) -> None:
     """List the open approval requests of a running TeamRun (the pending_approvals query)."""
-    from oma._cli_control import approvals as list_approvals
+    from oma.cli.control import approvals as list_approvals
 
     list_approvals(workflow_id)
 
@@ -153,7 +153,7 @@ def approve(
     comment: CommentOption = None,
 ) -> None:
     """Approve an open approval request (the decide update); prints what was recorded."""
-    from oma._cli_control import decide
+    from oma.cli.control import decide
 
     decide(workflow_id, request_id, "approve", reviewer, display_name, comment)
 
@@ -167,7 +167,7 @@ def reject(
     comment: CommentOption = None,
 ) -> None:
     """Reject an open approval request (the decide update): the run stops and ends rejected."""
-    from oma._cli_control import decide
+    from oma.cli.control import decide
 
     decide(workflow_id, request_id, "reject", reviewer, display_name, comment)
 
@@ -185,7 +185,7 @@ def abort(
     No new task starts, tasks in flight finish, the rest are skipped, and the
     run ends cancelled.
     """
-    from oma._cli_control import abort as send_abort
+    from oma.cli.control import abort as send_abort
 
     send_abort(workflow_id, reason, wait)
 
@@ -219,7 +219,7 @@ def show(
     --history). --html FILE writes the DAG and a waterfall of tasks, model
     turns, tool calls, process runs and ACP turns as one page.
     """
-    from oma._cli_show import show_command
+    from oma.cli.show import show_command
 
     show_command(workflow_id, history or [], html, as_json)
 
@@ -240,9 +240,9 @@ def replay(
     """Replay HISTORY against the current workflow code; exit 1 on a mismatch."""
     from temporalio.client import WorkflowHistory
 
-    from oma import plugin
-    from oma._cli_common import console
+    from oma.cli.common import console
     from oma.core.errors import OMAError, ReplayMismatchError
+    from oma.runtime import plugin
 
     try:
         raw = json.loads(history.read_text())
@@ -279,8 +279,8 @@ def _check_codec_keys(history: Any) -> None:
     """Raise ``CodecKeyMissingError`` when the history's input is encrypted with
     a key ``OMA_CODEC_KEYS`` does not hold: the replay would otherwise report a
     mismatch (the run failing on an unreadable input) instead of the cause."""
-    from oma.codec import AesGcmCodec, keys_from_env, undecryptable_reason
     from oma.core.errors import CodecKeyMissingError
+    from oma.runtime.codec import AesGcmCodec, keys_from_env, undecryptable_reason
 
     started = history.events[0].workflow_execution_started_event_attributes
     for payload in started.input.payloads:
@@ -312,7 +312,7 @@ def _workflow_id_of(history: Any) -> str | None:
 @app.command()
 def worker() -> None:
     """Run a worker (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE or a TEMPORAL_PROFILE; OMA_TASK_QUEUE)."""
-    from oma._cli_common import connection, route_sdk_logs
+    from oma.cli.common import connection, route_sdk_logs
     from oma.worker import main as worker_main
 
     route_sdk_logs(to_stderr=True)  # a worker's console is its log
@@ -326,9 +326,9 @@ def dev(
     db: Annotated[Path, typer.Option(help="SQLite file for histories.")] = DEV_DB,
 ) -> None:
     """Start the embedded Temporal dev server (SQLite under .oma/) and a worker."""
-    from oma._cli_common import STATE_DIR, connection, console, route_sdk_logs
+    from oma.cli.common import STATE_DIR, connection, console, route_sdk_logs
     from oma.core.errors import OMAError
-    from oma.dev_server import DevServer
+    from oma.runtime.dev_server import DevServer
     from oma.worker import main as worker_main
 
     route_sdk_logs(to_stderr=True)  # a worker's console is its log
@@ -369,7 +369,7 @@ def codec_key(
 
     To rotate, put the new entry first and keep the old ones after it:
     OMA_CODEC_KEYS="<new>,<old>" (docs/security.md)."""
-    from oma.codec import new_key
+    from oma.runtime.codec import new_key
 
     print(new_key(key_id))
 
@@ -394,10 +394,10 @@ def codec_server(
     for the Web UI's Codec Server setting and `temporal ... --codec-endpoint`."""
     import asyncio
 
-    from oma._cli_common import console
-    from oma.codec import AesGcmCodec, keys_from_env
-    from oma.codec_server import codec_app, serve
+    from oma.cli.common import console
     from oma.core.errors import OMAError
+    from oma.runtime.codec import AesGcmCodec, keys_from_env
+    from oma.runtime.codec_server import codec_app, serve
 
     try:
         keys = keys_from_env()

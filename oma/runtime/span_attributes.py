@@ -1,4 +1,4 @@
-"""OMA's attributes on the SDK's workflow and activity spans (``oma.tracing``).
+"""OMA's attributes on the SDK's workflow and activity spans (``oma.runtime.tracing``).
 
 A worker interceptor placed inside the SDK's ``OpenTelemetryInterceptor``,
 so the span current in a workflow or an activity is the SDK's

@@ -148,7 +148,7 @@ class AesGcmCodec(PayloadCodec):
     a nonce and a tag, whose tag does not verify, or whose plaintext is not a
     ``Payload`` comes back as it is with ``DECODE_ERROR_METADATA`` saying why; a
     plaintext payload comes back with ``PLAINTEXT_METADATA``. The product's
-    payload converter (``oma.plugin``) turns both into a clear error:
+    payload converter (``oma.runtime.plugin``) turns both into a clear error:
     ``CodecKeyMissingError`` / ``PayloadNotEncryptedError`` for a workflow,
     signal or update input, ``CodecKeyMissingError`` raised for a typed decode
     (a result a client reads).

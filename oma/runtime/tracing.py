@@ -15,7 +15,7 @@ root; ``RunWorkflow:TeamRun``, ``StartChildWorkflow:AgentRun``,
 connected through the ``_tracer-data`` header Temporal carries), which are
 replay-safe (a workflow span ends only when not replaying, its ids come from
 the workflow's deterministic random), plus OMA's attributes on them
-(``oma._span_attributes``: agent, task, team, token usage). Spans leave the
+(``oma.runtime.span_attributes``: agent, task, team, token usage). Spans leave the
 process over OTLP/HTTP (``opentelemetry-exporter-otlp-proto-http``, the
 ``[otel]`` extra), batched.
 """
@@ -142,7 +142,7 @@ def tracing_plugin(*, from_env: bool) -> SimplePlugin:
     from temporalio.plugin import SimplePlugin
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-    from oma._span_attributes import OmaSpanAttributes
+    from oma.runtime.span_attributes import OmaSpanAttributes
 
     if from_env:
         install_from_env()
@@ -151,8 +151,8 @@ def tracing_plugin(*, from_env: bool) -> SimplePlugin:
         if not isinstance(trace.get_tracer_provider(), ReplaySafeTracerProvider):
             raise TracingUnavailableError(
                 "tracing is on but the global tracer provider is not replay-safe: set "
-                "oma.tracing.tracer_provider(...) with opentelemetry.trace.set_tracer_provider "
-                "before building the worker"
+                "oma.runtime.tracing.tracer_provider(...) with "
+                "opentelemetry.trace.set_tracer_provider before building the worker"
             )
         if given is None:
             given = SandboxedWorkflowRunner()

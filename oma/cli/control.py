@@ -2,7 +2,7 @@
 talk to a ``TeamRun`` that is already going, on a server that is already
 running (nothing is started here: an embedded server would not hold the run).
 
-Imported by ``oma.cli`` only when one of those commands runs.
+Imported by ``oma.cli.app`` only when one of those commands runs.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma._cli_common import cause, connection, console, fail, run_async, run_text
-from oma._cli_run import QUERY_TIMEOUT
-from oma._summary import print_result
+from oma.cli.common import cause, connection, console, fail, run_async, run_text
+from oma.cli.run import QUERY_TIMEOUT
+from oma.cli.summary import print_result
 from oma.client import OpenMultiAgent, team_run_result
 from oma.core.approvals import ApprovalDecision, ApprovalRequest, Reviewer
 from oma.core.errors import OMAError
 from oma.core.results import TeamRunResult
-from oma.dev_server import is_listening
+from oma.runtime.dev_server import is_listening
 
 UPDATE_TIMEOUT = timedelta(seconds=30)
 """How long ``oma approve`` and ``oma reject`` wait for the run to record the decision."""
@@ -43,7 +43,7 @@ async def _running_team_run(
     workflow_id: str,
 ) -> AsyncIterator[tuple[Client, WorkflowHandle[Any, Any]]]:
     """A client and a handle on the running ``TeamRun`` ``workflow_id``, on the
-    server and namespace ``oma.connection`` configures.
+    server and namespace ``oma.runtime.connection`` configures.
 
     Connect only: a decision or an abort goes to a run that is already going,
     so nothing is started here (an embedded server would not hold the run).

@@ -1,7 +1,7 @@
 """What every ``oma`` command shares: the consoles, the one-line error exit,
 the event loop, where SDK log lines go, and the connection settings.
 
-Light on purpose: ``oma.cli`` imports it inside its commands, and nothing
+Light on purpose: ``oma.cli.app`` imports it inside its commands, and nothing
 here imports the Temporal SDK at module level (``oma --help`` must not pay
 for it).
 """
@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from oma.connection import Connection
+    from oma.runtime.connection import Connection
 
 # soft wrap: a line longer than the terminal is left for the terminal to wrap,
 # so output piped to a file or a test keeps its lines whole
@@ -79,9 +79,9 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 def connection() -> Connection:
     """``Connection.from_env()``; a bad profile, OMA_CODEC_KEYS or OMA_CREDENTIALS
     exits 1 with one line."""
-    from oma.codec import keys_from_env
-    from oma.connection import Connection
     from oma.core.errors import OMAError
+    from oma.runtime.codec import keys_from_env
+    from oma.runtime.connection import Connection
 
     try:
         keys_from_env()  # a malformed OMA_CODEC_KEYS fails here, before anything starts
@@ -120,8 +120,8 @@ def run_async(coro: Any) -> Any:
 
 def route_sdk_logs(to_stderr: bool = False) -> None:
     """The SDK's log lines to ``.oma/oma.log``, or to stderr for a worker's
-    console (``to_stderr``) and with ``oma -v`` (``oma._logging``)."""
-    from oma._logging import route_logs
+    console (``to_stderr``) and with ``oma -v`` (``oma.runtime.logs``)."""
+    from oma.runtime.logs import route_logs
 
     route_logs(None if to_stderr or Settings.verbose else LOG_FILE)
 

@@ -24,7 +24,7 @@ from aiohttp import web
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
-from oma.codec import DECODE_ERROR_METADATA, PLAINTEXT_METADATA, AesGcmCodec
+from oma.runtime.codec import DECODE_ERROR_METADATA, PLAINTEXT_METADATA, AesGcmCodec
 
 DEFAULT_PORT = 8081
 """The port Temporal's codec server samples use."""

@@ -10,7 +10,7 @@ The API of structured agent input (``docs/structured-input.md``), in Python:
   appends the turn and the answer to the persistent history.
 
 The run is the one ``AgentRun`` runs (``oma.core.agent_run.run_agent``): here
-its ports call the adapters directly (``oma._agent_ports``) instead of the
+its ports call the adapters directly (``oma.agent.ports``) instead of the
 ``llm_turn``, ``process_run``, ``acp_prompt``, ``before_run`` and ``evaluate``
 activities.
 """
@@ -24,9 +24,8 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
-from oma._agent_ports import DirectBackend, DirectModel, DirectRunHooks, DirectTools
 from oma.activities.providers import ModelProvider, default_providers
-from oma.client import ApprovalCallback
+from oma.agent.ports import DirectBackend, DirectModel, DirectRunHooks, DirectTools
 from oma.core.agent_config import AgentConfig
 from oma.core.agent_events import Done, StreamEvent
 from oma.core.agent_run import run_agent
@@ -36,6 +35,7 @@ from oma.core.message_guard import to_messages, validate_content_blocks
 from oma.core.messages import LLMMessage
 from oma.core.ports import AgentPorts
 from oma.core.results import AgentRunResult
+from oma.runtime.approval_callbacks import ApprovalCallback
 
 ProgressCallback = Callable[[StreamEvent], Any]
 """Receives a copy of every event of a run; what it does cannot affect the run."""

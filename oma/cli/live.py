@@ -1,7 +1,7 @@
 """What ``oma run`` shows while a ``TeamRun`` runs.
 
 Two views of the same run events (the ``events`` query, polled by
-``oma._cli_run.Progress``), both on stderr:
+``oma.cli.run.Progress``), both on stderr:
 
 - ``LiveView``, when stderr is a terminal: a rich live display, redrawn every
   ``PEEK_INTERVAL_S`` seconds, of a bar of settled/total tasks and one line
@@ -22,7 +22,7 @@ state (nothing to replay, no workflow task per delta), the server already
 keeps the latest details of every pending activity, and any client reads
 them without a worker (the Web UI shows the same details). Text reaches the
 server within the worker's heartbeat throttle (0.2 s,
-``oma.plugin.HEARTBEAT_THROTTLE``) and the screen within one more
+``oma.runtime.plugin.HEARTBEAT_THROTTLE``) and the screen within one more
 ``PEEK_INTERVAL_S``: under 0.5 s in all (``bench/live.py`` measures it).
 """
 
@@ -41,7 +41,7 @@ from rich.table import Table
 from rich.text import Text
 from temporalio.client import Client, WorkflowHandle
 
-from oma._cli_common import err_console, run_text
+from oma.cli.common import err_console, run_text
 from oma.core.results import TeamRunResult
 from oma.core.run_events import RunEvent
 from oma.core.run_input import TeamRunInput

@@ -27,7 +27,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from oma._run_view import ChildRunView, RunView, Span, TaskView, seconds_text
+from oma.cli.viewer.model import ChildRunView, RunView, Span, TaskView, seconds_text
 
 STATUS_COLORS = {
     "completed": "#2e9d5b",

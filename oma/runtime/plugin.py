@@ -3,7 +3,7 @@
 Every process that talks to Temporal uses it: a client (``oma`` CLI, the
 Python client, the tests) gets the data converter every OMA payload uses
 (pydantic JSON, ``DATA_CONVERTER``; with ``OMA_CODEC_KEYS`` set, also the
-AES-GCM payload codec of ``oma.codec`` and failure attributes encoded, see
+AES-GCM payload codec of ``oma.runtime.codec`` and failure attributes encoded, see
 ``data_converter``); a ``Replayer`` gets the converter and
 the workflows; a worker built with ``OmaPlugin(activities)`` gets the
 workflows and the activities it serves, the interceptor that redacts the
@@ -11,7 +11,7 @@ worker's credential environment values from everything an activity returns,
 heartbeats or raises (``oma.activities._redaction``), and the heartbeat throttle that lets
 a cancel, and an activity's progress, reach the server within half a second.
 With tracing on (``OTEL_EXPORTER_OTLP_ENDPOINT``), each also gets
-OpenTelemetry spans (``oma.tracing``).
+OpenTelemetry spans (``oma.runtime.tracing``).
 (``temporalio.plugin.SimplePlugin``, the SDK's plugin interface:
 https://docs.temporal.io/develop/python/temporal-client#plugins.)
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
@@ -36,16 +36,32 @@ from temporalio.converter import (
 from temporalio.exceptions import ApplicationError
 from temporalio.plugin import SimplePlugin
 
-from oma.codec import PLAINTEXT_METADATA, AesGcmCodec, CodecKey, keys_from_env, undecryptable_reason
 from oma.core.errors import CodecKeyMissingError, PayloadNotEncryptedError
 from oma.core.validation import UndecodableInput
-from oma.tracing import enabled_by_env, tracing_plugin
+from oma.runtime.codec import (
+    PLAINTEXT_METADATA,
+    AesGcmCodec,
+    CodecKey,
+    keys_from_env,
+    undecryptable_reason,
+)
+from oma.runtime.tracing import enabled_by_env, tracing_plugin
 
 if TYPE_CHECKING:
     from temporalio.client import ClientConfig
     from temporalio.worker import Replayer, ReplayerConfig, WorkerConfig
 
-    from oma.worker import Activities
+
+class Activities(Protocol):
+    """The activities a worker serves (``oma.worker.Activities``): every one,
+    for the shared task queue, and those of ``session_task_queue``, this
+    worker's own."""
+
+    session_task_queue: str
+
+    def all(self) -> list[Any]: ...
+
+    def session_activities(self) -> list[Any]: ...
 
 
 def workflows() -> Sequence[type]:
@@ -83,7 +99,7 @@ class OmaPayloadConverter(PydanticPayloadConverter):
     workflow task that fails and is retried forever ("Failed decoding
     arguments"). Typed decodes (results, queries) raise as before.
 
-    Payloads the codec (``oma.codec.AesGcmCodec``) could not decrypt, or that
+    Payloads the codec (``oma.runtime.codec.AesGcmCodec``) could not decrypt, or that
     reached a process without ``OMA_CODEC_KEYS`` still encrypted, become
     ``CodecKeyMissingError``: carried by the ``UndecodableInput`` of an untyped
     argument, raised for a typed decode. A plaintext payload the codec marked
@@ -187,7 +203,7 @@ for untyped arguments."""
 
 def data_converter(keys: Sequence[CodecKey] | None) -> DataConverter:
     """``DATA_CONVERTER`` when ``keys`` is ``None``; otherwise the same with the
-    AES-GCM payload codec of ``keys`` (``oma.codec``) and the failure converter
+    AES-GCM payload codec of ``keys`` (``oma.runtime.codec``) and the failure converter
     that moves failure messages and stack traces into an encoded payload
     (``temporalio.converter.DefaultFailureConverterWithEncodedAttributes``)."""
     if keys is None:
@@ -209,9 +225,9 @@ class OmaPlugin(SimplePlugin):
     later turns of its ACP sessions are routed) serves the session activities
     only; a worker on any other queue serves every workflow and activity.
 
-    ``codec_keys`` are the encryption keys (``oma.codec``); by default those
+    ``codec_keys`` are the encryption keys (``oma.runtime.codec``); by default those
     of ``OMA_CODEC_KEYS`` / ``OMA_CODEC_KEYS_FILE``, none when neither is set.
-    ``tracing`` adds OpenTelemetry spans (``oma.tracing``): by default when
+    ``tracing`` adds OpenTelemetry spans (``oma.runtime.tracing``): by default when
     ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (exporting there); with ``True``,
     through the global tracer provider the caller set. Raises
     ``CodecKeysInvalidError`` for a malformed key list, ``TracingUnavailableError``
@@ -262,11 +278,11 @@ class OmaPlugin(SimplePlugin):
 
 def _failing_runs_it_lacks_the_key_of(config: WorkerConfig) -> WorkerConfig:
     """A worker that lacks the key of a run already in progress ends it with
-    ``CODEC_KEY_MISSING`` (``oma._key_failure``) instead of retrying, forever,
+    ``CODEC_KEY_MISSING`` (``oma.runtime.key_failure``) instead of retrying, forever,
     a workflow task its replay cannot complete."""
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-    from oma._key_failure import KeyFailureRunner
+    from oma.runtime.key_failure import KeyFailureRunner
 
     runner = config.get("workflow_runner") or SandboxedWorkflowRunner()
     config["workflow_runner"] = KeyFailureRunner(runner, _KEY_ERROR_CODES, config["client"])

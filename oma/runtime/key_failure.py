@@ -2,7 +2,7 @@
 ``CODEC_KEY_MISSING`` instead of failing its workflow task forever.
 
 A worker without the key reads the run's input as ``UndecodableInput`` and
-the workflow fails the run with ``CODEC_KEY_MISSING`` (``oma.plugin``). On a
+the workflow fails the run with ``CODEC_KEY_MISSING`` (``oma.runtime.plugin``). On a
 run's first workflow task that is the end of it. On a run already in progress
 the worker replays the history first, and a failure where the history holds
 the steps a worker with the key took is a nondeterminism error: the SDK fails

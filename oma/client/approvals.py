@@ -1,0 +1,202 @@
+"""Approvals from the client: the ``pending_approvals`` query, the
+``decide`` update, and the review that offers a team run's open requests to
+Python callbacks while the client awaits the run (``OpenMultiAgent``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any, Literal
+
+from pydantic import ValidationError
+from temporalio.client import (
+    Client,
+    RPCTimeoutOrCancelledError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from oma.client.runs import team_run_result
+from oma.core.approvals import ApprovalDecision, ApprovalRequest, Decision, DecisionValue, Reviewer
+from oma.core.errors import (
+    ERRORS,
+    ApprovalConflictError,
+    ApprovalStaleDecisionError,
+    ApprovalUnknownRequestError,
+    InvalidRunInputError,
+    error_for,
+)
+from oma.core.results import TeamRunResult
+from oma.core.validation import format_validation_error
+from oma.runtime.approval_callbacks import ApprovalCallback, answer_decision, call_approval_callback
+
+logger = logging.getLogger(__name__)
+
+CALLBACK_REVIEWER_ID = "oma:python-callback"
+"""The reviewer id recorded for a callback's decision unless ``reviewer`` is given."""
+
+POLL_INTERVAL_S = 0.3
+"""Seconds between two ``pending_approvals`` queries while callbacks wait for requests."""
+
+
+class CallbackReview:
+    """Offers the open requests of the ``TeamRun`` ``handle`` to
+    ``callbacks`` (by name: ``on_plan_ready``, ``on_task_dispatch``,
+    ``on_approval``) and sends their answers as ``reviewer``, polling
+    ``pending_approvals`` every ``POLL_INTERVAL_S`` seconds
+    (``OpenMultiAgent`` says how requests are offered)."""
+
+    def __init__(
+        self,
+        handle: WorkflowHandle[Any, TeamRunResult],
+        callbacks: Mapping[str, ApprovalCallback | None],
+        reviewer: Reviewer,
+    ) -> None:
+        self.handle = handle
+        self.callbacks = callbacks
+        self.reviewer = reviewer
+
+    async def result(self, client: Client) -> TeamRunResult:
+        """The run's result, answering its requests meanwhile; the review
+        loop only ends by raising (a callback's error)."""
+        result = asyncio.ensure_future(team_run_result(self.handle, client))
+        review = asyncio.ensure_future(self._review())
+        try:
+            await asyncio.wait({result, review}, return_when=asyncio.FIRST_COMPLETED)
+            if review.done():
+                review.result()
+            return await result
+        finally:
+            for task in (result, review):
+                if not task.done():
+                    task.cancel()
+                    # cancelled mid-call, the SDK raises its own error rather
+                    # than CancelledError (WorkflowUpdateRPCTimeoutOrCancelledError
+                    # for a decision still in flight when the run ended)
+                    with contextlib.suppress(asyncio.CancelledError, RPCTimeoutOrCancelledError):
+                        await task
+
+    async def _review(self) -> None:
+        offered: set[str] = set()
+        while True:
+            for request in await self._open_requests():
+                if request.request_id not in offered:
+                    offered.add(request.request_id)
+                    if await self._offer(request) == "stale":
+                        offered.discard(request.request_id)
+            await asyncio.sleep(POLL_INTERVAL_S)
+
+    async def _open_requests(self) -> list[ApprovalRequest]:
+        # A query can fail while the run has not finished its first workflow
+        # task, or while no worker answers: the result wait is what counts,
+        # so the next poll simply asks again.
+        try:
+            return await pending(self.handle)
+        except RPCError as err:
+            logger.debug("pending_approvals of %s: %s", self.handle.id, err)
+            return []
+
+    async def _offer(self, request: ApprovalRequest) -> Literal["decided", "open", "stale"]:
+        """Offer ``request`` to its callback and send the answer."""
+        name = {"plan": "on_plan_ready", "dispatch": "on_task_dispatch"}.get(request.boundary)
+        callbacks = self.callbacks
+        if name is None or callbacks[name] is None:
+            name = "on_approval"
+        callback = callbacks[name]
+        if callback is None:
+            return "open"
+        answer = await call_approval_callback(callback, request)
+        value = answer_decision(answer, name)
+        if value is None:
+            logger.info(
+                "%s suspended %s of %s: left open", name, request.request_id, self.handle.id
+            )
+            return "open"
+        try:
+            await send_decision(self.handle, request, value, self.reviewer, None)
+        except (ApprovalConflictError, ApprovalUnknownRequestError) as err:
+            logger.info("%s's %s of %s not recorded: %s", name, value, request.request_id, err)
+            return "open"
+        except ApprovalStaleDecisionError as err:
+            logger.info("%s reviewed a stale %s: offered again: %s", name, request.request_id, err)
+            return "stale"
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            # the run closed between the query and the update; its result follows
+            logger.info("%s's %s of %s came after the run ended", name, value, request.request_id)
+            return "open"
+        return "decided"
+
+
+async def pending(
+    handle: WorkflowHandle[Any, Any], rpc_timeout: timedelta | None = None
+) -> list[ApprovalRequest]:
+    """The open approval requests of the ``TeamRun`` ``handle``, oldest first
+    (the ``pending_approvals`` query). Raises ``RPCError``."""
+    pending: list[ApprovalRequest] = await handle.query(
+        "pending_approvals", result_type=list[ApprovalRequest], rpc_timeout=rpc_timeout
+    )
+    return pending
+
+
+async def send_decision(
+    handle: WorkflowHandle[Any, Any],
+    request: ApprovalRequest,
+    value: DecisionValue,
+    reviewer: Reviewer,
+    comment: str | None,
+    rpc_timeout: timedelta | None = None,
+) -> ApprovalDecision:
+    """Send the ``decide`` update (an update, not a signal, because the
+    caller needs to know whether its decision is the one recorded).
+
+    A refusal raises the matching ``ApprovalError`` (or ``InvalidRunInputError``),
+    read from the refusal's code with ``oma.core.errors.error_for``.
+    """
+    decision = Decision(
+        request_id=request.request_id,
+        request_hash=request.request_hash,
+        decision=value,
+        reviewer=reviewer,
+        comment=comment,
+    )
+    try:
+        recorded: ApprovalDecision = await handle.execute_update(
+            "decide", decision, result_type=ApprovalDecision, rpc_timeout=rpc_timeout
+        )
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        if isinstance(cause, ApplicationError) and cause.type in ERRORS:
+            raise error_for(cause.type, cause.message) from err
+        raise
+    return recorded
+
+
+def decision_value(decision: DecisionValue | bool) -> DecisionValue:
+    """``approve`` or ``reject`` for a decision or a bool; raises ``InvalidRunInputError``."""
+    if decision is True or decision == "approve":
+        return "approve"
+    if decision is False or decision == "reject":
+        return "reject"
+    raise InvalidRunInputError(
+        f"invalid decision: {decision!r}; give 'approve', 'reject', True or False"
+    )
+
+
+def reviewer_of(reviewer: Reviewer | Mapping[str, Any] | str) -> Reviewer:
+    """A ``Reviewer`` from itself, its ``{id, display_name}`` or an id;
+    raises ``InvalidRunInputError``."""
+    if isinstance(reviewer, Reviewer):
+        return reviewer
+    try:
+        return Reviewer.model_validate({"id": reviewer} if isinstance(reviewer, str) else reviewer)
+    except ValidationError as err:
+        raise InvalidRunInputError(
+            f"invalid reviewer: {format_validation_error(err, 'reviewer', Reviewer)}"
+        ) from None

@@ -1,0 +1,149 @@
+"""Starting runs and reading their results: the ``start_workflow`` calls
+with the runs' search attributes, and a ``TeamRun``'s result whichever way
+it ended, its outputs kept by reference read back."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.service import RPCError, RPCStatusCode
+
+from oma.core.errors import OMAError, error_for
+from oma.core.limits import check_child_ids
+from oma.core.results import AgentRunResult, TeamRunResult
+from oma.core.run_input import TeamRunInput
+from oma.core.task import TaskState
+from oma.core.visibility import start_values, team_run_result_of
+from oma.runtime.plugin import codec_key_error
+
+logger = logging.getLogger(__name__)
+
+OUTPUT_READS = 8
+"""How many outputs kept by reference ``team_run_result`` reads at once."""
+
+
+def start_attributes(
+    *, team: str | None = None, agent: str | None = None, task: str | None = None
+) -> TypedSearchAttributes:
+    """What a run starts with (``oma.core.visibility.start_values``:
+    ``OmaStatus=running`` and what it is), as ``start_workflow`` takes them."""
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(SearchAttributeKey.for_keyword(name), value)
+            for name, value in start_values(team=team, agent=agent, task=task).items()
+        ]
+    )
+
+
+async def start_team_run(
+    client: Client, run_input: TeamRunInput, *, id: str, task_queue: str
+) -> WorkflowHandle[Any, TeamRunResult]:
+    """Start a ``TeamRun`` of ``run_input`` as workflow ``id`` on ``task_queue``
+    with its search attributes (``OmaStatus=running``, ``OmaTeam``: see
+    ``start_run``). The input is sent as given (``TeamRunInput.payload``: the
+    defaults not repeated), the size ``checked_team_run_input`` checked.
+
+    Raises ``InvalidRunInputError`` when a task's ``AgentRun`` id,
+    ``<id>/<task id>``, would pass Temporal's limit on a workflow id (before
+    anything starts), and the SDK's ``WorkflowAlreadyStartedError`` and
+    ``RPCError``."""
+    check_child_ids(id, (t.id for t in run_input.given_tasks()))
+    return await start_run(
+        client,
+        "TeamRun",
+        run_input.payload(),
+        id=id,
+        task_queue=task_queue,
+        result_type=TeamRunResult,
+        search_attributes=start_attributes(team=run_input.team.name),
+    )
+
+
+async def start_run(
+    client: Client,
+    workflow: str,
+    arg: Any,
+    *,
+    id: str,
+    task_queue: str,
+    result_type: type[Any],
+    search_attributes: TypedSearchAttributes,
+) -> WorkflowHandle[Any, Any]:
+    """Start ``workflow`` with ``search_attributes``; on a namespace that has
+    not registered them (``oma.core.visibility.SEARCH_ATTRIBUTES``), start it
+    without them (logged): the run then sets none, rather than failing its
+    workflow task on every upsert. A run started with them sets its status."""
+    try:
+        return await client.start_workflow(
+            workflow,
+            arg,
+            id=id,
+            task_queue=task_queue,
+            result_type=result_type,
+            search_attributes=search_attributes,
+        )
+    except RPCError as err:
+        if err.status != RPCStatusCode.INVALID_ARGUMENT or "search attribute" not in err.message:
+            raise
+        logger.info("starting %s without search attributes: %s", workflow, err.message)
+    return await client.start_workflow(
+        workflow, arg, id=id, task_queue=task_queue, result_type=result_type
+    )
+
+
+async def team_run_result(
+    handle: WorkflowHandle[Any, TeamRunResult], client: Client | None = None
+) -> TeamRunResult:
+    """The result of the ``TeamRun`` ``handle``: what it returned, or, for a
+    run that did not succeed (it ends Failed, ``oma.core.visibility.team_run_failure``),
+    the ``TeamRunResult`` its failure carries: ``success`` false, ``status``
+    and ``error_code`` saying why; with every output it kept by reference
+    read back through ``client`` (``read_outputs``; by default the client
+    the handle came from). Raises
+    ``CodecKeyMissingError`` when the failure is encrypted with a key this
+    process lacks, and ``WorkflowFailureError`` for any other failure
+    (invalid input, an invalid plan, a cancellation)."""
+    try:
+        result = await handle.result()
+    except WorkflowFailureError as err:
+        failed = team_run_result_of(err.cause)
+        if failed is None:
+            if (key_error := codec_key_error(err.cause)) is not None:
+                raise key_error from err
+            raise
+        result = failed
+    await read_outputs(client or handle._client, result)
+    return result
+
+
+async def read_outputs(client: Client, result: TeamRunResult) -> None:
+    """Read back into ``result`` every task output the run kept by reference
+    (``TaskState.output_ref``: the result of the task's ``AgentRun``, which
+    holds it whole; ``OUTPUT_READS`` at a time); ``output_ref`` stays, saying
+    where it came from. An output that cannot be read (e.g. the child's
+    history is past the namespace's retention) stays by reference, logged."""
+    limit = asyncio.Semaphore(OUTPUT_READS)
+
+    async def read(task: TaskState, ref: str) -> None:
+        async with limit:
+            handle = client.get_workflow_handle(ref, result_type=AgentRunResult)
+            try:
+                task.output = (await handle.result()).output
+            except (RPCError, WorkflowFailureError) as err:
+                logger.warning("the output of task %s (%s) cannot be read: %s", task.id, ref, err)
+
+    await asyncio.gather(
+        *(read(t, t.output_ref) for t in result.tasks if t.output is None and t.output_ref)
+    )
+
+
+def stopped_error(result: TeamRunResult) -> OMAError:
+    """The error of a plan-only run that ended without a plan: the class of
+    its ``error_code`` (``RunTimeoutError``, ``BudgetExceededError``,
+    ``AbortedError``, ...)."""
+    message = result.error or f"the run ended {result.status} before its plan was ready"
+    return error_for(result.error_code, f"{message} (status {result.status})")
