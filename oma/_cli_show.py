@@ -21,7 +21,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from oma._cli_common import connection, console, err_console, fail, run_async, run_text
 from oma._run_view import (
-    HistoryReadError,
     RunView,
     TaskView,
     build_run_view,
@@ -30,7 +29,7 @@ from oma._run_view import (
     seconds_text,
 )
 from oma.codec import keys_from_env
-from oma.core.errors import OMAError
+from oma.core.errors import HistoryReadError, OMAError
 from oma.core.workflow_ids import team_run_id_of
 from oma.dev_server import is_listening
 from oma.plugin import data_converter

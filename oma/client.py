@@ -46,6 +46,7 @@ from oma.core.errors import (
     OMAError,
     TemporalUnavailableError,
     error_for,
+    error_from_failure,
 )
 from oma.core.limits import check_child_ids
 from oma.core.message_guard import to_messages
@@ -715,7 +716,7 @@ async def _send_decision(
     caller needs to know whether its decision is the one recorded).
 
     A refusal raises the matching ``ApprovalError`` (or ``InvalidRunInputError``),
-    read from the refusal's code with ``oma.core.errors.error_for``.
+    read from the refusal with ``oma.core.errors.error_from_failure``.
     """
     decision = Decision(
         request_id=request.request_id,
@@ -731,7 +732,7 @@ async def _send_decision(
     except WorkflowUpdateFailedError as err:
         cause = err.cause
         if isinstance(cause, ApplicationError) and cause.type in ERRORS:
-            raise error_for(cause.type, cause.message) from err
+            raise error_from_failure(cause) from err
         raise
     return recorded
 
