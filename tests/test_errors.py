@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.api.failure.v1 import Failure
+from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
 
 import oma
@@ -33,7 +34,6 @@ from oma.core.errors import (
     error_for,
     error_from_failure,
 )
-from oma.plugin import data_converter
 
 BASES = (InputError, SetupError, RunError, ProviderError, ApprovalError)
 
@@ -129,7 +129,7 @@ def test_a_provider_error_crosses_temporal_with_its_wire_type_status_and_request
 async def _across_temporal(err: OMAError, *, attempt: int | None = None) -> ApplicationError:
     """``err`` as an activity raises it, after the failure went through the
     data converter both ways (what a workflow or a client then reads)."""
-    converter = data_converter(None)
+    converter = DataConverter.default
     failure = Failure()
     await converter.encode_failure(application_error(err, attempt=attempt), failure)
     decoded = await converter.decode_failure(failure)
