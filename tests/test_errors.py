@@ -257,3 +257,25 @@ def test_the_docs_list_every_error_code_and_only_those() -> None:
         "docs/errors.md is not what ERRORS says; rewrite it with "
         "OMA_WRITE_DOCS=1 .venv/bin/pytest -q tests/test_errors.py -k docs"
     )
+
+
+def _product_source() -> str:
+    """The text of every product module but the catalogue itself."""
+    top = Path(__file__).parent.parent
+    files = [top / "worker.py", *(top / d for d in ("oma", "workflows", "activities"))]
+    paths = [p for f in files for p in ([f] if f.is_file() else f.rglob("*.py"))]
+    catalogue = top / "oma" / "core" / "errors.py"
+    return "\n".join(p.read_text() for p in paths if p.resolve() != catalogue.resolve())
+
+
+def test_every_error_that_is_no_base_is_raised_or_reported_by_the_product() -> None:
+    source = _product_source()
+    unused = [
+        c.__name__
+        for c in ERRORS.values()
+        if not c.__subclasses__()
+        and f"{c.__name__}(" not in source  # raised or built
+        and f"{c.__name__}.code" not in source  # a result's error_code, a failure's type
+        and f"{c.__name__})" not in source  # a table of stops: (status, error class)
+    ]
+    assert unused == []
