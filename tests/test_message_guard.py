@@ -1,4 +1,4 @@
-"""The message shape guard (oma/message_guard.py, shared/reference/structured-input.md)."""
+"""The message shape guard (oma/core/message_guard.py; the behaviour: docs/structured-input.md)."""
 
 from __future__ import annotations
 

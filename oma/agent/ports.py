@@ -29,7 +29,7 @@ from oma.core.acp import AcpPromptInput, AcpPromptOutput
 from oma.core.agent_config import AgentConfig
 from oma.core.approvals import ApprovalRequest, request_hash
 from oma.core.before_run import BeforeRunContext, BeforeRunHook, apply_before_run
-from oma.core.errors import OMAError, error_for
+from oma.core.errors import OMAError, error_from_failure
 from oma.core.evaluation import EvaluationRecord, evaluate, load_evaluator
 from oma.core.llm import LlmTurnInput, LlmTurnOutput, price_turn
 from oma.core.mcp import McpListToolsInput, McpListToolsOutput, McpServerConfig
@@ -179,5 +179,6 @@ class DirectRunHooks:
 
 
 def _oma_error(err: ApplicationError) -> OMAError:
-    """The ``OMAError`` an activity function reported as ``err`` (type = its code)."""
-    return error_for(err.type, err.message)
+    """The ``OMAError`` an activity function reported as ``err`` (type = its
+    code), with the structured fields its details carry (e.g. ``rpc_code``)."""
+    return error_from_failure(err)

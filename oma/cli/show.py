@@ -21,7 +21,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from oma.cli.common import connection, console, err_console, fail, run_async, run_text
 from oma.cli.viewer.model import (
-    HistoryReadError,
     RunView,
     TaskView,
     build_run_view,
@@ -29,7 +28,7 @@ from oma.cli.viewer.model import (
     load_histories,
     seconds_text,
 )
-from oma.core.errors import OMAError
+from oma.core.errors import HistoryReadError, OMAError
 from oma.core.workflow_ids import team_run_id_of
 from oma.runtime.codec import keys_from_env
 from oma.runtime.dev_server import is_listening

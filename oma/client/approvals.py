@@ -29,7 +29,7 @@ from oma.core.errors import (
     ApprovalStaleDecisionError,
     ApprovalUnknownRequestError,
     InvalidRunInputError,
-    error_for,
+    error_from_failure,
 )
 from oma.core.results import TeamRunResult
 from oma.core.validation import format_validation_error
@@ -157,7 +157,7 @@ async def send_decision(
     caller needs to know whether its decision is the one recorded).
 
     A refusal raises the matching ``ApprovalError`` (or ``InvalidRunInputError``),
-    read from the refusal's code with ``oma.core.errors.error_for``.
+    read from the refusal with ``oma.core.errors.error_from_failure``.
     """
     decision = Decision(
         request_id=request.request_id,
@@ -173,7 +173,7 @@ async def send_decision(
     except WorkflowUpdateFailedError as err:
         cause = err.cause
         if isinstance(cause, ApplicationError) and cause.type in ERRORS:
-            raise error_for(cause.type, cause.message) from err
+            raise error_from_failure(cause) from err
         raise
     return recorded
 

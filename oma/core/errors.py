@@ -8,7 +8,9 @@ stock ``temporal`` CLI shows the same code a Python caller would catch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import ClassVar
 
 from temporalio.exceptions import ApplicationError
 
@@ -17,11 +19,15 @@ class OMAError(Exception):
     """Base class of every error OMA raises on purpose.
 
     ``code`` is stable across releases; ``retryable`` says whether Temporal
-    may retry the activity that raised it.
+    may retry the activity that raised it. ``FIELDS`` names the structured
+    fields a class carries beside its message (``ProviderError.status``,
+    ``AcpProtocolError.rpc_code``, ...): they cross a Temporal boundary in the
+    failure's details and come back as attributes (``error_for``).
     """
 
     code: str = "OMA_ERROR"
     retryable: bool = False
+    FIELDS: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -29,6 +35,11 @@ class OMAError(Exception):
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
+
+    def fields(self) -> dict[str, object]:
+        """The structured fields, ``{name: JSON value}`` in ``FIELDS`` order
+        (``{}`` for an error that has none)."""
+        return {name: getattr(self, name) for name in self.FIELDS}
 
 
 # -- the caller's input ----------------------------------------------------
@@ -85,6 +96,13 @@ class InvalidHookError(InputError):
     called on this worker."""
 
     code = "INVALID_HOOK"
+
+
+class HistoryReadError(InputError):
+    """A history ``oma show`` is given cannot be read: not a file, not JSON,
+    not a workflow history, or no ``TeamRun`` among the histories given."""
+
+    code = "HISTORY_UNREADABLE"
 
 
 # -- the environment ----------------------------------------------------------
@@ -318,6 +336,7 @@ class AcpProtocolError(AcpError):
     """
 
     code = "ACP_PROTOCOL_ERROR"
+    FIELDS = ("rpc_code",)
 
     def __init__(self, message: str, *, rpc_code: int | None = None) -> None:
         super().__init__(message)
@@ -450,6 +469,7 @@ class ProviderError(OMAError):
     """
 
     code = "PROVIDER_ERROR"
+    FIELDS = ("error_type", "status", "request_id")
 
     def __init__(
         self,
@@ -503,22 +523,18 @@ def application_error(err: OMAError, *, attempt: int | None = None) -> Applicati
     ``type`` is the error's stable ``code``; ``non_retryable`` mirrors
     ``err.retryable``; a provider's requested delay becomes Temporal's
     ``next_retry_delay`` so the retry honours ``retry-after``. The details
-    are one dict: ``code``, the provider's ``error_type``, ``status`` and
-    ``request_id``, and ``attempt`` when given (a backend activity's attempt,
-    ``AgentRunResult.backend_attempts``).
+    are one dict: ``code``, ``attempt`` when given (a backend activity's
+    attempt, ``AgentRunResult.backend_attempts``), and the error's structured
+    fields (``err.fields()``: a provider's ``error_type``, ``status`` and
+    ``request_id``, an ACP agent's ``rpc_code``).
     """
     details: dict[str, object] = {"code": err.code}
     if attempt is not None:
         details["attempt"] = attempt
+    details |= err.fields()
     delay = None
-    if isinstance(err, ProviderError):
-        details |= {
-            "error_type": err.error_type,
-            "status": err.status,
-            "request_id": err.request_id,
-        }
-        if err.retry_after_s is not None and err.retry_after_s > 0:
-            delay = timedelta(seconds=err.retry_after_s)
+    if isinstance(err, ProviderError) and err.retry_after_s is not None and err.retry_after_s > 0:
+        delay = timedelta(seconds=err.retry_after_s)
     return ApplicationError(
         err.message,
         details,
@@ -537,15 +553,37 @@ def _codes(cls: type[OMAError]) -> dict[str, type[OMAError]]:
 
 ERRORS: dict[str, type[OMAError]] = _codes(OMAError)
 """Every error code -> its class: the one registry the client and the CLI read
-a failure's ``ApplicationError.type`` with."""
+a failure's ``ApplicationError.type`` with. A class defined outside this
+module is not in it: every OMA error lives here."""
 
 
-def error_for(code: str | None, message: str) -> OMAError:
+def error_for(
+    code: str | None, message: str, fields: Mapping[str, object] | None = None
+) -> OMAError:
     """The ``OMAError`` of ``code`` (e.g. a failure's ``ApplicationError.type``)
-    with ``message``; a code OMA does not define gives an ``OMAError`` that
-    carries it as its ``code``."""
+    with ``message`` and, from ``fields`` (e.g. the failure's details dict),
+    the structured fields its class declares (``FIELDS``; other keys are
+    ignored). A code OMA does not define gives an ``OMAError`` that carries
+    it as its ``code``."""
     cls = ERRORS.get(code or "", OMAError)
     err = cls(message)
     if cls is OMAError and code:
         err.code = code
+    for name in cls.FIELDS:
+        if fields is not None and name in fields:
+            setattr(err, name, fields[name])
+    return err
+
+
+def error_from_failure(failure: ApplicationError) -> OMAError:
+    """The ``OMAError`` a Temporal failure stands for (the inverse of
+    ``application_error``): the class of its ``type``, its message, the
+    structured fields of its first detail, ``retryable`` from
+    ``non_retryable`` and a provider's ``retry_after_s`` from
+    ``next_retry_delay`` (seconds)."""
+    first = failure.details[0] if failure.details else None
+    err = error_for(failure.type, failure.message, first if isinstance(first, dict) else None)
+    err.retryable = not failure.non_retryable
+    if isinstance(err, ProviderError) and failure.next_retry_delay is not None:
+        err.retry_after_s = failure.next_retry_delay.total_seconds()
     return err

@@ -36,18 +36,11 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError, FailureError
 
-from oma.core.errors import OMAError
+from oma.core.errors import HistoryReadError
 from oma.core.results import TeamRunResult
 from oma.core.usage import TokenUsage
 from oma.core.validation import UndecodableInput
 from oma.core.workflow_ids import team_run_id_of
-
-
-class HistoryReadError(OMAError):
-    """An exported history cannot be read: not a file, not JSON, not a
-    workflow history, or no ``TeamRun`` among the histories given."""
-
-    code = "HISTORY_UNREADABLE"
 
 
 class Span(BaseModel):
