@@ -1,10 +1,11 @@
-"""What the ``oma`` command itself costs: a run's overhead and ``oma --help``.
+"""What the ``oma`` command itself costs: a run's overhead, ``oma --help``,
+and the imports of ``oma run``'s own process.
 
 Starts one embedded dev server and one ``oma worker`` subprocess (on a task
 queue of its own, in a scratch copy of ``examples/``), runs one warm-up, then
-``--repeat`` times, in both modes side by side (the default, a warm
-forkserver, ``oma.cli.forkserver``; and each command in its own process,
-``OMA_FORKSERVER=0``):
+``--repeat`` times, in both modes side by side (the default, each command in
+its own process; and opted in to a warm forkserver, ``OMA_FORKSERVER=1``,
+``oma.cli.forkserver``):
 
 - ``oma run --no-worker --json --workflow-id ID examples/goal-team-scripted.json``
   (a scripted coordinator, an LLM planner and reviewer on scripted responses,
@@ -14,12 +15,15 @@ forkserver, ``oma.cli.forkserver``; and each command in its own process,
   CLI's start-up, connecting, validating, starting the workflow, following
   it, printing the result and leaving.
 - ``oma --help``: its wall time.
+- ``python -c "import ..."`` of the modules ``oma run`` imports in its own
+  process (``RUN_IMPORTS``): its wall time, interpreter start-up included
+  (default mode only: a forked command imports nothing).
 
 The forkserver lives in a scratch ``XDG_RUNTIME_DIR`` and is stopped at the
 end. Prints one line per repetition, then the medians; the last line is the
 default mode's::
 
-    run_overhead_s=<median> help_s=<median>
+    run_overhead_s=<median> help_s=<median> import_s=<median>
 
 On a small machine shared with other work the figures move with the load:
 compare medians of several repetitions (``--repeat``).
@@ -53,6 +57,9 @@ from oma.runtime.dev_server import DevServer, free_port  # noqa: E402
 OMA = str(Path(sys.executable).parent / "oma")
 TASK_QUEUE = "oma-bench-cli"
 EXAMPLE = "examples/goal-team-scripted.json"
+RUN_IMPORTS = ("oma.__main__", "oma.cli.app", "oma.cli.run", "oma.client")
+"""What ``oma run`` imports before it starts the workflow: the console
+script, the command line, the run command and the client it connects with."""
 
 
 def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, str]:
@@ -92,12 +99,14 @@ def main() -> None:
     }
     env.pop("ANTHROPIC_API_KEY", None)
     env.pop("OMA_FORKSERVER", None)
-    modes = {"forkserver": env, "own process": {**env, "OMA_FORKSERVER": "0"}}
+    modes = {"own process": env, "forkserver": {**env, "OMA_FORKSERVER": "1"}}
+    imports = [sys.executable, "-c", "import " + ", ".join(RUN_IMPORTS)]
     worker = subprocess.Popen(
         [OMA, "worker"], cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
         figures: dict[str, tuple[list[float], list[float]]] = {m: ([], []) for m in modes}
+        import_s: list[float] = []
         for i in range(args.repeat + 1):  # the first is a warm-up (it starts the forkserver)
             for mode, mode_env in modes.items():
                 workflow_id = f"bench-cli-{i}-{uuid.uuid4().hex[:8]}"
@@ -111,20 +120,24 @@ def main() -> None:
                     continue
                 figures[mode][0].append(wall - span)
                 figures[mode][1].append(help_s)
+                imported = ""
+                if mode == "own process":
+                    import_s.append(timed(imports, project, mode_env)[0])
+                    imported = f"; imports {import_s[-1]:.3f} s"
                 print(
                     f"run {i} ({mode}): wall {wall:.3f} s, run span {span:.3f} s, "
-                    f"overhead {wall - span:.3f} s; oma --help {help_s:.3f} s",
+                    f"overhead {wall - span:.3f} s; oma --help {help_s:.3f} s{imported}",
                     flush=True,
                 )
-        overheads, helps = figures["own process"]
-        print(
-            f"own process: run_overhead_s={statistics.median(overheads):.3f} "
-            f"help_s={statistics.median(helps):.3f}"
-        )
         overheads, helps = figures["forkserver"]
         print(
-            f"run_overhead_s={statistics.median(overheads):.3f} "
+            f"forkserver (OMA_FORKSERVER=1): run_overhead_s={statistics.median(overheads):.3f} "
             f"help_s={statistics.median(helps):.3f}"
+        )
+        overheads, helps = figures["own process"]
+        print(
+            f"run_overhead_s={statistics.median(overheads):.3f} "
+            f"help_s={statistics.median(helps):.3f} import_s={statistics.median(import_s):.3f}"
         )
     finally:
         worker.terminate()
