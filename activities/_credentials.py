@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import httpx2
 
-from oma.core.errors import CredentialNotAllowedError, CredentialsConfigError
+from oma.core.schema.errors import CredentialNotAllowedError, CredentialsConfigError
 
 CREDENTIALS_ENV = "OMA_CREDENTIALS"
 """The worker's variable that declares where its credentials may go."""

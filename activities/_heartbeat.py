@@ -10,7 +10,7 @@ from typing import Any
 
 from temporalio import activity
 
-from oma.core.redact import redact
+from oma.core.rules.redact import redact
 
 PROGRESS_HEARTBEAT_GAP_S = 0.2
 """The least seconds between two heartbeats sent because the progress
@@ -154,7 +154,7 @@ class TextProgress:
 
     def details(self) -> dict[str, Any]:
         """``{"output_chars": int, "last_text": str}``: the characters so far
-        and the last ``LAST_TEXT_CHARS`` of them, redacted (``oma.core.redact``;
+        and the last ``LAST_TEXT_CHARS`` of them, redacted (``oma.core.rules.redact``;
         the tail is redacted before it is cut, so a secret split by the cut
         is still caught)."""
         last_text = redact(self.tail)[-LAST_TEXT_CHARS:]

@@ -2,7 +2,7 @@
 
 A worker interceptor (``temporalio.worker.Interceptor``) replaces the value of
 every credential environment variable of the worker
-(``oma.core.redact.secret_values``: the redactor's credential names, the
+(``oma.core.rules.redact.secret_values``: the redactor's credential names, the
 provider adapters' ``CREDENTIAL_ENV_NAMES``, and any ``api_key_env`` an
 activity's input names) with ``[redacted]`` in what the activity returns
 (process output, ACP text, tool results, model turns), in its heartbeat
@@ -26,7 +26,7 @@ from temporalio.worker import (
     Interceptor,
 )
 
-from oma.core.redact import redact_values, secret_values
+from oma.core.rules.redact import redact_values, secret_values
 
 _API_KEY_ENV = "api_key_env"
 """The agent field naming the environment variable its provider's key is in."""

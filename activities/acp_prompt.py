@@ -21,9 +21,14 @@ from oma.activities._attempt import (
 )
 from oma.activities._heartbeat import TextProgress, heartbeating
 from oma.activities.acp import AcpSession, SessionPool, TurnResult
-from oma.core.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpPromptOutput
-from oma.core.errors import OMAError, application_error
-from oma.core.limits import check_output_size
+from oma.core.contracts.acp import (
+    AcpCloseRunInput,
+    AcpCloseRunOutput,
+    AcpPromptInput,
+    AcpPromptOutput,
+)
+from oma.core.schema.errors import OMAError, application_error
+from oma.core.schema.limits import check_output_size
 
 HEARTBEAT_INTERVAL_S = 0.5
 """Most seconds between two heartbeats while a turn runs (new text sends one

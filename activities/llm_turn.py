@@ -19,9 +19,7 @@ from temporalio import activity
 
 from oma.activities.providers import ModelProvider, default_providers
 from oma.activities.tool_call import tool_traits
-from oma.core.agent_config import AgentConfig
-from oma.core.errors import OMAError, application_error
-from oma.core.llm import (
+from oma.core.contracts.llm import (
     AgentRef,
     ConversationRef,
     ConversationSlice,
@@ -29,7 +27,9 @@ from oma.core.llm import (
     LlmTurnOutput,
     price_turn,
 )
-from oma.core.messages import LLMMessage
+from oma.core.schema.agent_config import AgentConfig
+from oma.core.schema.errors import OMAError, application_error
+from oma.core.schema.messages import LLMMessage
 
 
 class LlmActivities:
@@ -46,7 +46,7 @@ class LlmActivities:
     @activity.defn(name="llm_turn")
     async def llm_turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
         """Run one model turn for ``inp.agent``; its usage is priced
-        (``oma.core.llm.price_turn``), so the history records what it cost.
+        (``oma.core.contracts.llm.price_turn``), so the history records what it cost.
 
         Raises ``ApplicationError`` typed with the ``OMAError`` code:
         ``PROVIDER_ERROR`` (retryable for 429/5xx/network/timeouts),

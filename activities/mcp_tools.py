@@ -14,15 +14,15 @@ from __future__ import annotations
 from temporalio import activity
 
 from oma.activities.mcp import McpServerPool
-from oma.core.errors import InvalidRunInputError, McpServerError, OMAError, application_error
-from oma.core.mcp import (
+from oma.core.schema.errors import InvalidRunInputError, McpServerError, OMAError, application_error
+from oma.core.schema.mcp import (
     McpCloseRunInput,
     McpCloseRunOutput,
     McpListToolsInput,
     McpListToolsOutput,
     McpTool,
 )
-from oma.core.tools import ToolCallInput, ToolCallOutput
+from oma.core.schema.tools import ToolCallInput, ToolCallOutput
 
 
 class McpActivities:

@@ -18,7 +18,7 @@ import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from oma.core.redact import redact
+from oma.core.rules.redact import redact
 
 STDERR_TAIL_BYTES = 8 * 1024
 """Bytes of stderr kept (the last ones) for error messages."""

@@ -31,16 +31,16 @@ from oma.activities.process_group import (
     signal_group,
     wait_exited,
 )
-from oma.core.errors import (
+from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
+from oma.core.rules.redact import redact
+from oma.core.schema.errors import (
     EmptyPromptError,
     OMAError,
     ProcessFailedError,
     ProcessSpawnError,
     application_error,
 )
-from oma.core.limits import MAX_OUTPUT_BYTES, check_output_size
-from oma.core.process import ProcessRunInput, ProcessRunOutput
-from oma.core.redact import redact
+from oma.core.schema.limits import MAX_OUTPUT_BYTES, check_output_size
 
 HEARTBEAT_INTERVAL_S = 0.5
 """Most seconds between two heartbeats (new stdout sends one sooner, at most

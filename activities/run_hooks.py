@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from oma.core import evaluation
-from oma.core.before_run import BeforeRunContext, apply_before_run, load_hook
-from oma.core.errors import OMAError, application_error
-from oma.core.evaluation import EvaluationRecord, load_evaluator
-from oma.core.message_guard import latest_user_prompt
-from oma.core.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
+from oma.core.contracts.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
+from oma.core.schema import evaluation
+from oma.core.schema.before_run import BeforeRunContext, apply_before_run, load_hook
+from oma.core.schema.errors import OMAError, application_error
+from oma.core.schema.evaluation import EvaluationRecord, load_evaluator
+from oma.core.schema.message_guard import latest_user_prompt
 
 
 @activity.defn(name="before_run")
 async def before_run(inp: BeforeRunInput) -> BeforeRunOutput:
-    """Load ``inp.hook`` on this worker and apply it (``oma.core.before_run``).
+    """Load ``inp.hook`` on this worker and apply it (``oma.core.schema.before_run``).
 
     Raises (as non-retryable ``ApplicationError``): ``INVALID_HOOK`` when the
     hook cannot be loaded, ``INVALID_MESSAGE`` when it returns invalid

@@ -8,8 +8,8 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma.core.payload_fit import ReadOutputsInput, ReadOutputsOutput
-from oma.core.results import AgentRunResult
+from oma.core.rules.payload_fit import ReadOutputsInput, ReadOutputsOutput
+from oma.core.schema.results import AgentRunResult
 
 
 @activity.defn(name="read_task_outputs")

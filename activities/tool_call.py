@@ -32,9 +32,9 @@ from oma.activities.mcp import McpServerPool
 from oma.activities.mcp_tools import call_mcp_tool
 from oma.activities.tools import BUILTIN_TOOLS, ToolContext, ToolOutput, cap_output, run_builtin
 from oma.activities.tools.custom import load_custom_tool
-from oma.core.agent_config import AgentConfig
-from oma.core.errors import OMAError
-from oma.core.tools import ToolCallInput, ToolCallOutput, ToolTraits
+from oma.core.schema.agent_config import AgentConfig
+from oma.core.schema.errors import OMAError
+from oma.core.schema.tools import ToolCallInput, ToolCallOutput, ToolTraits
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

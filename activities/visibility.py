@@ -18,7 +18,7 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.service import RPCError
 
-from oma.core.visibility import (
+from oma.core.contracts.visibility import (
     SEARCH_ATTRIBUTES,
     RegisteredSearchAttributesInput,
     RegisteredSearchAttributesOutput,

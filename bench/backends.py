@@ -59,9 +59,9 @@ from temporalio.testing import ActivityEnvironment  # noqa: E402
 from oma.activities.acp import SessionPool  # noqa: E402
 from oma.activities.acp_prompt import AcpActivities  # noqa: E402
 from oma.activities.process_run import process_run  # noqa: E402
-from oma.core.acp import AcpPromptInput  # noqa: E402
-from oma.core.backends import AcpBackendConfig, ProcessBackendConfig  # noqa: E402
-from oma.core.process import ProcessRunInput  # noqa: E402
+from oma.core.contracts.acp import AcpPromptInput  # noqa: E402
+from oma.core.contracts.process import ProcessRunInput  # noqa: E402
+from oma.core.schema.backends import AcpBackendConfig, ProcessBackendConfig  # noqa: E402
 
 AGENT_SCRIPT = os.path.join(ROOT, "tests", "acp_agent.py")
 PROMPT = "Summarise the benchmark input.\n" * 8

@@ -244,7 +244,7 @@ async def run_histories(client: Any, workflow_id: str) -> list[Any]:
 
 
 async def run_team(client: Any, chains: int, length: int, task_queue: str = TASK_QUEUE) -> str:
-    from oma.core.results import TeamRunResult
+    from oma.core.schema.results import TeamRunResult
 
     wf_id = f"bench-team-{uuid.uuid4().hex[:8]}"
     result = await client.execute_workflow(

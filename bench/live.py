@@ -34,7 +34,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from oma.cli.live import PEEK_INTERVAL_S, latest_output  # noqa: E402
-from oma.core.workflow_ids import task_workflow_id  # noqa: E402
+from oma.core.contracts.workflow_ids import task_workflow_id  # noqa: E402
 from oma.runtime.connection import Connection  # noqa: E402
 from oma.runtime.dev_server import DevServer, free_port  # noqa: E402
 from oma.worker import build_worker  # noqa: E402

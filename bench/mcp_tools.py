@@ -106,7 +106,7 @@ async def timed_calls(client: Any, name: str, arg: dict[str, Any], count: int, q
 
 async def restarts(client: Any, pool: Any, directory: str, calls: int) -> int:
     """Servers started beyond the run's one, over an ``AgentRun`` of ``calls`` MCP calls."""
-    from oma.core.results import AgentRunResult
+    from oma.core.schema.results import AgentRunResult
 
     for n in range(calls):
         with open(os.path.join(directory, f"page{n}.txt"), "w") as f:
@@ -174,8 +174,8 @@ async def _measure(client: Any, activities: Any, direct: Direct, directory: str,
     from temporalio.worker import Worker
 
     from oma import worker as oma_worker
-    from oma.core.mcp import McpCall, McpServerConfig
-    from oma.core.tools import ToolCallInput, ToolRef
+    from oma.core.schema.mcp import McpCall, McpServerConfig
+    from oma.core.schema.tools import ToolCallInput, ToolRef
 
     # the workflow that makes the calls, on a queue of its own
     floor = Worker(client, task_queue=FLOOR_QUEUE, workflows=[oma_bench_mcp_floor.Calls])

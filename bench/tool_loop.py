@@ -109,7 +109,7 @@ async def timed_calls(client: Any, name: str, arg: dict[str, Any], count: int) -
 
 async def history_ratio(client: Any, calls: int) -> tuple[float, int, int]:
     """Run the loop; ``(history bytes / conversation bytes, history, conversation)``."""
-    from oma.core.results import AgentRunResult
+    from oma.core.schema.results import AgentRunResult
 
     script: list[Any] = [[tool_use(f"u{n}", "page", number=n)] for n in range(calls)]
     agent = {
@@ -167,7 +167,7 @@ async def bench(address: str, calls: int, sizes: list[int]) -> str:
     from temporalio.worker import Worker
 
     from oma import worker as oma_worker
-    from oma.core.tools import ToolCallInput, ToolRef
+    from oma.core.schema.tools import ToolCallInput, ToolRef
     from oma.runtime.connection import Connection
 
     client = await Connection.local(address, TASK_QUEUE).connect()

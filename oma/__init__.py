@@ -24,19 +24,19 @@ _moved.install()  # the old paths of moved modules (``oma._moved``)
 if TYPE_CHECKING:
     from oma.agent import Agent
     from oma.client import ApprovalAnswer, ApprovalCallback, OpenMultiAgent
-    from oma.core.agent_config import AgentConfig
-    from oma.core.agent_events import StreamEvent
-    from oma.core.approvals import ApprovalDecision, ApprovalRequest, Reviewer
-    from oma.core.backends import (
+    from oma.core.schema.agent_config import AgentConfig
+    from oma.core.schema.agent_events import StreamEvent
+    from oma.core.schema.approvals import ApprovalDecision, ApprovalRequest, Reviewer
+    from oma.core.schema.backends import (
         AcpBackendConfig,
         PermissionPolicy,
         PermissionRule,
         ProcessBackendConfig,
     )
-    from oma.core.before_run import BeforeRunContext
-    from oma.core.errors import InvalidMessageError, OMAError
-    from oma.core.evaluation import EvaluationConfig, EvaluationRecord
-    from oma.core.messages import (
+    from oma.core.schema.before_run import BeforeRunContext
+    from oma.core.schema.errors import InvalidMessageError, OMAError
+    from oma.core.schema.evaluation import EvaluationConfig, EvaluationRecord
+    from oma.core.schema.messages import (
         Base64ImageSource,
         ContentBlock,
         ImageBlock,
@@ -46,12 +46,12 @@ if TYPE_CHECKING:
         ToolUseBlock,
         URLImageSource,
     )
-    from oma.core.plan import CoordinatorConfig, PlanArtifact
-    from oma.core.results import AgentRunResult, TeamRunResult
-    from oma.core.run_input import AgentRunInput, RunOptions, TeamRunInput
-    from oma.core.task import TaskSpec, TaskStatus
-    from oma.core.team import TeamConfig
-    from oma.core.tools import consequential, retried
+    from oma.core.schema.plan import CoordinatorConfig, PlanArtifact
+    from oma.core.schema.results import AgentRunResult, TeamRunResult
+    from oma.core.schema.run_input import AgentRunInput, RunOptions, TeamRunInput
+    from oma.core.schema.task import TaskSpec, TaskStatus
+    from oma.core.schema.team import TeamConfig
+    from oma.core.schema.tools import consequential, retried
 
 __all__ = [
     "AcpBackendConfig",
@@ -101,28 +101,28 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "ApprovalCallback",
         "OpenMultiAgent",
     ),
-    "oma.core.agent_config": ("AgentConfig",),
-    "oma.core.approvals": (
+    "oma.core.schema.agent_config": ("AgentConfig",),
+    "oma.core.schema.approvals": (
         "ApprovalDecision",
         "ApprovalRequest",
         "Reviewer",
     ),
-    "oma.core.backends": (
+    "oma.core.schema.backends": (
         "AcpBackendConfig",
         "PermissionPolicy",
         "PermissionRule",
         "ProcessBackendConfig",
     ),
-    "oma.core.before_run": ("BeforeRunContext",),
-    "oma.core.errors": (
+    "oma.core.schema.before_run": ("BeforeRunContext",),
+    "oma.core.schema.errors": (
         "InvalidMessageError",
         "OMAError",
     ),
-    "oma.core.evaluation": (
+    "oma.core.schema.evaluation": (
         "EvaluationConfig",
         "EvaluationRecord",
     ),
-    "oma.core.messages": (
+    "oma.core.schema.messages": (
         "Base64ImageSource",
         "ContentBlock",
         "ImageBlock",
@@ -132,26 +132,26 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "ToolUseBlock",
         "URLImageSource",
     ),
-    "oma.core.plan": (
+    "oma.core.schema.plan": (
         "CoordinatorConfig",
         "PlanArtifact",
     ),
-    "oma.core.results": (
+    "oma.core.schema.results": (
         "AgentRunResult",
         "TeamRunResult",
     ),
-    "oma.core.run_input": (
+    "oma.core.schema.run_input": (
         "AgentRunInput",
         "RunOptions",
         "TeamRunInput",
     ),
-    "oma.core.agent_events": ("StreamEvent",),
-    "oma.core.task": (
+    "oma.core.schema.agent_events": ("StreamEvent",),
+    "oma.core.schema.task": (
         "TaskSpec",
         "TaskStatus",
     ),
-    "oma.core.team": ("TeamConfig",),
-    "oma.core.tools": ("consequential", "retried"),
+    "oma.core.schema.team": ("TeamConfig",),
+    "oma.core.schema.tools": ("consequential", "retried"),
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 """Where each public name is defined."""

@@ -16,9 +16,9 @@ from temporalio.client import (
 )
 from temporalio.exceptions import ApplicationError
 
-from oma.core.approvals import ApprovalDecision, ApprovalRequest
-from oma.core.results import TeamRunResult
-from oma.core.run_events import RunEvent
+from oma.core.schema.approvals import ApprovalDecision, ApprovalRequest
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.run_events import RunEvent
 from tests._runs import TASK_QUEUE, start_team, team_result
 
 T = TypeVar("T")

@@ -11,9 +11,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from oma.core.messages import text_of
-from oma.core.results import AgentRunResult
-from oma.core.run_events import RunEvent
+from oma.core.schema.messages import text_of
+from oma.core.schema.results import AgentRunResult
+from oma.core.schema.run_events import RunEvent
 
 RESEARCH_THEN_WRITE = json.dumps(
     [

@@ -15,8 +15,8 @@ from oma.activities.providers.anthropic import AnthropicProvider
 from oma.activities.providers.openai import OpenAIProvider
 from oma.activities.providers.scripted import ScriptedProvider
 from oma.client import start_run, team_run_result
-from oma.core.results import AgentRunResult, TeamRunResult
-from oma.core.workflow_ids import task_workflow_id
+from oma.core.contracts.workflow_ids import task_workflow_id
+from oma.core.schema.results import AgentRunResult, TeamRunResult
 from oma.runtime import plugin
 from oma.workflows._visibility import start_attributes
 

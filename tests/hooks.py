@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from oma.core.before_run import BeforeRunContext
+from oma.core.schema.before_run import BeforeRunContext
 
 
 def shout(ctx: BeforeRunContext) -> dict[str, Any]:

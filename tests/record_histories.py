@@ -39,8 +39,8 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError
 
 from oma import worker as oma_worker
-from oma.core.results import AgentRunResult, TeamRunResult
-from oma.core.task import TaskStatus
+from oma.core.schema.results import AgentRunResult, TeamRunResult
+from oma.core.schema.task import TaskStatus
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
 from tests._approvals import Run, decision, eventually, start_run, wait_for_file

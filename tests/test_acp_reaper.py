@@ -22,8 +22,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from oma import worker as oma_worker
 from oma.activities.acp import SessionPool
 from oma.activities.acp.reaper import reap_closed_runs, reap_forever
-from oma.core.backends import AcpBackendConfig
-from oma.core.results import AgentRunResult, TeamRunResult
+from oma.core.schema.backends import AcpBackendConfig
+from oma.core.schema.results import AgentRunResult, TeamRunResult
 from oma.runtime.dev_server import free_port
 from tests._procs import alive
 from tests._runs import TASK_QUEUE, process, run_agent, scripted, task

@@ -17,11 +17,16 @@ from temporalio.testing import ActivityEnvironment
 
 from oma.activities.acp import AcpSession, SessionPool
 from oma.activities.acp_prompt import AcpActivities
-from oma.core.acp import AcpCloseRunInput, AcpCloseRunOutput, AcpPromptInput, AcpPromptOutput
-from oma.core.backends import AcpBackendConfig, PermissionPolicy, PermissionRule
-from oma.core.errors import AcpProtocolError, AcpSpawnError
-from oma.core.results import PermissionRecord, ToolCallRecord
-from oma.core.usage import TokenUsage
+from oma.core.contracts.acp import (
+    AcpCloseRunInput,
+    AcpCloseRunOutput,
+    AcpPromptInput,
+    AcpPromptOutput,
+)
+from oma.core.schema.backends import AcpBackendConfig, PermissionPolicy, PermissionRule
+from oma.core.schema.errors import AcpProtocolError, AcpSpawnError
+from oma.core.schema.results import PermissionRecord, ToolCallRecord
+from oma.core.schema.usage import TokenUsage
 from tests._procs import alive
 
 AGENT_SCRIPT = Path(__file__).resolve().parent / "acp_agent.py"

@@ -16,8 +16,8 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from oma import worker as oma_worker
-from oma.core.results import AcpSessionInfo, AgentRunResult
-from oma.core.usage import TokenUsage
+from oma.core.schema.results import AcpSessionInfo, AgentRunResult
+from oma.core.schema.usage import TokenUsage
 from tests._procs import alive
 from tests._runs import (
     TASK_QUEUE,

@@ -14,8 +14,8 @@ import pytest
 from oma.activities.providers.anthropic import AnthropicProvider
 from oma.activities.providers.scripted import ScriptedProvider
 from oma.agent import Agent
-from oma.core.errors import InvalidHookError, InvalidMessageError
-from oma.core.messages import LLMMessage
+from oma.core.schema.errors import InvalidHookError, InvalidMessageError
+from oma.core.schema.messages import LLMMessage
 from tests.anthropic_server import AnthropicServer
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n-a-tiny-png-").decode()

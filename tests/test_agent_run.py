@@ -12,7 +12,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError, CancelledError
 
-from oma.core.results import TeamRunResult
+from oma.core.schema.results import TeamRunResult
 from oma.workflows._options import LLM_TURN
 from tests._procs import alive
 from tests._runs import TASK_QUEUE, assert_replays, process, run_agent, run_team, task

@@ -18,11 +18,11 @@ from temporalio.testing import ActivityEnvironment
 from oma.activities._heartbeat import PROGRESS_HEARTBEAT_GAP_S
 from oma.activities.providers import anthropic as anthropic_provider
 from oma.activities.providers.anthropic import AnthropicProvider
-from oma.core.agent_config import AgentConfig
-from oma.core.agent_events import TextDelta, ToolCallEvent
-from oma.core.errors import MissingCredentialsError, ProviderError
-from oma.core.llm import LlmTurnInput, LlmTurnOutput
-from oma.core.messages import (
+from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.schema.agent_config import AgentConfig
+from oma.core.schema.agent_events import TextDelta, ToolCallEvent
+from oma.core.schema.errors import MissingCredentialsError, ProviderError
+from oma.core.schema.messages import (
     Base64ImageSource,
     ImageBlock,
     LLMMessage,
@@ -32,7 +32,7 @@ from oma.core.messages import (
     URLImageSource,
     user_text,
 )
-from oma.core.usage import TokenUsage
+from oma.core.schema.usage import TokenUsage
 from tests.anthropic_server import AnthropicServer
 
 API_KEY = "sk-ant-test-key-0123456789"

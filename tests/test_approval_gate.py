@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from oma.core.approval_gate import ApprovalGate, dispatch_request_id, round_content
-from oma.core.approvals import (
+from oma.core.rules.approval_gate import ApprovalGate, dispatch_request_id, round_content
+from oma.core.rules.task_graph import TaskGraph
+from oma.core.schema.approvals import (
     ApprovalDecision,
     ApprovalOptions,
     ApprovalRequest,
@@ -16,13 +17,12 @@ from oma.core.approvals import (
     Reviewer,
     request_hash,
 )
-from oma.core.errors import (
+from oma.core.schema.errors import (
     ApprovalConflictError,
     ApprovalStaleDecisionError,
     ApprovalUnknownRequestError,
 )
-from oma.core.task import TaskSpec, TaskStatus
-from oma.core.task_graph import TaskGraph
+from oma.core.schema.task import TaskSpec, TaskStatus
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 ANA = Reviewer(id="ana")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from oma.core.approvals import (
+from oma.core.schema.approvals import (
     ApprovalDecision,
     ApprovalOptions,
     ApprovalRequest,
@@ -22,15 +22,15 @@ from oma.core.approvals import (
     check_dispatch_names,
     request_hash,
 )
-from oma.core.errors import (
+from oma.core.schema.errors import (
     ApprovalConflictError,
     ApprovalError,
     ApprovalStaleDecisionError,
     ApprovalUnknownRequestError,
     InvalidRunInputError,
 )
-from oma.core.task import TaskSpec
-from oma.core.team import TeamConfig
+from oma.core.schema.task import TaskSpec
+from oma.core.schema.team import TeamConfig
 
 SCOPE = "run-1"
 PLAN = {"tasks": [{"id": "a", "title": "Collect"}, {"id": "b", "title": "Write"}]}

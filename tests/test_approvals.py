@@ -26,9 +26,9 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from oma import worker as oma_worker
 from oma.activities.llm_turn import LlmActivities
 from oma.activities.providers.scripted import ScriptedProvider
-from oma.core.approvals import ApprovalDecision, request_hash
-from oma.core.results import TeamRunResult
-from oma.core.task import TaskStatus
+from oma.core.schema.approvals import ApprovalDecision, request_hash
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.task import TaskStatus
 from tests._approvals import (
     WAIT_S,
     Run,

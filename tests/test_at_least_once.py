@@ -27,9 +27,9 @@ from temporalio.testing import ActivityEnvironment
 
 from oma import worker as oma_worker
 from oma.activities.process_run import process_run
-from oma.core.backends import ProcessBackendConfig
-from oma.core.process import ProcessRunInput
-from oma.core.results import AgentRunResult, TeamRunResult
+from oma.core.contracts.process import ProcessRunInput
+from oma.core.schema.backends import ProcessBackendConfig
+from oma.core.schema.results import AgentRunResult, TeamRunResult
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
 from oma.workflows import _options

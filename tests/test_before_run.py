@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from oma.core.before_run import BeforeRunContext, apply_before_run, load_hook
-from oma.core.errors import InvalidHookError, InvalidMessageError
-from oma.core.message_guard import latest_user_prompt, validate_messages
-from oma.core.messages import (
+from oma.core.schema.before_run import BeforeRunContext, apply_before_run, load_hook
+from oma.core.schema.errors import InvalidHookError, InvalidMessageError
+from oma.core.schema.message_guard import latest_user_prompt, validate_messages
+from oma.core.schema.messages import (
     Base64ImageSource,
     ImageBlock,
     LLMMessage,

@@ -11,7 +11,7 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
-from oma.core.results import AgentRunResult
+from oma.core.schema.results import AgentRunResult
 from tests._runs import TASK_QUEUE, assert_replays
 from tests.anthropic_server import AnthropicServer
 

@@ -18,7 +18,7 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from oma.core.results import AgentRunResult
+from oma.core.schema.results import AgentRunResult
 from oma.runtime.dev_server import DevServer, free_port, free_ports, is_listening, temporal_binary
 from tests._forkserver import Forkserver
 from tests._procs import alive, cmdline, descendants

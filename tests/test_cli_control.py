@@ -23,10 +23,10 @@ from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError
 
 from oma.cli import run as _cli_run
-from oma.core.approvals import ApprovalRequest
-from oma.core.plan import PlanArtifact
-from oma.core.results import TeamRunResult
-from oma.core.task import TaskStatus
+from oma.core.schema.approvals import ApprovalRequest
+from oma.core.schema.plan import PlanArtifact
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.task import TaskStatus
 from oma.runtime.dev_server import DevServer, free_port, is_listening
 from oma.worker import build_worker
 from tests._runs import TASK_QUEUE, process, run_team, scripted, task, team_result

@@ -20,8 +20,8 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from oma.client import OpenMultiAgent
-from oma.core.errors import InvalidRunInputError, TemporalUnavailableError
-from oma.core.results import TeamRunResult
+from oma.core.schema.errors import InvalidRunInputError, TemporalUnavailableError
+from oma.core.schema.results import TeamRunResult
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
 from tests._runs import TASK_QUEUE, process, scripted, task, team_result

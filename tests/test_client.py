@@ -12,8 +12,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.client import ApprovalAnswer, OpenMultiAgent
-from oma.core.approvals import ApprovalRequest, Reviewer
-from oma.core.errors import (
+from oma.core.schema.approvals import ApprovalRequest, Reviewer
+from oma.core.schema.errors import (
     ApprovalConflictError,
     ApprovalUnknownRequestError,
     AssigneeRequirementsMismatchError,
@@ -21,8 +21,8 @@ from oma.core.errors import (
     InvalidMessageError,
     InvalidRunInputError,
 )
-from oma.core.results import TeamRunResult
-from oma.core.task import TaskStatus
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.task import TaskStatus
 from tests._orchestration import RESEARCH_THEN_WRITE as PLAN
 from tests._runs import TASK_QUEUE, assert_replays, process, scripted, task, team_result
 from tests.anthropic_server import AnthropicServer

@@ -15,7 +15,7 @@ import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 
-from oma.core.errors import CodecKeysInvalidError
+from oma.core.schema.errors import CodecKeysInvalidError
 from oma.runtime.codec import AesGcmCodec, keys_from_env, new_key, parse_keys
 from oma.runtime.codec_server import codec_app, serve
 from oma.runtime.dev_server import free_port

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from oma import OpenMultiAgent
-from oma.core.errors import TemporalConfigError, TemporalUnavailableError
+from oma.core.schema.errors import TemporalConfigError, TemporalUnavailableError
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import free_ports, is_listening
 from tests._runs import scripted, task

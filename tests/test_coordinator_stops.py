@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from oma.core.task import TaskStatus
+from oma.core.schema.task import TaskStatus
 from tests._approvals import Run, children_started, eventually, result_within, start_run
 from tests._runs import assert_replays, scripted
 from tests.anthropic_server import AnthropicServer

@@ -10,7 +10,7 @@ import pytest
 from temporalio.client import Client
 
 from oma import worker as oma_worker
-from oma.core.task import TaskStatus
+from oma.core.schema.task import TaskStatus
 from tests._runs import assert_replays, histories_of, process, run_team, task
 
 

@@ -19,10 +19,10 @@ from temporalio.client import Client
 from oma.activities._credentials import CREDENTIALS_ENV, CredentialPolicy
 from oma.activities.providers.anthropic import AnthropicProvider
 from oma.activities.providers.openai import OpenAIProvider
-from oma.core.agent_config import AgentConfig
-from oma.core.errors import CredentialNotAllowedError, CredentialsConfigError, ProviderError
-from oma.core.llm import LlmTurnInput
-from oma.core.messages import user_text
+from oma.core.contracts.llm import LlmTurnInput
+from oma.core.schema.agent_config import AgentConfig
+from oma.core.schema.errors import CredentialNotAllowedError, CredentialsConfigError, ProviderError
+from oma.core.schema.messages import user_text
 from tests._runs import OPENAI_TEST_KEY, assert_replays, run_team, task
 from tests.anthropic_server import AnthropicServer
 from tests.openai_server import OpenAIServer

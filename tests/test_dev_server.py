@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from oma.core.errors import TemporalUnavailableError
+from oma.core.schema.errors import TemporalUnavailableError
 from oma.runtime.dev_server import DevServer, free_port, is_listening
 
 

@@ -23,8 +23,8 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError, TerminatedError
 
 from oma import worker as oma_worker
-from oma.core.errors import CodecKeyMissingError
-from oma.core.results import TeamRunResult
+from oma.core.schema.errors import CodecKeyMissingError
+from oma.core.schema.results import TeamRunResult
 from oma.runtime import plugin
 from oma.runtime.codec import AesGcmCodec, CodecKey, new_key, parse_keys
 from oma.runtime.connection import Connection

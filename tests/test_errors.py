@@ -15,8 +15,8 @@ from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
 
 import oma
-from oma.core import errors
-from oma.core.errors import (
+from oma.core.schema import errors
+from oma.core.schema.errors import (
     ERRORS,
     AbortedError,
     AcpAgentExitedError,
@@ -202,7 +202,9 @@ def test_a_failure_without_details_reads_back_with_empty_fields() -> None:
 # -- the table of codes in docs/errors.md ------------------------------------------
 
 ERROR_DOC = Path(__file__).parent.parent / "docs" / "errors.md"
-TABLE_START = "<!-- error codes: generated from oma.core.errors.ERRORS, do not edit by hand -->"
+TABLE_START = (
+    "<!-- error codes: generated from oma.core.schema.errors.ERRORS, do not edit by hand -->"
+)
 TABLE_END = "<!-- end of error codes -->"
 KINDS = (
     (InputError, "The caller's input"),

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from oma.core.errors import InvalidHookError
-from oma.core.evaluation import (
+from oma.core.schema.errors import InvalidHookError
+from oma.core.schema.evaluation import (
     EvaluationConfig,
     EvaluationRecord,
     evaluate,
@@ -18,7 +18,7 @@ from oma.core.evaluation import (
     not_sampled,
     stored_payload,
 )
-from oma.core.messages import LLMMessage, TextBlock, ToolUseBlock
+from oma.core.schema.messages import LLMMessage, TextBlock, ToolUseBlock
 
 KEY = "sk-ant-api03-abcdefGHIJ_klmn-0123456789"
 THIS = "tests.test_evaluation"

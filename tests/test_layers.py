@@ -35,7 +35,7 @@ def _imports(path: Path) -> set[str]:
 def test_the_core_uses_only_the_exceptions_of_the_temporal_sdk() -> None:
     temporal = {
         f"{path.name}: {name}"
-        for path in (ROOT / "oma" / "core").glob("*.py")
+        for path in (ROOT / "oma" / "core").rglob("*.py")
         for name in _imports(path)
         if name.split(".")[0] == "temporalio" and name != "temporalio.exceptions"
     }
@@ -75,7 +75,7 @@ def test_the_wheel_installs_one_namespace(tmp_path: Path) -> None:
         "oma/worker.py",
         "oma/workflows/team_run.py",
         "oma/activities/llm_turn.py",
-        "oma/core/errors.py",
+        "oma/core/schema/errors.py",
     } <= set(names)
 
 

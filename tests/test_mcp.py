@@ -25,9 +25,9 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from oma.agent import Agent
-from oma.core.agent_config import AgentConfig
-from oma.core.messages import ToolResultBlock
-from oma.core.results import AgentRunResult
+from oma.core.schema.agent_config import AgentConfig
+from oma.core.schema.messages import ToolResultBlock
+from oma.core.schema.results import AgentRunResult
 from oma.worker import OmaWorker, build_worker
 from tests._approvals import Run
 from tests._procs import alive, cmdline

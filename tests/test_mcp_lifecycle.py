@@ -23,7 +23,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from oma.activities.mcp import server as mcp_server
-from oma.core.results import AgentRunResult
+from oma.core.schema.results import AgentRunResult
 from oma.runtime.dev_server import DevServer
 from tests._approvals import Run
 from tests._procs import alive, descendants

@@ -1,4 +1,5 @@
-"""The message shape guard (oma/core/message_guard.py; the behaviour: docs/structured-input.md)."""
+"""The message shape guard (oma/core/schema/message_guard.py; the behaviour:
+docs/structured-input.md)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from oma.core.errors import InvalidMessageError
-from oma.core.message_guard import (
+from oma.core.schema.errors import InvalidMessageError
+from oma.core.schema.message_guard import (
     latest_user_prompt,
     to_messages,
     validate_content_blocks,
     validate_messages,
 )
-from oma.core.messages import (
+from oma.core.schema.messages import (
     Base64ImageSource,
     ImageBlock,
     LLMMessage,

@@ -14,11 +14,11 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from oma.activities.providers.openai import OpenAIProvider
-from oma.core.agent_config import AgentConfig
-from oma.core.agent_events import TextDelta, ToolCallEvent
-from oma.core.errors import InvalidMessageError, MissingCredentialsError, ProviderError
-from oma.core.llm import LlmTurnInput, LlmTurnOutput
-from oma.core.messages import (
+from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.schema.agent_config import AgentConfig
+from oma.core.schema.agent_events import TextDelta, ToolCallEvent
+from oma.core.schema.errors import InvalidMessageError, MissingCredentialsError, ProviderError
+from oma.core.schema.messages import (
     Base64ImageSource,
     ImageBlock,
     LLMMessage,
@@ -28,7 +28,7 @@ from oma.core.messages import (
     URLImageSource,
     user_text,
 )
-from oma.core.usage import TokenUsage
+from oma.core.schema.usage import TokenUsage
 from tests._runs import OPENAI_TEST_KEY, agent_result, assert_replays, run_team, task
 from tests.openai_server import OpenAIServer, ToolCallsReply
 

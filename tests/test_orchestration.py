@@ -18,11 +18,11 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import ApplicationError
 
 from oma import worker as oma_worker
-from oma.core.plan import PlanArtifact, planning_prompt
-from oma.core.results import TeamRunResult
-from oma.core.run_events import RunEvent
-from oma.core.task import TaskStatus
-from oma.core.team import TeamConfig
+from oma.core.schema.plan import PlanArtifact, planning_prompt
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.run_events import RunEvent
+from oma.core.schema.task import TaskStatus
+from oma.core.schema.team import TeamConfig
 from oma.runtime import plugin
 from tests._approvals import WAIT_S, eventually
 from tests._orchestration import (

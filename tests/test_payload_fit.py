@@ -7,21 +7,21 @@ from datetime import UTC, datetime
 
 import pytest
 
-from oma.core import limits
-from oma.core.approvals import Decision, decision_of
-from oma.core.errors import (
+from oma.core.rules.payload_fit import fit, read_batches
+from oma.core.rules.prompt import task_prompt
+from oma.core.rules.shared_memory import shared_memory
+from oma.core.rules.team_run_state import TeamRunState, read_next
+from oma.core.schema import limits
+from oma.core.schema.approvals import Decision, decision_of
+from oma.core.schema.errors import (
     DependencyPayloadTooLargeError,
     InvalidRunInputError,
     RunStateTooLargeError,
 )
-from oma.core.payload_fit import fit, read_batches
-from oma.core.plan import synthesis_prompt
-from oma.core.prompt import task_prompt
-from oma.core.results import TeamRunResult
-from oma.core.run_events import EventLog
-from oma.core.shared_memory import shared_memory
-from oma.core.task import TaskSpec, TaskState, TaskStatus
-from oma.core.team_run_state import TeamRunState, read_next
+from oma.core.schema.plan import synthesis_prompt
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.run_events import EventLog
+from oma.core.schema.task import TaskSpec, TaskState, TaskStatus
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from oma.core.agent_config import AgentConfig
-from oma.core.backends import ProcessBackendConfig
-from oma.core.errors import ScriptExhaustedError
-from oma.core.plan import (
+from oma.core.schema.agent_config import AgentConfig
+from oma.core.schema.backends import ProcessBackendConfig
+from oma.core.schema.errors import ScriptExhaustedError
+from oma.core.schema.plan import (
     COORDINATOR,
     COORDINATOR_SYSTEM_PROMPT,
     CoordinatorConfig,
@@ -23,8 +23,8 @@ from oma.core.plan import (
     planning_prompt,
     synthesis_prompt,
 )
-from oma.core.task import TaskRequirements, TaskSpec, TaskState, TaskStatus
-from oma.core.team import TeamConfig
+from oma.core.schema.task import TaskRequirements, TaskSpec, TaskState, TaskStatus
+from oma.core.schema.team import TeamConfig
 
 
 def process_agent(name: str) -> AgentConfig:

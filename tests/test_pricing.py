@@ -1,14 +1,14 @@
-"""The price table and the pricing of a model turn (``oma.core.pricing``)."""
+"""The price table and the pricing of a model turn (``oma.core.schema.pricing``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from oma.core.agent_config import AgentConfig
-from oma.core.llm import LlmTurnInput, LlmTurnOutput, price_turn
-from oma.core.messages import TextBlock, user_text
-from oma.core.pricing import PRICES, ModelPrice, price_of, priced
-from oma.core.usage import TokenUsage
+from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput, price_turn
+from oma.core.schema.agent_config import AgentConfig
+from oma.core.schema.messages import TextBlock, user_text
+from oma.core.schema.pricing import PRICES, ModelPrice, price_of, priced
+from oma.core.schema.usage import TokenUsage
 
 USAGE = TokenUsage(
     input_tokens=1_000_000,

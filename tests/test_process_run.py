@@ -14,8 +14,8 @@ from temporalio.testing import ActivityEnvironment
 
 import oma.activities.process_run as process_run_module
 from oma.activities.process_run import process_run
-from oma.core.backends import ProcessBackendConfig
-from oma.core.process import ProcessRunInput, ProcessRunOutput
+from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
+from oma.core.schema.backends import ProcessBackendConfig
 from tests._procs import alive
 
 PY = sys.executable
@@ -270,7 +270,7 @@ async def test_coder_example_writes_slugify_and_its_passing_test(tmp_path: Path)
 
 
 async def test_output_over_the_limit_fails_with_a_clear_error() -> None:
-    from oma.core.limits import MAX_OUTPUT_BYTES
+    from oma.core.schema.limits import MAX_OUTPUT_BYTES
 
     code = "import sys; sys.stdin.read(); sys.stdout.write('y' * 1_000_000)"
     inp = ProcessRunInput(
@@ -286,7 +286,7 @@ async def test_output_over_the_limit_fails_with_a_clear_error() -> None:
 
 
 async def test_output_at_the_limit_is_returned_whole() -> None:
-    from oma.core.limits import MAX_OUTPUT_BYTES
+    from oma.core.schema.limits import MAX_OUTPUT_BYTES
 
     code = f"import sys; sys.stdin.read(); sys.stdout.write('y' * {MAX_OUTPUT_BYTES})"
     inp = ProcessRunInput(

@@ -7,11 +7,16 @@ from typing import Any
 
 import pytest
 
-from oma.core.errors import DependencyPayloadTooLargeError
-from oma.core.limits import MAX_DEPENDENCY_PAYLOAD_BYTES
-from oma.core.prompt import task_prompt
-from oma.core.shared_memory import SUMMARY_VALUE_CHARS, memory_summary, result_key, shared_memory
-from oma.core.task import TaskSpec, TaskState, TaskStatus
+from oma.core.rules.prompt import task_prompt
+from oma.core.rules.shared_memory import (
+    SUMMARY_VALUE_CHARS,
+    memory_summary,
+    result_key,
+    shared_memory,
+)
+from oma.core.schema.errors import DependencyPayloadTooLargeError
+from oma.core.schema.limits import MAX_DEPENDENCY_PAYLOAD_BYTES
+from oma.core.schema.task import TaskSpec, TaskState, TaskStatus
 
 
 def spec(**extra: Any) -> TaskSpec:

@@ -12,10 +12,10 @@ from oma.activities.providers import ADAPTERS, default_providers
 from oma.activities.providers.anthropic import AnthropicProvider
 from oma.activities.providers.openai import OpenAIProvider
 from oma.activities.providers.scripted import ScriptedProvider
-from oma.core.agent_config import AgentConfig
-from oma.core.llm import LlmTurnInput, LlmTurnOutput
-from oma.core.messages import user_text
-from oma.core.providers import PROVIDERS, Provider
+from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.schema.agent_config import AgentConfig
+from oma.core.schema.messages import user_text
+from oma.core.schema.providers import PROVIDERS, Provider
 from oma.workflows import _agent_ports, _options
 
 

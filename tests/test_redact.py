@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oma.core.redact import redact, redact_values, secret_values
+from oma.core.rules.redact import redact, redact_values, secret_values
 
 
 def test_text_without_credentials_is_unchanged() -> None:

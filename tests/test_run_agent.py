@@ -1,4 +1,4 @@
-"""The one agent run (oma.core.agent_run.run_agent), driven by fake ports:
+"""The one agent run (oma.core.rules.agent_run.run_agent), driven by fake ports:
 the order of its calls and the result it leaves, without Temporal."""
 
 from __future__ import annotations
@@ -8,25 +8,25 @@ from typing import Any
 
 import pytest
 
-from oma.core.acp import AcpPromptInput, AcpPromptOutput
-from oma.core.agent_config import AgentConfig
-from oma.core.agent_events import AgentStart
-from oma.core.agent_run import run_agent
-from oma.core.errors import (
+from oma.core.contracts.acp import AcpPromptInput, AcpPromptOutput
+from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.contracts.ports import AgentPorts
+from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
+from oma.core.contracts.run_hooks import EvaluateInput
+from oma.core.rules.agent_run import run_agent
+from oma.core.schema.agent_config import AgentConfig
+from oma.core.schema.agent_events import AgentStart
+from oma.core.schema.errors import (
     AgentRefusalError,
     InvalidHookError,
     OMAError,
     ProcessFailedError,
     ProviderError,
 )
-from oma.core.evaluation import EvaluationRecord
-from oma.core.llm import LlmTurnInput, LlmTurnOutput
-from oma.core.messages import LLMMessage, TextBlock, ToolUseBlock, text_of, user_text
-from oma.core.ports import AgentPorts
-from oma.core.process import ProcessRunInput, ProcessRunOutput
-from oma.core.results import AcpSessionInfo, AgentRunResult
-from oma.core.run_hooks import EvaluateInput
-from oma.core.usage import TokenUsage
+from oma.core.schema.evaluation import EvaluationRecord
+from oma.core.schema.messages import LLMMessage, TextBlock, ToolUseBlock, text_of, user_text
+from oma.core.schema.results import AcpSessionInfo, AgentRunResult
+from oma.core.schema.usage import TokenUsage
 
 EVALUATION = {"evaluator": "tests.hooks:output_length", "sample_rate": 0.5}
 

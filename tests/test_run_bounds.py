@@ -18,9 +18,9 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
 
 from oma import worker as oma_worker
-from oma.core import limits
-from oma.core.results import TeamRunResult
-from oma.core.task import TaskStatus
+from oma.core.schema import limits
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.task import TaskStatus
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
 from oma.workflows._visibility import STATUS

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from oma.core.approvals import decision_of
-from oma.core.errors import InvalidRunInputError
-from oma.core.run_input import parse_team_run_input
-from oma.core.validation import single_input
+from oma.core.schema.approvals import decision_of
+from oma.core.schema.errors import InvalidRunInputError
+from oma.core.schema.run_input import parse_team_run_input
+from oma.core.schema.validation import single_input
 
 TEAM = {"name": "t", "agents": [{"name": "a", "provider": "scripted", "script": ["x"]}]}
 TASKS = [{"id": "one", "title": "One", "assignee": "a"}]
@@ -183,8 +183,8 @@ def test_a_history_event_limit_past_temporals_own_is_refused() -> None:
 
 
 def test_a_retry_delay_that_backs_off_past_what_a_timer_holds_waits_the_longest_it_can() -> None:
-    from oma.core.limits import MAX_DURATION_S
-    from oma.core.task import TaskSpec
+    from oma.core.schema.limits import MAX_DURATION_S
+    from oma.core.schema.task import TaskSpec
 
     spec = TaskSpec(id="t", title="T", retry_delay_s=1, retry_backoff=10.0, max_retries=100)
     assert spec.retry_delay(3) == 100
@@ -193,7 +193,7 @@ def test_a_retry_delay_that_backs_off_past_what_a_timer_holds_waits_the_longest_
 
 
 def test_thirty_thousand_small_tasks_whose_carried_state_cannot_fit_are_refused() -> None:
-    from oma.core.run_input import checked_team_run_input
+    from oma.core.schema.run_input import checked_team_run_input
 
     tasks = [{"id": f"t{n}", "title": "T", "assignee": "a"} for n in range(30_000)]
     with pytest.raises(InvalidRunInputError) as info:
@@ -205,7 +205,7 @@ def test_thirty_thousand_small_tasks_whose_carried_state_cannot_fit_are_refused(
 
 
 def test_a_description_under_the_payload_limit_but_over_the_runs_budget_is_refused() -> None:
-    from oma.core.run_input import checked_team_run_input
+    from oma.core.schema.run_input import checked_team_run_input
 
     tasks = [{**TASKS[0], "description": "word " * 360_000}]  # 1.8 MB
     with pytest.raises(InvalidRunInputError) as info:

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from oma.core.agent_config import AgentConfig
-from oma.core.backends import AcpBackendConfig, ProcessBackendConfig
-from oma.core.dag import dependents_map
-from oma.core.errors import AssigneeRequirementsMismatchError, NoEligibleAgentError
-from oma.core.run_input import SchedulingStrategy
-from oma.core.scheduling import Scheduler, check_assignments, downstream_counts, satisfies
-from oma.core.task import TaskRequirements, TaskSpec
-from oma.core.team import TeamConfig
+from oma.core.rules.scheduling import Scheduler, check_assignments, downstream_counts, satisfies
+from oma.core.schema.agent_config import AgentConfig
+from oma.core.schema.backends import AcpBackendConfig, ProcessBackendConfig
+from oma.core.schema.dag import dependents_map
+from oma.core.schema.errors import AssigneeRequirementsMismatchError, NoEligibleAgentError
+from oma.core.schema.run_input import SchedulingStrategy
+from oma.core.schema.task import TaskRequirements, TaskSpec
+from oma.core.schema.team import TeamConfig
 
 
 def llm(name: str, *capabilities: str, **extra: Any) -> AgentConfig:

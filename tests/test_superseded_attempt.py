@@ -23,9 +23,9 @@ from temporalio.testing import ActivityEnvironment
 from oma.activities.acp import SessionPool
 from oma.activities.acp_prompt import AcpActivities
 from oma.activities.process_run import process_run
-from oma.core.acp import AcpPromptInput
-from oma.core.backends import ProcessBackendConfig
-from oma.core.process import ProcessRunInput
+from oma.core.contracts.acp import AcpPromptInput
+from oma.core.contracts.process import ProcessRunInput
+from oma.core.schema.backends import ProcessBackendConfig
 from oma.workflows._agent_ports import failed_backend_attempts
 from tests._procs import alive
 from tests.test_acp_session import WORKER_QUEUE, Heartbeats, ScriptedAgent, text, turn

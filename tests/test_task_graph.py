@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from oma.core.dag import validate_task_graph
-from oma.core.errors import DagValidationError
-from oma.core.task import TaskSpec, TaskState, TaskStatus
-from oma.core.task_graph import TaskGraph, skip_reason
+from oma.core.rules.task_graph import TaskGraph, skip_reason
+from oma.core.schema.dag import validate_task_graph
+from oma.core.schema.errors import DagValidationError
+from oma.core.schema.task import TaskSpec, TaskState, TaskStatus
 
 
 def spec(task_id: str, *depends_on: str, assignee: str | None = "a") -> TaskSpec:

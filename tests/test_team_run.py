@@ -10,8 +10,8 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, Worker
 
-from oma.core.results import TeamRunResult
-from oma.core.task import TaskStatus
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.task import TaskStatus
 from oma.runtime.plugin import DATA_CONVERTER
 from oma.workflows.team_run import TeamRun
 from tests._runs import (
@@ -202,8 +202,8 @@ async def test_invalid_graph_fails_the_run_before_any_task_runs(
 
 
 def test_an_agent_with_a_backend_rejects_llm_only_fields() -> None:
-    from oma.core.errors import InvalidRunInputError
-    from oma.core.run_input import parse_team_run_input
+    from oma.core.schema.errors import InvalidRunInputError
+    from oma.core.schema.run_input import parse_team_run_input
 
     agent = process("coder", "print(1)")
     agent["model"] = "claude-sonnet-4-6"

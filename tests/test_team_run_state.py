@@ -11,18 +11,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from oma.core.approval_gate import ApprovalGate
-from oma.core.approvals import ApprovalOptions, ApprovalRequest, Boundary, Reviewer
-from oma.core.dispatch import Dispatcher
-from oma.core.results import AgentRunResult, TeamRunResult
-from oma.core.run_events import EVENTS_CARRIED, EVENTS_KEPT, EventLog
-from oma.core.run_input import TeamRunInput
-from oma.core.scheduling import Scheduler
-from oma.core.task import TaskSpec, TaskState, TaskStatus
-from oma.core.task_graph import TaskGraph
-from oma.core.team import TeamConfig
-from oma.core.team_run_state import RunStop, TeamRunState
-from oma.core.usage import TokenUsage
+from oma.core.rules.approval_gate import ApprovalGate
+from oma.core.rules.dispatch import Dispatcher
+from oma.core.rules.scheduling import Scheduler
+from oma.core.rules.task_graph import TaskGraph
+from oma.core.rules.team_run_state import RunStop, TeamRunState
+from oma.core.schema.approvals import ApprovalOptions, ApprovalRequest, Boundary, Reviewer
+from oma.core.schema.results import AgentRunResult, TeamRunResult
+from oma.core.schema.run_events import EVENTS_CARRIED, EVENTS_KEPT, EventLog
+from oma.core.schema.run_input import TeamRunInput
+from oma.core.schema.task import TaskSpec, TaskState, TaskStatus
+from oma.core.schema.team import TeamConfig
+from oma.core.schema.usage import TokenUsage
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 HISTORIES = Path(__file__).parent / "histories"

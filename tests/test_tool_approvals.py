@@ -14,10 +14,10 @@ import pytest
 from temporalio.client import Client, WorkflowUpdateFailedError
 
 from oma import worker as oma_worker
-from oma.core.approvals import request_hash
-from oma.core.messages import ToolResultBlock
-from oma.core.results import AgentRunResult
-from oma.core.workflow_ids import task_workflow_id
+from oma.core.contracts.workflow_ids import task_workflow_id
+from oma.core.schema.approvals import request_hash
+from oma.core.schema.messages import ToolResultBlock
+from oma.core.schema.results import AgentRunResult
 from tests._approvals import WAIT_S, Run, refusal_code, result_within, start_run
 from tests._runs import TASK_QUEUE, agent_result, assert_replays, collected_unraisable, task
 from tests.test_approvals import scripted_activities
@@ -300,8 +300,8 @@ async def test_aborting_the_team_run_closes_its_tasks_tool_requests(
 
 
 def test_a_tool_gate_naming_nothing_of_the_team_is_an_input_error(tmp_path: Path) -> None:
-    from oma.core.errors import InvalidRunInputError
-    from oma.core.run_input import parse_team_run_input
+    from oma.core.schema.errors import InvalidRunInputError
+    from oma.core.schema.run_input import parse_team_run_input
 
     with pytest.raises(InvalidRunInputError, match="'file_wrte'"):
         parse_team_run_input(

@@ -14,8 +14,8 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 
 from oma.agent import Agent
-from oma.core.messages import ToolResultBlock
-from oma.core.results import AgentRunResult
+from oma.core.schema.messages import ToolResultBlock
+from oma.core.schema.results import AgentRunResult
 from tests._procs import alive
 from tests._runs import TASK_QUEUE, agent_result, assert_replays, run_agent, run_team, task
 from tests.anthropic_server import AnthropicServer, ToolUseReply

@@ -1,4 +1,4 @@
-"""The LLM tool loop (oma.core.agent_loop) driven by fake model and tool
+"""The LLM tool loop (oma.core.rules.agent_loop) driven by fake model and tool
 ports: one result per call, in order, concurrently; errors the model reads;
 truncated calls; the loop detector. No Temporal."""
 
@@ -10,22 +10,22 @@ from typing import Any
 import pytest
 
 from oma.activities.tools import BUILTIN_TOOLS
-from oma.core.agent_config import AgentConfig
-from oma.core.agent_loop import MAX_TRUNCATED_TOOL_TURNS, run_model_loop
-from oma.core.budget import RunBudget
-from oma.core.errors import (
+from oma.core.contracts.budget import RunBudget
+from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.rules.agent_loop import MAX_TRUNCATED_TOOL_TURNS, run_model_loop
+from oma.core.schema.agent_config import AgentConfig
+from oma.core.schema.errors import (
     BudgetExceededError,
     CostBudgetExceededError,
     ToolCallTruncatedError,
     ToolLoopError,
     UnknownToolError,
 )
-from oma.core.llm import LlmTurnInput, LlmTurnOutput
-from oma.core.messages import TextBlock, ToolResultBlock, ToolUseBlock, user_text
-from oma.core.pricing import ModelPrice
-from oma.core.results import AgentRunResult
-from oma.core.tools import BUILTIN_TOOL_NAMES, PRESETS, ToolCallInput, ToolCallOutput
-from oma.core.usage import TokenUsage
+from oma.core.schema.messages import TextBlock, ToolResultBlock, ToolUseBlock, user_text
+from oma.core.schema.pricing import ModelPrice
+from oma.core.schema.results import AgentRunResult
+from oma.core.schema.tools import BUILTIN_TOOL_NAMES, PRESETS, ToolCallInput, ToolCallOutput
+from oma.core.schema.usage import TokenUsage
 
 
 def use(tool_id: str, name: str, **args: Any) -> ToolUseBlock:

@@ -24,7 +24,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.worker import Replayer
 
 from oma import worker as oma_worker
-from oma.core.results import TeamRunResult
+from oma.core.schema.results import TeamRunResult
 from oma.runtime import tracing
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer

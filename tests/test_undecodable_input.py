@@ -17,8 +17,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from oma import OpenMultiAgent
-from oma.core.errors import InvalidRunInputError
-from oma.core.results import TeamRunResult
+from oma.core.schema.errors import InvalidRunInputError
+from oma.core.schema.results import TeamRunResult
 from tests._approvals import Run, eventually, refusal_code, result_within, start_run
 from tests._runs import TASK_QUEUE, assert_replays, scripted, task
 from tests.test_cli import oma

@@ -16,7 +16,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 
 from oma import worker as oma_worker
 from oma.client import OpenMultiAgent, start_run, team_run_result
-from oma.core.results import TeamRunResult
+from oma.core.schema.results import TeamRunResult
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer
 from oma.workflows._visibility import start_attributes

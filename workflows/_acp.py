@@ -7,8 +7,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from oma.core.acp import AcpCloseRunInput, AcpCloseRunOutput
-    from oma.core.results import AcpSessionInfo
+    from oma.core.contracts.acp import AcpCloseRunInput, AcpCloseRunOutput
+    from oma.core.schema.results import AcpSessionInfo
     from oma.workflows import _options
 
 

@@ -1,6 +1,7 @@
-"""The ports of an agent run in a workflow (``oma.core.ports``): every call is an activity.
+"""The ports of an agent run in a workflow (``oma.core.contracts.ports``): every call is
+an activity.
 
-``AgentRun`` hands them to ``oma.core.agent_run.run_agent``. Each names its
+``AgentRun`` hands them to ``oma.core.rules.agent_run.run_agent``. Each names its
 activity by its stable type name, with the options of ``oma.workflows._options``;
 an activity's failure comes back as the SDK's ``ActivityError``, which passes
 through the run to ``AgentRun``'s failure mapping.
@@ -22,10 +23,8 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from oma.core.acp import AcpPromptInput, AcpPromptOutput
-    from oma.core.agent_config import AgentConfig
-    from oma.core.evaluation import EvaluationRecord
-    from oma.core.llm import (
+    from oma.core.contracts.acp import AcpPromptInput, AcpPromptOutput
+    from oma.core.contracts.llm import (
         AgentRef,
         ConversationRef,
         LlmTurnInput,
@@ -33,20 +32,22 @@ with workflow.unsafe.imports_passed_through():
         agent_digest,
         agent_named,
     )
-    from oma.core.mcp import (
+    from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
+    from oma.core.contracts.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
+    from oma.core.contracts.visibility import shorten
+    from oma.core.schema.agent_config import AgentConfig
+    from oma.core.schema.evaluation import EvaluationRecord
+    from oma.core.schema.mcp import (
         McpCloseRunInput,
         McpCloseRunOutput,
         McpListToolsInput,
         McpListToolsOutput,
         McpServerConfig,
     )
-    from oma.core.messages import LLMMessage
-    from oma.core.process import ProcessRunInput, ProcessRunOutput
-    from oma.core.providers import PROVIDERS
-    from oma.core.results import AcpSessionInfo
-    from oma.core.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
-    from oma.core.tools import ToolCallInput, ToolCallOutput
-    from oma.core.visibility import shorten
+    from oma.core.schema.messages import LLMMessage
+    from oma.core.schema.providers import PROVIDERS
+    from oma.core.schema.results import AcpSessionInfo
+    from oma.core.schema.tools import ToolCallInput, ToolCallOutput
     from oma.workflows import _options, _patches
     from oma.workflows._acp import close_acp_sessions
 
@@ -54,7 +55,7 @@ with workflow.unsafe.imports_passed_through():
 class ActivityModel:
     """``ModelPort``: one ``llm_turn`` activity.
 
-    A provider whose turn needs no I/O (``oma.core.providers.PROVIDERS``: the
+    A provider whose turn needs no I/O (``oma.core.schema.providers.PROVIDERS``: the
     ``scripted`` one) runs it as a local activity (``LLM_TURN_LOCAL``): a
     marker in the history (its result, not its input) and no task queue round
     trip is all an instant, deterministic answer needs. Any other provider

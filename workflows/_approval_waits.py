@@ -1,7 +1,7 @@
 """``ApprovalWaits``: the waiting side of a run's approval gate, and
 ``ApprovalHandlers``: what a reviewer talks to.
 
-The gate (``oma.core.approval_gate``) keeps the books; here each open request
+The gate (``oma.core.rules.approval_gate``) keeps the books; here each open request
 gets a waiter that applies ``on_timeout`` when the request expires (a
 Temporal timer), and a step of the run can wait for a decision. Decisions
 arrive through the ``decide`` signal and update, which ``TeamRun`` and
@@ -23,8 +23,8 @@ from typing import Any, Protocol
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from oma.core.approval_gate import ApprovalGate, task_of
-    from oma.core.approvals import (
+    from oma.core.rules.approval_gate import ApprovalGate, task_of
+    from oma.core.schema.approvals import (
         ApprovalDecision,
         ApprovalRequest,
         Boundary,
@@ -32,8 +32,8 @@ with workflow.unsafe.imports_passed_through():
         DecisionSource,
         decision_of,
     )
-    from oma.core.errors import OMAError, application_error
-    from oma.core.run_events import RunEventType
+    from oma.core.schema.errors import OMAError, application_error
+    from oma.core.schema.run_events import RunEventType
 
 LAG_S = 1.0
 """How long a decision on a request the run has not made waits for it."""

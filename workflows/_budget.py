@@ -4,7 +4,7 @@ After each model turn the run reports its usage to the ``TeamRun`` (the
 ``task_usage`` signal) and waits for the answer (its own ``budget`` signal)
 before it acts on the turn, so the model loop's budget check
 (``RunBudget.exceeded``) sees what every task in flight spent, not only this
-one (``oma.core.budget``).
+one (``oma.core.contracts.budget``).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from oma.core.budget import BudgetGrant, RunBudget, UsageReport
-    from oma.core.llm import LlmTurnInput, LlmTurnOutput
-    from oma.core.ports import ModelPort
-    from oma.core.results import AgentRunResult
-    from oma.core.usage import TokenUsage
-    from oma.core.workflow_ids import task_workflow_id
+    from oma.core.contracts.budget import BudgetGrant, RunBudget, UsageReport
+    from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
+    from oma.core.contracts.ports import ModelPort
+    from oma.core.contracts.workflow_ids import task_workflow_id
+    from oma.core.schema.results import AgentRunResult
+    from oma.core.schema.usage import TokenUsage
     from oma.workflows import _patches
     from oma.workflows._signals import BackgroundSignals
 

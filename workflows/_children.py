@@ -15,12 +15,12 @@ from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflo
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from oma.core.errors import AgentRunFailedError, RunCancelledError, TaskTimeoutError
-    from oma.core.results import AgentRunResult
-    from oma.core.run_input import AgentRunInput
-    from oma.core.task import TaskSpec
-    from oma.core.visibility import task_summary
-    from oma.core.workflow_ids import task_workflow_id
+    from oma.core.contracts.visibility import task_summary
+    from oma.core.contracts.workflow_ids import task_workflow_id
+    from oma.core.schema.errors import AgentRunFailedError, RunCancelledError, TaskTimeoutError
+    from oma.core.schema.results import AgentRunResult
+    from oma.core.schema.run_input import AgentRunInput
+    from oma.core.schema.task import TaskSpec
     from oma.workflows import _patches, _visibility
 
 

@@ -10,14 +10,16 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from oma.core.errors import (
+    from oma.core.contracts.workflow_ids import coordinator_workflow_id
+    from oma.core.rules.team_run_state import TeamRunState
+    from oma.core.schema.errors import (
         AgentRunFailedError,
         OMAError,
         PlanValidationError,
         application_error,
     )
-    from oma.core.messages import LLMMessage, user_text
-    from oma.core.plan import (
+    from oma.core.schema.messages import LLMMessage, user_text
+    from oma.core.schema.plan import (
         COORDINATOR,
         CoordinatorConfig,
         coordinator_agent,
@@ -26,11 +28,9 @@ with workflow.unsafe.imports_passed_through():
         read_plan,
         synthesis_prompt,
     )
-    from oma.core.results import AgentRunResult
-    from oma.core.run_input import AgentRunInput, TeamRunInput
-    from oma.core.task import TaskSpec
-    from oma.core.team_run_state import TeamRunState
-    from oma.core.workflow_ids import coordinator_workflow_id
+    from oma.core.schema.results import AgentRunResult
+    from oma.core.schema.run_input import AgentRunInput, TeamRunInput
+    from oma.core.schema.task import TaskSpec
     from oma.workflows import _visibility
     from oma.workflows._children import failed_result
 

@@ -1,5 +1,5 @@
 """A resumed ``TeamRun`` reads back the outputs it kept by reference that its
-waiting tasks read (``oma.core.payload_fit``), before it dispatches them."""
+waiting tasks read (``oma.core.rules.payload_fit``), before it dispatches them."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from oma.core.limits import MAX_DEPENDENCY_PAYLOAD_BYTES
-    from oma.core.payload_fit import ReadOutputsInput, ReadOutputsOutput, read_batches
-    from oma.core.task import TERMINAL_STATUSES
-    from oma.core.task_graph import TaskGraph
+    from oma.core.rules.payload_fit import ReadOutputsInput, ReadOutputsOutput, read_batches
+    from oma.core.rules.task_graph import TaskGraph
+    from oma.core.schema.limits import MAX_DEPENDENCY_PAYLOAD_BYTES
+    from oma.core.schema.task import TERMINAL_STATUSES
 
 READ_OUTPUTS: dict[str, Any] = {
     "start_to_close_timeout": timedelta(minutes=1),
@@ -30,7 +30,7 @@ async def read_back(graph: TaskGraph) -> None:
     An output over ``MAX_DEPENDENCY_PAYLOAD_BYTES`` is not read (its readers
     fail on its size, ``output_bytes``, as they would with it); one that
     cannot be read stays by reference, and its readers fail saying so
-    (``oma.core.prompt``). A run with no output kept by reference schedules
+    (``oma.core.rules.prompt``). A run with no output kept by reference schedules
     nothing.
     """
     waiting = [t for t in graph.specs.values() if graph[t.id].status not in TERMINAL_STATUSES]

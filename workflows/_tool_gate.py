@@ -33,15 +33,20 @@ from pydantic import BaseModel, ValidationError
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from oma.core.approval_gate import task_of
-    from oma.core.approvals import ApprovalDecision, ApprovalRequest, Decision, DecisionSource
-    from oma.core.errors import (
+    from oma.core.rules.approval_gate import task_of
+    from oma.core.schema.approvals import (
+        ApprovalDecision,
+        ApprovalRequest,
+        Decision,
+        DecisionSource,
+    )
+    from oma.core.schema.errors import (
         ApprovalConflictError,
         ApprovalError,
         ApprovalUnknownRequestError,
         OMAError,
     )
-    from oma.core.tools import ToolCallInput, ToolCallOutput
+    from oma.core.schema.tools import ToolCallInput, ToolCallOutput
     from oma.workflows import _patches
     from oma.workflows._approval_waits import ApprovalWaits, Emit
     from oma.workflows._signals import BackgroundSignals

@@ -1,4 +1,4 @@
-"""A run's search attributes as its workflow sets them (``oma.core.visibility``).
+"""A run's search attributes as its workflow sets them (``oma.core.contracts.visibility``).
 
 Upserting a search attribute the namespace has not registered fails the
 workflow task, again on every retry: the run would wedge. So a run sets its
@@ -25,8 +25,8 @@ from temporalio.common import (
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from oma.core import visibility
-    from oma.core.visibility import (
+    from oma.core.contracts import visibility
+    from oma.core.contracts.visibility import (
         RegisteredSearchAttributesInput,
         RegisteredSearchAttributesOutput,
     )

@@ -1,6 +1,6 @@
 """``AgentRun``: one agent run, as a workflow.
 
-The run itself is ``oma.core.agent_run.run_agent``, written once for this
+The run itself is ``oma.core.rules.agent_run.run_agent``, written once for this
 workflow and the in-process ``Agent``; here its ports are activities
 (``oma.workflows._agent_ports``): an LLM agent's model loop is ``llm_turn``
 activities, a ``process`` agent one ``process_run``, an ``acp`` agent one
@@ -24,21 +24,21 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from oma.core.agent_config import AgentConfig
-    from oma.core.agent_events import AgentStart
-    from oma.core.agent_run import run_agent
-    from oma.core.approval_gate import ApprovalGate
-    from oma.core.approvals import ApprovalDecision, ApprovalRequest
-    from oma.core.budget import RunBudget
-    from oma.core.errors import ActivityFailedError, OMAError, application_error
-    from oma.core.limits import MAX_RESULT_MESSAGES_BYTES
-    from oma.core.llm import ConversationSlice
-    from oma.core.messages import LLMMessage, user_text
-    from oma.core.ports import AgentPorts
-    from oma.core.providers import PROVIDERS
-    from oma.core.results import AgentRunResult, keep_latest_messages
-    from oma.core.run_input import AgentRunInput, parse_agent_run_input
-    from oma.core.validation import single_input
+    from oma.core.contracts.budget import RunBudget
+    from oma.core.contracts.llm import ConversationSlice
+    from oma.core.contracts.ports import AgentPorts
+    from oma.core.rules.agent_run import run_agent
+    from oma.core.rules.approval_gate import ApprovalGate
+    from oma.core.schema.agent_config import AgentConfig
+    from oma.core.schema.agent_events import AgentStart
+    from oma.core.schema.approvals import ApprovalDecision, ApprovalRequest
+    from oma.core.schema.errors import ActivityFailedError, OMAError, application_error
+    from oma.core.schema.limits import MAX_RESULT_MESSAGES_BYTES
+    from oma.core.schema.messages import LLMMessage, user_text
+    from oma.core.schema.providers import PROVIDERS
+    from oma.core.schema.results import AgentRunResult, keep_latest_messages
+    from oma.core.schema.run_input import AgentRunInput, parse_agent_run_input
+    from oma.core.schema.validation import single_input
     from oma.workflows import _patches, _visibility
     from oma.workflows._agent_ports import (
         ActivityBackend,
@@ -214,9 +214,9 @@ class AgentRun(ApprovalHandlers):
     def agent(self, sha256: str | None = None) -> AgentConfig | None:
         """The agent config an LLM agent's model turns are given, its MCP
         servers' listed tools included (``None`` before its first turn); with
-        ``sha256``, only if that is its digest (``oma.core.llm.agent_digest``),
+        ``sha256``, only if that is its digest (``oma.core.contracts.llm.agent_digest``),
         else ``None``. The ``llm_turn`` activity reads it here
-        (``oma.core.llm.AgentRef``)."""
+        (``oma.core.contracts.llm.AgentRef``)."""
         model = self._model
         if sha256 is not None and sha256 != model.agent_sha256:
             return None

@@ -26,30 +26,35 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from oma.core import limits
-    from oma.core.agent_config import AgentConfig
-    from oma.core.approval_gate import ApprovalGate, dispatch_request_id, round_content
-    from oma.core.approvals import ApprovalDecision, ApprovalRequest, Boundary
-    from oma.core.budget import BudgetGrant
-    from oma.core.dispatch import Dispatcher
-    from oma.core.errors import (
+    from oma.core.contracts.budget import BudgetGrant
+    from oma.core.contracts.visibility import team_run_details, team_run_failure
+    from oma.core.contracts.workflow_ids import task_workflow_id
+    from oma.core.rules.approval_gate import ApprovalGate, dispatch_request_id, round_content
+    from oma.core.rules.dispatch import Dispatcher
+    from oma.core.rules.scheduling import Scheduler
+    from oma.core.rules.shared_memory import shared_memory
+    from oma.core.rules.task_graph import TaskGraph, skip_reason
+    from oma.core.rules.team_run_state import RunStop, StopKind, TeamRunState, read_next
+    from oma.core.schema import limits
+    from oma.core.schema.agent_config import AgentConfig
+    from oma.core.schema.approvals import ApprovalDecision, ApprovalRequest, Boundary
+    from oma.core.schema.errors import (
         OMAError,
         RunCancelledError,
         TaskFailedError,
         application_error,
     )
-    from oma.core.plan import plan_artifact
-    from oma.core.results import AgentRunResult, TeamRunResult, TeamRunStatus
-    from oma.core.run_events import EventLog, RunEvent, RunEventType
-    from oma.core.run_input import AgentRunInput, RunOptions, TeamRunInput, parse_team_run_input
-    from oma.core.scheduling import Scheduler
-    from oma.core.shared_memory import shared_memory
-    from oma.core.task import TaskSpec, TaskState, TaskStatus
-    from oma.core.task_graph import TaskGraph, skip_reason
-    from oma.core.team_run_state import RunStop, StopKind, TeamRunState, read_next
-    from oma.core.validation import single_input
-    from oma.core.visibility import team_run_details, team_run_failure
-    from oma.core.workflow_ids import task_workflow_id
+    from oma.core.schema.plan import plan_artifact
+    from oma.core.schema.results import AgentRunResult, TeamRunResult, TeamRunStatus
+    from oma.core.schema.run_events import EventLog, RunEvent, RunEventType
+    from oma.core.schema.run_input import (
+        AgentRunInput,
+        RunOptions,
+        TeamRunInput,
+        parse_team_run_input,
+    )
+    from oma.core.schema.task import TaskSpec, TaskState, TaskStatus
+    from oma.core.schema.validation import single_input
     from oma.workflows import _patches, _visibility
     from oma.workflows._acp import RunSessions
     from oma.workflows._approval_waits import ApprovalHandlers, ApprovalWaits

@@ -21,8 +21,8 @@ from oma.activities.process_group import (
     spawn_group_leader,
     wait_exited,
 )
-from oma.core.backends import AcpBackendConfig
-from oma.core.errors import AcpSpawnError
+from oma.core.schema.backends import AcpBackendConfig
+from oma.core.schema.errors import AcpSpawnError
 
 STDIO_LIMIT_BYTES = 50 * 1024 * 1024
 """Longest JSON-RPC line read from the agent (the SDK's own stdio default,

@@ -37,8 +37,8 @@ from acp.schema import (
 )
 
 from oma.activities.acp._messages import AgentMessages
-from oma.core.results import PermissionRecord, ToolCallRecord
-from oma.core.usage import TokenUsage
+from oma.core.schema.results import PermissionRecord, ToolCallRecord
+from oma.core.schema.usage import TokenUsage
 
 ProgressCallback = Callable[[str], None]
 """Called with each text chunk of the agent's message as it arrives."""

@@ -23,10 +23,10 @@ from acp.schema import (
     RequestPermissionResponse,
 )
 
-from oma.core.backends import PermissionPolicy
-from oma.core.before_run import load_hook
-from oma.core.errors import InvalidHookError, InvalidRunInputError
-from oma.core.results import PermissionRecord
+from oma.core.schema.backends import PermissionPolicy
+from oma.core.schema.before_run import load_hook
+from oma.core.schema.errors import InvalidHookError, InvalidRunInputError
+from oma.core.schema.results import PermissionRecord
 
 PermissionSetting = Literal["auto-approve", "reject"] | PermissionPolicy
 """The type of ``AcpBackendConfig.permission``."""
@@ -150,7 +150,7 @@ def permission_record(
 
 def load_callable(path: str) -> PermissionCallable:
     """The function named by ``package.module:function``, imported once per
-    worker (``oma.core.before_run.load_hook`` does the loading).
+    worker (``oma.core.schema.before_run.load_hook`` does the loading).
 
     Raises ``InvalidRunInputError`` when it cannot be imported or is not callable.
     """

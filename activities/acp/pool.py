@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from oma.activities.acp.session import CANCEL_GRACE_S, KILL_GRACE_S, AcpSession
-from oma.core.backends import AcpBackendConfig
+from oma.core.schema.backends import AcpBackendConfig
 
 SessionKey = tuple[str, str]
 """(run_key, agent name)."""

@@ -53,9 +53,9 @@ from oma.activities.acp.permissions import (
     answer,
     permission_record,
 )
-from oma.core.backends import AcpBackendConfig
-from oma.core.errors import AcpAgentExitedError, AcpError, AcpProtocolError, AcpSpawnError
-from oma.core.redact import redact
+from oma.core.rules.redact import redact
+from oma.core.schema.backends import AcpBackendConfig
+from oma.core.schema.errors import AcpAgentExitedError, AcpError, AcpProtocolError, AcpSpawnError
 
 CANCEL_GRACE_S = 5.0
 """Seconds an agent has, after ``session/cancel``, to end the turn before its

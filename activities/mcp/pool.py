@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 
 from oma.activities.mcp.server import McpServer
-from oma.core.mcp import McpServerConfig
+from oma.core.schema.mcp import McpServerConfig
 
 ServerKey = tuple[str, str, str]
 """(run_key, agent, server name)."""

@@ -30,9 +30,9 @@ from mcp.types import CONNECTION_CLOSED, INTERNAL_ERROR
 
 from oma.activities._credentials import CredentialPolicy
 from oma.activities.mcp._guard import guarded
-from oma.core.errors import McpServerError, MissingCredentialsError
-from oma.core.mcp import SEPARATOR, TOOL_NAME_CHARS, McpServerConfig, McpTool
-from oma.core.redact import redact
+from oma.core.rules.redact import redact
+from oma.core.schema.errors import McpServerError, MissingCredentialsError
+from oma.core.schema.mcp import SEPARATOR, TOOL_NAME_CHARS, McpServerConfig, McpTool
 
 START_TIMEOUT_S = 60.0
 """Seconds a server has to start and answer ``initialize``; then it is stopped."""
@@ -121,7 +121,7 @@ class McpServer:
 
     def _said(self) -> str:
         """``; its stderr ends: ...``: the last ``STDERR_TAIL_CHARS`` a stdio
-        server wrote to its stderr, redacted (``oma.core.redact``), for an
+        server wrote to its stderr, redacted (``oma.core.rules.redact``), for an
         error message; empty when it wrote nothing (or is an HTTP server)."""
         if self._stderr is None:
             return ""

@@ -2,9 +2,9 @@
 
 The ``llm_turn`` activity (``LlmActivities``) and the in-process ``Agent``
 both build their adapters from ``ADAPTERS``; what a workflow may know of a
-provider (whether its turn does I/O) is ``oma.core.providers.PROVIDERS``, keyed
+provider (whether its turn does I/O) is ``oma.core.schema.providers.PROVIDERS``, keyed
 by the same names. A new provider is its adapter module, a line in
-``ADAPTERS``, and its name and traits in ``oma.core.providers``.
+``ADAPTERS``, and its name and traits in ``oma.core.schema.providers``.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from typing import Any, Protocol
 from oma.activities.providers.anthropic import AnthropicProvider
 from oma.activities.providers.openai import OpenAIProvider
 from oma.activities.providers.scripted import ScriptedProvider
-from oma.core.llm import LlmTurnInput, LlmTurnOutput
-from oma.core.providers import Provider
+from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.schema.providers import Provider
 
 
 class ModelProvider(Protocol):
     """A provider adapter: one model turn, raising ``OMAError`` subclasses;
     ``on_event`` receives ``TextDelta`` / ``ToolCallEvent`` as they stream.
 
-    Every adapter is also a ``oma.core.ports.ModelPort`` (called without
+    Every adapter is also a ``oma.core.contracts.ports.ModelPort`` (called without
     ``on_event``)."""
 
     async def turn(

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import httpx2
 
-from oma.core.errors import ProviderError
+from oma.core.schema.errors import ProviderError
 
 MALFORMED_STREAM = "malformed_stream"
 """The ``error_type`` of a streamed answer whose chunk or event is not JSON

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from oma.activities._heartbeat import TextProgress, heartbeating
-from oma.core.agent_events import TextDelta, ToolCallEvent
+from oma.core.schema.agent_events import TextDelta, ToolCallEvent
 
 OnEvent = Callable[[TextDelta | ToolCallEvent], None]
 """A progress callback: receives each event of a turn while it streams."""

@@ -28,11 +28,11 @@ from oma.activities.providers._http import (
 )
 from oma.activities.providers._progress import OnEvent, streamed_text_heartbeats
 from oma.activities.tool_call import tool_definitions
-from oma.core.agent_events import TextDelta, ToolCallEvent
-from oma.core.errors import MissingCredentialsError, ProviderError
-from oma.core.llm import LlmTurnInput, LlmTurnOutput
-from oma.core.messages import ContentBlock, TextBlock, ToolUseBlock
-from oma.core.usage import TokenUsage
+from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.schema.agent_events import TextDelta, ToolCallEvent
+from oma.core.schema.errors import MissingCredentialsError, ProviderError
+from oma.core.schema.messages import ContentBlock, TextBlock, ToolUseBlock
+from oma.core.schema.usage import TokenUsage
 
 DEFAULT_MAX_TOKENS = 4096
 """``max_tokens`` of a turn when the agent names none."""

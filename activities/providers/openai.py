@@ -3,7 +3,7 @@
 It reaches OpenAI itself and every server that speaks the same API (Ollama,
 vLLM, LM Studio, OpenRouter, DeepSeek, ...): the agent's ``base_url`` says
 where, its ``api_key_env`` which of the worker's environment variables holds
-the key. Our conversation is in the Anthropic shape (``oma.core.messages``);
+the key. Our conversation is in the Anthropic shape (``oma.core.schema.messages``);
 this module maps it onto Chat Completions messages once, on the way out
 (``chat_messages``), and the answer back onto ``text`` / ``tool_use`` blocks
 with the Anthropic ``stop_reason`` names, so the tool loop stays
@@ -35,10 +35,10 @@ from oma.activities.providers._http import (
 )
 from oma.activities.providers._progress import OnEvent, streamed_text_heartbeats
 from oma.activities.tool_call import tool_definitions
-from oma.core.agent_events import TextDelta, ToolCallEvent
-from oma.core.errors import InvalidMessageError, MissingCredentialsError, ProviderError
-from oma.core.llm import LlmTurnInput, LlmTurnOutput
-from oma.core.messages import (
+from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.schema.agent_events import TextDelta, ToolCallEvent
+from oma.core.schema.errors import InvalidMessageError, MissingCredentialsError, ProviderError
+from oma.core.schema.messages import (
     Base64ImageSource,
     ContentBlock,
     ImageBlock,
@@ -47,7 +47,7 @@ from oma.core.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from oma.core.usage import TokenUsage
+from oma.core.schema.usage import TokenUsage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """Where turns go when neither the agent's ``base_url`` nor ``OPENAI_BASE_URL`` says otherwise."""
@@ -123,7 +123,7 @@ class OpenAIProvider:
         ``input`` the parsed JSON ``arguments``; ``stop_reason`` from
         ``finish_reason`` by ``STOP_REASONS`` (``tool_use`` also when a server
         sends tool calls with ``stop``, as some Ollama versions do); usage
-        with the Anthropic meaning (``oma.core.usage``): ``input_tokens`` =
+        with the Anthropic meaning (``oma.core.schema.usage``): ``input_tokens`` =
         ``prompt_tokens`` - ``prompt_tokens_details.cached_tokens``,
         ``cache_read_input_tokens`` = ``cached_tokens``, ``output_tokens`` =
         ``completion_tokens`` (zeros from a server that sends no usage);

@@ -11,11 +11,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from oma.core.agent_events import TextDelta, ToolCallEvent
-from oma.core.errors import ScriptExhaustedError
-from oma.core.llm import LlmTurnInput, LlmTurnOutput
-from oma.core.messages import ContentBlock, TextBlock, ToolUseBlock, text_of
-from oma.core.usage import TokenUsage
+from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.schema.agent_events import TextDelta, ToolCallEvent
+from oma.core.schema.errors import ScriptExhaustedError
+from oma.core.schema.messages import ContentBlock, TextBlock, ToolUseBlock, text_of
+from oma.core.schema.usage import TokenUsage
 
 
 class ScriptedProvider:

@@ -18,7 +18,7 @@ from oma.activities.tools.tool import (
     ToolOutput,
     cap_output,
 )
-from oma.core.tools import PRESETS
+from oma.core.schema.tools import PRESETS
 
 __all__ = [
     "BUILTIN_TOOLS",

@@ -31,7 +31,7 @@ from oma.activities.process_group import (
 )
 from oma.activities.tools._progress import reporting
 from oma.activities.tools.tool import BuiltinTool, ToolContext, ToolError, ToolOutput
-from oma.core.redact import redact
+from oma.core.rules.redact import redact
 
 DEFAULT_TIMEOUT_S = 120.0
 """Seconds a command may run when the call gives no ``timeout``."""

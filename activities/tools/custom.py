@@ -26,10 +26,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from oma.activities.tools._blocking import BlockedLoopError, watch_steps
 from oma.activities.tools._progress import run_in_thread
-from oma.core.before_run import load_hook
-from oma.core.errors import InvalidHookError
-from oma.core.tools import CUSTOM_TOOL_PATH, TRAITS, ToolTraits
-from oma.core.validation import format_validation_error
+from oma.core.schema.before_run import load_hook
+from oma.core.schema.errors import InvalidHookError
+from oma.core.schema.tools import CUSTOM_TOOL_PATH, TRAITS, ToolTraits
+from oma.core.schema.validation import format_validation_error
 
 CUSTOM_TOOL_TIMEOUT_S = 600.0
 """Seconds a custom tool may run; then the call is an error result (a sync

@@ -1,4 +1,4 @@
-"""The built-in tools by name, their presets (``oma.core.tools.PRESETS``), and
+"""The built-in tools by name, their presets (``oma.core.schema.tools.PRESETS``), and
 one call of one of them."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from oma.activities.tools.file_write import FILE_WRITE
 from oma.activities.tools.glob import GLOB
 from oma.activities.tools.grep import GREP
 from oma.activities.tools.tool import BuiltinTool, ToolContext, ToolOutput
-from oma.core.validation import format_validation_error
+from oma.core.schema.validation import format_validation_error
 
 BUILTIN_TOOLS: dict[str, BuiltinTool[Any]] = {
     tool.name: tool for tool in (BASH, FILE_READ, FILE_WRITE, FILE_EDIT, GLOB, GREP)

@@ -9,7 +9,7 @@ The API of structured agent input (``docs/structured-input.md``), in Python:
 - ``prompt(input)``: a string, or the content blocks of one user turn;
   appends the turn and the answer to the persistent history.
 
-The run is the one ``AgentRun`` runs (``oma.core.agent_run.run_agent``): here
+The run is the one ``AgentRun`` runs (``oma.core.rules.agent_run.run_agent``): here
 its ports call the adapters directly (``oma.agent.ports``) instead of the
 ``llm_turn``, ``process_run``, ``acp_prompt``, ``before_run`` and ``evaluate``
 activities.
@@ -26,15 +26,15 @@ from typing import Any
 
 from oma.activities.providers import ModelProvider, default_providers
 from oma.agent.ports import DirectBackend, DirectModel, DirectRunHooks, DirectTools
-from oma.core.agent_config import AgentConfig
-from oma.core.agent_events import Done, StreamEvent
-from oma.core.agent_run import run_agent
-from oma.core.before_run import BeforeRunHook, load_hook
-from oma.core.errors import OMAError
-from oma.core.message_guard import to_messages, validate_content_blocks
-from oma.core.messages import LLMMessage
-from oma.core.ports import AgentPorts
-from oma.core.results import AgentRunResult
+from oma.core.contracts.ports import AgentPorts
+from oma.core.rules.agent_run import run_agent
+from oma.core.schema.agent_config import AgentConfig
+from oma.core.schema.agent_events import Done, StreamEvent
+from oma.core.schema.before_run import BeforeRunHook, load_hook
+from oma.core.schema.errors import OMAError
+from oma.core.schema.message_guard import to_messages, validate_content_blocks
+from oma.core.schema.messages import LLMMessage
+from oma.core.schema.results import AgentRunResult
 from oma.runtime.approval_callbacks import ApprovalCallback
 
 ProgressCallback = Callable[[StreamEvent], Any]
@@ -47,7 +47,7 @@ class Agent:
     """One agent, configured by ``AgentConfig`` (or the same as a dict).
 
     ``before_run`` is a hook (a callable, or an import path) called with a
-    copy of the effective input before every run (see ``oma.core.before_run``);
+    copy of the effective input before every run (see ``oma.core.schema.before_run``);
     ``on_progress`` receives copies of the run's events; ``on_tool_call``
     reviews each tool call before it runs (an ``ApprovalCallback`` getting
     the call as a ``tool`` ``ApprovalRequest``: ``approve`` or ``reject``;

@@ -1,6 +1,7 @@
-"""The ports of an in-process agent run (``oma.core.ports``): direct calls of the adapters.
+"""The ports of an in-process agent run (``oma.core.contracts.ports``): direct calls of
+the adapters.
 
-``oma.Agent`` hands them to ``oma.core.agent_run.run_agent``, in place of the
+``oma.Agent`` hands them to ``oma.core.rules.agent_run.run_agent``, in place of the
 activities ``AgentRun`` calls: the provider adapters (their progress events
 streamed as they come), the ``process_run`` function, the ACP activities with
 a session pool of their own, and the hook and the evaluator as Python callables.
@@ -25,19 +26,19 @@ from oma.activities.process_run import process_run
 from oma.activities.providers import ModelProvider
 from oma.activities.tool_call import run_tool
 from oma.activities.tools.custom import load_custom_tool
-from oma.core.acp import AcpPromptInput, AcpPromptOutput
-from oma.core.agent_config import AgentConfig
-from oma.core.approvals import ApprovalRequest, request_hash
-from oma.core.before_run import BeforeRunContext, BeforeRunHook, apply_before_run
-from oma.core.errors import OMAError, error_from_failure
-from oma.core.evaluation import EvaluationRecord, evaluate, load_evaluator
-from oma.core.llm import LlmTurnInput, LlmTurnOutput, price_turn
-from oma.core.mcp import McpListToolsInput, McpListToolsOutput, McpServerConfig
-from oma.core.message_guard import latest_user_prompt
-from oma.core.messages import LLMMessage
-from oma.core.process import ProcessRunInput, ProcessRunOutput
-from oma.core.run_hooks import EvaluateInput
-from oma.core.tools import ToolCallInput, ToolCallOutput
+from oma.core.contracts.acp import AcpPromptInput, AcpPromptOutput
+from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput, price_turn
+from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
+from oma.core.contracts.run_hooks import EvaluateInput
+from oma.core.schema.agent_config import AgentConfig
+from oma.core.schema.approvals import ApprovalRequest, request_hash
+from oma.core.schema.before_run import BeforeRunContext, BeforeRunHook, apply_before_run
+from oma.core.schema.errors import OMAError, error_from_failure
+from oma.core.schema.evaluation import EvaluationRecord, evaluate, load_evaluator
+from oma.core.schema.mcp import McpListToolsInput, McpListToolsOutput, McpServerConfig
+from oma.core.schema.message_guard import latest_user_prompt
+from oma.core.schema.messages import LLMMessage
+from oma.core.schema.tools import ToolCallInput, ToolCallOutput
 from oma.runtime.approval_callbacks import ApprovalCallback, answer_decision, call_approval_callback
 
 ACP_TASK_QUEUE = "local"

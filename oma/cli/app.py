@@ -241,7 +241,7 @@ def replay(
     from temporalio.client import WorkflowHistory
 
     from oma.cli.common import console
-    from oma.core.errors import OMAError, ReplayMismatchError
+    from oma.core.schema.errors import OMAError, ReplayMismatchError
     from oma.runtime import plugin
 
     try:
@@ -279,7 +279,7 @@ def _check_codec_keys(history: Any) -> None:
     """Raise ``CodecKeyMissingError`` when the history's input is encrypted with
     a key ``OMA_CODEC_KEYS`` does not hold: the replay would otherwise report a
     mismatch (the run failing on an unreadable input) instead of the cause."""
-    from oma.core.errors import CodecKeyMissingError
+    from oma.core.schema.errors import CodecKeyMissingError
     from oma.runtime.codec import AesGcmCodec, keys_from_env, undecryptable_reason
 
     started = history.events[0].workflow_execution_started_event_attributes
@@ -298,7 +298,7 @@ def _workflow_id_of(history: Any) -> str | None:
     """The exported history does not carry the workflow id, but a TeamRun names
     its children after it (``<id>/<task id>``, ``<id>/coordinator/<step>``);
     read it back from the first one."""
-    from oma.core.workflow_ids import team_run_id_of
+    from oma.core.contracts.workflow_ids import team_run_id_of
 
     for event in history.get("events", []):
         attrs = event.get("startChildWorkflowExecutionInitiatedEventAttributes")
@@ -327,7 +327,7 @@ def dev(
 ) -> None:
     """Start the embedded Temporal dev server (SQLite under .oma/) and a worker."""
     from oma.cli.common import STATE_DIR, connection, console, route_sdk_logs
-    from oma.core.errors import OMAError
+    from oma.core.schema.errors import OMAError
     from oma.runtime.dev_server import DevServer
     from oma.worker import main as worker_main
 
@@ -395,7 +395,7 @@ def codec_server(
     import asyncio
 
     from oma.cli.common import console
-    from oma.core.errors import OMAError
+    from oma.core.schema.errors import OMAError
     from oma.runtime.codec import AesGcmCodec, keys_from_env
     from oma.runtime.codec_server import codec_app, serve
 

@@ -79,7 +79,7 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 def connection() -> Connection:
     """``Connection.from_env()``; a bad profile, OMA_CODEC_KEYS or OMA_CREDENTIALS
     exits 1 with one line."""
-    from oma.core.errors import OMAError
+    from oma.core.schema.errors import OMAError
     from oma.runtime.codec import keys_from_env
     from oma.runtime.connection import Connection
 
@@ -100,7 +100,7 @@ def run_async(coro: Any) -> Any:
 
     A ``TemporalUnavailableError`` (no server answers) ends the command with
     its one-line message, whatever command it was."""
-    from oma.core.errors import TemporalUnavailableError
+    from oma.core.schema.errors import TemporalUnavailableError
 
     route_sdk_logs()
 

@@ -29,9 +29,9 @@ from oma.cli.common import cause, connection, console, fail, run_async, run_text
 from oma.cli.run import QUERY_TIMEOUT
 from oma.cli.summary import print_result
 from oma.client import OpenMultiAgent, team_run_result
-from oma.core.approvals import ApprovalDecision, ApprovalRequest, Reviewer
-from oma.core.errors import OMAError
-from oma.core.results import TeamRunResult
+from oma.core.schema.approvals import ApprovalDecision, ApprovalRequest, Reviewer
+from oma.core.schema.errors import OMAError
+from oma.core.schema.results import TeamRunResult
 from oma.runtime.dev_server import is_listening
 
 UPDATE_TIMEOUT = timedelta(seconds=30)

@@ -42,10 +42,10 @@ from rich.text import Text
 from temporalio.client import Client, WorkflowHandle
 
 from oma.cli.common import err_console, run_text
-from oma.core.results import TeamRunResult
-from oma.core.run_events import RunEvent
-from oma.core.run_input import TeamRunInput
-from oma.core.workflow_ids import coordinator_workflow_id, task_workflow_id
+from oma.core.contracts.workflow_ids import coordinator_workflow_id, task_workflow_id
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.run_events import RunEvent
+from oma.core.schema.run_input import TeamRunInput
 
 PEEK_INTERVAL_S = 0.2
 """How often the live view reads its running tasks' latest output and redraws."""

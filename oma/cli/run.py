@@ -40,10 +40,10 @@ from oma.cli.common import (
 )
 from oma.cli.live import PlainView, RunView, run_view
 from oma.cli.summary import print_error_code, print_result
-from oma.core.errors import OMAError
-from oma.core.results import TeamRunResult
-from oma.core.run_events import RunEvent
-from oma.core.run_input import TeamRunInput, checked_team_run_input
+from oma.core.schema.errors import OMAError
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.run_events import RunEvent
+from oma.core.schema.run_input import TeamRunInput, checked_team_run_input
 from oma.runtime.dev_server import is_listening, split_address
 
 EVENT_POLL_S = 0.5

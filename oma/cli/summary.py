@@ -10,8 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from oma.cli.common import console, run_text
-from oma.core.results import TeamRunResult
-from oma.core.task import TaskState, TaskStatus
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.task import TaskState, TaskStatus
 
 TABLE_ROWS_UP_TO = 20
 """A run of more tasks lists only those that did not complete in its table

@@ -34,16 +34,21 @@ from oma.client.runs import (
     stopped_error,
     team_run_result,
 )
-from oma.core.agent_config import AgentConfig
-from oma.core.approvals import ApprovalDecision, ApprovalRequest, DecisionValue, Reviewer
-from oma.core.errors import ApprovalConflictError, ApprovalUnknownRequestError
-from oma.core.message_guard import to_messages
-from oma.core.plan import CoordinatorConfig, PlanArtifact
-from oma.core.results import AgentRunResult, TeamRunResult
-from oma.core.run_input import AgentRunInput, RunOptions, TeamRunInput, checked_team_run_input
-from oma.core.task import TaskSpec
-from oma.core.team import TeamConfig
-from oma.core.validation import check_sendable
+from oma.core.schema.agent_config import AgentConfig
+from oma.core.schema.approvals import ApprovalDecision, ApprovalRequest, DecisionValue, Reviewer
+from oma.core.schema.errors import ApprovalConflictError, ApprovalUnknownRequestError
+from oma.core.schema.message_guard import to_messages
+from oma.core.schema.plan import CoordinatorConfig, PlanArtifact
+from oma.core.schema.results import AgentRunResult, TeamRunResult
+from oma.core.schema.run_input import (
+    AgentRunInput,
+    RunOptions,
+    TeamRunInput,
+    checked_team_run_input,
+)
+from oma.core.schema.task import TaskSpec
+from oma.core.schema.team import TeamConfig
+from oma.core.schema.validation import check_sendable
 from oma.runtime.approval_callbacks import ApprovalCallback
 from oma.runtime.connection import Connection
 

@@ -22,8 +22,14 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.client.runs import team_run_result
-from oma.core.approvals import ApprovalDecision, ApprovalRequest, Decision, DecisionValue, Reviewer
-from oma.core.errors import (
+from oma.core.schema.approvals import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Decision,
+    DecisionValue,
+    Reviewer,
+)
+from oma.core.schema.errors import (
     ERRORS,
     ApprovalConflictError,
     ApprovalStaleDecisionError,
@@ -31,8 +37,8 @@ from oma.core.errors import (
     InvalidRunInputError,
     error_from_failure,
 )
-from oma.core.results import TeamRunResult
-from oma.core.validation import format_validation_error
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.validation import format_validation_error
 from oma.runtime.approval_callbacks import ApprovalCallback, answer_decision, call_approval_callback
 
 logger = logging.getLogger(__name__)
@@ -157,7 +163,7 @@ async def send_decision(
     caller needs to know whether its decision is the one recorded).
 
     A refusal raises the matching ``ApprovalError`` (or ``InvalidRunInputError``),
-    read from the refusal with ``oma.core.errors.error_from_failure``.
+    read from the refusal with ``oma.core.schema.errors.error_from_failure``.
     """
     decision = Decision(
         request_id=request.request_id,

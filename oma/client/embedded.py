@@ -11,7 +11,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from oma.core.errors import TemporalUnavailableError
+from oma.core.schema.errors import TemporalUnavailableError
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, is_listening, split_address
 from oma.runtime.logs import forward_core_logs

@@ -12,12 +12,12 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma.core.errors import OMAError, error_for
-from oma.core.limits import check_child_ids
-from oma.core.results import AgentRunResult, TeamRunResult
-from oma.core.run_input import TeamRunInput
-from oma.core.task import TaskState
-from oma.core.visibility import start_values, team_run_result_of
+from oma.core.contracts.visibility import start_values, team_run_result_of
+from oma.core.schema.errors import OMAError, error_for
+from oma.core.schema.limits import check_child_ids
+from oma.core.schema.results import AgentRunResult, TeamRunResult
+from oma.core.schema.run_input import TeamRunInput
+from oma.core.schema.task import TaskState
 from oma.runtime.plugin import codec_key_error
 
 logger = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ OUTPUT_READS = 8
 def start_attributes(
     *, team: str | None = None, agent: str | None = None, task: str | None = None
 ) -> TypedSearchAttributes:
-    """What a run starts with (``oma.core.visibility.start_values``:
+    """What a run starts with (``oma.core.contracts.visibility.start_values``:
     ``OmaStatus=running`` and what it is), as ``start_workflow`` takes them."""
     return TypedSearchAttributes(
         [
@@ -74,7 +74,7 @@ async def start_run(
     search_attributes: TypedSearchAttributes,
 ) -> WorkflowHandle[Any, Any]:
     """Start ``workflow`` with ``search_attributes``; on a namespace that has
-    not registered them (``oma.core.visibility.SEARCH_ATTRIBUTES``), start it
+    not registered them (``oma.core.contracts.visibility.SEARCH_ATTRIBUTES``), start it
     without them (logged): the run then sets none, rather than failing its
     workflow task on every upsert. A run started with them sets its status."""
     try:
@@ -99,7 +99,7 @@ async def team_run_result(
     handle: WorkflowHandle[Any, TeamRunResult], client: Client | None = None
 ) -> TeamRunResult:
     """The result of the ``TeamRun`` ``handle``: what it returned, or, for a
-    run that did not succeed (it ends Failed, ``oma.core.visibility.team_run_failure``),
+    run that did not succeed (it ends Failed, ``oma.core.contracts.visibility.team_run_failure``),
     the ``TeamRunResult`` its failure carries: ``success`` false, ``status``
     and ``error_code`` saying why; with every output it kept by reference
     read back through ``client`` (``read_outputs``; by default the client

@@ -2,6 +2,21 @@
 
 No I/O, no Temporal client, no provider SDK: the workflows run this code
 (deterministically, inside the Temporal sandbox) and so do the activities and
-the composition roots. It imports nothing from ``oma.workflows``,
-``oma.activities`` or the roots (``make lint`` checks it).
+the entry points. It imports nothing from ``oma.workflows``,
+``oma.activities`` or the layers above them (``make lint`` checks it).
+
+Three packages, each over the next (their own import contract in
+``pyproject.toml``):
+
+- ``rules``: the pure logic of a run (the task graph, the approval gate,
+  dispatch and scheduling, the agent's loop and run, prompts, shared memory,
+  fitting payloads, redaction, the state a ``TeamRun`` carries);
+- ``contracts``: what workflows and activities pass each other (the inputs
+  and outputs of ``llm_turn``, ``process_run``, ``acp_prompt``, the run
+  hooks; budgets granted to an ``AgentRun``; the ports of an agent run;
+  search attributes; child workflow ids);
+- ``schema``: what a user writes and reads (the run input, agents, teams,
+  tasks, plans, messages, tools, MCP servers, approvals, results, events,
+  usage and prices, the errors) and the checks of it (sizes, shapes, the
+  task graph).
 """

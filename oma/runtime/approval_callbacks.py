@@ -11,7 +11,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeAlias
 
-from oma.core.approvals import ApprovalRequest, DecisionValue
+from oma.core.schema.approvals import ApprovalRequest, DecisionValue
 
 ApprovalAnswer: TypeAlias = Literal["approve", "reject", "suspend"] | bool
 """What an approval callback returns: ``approve`` (or ``True``), ``reject``

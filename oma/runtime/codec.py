@@ -37,7 +37,7 @@ from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
-from oma.core.errors import CodecKeysInvalidError
+from oma.core.schema.errors import CodecKeysInvalidError
 
 ENCRYPTED_ENCODING = b"binary/encrypted"
 """``encoding`` metadata of an encrypted payload (the value Temporal's samples use)."""

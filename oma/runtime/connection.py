@@ -25,7 +25,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.envconfig import ClientConfig, ClientConnectConfig
 
-from oma.core.errors import TemporalConfigError, TemporalUnavailableError
+from oma.core.schema.errors import TemporalConfigError, TemporalUnavailableError
 from oma.runtime.plugin import OmaPlugin
 
 DEFAULT_ADDRESS = "localhost:7233"

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from oma.activities.process_group import stop_group
-from oma.core.errors import TemporalUnavailableError
-from oma.core.visibility import SEARCH_ATTRIBUTES
+from oma.core.contracts.visibility import SEARCH_ATTRIBUTES
+from oma.core.schema.errors import TemporalUnavailableError
 
 DEV_SERVER_TUNING = (
     "--dynamic-config-value",
@@ -116,7 +116,7 @@ class DevServer:
     context manager, or ``start()`` / ``stop()``. ``address`` is ``host:port``
     for clients; ``ui_url`` the Web UI (``None`` when headless); ``http_port``
     the frontend's HTTP API (``/api/v1/...``, what the Web UI reads). The
-    search attributes runs set (``oma.core.visibility.SEARCH_ATTRIBUTES``)
+    search attributes runs set (``oma.core.contracts.visibility.SEARCH_ATTRIBUTES``)
     are registered in every namespace at each start.
     """
 

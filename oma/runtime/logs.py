@@ -9,7 +9,7 @@ the SDK core's own lines are forwarded through Python logging (by default the
 core writes them to stdout, where they would corrupt ``oma run --json``).
 
 An activity that fails with one of OMA's errors (a process exiting non-zero,
-a script exhausted: ``oma.core.errors``) is the run's business, reported in
+a script exhausted: ``oma.core.schema.errors``) is the run's business, reported in
 its result; the worker logs it as one line, not the SDK's traceback.
 """
 
@@ -49,7 +49,7 @@ def _expected(exc: BaseException | None) -> str | None:
         return None
     from temporalio.exceptions import ApplicationError
 
-    from oma.core.errors import ERRORS, OMAError
+    from oma.core.schema.errors import ERRORS, OMAError
 
     if isinstance(exc, OMAError):
         return str(exc)

@@ -36,8 +36,8 @@ from temporalio.converter import (
 from temporalio.exceptions import ApplicationError
 from temporalio.plugin import SimplePlugin
 
-from oma.core.errors import CodecKeyMissingError, PayloadNotEncryptedError
-from oma.core.validation import UndecodableInput
+from oma.core.schema.errors import CodecKeyMissingError, PayloadNotEncryptedError
+from oma.core.schema.validation import UndecodableInput
 from oma.runtime.codec import (
     PLAINTEXT_METADATA,
     AesGcmCodec,

@@ -26,14 +26,14 @@ from opentelemetry.util.types import AttributeValue
 from pydantic import ValidationError
 from temporalio.exceptions import ApplicationError
 
-from oma.core.acp import AcpPromptInput, AcpPromptOutput
-from oma.core.llm import LlmTurnInput, LlmTurnOutput
-from oma.core.process import ProcessRunInput, ProcessRunOutput
-from oma.core.results import AgentRunResult, TeamRunResult
-from oma.core.tools import ToolCallInput, ToolCallOutput
-from oma.core.usage import TokenUsage
-from oma.core.visibility import team_run_result_of
-from oma.core.workflow_ids import team_run_id_of
+from oma.core.contracts.acp import AcpPromptInput, AcpPromptOutput
+from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
+from oma.core.contracts.visibility import team_run_result_of
+from oma.core.contracts.workflow_ids import team_run_id_of
+from oma.core.schema.results import AgentRunResult, TeamRunResult
+from oma.core.schema.tools import ToolCallInput, ToolCallOutput
+from oma.core.schema.usage import TokenUsage
 
 Attributes = dict[str, AttributeValue]
 
@@ -87,7 +87,7 @@ class _WorkflowAttributes(temporalio.worker.WorkflowInboundInterceptor):
 
 def _ids(workflow_id: str) -> Attributes:
     """``oma.run_id`` (the team run's workflow id) and, in a task's
-    ``AgentRun`` (``<run id>/<task id>``, ``oma.core.workflow_ids``), ``oma.task_id``."""
+    ``AgentRun`` (``<run id>/<task id>``, ``oma.core.contracts.workflow_ids``), ``oma.task_id``."""
     run_id = team_run_id_of(workflow_id)
     if run_id is None:
         return {"oma.run_id": workflow_id}
@@ -126,7 +126,7 @@ def _set_run_result(span: Span, result: Any) -> None:
 
 def _set_run_failure(span: Span, err: ApplicationError) -> None:
     """``oma.error_code`` and, from the result the failure carries (a
-    ``TeamRun``'s, ``oma.core.visibility.team_run_failure``; an ``AgentRun``'s
+    ``TeamRun``'s, ``oma.core.contracts.visibility.team_run_failure``; an ``AgentRun``'s
     partial one), its status and usage; the SDK sets the span's error status."""
     span.set_attributes({"oma.status": "failed", "oma.error_code": err.type or "ApplicationError"})
     partial: TeamRunResult | AgentRunResult | None = team_run_result_of(err)

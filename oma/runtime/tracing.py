@@ -26,7 +26,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from oma.core.errors import TracingUnavailableError
+from oma.core.schema.errors import TracingUnavailableError
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor

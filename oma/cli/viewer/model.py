@@ -36,11 +36,11 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError, FailureError
 
-from oma.core.errors import HistoryReadError
-from oma.core.results import TeamRunResult
-from oma.core.usage import TokenUsage
-from oma.core.validation import UndecodableInput
-from oma.core.workflow_ids import team_run_id_of
+from oma.core.contracts.workflow_ids import team_run_id_of
+from oma.core.schema.errors import HistoryReadError
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.usage import TokenUsage
+from oma.core.schema.validation import UndecodableInput
 
 
 class Span(BaseModel):

@@ -1,0 +1,154 @@
+"""What a run shows in Temporal's visibility: its search attributes and its readable texts.
+
+Search attributes (``temporal workflow list --query 'OmaStatus="failed"'``, the
+Web UI's filter) are Keywords a namespace must have registered
+(``SEARCH_ATTRIBUTES``: the embedded dev server registers them, a cluster
+with ``temporal operator search-attribute create``). The texts are Temporal
+user metadata: the summary of each child workflow, activity and timer a run
+starts, and a run's current details (the Web UI's detail page, ``temporal
+workflow describe``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pydantic import BaseModel, Field
+from temporalio.exceptions import ApplicationError
+
+from oma.core.schema.errors import TaskFailedError
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.task import TaskState, TaskStatus
+
+OMA_STATUS = "OmaStatus"
+"""``running`` while a run runs, then its result's ``status`` (a ``TeamRun``'s
+``completed``, ``failed``, ``rejected``, ``cancelled``, ``planned``; an
+``AgentRun``'s ``completed``, ``failed``, ``cancelled``; ``continued_as_new`` on an execution
+that went on in a new one)."""
+OMA_TEAM = "OmaTeam"
+"""The team's name (a ``TeamRun`` and its children)."""
+OMA_AGENT = "OmaAgent"
+"""The agent's name (an ``AgentRun``: a task's assignee, or ``coordinator``)."""
+OMA_TASK = "OmaTask"
+"""The task's id (a task's ``AgentRun``)."""
+OMA_ERROR_CODE = "OmaErrorCode"
+"""A run that did not succeed: its error code (``PROCESS_FAILED``, ``TASK_FAILED``, ...)."""
+
+SEARCH_ATTRIBUTES: dict[str, str] = {
+    name: "Keyword" for name in (OMA_STATUS, OMA_TEAM, OMA_AGENT, OMA_TASK, OMA_ERROR_CODE)
+}
+"""Every search attribute a run sets, with its Temporal type."""
+
+
+def start_values(
+    *, team: str | None = None, agent: str | None = None, task: str | None = None
+) -> dict[str, str]:
+    """The keyword attributes a run starts with, by name: ``OmaStatus``
+    ``running``, then ``OmaTeam``, ``OmaAgent`` and ``OmaTask`` where given
+    (the client's and a parent run's ``start_attributes``)."""
+    values = {OMA_STATUS: "running"}
+    for name, value in ((OMA_TEAM, team), (OMA_AGENT, agent), (OMA_TASK, task)):
+        if value:
+            values[name] = value
+    return values
+
+
+class RegisteredSearchAttributesInput(BaseModel):
+    """Input of the ``registered_search_attributes`` activity (the run's
+    namespace is the activity's own)."""
+
+
+class RegisteredSearchAttributesOutput(BaseModel):
+    """Which of ``SEARCH_ATTRIBUTES`` the namespace has registered."""
+
+    registered: list[str] = Field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every attribute a run sets is registered."""
+        return set(SEARCH_ATTRIBUTES) <= set(self.registered)
+
+
+SUMMARY_CHARS = 200
+"""How long a summary or a details line may grow before it is cut (Temporal
+shows summaries on one line)."""
+
+
+def shorten(text: str, limit: int = SUMMARY_CHARS) -> str:
+    """``text``'s first line, cut to ``limit`` characters (an ellipsis marks a cut)."""
+    lines = text.strip().splitlines()
+    line = lines[0] if lines else ""
+    if len(line) > limit or len(lines) > 1:
+        return line[: limit - 1].rstrip() + "…"
+    return line
+
+
+def task_summary(agent: str, task_id: str, title: str) -> str:
+    """A task's ``AgentRun`` child, as its static summary says: ``agent: title``."""
+    return shorten(f"{agent}: {title or task_id}")
+
+
+def team_run_details(team: str, result: TeamRunResult) -> str:
+    """A ``TeamRun`` in one line: ``hybrid-dev: 3 tasks, failed: code
+    (PROCESS_FAILED: exited 3)``: the team, the task count, the status, and
+    for a run that did not succeed what failed (the failed tasks, or why the
+    run stopped). While it runs: how many tasks settled."""
+    count = len(result.tasks)
+    head = f"{team}: {count} task{'' if count == 1 else 's'}"
+    if result.status == "running":
+        settled = sum(1 for t in result.tasks if t.status in _SETTLED)
+        return f"{head}, running ({settled} settled)" if count else f"{head}, running"
+    if result.success:
+        return f"{head}, {result.status}"
+    return shorten(f"{head}, {result.status}: {_what_failed(result)}", 2 * SUMMARY_CHARS)
+
+
+def team_run_failure(team: str, result: TeamRunResult) -> ApplicationError:
+    """The failure a ``TeamRun`` that did not succeed ends with: typed with the
+    result's ``error_code`` (``TASK_FAILED`` when only tasks failed), not
+    retryable, its message ``team_run_details``, its details the whole
+    ``TeamRunResult`` as JSON (``team_run_result_of`` reads it back)."""
+    return ApplicationError(
+        team_run_details(team, result),
+        result.model_dump(mode="json"),
+        type=result.error_code or TaskFailedError.code,
+        non_retryable=True,
+    )
+
+
+def team_run_result_of(failure: BaseException | None) -> TeamRunResult | None:
+    """The ``TeamRunResult`` a failed ``TeamRun`` carries in its failure
+    (``team_run_failure``), given the failure (``WorkflowFailureError.cause``,
+    ``ChildWorkflowError.cause``); ``None`` for any other failure (invalid
+    input, an invalid plan, a cancellation)."""
+    if not isinstance(failure, ApplicationError) or not failure.details:
+        return None
+    details = failure.details[0]
+    if not isinstance(details, dict) or "tasks" not in details or "success" not in details:
+        return None
+    return TeamRunResult.model_validate(details)
+
+
+_SETTLED = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.SKIPPED)
+
+
+def _what_failed(result: TeamRunResult) -> str:
+    failed = [t for t in result.tasks if t.status == TaskStatus.FAILED]
+    if result.error and (result.error_code or not failed):
+        return f"{result.error_code}: {result.error}" if result.error_code else result.error
+    if failed:
+        return ", ".join(_failed_task(t) for t in _first(failed, 3)) + _more(failed, 3)
+    return "no task failed"
+
+
+def _failed_task(task: TaskState) -> str:
+    error = shorten(task.error or "", 80)
+    return f"{task.id} ({task.error_code}: {error})" if task.error_code else f"{task.id} ({error})"
+
+
+def _first(tasks: list[TaskState], n: int) -> Iterable[TaskState]:
+    return tasks[:n]
+
+
+def _more(tasks: list[TaskState], n: int) -> str:
+    return f" and {len(tasks) - n} more" if len(tasks) > n else ""

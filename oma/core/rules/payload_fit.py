@@ -1,0 +1,140 @@
+"""Fitting what a ``TeamRun`` returns or carries into ``RUN_STATE_BUDGET_BYTES``.
+
+A run's result and the state it carries when it continues as new are each one
+Temporal payload (2 MB at most). What grows with the run is fitted here, on
+the JSON about to be sent, in this order:
+
+1. outputs: kept in the JSON while they fit, the ones named ``first`` first
+   (those the run's waiting tasks read), then in task order; the others are
+   kept by reference (``output`` none, ``output_ref`` the task's ``AgentRun``
+   workflow id, whose result holds it, and ``output_bytes``);
+2. texts, only if that is not enough: task errors, decision comments and
+   event details cut (the cut said), to shorter and shorter lengths, down to
+   ``MIN_TEXT_CHARS``.
+
+Pure and deterministic: the same run state always fits the same way (its
+replay too). Outputs kept by reference are not lost: ``oma.client`` reads
+them back from the children's results, and a resumed run reads back the ones
+its waiting tasks read (the ``read_task_outputs`` activity).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from oma.core.contracts.workflow_ids import task_workflow_id
+from oma.core.schema.limits import MAX_TASK_ERROR_CHARS, cut_text, json_size
+
+MIN_TEXT_CHARS = 100
+"""The shortest a fit cuts a task error, a comment or an event detail."""
+
+
+def fit(
+    root: dict[str, Any],
+    result: dict[str, Any],
+    run_id: str,
+    budget: int,
+    *,
+    first: Collection[str] = (),
+    events: list[dict[str, Any]] | None = None,
+) -> bool:
+    """Fit ``root`` (the JSON about to be sent, holding ``result``: a
+    ``TeamRunResult``'s JSON) into ``budget`` bytes, in place; whether it
+    fits. ``run_id`` is the ``TeamRun``'s workflow id (its tasks' ``AgentRun``
+    ids derive from it); ``first`` the ids of the tasks whose outputs stay in
+    first; ``events`` the carried events, whose details a fit may cut."""
+    tasks: list[dict[str, Any]] = result.get("tasks", [])
+    for task in tasks:
+        if task.get("error"):
+            task["error"] = cut_text(task["error"], MAX_TASK_ERROR_CHARS)
+    _keep_outputs(root, tasks, run_id, budget, first)
+    texts = _texts(tasks, result.get("approval_decisions", []), events or [])
+    cap = MAX_TASK_ERROR_CHARS
+    while json_size(root) > budget:
+        if cap <= MIN_TEXT_CHARS:
+            return False
+        cap = max(cap // 2, MIN_TEXT_CHARS)
+        for holder, key in texts:
+            holder[key] = cut_text(holder[key], cap)
+    return True
+
+
+def _keep_outputs(
+    root: dict[str, Any],
+    tasks: list[dict[str, Any]],
+    run_id: str,
+    budget: int,
+    first: Collection[str],
+) -> None:
+    """Every output by reference, then back in while they fit: first those
+    that take less room in than by reference (a short output), then the
+    others, ``first`` first, in task order. Exact: each task's JSON is
+    measured both ways (with its ``null`` keys, in a dump that has them)."""
+    inline: dict[int, dict[str, Any]] = {}
+    for n, task in enumerate(tasks):
+        output = task.get("output")
+        if output is None:
+            continue
+        inline[n] = task
+        by_reference = {**task, "output": None} if "output_ref" in task else dict(task)
+        if "output_ref" not in task:
+            del by_reference["output"]
+        by_reference["output_ref"] = task_workflow_id(run_id, task["id"])
+        by_reference["output_bytes"] = len(output.encode())
+        tasks[n] = by_reference
+    cost = {n: json_size(task) - json_size(tasks[n]) for n, task in inline.items()}
+    room = budget - json_size(root)
+    order = sorted(inline, key=lambda n: (cost[n] > 0, tasks[n]["id"] not in first, n))
+    for n in order:
+        if cost[n] <= room:
+            room -= cost[n]
+            tasks[n] = inline[n]
+
+
+def _texts(
+    tasks: Iterable[dict[str, Any]],
+    decisions: Iterable[dict[str, Any]],
+    events: Iterable[dict[str, Any]],
+) -> list[tuple[dict[str, Any], str]]:
+    """Where the texts a fit may cut are: ``(holder, key)`` pairs."""
+    found = [(t, "error") for t in tasks if t.get("error")]
+    found += [(d, "comment") for d in decisions if d.get("comment")]
+    found += [(e, "detail") for e in events if e.get("detail")]
+    return found
+
+
+# -- reading outputs kept by reference back ------------------------------------
+
+
+class ReadOutputsInput(BaseModel):
+    """Input of the ``read_task_outputs`` activity."""
+
+    refs: list[str] = Field(description="AgentRun workflow ids (TaskState.output_ref).")
+
+
+class ReadOutputsOutput(BaseModel):
+    """Output of the ``read_task_outputs`` activity."""
+
+    outputs: dict[str, str] = Field(description="Each ref -> the output its result holds.")
+
+
+READ_BATCH_BYTES = 1024 * 1024
+"""The most output bytes one ``read_task_outputs`` activity returns (its
+result is one payload, at most 2 MB)."""
+
+
+def read_batches(kept: Iterable[tuple[str, int]]) -> list[list[str]]:
+    """``(ref, bytes)`` pairs as batches of refs, each at most
+    ``READ_BATCH_BYTES`` of outputs (one larger output alone), in order."""
+    batches: list[list[str]] = []
+    size = 0
+    for ref, nbytes in kept:
+        if not batches or size + nbytes > READ_BATCH_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(ref)
+        size += nbytes
+    return batches

@@ -1,0 +1,124 @@
+"""Pure checks and walks over a task graph (no I/O; safe inside workflows)."""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Iterable, Mapping, Sequence
+
+from oma.core.schema.errors import DagValidationError
+from oma.core.schema.task import TaskSpec
+from oma.core.schema.validation import did_you_mean
+
+
+def validate_task_graph(tasks: Sequence[TaskSpec], agent_names: Iterable[str]) -> None:
+    """Check ids, assignees, dependencies and acyclicity; linear in tasks +
+    dependencies. A task without an assignee is left to the scheduler.
+
+    Raises ``DagValidationError`` listing every problem at once, in this
+    order: duplicate ids, unknown assignees, a dependency listed twice,
+    unknown dependencies (each unknown name with the nearest known one, as
+    ``(did you mean 'reviewer'?)``), and a cycle (named as ``a -> b -> a``).
+    """
+    problems: list[str] = []
+    ids = [t.id for t in tasks]
+    duplicates = sorted(i for i, n in Counter(ids).items() if n > 1)
+    if duplicates:
+        problems.append(f"duplicate task id(s): {', '.join(duplicates)}")
+
+    agents = set(agent_names)
+    unknown_assignees = [
+        f"task {t.id!r} -> {t.assignee!r}{_meant(t.assignee, agents)}"
+        for t in tasks
+        if t.assignee is not None and t.assignee not in agents
+    ]
+    if unknown_assignees:
+        problems.append(
+            f"unknown assignee(s): {'; '.join(unknown_assignees)} "
+            f"(team agents: {', '.join(sorted(agents))})"
+        )
+
+    repeated = [
+        f"task {t.id!r} lists {d!r} twice"
+        for t in tasks
+        for d in sorted({d for d in t.depends_on if t.depends_on.count(d) > 1})
+    ]
+    if repeated:
+        problems.append(f"repeated dependency: {'; '.join(repeated)}")
+
+    known = set(ids)
+    unknown_deps = [
+        f"task {t.id!r} depends on {d!r}{_meant(d, known)}"
+        for t in tasks
+        for d in t.depends_on
+        if d not in known
+    ]
+    if unknown_deps:
+        problems.append(f"unknown dependency: {'; '.join(unknown_deps)}")
+
+    cycle = find_cycle({t.id: t.depends_on for t in tasks})
+    if cycle:
+        problems.append(f"dependency cycle: {' -> '.join(cycle)}")
+    if problems:
+        raise DagValidationError("; ".join(problems))
+
+
+def _meant(name: str, known: Iterable[str]) -> str:
+    # sorted: the same suggestion on every worker, whatever a set's order
+    meant = did_you_mean(name, sorted(known))
+    return f" (did you mean {meant!r}?)" if meant else ""
+
+
+def find_cycle(depends_on: Mapping[str, Sequence[str]]) -> list[str] | None:
+    """A cycle in the graph as a closed path ``[a, b, ..., a]``, or ``None``.
+
+    Iterative depth-first search: linear in nodes + edges, no recursion limit.
+    """
+    white, grey, black = 0, 1, 2
+    color = dict.fromkeys(depends_on, white)
+    for root in depends_on:
+        if color[root] != white:
+            continue
+        stack: list[tuple[str, int]] = [(root, 0)]
+        path: list[str] = [root]
+        color[root] = grey
+        while stack:
+            node, i = stack[-1]
+            deps = depends_on[node]
+            if i < len(deps):
+                stack[-1] = (node, i + 1)
+                nxt = deps[i]
+                if color.get(nxt) == grey:
+                    return [*path[path.index(nxt) :], nxt]
+                if color.get(nxt) == white:
+                    color[nxt] = grey
+                    stack.append((nxt, 0))
+                    path.append(nxt)
+            else:
+                color[node] = black
+                stack.pop()
+                path.pop()
+    return None
+
+
+def dependents_map(tasks: Sequence[TaskSpec]) -> dict[str, list[str]]:
+    """Task id -> ids of the tasks that depend on it directly, in input order."""
+    out: dict[str, list[str]] = {t.id: [] for t in tasks}
+    for t in tasks:
+        for d in t.depends_on:
+            out[d].append(t.id)
+    return out
+
+
+def transitive_dependents(task_id: str, dependents: Mapping[str, Sequence[str]]) -> list[str]:
+    """Every task reachable from ``task_id`` through dependents, breadth first."""
+    seen: set[str] = set()
+    order: list[str] = []
+    frontier = deque(dependents[task_id])
+    while frontier:
+        nxt = frontier.popleft()
+        if nxt in seen:
+            continue
+        seen.add(nxt)
+        order.append(nxt)
+        frontier.extend(dependents[nxt])
+    return order

@@ -1,0 +1,219 @@
+"""The size limits of a run, and their checks.
+
+Outputs and prompts travel in workflow history, where Temporal caps one
+payload at 2 MB (and warns past 512 KB), so OMA bounds them well below that
+and says so with a clear error instead of a failed workflow task. What a run
+input becomes in Temporal has Temporal's bounds too: names become search
+attributes and workflow ids, durations become timers. Each limit here names
+the Temporal bound it keeps under; a field past it is refused before the run
+starts (``INVALID_RUN_INPUT``), since past it the server would refuse the
+workflow task again and again (the run wedges) or terminate the run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from oma.core.schema.errors import InvalidRunInputError, OutputTooLargeError
+
+MAX_OUTPUT_BYTES = 256 * 1024
+"""The largest output one task may return (bytes of UTF-8)."""
+
+MAX_DEPENDENCY_PAYLOAD_BYTES = 64 * 1024
+"""The largest payload one task receives per dependency (or as the ``all`` summary)."""
+
+
+MAX_RESULT_MESSAGES_BYTES = 256 * 1024
+"""The most JSON of conversation an ``AgentRun`` result carries (the latest
+messages); the rest stays readable through the run's ``conversation`` query."""
+
+MAX_PAYLOAD_BYTES = 2 * 1024 * 1024
+"""Temporal's limit on one payload (a workflow's input, a result): 2 MB
+(the server's ``limit.blobSize.error``; past it a start fails with "Blob data
+size exceeds limit", and a workflow task that would send one fails, again on
+every retry: "[TMPRL1103] Attempted to upload payloads with size that
+exceeded the error limit")."""
+
+RUN_STATE_BUDGET_BYTES = 3 * 512 * 1024
+"""The most JSON a ``TeamRun``'s result may take, and the input and state it
+carries when it continues as new: 1.5 MiB, three quarters of
+``MAX_PAYLOAD_BYTES`` (the rest is for a payload codec's envelope and the
+failure a run that did not succeed ends with). Outputs past it are kept by
+reference (``TaskState.output_ref``: the task's ``AgentRun`` result holds
+them, and ``oma.client`` reads them back)."""
+
+MAX_REASON_CHARS = 2000
+"""The most characters of an ``abort`` reason or an approval comment a run
+records; the rest is cut, and the cut said (``cut_text``)."""
+
+MAX_TASK_ERROR_CHARS = 2000
+"""The most characters of a task's ``error`` the run's result and carried
+state hold (the task's ``AgentRun`` has it whole)."""
+
+TASK_STATE_FLOOR_BYTES = 60
+"""The least JSON a settled task's carried state takes besides its id and
+assignee (``{"id","assignee","status":"completed","attempts":1}``): what
+``check_run_size`` counts per task."""
+
+SYNTHESIS_RESULTS_CHARS = 256 * 1024
+"""The most characters of task results a goal run's synthesis prompt holds,
+shared evenly among the tasks (each cut said, at least ``MIN_RESULT_CHARS``
+each): the prompt is the input of the synthesis ``AgentRun``, one payload."""
+
+MIN_RESULT_CHARS = 200
+"""The least of each task's result a synthesis prompt shows."""
+
+MAX_EVENT_DETAIL_CHARS = 500
+"""The most characters of an event's ``detail`` a run carries when it
+continues as new."""
+
+# -- what a run input becomes in Temporal ----------------------------------------
+
+MAX_ID_BYTES = 1000
+"""Temporal's limit on a workflow id (the server's ``limit.maxIDLength``):
+a task's ``AgentRun`` is ``<run id>/<task id>``, a coordinator step's
+``<run id>/coordinator/<step>``."""
+
+MAX_KEYWORD_BYTES = 2048
+"""Temporal's limit on a search attribute's value (the server's
+``frontend.searchAttributesSizeOfValueLimit``; past it the server terminates
+the run: "BadSearchAttributes: ... exceeds size limit 2048")."""
+
+MAX_NAME_CHARS = 100
+"""The longest team or agent name: it becomes the search attribute
+``OmaTeam`` or ``OmaAgent`` (at most ``MAX_KEYWORD_BYTES``) and part of a
+workflow id (``team-<name>-<8 hex>``, ``agent-<name>-<8 hex>``); 100
+characters are at most 400 bytes of UTF-8."""
+
+MAX_TASK_ID_CHARS = 100
+"""The longest task id: it becomes the search attribute ``OmaTask`` and the
+end of its ``AgentRun``'s workflow id ``<run id>/<task id>`` (at most
+``MAX_ID_BYTES``, which leaves the run's own id 599 bytes or more)."""
+
+MAX_DURATION_S = 100 * 365 * 24 * 3600
+"""The longest duration a run input may give (``timeout_s``, ``retry_delay_s``):
+100 years, in seconds. A duration becomes a Temporal timer, which the SDK
+holds as a Python ``timedelta`` (past about 2.7 million years: "Python int
+too large to convert to C int" in workflow code) and the server as a Go
+``time.Duration`` (about 292 years)."""
+
+MAX_CONCURRENCY = 1000
+"""The most tasks a run may have in flight: each is a child workflow, and
+Temporal lets a workflow have at most 2000 pending (the server's
+``limit.numPendingChildExecutions.error``)."""
+
+MAX_HISTORY_EVENTS = 51_200
+"""Temporal's limit on a workflow's history, in events (the server's
+``limit.historyCount.error``; past it the server terminates the run)."""
+
+MAX_TASK_RETRIES = 100
+"""The most retries a task may ask for: each attempt adds events to the run's
+history, which continues as new only between tasks."""
+
+
+def largest_field(data: Any, path: str = "") -> tuple[str, int]:
+    """The path (``tasks[0].description``) and JSON size in bytes of the
+    largest text or number leaf of ``data`` (decoded JSON)."""
+    if isinstance(data, dict):
+        items: list[tuple[str, Any]] = [
+            (f"{path}.{k}" if path else str(k), v) for k, v in data.items()
+        ]
+    elif isinstance(data, list):
+        items = [(f"{path}[{i}]", v) for i, v in enumerate(data)]
+    else:
+        return path or "(input)", len(json.dumps(data).encode())
+    best = (path or "(input)", 0)
+    for sub_path, value in items:
+        found = largest_field(value, sub_path)
+        if found[1] > best[1]:
+            best = found
+    return best
+
+
+def check_payload_size(data: bytes, what: str) -> None:
+    """Raise ``InvalidRunInputError`` when ``data`` (the JSON of ``what``) is
+    over ``MAX_PAYLOAD_BYTES``, naming the largest field and the limit."""
+    if len(data) <= MAX_PAYLOAD_BYTES:
+        return
+    field, size = largest_field(json.loads(data))
+    raise InvalidRunInputError(
+        f"{what} is {len(data)} bytes of JSON, over Temporal's payload limit of "
+        f"{MAX_PAYLOAD_BYTES} bytes (2 MB); its largest field is {field} ({size} bytes): "
+        "put large content in a file the agent reads, and give its path"
+    )
+
+
+def check_output_size(agent: str, size: int) -> None:
+    """Raise ``OutputTooLargeError`` if an output of ``size`` bytes is over
+    ``MAX_OUTPUT_BYTES``."""
+    if size > MAX_OUTPUT_BYTES:
+        raise OutputTooLargeError(
+            f"agent {agent!r} produced {size} bytes of output; a task's output may be at "
+            f"most {MAX_OUTPUT_BYTES} bytes (it travels in workflow history): write large "
+            "results to files and print their paths"
+        )
+
+
+CUT_MARK_CHARS = 40
+"""Room ``cut_text`` keeps for its mark, ``"… (<count> more characters cut)"``."""
+
+
+def cut_text(text: str, max_chars: int) -> str:
+    """``text`` whole if it has at most ``max_chars`` characters, else its
+    first ``max_chars - CUT_MARK_CHARS`` and how many were cut, ``"… (1900000
+    more characters cut)"``: at most ``max_chars`` characters in all, so a
+    text cut once is not cut again."""
+    if len(text) <= max_chars:
+        return text
+    kept = max(max_chars - CUT_MARK_CHARS, 0)
+    return f"{text[:kept]}… ({len(text) - kept} more characters cut)"
+
+
+def json_size(value: Any) -> int:
+    """The size in bytes of ``value`` (decoded JSON) as compact JSON (a lone
+    surrogate, which no payload may hold, counted as three bytes)."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return len(text.encode(errors="surrogatepass"))
+
+
+def check_run_size(carried: Any, extra_bytes: int, task_floors: Iterable[int], what: str) -> None:
+    """Raise ``InvalidRunInputError`` when a run that carries ``carried``
+    (decoded JSON: its input, as sent) and ``extra_bytes`` more (a goal
+    run's plan), with tasks whose settled states take at least
+    ``task_floors`` bytes each, could not carry its state: when it continues
+    as new, the input and the state travel as one payload, at most
+    ``RUN_STATE_BUDGET_BYTES`` (outputs aside, which may be kept by
+    reference). The client checks it before it starts a run, and the
+    ``TeamRun`` workflow before it runs a task: the same rule. The message
+    names the largest field."""
+    floors = list(task_floors)
+    size = json_size(carried) + extra_bytes
+    total = size + sum(floors)
+    if total <= RUN_STATE_BUDGET_BYTES:
+        return
+    field, field_size = largest_field(carried)
+    raise InvalidRunInputError(
+        f"{what} is {size} bytes of JSON and its {len(floors)} task(s) take at least "
+        f"{sum(floors)} bytes once they settle: {total} bytes, over the run's budget of "
+        f"{RUN_STATE_BUDGET_BYTES} bytes (a run carries its input and its state when it "
+        f"continues as new, under Temporal's payload limit of {MAX_PAYLOAD_BYTES} bytes); its "
+        f"largest field is {field} ({field_size} bytes): split the work into runs of fewer "
+        "tasks, or put large content in a file the agent reads, and give its path"
+    )
+
+
+def check_child_ids(run_id: str, task_ids: Iterable[str]) -> None:
+    """Raise ``InvalidRunInputError`` when the workflow id of a task's
+    ``AgentRun`` (``<run id>/<task id>``) or of a coordinator step would pass
+    ``MAX_ID_BYTES``, naming the longest."""
+    suffixes = [f"/{task_id}" for task_id in task_ids] + ["/coordinator/plan-correction"]
+    longest = max(suffixes, key=lambda s: len(s.encode()))
+    size = len(run_id.encode()) + len(longest.encode())
+    if size > MAX_ID_BYTES:
+        raise InvalidRunInputError(
+            f"the workflow id {run_id[:60]!r}... is {len(run_id.encode())} bytes: its child "
+            f"'<run id>{longest[:60]}' would be {size} bytes, over Temporal's limit of "
+            f"{MAX_ID_BYTES} bytes on a workflow id; give a shorter workflow id"
+        )

@@ -1,0 +1,290 @@
+"""The input of a ``TeamRun`` workflow: the JSON a user writes.
+
+Parse user JSON with ``parse_team_run_input`` so every error names its field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from oma.core.contracts.budget import RunBudget
+from oma.core.rules.scheduling import SchedulingStrategy, check_assignments
+from oma.core.rules.team_run_state import TeamRunState
+from oma.core.schema.agent_config import AgentConfig
+from oma.core.schema.approvals import ApprovalOptions, check_dispatch_names, check_tool_gate_names
+from oma.core.schema.dag import validate_task_graph
+from oma.core.schema.errors import InvalidRunInputError
+from oma.core.schema.limits import (
+    MAX_CONCURRENCY,
+    MAX_DURATION_S,
+    MAX_HISTORY_EVENTS,
+    TASK_STATE_FLOOR_BYTES,
+    check_run_size,
+    json_size,
+)
+from oma.core.schema.message_guard import validate_messages
+from oma.core.schema.messages import LLMMessage
+from oma.core.schema.plan import CoordinatorConfig, PlanArtifact, check_coordinator
+from oma.core.schema.pricing import ModelPrice
+from oma.core.schema.results import AcpSessionInfo
+from oma.core.schema.task import TaskSpec
+from oma.core.schema.team import TeamConfig
+from oma.core.schema.validation import check_sendable, format_validation_error
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class RunOptions(BaseModel):
+    """``options`` of a run input."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_concurrency: int = Field(
+        default=5,
+        ge=1,
+        le=MAX_CONCURRENCY,
+        description="Most tasks in flight at once (each a child workflow).",
+    )
+    scheduling: SchedulingStrategy = Field(
+        default="dependency-first",
+        description="How tasks without an assignee get one (see oma.core.rules.scheduling).",
+    )
+    plan_only: bool = Field(
+        default=False, description="A goal run: return the coordinator's plan, run no task."
+    )
+    strict_assignees: bool = Field(
+        default=True,
+        description="A goal run: a planned assignee outside the team is an error (else the "
+        "task is left for the scheduler).",
+    )
+    timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_DURATION_S,
+        allow_inf_nan=False,
+        description="Whole-run time limit, in seconds (RUN_TIMEOUT).",
+    )
+    max_token_budget: int | None = Field(
+        default=None,
+        ge=1,
+        description="Tokens (input, cached or not, and output) of every agent, coordinator "
+        "included (BUDGET_EXCEEDED).",
+    )
+    max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="US dollars every agent may spend, coordinator included "
+        "(COST_BUDGET_EXCEEDED): model turns priced by oma.core.schema.pricing and "
+        "options.pricing, ACP agents' usage_update.cost. What nobody prices counts nothing, "
+        "and the result says so (cost_unknown).",
+    )
+    pricing: dict[str, ModelPrice] | None = Field(
+        default=None,
+        description="Prices by model name, in USD per million tokens ({input, output, "
+        "cache_write, cache_read}): models the built-in table lacks (a local model), or "
+        "prices that replace its own.",
+    )
+    approvals: ApprovalOptions | None = None
+    history_event_limit: int = Field(
+        default=10_000,
+        ge=100,
+        le=MAX_HISTORY_EVENTS,
+        description="Continue as new once the run's history has this many events "
+        "(Temporal's hard limit is 51,200); the run's state carries over.",
+    )
+
+
+class TeamRunInput(BaseModel):
+    """Input of the ``TeamRun`` workflow: a team and exactly one of ``goal``
+    (a coordinator plans the tasks), ``tasks``, or a frozen ``plan``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    team: TeamConfig
+    goal: str | None = Field(default=None, min_length=1)
+    tasks: list[TaskSpec] | None = Field(default=None, min_length=1)
+    plan: PlanArtifact | None = None
+    coordinator: CoordinatorConfig | None = Field(
+        default=None, description="A goal run: the model that plans and synthesizes."
+    )
+    options: RunOptions = Field(default_factory=RunOptions)
+    resume: TeamRunState | None = Field(
+        default=None, description="Set by the run itself when it continues as new."
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TeamRunInput:
+        given = [k for k in ("goal", "tasks", "plan") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of 'goal', 'tasks' or 'plan'"
+                + (f" (got {', '.join(given)})" if given else "")
+            )
+        if self.goal is not None and not self.goal.strip():
+            raise ValueError("'goal' is blank: say what the team should achieve")
+        if not self.options.strict_assignees and self.goal is None:
+            # (by value, not "was it set": clients send the whole model)
+            raise ValueError(
+                "options.strict_assignees checks a coordinator's plan: it needs a 'goal'"
+            )
+        if self.coordinator is not None and self.goal is None:
+            raise ValueError("'coordinator' plans a 'goal'; a run with tasks or a plan has none")
+        if self.options.plan_only and self.goal is None:
+            raise ValueError("options.plan_only needs a 'goal' (there is nothing to plan)")
+        if self.goal is not None:
+            check_coordinator(self.coordinator or CoordinatorConfig(), self.team)
+        check_tool_gate_names(self.options.approvals, self.team)
+        if self.options.approvals and self.options.approvals.plan and self.goal is None:
+            raise ValueError(
+                "options.approvals.plan reviews a coordinator's plan: it needs a 'goal'"
+            )
+        return self
+
+    def check_tasks(self, tasks: Sequence[TaskSpec]) -> None:
+        """Check ``tasks`` against this run, as ``TeamRun`` does before any
+        task runs (a goal run: once its plan is made).
+
+        Raises ``DagValidationError`` (duplicate id, unknown assignee or
+        dependency, cycle), ``AssigneeRequirementsMismatchError`` or
+        ``NoEligibleAgentError`` (``requires``), ``InvalidRunInputError`` (a
+        dispatch approval naming no task or agent; or a run whose state could
+        not be carried: ``oma.core.schema.limits.check_run_size``).
+        """
+        validate_task_graph(tasks, (a.name for a in self.team.agents))
+        check_assignments(tasks, self.team)
+        check_dispatch_names(self.options.approvals, tasks, self.team)
+        self.check_size(tasks)
+
+    def check_size(self, tasks: Sequence[TaskSpec]) -> None:
+        """Raise ``InvalidRunInputError`` when this run, with ``tasks``, could
+        not carry its state when it continues as new (``check_run_size``):
+        its input as sent (``payload``), a goal run's plan, and at least
+        ``TASK_STATE_FLOOR_BYTES`` (with its id and assignee) per task."""
+        plan = 0
+        if self.goal is not None:
+            plan = sum(json_size(t.model_dump(mode="json", exclude_defaults=True)) for t in tasks)
+        floors = (
+            TASK_STATE_FLOOR_BYTES + len(t.id.encode()) + len((t.assignee or "").encode())
+            for t in tasks
+        )
+        check_run_size(self.payload(), plan, floors, "the TeamRun input")
+
+    def payload(self) -> dict[str, Any]:
+        """This input as a client sends it and a run carries it when it
+        continues as new: the fields as given (defaults not repeated), no
+        ``resume``."""
+        return self.model_dump(mode="json", exclude_unset=True, exclude={"resume"})
+
+    def given_tasks(self) -> list[TaskSpec]:
+        """The tasks of a ``tasks`` or ``plan`` run (empty for a goal run)."""
+        if self.tasks is not None:
+            return self.tasks
+        return self.plan.tasks if self.plan is not None else []
+
+
+class AgentRunInput(BaseModel):
+    """Input of the ``AgentRun`` workflow: one agent and what it is asked.
+
+    ``input`` is a string (one user text message) or a complete message list.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: AgentConfig
+    input: str | list[LLMMessage]
+    task_id: str | None = Field(
+        default=None, description="The team task this run executes, if any."
+    )
+    attempt: int = Field(
+        default=1,
+        ge=1,
+        description="Set by TeamRun: which attempt of its task this run is (1: the first); "
+        "a later attempt's tool requests are tool-<task id>/<attempt>-<n>.",
+    )
+    run_key: str | None = Field(
+        default=None,
+        description="Set by TeamRun: the run that owns this agent's ACP session "
+        "(default: this AgentRun's own workflow id and run id).",
+    )
+    acp_session: AcpSessionInfo | None = Field(
+        default=None,
+        description="Set by TeamRun: the ACP session an earlier task of this agent used.",
+    )
+    approvals: ApprovalOptions | None = Field(
+        default=None,
+        description="Tool calls to approve before they run (tools, timeout_s, on_timeout); "
+        "TeamRun passes its options.approvals.",
+    )
+    token_budget: int | None = Field(
+        default=None,
+        ge=0,
+        description="Set by TeamRun: the tokens the team run may still use "
+        "(options.max_token_budget); an LLM agent stops once its turns used them "
+        "(BUDGET_EXCEEDED).",
+    )
+    cost_budget_usd: float | None = Field(
+        default=None,
+        ge=0,
+        description="Set by TeamRun: the US dollars the team run may still spend "
+        "(options.max_cost_usd); an LLM agent stops once its turns spent them "
+        "(COST_BUDGET_EXCEEDED).",
+    )
+    pricing: dict[str, ModelPrice] | None = Field(
+        default=None, description="Set by TeamRun: its options.pricing."
+    )
+
+    def budget(self) -> RunBudget | None:
+        """What this run may spend (``None``: no limit set)."""
+        if self.token_budget is None and self.cost_budget_usd is None:
+            return None
+        return RunBudget(tokens=self.token_budget, cost_usd=self.cost_budget_usd)
+
+
+def _parse(model: type[M], raw: Any, what: str) -> M:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as err:
+        raise InvalidRunInputError(
+            f"invalid {what}: {format_validation_error(err, model=model)}"
+        ) from None
+
+
+def parse_team_run_input(raw: Any) -> TeamRunInput:
+    """Validate a decoded JSON value as a ``TeamRunInput``.
+
+    Raises ``InvalidRunInputError`` whose message names every bad field path.
+    """
+    return _parse(TeamRunInput, raw, "TeamRun input")
+
+
+def checked_team_run_input(raw: Any) -> TeamRunInput:
+    """``raw`` checked as ``TeamRun`` will check it (the input's shape, then
+    the task graph and the assignments of a tasks or plan run) and as a
+    payload a worker can decode (``check_sendable``): what the client and the
+    CLI do before they start anything.
+
+    Raises ``InvalidRunInputError``, ``DagValidationError``,
+    ``AssigneeRequirementsMismatchError`` or ``NoEligibleAgentError``.
+    """
+    run_input = parse_team_run_input(raw)
+    check_sendable(run_input, "the TeamRun input", exclude_unset=True)
+    if run_input.goal is None:
+        run_input.check_tasks(run_input.given_tasks())
+    return run_input
+
+
+def parse_agent_run_input(raw: Any) -> AgentRunInput:
+    """Validate a decoded JSON value as an ``AgentRunInput``.
+
+    A message list in ``input`` goes through the one message shape guard
+    first (``oma.core.schema.message_guard``). Raises ``InvalidMessageError`` naming the
+    bad field's path (``input[2].content[1].source.media_type``), or
+    ``InvalidRunInputError`` naming every bad field of the rest.
+    """
+    if isinstance(raw, dict) and isinstance(raw.get("input"), list):
+        raw = {**raw, "input": validate_messages(raw["input"], "input")}
+    return _parse(AgentRunInput, raw, "AgentRun input")
