@@ -98,6 +98,14 @@ def test_every_old_path_names_a_module_that_is_gone() -> None:
         assert (ROOT / (new.replace(".", "/") + ".py")).exists(), new
 
 
+def test_the_client_package_exports_what_it_lists() -> None:
+    import oma.client
+
+    assert sorted(oma.client.__all__) == sorted(oma.client._EXPORTS)
+    for name in oma.client.__all__:
+        assert getattr(oma.client, name) is not None
+
+
 def test_the_public_imports_still_work() -> None:
     code = (
         "import oma, oma.client, oma.cli, oma.agent\n"

@@ -72,7 +72,6 @@ __all__ = [
     "start_team_run",
     "team_run_result",
 ]
-assert sorted(__all__) == sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
