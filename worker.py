@@ -27,11 +27,11 @@ from temporalio.worker import Worker
 
 from oma.activities._credentials import CredentialPolicy
 from oma.activities.acp.pool import SessionPool
-from oma.activities.acp.reaper import reap_forever
 from oma.activities.acp_prompt import AcpActivities
 from oma.activities.llm_turn import LlmActivities
 from oma.activities.mcp import McpServerPool
 from oma.activities.mcp_tools import McpActivities
+from oma.activities.pinned import PinnedPool, reap_forever
 from oma.activities.process_run import process_run
 from oma.activities.run_hooks import before_run, evaluate
 from oma.activities.task_outputs import read_task_outputs
@@ -66,6 +66,11 @@ class Activities:
         self.mcp = McpActivities(self.mcp_pool, self.session_task_queue)
         self.visibility = VisibilityActivities()
 
+    def pinned_pools(self) -> tuple[PinnedPool[Any], ...]:
+        """The pools of what this worker holds across activities (its ACP
+        sessions, its runs' MCP servers), closed by run and at shutdown."""
+        return (self.acp_pool, self.mcp_pool)
+
     def all(self) -> list[Any]:
         """Every activity, for the shared task queue."""
         return [
@@ -96,11 +101,11 @@ def session_task_queue(task_queue: str) -> str:
 
 class OmaWorker:
     """One OMA worker process: a Temporal worker on the shared ``task_queue``
-    (every workflow and activity) and one on this process's own session task
-    queue (the ACP activities only). While it runs, the sessions of runs that
-    have ended are closed (``oma.activities.acp.reaper``), however they ended; on
-    the way out every ACP session this worker holds is closed. Use
-    ``async with`` or ``run()``.
+    (every workflow and activity) and one on this process's own task queue
+    (the activities that must reach its ACP sessions and MCP servers). While
+    it runs, the sessions and servers of runs that have ended are closed
+    however they ended (the reaper, ``oma.activities.pinned``); on the way
+    out every one this worker holds is closed. Use ``async with`` or ``run()``.
     """
 
     def __init__(self, client: Client, task_queue: str, activities: Activities, **kwargs: Any):
@@ -115,11 +120,12 @@ class OmaWorker:
 
     async def __aenter__(self) -> OmaWorker:
         async with AsyncExitStack() as stack:
-            stack.push_async_callback(self.activities.acp_pool.close_all)
-            stack.push_async_callback(self.activities.mcp_pool.close_all)
+            pools = self.activities.pinned_pools()
+            for pool in pools:
+                stack.push_async_callback(pool.close_all)
             for w in self.workers:
                 await stack.enter_async_context(w)
-            for pool in (self.activities.acp_pool, self.activities.mcp_pool):
+            for pool in pools:
                 reaper = asyncio.create_task(reap_forever(pool, self.client))
                 stack.callback(reaper.cancel)
             self._stack = stack.pop_all()

@@ -15,7 +15,7 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from oma.core.rules.redact import redact
@@ -24,34 +24,6 @@ STDERR_TAIL_BYTES = 8 * 1024
 """Bytes of stderr kept (the last ones) for error messages."""
 
 _EXIT_POLL_S = 0.02
-
-
-async def spawn_group_leader(
-    argv: list[str],
-    *,
-    env: Mapping[str, str],
-    cwd: str | None,
-    stdin: int,
-    limit: int = 2**16,
-) -> asyncio.subprocess.Process:
-    """Start ``argv`` as the leader of a new process group, stdout and stderr piped.
-
-    ``env`` is merged over the worker's environment. A new process group
-    rather than a new session: it is enough for ``killpg`` and, unlike
-    ``setsid``, does not put the child in a scheduler autogroup of its own
-    (which cost 1.5-2.7 ms per spawn on a loaded 2-core machine, see
-    ``bench/backends.py``). Raises ``OSError`` as ``create_subprocess_exec``.
-    """
-    return await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=stdin,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **env} if env else None,
-        cwd=cwd,
-        limit=limit,
-        process_group=0,
-    )
 
 
 async def wait_exited(proc: asyncio.subprocess.Process) -> None:

@@ -3,7 +3,9 @@ pydantic data converter, and a worker serving every OMA workflow and activity.""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -97,6 +99,26 @@ async def replay_every_closed_workflow(client: Client) -> None:
         await replayer.replay_workflow(history)
         replayed += 1
     print(f"\nreplayed {replayed} recorded workflow histories against the current code")
+
+
+@pytest.fixture
+async def own_worker(
+    dev_server: DevServer,
+) -> AsyncIterator[tuple[subprocess.Popen[str], str]]:
+    """A real ``oma worker`` process on a task queue of its own, once it
+    polls: ``(process, task queue)``. Killed at the end of the test."""
+    queue = f"own-worker-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "TEMPORAL_ADDRESS": dev_server.address, "OMA_TASK_QUEUE": queue}
+    oma = str(Path(sys.executable).with_name("oma"))
+    proc = subprocess.Popen([oma, "worker"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        banner = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 120)
+        assert banner.startswith("OMA worker on task queue"), banner
+        yield proc, queue
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.fixture

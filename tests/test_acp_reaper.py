@@ -1,4 +1,4 @@
-"""The ACP session reaper (``oma.activities.acp.reaper``): the safety net that
+"""The ACP session reaper (``oma.activities.pinned.reaper``): the safety net that
 closes the sessions, and ends the agent process trees, of runs that ended
 without closing them, against real workflow runs on the dev server and real
 ACP agent processes (``tests/acp_agent.py``)."""
@@ -21,7 +21,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from oma import worker as oma_worker
 from oma.activities.acp import SessionPool
-from oma.activities.acp.reaper import reap_closed_runs, reap_forever
+from oma.activities.pinned import reap_closed_runs, reap_forever
 from oma.core.schema.backends import AcpBackendConfig
 from oma.core.schema.results import AgentRunResult, TeamRunResult
 from oma.runtime.dev_server import free_port

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -18,7 +21,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from oma import worker as oma_worker
 from oma.core.schema.results import AcpSessionInfo, AgentRunResult
 from oma.core.schema.usage import TokenUsage
-from tests._procs import alive
+from tests._procs import alive, descendants
 from tests._runs import (
     TASK_QUEUE,
     agent_result,
@@ -276,6 +279,38 @@ async def test_cancelling_a_run_mid_prompt_cancels_the_turn_and_leaves_no_agent_
     await until(lambda: not any(alive(p) for p in pids), "the agent's processes to end", 2.0)
     assert len(worker.activities.acp_pool) == 0
     await assert_replays(client, workflow_id)
+
+
+async def test_a_sigkilled_workers_acp_agent_and_its_child_die_with_it(
+    client: Client,
+    workflow_id: str,
+    tmp_path: Path,
+    own_worker: tuple[subprocess.Popen[str], str],
+) -> None:
+    # a SIGKILLed worker runs no code: neither acp_close_run nor its reaper
+    # can end the agent; its process group must die with it by itself
+    worker, queue = own_worker
+    acp = AcpAgent(tmp_path)
+    coder = acp.config("coder", [turn({"text": "working"}, {"sleep": 60})], spawn_child=True)
+    handle = await client.start_workflow(
+        "AgentRun", {"agent": coder, "input": "go"}, id=workflow_id, task_queue=queue
+    )
+    pids: list[int] = []
+    try:
+        await until(lambda: len(acp.events("prompt")) == 1, "the agent to receive session/prompt")
+        # the pids the agent and its child wrote themselves, not the worker's view
+        pids = acp.pids()
+        assert len(pids) == 2 and all(alive(p) for p in pids)
+        assert set(pids) <= set(descendants(worker.pid))
+
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait()
+
+        await until(lambda: not any(map(alive, pids)), "the agent's processes to end", 5.0)
+    finally:
+        await handle.terminate("test over")
+        for pid in filter(alive, pids):  # a failed test leaves nothing running
+            os.kill(pid, signal.SIGKILL)
 
 
 async def test_message_list_to_an_acp_agent_fails_before_any_session_opens(

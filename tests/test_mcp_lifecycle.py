@@ -10,10 +10,8 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import threading
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -24,16 +22,12 @@ from temporalio.exceptions import ApplicationError
 
 from oma.activities.mcp import server as mcp_server
 from oma.core.schema.results import AgentRunResult
-from oma.runtime.dev_server import DevServer
 from tests._approvals import Run
 from tests._procs import alive, descendants
 from tests._runs import assert_replays, run_agent
 from tests.test_mcp import dead_soon, mcp_agent, python_server, results, tool_use
 
 pytestmark = pytest.mark.usefixtures("worker")
-
-OMA = str(Path(sys.executable).with_name("oma"))
-ROOT = Path(__file__).resolve().parent.parent
 
 GONE_WITHIN_S = 5.0
 """How soon the processes of a server whose worker was SIGKILLed are dead."""
@@ -93,28 +87,10 @@ async def test_a_server_that_never_answers_initialize_is_stopped_at_its_start_ti
     assert await all_dead(started, within_s=1.0) == []
 
 
-@pytest.fixture
-async def oma_worker(
-    dev_server: DevServer,
-) -> AsyncIterator[tuple[subprocess.Popen[str], str]]:
-    """A real ``oma worker`` process on a task queue of its own, once it polls."""
-    queue = f"mcp-sigkill-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "TEMPORAL_ADDRESS": dev_server.address, "OMA_TASK_QUEUE": queue}
-    proc = subprocess.Popen([OMA, "worker"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        banner = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 120)
-        assert banner.startswith("OMA worker on task queue"), banner
-        yield proc, queue
-    finally:
-        proc.kill()
-        proc.wait()
-
-
 async def test_a_sigkilled_workers_stdio_server_and_its_child_die_within_seconds(
-    client: Client, workflow_id: str, oma_worker: tuple[subprocess.Popen[str], str]
+    client: Client, workflow_id: str, own_worker: tuple[subprocess.Popen[str], str]
 ) -> None:
-    worker, queue = oma_worker
+    worker, queue = own_worker
     agent = mcp_agent(
         [
             tool_use("u1", "t__pid"),

@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.schema.tools import ToolCallInput, ToolCallOutput
     from oma.workflows import _options, _patches
     from oma.workflows._acp import close_acp_sessions
+    from oma.workflows._pinned import close_on_workers, on_owner
 
 
 class ActivityModel:
@@ -153,18 +154,15 @@ class ActivityTools:
         return out
 
     async def _routed_call(self, call: ToolCallInput) -> ToolCallOutput:
-        # A stdio MCP server's calls go to the worker that holds it. If nothing
-        # picks the call up there in time, that worker is gone: the call runs
-        # on any worker, which starts a new server (and its result says so).
-        queue = self._mcp_queue if call.mcp is not None else None
-        if queue is not None:
-            try:
-                return await self._tool_call(call, queue)
-            except ActivityError as err:
-                if not _never_started(err):
-                    raise
-                workflow.logger.warning("MCP server worker %s is gone", queue)
-        return await self._tool_call(call, None)
+        # A stdio MCP server's calls go to the worker that holds it. If that
+        # worker is gone, the call runs on any worker, which starts a new
+        # server (and its result says so).
+        return await on_owner(
+            self._mcp_queue if call.mcp is not None else None,
+            lambda queue: self._tool_call(call, queue),
+            lambda: self._tool_call(call, None),
+            "MCP server worker %s is gone",
+        )
 
     async def _tool_call(self, call: ToolCallInput, queue: str | None) -> ToolCallOutput:
         options = _options.tool_call(call.traits.max_attempts, call.traits.retry_interval_s)
@@ -207,20 +205,17 @@ class ActivityTools:
         return out
 
     async def close(self) -> None:
-        """Close the run's MCP servers on every worker that held one (nothing
-        to do, and no command, for a run without them). A worker that is gone
-        took its servers with it, so its timeout is not an error."""
-        for queue in sorted(self._mcp_queues):
-            try:
-                await workflow.execute_activity(
-                    "mcp_close_run",
-                    McpCloseRunInput(run_key=self._run_key),
-                    result_type=McpCloseRunOutput,
-                    task_queue=queue,
-                    **_options.MCP_CLOSE_RUN,
-                )
-            except ActivityError as err:
-                workflow.logger.warning("could not close MCP servers on %s: %s", queue, err)
+        """Close the run's MCP servers on every worker that held one
+        (``mcp_close_run``; nothing to do, and no command, for a run without
+        them). A worker that is gone took its servers with it."""
+        await close_on_workers(
+            self._mcp_queues,
+            "mcp_close_run",
+            McpCloseRunInput(run_key=self._run_key),
+            McpCloseRunOutput,
+            _options.MCP_CLOSE_RUN,
+            "MCP servers",
+        )
         self._mcp_queues.clear()
 
 
@@ -258,24 +253,20 @@ class ActivityBackend:
                 await close_acp_sessions(inp.run_key, self._queues)
 
     async def _routed_prompt(self, inp: AcpPromptInput) -> AcpPromptOutput:
-        # Later turns go to the worker that holds the session (its own task
-        # queue). If nothing picks the turn up there in time, that worker is
-        # gone: open a new session on any worker, loading the old one when the
-        # agent supports session/load.
+        # Later turns go to the worker that holds the session. If that worker
+        # is gone, a new session opens on any worker, loading the old one when
+        # the agent supports session/load.
         session = self._session
-        if session is not None:
-            self._queues.add(session.worker_task_queue)
-            try:
-                return await self._acp_prompt(inp, session.worker_task_queue)
-            except ActivityError as err:
-                if not _never_started(err):
-                    raise
-                workflow.logger.warning(
-                    "ACP session worker %s is gone; opening a new session",
-                    session.worker_task_queue,
-                )
-            inp = inp.model_copy(update={"resume_session_id": session.session_id})
-        return await self._acp_prompt(inp, None)
+        if session is None:
+            return await self._acp_prompt(inp, None)
+        self._queues.add(session.worker_task_queue)
+        resumed = inp.model_copy(update={"resume_session_id": session.session_id})
+        return await on_owner(
+            session.worker_task_queue,
+            lambda queue: self._acp_prompt(inp, queue),
+            lambda: self._acp_prompt(resumed, None),
+            "ACP session worker %s is gone; opening a new session",
+        )
 
     async def _acp_prompt(self, inp: AcpPromptInput, queue: str | None) -> AcpPromptOutput:
         out: AcpPromptOutput = await workflow.execute_activity(
@@ -367,9 +358,3 @@ def _attempt_in(details: Sequence[Any], default: int | None) -> int | None:
     first = details[0] if details else None
     attempt = first.get("attempt", default) if isinstance(first, dict) else default
     return attempt if isinstance(attempt, int) else default
-
-
-def _never_started(err: ActivityError) -> bool:
-    """Whether the activity timed out waiting for a worker to pick it up."""
-    cause = err.cause
-    return isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START

@@ -1,11 +1,13 @@
-"""The ACP agent's subprocess: spawned in its own process group, stderr tail kept,
-killed as a whole process group.
+"""The ACP agent's subprocess: spawned in a process group of its own that dies
+with the worker (``WorkerTiedGroup``), stderr tail kept, killed as a whole
+process group.
 
 The SDK's ``spawn_agent_process`` is not used: it trims the environment to a
 few variables (``acp.transports.default_environment``), does not start a new
 process group, and on shutdown signals only the direct child. An agent such as
 ``npx @agentclientprotocol/claude-agent-acp`` is a tree of processes that
-needs the worker's environment, and all of it must die with the session.
+needs the worker's environment, and all of it must die with the session, or
+with the worker however it ends (SIGKILL included).
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ import os
 
 from oma.activities.process_group import (
     StderrTail,
+    WorkerTiedGroup,
     describe_exit,
     kill_group,
-    spawn_group_leader,
     wait_exited,
 )
 from oma.core.schema.backends import AcpBackendConfig
@@ -41,21 +43,25 @@ class AgentProcess:
     """A running agent command whose stdin/stdout carry ACP and whose stderr is
     drained (a full stderr pipe would block the agent) into a bounded tail."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, command: str) -> None:
+    def __init__(
+        self, proc: asyncio.subprocess.Process, group: WorkerTiedGroup, command: str
+    ) -> None:
         self.proc = proc
         self.command = command
+        self._group = group
         self._stderr = StderrTail()
         assert proc.stderr is not None
         self._stderr_reader = asyncio.create_task(self._drain_stderr(proc.stderr))
 
     @classmethod
     async def spawn(cls, backend: AcpBackendConfig, agent: str) -> AgentProcess:
-        """Start ``backend.command`` with ``backend.args`` as the leader of its
-        own process group, with the worker's environment overlaid by
-        ``backend.env``, in ``resolve_cwd(backend)``.
+        """Start ``backend.command`` with ``backend.args`` in a ``WorkerTiedGroup``
+        (a process group that dies with the worker), with the worker's
+        environment overlaid by ``backend.env``, in ``resolve_cwd(backend)``.
 
         Raises ``AcpSpawnError`` when the command or the directory is missing
-        or not usable.
+        or not usable, or the group's keeper (``sh``) cannot start. A
+        cancellation while the agent starts kills the group, then propagates.
         """
         cwd = resolve_cwd(backend)
         if not os.path.isdir(cwd):
@@ -64,18 +70,31 @@ class AgentProcess:
                 f"cwd {cwd!r} is not a directory"
             )
         try:
-            proc = await spawn_group_leader(
-                [backend.command, *backend.args],
-                env=backend.env,
-                cwd=cwd,
-                stdin=asyncio.subprocess.PIPE,
-                limit=STDIO_LIMIT_BYTES,
-            )
+            group = await WorkerTiedGroup.start()
         except OSError as err:
             raise AcpSpawnError(
-                f"agent {agent!r}: cannot start command {backend.command!r}: {err.strerror or err}"
+                f"agent {agent!r}: cannot start the process group of command "
+                f"{backend.command!r}: {err.strerror or err}"
             ) from err
-        return cls(proc, backend.command)
+        try:
+            proc = await group.spawn(
+                [backend.command, *backend.args],
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env={**os.environ, **backend.env} if backend.env else None,
+                cwd=cwd,
+                limit=STDIO_LIMIT_BYTES,
+            )
+        except BaseException as err:
+            await group.close()
+            if isinstance(err, OSError):
+                raise AcpSpawnError(
+                    f"agent {agent!r}: cannot start command {backend.command!r}: "
+                    f"{err.strerror or err}"
+                ) from err
+            raise
+        return cls(proc, group, backend.command)
 
     @property
     def pid(self) -> int:
@@ -99,14 +118,17 @@ class AgentProcess:
 
     async def kill(self, grace_s: float) -> None:
         """Close stdin, SIGTERM the process group, SIGKILL it after ``grace_s``
-        seconds, and reap the child.
+        seconds, reap the child and end the group.
 
         SIGKILL goes to the group even when the child exited within the grace
         period, because a descendant may have outlived it.
         """
         if self.proc.stdin is not None:
             self.proc.stdin.close()
-        await kill_group(self.proc, grace_s)
+        try:
+            await kill_group(self.proc, grace_s, self._group.pgid)
+        finally:
+            await self._group.close()
         # Descendants may hold stderr open a moment longer; what they still
         # write is not needed.
         await asyncio.wait({self._stderr_reader}, timeout=0.5)

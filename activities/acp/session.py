@@ -210,7 +210,7 @@ class AcpSession:
 
     @property
     def pid(self) -> int:
-        """Process id of the agent (the leader of its process group)."""
+        """Process id of the agent (in a process group that dies with the worker)."""
         return self._process.pid
 
     @property

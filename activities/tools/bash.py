@@ -159,8 +159,8 @@ async def _run(args: BashInput, ctx: ToolContext, group: WorkerTiedGroup) -> Too
 async def _spawn(
     command: str, ctx: ToolContext, group: WorkerTiedGroup
 ) -> asyncio.subprocess.Process:
-    # Not process_group.spawn_group_leader: it merges env over the worker's
-    # whole environment, and bash gets the allowlist only.
+    # The allowlist of the worker's environment only, not all of it (as the
+    # process and acp backends get).
     env = {k: v for k, v in os.environ.items() if k in ENV_ALLOWLIST}
     env.update(ctx.env)
     try:

@@ -1,34 +1,27 @@
-"""The safety net that keeps an ACP agent or stdio MCP server subprocess from
-outliving its run.
+"""The reaper: the safety net that keeps a pinned resource (an ACP agent's or
+a stdio MCP server's subprocess) from outliving its run.
 
-A run closes its sessions itself when it ends (the ``acp_close_run``
-activity), but no workflow code runs when a run is terminated, times out, or
-is cancelled before it learned where a session lives. So the worker also
-asks Temporal, for every run it holds sessions of, whether that run is still
-open, and closes the sessions of every run that is not.
+A run closes its resources itself when it ends (the ``acp_close_run`` and
+``mcp_close_run`` activities), but no workflow code runs when a run is
+terminated, times out, or is cancelled before it learned where a resource
+lives. So the worker also asks Temporal, for every run a pool holds
+resources of, whether that run is still open, and closes the resources of
+every run that is not.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Protocol
+from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-
-class RunScopedPool(Protocol):
-    """What the reaper closes: a worker's ACP sessions (``SessionPool``) or
-    MCP servers (``McpServerPool``), by run."""
-
-    def run_keys(self) -> set[str]: ...
-
-    async def close_run(self, run_key: str) -> int: ...
-
+from oma.activities.pinned.pool import PinnedPool
 
 REAP_INTERVAL_S = 0.5
-"""Seconds between two checks (only while the pool holds a session)."""
+"""Seconds between two checks."""
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +37,7 @@ async def run_is_open(client: Client, run_key: str) -> bool:
 
     A run Temporal no longer knows (``NOT_FOUND``) is not open; any other
     error leaves the question open (``True``), so a flaky server never kills
-    a live session.
+    a live resource.
     """
     workflow_id, run_id = split_run_key(run_key)
     try:
@@ -54,8 +47,8 @@ async def run_is_open(client: Client, run_key: str) -> bool:
     return desc.status == WorkflowExecutionStatus.RUNNING
 
 
-async def reap_closed_runs(pool: RunScopedPool, client: Client) -> int:
-    """Close the sessions of every run in ``pool`` that has ended. Returns how many."""
+async def reap_closed_runs(pool: PinnedPool[Any], client: Client) -> int:
+    """Close the resources of every run in ``pool`` that has ended. Returns how many."""
     closed = 0
     for run_key in sorted(pool.run_keys()):
         if not await run_is_open(client, run_key):
@@ -65,7 +58,7 @@ async def reap_closed_runs(pool: RunScopedPool, client: Client) -> int:
 
 
 async def reap_forever(
-    pool: RunScopedPool, client: Client, interval_s: float = REAP_INTERVAL_S
+    pool: PinnedPool[Any], client: Client, interval_s: float = REAP_INTERVAL_S
 ) -> None:
     """``reap_closed_runs`` every ``interval_s`` seconds, until cancelled."""
     while True:
