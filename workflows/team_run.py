@@ -9,9 +9,14 @@ synthesizes the final answer; report. Approvals, ``abort``, budgets and
 timeouts stop the dispatch and drain the run. A long run continues as new
 before its history grows large, carrying its state.
 
-The rules live in the core (``TeamRunState``, ``TaskGraph``, ``ApprovalGate``,
-``EventLog``, ``Scheduler``); this module is the Temporal glue: waiting,
-timers, children, handlers.
+The rules live in the core (``TeamRunState``, ``TaskGraph`` and its
+``TaskTally``, ``ApprovalGate``, ``EventLog``, ``Scheduler``, ``Dispatcher``,
+``TeamBudget``, ``settle_outcome``); this module is the Temporal glue: waiting,
+timers, children. Its collaborators are typed: the run's events
+(``RunEvents``), its wake-up (``Wakeup``), its approval waits, its books
+(``RunSpending``), the coordinator; its handlers are ``TeamRunHandlers``.
+A task's settle costs what it touches (its dependents, the tasks in
+flight, the open requests), never a pass over every task of the run.
 """
 
 from __future__ import annotations
