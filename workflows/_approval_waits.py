@@ -33,16 +33,18 @@ with workflow.unsafe.imports_passed_through():
         decision_of,
     )
     from oma.core.schema.errors import OMAError, application_error
-    from oma.core.schema.run_events import RunEventType
+    from oma.workflows._events import NO_EVENTS, EventSink
+    from oma.workflows._waiting import Wakeup
 
 LAG_S = 1.0
 """How long a decision on a request the run has not made waits for it."""
 
-Emit = Callable[[RunEventType, str | None, str | None], None]
-"""Records a run event: type, task id, detail."""
 
-Decided = Callable[[ApprovalRequest, ApprovalDecision], None]
-"""Told of every decision recorded, by a reviewer or by ``on_timeout``."""
+class DecisionListener(Protocol):
+    """Told of every decision a run records (by a reviewer, forwarded, or
+    by ``on_timeout``): an ``AgentRun``'s ``ToolGate`` tells its team run."""
+
+    def decided(self, request: ApprovalRequest, record: ApprovalDecision) -> None: ...
 
 
 class DecisionForwarder(Protocol):
@@ -70,30 +72,31 @@ class DecisionForwarder(Protocol):
 class ApprovalWaits:
     """Requests, decisions and expiries of one run, over ``gate``.
 
-    ``emit`` records the run's events; ``wake`` is called whenever something
-    the dispatch loop waits on changed (a decision, a closed request);
-    ``on_decided`` is told of every decision recorded; ``forwarder``, set by
-    a team run, takes the decisions on requests its tasks' runs made.
+    ``events`` records the run's events (an ``AgentRun`` keeps none);
+    ``wakeup`` is set whenever something the dispatch loop waits on changed
+    (a decision, a closed request; nothing waits in an ``AgentRun``, whose
+    tool calls wait on conditions). Set after: ``listener``, told of every
+    decision recorded, and ``forwarder``, which at a team run takes the
+    decisions on requests its tasks' runs made.
     """
 
     def __init__(
         self,
         gate: ApprovalGate,
-        emit: Emit,
-        wake: Callable[[], None],
-        on_decided: Decided | None = None,
+        events: EventSink = NO_EVENTS,
+        wakeup: Wakeup | None = None,
     ) -> None:
         self.gate = gate
-        self._emit = emit
-        self._wake = wake
-        self._on_decided = on_decided
+        self._events = events
+        self._wakeup = wakeup or Wakeup()
         self._waiters: dict[str, asyncio.Task[None]] = {}
+        self.listener: DecisionListener | None = None
         self.forwarder: DecisionForwarder | None = None
 
     def request(self, request_id: str, boundary: Boundary, content: Any, reason: str) -> None:
         """Open a request; its waiter starts with the next ``start_waiters``."""
         request = self.gate.request(request_id, boundary, content, reason, workflow.now())
-        self._emit("approval_request", task_of(request), request_id)
+        self._events.emit("approval_request", task_of(request), request_id)
 
     def validate(self, decision: Decision, closed_because: str) -> None:
         """The ``decide`` update's validator: refuses what the state proves
@@ -217,20 +220,20 @@ class ApprovalWaits:
         finally:
             self.gate.close(request_id)
             self._waiters.pop(request_id, None)
-            self._wake()
+            self._wakeup.set()
 
     def refused(self, args: tuple[Any, ...], err: Exception) -> None:
         """A ``decide`` signal refused: an ``approval_refused`` event."""
         raw = args[0] if len(args) == 1 else None
         request = raw.get("request_id") if isinstance(raw, dict) else None
-        self._emit("approval_refused", None, f"{request or '(no request_id)'}: {err}")
+        self._events.emit("approval_refused", None, f"{request or '(no request_id)'}: {err}")
 
     def _recorded(self, request: ApprovalRequest, record: ApprovalDecision) -> None:
         detail = f"{request.request_id}: {record.decision} by {record.reviewer.id}"
-        self._emit("approval_decision", task_of(request), detail)
-        self._wake()
-        if self._on_decided is not None:
-            self._on_decided(request, record)
+        self._events.emit("approval_decision", task_of(request), detail)
+        self._wakeup.set()
+        if self.listener is not None:
+            self.listener.decided(request, record)
 
 
 class ApprovalHandlers:

@@ -1,16 +1,18 @@
-"""A task's share of its team run's budgets, as the task's ``AgentRun`` keeps it.
+"""A task's share of its team run's budgets, as the task's ``AgentRun`` keeps
+it, and the team run's books of what its tasks spent.
 
 After each model turn the run reports its usage to the ``TeamRun`` (the
 ``task_usage`` signal) and waits for the answer (its own ``budget`` signal)
 before it acts on the turn, so the model loop's budget check
 (``RunBudget.exceeded``) sees what every task in flight spent, not only this
-one (``oma.core.contracts.budget``).
+one (``oma.core.contracts.budget``). The team run keeps its books in ``RunSpending``
+(the rules: ``oma.core.rules.team_budget``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Container
-from typing import Any
+from typing import Any, Protocol
 
 from temporalio import workflow
 
@@ -21,9 +23,14 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
     from oma.core.contracts.ports import ModelPort
     from oma.core.contracts.workflow_ids import task_workflow_id
+    from oma.core.rules.team_budget import TeamBudget, count_attempt
+    from oma.core.rules.team_run_state import StopKind, TeamRunState
     from oma.core.schema.results import AgentRunResult
+    from oma.core.schema.run_input import RunOptions
+    from oma.core.schema.task import TaskState
     from oma.core.schema.usage import TokenUsage
     from oma.workflows import _patches
+    from oma.workflows._events import EventSink
     from oma.workflows._signals import BackgroundSignals
 
 
@@ -159,3 +166,68 @@ async def report_cancelled(
         cancelled=True,
     )
     await workflow.get_external_workflow_handle(parent.workflow_id).signal("task_usage", report)
+
+
+class RunStopper(Protocol):
+    """Stops a run early (the first stop wins): its ``TeamRun``."""
+
+    def stop_with(self, stop: StopKind, reason: str) -> None: ...
+
+
+class RunSpending:
+    """A team run's books: what its tasks and coordinator used (in its
+    ``state``), what the tasks in flight reported (``tasks``), and what the
+    run may still spend of ``options.max_token_budget`` and
+    ``options.max_cost_usd``. A budget used up stops the run (``stopper``)
+    once, with a ``budget_exceeded`` event, and every task in flight is told."""
+
+    def __init__(
+        self,
+        state: TeamRunState,
+        options: RunOptions,
+        events: EventSink,
+        stopper: RunStopper,
+    ) -> None:
+        self._state = state
+        self._budget = TeamBudget(state, options.max_token_budget, options.max_cost_usd)
+        self.tasks = TaskSpending()
+        self._events = events
+        self._stopper = stopper
+
+    def reported(self, raw: Any, running: Container[str]) -> None:
+        """A ``task_usage`` signal of a task in ``running``: counted, and
+        answered with what the run may still spend."""
+        report = self.tasks.report(raw, running)
+        if report is not None:
+            self.check()
+            self.tasks.answer(report.task_id, self.grant)
+
+    def grant(self, seq: int) -> BudgetGrant:
+        """What the run may still spend, the tasks in flight counted, as the
+        answer to a task's ``seq``-th report (0: an attempt's input)."""
+        return self._budget.grant(seq, self.tasks.total())
+
+    def check(self) -> bool:
+        """Whether the token or the cost budget is used up (checked before
+        each dispatch and after each task's and coordinator step's usage is
+        counted); the first time, the run stops."""
+        spent = self._budget.check(self.tasks.total())
+        if spent is not None and spent.first:
+            self._events.emit("budget_exceeded", detail=spent.detail)
+            self._stopper.stop_with(spent.stop, spent.reason)
+            self.tasks.answer_all(self.grant)  # every task in flight stops
+        return spent is not None
+
+    def count_attempt(self, task: TaskState, result: AgentRunResult) -> None:
+        """One attempt of ``task`` ended with ``result``: count what it used."""
+        count_attempt(self._state, task, result)
+        self.tasks.settled(task.id)  # its usage is in its state from now on
+        self.check()
+
+    def count_step(self, result: AgentRunResult, step: str) -> None:
+        """A coordinator step ended (``plan``, ``plan-correction``,
+        ``synthesis``): count its turns and usage; a budget spent by the
+        synthesis stops nothing (it was the last step)."""
+        self._state.add_coordinator_run(result)
+        if step != "synthesis":
+            self.check()

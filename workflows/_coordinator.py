@@ -4,7 +4,7 @@ the plan is invalid) and synthesizes the final answer, each step an
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Protocol
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError, ChildWorkflowError
@@ -34,19 +34,23 @@ with workflow.unsafe.imports_passed_through():
     from oma.workflows import _visibility
     from oma.workflows._children import failed_result
 
-Counted = Callable[[AgentRunResult, str], None]
-"""Called with every step's result (a failed one too) and the step's name, so
-the run counts its turns and tokens."""
+
+class StepCounter(Protocol):
+    """Told of every step's result (a failed one too) and the step's name, so
+    the run counts its turns and tokens (a team run's ``RunSpending``)."""
+
+    def count_step(self, result: AgentRunResult, step: str) -> None: ...
 
 
 class Coordinator:
-    """The coordinator steps of the goal run ``inp``, over its ``state``."""
+    """The coordinator steps of the goal run ``inp``, over its ``state``,
+    each counted by ``counter``."""
 
-    def __init__(self, inp: TeamRunInput, state: TeamRunState, counted: Counted) -> None:
+    def __init__(self, inp: TeamRunInput, state: TeamRunState, counter: StepCounter) -> None:
         self._inp = inp
         self._config = inp.coordinator or CoordinatorConfig()
         self._state = state
-        self._counted = counted
+        self._counter = counter
 
     async def plan(self, goal: str) -> list[TaskSpec]:
         """The tasks of the coordinator's plan for ``goal``, checked against
@@ -106,11 +110,11 @@ class Coordinator:
             )
         except ChildWorkflowError as err:
             failed = failed_result(COORDINATOR, err)
-            self._counted(failed, step)
+            self._counter.count_step(failed, step)
             raise ApplicationError(
                 f"coordinator step {step!r} failed: {failed.error}",
                 type=failed.error_code or AgentRunFailedError.code,
                 non_retryable=True,
             ) from None
-        self._counted(result, step)
+        self._counter.count_step(result, step)
         return result

@@ -48,7 +48,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from oma.core.schema.tools import ToolCallInput, ToolCallOutput
     from oma.workflows import _patches
-    from oma.workflows._approval_waits import ApprovalWaits, Emit
+    from oma.workflows._approval_waits import ApprovalWaits
+    from oma.workflows._events import EventSink
     from oma.workflows._signals import BackgroundSignals
 
 
@@ -77,11 +78,12 @@ class ForwardedDecision(BaseModel):
 
 class ToolGate(BackgroundSignals):
     """The gated tool calls of one ``AgentRun`` (``task_id``: the team task it
-    runs, if any), over the run's ``approvals``."""
+    runs, if any), over the run's ``approvals``, and their ``listener``."""
 
     def __init__(self, approvals: ApprovalWaits, task_id: str | None = None) -> None:
         super().__init__()
         self._approvals = approvals
+        approvals.listener = self
         self.task_id = task_id
         self.attempt = 1
         self._count = 0
@@ -157,7 +159,7 @@ class ToolGate(BackgroundSignals):
             self._approvals.close_all()
 
     def decided(self, request: ApprovalRequest, record: ApprovalDecision) -> None:
-        """``ApprovalWaits.on_decided``: the team run learns the decision
+        """``DecisionListener``: the team run learns the decision
         (taken here, forwarded, or ``on_timeout``) and closes the request."""
         if request.boundary == "tool":
             closed = ToolRequestClosed(request_id=request.request_id, decision=record)
@@ -194,14 +196,15 @@ class _Forwarded:
 
 class AdoptedToolRequests(BackgroundSignals):
     """A team run's view of its tasks' tool requests (held in its own gate),
-    and the ``DecisionForwarder`` of its ``approvals``."""
+    and the ``DecisionForwarder`` and ``DecisionListener`` of its ``approvals``."""
 
-    def __init__(self, approvals: ApprovalWaits, emit: Emit) -> None:
+    def __init__(self, approvals: ApprovalWaits, events: EventSink) -> None:
         super().__init__()
         self._approvals = approvals
-        self._emit = emit
+        self._events = events
         self._forwarded: dict[str, _Forwarded] = {}
         approvals.forwarder = self
+        approvals.listener = self
 
     def adopt(self, args: tuple[Any, ...], stopped_because: str | None) -> None:
         """A task's run made a request: list it (or, the run having stopped,
@@ -213,7 +216,7 @@ class AdoptedToolRequests(BackgroundSignals):
             self.send(request.scope, "close_approvals", {"reason": stopped_because})
             return
         self._approvals.gate.adopt(request)
-        self._emit("approval_request", task_of(request), request.request_id)
+        self._events.emit("approval_request", task_of(request), request.request_id)
 
     def closed(self, args: tuple[Any, ...]) -> None:
         """A task's request closed: stop listing it; record the decision the
@@ -227,7 +230,7 @@ class AdoptedToolRequests(BackgroundSignals):
             detail = f"{closed.request_id}: {closed.decision.decision} by "
             request = gate.get(closed.request_id) if gate.knows(closed.request_id) else None
             task = task_of(request) if request is not None else None
-            self._emit("approval_decision", task, detail + closed.decision.reviewer.id)
+            self._events.emit("approval_decision", task, detail + closed.decision.reviewer.id)
         gate.close(closed.request_id)
         forwarded = self._forwarded.pop(closed.request_id, None)
         if forwarded is None:
@@ -289,7 +292,9 @@ class AdoptedToolRequests(BackgroundSignals):
         if forwarded.source == "signal":
             # no one awaits a signal's answer: the refusal is a run event
             request_id = forwarded.request.request_id
-            self._emit("approval_refused", task_of(forwarded.request), f"{request_id}: {err}")
+            self._events.emit(
+                "approval_refused", task_of(forwarded.request), f"{request_id}: {err}"
+            )
             forwarded.recorded.cancel()
         else:
             forwarded.recorded.set_exception(err)
@@ -303,8 +308,8 @@ class AdoptedToolRequests(BackgroundSignals):
             )
             self._refused(forwarded, err)
 
-    def forward(self, request: ApprovalRequest, record: ApprovalDecision) -> None:
-        """``ApprovalWaits.on_decided`` of a team run from before
+    def decided(self, request: ApprovalRequest, record: ApprovalDecision) -> None:
+        """``DecisionListener`` of a team run from before
         ``_patches.TOOL_DECISIONS_AT_THE_TASK``: a decision recorded here on a task's
         request goes to the task's run, which applies it."""
         if request.scope == self._approvals.gate.scope:

@@ -1,5 +1,6 @@
-"""Waiting helpers of the workflows: a step the run's stop cuts short, and a
-deadline (a Temporal timer)."""
+"""Waiting helpers of the workflows: the wake-up a dispatch loop waits on, a
+step the run's stop cuts short, a delay a stop ends, and a deadline (a
+Temporal timer)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,23 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from oma.workflows import _patches
+
+
+class Wakeup:
+    """What a run's dispatch loop waits on: ``set`` whenever something it
+    waits for changed (a task settled, a decision, a closed request, a stop).
+    Setting one that nothing waits on (an ``AgentRun``'s) costs nothing."""
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    async def wait(self) -> None:
+        """Return at the next ``set`` (one before this call does not count)."""
+        self._set = False
+        await workflow.wait_condition(lambda: self._set)
 
 
 async def unless_stopped(step: Coroutine[Any, Any, None], stopped: Callable[[], bool]) -> None:
@@ -43,3 +61,13 @@ def at_deadline(deadline: datetime, expire: Callable[[], None]) -> asyncio.Task[
         expire()
 
     return asyncio.create_task(watch())
+
+
+async def delay_unless_stopped(seconds: float, stopped: Callable[[], bool], summary: str) -> None:
+    """Wait ``seconds`` (a timer with ``summary``), or until ``stopped()``
+    (runs from before ``STOP_ENDS_RETRY_DELAY`` waited the whole delay)."""
+    if workflow.patched(_patches.STOP_ENDS_RETRY_DELAY):
+        with contextlib.suppress(asyncio.TimeoutError):
+            await workflow.wait_condition(stopped, timeout=seconds, timeout_summary=summary)
+    else:
+        await workflow.sleep(seconds, summary=summary)

@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.rules.approval_gate import ApprovalGate
     from oma.core.schema.agent_config import AgentConfig
     from oma.core.schema.agent_events import AgentStart
-    from oma.core.schema.approvals import ApprovalDecision, ApprovalRequest
+    from oma.core.schema.approvals import ApprovalDecision
     from oma.core.schema.errors import ActivityFailedError, OMAError, application_error
     from oma.core.schema.limits import MAX_RESULT_MESSAGES_BYTES
     from oma.core.schema.messages import LLMMessage, user_text
@@ -80,8 +80,10 @@ class AgentRun(ApprovalHandlers):
         self._model = ActivityModel()
         self._decisions: list[ApprovalDecision] = []
         gate = ApprovalGate(workflow.info().workflow_id, None, [], self._decisions)
-        self._approvals = ApprovalWaits(gate, _no_event, _nothing, self._told_parent)
-        self._tool_gate = ToolGate(self._approvals)
+        # an agent run keeps no run events (its team run does), and its tool
+        # calls wait on conditions, not on a wake-up
+        self._approvals = ApprovalWaits(gate)
+        self._tool_gate = ToolGate(self._approvals)  # told of every decision
         self._tools = ActivityTools(self._tool_gate.ask)
         self._budget: SharedBudget | None = None
         self._map_local_failures = False
@@ -180,9 +182,6 @@ class AgentRun(ApprovalHandlers):
     def _closed_because(self) -> str:
         return self._tool_gate.closed_because or ""
 
-    def _told_parent(self, request: ApprovalRequest, record: ApprovalDecision) -> None:
-        self._tool_gate.decided(request, record)
-
     @workflow.query(name="state")
     def state(self) -> AgentRunResult | None:
         """The run so far (``None`` before the input is validated)."""
@@ -263,14 +262,6 @@ class AgentRun(ApprovalHandlers):
         return ApplicationError(
             message, self._result.model_dump(mode="json"), type=code, non_retryable=True
         )
-
-
-def _no_event(*_: Any) -> None:
-    """An agent run keeps no run events (its team run does)."""
-
-
-def _nothing() -> None:
-    """Nothing waits on a wake-up in an agent run: its tool calls wait on conditions."""
 
 
 def _run_key(inp: AgentRunInput) -> str:

@@ -9,15 +9,19 @@ synthesizes the final answer; report. Approvals, ``abort``, budgets and
 timeouts stop the dispatch and drain the run. A long run continues as new
 before its history grows large, carrying its state.
 
-The rules live in the core (``TeamRunState``, ``TaskGraph``, ``ApprovalGate``,
-``EventLog``, ``Scheduler``); this module is the Temporal glue: waiting,
-timers, children, handlers.
+The rules live in the core (``TeamRunState``, ``TaskGraph`` and its
+``TaskTally``, ``ApprovalGate``, ``EventLog``, ``Scheduler``, ``Dispatcher``,
+``TeamBudget``, ``settle_outcome``); this module is the Temporal glue: waiting,
+timers, children. Its collaborators are typed: the run's events
+(``RunEvents``), its wake-up (``Wakeup``), its approval waits, its books
+(``RunSpending``), the coordinator; its handlers are ``TeamRunHandlers``.
+A task's settle costs what it touches (its dependents, the tasks in
+flight, the open requests), never a pass over every task of the run.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import deque
 from datetime import timedelta
 from typing import Any
@@ -26,18 +30,17 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from oma.core.contracts.budget import BudgetGrant
     from oma.core.contracts.visibility import team_run_details, team_run_failure
     from oma.core.contracts.workflow_ids import task_workflow_id
     from oma.core.rules.approval_gate import ApprovalGate, dispatch_request_id, round_content
     from oma.core.rules.dispatch import Dispatcher
+    from oma.core.rules.run_outcome import settle_outcome
     from oma.core.rules.scheduling import Scheduler
-    from oma.core.rules.shared_memory import shared_memory
     from oma.core.rules.task_graph import TaskGraph, skip_reason
-    from oma.core.rules.team_run_state import RunStop, StopKind, TeamRunState, read_next
+    from oma.core.rules.team_run_state import RunStop, StopKind, TeamRunState
     from oma.core.schema import limits
     from oma.core.schema.agent_config import AgentConfig
-    from oma.core.schema.approvals import ApprovalDecision, ApprovalRequest, Boundary
+    from oma.core.schema.approvals import Boundary
     from oma.core.schema.errors import (
         OMAError,
         RunCancelledError,
@@ -46,28 +49,30 @@ with workflow.unsafe.imports_passed_through():
     )
     from oma.core.schema.plan import plan_artifact
     from oma.core.schema.results import AgentRunResult, TeamRunResult, TeamRunStatus
-    from oma.core.schema.run_events import EventLog, RunEvent, RunEventType
+    from oma.core.schema.run_events import EventLog
     from oma.core.schema.run_input import (
         AgentRunInput,
         RunOptions,
         TeamRunInput,
         parse_team_run_input,
     )
-    from oma.core.schema.task import TaskSpec, TaskState, TaskStatus
+    from oma.core.schema.task import TaskSpec, TaskStatus
     from oma.core.schema.validation import single_input
-    from oma.workflows import _patches, _visibility
+    from oma.workflows import _continue, _patches, _visibility
     from oma.workflows._acp import RunSessions
-    from oma.workflows._approval_waits import ApprovalHandlers, ApprovalWaits
-    from oma.workflows._budget import TaskSpending
+    from oma.workflows._approval_waits import ApprovalWaits
+    from oma.workflows._budget import RunSpending
     from oma.workflows._children import attempt_task, lost_outcome
     from oma.workflows._coordinator import Coordinator
+    from oma.workflows._events import RunEvents
     from oma.workflows._outputs import read_back
+    from oma.workflows._team_run_handlers import TeamRunHandlers
     from oma.workflows._tool_gate import AdoptedToolRequests
-    from oma.workflows._waiting import at_deadline, unless_stopped
+    from oma.workflows._waiting import Wakeup, at_deadline, delay_unless_stopped, unless_stopped
 
 
 @workflow.defn(name="TeamRun")
-class TeamRun(ApprovalHandlers):
+class TeamRun(TeamRunHandlers):
     """Runs a team over a goal, a task list or a frozen plan; returns a ``TeamRunResult``.
 
     Input: a ``TeamRunInput`` as JSON, decoded as plain JSON and validated
@@ -78,7 +83,8 @@ class TeamRun(ApprovalHandlers):
 
     Queries ``state``, ``events``, ``shared_memory``, ``pending_approvals``;
     signals ``decide`` and ``abort``; update ``decide``; from its tasks'
-    runs, ``tool_approval_request`` and ``tool_approval_closed``.
+    runs, ``tool_approval_request``, ``tool_approval_closed`` and
+    ``task_usage`` (``oma.workflows._team_run_handlers``).
     """
 
     @workflow.init
@@ -97,31 +103,31 @@ class TeamRun(ApprovalHandlers):
             result=TeamRunResult(success=False, status="running", tasks=[]),
             started_at=workflow.now(),
         )
-        self._log = EventLog(self.state.events)
+        self._events = RunEvents(EventLog(self.state.events))
+        self._wakeup = Wakeup()  # the dispatch loop waits on it
         gate = ApprovalGate(
             workflow.info().workflow_id,
             inp.options.approvals if inp else None,
             self.state.requests,
             self.state.result.approval_decisions,
         )
-        self._approvals = ApprovalWaits(gate, self._event, self._woken, self._forward)
-        self._tool_requests = AdoptedToolRequests(self._approvals, self._event)
+        self._approvals = ApprovalWaits(gate, self._events, self._wakeup)
+        self._tool_requests = AdoptedToolRequests(self._approvals, self._events)
+        self._spending = RunSpending(self.state, self._options, self._events, self)
         self._graph = TaskGraph([])
         self._dispatcher: Dispatcher  # set by _load, once the input is valid
         # what only this run holds: the Temporal side of the state
         self._in_flight: dict[str, asyncio.Task[None]] = {}
-        self._wake = False
         self._stop = RunStop()
         self._continuing = False
         self._sessions = RunSessions()
-        self._spending = TaskSpending()
         self._deadline: asyncio.Task[None] | None = None
         if inp is None:
             return
-        self._coordinator = Coordinator(inp, self.state, self._add_coordinator_run)
+        self._coordinator = Coordinator(inp, self.state, self._spending)
         if inp.resume is None:
             self.state.result.goal = inp.goal
-            self._event("run_start", detail=f"goal: {inp.goal}" if inp.goal else None)
+            self._events.emit("run_start", detail=f"goal: {inp.goal}" if inp.goal else None)
         plan = self.state.result.plan
         tasks = plan.tasks if plan is not None else inp.given_tasks()  # a goal run's come later
         try:
@@ -148,7 +154,7 @@ class TeamRun(ApprovalHandlers):
         if (timeout_s := options.timeout_s) is not None:
             reason = f"the run passed options.timeout_s ({timeout_s:g} s)"
             deadline = self.state.started_at + timedelta(seconds=timeout_s)
-            self._deadline = at_deadline(deadline, lambda: self._stop_with("timeout", reason))
+            self._deadline = at_deadline(deadline, lambda: self.stop_with("timeout", reason))
         try:
             if inp.goal is not None and inp.resume is None:
                 await unless_stopped(self._plan(inp, inp.goal), lambda: self._stop.stopped)
@@ -166,7 +172,7 @@ class TeamRun(ApprovalHandlers):
                 await self._continue_as_new(inp)
             self._skip_rest()
             # the synthesis starts only within budget (its own usage may pass it)
-            if inp.goal is not None and not self._stop.stopped and not self._check_budget():
+            if inp.goal is not None and not self._stop.stopped and not self._spending.check():
                 await unless_stopped(
                     self._coordinator.synthesize(inp.goal), lambda: self._stop.stopped
                 )
@@ -176,74 +182,9 @@ class TeamRun(ApprovalHandlers):
         finally:
             await self._sessions.close()
         await self._tool_requests.flush()
-        await self._spending.signals.flush()
+        await self._spending.tasks.signals.flush()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._end(self._finish())
-
-    # -- queries, signals, updates -----------------------------------------
-
-    @workflow.query(name="state")
-    def state_query(self) -> TeamRunResult:
-        """The run so far: every task's status and output, usage, decisions."""
-        return self.state.result
-
-    @workflow.query(name="events")
-    def events(self, after_seq: int = -1) -> list[RunEvent]:
-        """The run's events with ``seq`` above ``after_seq`` (all by default),
-        oldest first; the latest ``EVENTS_KEPT`` are kept."""
-        return self._log.after(after_seq)
-
-    @workflow.query(name="shared_memory")
-    def shared_memory(self) -> dict[str, str]:
-        """The run's shared memory: ``<agent>/task:<id>:result`` -> output, so far."""
-        return shared_memory(self._graph)
-
-    @workflow.signal(name="abort")
-    def abort(self, *args: Any) -> None:
-        """``{reason}`` (optional): stop dispatching, let tasks in flight
-        settle, skip the rest and the synthesis; the run ends
-        ``cancelled``. Any payload aborts; a ``reason`` is recorded, cut to
-        ``MAX_REASON_CHARS`` (the run carries it and returns it)."""
-        raw = args[0] if args else None
-        reason = raw.get("reason") if isinstance(raw, dict) else None
-        if not self._stop.stopped:
-            said = limits.cut_text(str(reason or "abort signal"), limits.MAX_REASON_CHARS)
-            self._event("abort", detail=said)
-            self._stop_with("aborted", f"aborted: {said}")
-
-    def _closed_because(self) -> str:
-        return self._stop.reason
-
-    @workflow.signal(name="tool_approval_request")
-    def tool_approval_request(self, *args: Any) -> None:
-        """From a task's ``AgentRun``: a gated tool call waits; listed here too."""
-        self._tool_requests.adopt(args, self._stop.reason if self._stop.stopped else None)
-
-    @workflow.signal(name="tool_approval_closed")
-    def tool_approval_closed(self, *args: Any) -> None:
-        """From a task's ``AgentRun``: one of its tool requests closed."""
-        self._tool_requests.closed(args)
-
-    @workflow.signal(name="task_usage")
-    def task_usage(self, *args: Any) -> None:
-        """From a task's ``AgentRun``: its usage so far (``UsageReport``),
-        answered with what the run may still spend (its ``budget`` signal),
-        or what it used as it was cancelled."""
-        report = self._spending.report(args[0] if args else None, self._in_flight)
-        if report is not None:
-            self._check_budget()
-            self._spending.answer(report.task_id, self._grant)
-
-    def _grant(self, seq: int) -> BudgetGrant:
-        in_flight = self._spending.total()
-        return BudgetGrant(
-            seq=seq,
-            tokens_left=self.state.tokens_left(self._options.max_token_budget, in_flight),
-            cost_usd_left=self.state.cost_left(self._options.max_cost_usd, in_flight),
-        )
-
-    def _forward(self, request: ApprovalRequest, record: ApprovalDecision) -> None:
-        self._tool_requests.forward(request, record)
 
     # -- approvals ---------------------------------------------------------
 
@@ -259,7 +200,7 @@ class TeamRun(ApprovalHandlers):
         """Whether ``request_id`` was approved; a rejection stops the run."""
         decision = self._approvals.gate.decision(request_id)
         if decision is not None and decision.decision == "reject":
-            self._stop_with("rejected", decision.rejection())
+            self.stop_with("rejected", decision.rejection())
         return decision is not None and decision.decision == "approve"
 
     # -- planning and synthesis (goal runs) --------------------------------
@@ -268,12 +209,7 @@ class TeamRun(ApprovalHandlers):
         tasks = await self._coordinator.plan(goal)
         self._load(inp, tasks)
         self.state.result.plan = plan_artifact(goal, tasks)
-        self._event("plan_ready", detail=f"{len(tasks)} task(s)")
-
-    def _add_coordinator_run(self, result: AgentRunResult, step: str) -> None:
-        self.state.add_coordinator_run(result)
-        if step != "synthesis":
-            self._check_budget()
+        self._events.emit("plan_ready", detail=f"{len(tasks)} task(s)")
 
     # -- dispatching the task graph ----------------------------------------
 
@@ -307,12 +243,12 @@ class TeamRun(ApprovalHandlers):
             while (
                 self._dispatching
                 and len(self._in_flight) < inp.options.max_concurrency
-                and not self._check_budget()
+                and not self._spending.check()
                 and (nxt := dispatcher.next(batch if rounds else None)) is not None
             ):
                 task_id, agent = nxt
                 dispatcher.started(task_id, agent)
-                self._event("task_start", task_id, f"agent {agent}")
+                self._events.emit("task_start", task_id, f"agent {agent}")
                 self._in_flight[task_id] = asyncio.create_task(self._run_task(inp, task_id))
             self._approvals.start_waiters()
             queued = batch if rounds else len(dispatcher)
@@ -320,8 +256,7 @@ class TeamRun(ApprovalHandlers):
                 not self._dispatching or not (self.state.requests or queued)
             ):
                 return
-            self._wake = False
-            await workflow.wait_condition(lambda: self._wake)
+            await self._wakeup.wait()
 
     @property
     def _dispatching(self) -> bool:
@@ -358,7 +293,7 @@ class TeamRun(ApprovalHandlers):
         try:
             while True:
                 state.attempts += 1
-                result = self._spending.merged(task_id, await self._attempt(inp, spec, agent))
+                result = self._spending.tasks.merged(task_id, await self._attempt(inp, spec, agent))
                 self._tool_requests.attempt_ended(child)
                 if result.status == "cancelled" and self._stop.kind == "timeout":
                     result = self._stop.cut_short(result)
@@ -371,15 +306,17 @@ class TeamRun(ApprovalHandlers):
                     self._fail(task_id, result, retry_stopped=retry)
                     return
                 delay = spec.retry_delay(state.attempts)
-                self._event(
+                self._events.emit(
                     "task_retry",
                     task_id,
                     f"attempt {state.attempts + 1} in {delay:g} s after "
                     f"{result.error_code}: {result.error}",
                 )
-                self._add_usage(state, result)
-                await self._retry_delay(
-                    delay, f"retry task {task_id}: attempt {state.attempts + 1}"
+                self._spending.count_attempt(state, result)
+                await delay_unless_stopped(
+                    delay,
+                    lambda: self._stop.stopped,
+                    f"retry task {task_id}: attempt {state.attempts + 1}",
                 )
                 if self._stop.stopped:
                     # stopped during the delay: no new attempt
@@ -388,7 +325,8 @@ class TeamRun(ApprovalHandlers):
         except asyncio.CancelledError:
             # the run timed out, or was cancelled: this task ends with it
             cancelled = AgentRunResult(agent=agent.name, status="cancelled")
-            self._fail(task_id, self._stop.cut_short(self._spending.merged(task_id, cancelled)))
+            merged = self._spending.tasks.merged(task_id, cancelled)
+            self._fail(task_id, self._stop.cut_short(merged))
         except Exception as err:
             # a fault in reading the task's outcome must not leave it in
             # progress while the run goes on without it
@@ -403,18 +341,7 @@ class TeamRun(ApprovalHandlers):
             self._dispatcher.settled(agent.name)
             self._tool_requests.settled(child)
             self._in_flight.pop(task_id, None)
-            self._wake = True
-
-    async def _retry_delay(self, seconds: float, summary: str) -> None:
-        """Wait ``seconds`` before a retry, or until the run stops (runs from
-        before ``STOP_ENDS_RETRY_DELAY`` waited the whole delay)."""
-        if workflow.patched(_patches.STOP_ENDS_RETRY_DELAY):
-            with contextlib.suppress(asyncio.TimeoutError):
-                await workflow.wait_condition(
-                    lambda: self._stop.stopped, timeout=seconds, timeout_summary=summary
-                )
-        else:
-            await workflow.sleep(seconds, summary=summary)
+            self._wakeup.set()
 
     async def _attempt(
         self, inp: TeamRunInput, spec: TaskSpec, agent: AgentConfig
@@ -426,7 +353,7 @@ class TeamRun(ApprovalHandlers):
             return AgentRunResult(
                 agent=agent.name, status="failed", error=err.message, error_code=err.code
             )
-        left = self._grant(0)  # what the run may still spend, the tasks in flight counted
+        left = self._spending.grant(0)
         run_input = AgentRunInput(
             agent=agent,
             input=prompt,
@@ -443,8 +370,8 @@ class TeamRun(ApprovalHandlers):
 
     def _complete(self, task_id: str, result: AgentRunResult) -> None:
         unblocked = self._graph.complete(task_id, result.output)
-        self._event("task_complete", task_id)
-        self._add_usage(self._graph[task_id], result)
+        self._events.emit("task_complete", task_id)
+        self._spending.count_attempt(self._graph[task_id], result)
         self._show_details()
         for dependent in unblocked:
             if self._dispatching:
@@ -462,9 +389,9 @@ class TeamRun(ApprovalHandlers):
     ) -> None:
         error = result.error or f"the agent's turn ended {result.status}"
         dependents = self._graph.fail(task_id, error, result.error_code)
-        self._event("task_failed", task_id, f"{result.error_code}: {error}")
+        self._events.emit("task_failed", task_id, f"{result.error_code}: {error}")
         if not counted:
-            self._add_usage(self._graph[task_id], result)
+            self._spending.count_attempt(self._graph[task_id], result)
         reason = skip_reason(self._graph[task_id], self._stop.reason, retry_stopped=retry_stopped)
         for dependent in dependents:
             self._skip(dependent, reason)
@@ -474,7 +401,7 @@ class TeamRun(ApprovalHandlers):
     def _skip(self, task_id: str, reason: str) -> None:
         gated = self._graph[task_id].status == TaskStatus.AWAITING_APPROVAL
         if self._graph.skip(task_id, reason):
-            self._event("task_skipped", task_id, reason)
+            self._events.emit("task_skipped", task_id, reason)
             if gated:
                 self._approvals.close(dispatch_request_id(task_id))
 
@@ -485,40 +412,11 @@ class TeamRun(ApprovalHandlers):
             self._skip(task_id, reason)
         self._approvals.close_all()
 
-    # -- budgets, stops, timeouts, continue-as-new --------------------------
+    # -- stops, timeouts, continue-as-new -----------------------------------
 
-    def _add_usage(self, state: TaskState, result: AgentRunResult) -> None:
-        # what one attempt used: its tokens and cost, its runs of a process or ACP turn
-        state.token_usage += result.token_usage
-        state.cost_usd = state.token_usage.cost_usd if state.token_usage.cost_known else None
-        state.backend_attempts += result.backend_attempts
-        self._spending.settled(state.id)
-        self.state.add_usage(result.token_usage)
-        self._check_budget()
-
-    def _check_budget(self) -> bool:
-        """Whether the token or the cost budget is used up (checked before
-        each dispatch and after each task's and coordinator step's usage is
-        counted); the first time, the run stops."""
-        tokens, dollars = self._options.max_token_budget, self._options.max_cost_usd
-        in_flight = self._spending.total()
-        if self.state.over_budget(tokens, in_flight):
-            detail = f"{self.state.tokens_used(in_flight)} tokens of {tokens}"
-            stop: StopKind = "budget"
-            reason = f"the token budget of {tokens} is used up"
-        elif self.state.over_cost_budget(dollars, in_flight):
-            detail = f"${self.state.cost_used(in_flight):.4f} of ${dollars:g}"
-            stop, reason = "cost_budget", f"the cost budget of ${dollars:g} is used up"
-        else:
-            return False
-        if not self.state.result.budget_exceeded:
-            self.state.result.budget_exceeded = True
-            self._event("budget_exceeded", detail=detail)
-            self._stop_with(stop, reason)
-            self._spending.answer_all(self._grant)  # every task in flight stops
-        return True
-
-    def _stop_with(self, stop: StopKind, reason: str) -> None:
+    def stop_with(self, stop: StopKind, reason: str) -> None:
+        """``RunStopper``: stop the run early (the first stop wins): no more
+        dispatch, every request closed; a timeout cancels the tasks in flight."""
         if not self._stop.stop(stop, reason):
             return
         self._tool_requests.close_all(reason)
@@ -526,36 +424,20 @@ class TeamRun(ApprovalHandlers):
         if stop == "timeout":
             for in_flight in self._in_flight.values():
                 in_flight.cancel()
-        self._wake = True
+        self._wakeup.set()
 
     def _check_continue_as_new(self) -> None:
-        info = workflow.info()
-        long = info.get_current_history_length() >= self._options.history_event_limit
-        if self._dispatching and (info.is_continue_as_new_suggested() or long):
+        if self._dispatching and _continue.due(self._options.history_event_limit):
             self._continuing = True
-            self._wake = True
+            self._wakeup.set()
 
     async def _continue_as_new(self, inp: TeamRunInput) -> None:
-        """Go on in a new run with the same input (as the user wrote it: the
-        defaults dropped would lose the backends' ``kind`` tags) and this
-        state, the two within ``RUN_STATE_BUDGET_BYTES`` (the outputs the
-        tasks still to run read kept first). A state that cannot fit stops
-        the run (``RUN_STATE_TOO_LARGE``) rather than fail its workflow task
-        for good."""
         await self._sessions.close()  # the next run opens its own
         self.state.round_robin = self._dispatcher.scheduler.round_robin
-        carried = inp.payload()
-        first = read_next(self._graph.specs.values(), self._graph, everything=bool(inp.goal))
         try:
-            carried["resume"] = self.state.carried(
-                workflow.info().workflow_id,
-                limits.RUN_STATE_BUDGET_BYTES - limits.json_size(carried),
-                first,
-            )
-        except OMAError as err:
-            self._stop_with("too_large", err.message)
-            return
-        workflow.continue_as_new(carried, search_attributes=_visibility.continuing())
+            _continue.continue_as_new(inp, self.state, self._graph)
+        except OMAError as err:  # a state that cannot fit stops the run
+            self.stop_with("too_large", err.message)
 
     async def _drain_after_cancel(self) -> None:
         # Temporal cancellation: cancel the children in flight (their
@@ -568,32 +450,16 @@ class TeamRun(ApprovalHandlers):
             await workflow.wait(list(self._in_flight.values()))
         self._skip_rest()
         self.state.result.status = "cancelled"
-        self._event("run_end", detail="cancelled")
+        self._events.emit("run_end", detail="cancelled")
         _visibility.ended("cancelled", RunCancelledError.code)
         self._show_details()
 
-    # -- events and the result ---------------------------------------------
-
-    def _event(
-        self, kind: RunEventType, task_id: str | None = None, detail: str | None = None
-    ) -> None:
-        self._log.add(kind, workflow.now(), task_id, detail)
-
-    def _woken(self) -> None:
-        self._wake = True
+    # -- the result ---------------------------------------------------------
 
     def _finish(self, status: TeamRunStatus | None = None) -> TeamRunResult:
-        result = self.state.result
-        if (outcome := self._stop.outcome()) is not None:
-            status, result.error_code = outcome
-            result.error = self._stop.reason
-        elif status is None:
-            # a failed synthesis leaves an error_code on an otherwise completed run
-            status = "failed" if self._graph.any_failed() or result.error_code else "completed"
-        result.status = status
-        result.success = status in ("completed", "planned")
-        self._event("run_end", detail=status)
-        return result
+        ended = settle_outcome(self.state.result, self._stop, self._graph.any_failed(), status)
+        self._events.emit("run_end", detail=ended)
+        return self.state.result
 
     def _end(self, result: TeamRunResult) -> TeamRunResult:
         """Show how the run ended (search attributes, details); a run that did
@@ -623,5 +489,7 @@ class TeamRun(ApprovalHandlers):
 
     def _show_details(self) -> None:
         # the Web UI's detail page and `temporal workflow describe` show it;
-        # metadata, not a command: no patch needed
-        workflow.set_current_details(team_run_details(self._team_name, self.state.result))
+        # metadata, not a command: no patch needed; the tally, not a recount
+        # of every task, says how many settled (O(1) per settle)
+        settled = self._graph.tally.ended
+        workflow.set_current_details(team_run_details(self._team_name, self.state.result, settled))

@@ -46,6 +46,10 @@ class Dispatcher:
         self._acp = {a.name for a in team.agents if a.kind == "acp"}
         self._busy: set[str] = set()
         self._request = request
+        # the tasks waiting on their dispatch request, kept as they start to
+        # wait: a release after every settle reads these, not every task
+        self._position = {task_id: n for n, task_id in enumerate(graph.specs)}
+        self._awaiting = set(graph.awaiting_approval())
 
     def __len__(self) -> int:
         """How many tasks are queued to start."""
@@ -72,6 +76,7 @@ class Dispatcher:
         state = self.graph[task_id]
         if self._gate.gates_dispatch(task_id, state.assignee):
             state.status = TaskStatus.AWAITING_APPROVAL
+            self._awaiting.add(task_id)
             self._request(
                 dispatch_request_id(task_id),
                 "dispatch",
@@ -84,10 +89,17 @@ class Dispatcher:
 
     def release(self, approved: Callable[[str], bool]) -> None:
         """Queue the tasks whose dispatch request got a decision that
-        ``approved(request_id)`` accepts (it stops the run on a rejection)."""
-        for task_id in self.graph.awaiting_approval():
+        ``approved(request_id)`` accepts (it stops the run on a rejection), in
+        task order. Costs the tasks awaiting approval, not the run's."""
+        if not self._awaiting:
+            return
+        for task_id in sorted(self._awaiting, key=self._position.__getitem__):
+            if self.graph[task_id].status != TaskStatus.AWAITING_APPROVAL:
+                self._awaiting.discard(task_id)  # skipped meanwhile
+                continue
             request_id = dispatch_request_id(task_id)
             if self._gate.decision(request_id) is not None and approved(request_id):
+                self._awaiting.discard(task_id)
                 self.ready(task_id)
 
     def next_round(self) -> deque[str]:

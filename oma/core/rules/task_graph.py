@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 
 from oma.core.rules.prompt import task_prompt
 from oma.core.rules.shared_memory import shared_memory
+from oma.core.rules.task_tally import TaskTally
 from oma.core.schema.dag import dependents_map, transitive_dependents
 from oma.core.schema.errors import RunCancelledError, RunTimeoutError
 from oma.core.schema.task import TaskSpec, TaskState, TaskStatus
@@ -46,6 +47,7 @@ class TaskGraph:
     ``plan_only`` every new state is ``pending`` (a plan-only run reports its
     plan). ``states`` keeps the specs' order and holds the very ``TaskState``
     objects the run reports, so the run's result reads them directly.
+    ``tally`` counts the tasks that ended, as they end.
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class TaskGraph:
             t.id: sum(1 for d in t.depends_on if self.states[d].status != TaskStatus.COMPLETED)
             for t in specs
         }
+        self.tally = TaskTally(s.status for s in self.states.values())
 
     def __getitem__(self, task_id: str) -> TaskState:
         return self.states[task_id]
@@ -105,7 +108,7 @@ class TaskGraph:
         dependencies have now all completed, in order (the caller queues them,
         or leaves them ``pending`` when the run is stopping)."""
         state = self.states[task_id]
-        state.status = TaskStatus.COMPLETED
+        self._move(state, TaskStatus.COMPLETED)
         state.output = output
         unblocked = []
         for dependent in self.dependents[task_id]:
@@ -118,7 +121,7 @@ class TaskGraph:
         """``task_id`` failed; returns its transitive dependents that have not
         started, breadth first: the tasks the caller skips with it."""
         state = self.states[task_id]
-        state.status = TaskStatus.FAILED
+        self._move(state, TaskStatus.FAILED)
         state.error = error
         state.error_code = error_code
         return [
@@ -132,7 +135,7 @@ class TaskGraph:
         state = self.states[task_id]
         if state.status not in NOT_STARTED:
             return False
-        state.status = TaskStatus.SKIPPED
+        self._move(state, TaskStatus.SKIPPED)
         state.error = reason
         return True
 
@@ -149,4 +152,8 @@ class TaskGraph:
         return [s.id for s in self if s.status not in SETTLED]
 
     def any_failed(self) -> bool:
-        return any(s.status == TaskStatus.FAILED for s in self)
+        return self.tally.count(TaskStatus.FAILED) > 0
+
+    def _move(self, state: TaskState, status: TaskStatus) -> None:
+        self.tally.moved(state.status, status)
+        state.status = status

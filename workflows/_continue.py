@@ -1,0 +1,38 @@
+"""A long ``TeamRun`` continues as new before its history grows large: when
+to, and what the next run starts from."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from oma.core.rules.task_graph import TaskGraph
+    from oma.core.rules.team_run_state import TeamRunState, read_next
+    from oma.core.schema import limits
+    from oma.core.schema.run_input import TeamRunInput
+    from oma.workflows import _visibility
+
+
+def due(history_event_limit: int) -> bool:
+    """Whether the run should continue as new: Temporal suggests it, or the
+    history reached ``history_event_limit`` events (``options``)."""
+    info = workflow.info()
+    long = info.get_current_history_length() >= history_event_limit
+    return info.is_continue_as_new_suggested() or long
+
+
+def continue_as_new(inp: TeamRunInput, state: TeamRunState, graph: TaskGraph) -> None:
+    """Go on in a new run with the same input (as the user wrote it: the
+    defaults dropped would lose the backends' ``kind`` tags) and ``state``,
+    the two within ``RUN_STATE_BUDGET_BYTES`` (the outputs the tasks still to
+    run read kept first). Raises ``RunStateTooLargeError`` when the state
+    cannot fit (the run stops, rather than fail its workflow task for good);
+    else never returns (``workflow.continue_as_new``)."""
+    carried = inp.payload()
+    first = read_next(graph.specs.values(), graph, everything=bool(inp.goal))
+    carried["resume"] = state.carried(
+        workflow.info().workflow_id,
+        limits.RUN_STATE_BUDGET_BYTES - limits.json_size(carried),
+        first,
+    )
+    workflow.continue_as_new(carried, search_attributes=_visibility.continuing())

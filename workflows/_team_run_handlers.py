@@ -1,0 +1,92 @@
+"""What talks to a running ``TeamRun``: its queries (``state``, ``events``,
+``shared_memory``, and the approvals' ``pending_approvals``), the ``abort``
+signal, the approvals' ``decide`` signal and update, and the signals of its
+tasks' runs (``tool_approval_request``, ``tool_approval_closed``,
+``task_usage``). Each handler hands its payload to the run's collaborator
+that owns it; every handler takes ``*args``, so a payload of the wrong arity
+is refused, not a workflow task failed for good."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from oma.core.rules.shared_memory import shared_memory
+    from oma.core.rules.task_graph import TaskGraph
+    from oma.core.rules.team_run_state import RunStop, StopKind, TeamRunState
+    from oma.core.schema import limits
+    from oma.core.schema.results import TeamRunResult
+    from oma.core.schema.run_events import RunEvent
+    from oma.workflows._approval_waits import ApprovalHandlers
+    from oma.workflows._budget import RunSpending
+    from oma.workflows._events import RunEvents
+    from oma.workflows._tool_gate import AdoptedToolRequests
+
+
+class TeamRunHandlers(ApprovalHandlers):
+    """The handlers of ``TeamRun``, over the parts of the run it sets up in
+    its ``__init__`` (declared here) and its ``stop_with``."""
+
+    state: TeamRunState
+    _events: RunEvents
+    _graph: TaskGraph
+    _stop: RunStop
+    _spending: RunSpending
+    _tool_requests: AdoptedToolRequests
+    _in_flight: dict[str, asyncio.Task[None]]
+
+    def stop_with(self, stop: StopKind, reason: str) -> None:
+        """Stop the run early (``TeamRun.stop_with``)."""
+        raise NotImplementedError
+
+    @workflow.query(name="state")
+    def state_query(self) -> TeamRunResult:
+        """The run so far: every task's status and output, usage, decisions."""
+        return self.state.result
+
+    @workflow.query(name="events")
+    def events(self, after_seq: int = -1) -> list[RunEvent]:
+        """The run's events with ``seq`` above ``after_seq`` (all by default),
+        oldest first; the latest ``EVENTS_KEPT`` are kept."""
+        return self._events.log.after(after_seq)
+
+    @workflow.query(name="shared_memory")
+    def shared_memory(self) -> dict[str, str]:
+        """The run's shared memory: ``<agent>/task:<id>:result`` -> output, so far."""
+        return shared_memory(self._graph)
+
+    @workflow.signal(name="abort")
+    def abort(self, *args: Any) -> None:
+        """``{reason}`` (optional): stop dispatching, let tasks in flight
+        settle, skip the rest and the synthesis; the run ends
+        ``cancelled``. Any payload aborts; a ``reason`` is recorded, cut to
+        ``MAX_REASON_CHARS`` (the run carries it and returns it)."""
+        raw = args[0] if args else None
+        reason = raw.get("reason") if isinstance(raw, dict) else None
+        if not self._stop.stopped:
+            said = limits.cut_text(str(reason or "abort signal"), limits.MAX_REASON_CHARS)
+            self._events.emit("abort", detail=said)
+            self.stop_with("aborted", f"aborted: {said}")
+
+    def _closed_because(self) -> str:
+        return self._stop.reason
+
+    @workflow.signal(name="tool_approval_request")
+    def tool_approval_request(self, *args: Any) -> None:
+        """From a task's ``AgentRun``: a gated tool call waits; listed here too."""
+        self._tool_requests.adopt(args, self._stop.reason if self._stop.stopped else None)
+
+    @workflow.signal(name="tool_approval_closed")
+    def tool_approval_closed(self, *args: Any) -> None:
+        """From a task's ``AgentRun``: one of its tool requests closed."""
+        self._tool_requests.closed(args)
+
+    @workflow.signal(name="task_usage")
+    def task_usage(self, *args: Any) -> None:
+        """From a task's ``AgentRun``: its usage so far (``UsageReport``),
+        answered with what the run may still spend (its ``budget`` signal),
+        or what it used as it was cancelled."""
+        self._spending.reported(args[0] if args else None, self._in_flight)
