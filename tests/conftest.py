@@ -12,7 +12,12 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowHistory,
+)
 
 from oma import worker as oma_worker
 from oma.runtime import plugin
@@ -87,18 +92,37 @@ async def worker(
 async def replay_every_closed_workflow(client: Client) -> None:
     """Replay the history of every workflow the session ran against the current
     workflow code: a nondeterminism anywhere fails the session (as an error in
-    the teardown of the ``worker`` fixture)."""
-    replayer = plugin.replayer()
-    replayed = 0
-    async for wf in client.list_workflows():
-        if wf.status == WorkflowExecutionStatus.RUNNING or wf.task_queue.endswith(
-            FOREIGN_QUEUE_SUFFIX
-        ):
-            continue
-        history = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
-        await replayer.replay_workflow(history)
-        replayed += 1
-    print(f"\nreplayed {replayed} recorded workflow histories against the current code")
+    the teardown of the ``worker`` fixture). The histories are fetched
+    concurrently (``REPLAY_FETCHES`` at a time) and replayed, as they arrive,
+    by one replayer."""
+    closed = [
+        wf
+        async for wf in client.list_workflows()
+        if wf.status != WorkflowExecutionStatus.RUNNING
+        and not wf.task_queue.endswith(FOREIGN_QUEUE_SUFFIX)
+    ]
+    limit = asyncio.Semaphore(REPLAY_FETCHES)
+
+    async def fetch(wf: WorkflowExecution) -> WorkflowHistory:
+        async with limit:
+            return await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
+
+    fetches = [asyncio.create_task(fetch(wf)) for wf in closed]
+
+    async def histories() -> AsyncIterator[WorkflowHistory]:
+        for fetched in asyncio.as_completed(fetches):
+            yield await fetched
+
+    try:
+        await plugin.replayer().replay_workflows(histories())
+    finally:
+        for pending in fetches:
+            pending.cancel()
+    print(f"\nreplayed {len(closed)} recorded workflow histories against the current code")
+
+
+REPLAY_FETCHES = 16
+"""How many histories the session-end replay fetches at once."""
 
 
 @pytest.fixture
