@@ -36,6 +36,38 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ.pop("OMA_FORKSERVER", None)
 
 
+SERVER_FIXTURES = frozenset({"dev_server", "client", "worker"})
+"""The session fixtures that start (or need) the Temporal dev server: a test
+that uses one of them is marked ``e2e`` (pyproject.toml's markers)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``e2e`` every test that uses the session's dev server, and keep
+    the ``fault`` tests (they stop servers, cut connections, kill workers,
+    and time what follows) on one xdist worker, one after another
+    (``--dist loadgroup``)."""
+    for item in items:
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
+        if item.get_closest_marker("fault") is not None:
+            item.add_marker(pytest.mark.xdist_group("fault"))
+
+
+@pytest.fixture(autouse=True)
+def no_server_unless_e2e(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test not marked ``e2e`` cannot start a Temporal dev server of its
+    own: ``make test-fast`` (``-m "not e2e"``) runs without one."""
+    if request.node.get_closest_marker("e2e") is not None:
+        return
+
+    def refused(self: DevServer, timeout_s: float = 30.0) -> DevServer:
+        raise AssertionError(
+            f"{request.node.nodeid} starts a Temporal dev server: mark it (or its module) e2e"
+        )
+
+    monkeypatch.setattr(DevServer, "start", refused)
+
+
 @pytest.fixture(scope="session")
 def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     log = tmp_path_factory.mktemp("temporal") / "dev-server.log"

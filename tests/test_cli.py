@@ -25,6 +25,8 @@ from tests._procs import alive, cmdline, descendants
 from tests._runs import TASK_QUEUE, assert_replays
 from tests.anthropic_server import AnthropicServer
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 OMA = str(Path(sys.executable).parent / "oma")
 

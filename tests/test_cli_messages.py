@@ -27,6 +27,8 @@ from oma.runtime.dev_server import DevServer, free_port
 from tests._runs import TASK_QUEUE, process, scripted, task, team_result
 from tests.test_cli import OMA, oma, run_cmd
 
+pytestmark = pytest.mark.e2e
+
 BIG = "word " * 600_000  # 3 MB of task description
 
 

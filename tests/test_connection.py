@@ -21,6 +21,8 @@ from oma.runtime.dev_server import free_ports, is_listening
 from tests._runs import scripted, task
 from tests.test_cli import OMA, ROOT, demo_copy, run_cmd
 
+pytestmark = pytest.mark.e2e
+
 PROFILE = """
 [profile.default]
 address = "127.0.0.1:1"
