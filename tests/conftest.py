@@ -9,6 +9,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from oma import worker as oma_worker
 from oma.runtime import plugin
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
+from oma.workflows import _options
 from tests._runs import ENCRYPTED_NAMESPACE, FOREIGN_QUEUE_SUFFIX, TASK_QUEUE, worker_activities
 from tests.anthropic_server import AnthropicServer
 from tests.openai_server import OpenAIServer
@@ -155,6 +157,32 @@ async def replay_every_closed_workflow(client: Client) -> None:
 
 REPLAY_FETCHES = 16
 """How many histories the session-end replay fetches at once."""
+
+
+ROUTED_PICK_UP_S = 2.0
+"""How long a test of a gone worker waits for a routed call's pick-up before
+the workflow gives the worker up (``schedule_to_start_timeout``; the product
+waits 10 s): a live worker's poll takes it in milliseconds."""
+
+ROUTED_CLOSE_PICK_UP_S = 5.0
+"""The same for the run's closing call routed to a worker, live or gone (10 s
+in the product): a run's end waits this long on a gone worker."""
+
+
+@pytest.fixture
+def short_routing_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call routed to a worker-pinned resource (an ACP session, an MCP
+    server) gives a gone worker up after ``ROUTED_PICK_UP_S``, its closing
+    call after ``ROUTED_CLOSE_PICK_UP_S``, instead of the product's 10 s.
+    ``oma.workflows._options`` is passed through the sandbox: the workflows
+    read these values from the module the test patched."""
+    monkeypatch.setitem(
+        _options.ACP_PROMPT_ROUTED, "schedule_to_start_timeout", timedelta(seconds=ROUTED_PICK_UP_S)
+    )
+    monkeypatch.setattr(_options, "MCP_SCHEDULE_TO_START", timedelta(seconds=ROUTED_PICK_UP_S))
+    close = timedelta(seconds=ROUTED_CLOSE_PICK_UP_S)
+    monkeypatch.setitem(_options.ACP_CLOSE_RUN, "schedule_to_start_timeout", close)
+    monkeypatch.setitem(_options.MCP_CLOSE_RUN, "schedule_to_start_timeout", close)
 
 
 @pytest.fixture
