@@ -25,6 +25,7 @@ from oma.runtime import plugin
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
 from oma.workflows import _options
+from tests._procs import Processes
 from tests._runs import ENCRYPTED_NAMESPACE, FOREIGN_QUEUE_SUFFIX, TASK_QUEUE, worker_activities
 from tests.anthropic_server import AnthropicServer
 from tests.openai_server import OpenAIServer
@@ -203,6 +204,18 @@ async def own_worker(
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.fixture
+def processes() -> Iterator[Processes]:
+    """Start a test's processes here: a synchronous fixture's teardown runs
+    even when pytest-timeout interrupted an async test mid ``await``, where
+    the test's own ``finally`` never runs."""
+    started = Processes()
+    try:
+        yield started
+    finally:
+        started.end_all()
 
 
 @pytest.fixture
