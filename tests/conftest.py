@@ -7,6 +7,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
@@ -54,6 +55,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
         if item.get_closest_marker("fault") is not None:
             item.add_marker(pytest.mark.xdist_group("fault"))
+
+
+SESSION_TEARDOWN_S = 300.0
+"""The time, beyond its own timeout, that the last test of a session (of an
+xdist worker) has for its teardown, where the session fixtures end: the
+``worker`` fixture replays every closed workflow of the session then."""
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """Give the session's last test ``SESSION_TEARDOWN_S`` more under
+    pytest-timeout (whose timer covers setup, call and teardown), so that the
+    session-end replay is not cut off by one test's timeout."""
+    if nextitem is None:
+        marker = item.get_closest_marker("timeout")
+        own = (
+            marker.args[0]
+            if marker is not None and marker.args
+            else item.config.getoption("timeout", None) or item.config.getini("timeout")
+        )
+        item.add_marker(pytest.mark.timeout(float(own or 0) + SESSION_TEARDOWN_S))
+    return (yield)
 
 
 @pytest.fixture(autouse=True)
@@ -148,12 +171,14 @@ async def replay_every_closed_workflow(client: Client) -> None:
         for fetched in asyncio.as_completed(fetches):
             yield await fetched
 
+    started = time.monotonic()
     try:
         await plugin.replayer().replay_workflows(histories())
     finally:
         for pending in fetches:
             pending.cancel()
-    print(f"\nreplayed {len(closed)} recorded workflow histories against the current code")
+    took = time.monotonic() - started
+    print(f"\nreplayed {len(closed)} workflow histories against the current code in {took:.1f} s")
 
 
 REPLAY_FETCHES = 16
