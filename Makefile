@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NPM_STAMP := tests/npm/node_modules/.installed
 
-.PHONY: venv demo test lint typecheck bench clean chromium
+.PHONY: venv demo test test-fast lint typecheck bench clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,8 +40,22 @@ chromium:
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
 
+# The whole suite and its wall time; TEST_WORKERS=N runs it on N xdist
+# workers (each with its own dev server, worker and model servers; the `fault`
+# tests one after another on one of them). 0, the default: in this one
+# process, until a run on N workers has passed twice on a quiet machine.
+TEST_WORKERS ?= 0
+PYTEST_ARGS ?=
 test: $(STAMP) $(NPM_STAMP) chromium
-	$(BIN)/python -m pytest
+	@start=$$(date +%s); \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS); status=$$?; \
+	echo "make test: the suite took $$(( $$(date +%s) - start )) s of wall time (-n $(TEST_WORKERS))"; \
+	exit $$status
+
+# The pure tests: no Temporal server, no `oma` process, no fault timed
+# (every test marked neither e2e nor fault).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not e2e and not fault" -n 2 $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports

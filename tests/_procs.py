@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
 
 def alive(pid: int) -> bool:
@@ -48,3 +53,39 @@ def cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
     except OSError:
         return ""
+
+
+class Processes:
+    """Processes a test starts, ended at its teardown if still alive."""
+
+    def __init__(self) -> None:
+        self._started: list[subprocess.Popen[Any]] = []
+
+    def start(self, args: list[str], **popen: Any) -> subprocess.Popen[Any]:
+        """``subprocess.Popen(args, **popen)``, remembered for the teardown."""
+        proc = subprocess.Popen(args, **popen)
+        self._started.append(proc)
+        return proc
+
+    def end_all(self) -> None:
+        """SIGTERM every process still alive and each of its descendants (an
+        ``oma dev``'s Temporal server runs in a session of its own), SIGKILL
+        what is left after ``END_GRACE_S``, and reap."""
+        pids: list[int] = []
+        for proc in self._started:
+            if proc.poll() is None:
+                pids += [proc.pid, *descendants(proc.pid)]
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            deadline = time.monotonic() + END_GRACE_S
+            while any(map(alive, pids)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        for proc in self._started:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=END_GRACE_S)
+
+
+END_GRACE_S = 5.0
+"""How long a process left running at a test's end gets after SIGTERM."""

@@ -7,17 +7,26 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowHistory,
+)
 
 from oma import worker as oma_worker
 from oma.runtime import plugin
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
+from oma.workflows import _options
+from tests._procs import Processes
 from tests._runs import ENCRYPTED_NAMESPACE, FOREIGN_QUEUE_SUFFIX, TASK_QUEUE, worker_activities
 from tests.anthropic_server import AnthropicServer
 from tests.openai_server import OpenAIServer
@@ -29,6 +38,60 @@ ROOT = Path(__file__).resolve().parent.parent
 # would outlive the session and serve tests whose code differs.
 # tests/test_forkserver.py turns it on, each test with a server of its own.
 os.environ.pop("OMA_FORKSERVER", None)
+
+
+SERVER_FIXTURES = frozenset({"dev_server", "client", "worker"})
+"""The session fixtures that start (or need) the Temporal dev server: a test
+that uses one of them is marked ``e2e`` (pyproject.toml's markers)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``e2e`` every test that uses the session's dev server, and keep
+    the ``fault`` tests (they stop servers, cut connections, kill workers,
+    and time what follows) on one xdist worker, one after another
+    (``--dist loadgroup``)."""
+    for item in items:
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
+        if item.get_closest_marker("fault") is not None:
+            item.add_marker(pytest.mark.xdist_group("fault"))
+
+
+SESSION_TEARDOWN_S = 300.0
+"""The time, beyond its own timeout, that the last test of a session (of an
+xdist worker) has for its teardown, where the session fixtures end: the
+``worker`` fixture replays every closed workflow of the session then."""
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """Give the session's last test ``SESSION_TEARDOWN_S`` more under
+    pytest-timeout (whose timer covers setup, call and teardown), so that the
+    session-end replay is not cut off by one test's timeout."""
+    if nextitem is None:
+        marker = item.get_closest_marker("timeout")
+        own = (
+            marker.args[0]
+            if marker is not None and marker.args
+            else item.config.getoption("timeout", None) or item.config.getini("timeout")
+        )
+        item.add_marker(pytest.mark.timeout(float(own or 0) + SESSION_TEARDOWN_S))
+    return (yield)
+
+
+@pytest.fixture(autouse=True)
+def no_server_unless_e2e(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test not marked ``e2e`` cannot start a Temporal dev server of its
+    own: ``make test-fast`` (``-m "not e2e"``) runs without one."""
+    if request.node.get_closest_marker("e2e") is not None:
+        return
+
+    def refused(self: DevServer, timeout_s: float = 30.0) -> DevServer:
+        raise AssertionError(
+            f"{request.node.nodeid} starts a Temporal dev server: mark it (or its module) e2e"
+        )
+
+    monkeypatch.setattr(DevServer, "start", refused)
 
 
 @pytest.fixture(scope="session")
@@ -87,18 +150,65 @@ async def worker(
 async def replay_every_closed_workflow(client: Client) -> None:
     """Replay the history of every workflow the session ran against the current
     workflow code: a nondeterminism anywhere fails the session (as an error in
-    the teardown of the ``worker`` fixture)."""
-    replayer = plugin.replayer()
-    replayed = 0
-    async for wf in client.list_workflows():
-        if wf.status == WorkflowExecutionStatus.RUNNING or wf.task_queue.endswith(
-            FOREIGN_QUEUE_SUFFIX
-        ):
-            continue
-        history = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
-        await replayer.replay_workflow(history)
-        replayed += 1
-    print(f"\nreplayed {replayed} recorded workflow histories against the current code")
+    the teardown of the ``worker`` fixture). The histories are fetched
+    concurrently (``REPLAY_FETCHES`` at a time) and replayed, as they arrive,
+    by one replayer."""
+    closed = [
+        wf
+        async for wf in client.list_workflows()
+        if wf.status != WorkflowExecutionStatus.RUNNING
+        and not wf.task_queue.endswith(FOREIGN_QUEUE_SUFFIX)
+    ]
+    limit = asyncio.Semaphore(REPLAY_FETCHES)
+
+    async def fetch(wf: WorkflowExecution) -> WorkflowHistory:
+        async with limit:
+            return await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
+
+    fetches = [asyncio.create_task(fetch(wf)) for wf in closed]
+
+    async def histories() -> AsyncIterator[WorkflowHistory]:
+        for fetched in asyncio.as_completed(fetches):
+            yield await fetched
+
+    started = time.monotonic()
+    try:
+        await plugin.replayer().replay_workflows(histories())
+    finally:
+        for pending in fetches:
+            pending.cancel()
+    took = time.monotonic() - started
+    print(f"\nreplayed {len(closed)} workflow histories against the current code in {took:.1f} s")
+
+
+REPLAY_FETCHES = 16
+"""How many histories the session-end replay fetches at once."""
+
+
+ROUTED_PICK_UP_S = 2.0
+"""How long a test of a gone worker waits for a routed call's pick-up before
+the workflow gives the worker up (``schedule_to_start_timeout``; the product
+waits 10 s): a live worker's poll takes it in milliseconds."""
+
+ROUTED_CLOSE_PICK_UP_S = 5.0
+"""The same for the run's closing call routed to a worker, live or gone (10 s
+in the product): a run's end waits this long on a gone worker."""
+
+
+@pytest.fixture
+def short_routing_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call routed to a worker-pinned resource (an ACP session, an MCP
+    server) gives a gone worker up after ``ROUTED_PICK_UP_S``, its closing
+    call after ``ROUTED_CLOSE_PICK_UP_S``, instead of the product's 10 s.
+    ``oma.workflows._options`` is passed through the sandbox: the workflows
+    read these values from the module the test patched."""
+    monkeypatch.setitem(
+        _options.ACP_PROMPT_ROUTED, "schedule_to_start_timeout", timedelta(seconds=ROUTED_PICK_UP_S)
+    )
+    monkeypatch.setattr(_options, "MCP_SCHEDULE_TO_START", timedelta(seconds=ROUTED_PICK_UP_S))
+    close = timedelta(seconds=ROUTED_CLOSE_PICK_UP_S)
+    monkeypatch.setitem(_options.ACP_CLOSE_RUN, "schedule_to_start_timeout", close)
+    monkeypatch.setitem(_options.MCP_CLOSE_RUN, "schedule_to_start_timeout", close)
 
 
 @pytest.fixture
@@ -119,6 +229,18 @@ async def own_worker(
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.fixture
+def processes() -> Iterator[Processes]:
+    """Start a test's processes here: a synchronous fixture's teardown runs
+    even when pytest-timeout interrupted an async test mid ``await``, where
+    the test's own ``finally`` never runs."""
+    started = Processes()
+    try:
+        yield started
+    finally:
+        started.end_all()
 
 
 @pytest.fixture

@@ -222,6 +222,8 @@ async def test_turn_stopped_early_succeeds_with_budget_exceeded(
     )
 
 
+@pytest.mark.fault
+@pytest.mark.usefixtures("short_routing_waits")
 async def test_turn_routed_to_a_gone_worker_opens_a_new_session_elsewhere(
     client: Client, workflow_id: str, tmp_path: Path
 ) -> None:

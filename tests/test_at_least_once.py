@@ -37,6 +37,8 @@ from tests._procs import alive
 from tests._proxy import TcpProxy
 from tests._runs import agent_result, run_team, task
 
+pytestmark = [pytest.mark.fault, pytest.mark.e2e]
+
 OUTAGE_S = 20.0
 """How long the test server stays down: longer than the old heartbeat timeout
 (10 s), and than the SDK's retries of an activity's outcome (10 s of backoff

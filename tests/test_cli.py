@@ -21,9 +21,11 @@ from temporalio.exceptions import ApplicationError
 from oma.core.schema.results import AgentRunResult
 from oma.runtime.dev_server import DevServer, free_port, free_ports, is_listening, temporal_binary
 from tests._forkserver import Forkserver
-from tests._procs import alive, cmdline, descendants
+from tests._procs import Processes, alive, cmdline, descendants
 from tests._runs import TASK_QUEUE, assert_replays
 from tests.anthropic_server import AnthropicServer
+
+pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parent.parent
 OMA = str(Path(sys.executable).parent / "oma")
@@ -209,12 +211,13 @@ def test_oma_replay_exits_nonzero_and_prints_the_nondeterminism_error(tmp_path: 
 
 
 async def test_oma_dev_serves_runs_until_interrupted_and_then_stops_the_server(
+    processes: Processes,
     tmp_path: Path,
 ) -> None:
     project = demo_copy(tmp_path)
     port, ui_port = free_ports(2)
     env = {**os.environ, "OMA_TASK_QUEUE": "oma-dev-test"}
-    dev = subprocess.Popen(
+    dev = processes.start(
         [OMA, "dev", "--port", str(port), "--ui-port", str(ui_port)],
         cwd=project,
         env=env,
@@ -334,7 +337,7 @@ HANG = {
 
 @pytest.mark.parametrize("forked", [False, True], ids=["own-process", "forkserver"])
 async def test_sigterm_to_oma_run_cancels_the_run_and_stops_everything_it_started(
-    tmp_path: Path, forked: bool
+    processes: Processes, tmp_path: Path, forked: bool
 ) -> None:
     (tmp_path / "hang.json").write_text(json.dumps(HANG))
     address = f"127.0.0.1:{free_port()}"
@@ -345,13 +348,15 @@ async def test_sigterm_to_oma_run_cancels_the_run_and_stops_everything_it_starte
             stack.callback(forkserver.stop)
             server = forkserver.warm()
             env = forkserver.env(env)
-        await _sigterm_cancels_everything(tmp_path, address, env, server if forked else None)
+        await _sigterm_cancels_everything(
+            processes, tmp_path, address, env, server if forked else None
+        )
 
 
 async def _sigterm_cancels_everything(
-    tmp_path: Path, address: str, env: dict[str, str], server: int | None
+    processes: Processes, tmp_path: Path, address: str, env: dict[str, str], server: int | None
 ) -> None:
-    proc = subprocess.Popen(
+    proc = processes.start(
         [OMA, "run", "hang.json"],
         cwd=tmp_path,
         env=env,

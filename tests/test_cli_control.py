@@ -29,6 +29,7 @@ from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskStatus
 from oma.runtime.dev_server import DevServer, free_port, is_listening
 from oma.worker import build_worker
+from tests._procs import Processes
 from tests._runs import TASK_QUEUE, process, run_team, scripted, task, team_result
 from tests.test_cli import OMA, run_cmd, temporal
 
@@ -255,9 +256,9 @@ async def test_oma_run_rejects_an_assignee_without_what_its_task_requires(
 
 
 async def test_oma_run_hints_once_at_the_command_that_approves_a_waiting_task(
-    client: Client, dev_server: DevServer, workflow_id: str, tmp_path: Path
+    processes: Processes, client: Client, dev_server: DevServer, workflow_id: str, tmp_path: Path
 ) -> None:
-    run = subprocess.Popen(
+    run = processes.start(
         [
             OMA,
             "run",

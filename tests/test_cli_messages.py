@@ -24,8 +24,11 @@ from oma.core.schema.errors import InvalidRunInputError, TemporalUnavailableErro
 from oma.core.schema.results import TeamRunResult
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
+from tests._procs import Processes
 from tests._runs import TASK_QUEUE, process, scripted, task, team_result
 from tests.test_cli import OMA, oma, run_cmd
+
+pytestmark = pytest.mark.e2e
 
 BIG = "word " * 600_000  # 3 MB of task description
 
@@ -51,11 +54,11 @@ def stderr_lines(proc: subprocess.CompletedProcess[str]) -> list[str]:
 
 
 async def test_oma_run_says_what_to_start_when_no_worker_polls_the_task_queue(
-    dev_server: DevServer, tmp_path: Path
+    processes: Processes, dev_server: DevServer, tmp_path: Path
 ) -> None:
     queue = f"nobody-polls-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "TEMPORAL_ADDRESS": dev_server.address, "OMA_TASK_QUEUE": queue}
-    proc = subprocess.Popen(
+    proc = processes.start(
         [OMA, "run", "--no-worker", write(tmp_path, small_run())],
         cwd=tmp_path,
         env=env,
@@ -168,11 +171,11 @@ async def test_sdk_log_lines_go_to_the_log_file_and_to_stderr_only_with_v(
 
 
 async def test_oma_worker_logs_an_expected_task_failure_as_one_line(
-    dev_server: DevServer, client: Client, tmp_path: Path
+    processes: Processes, dev_server: DevServer, client: Client, tmp_path: Path
 ) -> None:
     queue = f"one-line-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "TEMPORAL_ADDRESS": dev_server.address, "OMA_TASK_QUEUE": queue}
-    worker = subprocess.Popen(
+    worker = processes.start(
         [OMA, "worker"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
     )
     try:
@@ -208,7 +211,9 @@ class ResultOverThePayloadLimit:
         return {"blob": "x" * 3_000_000}
 
 
-async def test_oma_run_says_why_when_the_run_cannot_report(tmp_path: Path) -> None:
+async def test_oma_run_says_why_when_the_run_cannot_report(
+    processes: Processes, tmp_path: Path
+) -> None:
     # a server of its own: the session replays every closed TeamRun against
     # the real workflow, which this stand-in is not
     queue = f"cannot-report-{uuid.uuid4().hex[:8]}"
@@ -216,7 +221,7 @@ async def test_oma_run_says_why_when_the_run_cannot_report(tmp_path: Path) -> No
         client = await Connection.local(server.address, queue).connect()
         async with Worker(client, task_queue=queue, workflows=[ResultOverThePayloadLimit]):
             env = {**os.environ, "TEMPORAL_ADDRESS": server.address, "OMA_TASK_QUEUE": queue}
-            proc = subprocess.Popen(
+            proc = processes.start(
                 [OMA, "run", "--no-worker", "--workflow-id", "stuck", write(tmp_path, small_run())],
                 cwd=tmp_path,
                 env=env,

@@ -20,6 +20,8 @@ from oma.runtime.codec import AesGcmCodec, keys_from_env, new_key, parse_keys
 from oma.runtime.codec_server import codec_app, serve
 from oma.runtime.dev_server import free_port
 
+pytestmark = pytest.mark.e2e
+
 UI = "http://localhost:8233"
 TOKEN = "t0ken"
 

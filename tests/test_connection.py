@@ -18,8 +18,11 @@ from oma import OpenMultiAgent
 from oma.core.schema.errors import TemporalConfigError, TemporalUnavailableError
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import free_ports, is_listening
+from tests._procs import Processes
 from tests._runs import scripted, task
 from tests.test_cli import OMA, ROOT, demo_copy, run_cmd
+
+pytestmark = pytest.mark.e2e
 
 PROFILE = """
 [profile.default]
@@ -98,13 +101,13 @@ def test_a_broken_profile_file_or_an_unknown_profile_is_a_clear_error(
 
 
 async def test_oma_dev_oma_run_the_worker_and_the_client_share_a_profile_namespace(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    processes: Processes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project = demo_copy(tmp_path)
     port, ui_port = free_ports(2)
     config = tmp_path / "temporal.toml"
     config.write_text(PROFILE.format(port=port))
-    dev = subprocess.Popen(
+    dev = processes.start(
         [OMA, "dev", "--port", str(port), "--ui-port", str(ui_port)],
         cwd=project,
         env=profile_env(config, OMA_TASK_QUEUE="oma-dev-queue"),
@@ -118,7 +121,7 @@ async def test_oma_dev_oma_run_the_worker_and_the_client_share_a_profile_namespa
         banner = await asyncio.to_thread(dev.stdout.readline)
         assert f"127.0.0.1:{port} (namespace 'team-a')" in banner
         # a second worker, `python worker.py`, on a queue of its own
-        worker = subprocess.Popen(
+        worker = processes.start(
             [sys.executable, str(ROOT / "worker.py")],
             cwd=project,
             env=profile_env(config, OMA_TASK_QUEUE="oma-worker-queue"),

@@ -180,6 +180,7 @@ def test_a_worker_with_a_malformed_declaration_does_not_start(
         Activities(session_task_queue="q")
 
 
+@pytest.mark.e2e
 def test_oma_worker_with_a_malformed_declaration_exits_with_one_line() -> None:
     env = os.environ | {CREDENTIALS_ENV: "MY_KEY=mcp.example.com/mcp"}
     env["TEMPORAL_ADDRESS"] = "127.0.0.1:1"  # never reached: the declaration fails first

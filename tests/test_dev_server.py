@@ -9,6 +9,8 @@ import pytest
 from oma.core.schema.errors import TemporalUnavailableError
 from oma.runtime.dev_server import DevServer, free_port, is_listening
 
+pytestmark = pytest.mark.e2e
+
 
 def test_a_second_server_on_the_same_database_is_refused_naming_the_first(
     tmp_path: Path,

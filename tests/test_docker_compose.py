@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 

@@ -42,6 +42,8 @@ from tests._runs import (
 )
 from tests.anthropic_server import AnthropicServer
 
+pytestmark = pytest.mark.e2e
+
 QUEUE = "oma-encrypted"
 KEY_A = new_key("key-a")
 KEY_B = new_key("key-b")

@@ -38,6 +38,8 @@ from tests._runs import process, task
 from tests.test_cli_control import cli_env, input_file
 from tests.test_cli_live import Terminal, building, slow_process
 
+pytestmark = [pytest.mark.fault, pytest.mark.e2e]
+
 
 @pytest.fixture
 def forkserver() -> Iterator[Forkserver]:

@@ -386,6 +386,8 @@ def test_two_servers_of_one_name_are_an_input_error() -> None:
         AgentConfig.model_validate(mcp_agent("ok", servers=[python_server(), python_server()]))
 
 
+@pytest.mark.fault
+@pytest.mark.usefixtures("short_routing_waits")
 async def test_a_lost_server_worker_has_the_next_call_start_a_new_server_elsewhere(
     client: Client, workflow_id: str, anthropic_server: AnthropicServer
 ) -> None:

@@ -27,7 +27,7 @@ from tests._procs import alive, descendants
 from tests._runs import assert_replays, run_agent
 from tests.test_mcp import dead_soon, mcp_agent, python_server, results, tool_use
 
-pytestmark = pytest.mark.usefixtures("worker")
+pytestmark = [pytest.mark.usefixtures("worker"), pytest.mark.fault]
 
 GONE_WITHIN_S = 5.0
 """How soon the processes of a server whose worker was SIGKILLed are dead."""

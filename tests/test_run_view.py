@@ -29,6 +29,8 @@ from oma.runtime.dev_server import DevServer, temporal_binary
 from oma.worker import OmaWorker
 from tests._runs import process, run_team, scripted, task
 
+pytestmark = pytest.mark.e2e
+
 OMA = str(Path(sys.executable).parent / "oma")
 STDERR_LINE = "ValueError: slugify: unexpected input"
 

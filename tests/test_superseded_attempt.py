@@ -30,6 +30,8 @@ from oma.workflows._agent_ports import failed_backend_attempts
 from tests._procs import alive
 from tests.test_acp_session import WORKER_QUEUE, Heartbeats, ScriptedAgent, text, turn
 
+pytestmark = pytest.mark.fault
+
 PAUSE = f"{sys.executable} -c 'import signal; signal.pause()'"
 
 # Why Temporal gave an attempt up: the server refused its heartbeat (not

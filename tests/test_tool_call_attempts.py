@@ -43,6 +43,8 @@ from tests.test_mcp import mcp_agent, python_server, started
 from tests.test_superseded_attempt import SUPERSEDED, dead_within, read_when_written
 from tests.test_tool_calls import results, tool_use
 
+pytestmark = pytest.mark.fault
+
 PAUSE = f"{sys.executable} -c 'import signal; signal.pause()'"
 
 OUTAGE_S = 15.0

@@ -31,6 +31,8 @@ from oma.runtime.dev_server import DevServer
 from oma.runtime.plugin import OmaPlugin
 from tests._runs import assert_replays, histories_of, process, task, worker_activities
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 TASK_QUEUE = "oma-test-tracing"
 

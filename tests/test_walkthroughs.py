@@ -19,6 +19,8 @@ from oma.runtime.dev_server import DevServer, free_port, is_listening
 from tests._runs import TASK_QUEUE
 from tests.test_cli import OMA, demo_copy, run_cmd
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON_API = ROOT / "examples" / "python_api.py"
 
