@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -38,6 +39,14 @@ ROOT = Path(__file__).resolve().parent.parent
 # would outlive the session and serve tests whose code differs.
 # tests/test_forkserver.py turns it on, each test with a server of its own.
 os.environ.pop("OMA_FORKSERVER", None)
+
+# A suite started in the background of a shell without job control (`make
+# test &`, some CI runners) inherits SIGINT ignored, and every process it
+# starts would inherit that too: `oma dev` and `oma worker` would never see
+# the Ctrl-C the tests send them. A handler (unlike SIG_IGN) does not survive
+# exec, so the processes start with the default again.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 SERVER_FIXTURES = frozenset({"dev_server", "client", "worker"})

@@ -317,7 +317,9 @@ def test_an_error_on_a_redirected_stderr_is_not_lost(forkserver: Forkserver) -> 
 def test_shell_completion_set_up_sees_the_callers_shell(forkserver: Forkserver) -> None:
     forkserver.warm()
     shown = subprocess.run(
-        ["bash", "-c", f"{OMA} --show-completion"],
+        # `; exit $?`: bash stays the command's parent (a lone command would
+        # replace it, and the caller's shell would be whatever ran pytest)
+        ["bash", "-c", f"{OMA} --show-completion; exit $?"],
         env=forkserver.env(),
         capture_output=True,
         text=True,
