@@ -144,6 +144,11 @@ async def hanging_run(
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if nohup else None,
+        # a process group of its own whose parent (the test) is in another
+        # group of the same session: the kernel discards a Ctrl-Z (SIGTSTP)
+        # sent to an orphaned group, as the suite's own group is when it was
+        # started in the background and its shell has gone
+        process_group=0,
     )
     await until(lambda: descendants(server), "the server forked the command")
     (child,) = descendants(server)
