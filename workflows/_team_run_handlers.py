@@ -9,6 +9,7 @@ is refused, not a workflow task failed for good."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from temporalio import workflow
@@ -37,10 +38,8 @@ class TeamRunHandlers(ApprovalHandlers):
     _spending: RunSpending
     _tool_requests: AdoptedToolRequests
     _in_flight: dict[str, asyncio.Task[None]]
-
-    def stop_with(self, stop: StopKind, reason: str) -> None:
-        """Stop the run early (``TeamRun.stop_with``)."""
-        raise NotImplementedError
+    stop_with: Callable[[StopKind, str], None]
+    """Stop the run early: ``TeamRun.stop_with``."""
 
     @workflow.query(name="state")
     def state_query(self) -> TeamRunResult:

@@ -139,7 +139,7 @@ class DirectBackend:
         try:
             return await process_run(inp)
         except ApplicationError as err:
-            raise _oma_error(err) from err
+            raise error_from_failure(err) from err
 
     async def acp_prompt(self, inp: AcpPromptInput) -> AcpPromptOutput:
         if self._acp is None:
@@ -147,7 +147,7 @@ class DirectBackend:
         try:
             return await self._acp.acp_prompt(inp)
         except ApplicationError as err:
-            raise _oma_error(err) from err
+            raise error_from_failure(err) from err
 
     async def close(self) -> None:
         """End every ACP session this backend opened (their process trees with them)."""
@@ -177,9 +177,3 @@ class DirectRunHooks:
 
     def random(self) -> float:
         return random.random()
-
-
-def _oma_error(err: ApplicationError) -> OMAError:
-    """The ``OMAError`` an activity function reported as ``err`` (type = its
-    code), with the structured fields its details carry (e.g. ``rpc_code``)."""
-    return error_from_failure(err)
