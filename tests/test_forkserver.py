@@ -262,8 +262,9 @@ def test_the_socket_names_the_family_and_the_code(
 
 
 def test_the_runtime_directory_must_be_private(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    forkserver: Forkserver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    tmp_path = forkserver.runtime  # (under xdist tmp_path is too long a path for a socket)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     home = _forkserver.runtime_dir()
     assert home == tmp_path / "oma"
@@ -389,7 +390,9 @@ async def test_a_context_that_cannot_be_forked_safely_is_refused_once(
         )
         assert helped.returncode == 1  # (nothing listens: the command ran, in its own process)
         await until(lambda: list(forkserver.home.glob("*.refused")), "the server refused", 30)
-    (refused,) = forkserver.home.glob("*.refused")
+    refusals = list(forkserver.home.glob("*.refused"))
+    assert len(refusals) == 1, f"the two commands looked for different servers: {refusals}"
+    (refused,) = refusals
     assert refused.read_text() == "not serving: the imports started 1 thread(s)\n"
     assert forkserver.pids() == []
     (log,) = forkserver.home.glob("*.log")
