@@ -54,6 +54,7 @@ SERVER_FIXTURES = frozenset({"dev_server", "client", "worker"})
 that uses one of them is marked ``e2e`` (pyproject.toml's markers)."""
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its own hook)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark ``e2e`` every test that uses the session's dev server, and keep
     the ``fault`` tests (they stop servers, cut connections, kill workers,
@@ -64,6 +65,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
         if item.get_closest_marker("fault") is not None:
             item.add_marker(pytest.mark.xdist_group("fault"))
+
+
+@pytest.hookimpl(trylast=True)  # after xdist's own hook
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under ``--dist loadgroup`` an xdist worker reports a grouped test as
+    ``<nodeid>@<group>``: refuse to run when the groups did not take (with
+    pytest 9.2 they silently do not, pytest-dev/pytest-xdist#1386), so that
+    the ``fault`` tests never run side by side unnoticed."""
+    if not session.config.getoption("loadgroup", False):
+        return
+    ungrouped = [
+        item.nodeid
+        for item in session.items
+        if item.get_closest_marker("fault") is not None and not item.nodeid.endswith("@fault")
+    ]
+    if ungrouped:
+        raise pytest.UsageError(
+            f"--dist loadgroup does not group the fault tests ({ungrouped[0]} has no @fault): "
+            "see the pytest pin in pyproject.toml"
+        )
 
 
 SESSION_TEARDOWN_S = 300.0
