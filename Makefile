@@ -40,11 +40,10 @@ chromium:
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
 
-# The whole suite and its wall time; TEST_WORKERS=N runs it on N xdist
-# workers (each with its own dev server, worker and model servers; the `fault`
-# tests one after another on one of them). 0, the default: in this one
-# process, until a run on N workers has passed twice on a quiet machine.
-TEST_WORKERS ?= 0
+# The whole suite and its wall time on TEST_WORKERS xdist workers (each with
+# its own dev server, worker and model servers; the `fault` tests one after
+# another on one of them). TEST_WORKERS=0: in this one process.
+TEST_WORKERS ?= 4
 PYTEST_ARGS ?=
 test: $(STAMP) $(NPM_STAMP) chromium
 	@start=$$(date +%s); \
