@@ -9,6 +9,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -373,33 +374,57 @@ async def test_a_workflow_id_whose_task_ids_would_pass_temporals_limit_fails_at_
 # -- what cannot fit even so ----------------------------------------------------------
 
 
+@asynccontextmanager
+async def own_server_with_budget(
+    monkeypatch: pytest.MonkeyPatch, budget: int
+) -> AsyncIterator[tuple[Client, str]]:
+    """A dev server and a worker of their own (the client, the worker's task
+    queue), with a run budget of ``budget`` bytes: the session's replay of
+    every closed run uses the real budget, with which these runs would end
+    otherwise."""
+    monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", budget)
+    queue = f"budget-{uuid.uuid4().hex[:8]}"
+    with DevServer(port=free_port()) as server:
+        client = await Connection.local(server.address, queue).connect()
+        async with oma_worker.build_worker(client, queue):
+            yield client, queue
+
+
+TWENTY_TASKS = {
+    "team": {"name": "t", "agents": [scripted("a", "done")]},
+    "tasks": [task(f"t{n}", "a") for n in range(20)],
+}
+
+
+async def test_a_result_over_the_budget_in_full_leaves_out_its_tasks_defaults_and_completes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The 5,000-task bench's result was 2.1 MB, most of it fields at their
+    # defaults (null errors, zero usage), and failed RUN_STATE_TOO_LARGE.
+    async with own_server_with_budget(monkeypatch, 5_000) as (client, queue):
+        handle = await start_team(client, "defaults-out", TWENTY_TASKS, task_queue=queue)
+        result = await asyncio.wait_for(team_result(handle), RESULT_WAIT_S)
+        sent, sent_size = await raw_result(client, "defaults-out")
+        await assert_replays(client, "defaults-out")
+    assert result.success
+    assert [t.output for t in result.tasks] == ["done"] * 20, "every output in, none by reference"
+    assert sent_size <= 5_000 < len(sent.model_dump_json()), "over the budget in full"
+    assert result.tasks[0].error is None and result.tasks[0].attempts == 1
+
+
 async def test_a_result_that_cannot_fit_even_by_reference_fails_the_run_saying_so(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A budget the input passes but the result of twenty tasks cannot meet.
-    # A server of its own: the session's replay of every closed run uses the
-    # real budget, with which this run would complete.
-    monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", 4_000)
-    queue = f"too-large-{uuid.uuid4().hex[:8]}"
-    with DevServer(port=free_port()) as server:
-        client = await Connection.local(server.address, queue).connect()
-        async with oma_worker.build_worker(client, queue):
-            handle = await start_team(
-                client,
-                "too-large",
-                {
-                    "team": {"name": "t", "agents": [scripted("a", "done")]},
-                    "tasks": [task(f"t{n}", "a") for n in range(20)],
-                },
-                task_queue=queue,
-            )
-            with pytest.raises(WorkflowFailureError) as info:
-                await asyncio.wait_for(team_result(handle), RESULT_WAIT_S)
-            described = await handle.describe()
-            await assert_replays(client, "too-large")
+    async with own_server_with_budget(monkeypatch, 3_200) as (client, queue):
+        handle = await start_team(client, "too-large", TWENTY_TASKS, task_queue=queue)
+        with pytest.raises(WorkflowFailureError) as info:
+            await asyncio.wait_for(team_result(handle), RESULT_WAIT_S)
+        described = await handle.describe()
+        await assert_replays(client, "too-large")
     failure = info.value.cause
     assert isinstance(failure, ApplicationError)
     assert failure.type == "RUN_STATE_TOO_LARGE"
-    assert "over the run's budget of 4000 bytes (20 tasks)" in failure.message
+    assert "over the run's budget of 3200 bytes (20 tasks)" in failure.message
     assert "each task's outcome is in its AgentRun 'too-large/<task id>'" in failure.message
     assert described.typed_search_attributes.get(STATUS) == "failed"

@@ -73,7 +73,8 @@ with workflow.unsafe.imports_passed_through():
 
 @workflow.defn(name="TeamRun")
 class TeamRun(TeamRunHandlers):
-    """Runs a team over a goal, a task list or a frozen plan; returns a ``TeamRunResult``.
+    """Runs a team over a goal, a task list or a frozen plan; returns a ``TeamRunResult``
+    as JSON (``TeamRunResult.sent``).
 
     Input: a ``TeamRunInput`` as JSON, decoded as plain JSON and validated
     here, so bad input fails the workflow at once, before any task runs, with
@@ -141,7 +142,7 @@ class TeamRun(TeamRunHandlers):
             self._invalid = application_error(err)
 
     @workflow.run
-    async def run(self, *args: Any) -> TeamRunResult:
+    async def run(self, *args: Any) -> dict[str, Any]:
         await _visibility.learn()
         if self._invalid is not None:
             _visibility.ended("failed", self._invalid.type)
@@ -461,16 +462,17 @@ class TeamRun(TeamRunHandlers):
         self._events.emit("run_end", detail=ended)
         return self.state.result
 
-    def _end(self, result: TeamRunResult) -> TeamRunResult:
+    def _end(self, result: TeamRunResult) -> dict[str, Any]:
         """Show how the run ended (search attributes, details); a run that did
         not succeed ends Failed (from ``_patches.FAILED_STATE`` on), its result in
         the failure's details, so no failed run looks successful in the Web UI.
-        The result is fitted into ``RUN_STATE_BUDGET_BYTES`` first (outputs
-        kept by reference); one that cannot fit fails the run
-        ``RUN_STATE_TOO_LARGE`` without it, rather than fail its workflow task
-        for good."""
+        The result is fitted into ``RUN_STATE_BUDGET_BYTES`` first
+        (``TeamRunResult.sent``: defaults left out, outputs kept by reference);
+        one that cannot fit fails the run ``RUN_STATE_TOO_LARGE`` without it,
+        rather than fail its workflow task for good."""
         try:
-            result = self.state.result = result.fitted(workflow.info().workflow_id)
+            sent = result.sent(workflow.info().workflow_id)
+            result = self.state.result = TeamRunResult.model_validate(sent)
         except OMAError as err:
             _visibility.ended("failed", err.code)
             self._show_details()
@@ -480,8 +482,8 @@ class TeamRun(TeamRunHandlers):
         )
         self._show_details()
         if not result.success and workflow.patched(_patches.FAILED_STATE):
-            raise team_run_failure(self._team_name, result)
-        return result
+            raise team_run_failure(self._team_name, result, sent)
+        return sent
 
     @property
     def _team_name(self) -> str:

@@ -12,6 +12,7 @@ workflow describe``).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from pydantic import BaseModel, Field
 from temporalio.exceptions import ApplicationError
@@ -106,14 +107,15 @@ def team_run_details(team: str, result: TeamRunResult, settled: int | None = Non
     return shorten(f"{head}, {result.status}: {_what_failed(result)}", 2 * SUMMARY_CHARS)
 
 
-def team_run_failure(team: str, result: TeamRunResult) -> ApplicationError:
+def team_run_failure(team: str, result: TeamRunResult, sent: dict[str, Any]) -> ApplicationError:
     """The failure a ``TeamRun`` that did not succeed ends with: typed with the
     result's ``error_code`` (``TASK_FAILED`` when only tasks failed), not
-    retryable, its message ``team_run_details``, its details the whole
-    ``TeamRunResult`` as JSON (``team_run_result_of`` reads it back)."""
+    retryable, its message ``team_run_details``, its details ``sent``: the
+    result's JSON as the run sends it (``TeamRunResult.sent``;
+    ``team_run_result_of`` reads it back)."""
     return ApplicationError(
         team_run_details(team, result),
-        result.model_dump(mode="json"),
+        sent,
         type=result.error_code or TaskFailedError.code,
         non_retryable=True,
     )

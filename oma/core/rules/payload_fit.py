@@ -89,7 +89,8 @@ def _keep_outputs(
     room = budget - json_size(root)
     order = sorted(inline, key=lambda n: (cost[n] > 0, tasks[n]["id"] not in first, n))
     for n in order:
-        if cost[n] <= room:
+        # an output that takes less room than its reference always comes back in
+        if cost[n] <= max(room, 0):
             room -= cost[n]
             tasks[n] = inline[n]
 
