@@ -64,12 +64,18 @@ class TaskGraph:
         for t in specs:
             state = known.get(t.id)
             if state is None:
+                # in one call: pydantic's __setattr__ costs more than its
+                # __init__ (a 5,000-task run's first workflow task builds 5,000)
                 blocked = bool(t.depends_on) and not plan_only
-                state = TaskState(
+                self.states[t.id] = TaskState(
                     id=t.id,
                     title=t.title,
+                    description=t.description,
+                    depends_on=t.depends_on,
+                    assignee=t.assignee,
                     status=TaskStatus.BLOCKED if blocked else TaskStatus.PENDING,
                 )
+                continue
             state.title, state.description, state.depends_on = t.title, t.description, t.depends_on
             if state.assignee is None:
                 state.assignee = t.assignee
