@@ -137,11 +137,19 @@ WorkflowIdArgument = Annotated[str, typer.Argument(help="The TeamRun's workflow 
 
 
 @app.command()
-def approvals(workflow_id: WorkflowIdArgument) -> None:
-    """List the open approval requests of a running TeamRun (the pending_approvals query)."""
+def approvals(
+    workflow_id: WorkflowIdArgument,
+    full: Annotated[
+        bool,
+        typer.Option("--full", help="Print the whole output of each task a dispatch would act on."),
+    ] = False,
+) -> None:
+    """List the open approval requests of a running TeamRun (the pending_approvals query):
+    what each reviews and, for a dispatch, its dependencies' outputs (previews; --full:
+    whole)."""
     from oma.cli.control import approvals as list_approvals
 
-    list_approvals(workflow_id)
+    list_approvals(workflow_id, full)
 
 
 @app.command()
