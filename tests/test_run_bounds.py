@@ -18,9 +18,11 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
 
 from oma import worker as oma_worker
+from oma.cli.viewer.model import build_run_view, fetch_histories
 from oma.core.schema import limits
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskStatus
+from oma.runtime import plugin
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
 from oma.workflows._visibility import STATUS
@@ -186,6 +188,12 @@ async def test_dependents_read_outputs_kept_by_reference_across_continue_as_new(
     raw, size = await raw_result(client, workflow_id)
     assert size <= 24_000
     assert any(t.output_ref for t in raw.tasks)
+    # `oma show` reads those from the children's completions in the histories
+    view = await build_run_view(
+        await fetch_histories(client, workflow_id), plugin.DATA_CONVERTER, workflow_id
+    )
+    assert {t.id: t.output for t in view.tasks} == {t.id: t.output for t in result.tasks}
+    assert view.notes == []
 
 
 async def runs_of(client: Client, workflow_id: str) -> list[WorkflowHistory]:
