@@ -139,6 +139,12 @@ async def test_the_approvals_walkthrough_runs_as_written(
     finally:
         run.kill()
     assert run.returncode == 0, seen + stderr
+    # under its hint, what the docs show: the output `publish` will act on
+    docs = (ROOT / "docs" / "approvals.md").read_text()
+    shown = docs.split("`oma run` starts the run and prints its events;", 1)[1]
+    hinted = shown.split("```\n", 2)[1].split("```", 1)[0].splitlines()[1:]
+    assert hinted[0] == "approval needed: oma approve approval-1 dispatch-publish"
+    assert (seen + stderr).replace(wid, "approval-1").count("\n".join(hinted) + "\n") == 1
     assert "dispatch-publish: approve by" in stderr
     assert "TeamRun: completed" in stdout
     assert stdout.rstrip().endswith("Published the 1.4.0 release notes to the changelog.")

@@ -40,18 +40,23 @@ def output_lines(up: UpstreamOutput, text: str | None, whole: bool) -> list[str]
 def live_lines(upstream: list[UpstreamOutput], workflow_id: str) -> list[str]:
     """What ``oma run`` prints under "approval needed": each dependency's
     header and the first ``LIVE_LINES`` lines of its output, each cut to
-    ``LIVE_LINE_CHARS``; then where to read the rest."""
+    ``LIVE_LINE_CHARS``; then, if anything was left out, where to read it."""
     out = [f"the outputs it will act on ({len(upstream)}):"]
+    left_out = False
     for up in upstream:
         out.append(f"  {upstream_header(up)}")
         if up.preview is None:
             out.append("    (kept by reference)")
+            left_out = True
             continue
         lines = up.preview.splitlines() or [""]
         for line in lines[:LIVE_LINES]:
             cut = len(line) > LIVE_LINE_CHARS
+            left_out |= cut
             out.append(f"    {line[:LIVE_LINE_CHARS]}{'…' if cut else ''}")
         if len(lines) > LIVE_LINES or up.truncated:
+            left_out = True
             out.append("    …")
-    out.append(f"  (all of it: oma approvals {workflow_id} --full)")
+    if left_out:
+        out.append(f"  (all of it: oma approvals {workflow_id} --full)")
     return out
