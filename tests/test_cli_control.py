@@ -739,3 +739,120 @@ async def test_ctrl_c_while_the_start_is_on_its_way_cancels_the_run_it_started(
         await following
     described = await client.get_workflow_handle(workflow_id).describe()
     assert described.status == WorkflowExecutionStatus.CANCELED
+
+
+# -- what a dispatch acts on ---------------------------------------------------
+
+DRAFT = "\n".join(
+    [
+        "## 1.4.0 [bold]not markup[/bold]",
+        "- \x1b[2Jthe screen stays",
+        *(f"- change {n:03d}: " + "x" * 40 for n in range(20)),
+        "THE LAST LINE",
+    ]
+)
+"""A draft of 1,150 characters: markup that must stay text, an escape that
+must be made visible, and a last line past the 500-character preview."""
+
+
+def draft_then_publish() -> dict[str, Any]:
+    """``draft`` writes DRAFT; ``publish``, which depends on it, waits for a
+    dispatch approval."""
+    return {
+        "team": {
+            "name": "notes",
+            "agents": [scripted("writer", DRAFT), scripted("publisher", "published")],
+        },
+        "tasks": [task("draft", "writer"), task("publish", "publisher", "draft")],
+        "options": {"approvals": {"dispatch": ["publish"]}},
+    }
+
+
+async def test_a_dispatch_request_shows_a_preview_of_each_dependencys_output(
+    client: Client, dev_server: DevServer, workflow_id: str
+) -> None:
+    await client.start_workflow(
+        "TeamRun", draft_then_publish(), id=workflow_id, task_queue=TASK_QUEUE
+    )
+    await wait_for_requests(client, workflow_id, "dispatch-publish")
+
+    [request] = await pending_via_stock_cli(dev_server, workflow_id)
+    assert request["upstream"] == [
+        {
+            "task_id": "draft",
+            "title": "Draft",
+            "assignee": "writer",
+            "status": "completed",
+            "preview": DRAFT[:500],
+            "truncated": True,
+            "output_chars": len(DRAFT),
+            "output_ref": None,
+            "output_bytes": None,
+        }
+    ]
+
+    listed = await oma(dev_server, "approvals", workflow_id)
+    assert listed.returncode == 0, listed.stderr
+    shown = listed.stdout.split("the outputs it will act on (1):\n")[1].split("decide with:")[0]
+    lines = shown.splitlines()
+    assert lines[0] == f"draft (Draft) by writer, completed, {len(DRAFT)} characters:"
+    assert lines[1:3] == ["  ## 1.4.0 [bold]not markup[/bold]", "  - ^[[2Jthe screen stays"]
+    assert lines[-2:] == [
+        f"  … {len(DRAFT) - 500} more characters",
+        f"whole outputs: oma approvals {workflow_id} --full",
+    ]
+    assert "THE LAST LINE" not in listed.stdout
+    assert "\x1b" not in listed.stdout
+
+    whole = await oma(dev_server, "approvals", workflow_id, "--full")
+    assert whole.returncode == 0, whole.stderr
+    shown = whole.stdout.split("the outputs it will act on (1):\n")[1].split("decide with:")[0]
+    assert shown.splitlines()[1:] == [
+        f"  {line}" for line in DRAFT.replace("\x1b", "^[").splitlines()
+    ]
+
+    approved = await oma(dev_server, "approve", workflow_id, "dispatch-publish")
+    assert approved.returncode == 0, approved.stderr
+    assert approved.stdout.index("  ## 1.4.0 [bold]") < approved.stdout.index("recorded:")
+    assert (await result_of(client, workflow_id)).status == "completed"
+
+
+async def test_oma_run_shows_what_a_waiting_dispatch_will_act_on(
+    processes: Processes, client: Client, dev_server: DevServer, workflow_id: str, tmp_path: Path
+) -> None:
+    run = processes.start(
+        [
+            OMA,
+            "run",
+            "--no-worker",
+            "--workflow-id",
+            workflow_id,
+            input_file(tmp_path, draft_then_publish()),
+        ],
+        env=cli_env(dev_server),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        await wait_for_requests(client, workflow_id, "dispatch-publish")
+        await asyncio.sleep(1.2)  # two polls of `oma run` with the request open
+        approved = await oma(dev_server, "approve", workflow_id, "dispatch-publish")
+        assert approved.returncode == 0, approved.stderr
+        _, stderr = await asyncio.to_thread(run.communicate, None, 60)
+    finally:
+        run.kill()
+    assert run.returncode == 0, stderr
+    hint = f"approval needed: oma approve {workflow_id} dispatch-publish\n"
+    shown = stderr.split(hint)[1].split("\n")[:8]
+    assert shown == [
+        "the outputs it will act on (1):",
+        f"  draft (Draft) by writer, completed, {len(DRAFT)} characters:",
+        "    ## 1.4.0 [bold]not markup[/bold]",
+        "    - ^[[2Jthe screen stays",
+        "    - change 000: " + "x" * 40,
+        "    …",
+        f"  (all of it: oma approvals {workflow_id} --full)",
+        shown[7],
+    ]
+    assert "\x1b" not in stderr

@@ -400,3 +400,30 @@ async def test_decide_rejects_an_invalid_decision_before_any_call(client: Client
     with pytest.raises(InvalidRunInputError) as info:
         await oma.decide("no-such-run", "plan", "approve", "")
     assert info.value.message.startswith("invalid reviewer: reviewer.id: ")
+
+
+async def test_a_dispatch_request_shows_its_dependencys_output_and_reads_it_whole(
+    client: Client, workflow_id: str
+) -> None:
+    from tests.test_cli_control import DRAFT, draft_then_publish
+
+    oma = OpenMultiAgent(client=client, task_queue=TASK_QUEUE)
+    handle = await client.start_workflow(
+        "TeamRun",
+        draft_then_publish(),
+        id=workflow_id,
+        task_queue=TASK_QUEUE,
+        result_type=TeamRunResult,
+    )
+    [request] = await until_pending(oma, workflow_id)
+    assert request.upstream is not None
+    [up] = request.upstream
+    assert (up.task_id, up.preview, up.truncated, up.output_chars) == (
+        "draft",
+        DRAFT[:500],
+        True,
+        len(DRAFT),
+    )
+    assert await oma.upstream_outputs(workflow_id, "dispatch-publish") == {"draft": DRAFT}
+    await oma.decide(workflow_id, "dispatch-publish", "approve", "ana")
+    assert (await team_result(handle)).status == "completed"

@@ -6,6 +6,7 @@ refused before anything runs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -17,11 +18,15 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 
 from oma import worker as oma_worker
+from oma.cli.viewer.model import build_run_view, fetch_histories
+from oma.client.approvals import pending, upstream_outputs
 from oma.core.schema import limits
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskStatus
+from oma.runtime import plugin
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
 from oma.workflows._visibility import STATUS
@@ -187,6 +192,12 @@ async def test_dependents_read_outputs_kept_by_reference_across_continue_as_new(
     raw, size = await raw_result(client, workflow_id)
     assert size <= 24_000
     assert any(t.output_ref for t in raw.tasks)
+    # `oma show` reads those from the children's completions in the histories
+    view = await build_run_view(
+        await fetch_histories(client, workflow_id), plugin.DATA_CONVERTER, workflow_id
+    )
+    assert {t.id: t.output for t in view.tasks} == {t.id: t.output for t in result.tasks}
+    assert view.notes == []
 
 
 async def runs_of(client: Client, workflow_id: str) -> list[WorkflowHistory]:
@@ -428,3 +439,45 @@ async def test_a_result_that_cannot_fit_even_by_reference_fails_the_run_saying_s
     assert "over the run's budget of 3200 bytes (20 tasks)" in failure.message
     assert "each task's outcome is in its AgentRun 'too-large/<task id>'" in failure.message
     assert described.typed_search_attributes.get(STATUS) == "failed"
+
+
+async def test_a_dispatch_request_reads_the_upstream_outputs_kept_by_reference(
+    run_of: Any, client: Client, workflow_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As above, but the task the makers feed reads the whole memory (so the
+    # resumed run reads nothing back) and waits for a dispatch approval: the
+    # query answers with references, which the client reads.
+    monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", 24_000)
+    made = {f"p{n}": f"<{n}>" + "x" * 2_000 for n in range(12)}
+    agents = [writer(f"maker{n}", f"'<{n}>' + 'x' * 2_000") for n in range(12)]
+    gated = {**task("g", "echo", *made), "memory_scope": "all"}
+    await run_of(
+        {
+            "team": {"name": "t", "agents": [*agents, process("echo", ECHO)]},
+            "tasks": [*(task(p, f"maker{n}") for n, p in enumerate(made)), gated],
+            "options": {
+                "max_concurrency": 1,
+                "history_event_limit": 100,
+                "approvals": {"dispatch": ["g"]},
+            },
+        }
+    )
+    handle = client.get_workflow_handle(workflow_id)
+    raw: list[dict[str, Any]] = []
+    for _ in range(int(RESULT_WAIT_S / 0.2)):
+        with contextlib.suppress(RPCError):
+            raw = await handle.query("pending_approvals", result_type=list[dict[str, Any]])
+        if raw:
+            break
+        await asyncio.sleep(0.2)
+    [request] = raw
+    kept = [u["task_id"] for u in request["upstream"] if u["output_ref"] is not None]
+    assert kept, "some upstream outputs must be kept by reference"
+    assert all(request["upstream"][int(t[1:])]["preview"] is None for t in kept)
+
+    [shown] = await pending(handle)
+    assert shown.upstream is not None
+    assert [(u.task_id, u.preview, u.output_chars) for u in shown.upstream] == [
+        (p, output[:500], len(output)) for p, output in made.items()
+    ]
+    assert await upstream_outputs(handle, shown) == made

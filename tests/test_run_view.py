@@ -5,6 +5,7 @@ one self-contained HTML page checked in a real headless Chromium."""
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import os
 import re
@@ -28,6 +29,7 @@ from oma.runtime import plugin
 from oma.runtime.dev_server import DevServer, temporal_binary
 from oma.worker import OmaWorker
 from tests._runs import process, run_team, scripted, task
+from tests.test_cli_control import cells
 
 pytestmark = pytest.mark.e2e
 
@@ -173,7 +175,7 @@ async def test_oma_show_prints_every_task_with_status_and_the_failures_full_erro
     out = shown.stdout
     print(out)
     assert f"TeamRun {failed_run}" in out and "viewer-team" in out
-    table = out[: out.index("Failures")]
+    table = out[: out.index("Outputs")]
     rows = {line.split()[0]: line for line in table.splitlines() if line.strip()}
     for task_id, title, assignee, status in [
         ("plan", "Plan the slugify work", "planner", "completed"),
@@ -354,3 +356,125 @@ async def test_the_html_page_renders_every_task_in_headless_chromium(
     assert len(colors) > 50, f"a near-blank screenshot: {len(colors)} colors"
     for status, rgb in [("failed", "d64545"), ("completed", "2e9d5b")]:
         assert bytes.fromhex(rgb) in colors, f"nothing drawn in the {status} color"
+
+
+# -- outputs and tries -----------------------------------------------------------
+
+NOTES = "\n".join(
+    [
+        "# Notes [bold]stay text[/bold]",
+        "\x1b]0;pwned\x07<script>document.title='pwned'</script>",
+        *(f"line {n}" for n in range(3, 12)),
+        "THE LAST LINE",
+    ]
+)
+"""A 12-line output: rich markup, a terminal title escape and a script that
+must stay text, and a last line the collapsed views leave out."""
+
+
+@pytest.fixture(scope="module")
+async def outputs_run(client: Client, worker: OmaWorker) -> str:
+    """A closed TeamRun: ``notes`` writes NOTES; ``code``, an ACP agent's turn
+    that Temporal ran twice (the first agent exits mid-turn, ACP_AGENT_EXITED,
+    and the retry's fresh agent answers), in one attempt of the task."""
+    workflow_id = f"viewer-out-{uuid.uuid4().hex[:8]}"
+    agent = str(Path(__file__).parent / "acp_agent.py")
+    first = Path(os.environ.get("TMPDIR", "/tmp")) / f"{workflow_id}-first-spawn"
+    exits = {"turns": [{"steps": [{"text": "half"}, {"exit": 3}]}]}
+    answers = {"turns": [{"steps": [{"text": "whole"}]}]}
+    command = (
+        f"if [ -e {first} ]; then exec {sys.executable} {agent}; fi\n"
+        f"touch {first}\n"
+        f"ACP_TEST_SCRIPT='{json.dumps(exits)}' exec {sys.executable} {agent}\n"
+    )
+    coder = {
+        "name": "coder",
+        "backend": {
+            "kind": "acp",
+            "command": "sh",
+            "args": ["-c", command],
+            "env": {"ACP_TEST_SCRIPT": json.dumps(answers)},
+        },
+    }
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "out", "agents": [scripted("writer", NOTES), coder]},
+            "tasks": [task("notes", "writer"), task("code", "coder", "notes")],
+        },
+    )
+    first.unlink(missing_ok=True)
+    assert result.status == "completed", [(t.id, t.error) for t in result.tasks]
+    assert result.task("code").backend_attempts == 2
+    return workflow_id
+
+
+async def test_oma_show_prints_each_output_collapsed_and_the_tries_temporal_ran(
+    dev_server: DevServer, outputs_run: str
+) -> None:
+    shown = await oma_show(dev_server, outputs_run)
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    table = out[: out.index("Outputs")].splitlines()
+    rows = {line.split()[0]: line for line in table if line.strip()}
+    assert cells(rows["code"])[-2:] == ["1 (2 runs)", "?"]
+    assert cells(rows["notes"])[-2:] == ["1", "0.0000"]
+    outputs = out[out.index("Outputs") :].splitlines()
+    assert outputs == [
+        f"Outputs (whole: oma show {outputs_run} --task ID)",
+        f"notes (Notes), {len(NOTES)} characters:",
+        "  # Notes [bold]stay text[/bold]",
+        "  ^[]0;pwned^G<script>document.title='pwned'</script>",
+        "  line 3",
+        "  line 4",
+        "  … 8 more lines",
+        "code (Code), 5 characters:",
+        "  whole",
+    ]
+    assert "\x1b" not in out and "\x07" not in out
+
+
+async def test_oma_show_task_prints_that_tasks_whole_output(
+    dev_server: DevServer, outputs_run: str
+) -> None:
+    shown = await oma_show(dev_server, outputs_run, "--task", "notes")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == "task notes  completed"
+    assert "tries: 1" in lines
+    at = lines.index(f"output ({len(NOTES)} characters):")
+    assert lines[at + 1 :] == NOTES.replace("\x1b", "^[").replace("\x07", "^G").splitlines()
+
+    unknown = await oma_show(dev_server, outputs_run, "--task", "nope")
+    assert unknown.returncode == 1
+    assert f"TeamRun {outputs_run} has no task 'nope' (tasks: notes, code)" in unknown.stderr
+
+
+async def test_the_html_page_shows_each_output_in_a_closed_details_in_headless_chromium(
+    dev_server: DevServer, outputs_run: str, tmp_path: Path
+) -> None:
+    page = tmp_path / "run.html"
+    written = await oma_show(dev_server, outputs_run, "--html", str(page))
+    assert written.returncode == 0, written.stderr
+
+    browser = chromium_command(tmp_path / "profile")
+    dumped = await run(*browser, "--dump-dom", page.as_uri())
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    dom = dumped.stdout
+    assert "<title>TeamRun" in dom, "the output's script must not run"
+    [notes] = re.findall(r'<details class="output" data-task="notes">.*?</details>', dom, re.S)
+    summary, body = re.fullmatch(
+        r'<details class="output" data-task="notes"><summary>(.*?)</summary><pre>(.*?)</pre>'
+        r"</details>",
+        notes,
+        re.S,
+    ).groups()  # no `open`: collapsed until clicked
+    assert summary == (
+        f"<code>notes</code> · Notes · {len(NOTES)} characters "
+        '<span class="first"># Notes [bold]stay text[/bold]</span>'
+    )
+    assert body == html.escape(NOTES, quote=False)
+    rows = re.findall(r'<tr data-task="(\w+)">(.*?)</tr>', dom, re.S)
+    tries = {t: re.findall(r"<td>(.*?)</td>", r)[7] for t, r in rows}
+    assert tries == {"notes": "1", "code": "1 (2 runs)"}

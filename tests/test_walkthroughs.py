@@ -1,13 +1,16 @@
-"""The docs as a user follows them: `examples/python_api.py` and the
-approvals walkthrough of docs/approvals.md, run as written, as subprocesses."""
+"""The docs as a user follows them: `examples/python_api.py`, the approvals
+walkthrough of docs/approvals.md and the ACP walkthrough of
+docs/external-agents.md, run as written, as subprocesses."""
 
 from __future__ import annotations
 
 import asyncio
 import getpass
+import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import uuid
@@ -15,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from oma.runtime.dev_server import DevServer, free_port, is_listening
+from oma.runtime.dev_server import DevServer, free_port, free_ports, is_listening
+from tests._procs import Processes
 from tests._runs import TASK_QUEUE
 from tests.test_cli import OMA, demo_copy, run_cmd
 
@@ -135,6 +139,12 @@ async def test_the_approvals_walkthrough_runs_as_written(
     finally:
         run.kill()
     assert run.returncode == 0, seen + stderr
+    # under its hint, what the docs show: the output `publish` will act on
+    docs = (ROOT / "docs" / "approvals.md").read_text()
+    shown = docs.split("`oma run` starts the run and prints its events;", 1)[1]
+    hinted = shown.split("```\n", 2)[1].split("```", 1)[0].splitlines()[1:]
+    assert hinted[0] == "approval needed: oma approve approval-1 dispatch-publish"
+    assert (seen + stderr).replace(wid, "approval-1").count("\n".join(hinted) + "\n") == 1
     assert "dispatch-publish: approve by" in stderr
     assert "TeamRun: completed" in stdout
     assert stdout.rstrip().endswith("Published the 1.4.0 release notes to the changelog.")
@@ -150,3 +160,94 @@ def read_until(proc: subprocess.Popen[str], marker: str) -> str:
         if marker in line:
             break
     return seen
+
+
+ACP_WALKTHROUGH = [
+    "mkdir -p scratch",
+    "oma run examples/acp-team-scripted.json --workflow-id acp-1",
+    "temporal workflow result --workflow-id acp-1/code --output json",
+]
+"""The second shell of the ACP walkthrough in docs/external-agents.md (the
+first runs `oma dev`)."""
+
+ACP_CODE_OUTPUT = (
+    "Writing slugify.py and its test, then running the test.\n\n"
+    "Done: slugify.py and test_slugify.py; 7 checks passed."
+)
+"""The output of the walkthrough's `code` task, as the docs show it."""
+
+
+def test_the_acp_walkthrough_in_the_docs_is_the_one_tested() -> None:
+    docs = (ROOT / "docs" / "external-agents.md").read_text()
+    section = docs.split("### Walkthrough: an ACP agent, no key needed", 1)[1]
+    blocks = section.split("```sh\n")
+    assert blocks[1].split("```", 1)[0] == "oma dev\n"
+    assert blocks[2].split("```", 1)[0].splitlines() == ACP_WALKTHROUGH
+    assert f"```\n{ACP_CODE_OUTPUT}\n```" in section
+    run_input = json.loads((ROOT / "examples" / "acp-team-scripted.json").read_text())
+    [coder] = [a for a in run_input["team"]["agents"] if "backend" in a]
+    shown = section.split("```json\n", 1)[1].split("```", 1)[0]
+    assert json.loads("{" + shown + "}")["permission"] == coder["backend"]["permission"]
+    assert "examples/acp-team-scripted.json" in (ROOT / "README.md").read_text()
+
+
+async def test_the_acp_walkthrough_runs_as_written_without_a_key(
+    processes: Processes, tmp_path: Path
+) -> None:
+    project = demo_copy(tmp_path)
+    port, ui_port = free_ports(2)
+    address = f"127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        # `source .venv/bin/activate`: the agent's `python3` is the venv's
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "TEMPORAL_ADDRESS": address,
+        "OMA_TASK_QUEUE": f"oma-acp-walkthrough-{uuid.uuid4().hex[:6]}",
+    }
+    env.pop("ANTHROPIC_API_KEY", None)
+    wid = f"acp-{uuid.uuid4().hex[:8]}"
+    mkdir, start, result = (shlex.split(c.replace("acp-1", wid)) for c in ACP_WALKTHROUGH)
+    dev = processes.start(
+        [OMA, "dev", "--port", str(port), "--ui-port", str(ui_port)],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert dev.stdout is not None
+        banner = await asyncio.to_thread(dev.stdout.readline)
+        assert f"Web UI at http://127.0.0.1:{ui_port}" in banner, banner
+        assert (await run_cmd(*mkdir, cwd=project, env=env)).returncode == 0
+
+        ran = await run_cmd(OMA, *start[1:], cwd=project, env=env)
+        assert ran.returncode == 0, ran.stderr
+        assert "TeamRun: completed" in ran.stdout
+        assert "LGTM: slugify.py:14 folds accents" in ran.stdout
+
+        shown = await run_cmd(*result, cwd=project, env=env)
+        assert shown.returncode == 0, shown.stderr
+    finally:
+        dev.send_signal(signal.SIGINT)
+        await asyncio.to_thread(dev.wait, 30)
+    assert not is_listening(address)
+
+    code = json.loads(shown.stdout)["result"]
+    assert (code["status"], code["output"], code["stop_reason"]) == (
+        "completed",
+        ACP_CODE_OUTPUT,
+        "end_turn",
+    )
+    assert [(c["id"], c["name"], c["status"]) for c in code["tool_calls"]] == [
+        ("write", "Write slugify.py, test_slugify.py", "completed"),
+        ("test", "python3 test_slugify.py", "completed"),
+    ]
+    assert [(r["kind"], r["option_kinds"], r["approved"]) for r in code["permission_requests"]] == [
+        ("edit", ["allow_once", "reject_once"], True),
+        ("execute", ["allow_once", "reject_once"], True),
+    ]
+    assert code["acp_session"]["new_session"] is True
+    assert code["token_usage"]["cost_usd"] == 0.0
+    scratch = project / "scratch"
+    assert sorted(p.name for p in scratch.iterdir()) == ["slugify.py", "test_slugify.py"]

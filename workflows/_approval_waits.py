@@ -23,13 +23,15 @@ from typing import Any, Protocol
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from oma.core.rules.approval_gate import ApprovalGate, task_of
+    from oma.core.rules.approval_gate import ApprovalGate, pending_view, task_of
+    from oma.core.rules.task_graph import TaskGraph
     from oma.core.schema.approvals import (
         ApprovalDecision,
         ApprovalRequest,
         Boundary,
         Decision,
         DecisionSource,
+        PendingApproval,
         decision_of,
     )
     from oma.core.schema.errors import OMAError, application_error
@@ -246,10 +248,17 @@ class ApprovalHandlers:
     def _closed_because(self) -> str:
         return ""
 
+    def _task_graph(self) -> TaskGraph | None:
+        """The run's tasks, whose outputs a dispatch request shows (none in
+        an ``AgentRun``)."""
+        return None
+
     @workflow.query(name="pending_approvals")
-    def pending_approvals(self) -> list[ApprovalRequest]:
-        """The open approval requests, oldest first."""
-        return list(self._approvals.gate.open)
+    def pending_approvals(self) -> list[PendingApproval]:
+        """The open approval requests, oldest first; a dispatch request with
+        the outputs of its task's dependencies (``upstream``, previews)."""
+        graph = self._task_graph()
+        return [pending_view(r, graph) for r in self._approvals.gate.open]
 
     @workflow.signal(name="decide")
     def decide_signal(self, *args: Any) -> None:

@@ -73,6 +73,9 @@ class TeamRunHandlers(ApprovalHandlers):
     def _closed_because(self) -> str:
         return self._stop.reason
 
+    def _task_graph(self) -> TaskGraph | None:
+        return self._graph
+
     @workflow.signal(name="tool_approval_request")
     def tool_approval_request(self, *args: Any) -> None:
         """From a task's ``AgentRun``: a gated tool call waits; listed here too."""

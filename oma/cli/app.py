@@ -137,11 +137,19 @@ WorkflowIdArgument = Annotated[str, typer.Argument(help="The TeamRun's workflow 
 
 
 @app.command()
-def approvals(workflow_id: WorkflowIdArgument) -> None:
-    """List the open approval requests of a running TeamRun (the pending_approvals query)."""
+def approvals(
+    workflow_id: WorkflowIdArgument,
+    full: Annotated[
+        bool,
+        typer.Option("--full", help="Print the whole output of each task a dispatch would act on."),
+    ] = False,
+) -> None:
+    """List the open approval requests of a running TeamRun (the pending_approvals query):
+    what each reviews and, for a dispatch, its dependencies' outputs (previews; --full:
+    whole)."""
     from oma.cli.control import approvals as list_approvals
 
-    list_approvals(workflow_id)
+    list_approvals(workflow_id, full)
 
 
 @app.command()
@@ -211,8 +219,13 @@ def show(
         Path | None, typer.Option(help="Write one self-contained HTML page to this file.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the view as JSON.")] = False,
+    task: Annotated[
+        str | None,
+        typer.Option("--task", help="Print this task whole: its facts, output and error."),
+    ] = None,
 ) -> None:
-    """Show a TeamRun: its task DAG with statuses, titles, assignees, timings and errors.
+    """Show a TeamRun: its task DAG with statuses, titles, assignees, timings, outputs and
+    errors.
 
     Read from the Temporal histories of the run and its children (not from
     queries: it works on a closed run, and on exported histories with
@@ -221,7 +234,7 @@ def show(
     """
     from oma.cli.show import show_command
 
-    show_command(workflow_id, history or [], html, as_json)
+    show_command(workflow_id, history or [], html, as_json, task)
 
 
 # -- replay, worker, dev ---------------------------------------------------

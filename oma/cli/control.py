@@ -7,8 +7,8 @@ Imported by ``oma.cli.app`` only when one of those commands runs.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -28,8 +28,16 @@ from temporalio.service import RPCError, RPCStatusCode
 from oma.cli.common import cause, connection, console, fail, run_async, run_text
 from oma.cli.run import QUERY_TIMEOUT
 from oma.cli.summary import print_result
+from oma.cli.upstream import output_lines, upstream_header
 from oma.client import OpenMultiAgent, team_run_result
-from oma.core.schema.approvals import ApprovalDecision, ApprovalRequest, Reviewer
+from oma.client.approvals import pending as pending_requests
+from oma.client.approvals import upstream_outputs
+from oma.core.schema.approvals import (
+    ApprovalDecision,
+    ApprovalRequest,
+    PendingApproval,
+    Reviewer,
+)
 from oma.core.schema.errors import OMAError
 from oma.core.schema.results import TeamRunResult
 from oma.runtime.dev_server import is_listening
@@ -76,9 +84,11 @@ async def _running_team_run(
     yield client, handle
 
 
-async def _query(handle: WorkflowHandle[Any, Any], name: str, result_type: Any) -> Any:
+@contextmanager
+def _query_errors(handle: WorkflowHandle[Any, Any], name: str) -> Iterator[None]:
+    """The queries of TeamRun ``handle`` (``name``) inside fail with one line."""
     try:
-        return await handle.query(name, result_type=result_type, rpc_timeout=QUERY_TIMEOUT)
+        yield
     except RPCError as e:
         raise fail(
             f"the {name} query of TeamRun {handle.id} got no answer ({e}): is a worker "
@@ -88,18 +98,24 @@ async def _query(handle: WorkflowHandle[Any, Any], name: str, result_type: Any) 
         raise fail(f"the {name} query of TeamRun {handle.id} failed: {e.message}") from None
 
 
-def approvals(workflow_id: str) -> None:
+def approvals(workflow_id: str, full: bool = False) -> None:
     """``oma approvals``: the open approval requests of a running TeamRun (the
-    ``pending_approvals`` query), a table and then the content each reviews."""
+    ``pending_approvals`` query), a table and then the content each reviews;
+    a dispatch's dependencies' outputs as previews, or whole with ``full``
+    (``upstream_outputs``)."""
 
-    async def go() -> list[ApprovalRequest]:
+    async def go() -> tuple[list[PendingApproval], dict[str, dict[str, str | None]]]:
         async with _running_team_run(workflow_id) as (_, handle):
-            pending: list[ApprovalRequest] = await _query(
-                handle, "pending_approvals", list[ApprovalRequest]
-            )
-            return pending
+            with _query_errors(handle, "pending_approvals"):
+                pending = await pending_requests(handle, QUERY_TIMEOUT)
+            whole = {}
+            with _query_errors(handle, "state"):
+                for r in pending:
+                    if full and r.upstream:
+                        whole[r.request_id] = await upstream_outputs(handle, r, QUERY_TIMEOUT)
+            return pending, whole
 
-    pending = run_async(go())
+    pending, whole = run_async(go())
     if not pending:
         console.print(run_text(f"TeamRun {workflow_id}: no open approval requests"))
         return
@@ -118,7 +134,7 @@ def approvals(workflow_id: str) -> None:
         )
     console.print(table)
     for r in pending:
-        _print_request_content(r)
+        _print_request_content(r, whole.get(r.request_id), workflow_id)
     console.print(run_text(f"decide with: oma approve|reject {workflow_id} REQUEST_ID"))
 
 
@@ -127,9 +143,27 @@ def _utc(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%d\n%H:%M:%S")
 
 
-def _print_request_content(request: ApprovalRequest) -> None:
+def _print_request_content(
+    request: ApprovalRequest,
+    whole: dict[str, str | None] | None = None,
+    workflow_id: str | None = None,
+) -> None:
+    """The request's content, and a dispatch's upstream outputs: previews, or
+    ``whole`` (task id -> output) when read."""
     console.rule(run_text(f"{request.request_id} ({request.boundary})"))
     console.print(JSON.from_data(request.content))
+    upstream = request.upstream if isinstance(request, PendingApproval) else None
+    if not upstream:
+        return
+    console.print(run_text(f"the outputs it will act on ({len(upstream)}):", "bold"))
+    for up in upstream:
+        text = whole.get(up.task_id) if whole is not None else up.preview
+        console.print(run_text(upstream_header(up)))
+        for line in output_lines(up, text, whole is not None):
+            console.print(run_text(line))
+    cut = whole is None and any(up.truncated for up in upstream)
+    if cut and workflow_id is not None:
+        console.print(run_text(f"whole outputs: oma approvals {workflow_id} --full", "dim"))
 
 
 def decide(
@@ -152,7 +186,7 @@ def decide(
                 request = await oma.approval_request(
                     workflow_id, request_id, rpc_timeout=QUERY_TIMEOUT
                 )
-                _print_request_content(request)
+                _print_request_content(request, workflow_id=workflow_id)
                 return await oma.decide(
                     workflow_id,
                     request_id,

@@ -40,6 +40,7 @@ from oma.cli.common import (
 )
 from oma.cli.live import PlainView, RunView, run_view
 from oma.cli.summary import print_error_code, print_result
+from oma.cli.upstream import live_lines
 from oma.core.schema.errors import OMAError
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
@@ -359,6 +360,22 @@ class Progress:
                     f"approval needed: oma approve {self.handle.id} {event.detail}",
                     "bold yellow",
                 )
+                await self._show_upstream(event.detail or "", timeout)
+
+    async def _show_upstream(self, request_id: str, timeout: timedelta) -> None:
+        """Under a dispatch's "approval needed": the outputs its task will act
+        on, shortened (``oma.cli.upstream.live_lines``). Best effort: a run
+        that does not answer shows the hint alone."""
+        from oma.client.approvals import pending
+
+        try:
+            requests = await pending(self.handle, timeout)
+        except (RPCError, RPCTimeoutOrCancelledError):
+            return
+        request = next((r for r in requests if r.request_id == request_id), None)
+        if request is not None and request.upstream:
+            for line in live_lines(request.upstream, self.handle.id):
+                self.view.note(line, "")
 
 
 async def _cancel_and_wait(handle: Any) -> None:

@@ -10,6 +10,7 @@ directories of ``temporal workflow show --output json`` output). Imported by
 
 from __future__ import annotations
 
+import shlex
 from datetime import datetime
 from pathlib import Path
 
@@ -34,6 +35,12 @@ from oma.runtime.codec import keys_from_env
 from oma.runtime.dev_server import is_listening
 from oma.runtime.plugin import data_converter
 
+OUTPUT_LINES = 4
+"""How many lines of each task's output the terminal view shows."""
+
+OUTPUT_LINE_CHARS = 160
+"""How much of each of those lines it shows."""
+
 STATUS_STYLES = {
     "completed": "green",
     "failed": "bold red",
@@ -50,14 +57,21 @@ STATUS_STYLES = {
 
 
 def show_command(
-    workflow_id: str | None, histories: list[Path], html: Path | None, as_json: bool
+    workflow_id: str | None,
+    histories: list[Path],
+    html: Path | None,
+    as_json: bool,
+    task_id: str | None = None,
 ) -> None:
     """``oma show``: build the run's view and print it, write it as HTML
-    (``html``), or print it as JSON (``as_json``). Exits 1 with one line when
-    the run or the histories cannot be read, 2 when neither a workflow id nor
-    a history is given."""
+    (``html``), print it as JSON (``as_json``), or print one task whole
+    (``task_id``). Exits 1 with one line when the run or the histories cannot
+    be read, 2 when neither a workflow id nor a history is given or
+    ``task_id`` comes with ``html`` or ``as_json``."""
     if workflow_id is None and not histories:
         raise fail("give a TeamRun's workflow id, or --history FILE (or a directory)", 2)
+    if task_id is not None and (html is not None or as_json):
+        raise fail("--task prints one task on the terminal: leave out --html and --json", 2)
     try:
         converter = data_converter(keys_from_env())
     except OMAError as e:
@@ -73,12 +87,16 @@ def show_command(
         raise fail(str(e)) from None
     for note in view.notes:
         err_console.print(Text.assemble(("note:", "yellow"), " ", run_text(note)))
-    if html is not None:
+    if task_id is not None:
+        print_task(view, task_id)
+    elif html is not None:
         _write_html(view, html)
     elif as_json:
         print(view.model_dump_json(indent=2))
     else:
-        print_view(view)
+        source = " ".join(f"--history {shlex.quote(str(h))}" for h in histories)
+        run = shlex.quote(workflow_id) if workflow_id else ""
+        print_view(view, " ".join(p for p in ("oma show", run, source, "--task ID") if p))
 
 
 async def _from_server(workflow_id: str) -> list[WorkflowHistory]:
@@ -127,9 +145,11 @@ def _offset(view: RunView, at: datetime | None) -> str:
     return "" if at is None else f"+{seconds_text((at - view.started_at).total_seconds())}"
 
 
-def print_view(view: RunView) -> None:
+def print_view(view: RunView, whole_with: str = "oma show RUN --task ID") -> None:
     """The run on the terminal: a header, the tasks in dependency layers, the
-    coordinator's steps, and each failed task's full error (stderr tail included)."""
+    coordinator's steps, each task's output (collapsed; ``whole_with``: the
+    command that shows one whole), and each failed task's full error (stderr
+    tail included)."""
     took = seconds_text(view.duration_s) if view.duration_s is not None else "still running"
     header = Text.assemble(
         ("TeamRun ", "bold"),
@@ -157,8 +177,57 @@ def print_view(view: RunView) -> None:
     console.print(_task_table(view))
     if view.coordinator:
         console.print(_coordinator_table(view))
+    _print_outputs(view, whole_with)
     _print_failures(view)
     _print_skipped(view)
+
+
+def _print_outputs(view: RunView, whole_with: str) -> None:
+    """Each task's output, collapsed to its first ``OUTPUT_LINES`` lines (each
+    cut to ``OUTPUT_LINE_CHARS``); ``whole_with`` says how to see one whole."""
+    done = [t for t in view.tasks if t.output is not None]
+    if not done:
+        return
+    console.print(Text.assemble(("Outputs", "bold"), run_text(f" (whole: {whole_with})", "dim")))
+    for t in done:
+        assert t.output is not None
+        console.print(run_text(f"{t.id} ({t.title}), {len(t.output)} characters:", "bold"))
+        lines = t.output.splitlines() or [""]
+        for line in lines[:OUTPUT_LINES]:
+            cut = "…" if len(line) > OUTPUT_LINE_CHARS else ""
+            console.print(run_text(f"  {line[:OUTPUT_LINE_CHARS]}{cut}"))
+        if len(lines) > OUTPUT_LINES:
+            console.print(run_text(f"  … {len(lines) - OUTPUT_LINES} more lines", "dim"))
+
+
+def print_task(view: RunView, task_id: str) -> None:
+    """``oma show RUN --task ID``: one task's facts, its whole output and its
+    whole error. Exits 1 naming the run's tasks when it has no task ``task_id``."""
+    t = next((t for t in view.tasks if t.id == task_id), None)
+    if t is None:
+        known = ", ".join(t.id for t in view.tasks) or "none"
+        raise fail(f"TeamRun {view.workflow_id} has no task {task_id!r} (tasks: {known})")
+    console.print(Text.assemble(("task ", "bold"), run_text(t.id, "bold"), "  ", _styled(t.status)))
+    facts = [
+        f"title: {t.title}",
+        f"assignee: {t.assignee or '-'}",
+        f"depends on: {', '.join(t.depends_on) or '-'}",
+        f"tries: {t.tries}",
+        f"took: {seconds_text(t.duration_s) or '-'}",
+        f"tokens: {t.token_usage.total_tokens}",
+        f"cost $: {'?' if t.cost_usd is None else f'{t.cost_usd:.4f}'}",
+    ]
+    for fact in facts:
+        console.print(run_text(fact))
+    if t.output is not None:
+        console.print(Text(f"output ({len(t.output)} characters):", style="bold"))
+        for line in t.output.splitlines():
+            console.print(run_text(line), soft_wrap=True)
+    if t.error:
+        code = f" [{t.error_code}]" if t.error_code else ""
+        console.print(run_text(f"error{code}:", "bold red"))
+        for line in t.error.splitlines():
+            console.print(run_text(line), soft_wrap=True)
 
 
 def _task_table(view: RunView) -> Table:
@@ -177,7 +246,7 @@ def _task_table(view: RunView) -> Table:
             run_text(", ".join(t.depends_on)),
             _offset(view, t.started_at),
             seconds_text(t.duration_s),
-            str(t.attempts),
+            t.tries,
             "?" if t.cost_usd is None else f"{t.cost_usd:.4f}",
         )
     return table

@@ -25,6 +25,7 @@ from oma.client.approvals import (
     pending,
     reviewer_of,
     send_decision,
+    upstream_outputs,
 )
 from oma.client.embedded import serving
 from oma.client.runs import (
@@ -35,7 +36,13 @@ from oma.client.runs import (
     team_run_result,
 )
 from oma.core.schema.agent_config import AgentConfig
-from oma.core.schema.approvals import ApprovalDecision, ApprovalRequest, DecisionValue, Reviewer
+from oma.core.schema.approvals import (
+    ApprovalDecision,
+    ApprovalRequest,
+    DecisionValue,
+    PendingApproval,
+    Reviewer,
+)
 from oma.core.schema.errors import ApprovalConflictError, ApprovalUnknownRequestError
 from oma.core.schema.message_guard import to_messages
 from oma.core.schema.plan import CoordinatorConfig, PlanArtifact
@@ -311,9 +318,11 @@ class OpenMultiAgent:
 
     # -- approvals and abort -------------------------------------------------
 
-    async def pending_approvals(self, workflow_id: str) -> list[ApprovalRequest]:
+    async def pending_approvals(self, workflow_id: str) -> list[PendingApproval]:
         """The open approval requests of the ``TeamRun`` ``workflow_id``,
-        oldest first (the ``pending_approvals`` query).
+        oldest first (the ``pending_approvals`` query); a dispatch request
+        with a preview of each dependency's output (``upstream``; the whole
+        outputs: ``upstream_outputs``).
 
         Raises ``temporalio.service.RPCError`` (status ``NOT_FOUND``) when
         there is no such workflow.
@@ -323,7 +332,7 @@ class OpenMultiAgent:
 
     async def approval_request(
         self, workflow_id: str, request_id: str, *, rpc_timeout: timedelta | None = None
-    ) -> ApprovalRequest:
+    ) -> PendingApproval:
         """The open request ``request_id`` of the ``TeamRun`` ``workflow_id``
         (from ``pending_approvals``), with its current ``request_hash``.
 
@@ -352,6 +361,26 @@ class OpenMultiAgent:
         raise ApprovalUnknownRequestError(
             f"TeamRun {workflow_id} has no open approval request {request_id!r} (open: {open_ids})"
         )
+
+    async def upstream_outputs(
+        self,
+        workflow_id: str,
+        request: PendingApproval | str,
+        *,
+        rpc_timeout: timedelta | None = None,
+    ) -> dict[str, str | None]:
+        """The whole outputs a dispatch request's task will act on: each
+        dependency's task id -> its output (``None`` when it cannot be read),
+        in ``depends_on`` order; ``{}`` for a request that is not a dispatch.
+        ``request``: from ``approval_request``, or its id.
+
+        Raises what ``approval_request`` raises (for a request id) and
+        ``temporalio.service.RPCError``.
+        """
+        if isinstance(request, str):
+            request = await self.approval_request(workflow_id, request, rpc_timeout=rpc_timeout)
+        client = await self.client()
+        return await upstream_outputs(client.get_workflow_handle(workflow_id), request, rpc_timeout)
 
     async def decide(
         self,

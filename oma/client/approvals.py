@@ -15,19 +15,22 @@ from pydantic import ValidationError
 from temporalio.client import (
     Client,
     RPCTimeoutOrCancelledError,
+    WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma.client.runs import team_run_result
+from oma.client.runs import read_outputs, team_run_result
 from oma.core.schema.approvals import (
     ApprovalDecision,
     ApprovalRequest,
     Decision,
     DecisionValue,
+    PendingApproval,
     Reviewer,
+    upstream_output,
 )
 from oma.core.schema.errors import (
     ERRORS,
@@ -37,7 +40,7 @@ from oma.core.schema.errors import (
     InvalidRunInputError,
     error_from_failure,
 )
-from oma.core.schema.results import TeamRunResult
+from oma.core.schema.results import AgentRunResult, TeamRunResult
 from oma.core.schema.validation import format_validation_error
 from oma.runtime.approval_callbacks import ApprovalCallback, answer_decision, call_approval_callback
 
@@ -97,7 +100,7 @@ class CallbackReview:
                         offered.discard(request.request_id)
             await asyncio.sleep(POLL_INTERVAL_S)
 
-    async def _open_requests(self) -> list[ApprovalRequest]:
+    async def _open_requests(self) -> list[PendingApproval]:
         # A query can fail while the run has not finished its first workflow
         # task, or while no worker answers: the result wait is what counts,
         # so the next poll simply asks again.
@@ -142,13 +145,62 @@ class CallbackReview:
 
 async def pending(
     handle: WorkflowHandle[Any, Any], rpc_timeout: timedelta | None = None
-) -> list[ApprovalRequest]:
+) -> list[PendingApproval]:
     """The open approval requests of the ``TeamRun`` ``handle``, oldest first
-    (the ``pending_approvals`` query). Raises ``RPCError``."""
-    pending: list[ApprovalRequest] = await handle.query(
-        "pending_approvals", result_type=list[ApprovalRequest], rpc_timeout=rpc_timeout
+    (the ``pending_approvals`` query), a dispatch request with its
+    dependencies' outputs (``upstream``): the previews of outputs the run
+    kept by reference read from their ``AgentRun`` results
+    (``read_upstream_previews``). Raises ``RPCError``."""
+    pending: list[PendingApproval] = await handle.query(
+        "pending_approvals", result_type=list[PendingApproval], rpc_timeout=rpc_timeout
     )
+    await read_upstream_previews(handle._client, pending)
     return pending
+
+
+async def read_upstream_previews(client: Client, requests: list[PendingApproval]) -> None:
+    """Fill in the preview of every upstream output of ``requests`` that the
+    run kept by reference (``output_ref``), from the result of the
+    ``AgentRun`` that holds it. One that cannot be read (past the namespace's
+    retention) stays without a preview, logged."""
+    for request in requests:
+        for n, up in enumerate(request.upstream or []):
+            ref = up.output_ref
+            if up.preview is not None or ref is None:
+                continue
+            try:
+                result = await client.get_workflow_handle(ref, result_type=AgentRunResult).result()
+            except (RPCError, WorkflowFailureError) as err:
+                logger.warning(
+                    "the output of %s (%s) cannot be read: %s", up.task_id, up.output_ref, err
+                )
+                continue
+            assert request.upstream is not None
+            request.upstream[n] = upstream_output(
+                up.task_id, up.title, up.assignee, up.status, result.output, up.output_ref
+            )
+
+
+async def upstream_outputs(
+    handle: WorkflowHandle[Any, Any],
+    request: PendingApproval,
+    rpc_timeout: timedelta | None = None,
+) -> dict[str, str | None]:
+    """The whole output of each dependency ``request`` shows (``upstream``),
+    task id -> output, in its order: from the ``state`` query of the
+    ``TeamRun`` ``handle``, outputs kept by reference read from the tasks'
+    ``AgentRun`` results (``oma.client.runs.read_outputs``); ``None`` for one
+    that cannot be read. Raises ``RPCError``."""
+    wanted = [up.task_id for up in request.upstream or []]
+    if not wanted:
+        return {}
+    state: TeamRunResult = await handle.query(
+        "state", result_type=TeamRunResult, rpc_timeout=rpc_timeout
+    )
+    state.tasks = [t for t in state.tasks if t.id in wanted]
+    await read_outputs(handle._client, state)
+    outputs = {t.id: t.output for t in state.tasks}
+    return {task_id: outputs.get(task_id) for task_id in wanted}
 
 
 async def send_decision(

@@ -13,7 +13,9 @@ offline. It shows:
   too) and activity (``llm_turn``, ``tool_call``, ``process_run``,
   ``acp_prompt``, MCP calls) as a bar on one time axis, each with its
   duration and a tooltip (agent, tokens, cost, error);
-- the tasks as a table, and the full error of every failed task.
+- the tasks as a table, each task's output (collapsed, a ``<details>`` to
+  open: its first line shown, the whole output inside), and the full error
+  of every failed task.
 
 Clicking a node or a bar shows its details in the side panel; on load the
 panel shows the first failed task (or the first task).
@@ -57,6 +59,13 @@ KIND_COLORS = {
 }
 """Fill of an activity's bar, by activity type (others: grey)."""
 
+DETAIL_OUTPUT_CHARS = 500
+"""How much of a task's output the side panel shows (the Outputs section has it whole)."""
+
+OUTPUT_SUMMARY_CHARS = 120
+"""How much of an output's first line its collapsed ``<details>`` shows."""
+
+
 NODE_W, NODE_H, COL_GAP, ROW_GAP = 210, 60, 70, 22
 LABEL_W, BARS_W, ROW_H = 270, 480, 22
 
@@ -71,6 +80,7 @@ def render_html(view: RunView) -> str:
             _section("Task DAG", _dag_svg(view, details)),
             _section("Waterfall", _waterfall_svg(view, details)),
             _section("Tasks", _task_table(view)),
+            _section("Outputs", _outputs(view)),
             _section("Failures", _failures(view)),
             '</div><aside id="details"><h2>Details</h2>'
             '<p class="hint">Click a task or a bar.</p><pre id="detail-text"></pre></aside>',
@@ -144,12 +154,16 @@ def _detail_of_task(view: RunView, t: TaskView) -> dict[str, Any]:
         f"status: {t.status}",
         f"assignee: {t.assignee or '-'}",
         f"depends on: {', '.join(t.depends_on) or '-'}",
-        f"attempts: {t.attempts}",
+        f"tries: {t.tries}",
         f"start: {_offset(view, t.started_at) or '-'}",
         f"duration: {seconds_text(t.duration_s) if t.duration_s is not None else '-'}",
         f"tokens: {t.token_usage.total_tokens}",
         f"cost: {'unknown' if t.cost_usd is None else f'${t.cost_usd:.4f}'}",
     ]
+    if t.output is not None:
+        more = len(t.output) - DETAIL_OUTPUT_CHARS
+        cut = f"\n… {more} more characters (Outputs)" if more > 0 else ""
+        lines += ["", f"output ({len(t.output)} characters):", t.output[:DETAIL_OUTPUT_CHARS] + cut]
     if t.error:
         lines += ["", f"error{f' ({t.error_code})' if t.error_code else ''}:", t.error]
     return {"status": t.status, "text": "\n".join(lines)}
@@ -389,7 +403,7 @@ def _task_table(view: RunView) -> str:
             "depends on",
             "start",
             "duration",
-            "attempts",
+            "tries",
             "cost",
         )
     )
@@ -405,13 +419,31 @@ def _task_table(view: RunView) -> str:
             _e(", ".join(t.depends_on)),
             _e(_offset(view, t.started_at)),
             _e(took),
-            str(t.attempts),
+            _e(t.tries),
             _e(cost),
         ]
         rows.append(
             f'<tr data-task="{_e(t.id)}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
         )
     return f'<table class="tasks"><tr>{head}</tr>{"".join(rows)}</table>'
+
+
+def _outputs(view: RunView) -> str:
+    """Each task's output as a ``<details>``: closed, its summary the task and
+    the output's first line; opened, the whole output."""
+    parts = []
+    for t in view.tasks:
+        if t.output is None:
+            continue
+        first = next((line.strip() for line in t.output.splitlines() if line.strip()), "")
+        if len(first) > OUTPUT_SUMMARY_CHARS:
+            first = first[: OUTPUT_SUMMARY_CHARS - 1] + "…"
+        parts.append(
+            f'<details class="output" data-task="{_e(t.id)}"><summary><code>{_e(t.id)}</code> · '
+            f"{_e(t.title)} · {len(t.output)} characters"
+            f' <span class="first">{_e(first)}</span></summary><pre>{_e(t.output)}</pre></details>'
+        )
+    return "".join(parts) or '<p class="hint">None.</p>'
 
 
 def _failures(view: RunView) -> str:
@@ -508,6 +540,18 @@ table.tasks{border-collapse:collapse;width:100%}
   padding:4px 8px;
   text-align:left;
   vertical-align:top;
+}
+.output summary{cursor:pointer;padding:3px 0}
+.output .first{color:#777;margin-left:8px}
+.output pre{
+  background:#f7f9fb;
+  border:1px solid #dde3ea;
+  padding:8px;
+  white-space:pre-wrap;
+  word-break:break-word;
+  font-size:12px;
+  max-height:60vh;
+  overflow:auto;
 }
 .failure pre{
   background:#fff4f4;

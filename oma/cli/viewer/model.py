@@ -91,6 +91,12 @@ class ChildRunView(BaseModel):
     span: Span
     run_id: str | None = None
     activities: list[Span] = Field(default_factory=list)
+    output: str | None = Field(
+        default=None, description="What its result says it returned (AgentRunResult.output)."
+    )
+    backend_attempts: int = Field(
+        default=0, description="Its result's backend_attempts: runs of a process or ACP turn."
+    )
 
 
 class TaskView(BaseModel):
@@ -103,11 +109,29 @@ class TaskView(BaseModel):
     status: str = Field(description="A TaskStatus value.")
     error: str | None = Field(default=None, description="The full error, stderr tail included.")
     error_code: str | None = None
+    output: str | None = Field(
+        default=None,
+        description="What it returned, whole (one the run kept by reference: read from the "
+        "result of its AgentRun, in the run's history).",
+    )
     attempts: int = 0
+    backend_attempts: int = Field(
+        default=0,
+        description="Process and ACP agents: how many times Temporal ran the command or turn "
+        "over all attempts (more than attempts when it ran one again: at least once).",
+    )
     token_usage: TokenUsage = Field(default_factory=TokenUsage)
     cost_usd: float | None = None
     layer: int = Field(default=0, description="0: no dependencies; else 1 + its deepest's.")
     runs: list[ChildRunView] = Field(default_factory=list, description="One per attempt.")
+
+    @property
+    def tries(self) -> str:
+        """Its attempts as a person reads them: ``1``, or ``1 (2 runs)`` when
+        Temporal ran its process or ACP turn more often than it was started."""
+        if self.backend_attempts > self.attempts:
+            return f"{self.attempts} ({self.backend_attempts} runs)"
+        return str(self.attempts)
 
     @property
     def started_at(self) -> datetime | None:
@@ -521,6 +545,9 @@ class _Builder:
         if isinstance(raw, dict) and isinstance(raw.get("token_usage"), dict):
             span.token_usage = _usage(raw["token_usage"])
             span.error = raw.get("error") or span.error
+            output, ran = raw.get("output"), raw.get("backend_attempts")
+            view.output = output if isinstance(output, str) and status == "completed" else None
+            view.backend_attempts = ran if isinstance(ran, int) else 0
 
     # -- activities -----------------------------------------------------------
 
@@ -637,12 +664,16 @@ class _Builder:
                         status=t.status.value,
                         error=t.error,
                         error_code=t.error_code,
+                        output=t.output,
                         attempts=t.attempts,
+                        backend_attempts=t.backend_attempts,
                         token_usage=t.token_usage,
                         cost_usd=t.cost_usd,
                         runs=runs.pop(t.id, []),
                     )
                 )
+                if t.output is None and t.output_ref is not None:
+                    tasks[-1].output = self._kept_output(tasks[-1], t.output_ref)
         else:  # a run still going: the tasks it was given, and the children seen so far
             for spec in _given_tasks(inp):
                 task_runs = runs.pop(str(spec.get("id")), [])
@@ -650,6 +681,17 @@ class _Builder:
         for task_id, task_runs in runs.items():  # a goal run's tasks before its result
             tasks.append(_task_so_far({"id": task_id}, task_runs))
         return tasks
+
+    def _kept_output(self, task: TaskView, ref: str) -> str | None:
+        """The output the run kept by reference at ``ref``: its ``AgentRun``'s
+        result, as the run's history recorded the child's completion."""
+        done = [r.output for r in task.runs if r.output is not None]
+        if not done:
+            self.notes.append(
+                f"the output of task {task.id} was kept by reference (the result of {ref}), "
+                "whose completion is not among the histories read: not shown"
+            )
+        return done[-1] if done else None
 
 
 def _given_tasks(inp: Any) -> list[dict[str, Any]]:
@@ -676,7 +718,9 @@ def _task_so_far(spec: dict[str, Any], runs: list[ChildRunView]) -> TaskView:
         status=status,
         error=last.error if last else None,
         error_code=last.error_code if last else None,
+        output=runs[-1].output if runs else None,
         attempts=len(runs),
+        backend_attempts=sum(r.backend_attempts for r in runs),
         runs=runs,
     )
 

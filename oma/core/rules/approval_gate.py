@@ -23,9 +23,12 @@ from oma.core.schema.approvals import (
     Decision,
     DecisionSource,
     DecisionValue,
+    PendingApproval,
     Reviewer,
+    UpstreamOutput,
     check_decision,
     request_hash,
+    upstream_output,
 )
 from oma.core.schema.errors import ApprovalUnknownRequestError
 from oma.core.schema.task import TaskState
@@ -62,6 +65,34 @@ def task_snapshot(state: TaskState, outcome: bool = True) -> dict[str, Any]:
     if outcome:
         snapshot |= {"status": state.status.value, "output": state.output}
     return snapshot
+
+
+def upstream_of(graph: TaskGraph, task_id: str) -> list[UpstreamOutput]:
+    """The outputs of ``task_id``'s dependencies, in ``depends_on`` order,
+    each cut to its preview (``oma.core.schema.approvals.UpstreamOutput``)."""
+    return [
+        upstream_output(
+            dep.id,
+            dep.title,
+            dep.assignee,
+            dep.status.value,
+            dep.output,
+            dep.output_ref,
+            dep.output_bytes,
+        )
+        for dep in (graph[d] for d in graph[task_id].depends_on if d in graph.specs)
+    ]
+
+
+def pending_view(request: ApprovalRequest, graph: TaskGraph | None) -> PendingApproval:
+    """``request`` as the ``pending_approvals`` query shows it: a dispatch
+    request of a task of ``graph`` with its dependencies' outputs."""
+    upstream = None
+    if graph is not None and request.boundary == "dispatch":
+        task_id = task_of(request)
+        if task_id is not None and task_id in graph.specs:
+            upstream = upstream_of(graph, task_id)
+    return PendingApproval(**dict(request), upstream=upstream)
 
 
 def round_content(

@@ -163,6 +163,88 @@ class ApprovalRequest(BaseModel):
     request_hash: str
 
 
+UPSTREAM_PREVIEW_CHARS = 500
+"""How much of each dependency's output a dispatch request shows
+(``UpstreamOutput.preview``); the whole output is read on demand."""
+
+
+class UpstreamOutput(BaseModel):
+    """One dependency of the task a dispatch request would start, and its
+    output: what the task will act on.
+
+    ``preview`` is the output's first ``UPSTREAM_PREVIEW_CHARS`` characters
+    (``truncated`` when there is more; ``output_chars`` is the whole
+    length). After the run continued as new, an output it kept by
+    reference has no ``preview`` in the query's answer: ``output_ref`` names
+    the ``AgentRun`` whose result holds it, ``output_bytes`` its size, and
+    ``oma.client`` reads the preview from there.
+    """
+
+    task_id: str
+    title: str = ""
+    assignee: str | None = None
+    status: str = Field(description="The dependency's TaskStatus value (completed).")
+    preview: str | None = Field(
+        default=None, description=f"The first {UPSTREAM_PREVIEW_CHARS} characters of its output."
+    )
+    truncated: bool = Field(default=False, description="The output is longer than the preview.")
+    output_chars: int | None = Field(
+        default=None, description="The output's length, in characters."
+    )
+    output_ref: str | None = Field(
+        default=None,
+        description="Kept by reference: the AgentRun workflow id whose result holds it.",
+    )
+    output_bytes: int | None = Field(
+        default=None, description="With output_ref: the output's size in bytes of UTF-8."
+    )
+
+
+def upstream_output(
+    task_id: str,
+    title: str,
+    assignee: str | None,
+    status: str,
+    output: str | None,
+    output_ref: str | None = None,
+    output_bytes: int | None = None,
+) -> UpstreamOutput:
+    """``UpstreamOutput`` of a dependency whose output is ``output`` (``None``:
+    kept by reference at ``output_ref``), its preview cut."""
+    if output is None:
+        return UpstreamOutput(
+            task_id=task_id,
+            title=title,
+            assignee=assignee,
+            status=status,
+            output_ref=output_ref,
+            output_bytes=output_bytes,
+        )
+    return UpstreamOutput(
+        task_id=task_id,
+        title=title,
+        assignee=assignee,
+        status=status,
+        preview=output[:UPSTREAM_PREVIEW_CHARS],
+        truncated=len(output) > UPSTREAM_PREVIEW_CHARS,
+        output_chars=len(output),
+        output_ref=output_ref,
+    )
+
+
+class PendingApproval(ApprovalRequest):
+    """An open request as the ``pending_approvals`` query answers it: the
+    request, and for a dispatch the outputs of the task's dependencies
+    (``upstream``, in ``depends_on`` order; empty for a task without
+    dependencies, ``None`` for other boundaries).
+
+    ``upstream`` is not part of ``request_hash``: a dispatch request opens
+    once its dependencies completed, so their outputs no longer change.
+    """
+
+    upstream: list[UpstreamOutput] | None = None
+
+
 class ApprovalDecision(BaseModel):
     """A recorded decision, as the result's ``approval_decisions`` lists it.
 
