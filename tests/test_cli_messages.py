@@ -241,3 +241,61 @@ async def test_oma_run_says_why_when_the_run_cannot_report(
     assert "TeamRun stuck cannot go on: its workflow task failed" in said
     assert "PAYLOADS_TOO_LARGE: [TMPRL1103] Attempted to upload payloads" in said
     assert "temporal workflow terminate --workflow-id stuck" in said
+
+
+@workflow.defn(name="AgentRun", sandboxed=False)
+class ChildOverThePayloadLimit:
+    """A stand-in task ``AgentRun`` that cannot report (its result is over
+    Temporal's payload limit): its workflow task fails on every attempt."""
+
+    @workflow.run
+    async def run(self, *args: Any) -> dict[str, str]:
+        return {"blob": "x" * 3_000_000}
+
+
+@workflow.defn(name="TeamRun", sandboxed=False)
+class WaitingOnAStuckChild:
+    """A stand-in ``TeamRun`` that is well itself but waits for a child that
+    cannot report."""
+
+    @workflow.run
+    async def run(self, *args: Any) -> dict[str, str]:
+        child_id = f"{workflow.info().workflow_id}/one"
+        result: dict[str, str] = await workflow.execute_child_workflow("AgentRun", id=child_id)
+        return result
+
+
+async def test_oma_run_says_why_when_a_task_of_the_run_cannot_report(
+    processes: Processes, tmp_path: Path
+) -> None:
+    # a server of its own, as above: the stand-ins are not the real workflows
+    queue = f"cannot-report-{uuid.uuid4().hex[:8]}"
+    with DevServer(port=free_port()) as server:
+        client = await Connection.local(server.address, queue).connect()
+        workflows = [WaitingOnAStuckChild, ChildOverThePayloadLimit]
+        async with Worker(client, task_queue=queue, workflows=workflows):
+            env = {**os.environ, "TEMPORAL_ADDRESS": server.address, "OMA_TASK_QUEUE": queue}
+            proc = processes.start(
+                [OMA, "run", "--no-worker", "--workflow-id", "waits", write(tmp_path, small_run())],
+                cwd=tmp_path,
+                env=env,
+                stderr=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                text=True,
+            )
+            assert proc.stderr is not None
+            said = ""
+            deadline = time.monotonic() + 30  # on a loaded machine; said within seconds
+            with contextlib.suppress(TimeoutError):
+                while "cannot go on" not in said:
+                    left = deadline - time.monotonic()
+                    said += await asyncio.wait_for(asyncio.to_thread(proc.stderr.readline), left)
+            proc.send_signal(signal.SIGTERM)  # cancels the run it started
+            await asyncio.to_thread(proc.wait, 60)
+            with contextlib.suppress(Exception):
+                await client.get_workflow_handle("waits/one").terminate()
+    assert "AgentRun waits/one of TeamRun waits cannot go on: its workflow task failed" in said
+    assert "PAYLOADS_TOO_LARGE: [TMPRL1103] Attempted to upload payloads" in said
+    assert "temporal workflow terminate --workflow-id waits/one" in said
+    # the run itself is well: only its child is said to be stuck
+    assert "\nTeamRun waits cannot go on" not in "\n" + said

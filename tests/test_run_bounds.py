@@ -330,6 +330,16 @@ TOO_LONG_FOR_TEMPORAL = {
         },
         "options.timeout_s: Input should be less than or equal to 3153600000",
     ),
+    "price (a turn's cost, a JSON number)": (
+        # a finite price whose cost is not: 0 cache tokens x (1.25 x 1e308) is
+        # NaN, which JSON carries as null and no task can then decode
+        {
+            "team": {"name": "t", "agents": [scripted("a", "x")]},
+            "tasks": [task("one", "a")],
+            "options": {"pricing": {"scripted": {"input": 1e308, "output": 0}}},
+        },
+        "options.pricing.scripted.input: Input should be less than or equal to 1000000",
+    ),
 }
 
 

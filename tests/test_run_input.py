@@ -153,6 +153,19 @@ def test_an_infinite_timeout_is_refused() -> None:
     )
 
 
+def test_a_price_whose_turns_could_cost_more_than_a_float_holds_is_refused() -> None:
+    message = refusal(
+        tasks=TASKS,
+        options={"pricing": {"m": {"input": 1e308, "output": "inf", "cache_read": 2e6}}},
+    )
+    limit = "Input should be less than or equal to 1000000"
+    assert message == (
+        f"invalid TeamRun input: options.pricing.m.input: {limit}; "
+        "options.pricing.m.output: Input should be a finite number; "
+        f"options.pricing.m.cache_read: {limit}"
+    )
+
+
 def test_a_task_id_longer_than_its_workflow_id_may_grow_is_refused() -> None:
     message = refusal(tasks=[{**TASKS[0], "id": "x" * 1001}])
     assert message == (

@@ -220,44 +220,74 @@ STUCK_CHECK_S = 2.0
 """How often ``oma run`` looks whether the run's workflow task keeps failing."""
 
 
+MAX_CHILDREN_CHECKED = 20
+"""The most of a run's children in flight ``oma run`` looks at per check."""
+
+
 async def _say_when_stuck(client: Client, handle: WorkflowHandle[Any, Any]) -> None:
     """Every ``STUCK_CHECK_S``: when the run's workflow task keeps failing
-    (its pending workflow task is on attempt 2 or more), say why, once per
-    reason: the failure its history recorded (e.g. a result over Temporal's
-    payload limit, a command the server refuses), and that the run cannot
-    end by itself (a worker retries it without end). Best effort: an error
-    says nothing."""
-    said = ""
+    (its pending workflow task is on attempt 2 or more), or that of a child
+    it waits for (a task's ``AgentRun``, up to ``MAX_CHILDREN_CHECKED`` of
+    them), say why, once per workflow and reason: the failure its history
+    recorded (e.g. a result over Temporal's payload limit, a command the
+    server refuses), and that it cannot end by itself (a worker retries it
+    without end). Best effort: an error says nothing."""
+    said: dict[str, str] = {}
     while True:
         await asyncio.sleep(STUCK_CHECK_S)
         try:
             described = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
             attempt = described.raw_description.pending_workflow_task.attempt
-            why = await _workflow_task_failure(client, handle) if attempt >= 2 else ""
+            why = await _workflow_task_failure(client, handle.id) if attempt >= 2 else ""
+            if why and why != said.get(handle.id):
+                said[handle.id] = why
+                _say_stuck(
+                    f"TeamRun {handle.id} cannot go on: its workflow task failed {attempt} "
+                    f"times ({why}); a worker retries it without end, so the run cannot "
+                    f"report. Stop it with `temporal workflow terminate --workflow-id "
+                    f"{handle.id}`"
+                )
+            children = described.raw_description.pending_children[:MAX_CHILDREN_CHECKED]
+            for child in children:
+                await _say_when_child_stuck(client, handle.id, child.workflow_id, said)
         except RPCError:
             continue
-        if why and why != said:
-            said = why
-            err_console.print(
-                f"TeamRun {handle.id} cannot go on: its workflow task failed {attempt} times "
-                f"({why}); a worker retries it without end, so the run cannot report. Stop it "
-                f"with `temporal workflow terminate --workflow-id {handle.id}`",
-                style="bold red",
-                highlight=False,
-                markup=False,
-            )
 
 
-async def _workflow_task_failure(client: Client, handle: WorkflowHandle[Any, Any]) -> str:
-    """``CAUSE: message`` of the latest failed workflow task in the run's
-    history (read from its end), or ``""``."""
+async def _say_when_child_stuck(
+    client: Client, run_id: str, child_id: str, said: dict[str, str]
+) -> None:
+    """Say so when the workflow task of ``child_id``, a child the run
+    ``run_id`` waits for, keeps failing: the run then waits for it without
+    end, in silence, whatever its own workflow task does."""
+    child = client.get_workflow_handle(child_id)
+    described = await child.describe(rpc_timeout=QUERY_TIMEOUT)
+    attempt = described.raw_description.pending_workflow_task.attempt
+    why = await _workflow_task_failure(client, child_id) if attempt >= 2 else ""
+    if why and why != said.get(child_id):
+        said[child_id] = why
+        _say_stuck(
+            f"{described.workflow_type} {child_id} of TeamRun {run_id} cannot go on: its "
+            f"workflow task failed {attempt} times ({why}); a worker retries it without end, "
+            f"and the run waits for it. Terminate it with `temporal workflow terminate "
+            f"--workflow-id {child_id}`: its task then fails and the run goes on"
+        )
+
+
+def _say_stuck(message: str) -> None:
+    err_console.print(message, style="bold red", highlight=False, markup=False)
+
+
+async def _workflow_task_failure(client: Client, workflow_id: str) -> str:
+    """``CAUSE: message`` of the latest failed workflow task in the history
+    of ``workflow_id`` (read from its end), or ``""``."""
     from temporalio.api.common.v1 import WorkflowExecution
     from temporalio.api.enums.v1 import WorkflowTaskFailedCause
     from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 
     request = GetWorkflowExecutionHistoryReverseRequest(
         namespace=client.namespace,
-        execution=WorkflowExecution(workflow_id=handle.id),
+        execution=WorkflowExecution(workflow_id=workflow_id),
         maximum_page_size=50,
     )
     page = await client.workflow_service.get_workflow_execution_history_reverse(

@@ -108,6 +108,13 @@ MAX_HISTORY_EVENTS = 51_200
 """Temporal's limit on a workflow's history, in events (the server's
 ``limit.historyCount.error``; past it the server terminates the run)."""
 
+MAX_PRICE_USD = 1_000_000.0
+"""The highest price ``options.pricing`` may give, in US dollars per million
+tokens (a dollar a token, thousands of times any list price). A turn's cost is
+a float in the history's JSON: a larger price can make it infinite (1e308 x 2
+tokens) or not a number (0 cache tokens x 1.25 x 1e308), which JSON carries as
+``null``, and no workflow can then decode the turn (it wedges)."""
+
 MAX_TASK_RETRIES = 100
 """The most retries a task may ask for: each attempt adds events to the run's
 history, which continues as new only between tasks."""

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from oma.core.schema.limits import MAX_PRICE_USD
 from oma.core.schema.usage import TokenUsage
 
 MILLION = 1_000_000
@@ -32,17 +33,28 @@ class ModelPrice(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    input: float = Field(ge=0, description="USD per million input tokens (not from a cache).")
-    output: float = Field(ge=0, description="USD per million output tokens.")
+    input: float = Field(
+        ge=0,
+        le=MAX_PRICE_USD,
+        allow_inf_nan=False,
+        description="USD per million input tokens (not from a cache).",
+    )
+    output: float = Field(
+        ge=0, le=MAX_PRICE_USD, allow_inf_nan=False, description="USD per million output tokens."
+    )
     cache_write: float | None = Field(
         default=None,
         ge=0,
+        le=MAX_PRICE_USD,
+        allow_inf_nan=False,
         description="USD per million tokens written to the prompt cache; default 1.25 x input "
         "(Anthropic's 5-minute cache).",
     )
     cache_read: float | None = Field(
         default=None,
         ge=0,
+        le=MAX_PRICE_USD,
+        allow_inf_nan=False,
         description="USD per million tokens read from the prompt cache; default 0.1 x input.",
     )
 
