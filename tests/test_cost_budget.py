@@ -192,3 +192,30 @@ async def test_an_answer_naming_another_model_is_priced_by_the_agents_model(
     assert result.task("a").cost_usd == pytest.approx((10 * 3 + 5 * 15) / 1e6)
     assert result.task("a").token_usage.unpriced == []
     await assert_replays(client, workflow_id)
+
+
+async def test_a_turn_that_reports_more_tokens_than_a_turn_can_have_fails_its_task_once(
+    client: Client, workflow_id: str, anthropic_server: AnthropicServer
+) -> None:
+    # a hostile endpoint's count: two turns of 10**308 tokens at a price of
+    # $1,000,000 a million cost more than a float holds, an infinite cost is
+    # null in JSON, and the AgentRun could not read its own turn back
+    anthropic_server.reset()
+    anthropic_server.reply_text("huge", input_tokens=10**308)
+    price = {"input": 1_000_000, "output": 1_000_000}
+
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [claude("writer")]},
+            "tasks": [task("a", "writer")],
+            "options": {"pricing": {"house-model": price}},
+        },
+    )
+
+    [a] = result.tasks
+    assert (a.status, a.error_code) == ("failed", "PROVIDER_ERROR")
+    assert f"reports input_tokens of {10**308}, over the 1000000000 a turn can" in (a.error or "")
+    assert len(anthropic_server.requests) == 1, "not retried"
+    await assert_replays(client, workflow_id)

@@ -56,6 +56,7 @@ from oma.activities.acp.permissions import (
 from oma.core.rules.redact import redact
 from oma.core.schema.backends import AcpBackendConfig
 from oma.core.schema.errors import AcpAgentExitedError, AcpError, AcpProtocolError, AcpSpawnError
+from oma.core.schema.usage import MAX_TURN_COST_USD
 
 CANCEL_GRACE_S = 5.0
 """Seconds an agent has, after ``session/cancel``, to end the turn before its
@@ -434,6 +435,9 @@ class AcpSession:
         # usage_update.cost is cumulative over the session too: a turn is
         # charged its growth, in US dollars (another currency is not priced)
         if cost is None:
+            return 0.0
+        if not 0 <= cost.amount <= MAX_TURN_COST_USD:  # NaN and infinities too
+            logger.debug("ignoring usage_update.cost %r: not a cost", cost.amount)
             return 0.0
         previous, self._last_cost = self._last_cost, cost
         if cost.currency != "USD":

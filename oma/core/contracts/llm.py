@@ -7,10 +7,11 @@ import hashlib
 from pydantic import BaseModel, Field
 
 from oma.core.schema.agent_config import AgentConfig
+from oma.core.schema.errors import ProviderError
 from oma.core.schema.messages import ContentBlock, LLMMessage
 from oma.core.schema.pricing import ModelPrice, priced
 from oma.core.schema.tools import ToolTraits
-from oma.core.schema.usage import TokenUsage
+from oma.core.schema.usage import MAX_TURN_TOKENS, TokenUsage
 
 
 class ConversationRef(BaseModel):
@@ -109,9 +110,25 @@ def price_turn(inp: LlmTurnInput, out: LlmTurnOutput) -> LlmTurnOutput:
     nothing unless the run prices it. The agent's model comes first because the answer's
     name is whatever the endpoint says (a proxy may say ``scripted``). The
     ``llm_turn`` activity and the in-process model port call it, so a turn's
-    cost is recorded with the turn."""
+    cost is recorded with the turn. Raises ``ProviderError`` (not retryable)
+    when the answer reports more than ``MAX_TURN_TOKENS`` of a kind."""
+    for kind, count in out.usage.model_dump(include=_TOKEN_COUNTS).items():
+        if count > MAX_TURN_TOKENS:
+            raise ProviderError(
+                f"the model's answer reports {kind} of {count}, over the {MAX_TURN_TOKENS} "
+                "a turn can have: its cost cannot be counted",
+                error_type="usage_out_of_range",
+            )
     models = [out.model, inp.agent.resolved_model]
     if inp.agent.resolved_provider != "scripted":
         models.reverse()
     usage = priced(out.usage, models, inp.pricing)
     return out.model_copy(update={"usage": usage})
+
+
+_TOKEN_COUNTS = {
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+}

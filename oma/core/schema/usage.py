@@ -12,6 +12,16 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+MAX_TURN_TOKENS = 10**9
+"""The most tokens of one kind one model turn may report (a billion, far past
+any model's context): a count past it is a provider error, not a cost."""
+
+MAX_TURN_COST_USD = 1_000_000.0
+"""The most US dollars one ACP ``usage_update.cost`` may say; an amount past
+it (or not a finite number) is ignored as unreadable. With both bounds, no sum
+of costs a run adds up can pass what a float holds (an infinite cost is
+``null`` in JSON, which no workflow can read back)."""
+
 
 class TokenUsage(BaseModel):
     """Tokens consumed by a model turn, an agent run or a whole team run, and
