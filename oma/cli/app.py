@@ -439,24 +439,36 @@ def main() -> None:
     """Run the command in ``sys.argv`` (in the ``oma`` process; the forkserver's
     child runs ``invoke`` as that process's stand-in: ``oma.__main__``).
 
-    Leaves with ``os._exit`` once the command has finished and its output is
-    flushed: with a client connected, the SDK's Rust core can crash while the
-    interpreter tears down (temporalio/sdk-python#300), which would turn a
-    command that succeeded into exit status 134.
+    Leaves with ``os._exit`` once the command has finished and its output and
+    spans are flushed: with a client connected, the SDK's Rust core can crash
+    while the interpreter tears down (temporalio/sdk-python#300), which would
+    turn a command that succeeded into exit status 134.
     """
     os._exit(invoke())
 
 
 def invoke() -> int:
-    """Run the command in ``sys.argv``; its exit status, once its output is flushed."""
+    """Run the command in ``sys.argv``; its exit status, once its output and
+    its spans (``oma.runtime.tracing.shutdown``: ``os._exit`` skips the SDK's
+    ``atexit`` hook) are flushed, however it ended."""
     try:
         app()
         code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        _flush_spans()
     sys.stdout.flush()
     sys.stderr.flush()
     return code
+
+
+def _flush_spans() -> None:
+    # a command that never loaded the tracing module (`oma --help`) has no
+    # spans, and need not pay for importing it now
+    tracing = sys.modules.get("oma.runtime.tracing")
+    if tracing is not None:
+        tracing.shutdown()
 
 
 if __name__ == "__main__":
