@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -285,12 +286,31 @@ def test_a_malformed_hook_path_is_rejected(path: str) -> None:
     assert err.value.message == f"hook {path!r} should look like 'package.module:function'"
 
 
-def test_a_missing_module_is_named() -> None:
+def test_a_missing_module_is_named_with_where_the_worker_looked_and_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    installation = (sys.prefix, sys.base_prefix, sys.exec_prefix)
+    installed = [p for p in sys.path if p and p.startswith(installation)]
+    monkeypatch.setattr(sys, "path", [str(tmp_path), "", *installed])
     with pytest.raises(InvalidHookError) as err:
         load_hook("oma_no_such_package.hooks:f")
 
     assert err.value.message == (
-        "hook 'oma_no_such_package.hooks:f': no module named 'oma_no_such_package' on this worker"
+        "hook 'oma_no_such_package.hooks:f': no module named 'oma_no_such_package' on this "
+        f"worker, which looked in {tmp_path}, the working directory, the installed packages; "
+        "start the worker (`oma run`, `oma dev`, `oma worker`) in the directory that holds "
+        "'oma_no_such_package', or name that directory with --path DIR or OMA_PATH (or install "
+        "it as a package)"
+    )
+
+
+def test_a_missing_module_of_a_package_names_where_the_package_is() -> None:
+    with pytest.raises(InvalidHookError) as err:
+        load_hook("tests.no_such_module:f")
+
+    assert err.value.message == (
+        "hook 'tests.no_such_module:f': no module named 'tests.no_such_module' on this worker "
+        f"(package 'tests' is in {Path(__file__).parent})"
     )
 
 

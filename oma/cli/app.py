@@ -75,6 +75,23 @@ WorkerOption = Annotated[
     ),
 ]
 WorkflowIdOption = Annotated[str | None, typer.Option(help="Workflow id (default: random).")]
+PathOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--path",
+        help="A directory to import the run's custom tools, hooks and evaluators from "
+        "(repeatable; before OMA_PATH's and the working directory, which are searched too).",
+        exists=True,
+        file_okay=False,
+        resolve_path=True,
+    ),
+]
+
+
+def _user_code(paths: list[Path] | None) -> None:
+    from oma.cli.common import add_user_code_paths
+
+    add_user_code_paths(paths or ())
 
 
 @app.command()
@@ -83,15 +100,19 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw result as JSON.")] = False,
     workflow_id: WorkflowIdOption = None,
     worker: WorkerOption = None,
+    path: PathOption = None,
 ) -> None:
     """Validate FILE, start a TeamRun, follow its events, and print the tasks and the output.
 
-    FILE has a team and exactly one of goal, tasks or plan. Exits 0 when the
-    run succeeded, 1 when it did not, 2 when FILE is invalid, 130 when
+    FILE has a team and exactly one of goal, tasks or plan. Its custom tools
+    and hooks are imported, by the worker in this process, from the --path
+    directories, OMA_PATH's and the working directory. Exits 0 when the run
+    succeeded, 1 when it did not, 2 when FILE is invalid, 130 when
     interrupted (the run is cancelled).
     """
     from oma.cli.run import run_command
 
+    _user_code(path)
     run_command(file, as_json, workflow_id, worker)
 
 
@@ -102,6 +123,7 @@ def plan(
     ],
     workflow_id: WorkflowIdOption = None,
     worker: WorkerOption = None,
+    path: PathOption = None,
 ) -> None:
     """Have the coordinator plan FILE's goal, run nothing, and print the plan as JSON.
 
@@ -110,6 +132,7 @@ def plan(
     """
     from oma.cli.run import plan_command
 
+    _user_code(path)
     plan_command(file, workflow_id, worker)
 
 
@@ -323,11 +346,15 @@ def _workflow_id_of(history: Any) -> str | None:
 
 
 @app.command()
-def worker() -> None:
-    """Run a worker (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE or a TEMPORAL_PROFILE; OMA_TASK_QUEUE)."""
+def worker(path: PathOption = None) -> None:
+    """Run a worker (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE or a TEMPORAL_PROFILE; OMA_TASK_QUEUE).
+
+    Custom tools, hooks and evaluators are imported from the --path
+    directories, OMA_PATH's and the working directory (docs/tools.md)."""
     from oma.cli.common import connection, route_sdk_logs
     from oma.worker import main as worker_main
 
+    _user_code(path)
     route_sdk_logs(to_stderr=True)  # a worker's console is its log
     _run_async(worker_main(connection()))
 
@@ -337,13 +364,18 @@ def dev(
     port: Annotated[int, typer.Option(help="gRPC port of the dev server.")] = 7233,
     ui_port: Annotated[int, typer.Option(help="Port of the Temporal Web UI.")] = 8233,
     db: Annotated[Path, typer.Option(help="SQLite file for histories.")] = DEV_DB,
+    path: PathOption = None,
 ) -> None:
-    """Start the embedded Temporal dev server (SQLite under .oma/) and a worker."""
+    """Start the embedded Temporal dev server (SQLite under .oma/) and a worker.
+
+    The worker imports custom tools, hooks and evaluators from the --path
+    directories, OMA_PATH's and the working directory (docs/tools.md)."""
     from oma.cli.common import STATE_DIR, connection, console, route_sdk_logs
     from oma.core.schema.errors import OMAError
     from oma.runtime.dev_server import DevServer
     from oma.worker import main as worker_main
 
+    _user_code(path)
     route_sdk_logs(to_stderr=True)  # a worker's console is its log
     conn = connection()
     server = DevServer(
@@ -452,24 +484,36 @@ def main() -> None:
     """Run the command in ``sys.argv`` (in the ``oma`` process; the forkserver's
     child runs ``invoke`` as that process's stand-in: ``oma.__main__``).
 
-    Leaves with ``os._exit`` once the command has finished and its output is
-    flushed: with a client connected, the SDK's Rust core can crash while the
-    interpreter tears down (temporalio/sdk-python#300), which would turn a
-    command that succeeded into exit status 134.
+    Leaves with ``os._exit`` once the command has finished and its output and
+    spans are flushed: with a client connected, the SDK's Rust core can crash
+    while the interpreter tears down (temporalio/sdk-python#300), which would
+    turn a command that succeeded into exit status 134.
     """
     os._exit(invoke())
 
 
 def invoke() -> int:
-    """Run the command in ``sys.argv``; its exit status, once its output is flushed."""
+    """Run the command in ``sys.argv``; its exit status, once its output and
+    its spans (``oma.runtime.tracing.shutdown``: ``os._exit`` skips the SDK's
+    ``atexit`` hook) are flushed, however it ended."""
     try:
         app()
         code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        _flush_spans()
     sys.stdout.flush()
     sys.stderr.flush()
     return code
+
+
+def _flush_spans() -> None:
+    # a command that never loaded the tracing module (`oma --help`) has no
+    # spans, and need not pay for importing it now
+    tracing = sys.modules.get("oma.runtime.tracing")
+    if tracing is not None:
+        tracing.shutdown()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -116,6 +118,28 @@ def run_async(coro: Any) -> Any:
         raise typer.Exit(130) from None
     except TemporalUnavailableError as e:
         raise fail(e.message) from None
+
+
+USER_CODE_VAR = "OMA_PATH"
+"""Directories of the user's own tools, hooks and evaluators, ``os.pathsep``
+separated, as ``PYTHONPATH``."""
+
+
+def add_user_code_paths(paths: Sequence[Path] = ()) -> None:
+    """Add the directories the user's import paths (``myteam.tools:shout``) are
+    found in to ``sys.path``, in this order: ``paths`` (``--path``),
+    ``OMA_PATH``'s, and the working directory, which ``python -m`` and
+    uvicorn search too (a console script's ``sys.path`` has its own ``bin/``
+    instead). They go after the installed packages, so a project's
+    ``mcp.py`` or ``anthropic/`` cannot shadow a library the worker imports
+    later; one already on ``sys.path`` (``PYTHONPATH``) stays where it is. An
+    ``OMA_PATH`` entry that is not a directory exits 2, naming it."""
+    from_env = [Path(p) for p in os.environ.get(USER_CODE_VAR, "").split(os.pathsep) if p]
+    for named in from_env:
+        if not named.is_dir():
+            raise fail(f"{USER_CODE_VAR} names {str(named)!r}, which is not a directory", 2)
+    wanted = [str(p.resolve()) for p in (*paths, *from_env, Path.cwd())]
+    sys.path.extend(d for d in dict.fromkeys(wanted) if d not in sys.path)
 
 
 def route_sdk_logs(to_stderr: bool = False) -> None:

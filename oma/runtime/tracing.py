@@ -23,6 +23,7 @@ process over OTLP/HTTP (``opentelemetry-exporter-otlp-proto-http``, the
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -101,7 +102,8 @@ def install_from_env() -> None:
     """Make the global tracer provider a ``tracer_provider`` exporting over
     OTLP/HTTP to ``OTEL_EXPORTER_OTLP_ENDPOINT`` (the exporter reads its own
     variables: headers, timeout, ``.../v1/traces``), batched and flushed at
-    exit; unless a replay-safe provider is global already (a test's, an
+    exit (the SDK's ``atexit`` hook, or ``shutdown`` for a process that
+    leaves with ``os._exit``); unless a replay-safe provider is global already (a test's, an
     application's). Raises ``TracingUnavailableError`` without the ``[otel]``
     extra."""
     from opentelemetry import trace
@@ -118,6 +120,23 @@ def install_from_env() -> None:
             f"({err.name} is missing): {_EXTRA_HINT}, or unset it (OTEL_SDK_DISABLED=true)"
         ) from None
     trace.set_tracer_provider(tracer_provider(BatchSpanProcessor(OTLPSpanExporter())))
+
+
+def shutdown() -> None:
+    """Export every span still batched and stop exporting: the global tracer
+    provider's ``shutdown`` (OpenTelemetry SDK), which its ``atexit`` hook
+    would call, for a process that leaves without running ``atexit``
+    (``oma``'s commands leave with ``os._exit``). Waits for the exporter at
+    most ``OTEL_EXPORTER_OTLP_TIMEOUT`` (10 s) when the collector does not
+    answer. Does nothing when this process never loaded OpenTelemetry, or its
+    provider is not the SDK's (the API's default no-op one)."""
+    if "opentelemetry.trace" not in sys.modules:
+        return  # tracing is off: nothing to export, and nothing to import
+    from opentelemetry import trace
+
+    stop = getattr(trace.get_tracer_provider(), "shutdown", None)
+    if callable(stop):
+        stop()
 
 
 def tracing_plugin(*, from_env: bool) -> SimplePlugin:

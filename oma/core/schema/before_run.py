@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -111,9 +112,7 @@ def load_hook(path: str) -> BeforeRunHook:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as err:
         if err.name is not None and (module_name + ".").startswith(err.name + "."):
-            raise InvalidHookError(
-                f"hook {path!r}: no module named {err.name!r} on this worker"
-            ) from None
+            raise InvalidHookError(f"hook {path!r}: {_not_found(err.name)}") from None
         raise InvalidHookError(f"hook {path!r}: importing {module_name!r} failed: {err}") from err
     except Exception as err:  # the module's own code failed: say so, keep the cause
         raise InvalidHookError(
@@ -127,6 +126,35 @@ def load_hook(path: str) -> BeforeRunHook:
             f"hook {path!r}: {attr!r} is a {type(hook).__name__}, not a callable"
         )
     return cast(BeforeRunHook, hook)
+
+
+def _not_found(name: str) -> str:
+    """Why ``name`` did not import, and, for a top-level module, where the
+    worker looked and what to do."""
+    parent, dot, _ = name.rpartition(".")
+    if dot:
+        where = getattr(sys.modules.get(parent), "__path__", None)
+        found = f" (package {parent!r} is in {', '.join(where)})" if where else ""
+        return f"no module named {name!r} on this worker{found}"
+    return (
+        f"no module named {name!r} on this worker, which looked in {_searched()}; start "
+        f"the worker (`oma run`, `oma dev`, `oma worker`) in the directory that holds "
+        f"{name!r}, or name that directory with --path DIR or OMA_PATH (or install it "
+        "as a package)"
+    )
+
+
+def _searched() -> str:
+    """Where an import looks for a user's module, as a message says it: the
+    directories of ``sys.path`` outside the Python installation (its standard
+    library and site-packages, summed up as the installed packages)."""
+    installation = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    own = [
+        entry or "the working directory"
+        for entry in sys.path
+        if not any(entry.startswith(prefix) for prefix in installation if entry)
+    ]
+    return ", ".join([*own, "the installed packages"])
 
 
 def _answer(result: object) -> tuple[object | None, str | None]:
