@@ -37,6 +37,7 @@ from oma.activities.run_hooks import before_run, evaluate
 from oma.activities.task_outputs import read_task_outputs
 from oma.activities.tool_call import ToolActivities
 from oma.activities.visibility import VisibilityActivities
+from oma.runtime.client_plugin import OmaClientPlugin
 from oma.runtime.codec import keys_from_env
 from oma.runtime.connection import Connection
 from oma.runtime.plugin import OmaPlugin
@@ -61,6 +62,7 @@ class Activities:
         # a malformed OMA_CREDENTIALS stops the worker here, before it serves
         # a run (CredentialsConfigError); the activities read it at each use
         CredentialPolicy.from_env()
+        _import_what_activities_use()
         self.acp = AcpActivities(self.acp_pool, self.session_task_queue)
         self.tools = ToolActivities(self.mcp_pool, self.session_task_queue)
         self.mcp = McpActivities(self.mcp_pool, self.session_task_queue)
@@ -92,6 +94,15 @@ class Activities:
             self.mcp.mcp_list_tools,
             self.mcp.mcp_close_run,
         ]
+
+
+def _import_what_activities_use() -> None:
+    """Import the SDKs the activities import where they use them (the ACP and
+    MCP sessions'; the providers' are imported by ``LlmActivities``): the
+    worker pays for them once, before it polls, instead of blocking its
+    event loop in the first ACP turn or MCP call it runs."""
+    import oma.activities.acp.session
+    import oma.activities.mcp.server  # noqa: F401
 
 
 def session_task_queue(task_queue: str) -> str:
@@ -149,15 +160,16 @@ class OmaWorker:
 
 def serving_client(client: Client, activities: Activities) -> Client:
     """``client`` (its connection, namespace and plugins) with
-    ``OmaPlugin(activities)`` in place of its own ``OmaPlugin``: a worker built
+    ``OmaPlugin(activities)`` in place of its own ``OmaClientPlugin`` (or
+    ``OmaPlugin``): a worker built
     on it serves OMA's workflows and these activities (the SDK takes a
     worker's plugins from its client, and warns when a worker repeats one).
     The worker keeps the client's encryption keys and tracing
-    (``OmaPlugin.codec_keys``, ``OmaPlugin.tracing``)."""
+    (``OmaClientPlugin.codec_keys``, ``OmaClientPlugin.tracing``)."""
     config = client.config()
     plugins = config.get("plugins", ())
-    own = [p for p in plugins if isinstance(p, OmaPlugin)]
-    others = [p for p in plugins if not isinstance(p, OmaPlugin)]
+    own = [p for p in plugins if isinstance(p, OmaClientPlugin)]
+    others = [p for p in plugins if not isinstance(p, OmaClientPlugin)]
     keys = own[0].codec_keys if own else keys_from_env()
     tracing: bool | Literal["env"] = own[0].tracing if own else "env"
     config["plugins"] = [*others, OmaPlugin(activities, codec_keys=keys, tracing=tracing)]

@@ -9,6 +9,7 @@ task queue so that the workflow routes the agent's later turns back here.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -20,7 +21,7 @@ from oma.activities._attempt import (
     with_attempt,
 )
 from oma.activities._heartbeat import TextProgress, heartbeating
-from oma.activities.acp import AcpSession, SessionPool, TurnResult
+from oma.activities.acp import SessionPool
 from oma.core.contracts.acp import (
     AcpCloseRunInput,
     AcpCloseRunOutput,
@@ -29,6 +30,9 @@ from oma.core.contracts.acp import (
 )
 from oma.core.schema.errors import OMAError, application_error
 from oma.core.schema.limits import check_output_size
+
+if TYPE_CHECKING:
+    from oma.activities.acp import AcpSession, TurnResult
 
 HEARTBEAT_INTERVAL_S = 0.5
 """Most seconds between two heartbeats while a turn runs (new text sends one

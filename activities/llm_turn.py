@@ -39,7 +39,9 @@ class LlmActivities:
     environment; they never appear in activity input or history."""
 
     def __init__(self, providers: Mapping[str, ModelProvider] | None = None) -> None:
-        self.providers: Mapping[str, ModelProvider] = providers or default_providers()
+        # built now, on a worker before it polls: building an adapter imports
+        # its SDK, which would otherwise block the event loop in the first turn
+        self.providers: Mapping[str, ModelProvider] = providers or default_providers().build_all()
         self.agents: OrderedDict[str, AgentConfig] = OrderedDict()
         """The agent configs turns referred to, by digest, most recent last."""
 

@@ -32,6 +32,13 @@ STDIO_LIMIT_BYTES = 50 * 1024 * 1024
 
 _READ_CHUNK_BYTES = 64 * 1024
 
+CANCEL_GRACE_S = 5.0
+"""Seconds an agent has, after ``session/cancel``, to end the turn before its
+process tree is killed."""
+
+KILL_GRACE_S = 1.0
+"""Seconds between SIGTERM and SIGKILL when the process group is killed."""
+
 
 def resolve_cwd(backend: AcpBackendConfig) -> str:
     """The absolute working directory of the agent: ``backend.cwd`` resolved

@@ -9,12 +9,17 @@ routed to this worker's own task queue and find it again.
 
 from __future__ import annotations
 
-from oma.activities.acp.session import CANCEL_GRACE_S, KILL_GRACE_S, AcpSession
+from typing import TYPE_CHECKING
+
+from oma.activities.acp._process import CANCEL_GRACE_S, KILL_GRACE_S
 from oma.activities.pinned import PinnedPool
 from oma.core.schema.backends import AcpBackendConfig
 
+if TYPE_CHECKING:
+    from oma.activities.acp.session import AcpSession
 
-class SessionPool(PinnedPool[AcpSession]):
+
+class SessionPool(PinnedPool["AcpSession"]):
     """Worker-local ACP sessions; one pool per worker process.
 
     ``cancel_grace_s`` and ``kill_grace_s`` are passed to every session (see
@@ -44,6 +49,9 @@ class SessionPool(PinnedPool[AcpSession]):
         whose process has ended is closed and replaced. Raises what
         ``AcpSession.open`` raises.
         """
+        # the acp SDK, imported by the first session opened, not by the pool
+        from oma.activities.acp.session import AcpSession
+
         return await self.acquire(
             (run_key, agent),
             lambda: AcpSession.open(

@@ -45,7 +45,12 @@ from acp.schema import (
 from acp.utils import serialize_params
 from pydantic import BaseModel, ValidationError
 
-from oma.activities.acp._process import AgentProcess, resolve_cwd
+from oma.activities.acp._process import (
+    CANCEL_GRACE_S,
+    KILL_GRACE_S,
+    AgentProcess,
+    resolve_cwd,
+)
 from oma.activities.acp._turn import ProgressCallback, Turn, TurnResult
 from oma.activities.acp.permissions import (
     PermissionGate,
@@ -58,17 +63,11 @@ from oma.core.schema.backends import AcpBackendConfig
 from oma.core.schema.errors import AcpAgentExitedError, AcpError, AcpProtocolError, AcpSpawnError
 from oma.core.schema.usage import MAX_TURN_COST_USD
 
-CANCEL_GRACE_S = 5.0
-"""Seconds an agent has, after ``session/cancel``, to end the turn before its
-process tree is killed."""
-
 HANDSHAKE_TIMEOUT_S = 60.0
 """Seconds an agent has to answer ``initialize`` and open its session. A
 command that is not an ACP agent (a CLI started without its ACP flag) would
 otherwise be waited on for the whole activity timeout."""
 
-KILL_GRACE_S = 1.0
-"""Seconds between SIGTERM and SIGKILL when the process group is killed."""
 
 _EXIT_WAIT_S = 1.0
 _METHOD_NOT_FOUND = -32601

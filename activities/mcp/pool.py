@@ -10,12 +10,16 @@ when the worker dies.
 
 from __future__ import annotations
 
-from oma.activities.mcp.server import McpServer
+from typing import TYPE_CHECKING
+
 from oma.activities.pinned import PinnedPool
 from oma.core.schema.mcp import McpServerConfig
 
+if TYPE_CHECKING:
+    from oma.activities.mcp.server import McpServer
 
-class McpServerPool(PinnedPool[McpServer]):
+
+class McpServerPool(PinnedPool["McpServer"]):
     """Worker-local MCP servers; one pool per worker process (or per
     in-process ``Agent``)."""
 
@@ -25,4 +29,7 @@ class McpServerPool(PinnedPool[McpServer]):
         """The live server of (``run_key``, ``agent``, ``config.name``), or a
         new one (``True``). A held server that has exited is replaced. Raises
         what ``McpServer.open`` raises."""
+        # the mcp SDK, imported by the first server opened, not by the pool
+        from oma.activities.mcp.server import McpServer
+
         return await self.acquire((run_key, agent, config.name), lambda: McpServer.open(config))

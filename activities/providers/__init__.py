@@ -9,12 +9,10 @@ by the same names. A new provider is its adapter module, a line in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import importlib
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
-from oma.activities.providers.anthropic import AnthropicProvider
-from oma.activities.providers.openai import OpenAIProvider
-from oma.activities.providers.scripted import ScriptedProvider
 from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
 from oma.core.schema.providers import Provider
 
@@ -31,17 +29,63 @@ class ModelProvider(Protocol):
     ) -> LlmTurnOutput: ...
 
 
+def _adapter(module: str, name: str) -> Callable[[], ModelProvider]:
+    """The adapter class ``name`` of ``oma.activities.providers.<module>``,
+    imported when an adapter is built: each module imports its provider's SDK
+    (``anthropic``, ``openai``: most of a second of CPU each), which a caller
+    that never uses that provider should not pay for."""
+
+    def build() -> ModelProvider:
+        adapter: Callable[[], ModelProvider] = getattr(
+            importlib.import_module(f"oma.activities.providers.{module}"), name
+        )
+        return adapter()
+
+    build.__qualname__ = build.__name__ = name
+    return build
+
+
 ADAPTERS: Mapping[Provider, Callable[[], ModelProvider]] = {
-    "anthropic": AnthropicProvider,
-    "openai": OpenAIProvider,
-    "scripted": ScriptedProvider,
+    "anthropic": _adapter("anthropic", "AnthropicProvider"),
+    "openai": _adapter("openai", "OpenAIProvider"),
+    "scripted": _adapter("scripted", "ScriptedProvider"),
 }
 """Each provider's adapter, built with its defaults (the Anthropic adapter reads
 ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL`` from the environment; the
 OpenAI one ``OPENAI_BASE_URL``, and at each turn the agent's ``api_key_env``,
-default ``OPENAI_API_KEY``)."""
+default ``OPENAI_API_KEY``). Calling one imports its module, and so its SDK."""
 
 
-def default_providers() -> dict[str, ModelProvider]:
-    """One adapter per provider of ``ADAPTERS``, built with its defaults."""
-    return {name: adapter() for name, adapter in ADAPTERS.items()}
+class DefaultProviders(Mapping[str, ModelProvider]):
+    """One adapter per provider of ``ADAPTERS``, each built with its defaults
+    on its first lookup (so a run on the ``scripted`` provider never imports
+    the ``anthropic`` SDK). ``build_all()`` builds every one now: a worker
+    does, before it polls, so that no turn blocks its event loop importing an
+    SDK. Looking up a name ``ADAPTERS`` lacks raises ``KeyError``."""
+
+    def __init__(self) -> None:
+        self._built: dict[str, ModelProvider] = {}
+
+    def __getitem__(self, name: str) -> ModelProvider:
+        adapter = self._built.get(name)
+        if adapter is None:
+            adapter = self._built[name] = ADAPTERS[name]()  # type: ignore[index]
+        return adapter
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(ADAPTERS)
+
+    def __len__(self) -> int:
+        return len(ADAPTERS)
+
+    def build_all(self) -> DefaultProviders:
+        """Build every adapter not built yet; returns ``self``."""
+        for name in self:
+            self[name]
+        return self
+
+
+def default_providers() -> DefaultProviders:
+    """One adapter per provider of ``ADAPTERS``, each built with its defaults
+    when it is first looked up (``DefaultProviders``)."""
+    return DefaultProviders()

@@ -54,7 +54,8 @@ class Agent:
     without it, only consequential tools are refused). ``providers`` maps
     provider names to adapters (default: one of each provider of
     ``oma.activities.providers.ADAPTERS``, the Anthropic one reading
-    ``ANTHROPIC_API_KEY``).
+    ``ANTHROPIC_API_KEY``; each is built, and its SDK imported, by the first
+    turn that names its provider).
 
     Invalid input raises ``InvalidMessageError`` (code ``INVALID_MESSAGE``)
     naming the bad field's path, before the hook, any provider or backend
@@ -78,7 +79,9 @@ class Agent:
         hook = before_run if before_run is not None else self.config.before_run
         self._hooks = DirectRunHooks(load_hook(hook) if isinstance(hook, str) else hook)
         self._on_progress = on_progress
-        self._providers = dict(providers) if providers is not None else None
+        self._providers: Mapping[str, ModelProvider] | None = (
+            dict(providers) if providers is not None else None
+        )
         self._history: list[LLMMessage] = copy.deepcopy(self.config.history or [])
         self._backend = DirectBackend()  # its ACP sessions outlive a run: close() ends them
         self._run_key = f"agent:{self.config.name}:{uuid.uuid4().hex}"

@@ -14,12 +14,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.exceptions import ApplicationError
 
-from oma.activities.acp.pool import SessionPool
-from oma.activities.acp_prompt import AcpActivities
 from oma.activities.mcp import McpServerPool
 from oma.activities.mcp_tools import list_mcp_tools
 from oma.activities.process_run import process_run
@@ -40,6 +38,9 @@ from oma.core.schema.message_guard import latest_user_prompt
 from oma.core.schema.messages import LLMMessage
 from oma.core.schema.tools import ToolCallInput, ToolCallOutput
 from oma.runtime.approval_callbacks import ApprovalCallback, answer_decision, call_approval_callback
+
+if TYPE_CHECKING:
+    from oma.activities.acp_prompt import AcpActivities
 
 ACP_TASK_QUEUE = "local"
 """What an in-process ACP turn reports as its worker's task queue: there is no worker."""
@@ -143,6 +144,10 @@ class DirectBackend:
 
     async def acp_prompt(self, inp: AcpPromptInput) -> AcpPromptOutput:
         if self._acp is None:
+            # the acp SDK, imported by an Agent's first ACP turn, not by ``import oma``
+            from oma.activities.acp import SessionPool
+            from oma.activities.acp_prompt import AcpActivities
+
             self._acp = AcpActivities(SessionPool(), ACP_TASK_QUEUE)
         try:
             return await self._acp.acp_prompt(inp)

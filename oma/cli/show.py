@@ -32,8 +32,8 @@ from oma.cli.viewer.model import (
 from oma.core.contracts.workflow_ids import team_run_id_of
 from oma.core.schema.errors import HistoryReadError, OMAError
 from oma.runtime.codec import keys_from_env
+from oma.runtime.converter import data_converter
 from oma.runtime.dev_server import is_listening
-from oma.runtime.plugin import data_converter
 
 OUTPUT_LINES = 4
 """How many lines of each task's output the terminal view shows."""

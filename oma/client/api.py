@@ -69,7 +69,7 @@ class OpenMultiAgent:
     default ``localhost:7233``, namespace ``default``), with ``address`` and
     ``namespace`` overriding it, and starts workflows on ``task_queue``
     (``OMA_TASK_QUEUE`` or ``oma``); or uses the given ``client``, which must
-    use ``oma.runtime.plugin.OmaPlugin`` (its pydantic data converter).
+    use ``oma.runtime.client_plugin.OmaClientPlugin`` (its pydantic data converter).
 
     Approval callbacks answer the approval requests (``options.approvals``) of
     the team runs this client starts and awaits (``run_team``, ``run_tasks``,

@@ -18,7 +18,7 @@ from oma.core.schema.limits import check_child_ids
 from oma.core.schema.results import AgentRunResult, TeamRunResult
 from oma.core.schema.run_input import TeamRunInput
 from oma.core.schema.task import TaskState
-from oma.runtime.plugin import codec_key_error
+from oma.runtime.converter import codec_key_error
 
 logger = logging.getLogger(__name__)
 

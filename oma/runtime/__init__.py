@@ -1,6 +1,7 @@
 """What every entry point (the CLI, the client, the in-process agent, the
-worker) stands on: the connection to Temporal (``connection``), the plugin
-with the data converter (``plugin``), the payload codec and its HTTP server
+worker) stands on: the connection to Temporal (``connection``), the data
+converter (``converter``) and the plugins that install it (``client_plugin``
+on a client, ``plugin`` on a worker or a replayer), the payload codec and its HTTP server
 (``codec``, ``codec_server``), tracing (``tracing``, ``span_attributes``),
 the embedded dev server (``dev_server``), log routing (``logs``), the
 message of a missing codec key (``key_failure``) and the approval callbacks

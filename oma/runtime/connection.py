@@ -26,7 +26,7 @@ from temporalio.client import Client
 from temporalio.envconfig import ClientConfig, ClientConnectConfig
 
 from oma.core.schema.errors import TemporalConfigError, TemporalUnavailableError
-from oma.runtime.plugin import OmaPlugin
+from oma.runtime.client_plugin import OmaClientPlugin
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
@@ -97,23 +97,25 @@ class Connection:
         return Connection.local(address, self.task_queue, self.namespace)
 
     async def connect(self, **kwargs: Any) -> Client:
-        """A client with ``OmaPlugin`` (the product's data converter).
+        """A client with ``OmaClientPlugin`` (the product's data converter).
 
         A server that answers "Frontend is not healthy yet" (one that just
         started: it listens a moment before it serves) is asked again for up
         to ``STARTING_SERVER_WAIT_S`` seconds. ``kwargs`` go to
-        ``Client.connect`` (e.g. more ``plugins``; an ``OmaPlugin`` among them,
+        ``Client.connect`` (e.g. more ``plugins``; an ``OmaClientPlugin`` or
+        ``OmaPlugin`` among them,
         e.g. one with its own ``codec_keys``, replaces the default one, which
         reads ``OMA_CODEC_KEYS``). Raises ``TemporalUnavailableError`` when no
         server answers at ``address`` (one line: the address and what to
         start), ``CodecKeysInvalidError`` for a malformed key list.
         """
         given = list(kwargs.pop("plugins", ()))
-        plugins = given if any(isinstance(p, OmaPlugin) for p in given) else [OmaPlugin(), *given]
+        if not any(isinstance(p, OmaClientPlugin) for p in given):
+            given = [OmaClientPlugin(), *given]
         deadline = time.monotonic() + STARTING_SERVER_WAIT_S
         while True:
             try:
-                return await Client.connect(**self.config, plugins=plugins, **kwargs)
+                return await Client.connect(**self.config, plugins=given, **kwargs)
             except RuntimeError as err:
                 if "not healthy yet" not in str(err) or time.monotonic() > deadline:
                     raise TemporalUnavailableError(
