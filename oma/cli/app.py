@@ -346,6 +346,9 @@ def dev(
 ) -> None:
     """Start the embedded Temporal dev server (SQLite under .oma/) and a worker;
     with OMA_CODEC_KEYS, a codec endpoint the Web UI decodes payloads with."""
+    # refused before the worker's heavy imports: a misconfiguration answers at once
+    codec = _dev_codec_app(codec_server, ui_port) if codec_server is not False else None
+
     from oma.cli.common import STATE_DIR, connection, console, route_sdk_logs
     from oma.core.schema.errors import OMAError
     from oma.runtime.dev_server import DevServer, is_listening
@@ -353,7 +356,6 @@ def dev(
 
     route_sdk_logs(to_stderr=True)  # a worker's console is its log
     conn = connection()
-    codec = _dev_codec_app(codec_server, ui_port) if codec_server is not False else None
     if codec is not None and is_listening(f"127.0.0.1:{codec_port}", 0.2):
         raise _fail(
             f"port {codec_port} is already in use: choose the codec endpoint's port with "

@@ -138,8 +138,11 @@ def codec_app(
 
 
 async def serve(app: web.Application, host: str, port: int) -> web.AppRunner:
-    """Start ``app`` on ``host:port``; the caller cleans the runner up."""
-    runner = web.AppRunner(app)
+    """Start ``app`` on ``host:port``; the caller cleans the runner up.
+
+    No access log: a Web UI page decodes many times, and the console (``oma
+    dev``'s is its worker's) should show the refusals, which ``codec_app`` logs."""
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner
