@@ -177,6 +177,66 @@ async def test_the_codec_server_answers_the_ui_preflight_for_its_origin_only(
     assert "Access-Control-Allow-Origin" not in theirs[1]
 
 
+@pytest.mark.parametrize("origin", ["http://127.0.0.1:8233", "http://[::1]:8233"])
+async def test_a_localhost_ui_origin_admits_the_same_ui_at_127_0_0_1(
+    server: tuple[str, AesGcmCodec], origin: str
+) -> None:
+    url, _ = server
+    asks = {
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "x-namespace",
+    }
+    async with aiohttp.ClientSession() as http:
+        async with http.options(f"{url}/decode", headers={"Origin": origin, **asks}) as r:
+            allowed = r.headers.get("Access-Control-Allow-Origin")
+        async with http.options(
+            f"{url}/decode", headers={"Origin": "http://127.0.0.1:9999", **asks}
+        ) as r:
+            other_port = r.headers.get("Access-Control-Allow-Origin")
+
+    assert (allowed, other_port) == (origin, None)
+
+
+async def test_a_refused_ui_request_is_a_401_the_ui_cannot_take_for_payloads(
+    server: tuple[str, AesGcmCodec], caplog: pytest.LogCaptureFixture
+) -> None:
+    url, codec = server
+    sealed = (await codec.encode([json_payload('"x"')]))[0]
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"{url}/decode", json={"payloads": [wire(sealed)]}, headers={"Origin": UI}) as r,
+    ):
+        status, kind, text = r.status, r.content_type, await r.text()
+        allowed = r.headers.get("Access-Control-Allow-Origin")
+
+    # the Web UI reads any JSON answer as the decoded payloads (null each)
+    assert (status, kind, allowed) == (401, "text/plain", UI)
+    assert text.startswith("no Authorization header") and "--codec-auth" in text
+    assert [r.getMessage() for r in caplog.records if r.name == "oma.codec_server"] == [
+        f"refused POST /decode (401): {text}"
+    ]
+
+
+async def test_a_loopback_codec_server_refuses_a_request_for_another_host_name() -> None:
+    codec = AesGcmCodec(parse_keys(new_key("k")))
+    port = free_port()
+    runner = await serve(codec_app(codec, loopback_only=True), "127.0.0.1", port)
+    try:
+        async with aiohttp.ClientSession() as http:
+            statuses = []
+            for host in ("rebound.example.com", f"localhost:{port}", f"127.0.0.1:{port}"):
+                async with http.post(
+                    f"http://127.0.0.1:{port}/encode",
+                    json={"payloads": []},
+                    headers={"Host": host},
+                ) as r:
+                    statuses.append(r.status)
+    finally:
+        await runner.cleanup()
+
+    assert statuses == [403, 200, 200]
+
+
 async def test_the_codec_server_says_what_is_wrong_with_a_bad_body(
     server: tuple[str, AesGcmCodec],
 ) -> None:

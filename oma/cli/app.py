@@ -359,25 +359,54 @@ def worker(path: PathOption = None) -> None:
     _run_async(worker_main(connection()))
 
 
+CODEC_TOKEN_IN_DEV = (
+    "oma dev's codec server cannot require OMA_CODEC_SERVER_TOKEN: the dev server's Web UI "
+    "sends no bearer token of ours (it passes only its own login's access token, and only "
+    "to an https endpoint), so every payload would stay encrypted. oma dev serves the codec "
+    "endpoint on 127.0.0.1 without a token instead (docs/security.md says why that is "
+    "safe). Unset OMA_CODEC_SERVER_TOKEN, or start `oma dev --no-codec-server` and run "
+    "`oma codec-server --token ...` yourself for the temporal CLI"
+)
+
+
 @app.command()
 def dev(
     port: Annotated[int, typer.Option(help="gRPC port of the dev server.")] = 7233,
     ui_port: Annotated[int, typer.Option(help="Port of the Temporal Web UI.")] = 8233,
     db: Annotated[Path, typer.Option(help="SQLite file for histories.")] = DEV_DB,
     path: PathOption = None,
+    codec_server: Annotated[
+        bool | None,
+        typer.Option(
+            "--codec-server/--no-codec-server",
+            help="Serve the codec endpoint on 127.0.0.1 and point the Web UI at it, so it "
+            "shows encrypted payloads decoded (default: when OMA_CODEC_KEYS is set).",
+        ),
+    ] = None,
+    codec_port: Annotated[int, typer.Option(help="Port of the codec endpoint.")] = 8081,
 ) -> None:
-    """Start the embedded Temporal dev server (SQLite under .oma/) and a worker.
+    """Start the embedded Temporal dev server (SQLite under .oma/) and a worker;
+    with OMA_CODEC_KEYS, a codec endpoint the Web UI decodes payloads with.
 
     The worker imports custom tools, hooks and evaluators from the --path
     directories, OMA_PATH's and the working directory (docs/tools.md)."""
+    # refused before the worker's heavy imports: a misconfiguration answers at once
+    codec = _dev_codec_app(codec_server, ui_port) if codec_server is not False else None
+
     from oma.cli.common import STATE_DIR, connection, console, route_sdk_logs
     from oma.core.schema.errors import OMAError
-    from oma.runtime.dev_server import DevServer
+    from oma.runtime.dev_server import DevServer, is_listening
     from oma.worker import main as worker_main
 
     _user_code(path)
     route_sdk_logs(to_stderr=True)  # a worker's console is its log
     conn = connection()
+    if codec is not None and is_listening(f"127.0.0.1:{codec_port}", 0.2):
+        raise _fail(
+            f"port {codec_port} is already in use: choose the codec endpoint's port with "
+            "--codec-port, or start without it (--no-codec-server)"
+        )
+    codec_url = f"http://127.0.0.1:{codec_port}" if codec is not None else None
     server = DevServer(
         port=port,
         ui_port=ui_port,
@@ -385,6 +414,7 @@ def dev(
         log_file=STATE_DIR / "dev-server.log",
         namespaces=[conn.namespace],
         started_by="oma dev",
+        ui_codec_endpoint=codec_url,
     )
     try:
         server.start()
@@ -395,13 +425,50 @@ def dev(
         f"Temporal dev server at {server.address} (namespace {conn.namespace!r}); "
         f"Web UI at {server.ui_url}"
     )
+    if codec_url:
+        console.print(f"Codec endpoint at {codec_url}: the Web UI shows payloads decoded.")
     console.print(f"Worker running on task queue {conn.task_queue!r}. Ctrl-C stops both.")
+
+    async def go() -> None:
+        from oma.runtime.codec_server import serve
+
+        runner = await serve(codec, "127.0.0.1", codec_port) if codec is not None else None
+        try:
+            await worker_main(conn)
+        finally:
+            if runner is not None:
+                await runner.cleanup()
+
     try:
-        _run_async(worker_main(conn))
+        _run_async(go())
     except typer.Exit:
         pass
     finally:
         server.stop()
+
+
+def _dev_codec_app(asked: bool | None, ui_port: int) -> Any:
+    """The codec endpoint ``oma dev`` serves (an aiohttp application), or
+    ``None`` when it serves none: not asked for, and no ``OMA_CODEC_KEYS``.
+
+    No token, loopback only, CORS for the dev UI under both of its names: the
+    dev UI cannot send a token (``CODEC_TOKEN_IN_DEV``), and whoever reaches
+    127.0.0.1 can already start runs on this worker, which holds the keys."""
+    from oma.core.schema.errors import OMAError
+    from oma.runtime.codec import AesGcmCodec, keys_from_env
+    from oma.runtime.codec_server import codec_app
+
+    try:
+        keys = keys_from_env()
+    except OMAError as e:
+        raise _fail(str(e)) from None
+    if keys is None:
+        if asked:
+            raise _fail("oma dev --codec-server needs OMA_CODEC_KEYS (or OMA_CODEC_KEYS_FILE)", 2)
+        return None
+    if "OMA_CODEC_SERVER_TOKEN" in os.environ:
+        raise _fail(CODEC_TOKEN_IN_DEV, 2)
+    return codec_app(AesGcmCodec(keys), ui_origin=f"http://127.0.0.1:{ui_port}", loopback_only=True)
 
 
 @app.command("codec-key")
@@ -424,8 +491,11 @@ def codec_server(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8081,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     ui_origin: Annotated[
-        str | None,
-        typer.Option(help="The Web UI's origin allowed by CORS, e.g. http://localhost:8233."),
+        list[str] | None,
+        typer.Option(
+            help="The Web UI's origin allowed by CORS, e.g. http://localhost:8233 (repeatable; "
+            "a localhost or 127.0.0.1 origin admits the other name too).",
+        ),
     ] = None,
     token: Annotated[
         str | None,
@@ -439,10 +509,10 @@ def codec_server(
     for the Web UI's Codec Server setting and `temporal ... --codec-endpoint`."""
     import asyncio
 
-    from oma.cli.common import console
+    from oma.cli.common import console, route_sdk_logs
     from oma.core.schema.errors import OMAError
     from oma.runtime.codec import AesGcmCodec, keys_from_env
-    from oma.runtime.codec_server import codec_app, serve
+    from oma.runtime.codec_server import LOOPBACK_HOSTS, codec_app, serve, ui_origins
 
     try:
         keys = keys_from_env()
@@ -462,7 +532,10 @@ def codec_server(
             2,
         )
     token = token.strip() if token is not None else None
-    app = codec_app(AesGcmCodec(keys), ui_origin=ui_origin, token=token)
+    route_sdk_logs(to_stderr=True)  # a server's console is its log: refusals show there
+    loopback = host in LOOPBACK_HOSTS or host == "::1"
+    app = codec_app(AesGcmCodec(keys), ui_origin=ui_origin, token=token, loopback_only=loopback)
+    allowed = ", ".join(sorted(ui_origins(ui_origin or ())))
 
     async def go() -> None:
         runner = await serve(app, host, port)
@@ -471,7 +544,7 @@ def codec_server(
             console.print(
                 f"OMA codec server at http://{host}:{port} (keys {ids}"
                 f"{'; bearer token required' if token else ''}"
-                f"{f'; CORS for {ui_origin}' if ui_origin else ''})"
+                f"{f'; CORS for {allowed}' if allowed else ''})"
             )
             await asyncio.Event().wait()
         finally:

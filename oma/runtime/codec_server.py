@@ -7,7 +7,14 @@ values and ``data`` base64), and read the same shape back
 (https://docs.temporal.io/production-deployment/data-encryption). The CLI adds
 an ``X-Namespace`` header and, with ``--codec-auth``, an ``Authorization``
 header; the Web UI sends them from the browser, so the server answers the
-CORS preflight (``OPTIONS``) for the one configured UI origin.
+CORS preflight (``OPTIONS``) for the configured UI origins.
+
+A refused request is answered 401 at once, with a plain-text body, and logged
+(logger ``oma.codec_server``) as it happens, because neither caller says why:
+the Web UI reads any JSON answer as decoded payloads (a JSON error body shows
+every payload as ``null``; text makes it report a codec failure), and the
+``temporal`` CLI retries a failed codec call as a retryable gRPC error until
+its deadline, then prints only ``context deadline exceeded``.
 
 Served with aiohttp: an asyncio HTTP/1.1 server with keep-alive, body-size
 limits and a test client, so the async codec runs as it does in a worker and
@@ -18,7 +25,9 @@ its own request limits and threading around an async codec.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from urllib.parse import urlsplit
 
 from aiohttp import web
 from google.protobuf import json_format
@@ -35,36 +44,75 @@ is 2 MiB per payload and a history page holds many."""
 
 _ALLOWED_HEADERS = "Authorization, Content-Type, X-Namespace"
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+"""The names of this machine a loopback URL may use: a UI origin on one of
+them admits the others (``oma dev`` prints ``127.0.0.1``, people type
+``localhost``), and a server bound to loopback answers only requests whose
+``Host`` is one of them."""
+
+log = logging.getLogger("oma.codec_server")
+
+
+def ui_origins(origins: Iterable[str]) -> frozenset[str]:
+    """The origins CORS allows for the UI ``origins`` given: each one as
+    written (without a trailing ``/``) and, for a loopback origin, the same
+    scheme and port under every name in ``LOOPBACK_HOSTS``."""
+    allowed: set[str] = set()
+    for origin in origins:
+        origin = origin.rstrip("/")
+        allowed.add(origin)
+        parts = urlsplit(origin)
+        host = parts.netloc.rpartition(":")[0] if parts.port else parts.netloc
+        if host in LOOPBACK_HOSTS:
+            port = f":{parts.port}" if parts.port else ""
+            allowed.update(f"{parts.scheme}://{name}{port}" for name in LOOPBACK_HOSTS)
+    return frozenset(allowed)
+
 
 def codec_app(
-    codec: AesGcmCodec, *, ui_origin: str | None = None, token: str | None = None
+    codec: AesGcmCodec,
+    *,
+    ui_origin: str | Collection[str] | None = None,
+    token: str | None = None,
+    loopback_only: bool = False,
 ) -> web.Application:
     """The aiohttp application serving ``POST /encode`` and ``POST /decode``.
 
-    ``ui_origin`` (e.g. ``http://localhost:8233``) is the one origin CORS
-    allows, with credentials; ``token``, when given, must come as
-    ``Authorization: Bearer <token>`` or the answer is 401. A body that is not
-    ``{"payloads": [...]}`` of protobuf JSON payloads is a 400 with the reason.
-    Payloads ``decode`` cannot decrypt (a key this server does not hold) come
-    back as they are, still encrypted.
+    ``ui_origin`` (e.g. ``http://localhost:8233``, or several) are the origins
+    CORS allows, with credentials, widened by ``ui_origins``; ``token``, when
+    given, must come as ``Authorization: Bearer <token>`` or the answer is 401
+    (text, not JSON: see the module's docstring). ``loopback_only`` answers 403
+    to a request whose ``Host`` is not a loopback name, so a web page that
+    rebinds its own DNS name to 127.0.0.1 cannot read what this server decodes.
+    A body that is not ``{"payloads": [...]}`` of protobuf JSON payloads is a
+    400 with the reason. Payloads ``decode`` cannot decrypt (a key this server
+    does not hold) come back as they are, still encrypted.
     """
+    origins = ui_origins([ui_origin] if isinstance(ui_origin, str) else ui_origin or ())
 
     @web.middleware
     async def cors_and_auth(
         request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
+        if loopback_only and _host_name(request.host) not in LOOPBACK_HOSTS:
+            log.warning(
+                "refused %s %s: Host %r is not this machine",
+                request.method,
+                request.path,
+                request.host,
+            )
+            return web.Response(status=403, text=f"Host {request.host!r} is not this machine")
         if request.method == "OPTIONS":
             response: web.StreamResponse = web.Response(status=204)
         elif token is not None and not _bearer_matches(request, token):
-            response = web.json_response(
-                {"message": "missing or wrong bearer token"},
-                status=401,
-                headers={"WWW-Authenticate": "Bearer"},
-            )
+            reason = _refusal(request)
+            log.warning("refused %s %s (401): %s", request.method, request.path, reason)
+            response = web.Response(status=401, text=reason, headers={"WWW-Authenticate": "Bearer"})
         else:
             response = await handler(request)
-        if ui_origin is not None and request.headers.get("Origin") == ui_origin:
-            response.headers["Access-Control-Allow-Origin"] = ui_origin
+        origin = request.headers.get("Origin")
+        if origin in origins:
+            response.headers["Access-Control-Allow-Origin"] = origin
             response.headers["Access-Control-Allow-Credentials"] = "true"
             response.headers["Access-Control-Allow-Methods"] = "POST, OPTIONS"
             response.headers["Access-Control-Allow-Headers"] = _ALLOWED_HEADERS
@@ -90,11 +138,30 @@ def codec_app(
 
 
 async def serve(app: web.Application, host: str, port: int) -> web.AppRunner:
-    """Start ``app`` on ``host:port``; the caller cleans the runner up."""
-    runner = web.AppRunner(app)
+    """Start ``app`` on ``host:port``; the caller cleans the runner up.
+
+    No access log: a Web UI page decodes many times, and the console (``oma
+    dev``'s is its worker's) should show the refusals, which ``codec_app`` logs."""
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner
+
+
+def _host_name(host: str) -> str:
+    """``127.0.0.1`` of ``127.0.0.1:8081``, ``[::1]`` of ``[::1]:8081``."""
+    if host.startswith("["):
+        return host.partition("]")[0] + "]"
+    return host.rpartition(":")[0] if ":" in host else host
+
+
+def _refusal(request: web.Request) -> str:
+    if "Authorization" not in request.headers:
+        return (
+            "no Authorization header: this codec server requires 'Authorization: Bearer "
+            "<token>' (temporal: --codec-auth 'Bearer <token>'; the Web UI cannot send one)"
+        )
+    return "wrong bearer token in the Authorization header"
 
 
 def _bearer_matches(request: web.Request, token: str) -> bool:

@@ -109,7 +109,9 @@ class DevServer:
     ``db_file`` persists histories in SQLite (``None``: in memory).
     ``dynamic_config`` adds server settings (``--dynamic-config-value``),
     e.g. ``{"history.maxInFlightUpdates": "100"}``; ``namespaces`` are
-    created at start besides ``default``. ``started_by`` (e.g. ``oma dev``)
+    created at start besides ``default``. ``ui_codec_endpoint`` (e.g.
+    ``http://127.0.0.1:8081``) is the codec server the Web UI decodes payloads
+    with (``--ui-codec-endpoint``; the browser calls it). ``started_by`` (e.g. ``oma dev``)
     is written, with this process's pid and the address, into the lock file
     next to ``db_file``, so a second server on the same file names the
     first. Use as a
@@ -130,12 +132,14 @@ class DevServer:
         dynamic_config: Mapping[str, str] | None = None,
         namespaces: Iterable[str] = (),
         started_by: str = "",
+        ui_codec_endpoint: str | None = None,
     ) -> None:
         self.port = port
         self.started_by = started_by
         self.namespaces = [n for n in namespaces if n != "default"]
         self.dynamic_config = dict(dynamic_config or {})
         self.ui_port = ui_port
+        self.ui_codec_endpoint = ui_codec_endpoint
         self.db_file = db_file
         self.log_file = log_file
         self.http_port: int | None = None  # the frontend's HTTP API, chosen at start
@@ -165,6 +169,8 @@ class DevServer:
         cmd += ["--http-port", str(self.http_port), "--metrics-port", str(metrics_port)]
         if self.ui_port:
             cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
+            if self.ui_codec_endpoint:
+                cmd += ["--ui-codec-endpoint", self.ui_codec_endpoint]
         else:
             cmd += ["--headless"]
         if self.db_file is not None:
