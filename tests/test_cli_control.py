@@ -29,9 +29,11 @@ from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskStatus
 from oma.runtime.dev_server import DevServer, free_port, is_listening
 from oma.worker import build_worker
+from tests._approvals import start_run
 from tests._procs import Processes
 from tests._runs import TASK_QUEUE, process, run_team, scripted, task, team_result
 from tests.test_cli import OMA, run_cmd, temporal
+from tests.test_tool_approvals import gated_run, write
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -477,6 +479,27 @@ async def test_oma_reject_ends_the_run_rejected(
     )
     assert result.error == "rejected: dispatch-x by bob (no)"
     assert result.task("x").status == TaskStatus.SKIPPED
+    assert f"TeamRun {workflow_id} stops: it ends rejected" in rejected.stdout
+
+
+async def test_oma_reject_of_a_tool_call_says_the_run_goes_on(
+    client: Client, dev_server: DevServer, workflow_id: str, tmp_path: Path
+) -> None:
+    run = await start_run(
+        client, workflow_id, gated_run(tmp_path, [write("u1", "out.txt", "hi")], "understood")
+    )
+    await run.request("tool-w-1")
+    rejected = await oma(dev_server, "reject", workflow_id, "tool-w-1", "--reviewer", "bob")
+
+    assert rejected.returncode == 0, rejected.stderr
+    assert "ends rejected" not in rejected.stdout
+    assert (
+        "the tool call is not run: its agent reads the rejection as the call's result, "
+        f"and TeamRun {workflow_id} goes on"
+    ) in " ".join(rejected.stdout.split())
+    result = await result_of(client, workflow_id)
+    assert (result.status, result.error_code) == ("completed", None)
+    assert not (tmp_path / "out.txt").exists()
 
 
 async def test_approving_twice_the_second_exits_1_with_approval_conflict(

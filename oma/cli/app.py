@@ -166,7 +166,11 @@ def reject(
     display_name: DisplayNameOption = None,
     comment: CommentOption = None,
 ) -> None:
-    """Reject an open approval request (the decide update): the run stops and ends rejected."""
+    """Reject an open approval request (the decide update).
+
+    A rejected plan, round or dispatch stops the run, which ends rejected; a
+    rejected tool call is not run, its agent reads why, and the run goes on.
+    """
     from oma.cli.control import decide
 
     decide(workflow_id, request_id, "reject", reviewer, display_name, comment)

@@ -187,7 +187,19 @@ def decide(
         )
     )
     if recorded.decision == "reject":
-        console.print(run_text(f"TeamRun {workflow_id} stops: it ends rejected"))
+        console.print(run_text(rejection_effect(workflow_id, recorded.boundary)))
+
+
+def rejection_effect(workflow_id: str, boundary: str) -> str:
+    """What a rejection of a ``boundary`` request does to the run
+    (docs/approvals.md): a tool call's is the call's result, which the agent
+    reads, and the run goes on; a plan's, a round's or a dispatch's stops it."""
+    if boundary == "tool":
+        return (
+            f"the tool call is not run: its agent reads the rejection as the call's result, "
+            f"and TeamRun {workflow_id} goes on"
+        )
+    return f"TeamRun {workflow_id} stops: it ends rejected"
 
 
 def abort(workflow_id: str, reason: str | None, wait: bool) -> None:
