@@ -194,10 +194,10 @@ async def test_oma_run_of_a_goal_prints_progress_the_task_table_and_the_final_ou
     ]
     # the scripted provider counts words: 5 in "# Task: Draft\n\ndraft it", 2 out
     assert table_rows(proc.stdout) == [
-        ["t1", "Draft", "writer", "completed", "5/2", "$0.0000", "a draft"],
-        ["t2", "Edit", "editor", "completed", "18/2", "$0.0000", "an edit"],
+        ["t1", "Draft", "writer", "completed", "5/2", "$0.00", "a draft"],
+        ["t2", "Edit", "editor", "completed", "18/2", "$0.00", "an edit"],
     ]
-    assert "total cost: $0.0000\n" in proc.stdout  # scripted turns cost nothing
+    assert "total cost: $0.00\n" in proc.stdout  # scripted turns cost nothing
     assert "final output" in proc.stdout
     assert proc.stdout.rstrip().endswith("The final haiku.")
     assert "output of t2" not in proc.stdout
@@ -480,6 +480,42 @@ async def test_oma_reject_ends_the_run_rejected(
     assert result.error == "rejected: dispatch-x by bob (no)"
     assert result.task("x").status == TaskStatus.SKIPPED
     assert f"TeamRun {workflow_id} stops: it ends rejected" in rejected.stdout
+
+
+async def test_oma_run_prints_a_small_cost_budget_with_the_decimals_it_needs(
+    dev_server: DevServer, workflow_id: str, tmp_path: Path
+) -> None:
+    use = [{"type": "tool_use", "id": f"u{i}", "name": "add", "input": {"a": i}} for i in range(3)]
+    adder = {
+        "name": "adder",
+        "provider": "scripted",
+        "script": [[block] for block in use] + ["done"],
+        "tools": ["tests.tools:add"],
+    }
+    proc = await oma_run(
+        dev_server,
+        workflow_id,
+        tmp_path,
+        {
+            "team": {"name": "t", "agents": [adder]},
+            "tasks": [task("loop", "adder")],
+            # $0.00001 a token: the first turn's 7 tokens spend $0.00007
+            "options": {
+                "max_cost_usd": 0.00005,
+                "pricing": {"scripted": {"input": 10, "output": 10}},
+            },
+        },
+    )
+
+    assert proc.returncode == 1, proc.stderr
+    out = " ".join(proc.stdout.split())
+    assert (
+        "agent 'adder' spent $0.00007 of the $0.00007 left to it of the run's cost budget "
+        "(options.max_cost_usd), and asked for more tool calls"
+    ) in out
+    assert "COST_BUDGET_EXCEEDED: the cost budget of $0.00005 is used up" in out
+    assert "total cost: $0.00007" in out
+    assert [row[5] for row in table_rows(proc.stdout)] == ["$0.00007"]
 
 
 async def test_oma_reject_of_a_tool_call_says_the_run_goes_on(

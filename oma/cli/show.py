@@ -30,6 +30,7 @@ from oma.cli.viewer.model import (
 )
 from oma.core.contracts.workflow_ids import team_run_id_of
 from oma.core.schema.errors import HistoryReadError, OMAError
+from oma.core.schema.usage import usd
 from oma.runtime.codec import keys_from_env
 from oma.runtime.dev_server import is_listening
 from oma.runtime.plugin import data_converter
@@ -140,7 +141,7 @@ def print_view(view: RunView) -> None:
     )
     console.print(header)
     usage = view.total_token_usage
-    cost = f"${view.total_cost_usd:.4f}"
+    cost = usd(view.total_cost_usd)
     if view.cost_unknown:
         cost += f" + unknown ({', '.join(view.cost_unknown)})"
     console.print(
@@ -163,7 +164,7 @@ def print_view(view: RunView) -> None:
 
 def _task_table(view: RunView) -> Table:
     table = Table(title="tasks, in dependency order", box=box.SIMPLE_HEAD, title_justify="left")
-    columns = ("task", "title", "assignee", "status", "after", "start", "took", "tries", "cost $")
+    columns = ("task", "title", "assignee", "status", "after", "start", "took", "tries", "cost")
     for name in columns:
         # on a narrow terminal the free text wraps; ids, statuses and figures stay whole
         free = name in ("title", "after")
@@ -178,7 +179,7 @@ def _task_table(view: RunView) -> Table:
             _offset(view, t.started_at),
             seconds_text(t.duration_s),
             str(t.attempts),
-            "?" if t.cost_usd is None else f"{t.cost_usd:.4f}",
+            "?" if t.cost_usd is None else usd(t.cost_usd, view.total_cost_usd),
         )
     return table
 

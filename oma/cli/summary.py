@@ -12,6 +12,7 @@ from rich.text import Text
 from oma.cli.common import console, run_text
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskState, TaskStatus
+from oma.core.schema.usage import usd
 
 TABLE_ROWS_UP_TO = 20
 """A run of more tasks lists only those that did not complete in its table
@@ -46,7 +47,7 @@ def print_result(result: TeamRunResult, goal_run: bool | None = None) -> None:
     )
     unknown = f" + unknown: {', '.join(result.cost_unknown)}" if result.cost_unknown else ""
     console.print(
-        f"total cost: ${result.total_cost_usd:.4f}{unknown}", highlight=False, markup=False
+        f"total cost: {usd(result.total_cost_usd)}{unknown}", highlight=False, markup=False
     )
     print_error_code(result)
     if goal_run is None:
@@ -70,7 +71,7 @@ def _print_table(result: TeamRunResult) -> None:
     rows = []
     for t in listed:
         usage = f"{t.token_usage.input_tokens}/{t.token_usage.output_tokens}"
-        cost = "?" if t.cost_usd is None else f"${t.cost_usd:.4f}"
+        cost = "?" if t.cost_usd is None else usd(t.cost_usd, result.total_cost_usd)
         status = t.status.value if t.attempts <= 1 else f"{t.status.value} ({t.attempts}x)"
         detail = ((t.output if t.output is not None else t.error) or "").strip()
         # one line a task, cut to the terminal: the whole output is below
