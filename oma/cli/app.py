@@ -452,13 +452,23 @@ def main() -> None:
 
 
 def invoke() -> int:
-    """Run the command in ``sys.argv``; its exit status, once its output is flushed."""
+    """Run the command in ``sys.argv``; its exit status, once its output is flushed.
+
+    A reader that left early (``oma show --json | head``) ends the command
+    quietly with status 1, as click does when a write fails so, whether the
+    output broke mid-command or at the last flush: no traceback.
+    """
     try:
-        app()
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    sys.stdout.flush()
+        try:
+            app()
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # what is left in the buffer would fail again at every later flush
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
     sys.stderr.flush()
     return code
 
