@@ -518,6 +518,46 @@ async def test_oma_run_prints_a_small_cost_budget_with_the_decimals_it_needs(
     assert [row[5] for row in table_rows(proc.stdout)] == ["$0.00007"]
 
 
+async def test_oma_run_piped_prints_its_task_table_with_whole_headings_and_cells(
+    dev_server: DevServer, workflow_id: str, tmp_path: Path
+) -> None:
+    agent = "a-reviewer-with-a-long-name"
+    output = "a first line of output that is longer than any column of an 80-column table"
+    first = {**task("summarize-the-quarterly-report", agent), "title": "Summarize the report"}
+    proc = await oma_run(
+        dev_server,
+        workflow_id,
+        tmp_path,
+        {
+            "team": {"name": "t", "agents": [scripted(agent, output)]},
+            "tasks": [first],
+        },
+    )
+
+    assert proc.returncode == 0, proc.stderr
+    [heading] = [line for line in proc.stdout.splitlines() if line.startswith("┃")]
+    assert [c.strip() for c in heading.split("┃")[1:-1]] == [
+        "task",
+        "title",
+        "assignee",
+        "status",
+        "tokens",
+        "cost",
+        "output or error",
+    ]
+    assert table_rows(proc.stdout) == [
+        [
+            "summarize-the-quarterly-report",
+            "Summarize the report",
+            agent,
+            "completed",
+            "7/15",
+            "$0.00",
+            output,
+        ]
+    ]
+
+
 async def test_oma_reject_of_a_tool_call_says_the_run_goes_on(
     client: Client, dev_server: DevServer, workflow_id: str, tmp_path: Path
 ) -> None:

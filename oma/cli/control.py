@@ -25,7 +25,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma.cli.common import cause, connection, console, fail, run_async, run_text
+from oma.cli.common import cause, connection, console, fail, print_table, run_async, run_text
 from oma.cli.run import QUERY_TIMEOUT
 from oma.cli.summary import print_result
 from oma.client import OpenMultiAgent, team_run_result
@@ -116,7 +116,7 @@ def approvals(workflow_id: str) -> None:
         table.add_row(
             run_text(r.request_id), r.boundary, run_text(r.reason), _utc(r.requested_at), expires
         )
-    console.print(table)
+    print_table(table)
     for r in pending:
         _print_request_content(r)
     console.print(run_text(f"decide with: oma approve|reject {workflow_id} REQUEST_ID"))

@@ -19,7 +19,15 @@ from rich.text import Text
 from temporalio.client import WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma.cli.common import connection, console, err_console, fail, run_async, run_text
+from oma.cli.common import (
+    connection,
+    console,
+    err_console,
+    fail,
+    print_table,
+    run_async,
+    run_text,
+)
 from oma.cli.viewer.model import (
     RunView,
     TaskView,
@@ -155,9 +163,9 @@ def print_view(view: RunView) -> None:
     if view.error:
         code = f"{view.error_code}: " if view.error_code else ""
         console.print(run_text(f"stopped: {code}{view.error}", "red"))
-    console.print(_task_table(view))
+    print_table(_task_table(view))
     if view.coordinator:
-        console.print(_coordinator_table(view))
+        print_table(_coordinator_table(view))
     _print_failures(view)
     _print_skipped(view)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from oma.cli.common import console, run_text
+from oma.cli.common import WIDE, console, print_table, run_text, table_width
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskState, TaskStatus
 from oma.core.schema.usage import usd
@@ -83,7 +83,7 @@ def _print_table(result: TeamRunResult) -> None:
     widths = _widths(rows)
     for (col, _), width in zip(_COLUMNS, widths, strict=True):
         table.add_column(col, no_wrap=True, overflow="ellipsis", min_width=width, max_width=width)
-    rest = max(console.width - sum(widths) - _FRAME, 16)
+    rest = max(table_width() - sum(widths) - _FRAME, 16)
     table.add_column("output or error", no_wrap=True, overflow="ellipsis", max_width=rest)
     for row in rows:
         table.add_row(*row)
@@ -91,7 +91,7 @@ def _print_table(result: TeamRunResult) -> None:
         table.caption = (
             f"and {len(result.tasks) - len(listed)} completed task(s) not listed (--json has all)"
         )
-    console.print(table)
+    print_table(table)
 
 
 _COLUMNS = [
@@ -109,14 +109,16 @@ _FRAME = 3 * len(_COLUMNS) + 4
 
 
 def _widths(rows: list[list[Text]]) -> list[int]:
-    """The short columns' widths: their content's, up to their caps, then the
-    widest of task, title and assignee narrowed until the output column has
-    at least 16 characters of the console's width."""
+    """The short columns' widths: their content's, up to their caps on a
+    terminal, then the widest of task, title and assignee narrowed until the
+    output column has at least 16 characters of the terminal's width. Not on
+    a terminal, their content's."""
+    fitted = console.is_terminal  # elsewhere (a pipe, a file) every cell stays whole
     widths = [
-        min(max([len(col), *(r[i].cell_len for r in rows)]), cap)
+        min(max([len(col), *(r[i].cell_len for r in rows)]), cap if fitted else WIDE)
         for i, (col, cap) in enumerate(_COLUMNS)
     ]
-    room = console.width - _FRAME - 16
+    room = table_width() - _FRAME - 16
     while sum(widths) > room:
         i = max((0, 1, 2), key=lambda i: widths[i])
         if widths[i] <= 6:
