@@ -102,6 +102,23 @@ def test_oma_run_suggests_the_field_meant_for_a_misspelled_one(tmp_path: Path) -
     assert not (tmp_path / ".oma").exists(), "nothing may start"
 
 
+def test_oma_run_names_a_misspelled_tool_entry_and_suggests_the_tool_meant(
+    tmp_path: Path,
+) -> None:
+    run = small_run()
+    run["team"]["agents"][0]["tools"] = ["file_read", "file_wirte"]
+    env = {**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
+    proc = oma("run", write(tmp_path, run), cwd=tmp_path, env=env)
+    assert proc.returncode == 2
+    assert stderr_lines(proc) == [
+        f"error: {tmp_path / 'run.json'}: INVALID_RUN_INPUT: invalid TeamRun input: "
+        "team.agents[0].tools[1]: unknown tool 'file_wirte' (did you mean 'file_write'?): "
+        "give a built-in tool (bash, file_read, file_write, file_edit, glob, grep), a preset "
+        "(readonly, readwrite, full) or a custom tool as 'package.module:function'"
+    ]
+    assert not (tmp_path / ".oma").exists(), "nothing may start"
+
+
 async def test_the_python_client_refuses_input_over_the_payload_limit_before_connecting() -> None:
     api = OpenMultiAgent(address=f"127.0.0.1:{free_port()}")
     with pytest.raises(InvalidRunInputError, match=r"largest field is tasks\[0\]\.description"):
