@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import subprocess
 import uuid
 from datetime import UTC, timedelta
@@ -555,6 +556,41 @@ async def test_oma_run_piped_prints_its_task_table_with_whole_headings_and_cells
             "$0.00",
             output,
         ]
+    ]
+
+
+async def test_an_interrupted_oma_run_prints_its_task_table_as_the_run_ended(
+    dev_server: DevServer, processes: Processes, workflow_id: str, tmp_path: Path
+) -> None:
+    run_input = {
+        "team": {
+            "name": "t",
+            "agents": [
+                scripted("quick", "done quickly"),
+                process("sleeper", "import time; time.sleep(60)"),
+            ],
+        },
+        "tasks": [task("quick", "quick"), task("slow", "sleeper")],
+    }
+    proc = processes.start(
+        [OMA, "run", "--no-worker", "--workflow-id", workflow_id, input_file(tmp_path, run_input)],
+        env=cli_env(dev_server),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    said = ""
+    while ("task_complete" not in said) and proc.poll() is None:
+        said += await asyncio.to_thread(proc.stderr.readline)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = await asyncio.to_thread(proc.communicate, None, 60)
+
+    assert proc.returncode == 130
+    assert "TeamRun: cancelled" in stdout, stderr
+    assert [(row[0], row[3]) for row in table_rows(stdout)] == [
+        ("quick", "completed"),
+        ("slow", "failed"),
     ]
 
 
