@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import subprocess
 import uuid
 from datetime import UTC, timedelta
@@ -29,9 +30,11 @@ from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskStatus
 from oma.runtime.dev_server import DevServer, free_port, is_listening
 from oma.worker import build_worker
+from tests._approvals import start_run
 from tests._procs import Processes
 from tests._runs import TASK_QUEUE, process, run_team, scripted, task, team_result
 from tests.test_cli import OMA, run_cmd, temporal
+from tests.test_tool_approvals import gated_run, write
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -192,10 +195,10 @@ async def test_oma_run_of_a_goal_prints_progress_the_task_table_and_the_final_ou
     ]
     # the scripted provider counts words: 5 in "# Task: Draft\n\ndraft it", 2 out
     assert table_rows(proc.stdout) == [
-        ["t1", "Draft", "writer", "completed", "5/2", "$0.0000", "a draft"],
-        ["t2", "Edit", "editor", "completed", "18/2", "$0.0000", "an edit"],
+        ["t1", "Draft", "writer", "completed", "5/2", "$0.00", "a draft"],
+        ["t2", "Edit", "editor", "completed", "18/2", "$0.00", "an edit"],
     ]
-    assert "total cost: $0.0000\n" in proc.stdout  # scripted turns cost nothing
+    assert "total cost: $0.00\n" in proc.stdout  # scripted turns cost nothing
     assert "final output" in proc.stdout
     assert proc.stdout.rstrip().endswith("The final haiku.")
     assert "output of t2" not in proc.stdout
@@ -477,6 +480,138 @@ async def test_oma_reject_ends_the_run_rejected(
     )
     assert result.error == "rejected: dispatch-x by bob (no)"
     assert result.task("x").status == TaskStatus.SKIPPED
+    assert f"TeamRun {workflow_id} stops: it ends rejected" in rejected.stdout
+
+
+async def test_oma_run_prints_a_small_cost_budget_with_the_decimals_it_needs(
+    dev_server: DevServer, workflow_id: str, tmp_path: Path
+) -> None:
+    use = [{"type": "tool_use", "id": f"u{i}", "name": "add", "input": {"a": i}} for i in range(3)]
+    adder = {
+        "name": "adder",
+        "provider": "scripted",
+        "script": [[block] for block in use] + ["done"],
+        "tools": ["tests.tools:add"],
+    }
+    proc = await oma_run(
+        dev_server,
+        workflow_id,
+        tmp_path,
+        {
+            "team": {"name": "t", "agents": [adder]},
+            "tasks": [task("loop", "adder")],
+            # $0.00001 a token: the first turn's 7 tokens spend $0.00007
+            "options": {
+                "max_cost_usd": 0.00005,
+                "pricing": {"scripted": {"input": 10, "output": 10}},
+            },
+        },
+    )
+
+    assert proc.returncode == 1, proc.stderr
+    out = " ".join(proc.stdout.split())
+    assert (
+        "agent 'adder' spent $0.00007 of the $0.00007 left to it of the run's cost budget "
+        "(options.max_cost_usd), and asked for more tool calls"
+    ) in out
+    assert "COST_BUDGET_EXCEEDED: the cost budget of $0.00005 is used up" in out
+    assert "total cost: $0.00007" in out
+    assert [row[5] for row in table_rows(proc.stdout)] == ["$0.00007"]
+
+
+async def test_oma_run_piped_prints_its_task_table_with_whole_headings_and_cells(
+    dev_server: DevServer, workflow_id: str, tmp_path: Path
+) -> None:
+    agent = "a-reviewer-with-a-long-name"
+    output = "a first line of output that is longer than any column of an 80-column table"
+    first = {**task("summarize-the-quarterly-report", agent), "title": "Summarize the report"}
+    proc = await oma_run(
+        dev_server,
+        workflow_id,
+        tmp_path,
+        {
+            "team": {"name": "t", "agents": [scripted(agent, output)]},
+            "tasks": [first],
+        },
+    )
+
+    assert proc.returncode == 0, proc.stderr
+    [heading] = [line for line in proc.stdout.splitlines() if line.startswith("┃")]
+    assert [c.strip() for c in heading.split("┃")[1:-1]] == [
+        "task",
+        "title",
+        "assignee",
+        "status",
+        "tokens",
+        "cost",
+        "output or error",
+    ]
+    assert table_rows(proc.stdout) == [
+        [
+            "summarize-the-quarterly-report",
+            "Summarize the report",
+            agent,
+            "completed",
+            "7/15",
+            "$0.00",
+            output,
+        ]
+    ]
+
+
+async def test_an_interrupted_oma_run_prints_its_task_table_as_the_run_ended(
+    dev_server: DevServer, processes: Processes, workflow_id: str, tmp_path: Path
+) -> None:
+    run_input = {
+        "team": {
+            "name": "t",
+            "agents": [
+                scripted("quick", "done quickly"),
+                process("sleeper", "import time; time.sleep(60)"),
+            ],
+        },
+        "tasks": [task("quick", "quick"), task("slow", "sleeper")],
+    }
+    proc = processes.start(
+        [OMA, "run", "--no-worker", "--workflow-id", workflow_id, input_file(tmp_path, run_input)],
+        env=cli_env(dev_server),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    said = ""
+    while ("task_complete" not in said) and proc.poll() is None:
+        said += await asyncio.to_thread(proc.stderr.readline)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = await asyncio.to_thread(proc.communicate, None, 60)
+
+    assert proc.returncode == 130
+    assert "TeamRun: cancelled" in stdout, stderr
+    assert [(row[0], row[3]) for row in table_rows(stdout)] == [
+        ("quick", "completed"),
+        ("slow", "failed"),
+    ]
+
+
+async def test_oma_reject_of_a_tool_call_says_the_run_goes_on(
+    client: Client, dev_server: DevServer, workflow_id: str, tmp_path: Path
+) -> None:
+    run = await start_run(
+        client, workflow_id, gated_run(tmp_path, [write("u1", "out.txt", "hi")], "understood")
+    )
+    await run.request("tool-w-1")
+    rejected = await oma(dev_server, "reject", workflow_id, "tool-w-1", "--reviewer", "bob")
+
+    assert rejected.returncode == 0, rejected.stderr
+    assert "ends rejected" not in rejected.stdout
+    assert (
+        "the tool call is not run: its agent reads the rejection as the call's result, "
+        f"and TeamRun {workflow_id} goes on"
+    ) in " ".join(rejected.stdout.split())
+    result = await result_of(client, workflow_id)
+    assert (result.status, result.error_code) == ("completed", None)
+    assert not (tmp_path / "out.txt").exists()
 
 
 async def test_approving_twice_the_second_exits_1_with_approval_conflict(

@@ -17,12 +17,15 @@ import struct
 import subprocess
 import termios
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client
 
-from oma.runtime.dev_server import DevServer
+from oma.runtime.dev_server import DevServer, free_port
+from tests._procs import Processes
 from tests._runs import process, scripted, task
 from tests.anthropic_server import AnthropicServer, TextReply
 from tests.test_cli import OMA
@@ -175,6 +178,42 @@ async def test_the_live_view_streams_model_text_before_the_turn_ends(
         hold.set()
         term.kill()
     assert re.search(r"task_complete +ask +Ask the model", term.screen), term.screen
+
+
+async def test_the_live_view_says_an_unreachable_provider_is_being_retried(
+    dev_server: DevServer, client: Client, processes: Processes, workflow_id: str, tmp_path: Path
+) -> None:
+    # a worker of its own whose openai base URL nothing listens on: every
+    # attempt of the turn is refused, and Temporal retries it
+    queue = f"unreachable-{uuid.uuid4().hex[:8]}"
+    env = {
+        **cli_env(dev_server),
+        "OMA_TASK_QUEUE": queue,
+        "OPENAI_API_KEY": "sk-test-unreachable",
+        "OPENAI_BASE_URL": f"http://127.0.0.1:{free_port()}/v1",
+    }
+    worker = processes.start([OMA, "worker"], env=env, stdout=subprocess.PIPE, text=True)
+    assert worker.stdout is not None
+    banner = await asyncio.wait_for(asyncio.to_thread(worker.stdout.readline), 120)
+    assert banner.startswith("OMA worker on task queue"), banner
+    agent = {"name": "gpt", "provider": "openai", "model": "gpt-test"}
+    run_input = {
+        "team": {"name": "live", "agents": [agent]},
+        "tasks": [{**task("ask", "gpt"), "title": "Ask the model"}],
+    }
+    run_file = input_file(tmp_path, run_input)
+    term = Terminal(
+        dev_server, "run", "--no-worker", "--workflow-id", workflow_id, run_file, env=env
+    )
+    try:
+        await term.wait_for(
+            r"ask +Ask the model +gpt +\d+\.\ds +retrying the model provider: attempt [2-9], "
+            r"\S+"
+        )
+        assert "task_failed" not in term.screen
+    finally:
+        term.kill()
+        await client.get_workflow_handle(workflow_id).terminate("test over")
 
 
 async def test_a_failed_process_is_explained_under_failures_with_its_stderr_tail(

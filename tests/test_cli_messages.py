@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from temporalio import workflow
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import Worker
 
 from oma.client import OpenMultiAgent
@@ -78,6 +78,46 @@ async def test_oma_run_says_what_to_start_when_no_worker_polls_the_task_queue(
     assert "`oma dev`" in said
 
 
+async def test_sigterm_to_oma_run_with_no_worker_says_at_once_the_run_is_left_running(
+    processes: Processes, dev_server: DevServer, client: Client, tmp_path: Path
+) -> None:
+    queue = f"nobody-polls-{uuid.uuid4().hex[:8]}"
+    workflow_id = f"left-running-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "TEMPORAL_ADDRESS": dev_server.address, "OMA_TASK_QUEUE": queue}
+    proc = processes.start(
+        [OMA, "run", "--no-worker", "--workflow-id", workflow_id, write(tmp_path, small_run())],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    said = ""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and "started TeamRun" not in said:
+        said += await asyncio.to_thread(proc.stderr.readline)
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        signalled = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, rest = await asyncio.to_thread(proc.communicate, None, 30)
+        took = time.monotonic() - signalled
+
+        assert proc.returncode == 130
+        assert took < 5, f"oma run took {took:.1f} s to leave"
+        assert (
+            f"TeamRun {workflow_id} is still running: its cancellation is recorded, but no "
+            f"worker polls task queue {queue!r} to carry it out; it ends cancelled once one "
+            f"does (`oma worker`), or end it now with "
+            f"`temporal workflow terminate --workflow-id {workflow_id}`"
+        ) in " ".join(rest.split())
+        described = await handle.describe()
+        assert described.status == WorkflowExecutionStatus.RUNNING
+    finally:
+        await handle.terminate("test over")
+
+
 def test_oma_run_refuses_input_over_the_payload_limit_naming_the_field(tmp_path: Path) -> None:
     env = {**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
     proc = oma("run", write(tmp_path, big_run()), cwd=tmp_path, env=env)
@@ -98,6 +138,23 @@ def test_oma_run_suggests_the_field_meant_for_a_misspelled_one(tmp_path: Path) -
         f"error: {tmp_path / 'run.json'}: INVALID_RUN_INPUT: invalid TeamRun input: "
         "options.max_concurency: Extra inputs are not permitted (did you mean "
         "'max_concurrency'?)"
+    ]
+    assert not (tmp_path / ".oma").exists(), "nothing may start"
+
+
+def test_oma_run_names_a_misspelled_tool_entry_and_suggests_the_tool_meant(
+    tmp_path: Path,
+) -> None:
+    run = small_run()
+    run["team"]["agents"][0]["tools"] = ["file_read", "file_wirte"]
+    env = {**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
+    proc = oma("run", write(tmp_path, run), cwd=tmp_path, env=env)
+    assert proc.returncode == 2
+    assert stderr_lines(proc) == [
+        f"error: {tmp_path / 'run.json'}: INVALID_RUN_INPUT: invalid TeamRun input: "
+        "team.agents[0].tools[1]: unknown tool 'file_wirte' (did you mean 'file_write'?): "
+        "give a built-in tool (bash, file_read, file_write, file_edit, glob, grep), a preset "
+        "(readonly, readwrite, full) or a custom tool as 'package.module:function'"
     ]
     assert not (tmp_path / ".oma").exists(), "nothing may start"
 

@@ -45,7 +45,7 @@ async def test_the_cost_budget_stops_the_run_once_a_task_reaches_it_and_skips_th
         "COST_BUDGET_EXCEEDED",
         True,
     )
-    assert result.error == "the cost budget of $0.2 is used up"
+    assert result.error == "the cost budget of $0.20 is used up"
     assert [(t.id, t.status, t.cost_usd) for t in result.tasks] == [
         ("a", "completed", pytest.approx(0.15)),
         ("b", "completed", pytest.approx(0.15)),

@@ -320,6 +320,32 @@ def test_an_error_on_a_redirected_stderr_is_not_lost(forkserver: Forkserver) -> 
         assert "No space left on device" in helped.stderr, (env["OMA_FORKSERVER"], helped.stderr)
 
 
+def test_a_reader_that_leaves_early_ends_the_command_without_a_traceback(
+    forkserver: Forkserver,
+) -> None:
+    forkserver.warm()
+    history = str(Path(__file__).parent / "histories" / "team_run_cancelled.json")
+    for env in (forkserver.env(), {**forkserver.env(), "OMA_FORKSERVER": "0"}):
+        # `oma show --json | head`: the reader is gone before the output is flushed
+        shown = subprocess.Popen(
+            [OMA, "show", "--history", history, "--json"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert shown.stdout is not None
+        shown.stdout.close()
+        _, stderr = shown.communicate(timeout=30)
+        assert (shown.returncode, stderr.splitlines()) == (
+            1,
+            [
+                "note: no history of team_run_cancelled/hang (run "
+                "01a23014-accc-7453-b843-ca1c9a3ac687): no activities shown"
+            ],
+        ), env["OMA_FORKSERVER"]
+
+
 def test_shell_completion_set_up_sees_the_callers_shell(forkserver: Forkserver) -> None:
     forkserver.warm()
     shown = subprocess.run(

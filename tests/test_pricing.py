@@ -8,7 +8,7 @@ from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput, price_turn
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.messages import TextBlock, user_text
 from oma.core.schema.pricing import PRICES, ModelPrice, price_of, priced
-from oma.core.schema.usage import TokenUsage
+from oma.core.schema.usage import TokenUsage, usd
 
 USAGE = TokenUsage(
     input_tokens=1_000_000,
@@ -80,3 +80,24 @@ def test_a_turn_is_priced_by_the_model_that_answered_a_scripted_one_costs_nothin
     assert price_turn(inp, out).usage.cost_known
     anthropic = out.model_copy(update={"model": ""})
     assert price_turn(inp, anthropic).usage.cost_usd == pytest.approx(15 + 7.5 + 3.75 + 3.0)
+
+
+@pytest.mark.parametrize(
+    ("amount", "shown"),
+    [
+        (5, "$5.00"),
+        (0.2, "$0.20"),
+        (12.345, "$12.35"),
+        (0.0005, "$0.0005"),
+        (0.015, "$0.015"),
+        (0.000123, "$0.00012"),
+        (0.0, "$0.00"),
+    ],
+)
+def test_money_shows_the_decimals_its_size_needs(amount: float, shown: str) -> None:
+    assert usd(amount) == shown
+
+
+def test_money_measured_against_a_budget_shows_the_budgets_decimals() -> None:
+    assert (usd(0.0001, 0.00003), usd(0.00003, 0.0001)) == ("$0.00010", "$0.00003")
+    assert usd(3.5, 0.0005) == "$3.5000"

@@ -204,7 +204,7 @@ async def test_the_cost_budget_stops_the_loop_before_more_tool_calls_not_a_final
     model = Model(*[costs(0.25, use(f"u{i}", "add", a=i)) for i in range(5)])
     tools = Tools({"add": ToolCallOutput(content="ok")})
     result = AgentRunResult(agent="a", status="completed")
-    with pytest.raises(CostBudgetExceededError, match=r"spent \$0.5000, the \$0.4000 left"):
+    with pytest.raises(CostBudgetExceededError, match=r"spent \$0.50 of the \$0.40 left to it"):
         await run_model_loop(
             agent(), [user_text("go")], model, tools, result, RunBudget(cost_usd=0.4)
         )

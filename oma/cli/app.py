@@ -197,7 +197,11 @@ def reject(
     display_name: DisplayNameOption = None,
     comment: CommentOption = None,
 ) -> None:
-    """Reject an open approval request (the decide update): the run stops and ends rejected."""
+    """Reject an open approval request (the decide update).
+
+    A rejected plan, round or dispatch stops the run, which ends rejected; a
+    rejected tool call is not run, its agent reads why, and the run goes on.
+    """
     from oma.cli.control import decide
 
     decide(workflow_id, request_id, "reject", reviewer, display_name, comment)
@@ -568,15 +572,25 @@ def main() -> None:
 def invoke() -> int:
     """Run the command in ``sys.argv``; its exit status, once its output and
     its spans (``oma.runtime.tracing.shutdown``: ``os._exit`` skips the SDK's
-    ``atexit`` hook) are flushed, however it ended."""
+    ``atexit`` hook) are flushed, however it ended.
+
+    A reader that left early (``oma show --json | head``) ends the command
+    quietly with status 1, as click does when a write fails so, whether the
+    output broke mid-command or at the last flush: no traceback.
+    """
     try:
-        app()
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    finally:
-        _flush_spans()
-    sys.stdout.flush()
+        try:
+            app()
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        finally:
+            _flush_spans()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # what is left in the buffer would fail again at every later flush
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
     sys.stderr.flush()
     return code
 

@@ -21,12 +21,39 @@ from rich.console import Console
 from rich.text import Text
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from oma.runtime.connection import Connection
 
 # soft wrap: a line longer than the terminal is left for the terminal to wrap,
 # so output piped to a file or a test keeps its lines whole
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
+
+WIDE = 10_000
+"""The width a table may take on an output that is not a terminal: as wide as
+its cells, so no heading or cell is cut to the 80 columns rich assumes there."""
+
+
+def table_width() -> int:
+    """The columns a table may fill: the terminal's, or ``WIDE`` when stdout is
+    a pipe or a file (a reader there scrolls or greps; nothing wraps it)."""
+    return console.width if console.is_terminal else WIDE
+
+
+def print_table(table: Table) -> None:
+    """Print ``table`` on stdout: fitted to the terminal, or, when stdout is
+    not one, at its natural width (every heading and cell whole, one line a
+    row), not cut or wrapped to the 80 columns rich assumes for a pipe."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    from rich.measure import Measurement
+
+    natural = Measurement.get(console, console.options.update_width(WIDE), table).maximum
+    # console.print(width=) only narrows: a console of that width widens
+    Console(file=console.file, soft_wrap=True, width=max(natural, 1)).print(table)
+
 
 STATE_DIR = Path(".oma")
 LOG_FILE = STATE_DIR / "oma.log"

@@ -25,7 +25,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma.cli.common import cause, connection, console, fail, run_async, run_text
+from oma.cli.common import cause, connection, console, fail, print_table, run_async, run_text
 from oma.cli.run import QUERY_TIMEOUT
 from oma.cli.summary import print_result
 from oma.cli.upstream import output_lines, upstream_header
@@ -132,7 +132,7 @@ def approvals(workflow_id: str, full: bool = False) -> None:
         table.add_row(
             run_text(r.request_id), r.boundary, run_text(r.reason), _utc(r.requested_at), expires
         )
-    console.print(table)
+    print_table(table)
     for r in pending:
         _print_request_content(r, whole.get(r.request_id), workflow_id)
     console.print(run_text(f"decide with: oma approve|reject {workflow_id} REQUEST_ID"))
@@ -221,7 +221,19 @@ def decide(
         )
     )
     if recorded.decision == "reject":
-        console.print(run_text(f"TeamRun {workflow_id} stops: it ends rejected"))
+        console.print(run_text(rejection_effect(workflow_id, recorded.boundary)))
+
+
+def rejection_effect(workflow_id: str, boundary: str) -> str:
+    """What a rejection of a ``boundary`` request does to the run
+    (docs/approvals.md): a tool call's is the call's result, which the agent
+    reads, and the run goes on; a plan's, a round's or a dispatch's stops it."""
+    if boundary == "tool":
+        return (
+            f"the tool call is not run: its agent reads the rejection as the call's result, "
+            f"and TeamRun {workflow_id} goes on"
+        )
+    return f"TeamRun {workflow_id} stops: it ends rejected"
 
 
 def abort(workflow_id: str, reason: str | None, wait: bool) -> None:

@@ -14,7 +14,9 @@ Two views of the same run events (the ``events`` query, polled by
 
 The latest output comes from the heartbeats of the task's running
 activities: a process's ``last_line``, an ACP agent's or a model's
-``last_text`` (``oma.activities._heartbeat``), read with
+``last_text`` (``oma.activities._heartbeat``); while Temporal retries a
+failed attempt (a model provider that does not answer), the attempt and its
+error instead. Both are read with
 ``DescribeWorkflowExecution`` of the task's ``AgentRun``
 (``pending_activities[].heartbeat_details``). Heartbeats rather than a
 query or a workflow update: the text never enters a workflow's history or
@@ -342,6 +344,10 @@ async def latest_output(client: Client, workflow_id: str) -> str:
     described = await client.get_workflow_handle(workflow_id).describe(rpc_timeout=DESCRIBE_TIMEOUT)
     found: list[tuple[float, str]] = []
     for pending in described.raw_description.pending_activities:
+        retry = _retrying(pending)
+        if retry:
+            found.append((pending.last_attempt_complete_time.ToNanoseconds(), retry))
+            continue
         payloads = pending.heartbeat_details.payloads
         if not payloads:
             continue
@@ -350,6 +356,29 @@ async def latest_output(client: Client, workflow_id: str) -> str:
         if text:
             found.append((pending.last_heartbeat_time.ToNanoseconds(), text))
     return max(found)[1] if found else ""
+
+
+_RETRIED = {"llm_turn": "the model provider", "acp_prompt": "the ACP agent"}
+
+
+def _retrying(pending: Any) -> str:
+    """``retrying the model provider: attempt 3, PROVIDER_ERROR: ...`` for
+    a pending activity (``PendingActivityInfo``) whose last attempt failed
+    and whose next one has not begun to report: waiting out Temporal's retry
+    backoff (an unreachable ``base_url`` is retried for about 16 s), or
+    started and not heartbeated yet. ``""`` otherwise."""
+    from temporalio.api.enums.v1 import PendingActivityState
+
+    failure = pending.last_failure.message
+    if pending.attempt < 2 or not failure:
+        return ""
+    waiting = pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
+    silent = pending.last_heartbeat_time.ToNanoseconds() < pending.last_started_time.ToNanoseconds()
+    if not (waiting or silent):
+        return ""
+    what = _RETRIED.get(pending.activity_type.name, pending.activity_type.name)
+    first = failure.strip().splitlines()[0] if failure.strip() else failure
+    return f"retrying {what}: attempt {pending.attempt}, {first}"
 
 
 def _progress_text(details: Any) -> str:

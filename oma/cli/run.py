@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -66,14 +66,19 @@ def run_command(file: Path, as_json: bool, workflow_id: str | None, worker: bool
     """``oma run``: exits 0 when the run succeeded, 1 when it did not, 2 when
     FILE is invalid, 130 when interrupted (the run is cancelled)."""
     inp = read_run_input(file)
-    result = run_async(start_and_follow(inp, workflow_id, worker))
-    if as_json:
-        print(result.model_dump_json(indent=2))
-    else:
-        print_result(result, goal_run=inp.goal is not None)
-        if result.plan is not None and result.status == "planned":  # options.plan_only
-            console.rule("plan")
-            print(result.plan.model_dump_json(indent=2))
+
+    def show(result: TeamRunResult) -> None:
+        if as_json:
+            print(result.model_dump_json(indent=2))
+        else:
+            print_result(result, goal_run=inp.goal is not None)
+
+    # interrupted, the run's tasks as it left them are shown all the same
+    result = run_async(start_and_follow(inp, workflow_id, worker, on_interrupt=show))
+    show(result)
+    if not as_json and result.plan is not None and result.status == "planned":  # plan_only
+        console.rule("plan")
+        print(result.plan.model_dump_json(indent=2))
     raise typer.Exit(0 if result.success else 1)
 
 
@@ -134,11 +139,15 @@ def read_run_input(file: Path) -> TeamRunInput:
 
 
 async def start_and_follow(
-    inp: TeamRunInput, workflow_id: str | None, with_worker: bool | None
+    inp: TeamRunInput,
+    workflow_id: str | None,
+    with_worker: bool | None,
+    on_interrupt: Callable[[TeamRunResult], None] | None = None,
 ) -> TeamRunResult:
     """Start a ``TeamRun`` of ``inp``, print its events to stderr as they
     happen, and return its result. Cancelled (Ctrl-C, SIGTERM), it cancels the
-    run and waits for it to drain."""
+    run (``_cancel_run``), hands the result it ended with to ``on_interrupt``
+    and is cancelled still."""
     from oma.client import start_team_run, team_run_result  # (what only a run needs)
 
     async with temporal(with_worker) as (client, task_queue):
@@ -167,7 +176,9 @@ async def start_and_follow(
             # with the next embedded server); cancel it and let it drain
             follow.cancel()
             err_console.print(run_text(f"interrupted: cancelling TeamRun {wid}"))
-            await _cancel_and_wait(handle)
+            ended = await _cancel_run(client, handle, task_queue)
+            if ended is not None and on_interrupt is not None:
+                on_interrupt(ended)
             raise
         except WorkflowFailureError as err:
             raise fail(f"TeamRun {wid} did not complete: {cause(err)}") from None
@@ -180,20 +191,14 @@ async def start_and_follow(
         return result
 
 
-NO_WORKER_CHECK_S = 2.0
-"""How long after the start ``oma run`` looks at the task queue's pollers."""
-
-
-async def _say_when_no_worker_polls(client: Client, task_queue: str) -> None:
-    """Once, ``NO_WORKER_CHECK_S`` after the start: when no worker has polled
-    ``task_queue`` for workflow tasks (the server keeps a queue's pollers of
-    the last minutes: ``DescribeTaskQueue``), say what to start, as the run
-    would otherwise wait without a word. Best effort: an error says nothing."""
+async def _worker_polls(client: Client, task_queue: str) -> bool | None:
+    """Whether a worker has polled ``task_queue`` for workflow tasks lately
+    (the server keeps a queue's pollers of the last minutes:
+    ``DescribeTaskQueue``); ``None`` when the server does not say."""
     from temporalio.api.enums.v1 import TaskQueueType
     from temporalio.api.taskqueue.v1 import TaskQueue
     from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
-    await asyncio.sleep(NO_WORKER_CHECK_S)
     request = DescribeTaskQueueRequest(
         namespace=client.namespace,
         task_queue=TaskQueue(name=task_queue),
@@ -204,8 +209,22 @@ async def _say_when_no_worker_polls(client: Client, task_queue: str) -> None:
             request, timeout=QUERY_TIMEOUT
         )
     except RPCError:
-        return
-    if not described.pollers:
+        return None
+    return bool(described.pollers)
+
+
+NO_WORKER_CHECK_S = 2.0
+"""How long after the start ``oma run`` looks at the task queue's pollers."""
+
+
+async def _say_when_no_worker_polls(client: Client, task_queue: str) -> None:
+    """Once, ``NO_WORKER_CHECK_S`` after the start: when no worker has polled
+    ``task_queue`` for workflow tasks (the server keeps a queue's pollers of
+    the last minutes: ``DescribeTaskQueue``), say what to start, as the run
+    would otherwise wait without a word. Best effort: an error says nothing."""
+
+    await asyncio.sleep(NO_WORKER_CHECK_S)
+    if await _worker_polls(client, task_queue) is False:
         err_console.print(
             f"no worker polls task queue {task_queue!r}: the run waits until one does; "
             f"start one with `oma worker` (same TEMPORAL_ADDRESS and OMA_TASK_QUEUE), or "
@@ -406,6 +425,66 @@ class Progress:
         if request is not None and request.upstream:
             for line in live_lines(request.upstream, self.handle.id):
                 self.view.note(line, "")
+
+
+CANCEL_DRAIN = timedelta(seconds=15)
+"""How long an interrupted ``oma run`` waits for the cancelled run to end (its
+tasks in flight cancelled, their processes killed) before it leaves it."""
+
+
+async def _cancel_run(
+    client: Client, handle: WorkflowHandle[Any, Any], task_queue: str
+) -> TeamRunResult | None:
+    """Request the cancellation of the run ``handle`` and, when a worker is
+    there to carry it out, wait up to ``CANCEL_DRAIN`` for the run to end; the
+    result it ended with, or ``None``, having said on stderr why the run may
+    still be running and how to end it."""
+    from oma.client import team_run_result
+
+    wid = handle.id
+    try:
+        await asyncio.wait_for(handle.cancel(), QUERY_TIMEOUT.total_seconds())
+    except Exception as err:  # an RPC error, a timeout: the run goes on
+        err_console.print(
+            run_text(
+                f"the cancellation did not reach TeamRun {wid} ({err or type(err).__name__}): it "
+                f"is still running; cancel it with `temporal workflow cancel --workflow-id {wid}`",
+                "bold yellow",
+            )
+        )
+        return None
+    if await _worker_polls(client, task_queue) is False:
+        err_console.print(
+            run_text(
+                f"TeamRun {wid} is still running: its cancellation is recorded, but no worker "
+                f"polls task queue {task_queue!r} to carry it out; it ends cancelled once one "
+                f"does (`oma worker`), or end it now with "
+                f"`temporal workflow terminate --workflow-id {wid}`",
+                "bold yellow",
+            )
+        )
+        return None
+    try:
+        return await asyncio.wait_for(team_run_result(handle, client), CANCEL_DRAIN.total_seconds())
+    except WorkflowFailureError:
+        # ended Canceled in Temporal, with no result: its state is the table
+        with contextlib.suppress(Exception):
+            state: TeamRunResult = await handle.query(
+                "state", result_type=TeamRunResult, rpc_timeout=QUERY_TIMEOUT
+            )
+            return state
+    except TimeoutError:
+        err_console.print(
+            run_text(
+                f"TeamRun {wid} did not end within {CANCEL_DRAIN.total_seconds():g} s of its "
+                f"cancellation: it ends cancelled once its tasks in flight stop; see "
+                f"`temporal workflow describe --workflow-id {wid}`",
+                "bold yellow",
+            )
+        )
+    except Exception:  # e.g. a failure without a result: there is no table to print
+        pass
+    return None
 
 
 async def _cancel_and_wait(handle: Any) -> None:

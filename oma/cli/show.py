@@ -20,7 +20,15 @@ from rich.text import Text
 from temporalio.client import WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma.cli.common import connection, console, err_console, fail, run_async, run_text
+from oma.cli.common import (
+    connection,
+    console,
+    err_console,
+    fail,
+    print_table,
+    run_async,
+    run_text,
+)
 from oma.cli.viewer.model import (
     RunView,
     TaskView,
@@ -31,6 +39,7 @@ from oma.cli.viewer.model import (
 )
 from oma.core.contracts.workflow_ids import team_run_id_of
 from oma.core.schema.errors import HistoryReadError, OMAError
+from oma.core.schema.usage import usd
 from oma.runtime.codec import keys_from_env
 from oma.runtime.converter import data_converter
 from oma.runtime.dev_server import is_listening
@@ -160,7 +169,7 @@ def print_view(view: RunView, whole_with: str = "oma show RUN --task ID") -> Non
     )
     console.print(header)
     usage = view.total_token_usage
-    cost = f"${view.total_cost_usd:.4f}"
+    cost = usd(view.total_cost_usd)
     if view.cost_unknown:
         cost += f" + unknown ({', '.join(view.cost_unknown)})"
     console.print(
@@ -174,9 +183,9 @@ def print_view(view: RunView, whole_with: str = "oma show RUN --task ID") -> Non
     if view.error:
         code = f"{view.error_code}: " if view.error_code else ""
         console.print(run_text(f"stopped: {code}{view.error}", "red"))
-    console.print(_task_table(view))
+    print_table(_task_table(view))
     if view.coordinator:
-        console.print(_coordinator_table(view))
+        print_table(_coordinator_table(view))
     _print_outputs(view, whole_with)
     _print_failures(view)
     _print_skipped(view)
@@ -232,7 +241,7 @@ def print_task(view: RunView, task_id: str) -> None:
 
 def _task_table(view: RunView) -> Table:
     table = Table(title="tasks, in dependency order", box=box.SIMPLE_HEAD, title_justify="left")
-    columns = ("task", "title", "assignee", "status", "after", "start", "took", "tries", "cost $")
+    columns = ("task", "title", "assignee", "status", "after", "start", "took", "tries", "cost")
     for name in columns:
         # on a narrow terminal the free text wraps; ids, statuses and figures stay whole
         free = name in ("title", "after")
@@ -247,7 +256,7 @@ def _task_table(view: RunView) -> Table:
             _offset(view, t.started_at),
             seconds_text(t.duration_s),
             t.tries,
-            "?" if t.cost_usd is None else f"{t.cost_usd:.4f}",
+            "?" if t.cost_usd is None else usd(t.cost_usd, view.total_cost_usd),
         )
     return table
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from oma.cli.common import console, run_text
+from oma.cli.common import WIDE, console, print_table, run_text, table_width
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskState, TaskStatus
+from oma.core.schema.usage import usd
 
 TABLE_ROWS_UP_TO = 20
 """A run of more tasks lists only those that did not complete in its table
@@ -46,7 +47,7 @@ def print_result(result: TeamRunResult, goal_run: bool | None = None) -> None:
     )
     unknown = f" + unknown: {', '.join(result.cost_unknown)}" if result.cost_unknown else ""
     console.print(
-        f"total cost: ${result.total_cost_usd:.4f}{unknown}", highlight=False, markup=False
+        f"total cost: {usd(result.total_cost_usd)}{unknown}", highlight=False, markup=False
     )
     print_error_code(result)
     if goal_run is None:
@@ -70,7 +71,7 @@ def _print_table(result: TeamRunResult) -> None:
     rows = []
     for t in listed:
         usage = f"{t.token_usage.input_tokens}/{t.token_usage.output_tokens}"
-        cost = "?" if t.cost_usd is None else f"${t.cost_usd:.4f}"
+        cost = "?" if t.cost_usd is None else usd(t.cost_usd, result.total_cost_usd)
         status = t.status.value if t.attempts <= 1 else f"{t.status.value} ({t.attempts}x)"
         detail = ((t.output if t.output is not None else t.error) or "").strip()
         # one line a task, cut to the terminal: the whole output is below
@@ -82,7 +83,7 @@ def _print_table(result: TeamRunResult) -> None:
     widths = _widths(rows)
     for (col, _), width in zip(_COLUMNS, widths, strict=True):
         table.add_column(col, no_wrap=True, overflow="ellipsis", min_width=width, max_width=width)
-    rest = max(console.width - sum(widths) - _FRAME, 16)
+    rest = max(table_width() - sum(widths) - _FRAME, 16)
     table.add_column("output or error", no_wrap=True, overflow="ellipsis", max_width=rest)
     for row in rows:
         table.add_row(*row)
@@ -90,7 +91,7 @@ def _print_table(result: TeamRunResult) -> None:
         table.caption = (
             f"and {len(result.tasks) - len(listed)} completed task(s) not listed (--json has all)"
         )
-    console.print(table)
+    print_table(table)
 
 
 _COLUMNS = [
@@ -108,14 +109,16 @@ _FRAME = 3 * len(_COLUMNS) + 4
 
 
 def _widths(rows: list[list[Text]]) -> list[int]:
-    """The short columns' widths: their content's, up to their caps, then the
-    widest of task, title and assignee narrowed until the output column has
-    at least 16 characters of the console's width."""
+    """The short columns' widths: their content's, up to their caps on a
+    terminal, then the widest of task, title and assignee narrowed until the
+    output column has at least 16 characters of the terminal's width. Not on
+    a terminal, their content's."""
+    fitted = console.is_terminal  # elsewhere (a pipe, a file) every cell stays whole
     widths = [
-        min(max([len(col), *(r[i].cell_len for r in rows)]), cap)
+        min(max([len(col), *(r[i].cell_len for r in rows)]), cap if fitted else WIDE)
         for i, (col, cap) in enumerate(_COLUMNS)
     ]
-    room = console.width - _FRAME - 16
+    room = table_width() - _FRAME - 16
     while sum(widths) > room:
         i = max((0, 1, 2), key=lambda i: widths[i])
         if widths[i] <= 6:

@@ -30,6 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from oma.cli.viewer.model import ChildRunView, RunView, Span, TaskView, seconds_text
+from oma.core.schema.usage import usd
 
 STATUS_COLORS = {
     "completed": "#2e9d5b",
@@ -115,7 +116,7 @@ def _offset(view: RunView, at: datetime | None) -> str:
 
 def _header(view: RunView) -> str:
     usage = view.total_token_usage
-    cost = f"${view.total_cost_usd:.4f}"
+    cost = usd(view.total_cost_usd)
     if view.cost_unknown:
         cost += f" (not counted: {', '.join(view.cost_unknown)})"
     facts = [
@@ -158,7 +159,7 @@ def _detail_of_task(view: RunView, t: TaskView) -> dict[str, Any]:
         f"start: {_offset(view, t.started_at) or '-'}",
         f"duration: {seconds_text(t.duration_s) if t.duration_s is not None else '-'}",
         f"tokens: {t.token_usage.total_tokens}",
-        f"cost: {'unknown' if t.cost_usd is None else f'${t.cost_usd:.4f}'}",
+        f"cost: {'unknown' if t.cost_usd is None else usd(t.cost_usd)}",
     ]
     if t.output is not None:
         more = len(t.output) - DETAIL_OUTPUT_CHARS
@@ -189,7 +190,7 @@ def _detail_of_span(view: RunView, s: Span) -> dict[str, Any]:
             f"tokens: {u.input_tokens} in, {u.output_tokens} out"
             + (f", {u.cache_read_input_tokens} cache read" if u.cache_read_input_tokens else "")
         )
-        lines.append(f"cost: {'unknown' if s.cost_usd is None else f'${s.cost_usd:.4f}'}")
+        lines.append(f"cost: {'unknown' if s.cost_usd is None else usd(s.cost_usd)}")
     if s.detail:
         lines += ["", s.detail]
     if s.error:
@@ -409,7 +410,7 @@ def _task_table(view: RunView) -> str:
     )
     rows = []
     for t in view.tasks:
-        cost = "unknown" if t.cost_usd is None else f"${t.cost_usd:.4f}"
+        cost = "unknown" if t.cost_usd is None else usd(t.cost_usd, view.total_cost_usd)
         took = seconds_text(t.duration_s) if t.duration_s is not None else ""
         cells = [
             f"<code>{_e(t.id)}</code>",

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from oma.core.schema.errors import BudgetExceededError, CostBudgetExceededError, RunStoppedError
-from oma.core.schema.usage import TokenUsage
+from oma.core.schema.usage import TokenUsage, usd
 
 
 class UsageReport(BaseModel):
@@ -65,8 +65,9 @@ class RunBudget(BaseModel):
             )
         if self.cost_usd is not None and usage.cost_usd >= self.cost_usd:
             return CostBudgetExceededError(
-                f"agent {agent!r} spent ${usage.cost_usd:.4f}, the ${self.cost_usd:.4f} left "
-                "of the run's cost budget (options.max_cost_usd), and asked for more tool calls"
+                f"agent {agent!r} spent {usd(usage.cost_usd, self.cost_usd)} of the "
+                f"{usd(self.cost_usd, usage.cost_usd)} left to it of the run's cost budget "
+                "(options.max_cost_usd), and asked for more tool calls"
             )
         return None
 

@@ -18,7 +18,7 @@ from oma.core.contracts.budget import BudgetGrant
 from oma.core.rules.team_run_state import StopKind, TeamRunState
 from oma.core.schema.results import AgentRunResult
 from oma.core.schema.task import TaskState
-from oma.core.schema.usage import TokenUsage
+from oma.core.schema.usage import TokenUsage, usd
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,10 @@ class TeamBudget:
             stop: StopKind = "budget"
             reason = f"the token budget of {self.tokens} is used up"
             detail = f"{state.tokens_used(in_flight)} tokens of {self.tokens}"
-        elif state.over_cost_budget(self.cost_usd, in_flight):
-            stop, reason = "cost_budget", f"the cost budget of ${self.cost_usd:g} is used up"
-            detail = f"${state.cost_used(in_flight):.4f} of ${self.cost_usd:g}"
+        elif self.cost_usd is not None and state.over_cost_budget(self.cost_usd, in_flight):
+            used = state.cost_used(in_flight)
+            stop, reason = "cost_budget", f"the cost budget of {usd(self.cost_usd)} is used up"
+            detail = f"{usd(used, self.cost_usd)} of {usd(self.cost_usd, used)}"
         else:
             return None
         first = not state.result.budget_exceeded

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field
 
 from oma.core.schema.mcp import McpCall, McpServerConfig, McpTool, split_tool_name
+from oma.core.schema.validation import EntryError, did_you_mean
 
 BUILTIN_TOOL_NAMES = ("bash", "file_read", "file_write", "file_edit", "glob", "grep")
 """The built-in tools (``oma.activities.tools``)."""
@@ -116,24 +117,27 @@ def resolve_tools(
     that none of the declared tools has (a typo would silently keep a tool).
     """
     refs: dict[str, ToolRef] = {}
-    for entry in tools:
+    for index, entry in enumerate(tools):
         if entry in PRESETS or entry in BUILTIN_TOOL_NAMES:
             for name in PRESETS.get(entry, (entry,)):
                 refs.setdefault(name, ToolRef(name=name, source="builtin"))
             continue
         match = CUSTOM_TOOL_PATH.match(entry)
+        at = ("tools", index)
         if match is None:
-            raise ValueError(
-                f"unknown tool {entry!r}: give a built-in tool "
-                f"({', '.join(BUILTIN_TOOL_NAMES)}), a preset ({', '.join(PRESETS)}) or a "
-                "custom tool as 'package.module:function'"
+            meant = did_you_mean(entry, [*BUILTIN_TOOL_NAMES, *PRESETS])
+            raise EntryError(
+                f"unknown tool {entry!r}{f' (did you mean {meant!r}?)' if meant else ''}: "
+                f"give a built-in tool ({', '.join(BUILTIN_TOOL_NAMES)}), a preset "
+                f"({', '.join(PRESETS)}) or a custom tool as 'package.module:function'",
+                at,
             )
         name = match.group(1)
         if not TOOL_NAME.match(name):
-            raise ValueError(f"custom tool {entry!r}: {name!r} is not a valid tool name")
+            raise EntryError(f"custom tool {entry!r}: {name!r} is not a valid tool name", at)
         earlier = refs.get(name)
         if earlier is not None and earlier.source != entry:
-            raise ValueError(f"custom tool {entry!r} has the name of tool {earlier.source!r}")
+            raise EntryError(f"custom tool {entry!r} has the name of tool {earlier.source!r}", at)
         refs[name] = ToolRef(name=name, source=entry)
     for tool in mcp_tools or []:
         refs.setdefault(tool.name, ToolRef(name=tool.name, source=f"mcp:{tool.server}"))

@@ -10,6 +10,8 @@ whole prompt (the OpenAI API's ``prompt_tokens`` includes its
 
 from __future__ import annotations
 
+import math
+
 from pydantic import BaseModel, Field
 
 MAX_TURN_TOKENS = 10**9
@@ -21,6 +23,34 @@ MAX_TURN_COST_USD = 1_000_000.0
 it (or not a finite number) is ignored as unreadable. With both bounds, no sum
 of costs a run adds up can pass what a float holds (an infinite cost is
 ``null`` in JSON, which no workflow can read back)."""
+
+
+def usd(amount: float, scale: float | None = None) -> str:
+    """``amount`` US dollars as ``$1.23``, with the decimals its size needs,
+    and at least those ``scale`` needs (the budget it is measured against,
+    another amount of the same message or table): two at least, more for an
+    amount under a dollar, up to its second significant digit, fewer where
+    the amount ends sooner. A $5 budget reads ``$5.00``, a $0.0005 one
+    ``$0.0005``, $0.000123 ``$0.00012``. Every place that prints money
+    goes through here, so a small budget never reads ``$0.0000``."""
+    decimals = max(_decimals(amount), _decimals(scale) if scale is not None else 0)
+    return f"${amount:.{decimals}f}"
+
+
+MAX_DECIMALS = 8
+"""Below a hundred-millionth of a dollar, ``usd`` shows zeros."""
+
+
+def _decimals(amount: float) -> int:
+    if not math.isfinite(amount) or amount <= 0:
+        return 2
+    first = -math.floor(math.log10(amount))  # the decimal of the first significant digit
+    decimals = max(2, min(first, MAX_DECIMALS))
+    if decimals < min(first + 1, MAX_DECIMALS) and not math.isclose(
+        round(amount, decimals), amount, rel_tol=1e-9
+    ):
+        decimals += 1  # the second significant digit, where there is one
+    return decimals
 
 
 class TokenUsage(BaseModel):

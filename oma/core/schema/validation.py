@@ -72,6 +72,16 @@ def single_input(args: tuple[Any, ...], what: str) -> Any:
     return args[0]
 
 
+class EntryError(ValueError):
+    """A validator's ``ValueError`` about one entry below the model it
+    validates: ``format_validation_error`` reports it at the model's path
+    extended by ``loc`` (``("tools", 1)``: ``team.agents[0].tools[1]``)."""
+
+    def __init__(self, message: str, loc: Sequence[int | str]) -> None:
+        super().__init__(message)
+        self.loc = tuple(loc)
+
+
 def format_validation_error(
     err: ValidationError, root: str = "", model: type[BaseModel] | None = None
 ) -> str:
@@ -85,7 +95,8 @@ def format_validation_error(
     lines = []
     for e in err.errors():
         path = root
-        for part in e["loc"]:
+        raised = (e.get("ctx") or {}).get("error")
+        for part in (*e["loc"], *(raised.loc if isinstance(raised, EntryError) else ())):
             if isinstance(part, int):
                 path += f"[{part}]"
             elif part in ("process", "acp", "function-after[_check_kind()]"):
