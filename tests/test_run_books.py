@@ -125,7 +125,7 @@ def test_a_spent_cost_budget_says_dollars() -> None:
     run.add_usage(TokenUsage(input_tokens=1, cost_usd=1.25))
     spent = budget.check(TokenUsage())
     assert spent is not None
-    assert (spent.stop, spent.detail) == ("cost_budget", "$1.2500 of $1")
+    assert (spent.stop, spent.detail) == ("cost_budget", "$1.25 of $1.00")
     assert not TeamBudget(run, None, None).limited
 
 

@@ -419,7 +419,7 @@ async def test_oma_show_prints_each_output_collapsed_and_the_tries_temporal_ran(
     table = out[: out.index("Outputs")].splitlines()
     rows = {line.split()[0]: line for line in table if line.strip()}
     assert cells(rows["code"])[-2:] == ["1 (2 runs)", "?"]
-    assert cells(rows["notes"])[-2:] == ["1", "0.0000"]
+    assert cells(rows["notes"])[-2:] == ["1", "$0.00"]
     outputs = out[out.index("Outputs") :].splitlines()
     assert outputs == [
         f"Outputs (whole: oma show {outputs_run} --task ID)",

@@ -316,7 +316,9 @@ class LiveView:
         rows = Table.grid(padding=(0, 1))
         for _ in range(4):  # id, title, agent, elapsed
             rows.add_column(no_wrap=True, overflow="ellipsis", max_width=28)
-        rows.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
+        # the latest text takes what is left, cut: a column rich may narrow
+        # (a no_wrap one's width is its whole text, and the others were squeezed)
+        rows.add_column(ratio=1)
         shown = self._shown()
         for task in shown:
             elapsed = _elapsed(now - task.started) if task.started else ""
@@ -325,7 +327,7 @@ class LiveView:
                 run_text(task.title),
                 run_text(task.agent or "-", "dim"),
                 Text(elapsed, style="dim"),
-                run_text(task.latest, "italic"),
+                Text.assemble(run_text(task.latest, "italic"), no_wrap=True, overflow="ellipsis"),
             )
         more = len(tracker.running()) - len(shown)
         parts: list[RenderableType] = [bar, rows]

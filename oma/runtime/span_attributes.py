@@ -115,6 +115,8 @@ def _run_input(workflow_type: str, raw: Mapping[str, Any]) -> Attributes:
 
 
 def _set_run_result(span: Span, result: Any) -> None:
+    if isinstance(result, Mapping) and "tasks" in result and "success" in result:
+        result = TeamRunResult.model_validate(result)  # a TeamRun returns its JSON
     if isinstance(result, TeamRunResult):
         usage = _usage(result.total_token_usage, "oma")
         span.set_attributes({"oma.status": result.status, **usage})
