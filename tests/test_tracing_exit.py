@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -131,7 +132,9 @@ def test_oma_run_interrupted_mid_run_exports_the_cancelled_runs_trace(
     dev_server: DevServer, tmp_path: Path, processes: Processes, signum: int
 ) -> None:
     collector = Collector()
-    team = {"name": "sleepy", "agents": [process("sleeper", "import time; time.sleep(120)")]}
+    started = tmp_path / "started"
+    sleeper = f"import pathlib, time; pathlib.Path({str(started)!r}).touch(); time.sleep(120)"
+    team = {"name": "sleepy", "agents": [process("sleeper", sleeper)]}
     run_input = write_input(tmp_path, team, [task("nap", "sleeper")])
     env = traced_env(
         collector, TEMPORAL_ADDRESS=dev_server.address, OMA_TASK_QUEUE=f"otlp-{free_port()}"
@@ -150,6 +153,12 @@ def test_oma_run_interrupted_mid_run_exports_the_cancelled_runs_trace(
         line = proc.stderr.readline()
         assert line, f"oma run ended before its task started: {seen}"
         seen += line
+    # `task_start` is the child's start: its process_run activity may not have
+    # started yet, and an activity cancelled before it starts has no span
+    deadline = time.monotonic() + 60
+    while not started.exists():
+        assert time.monotonic() < deadline and proc.poll() is None, seen
+        time.sleep(0.05)
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, seen + err
