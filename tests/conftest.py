@@ -58,13 +58,25 @@ that uses one of them is marked ``e2e`` (pyproject.toml's markers)."""
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark ``e2e`` every test that uses the session's dev server, and keep
     the ``fault`` tests (they stop servers, cut connections, kill workers,
-    and time what follows) on one xdist worker, one after another
-    (``--dist loadgroup``)."""
+    and time what follows) one after another in their lane, each lane on
+    one xdist worker (``--dist loadgroup``): ``FAULT_LANES``."""
     for item in items:
         if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
         if item.get_closest_marker("fault") is not None:
-            item.add_marker(pytest.mark.xdist_group("fault"))
+            item.add_marker(pytest.mark.xdist_group(fault_lane(item)))
+
+
+FAULT_LANES = {"test_tool_call_attempts.py": "fault-1", "test_at_least_once.py": "fault-1"}
+"""The ``fault`` tests' lanes, by module (the rest: ``fault-2``). Each fault
+test has a server, a worker or a forkserver of its own, so two lanes never
+touch each other's; a lane only keeps its tests from timing each other. The
+two lanes take about the same time (the outage tests of ``fault-1`` mostly
+wait), so neither holds the suite's end."""
+
+
+def fault_lane(item: pytest.Item) -> str:
+    return FAULT_LANES.get(item.path.name, "fault-2")
 
 
 @pytest.hookimpl(trylast=True)  # after xdist's own hook
@@ -72,17 +84,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Under ``--dist loadgroup`` an xdist worker reports a grouped test as
     ``<nodeid>@<group>``: refuse to run when the groups did not take (with
     pytest 9.2 they silently do not, pytest-dev/pytest-xdist#1386), so that
-    the ``fault`` tests never run side by side unnoticed."""
+    the ``fault`` tests of a lane never run side by side unnoticed."""
     if not session.config.getoption("loadgroup", False):
         return
     ungrouped = [
         item.nodeid
         for item in session.items
-        if item.get_closest_marker("fault") is not None and not item.nodeid.endswith("@fault")
+        if item.get_closest_marker("fault") is not None
+        and not item.nodeid.endswith(f"@{fault_lane(item)}")
     ]
     if ungrouped:
         raise pytest.UsageError(
-            f"--dist loadgroup does not group the fault tests ({ungrouped[0]} has no @fault): "
+            f"--dist loadgroup does not group the fault tests ({ungrouped[0]} has no lane): "
             "see the pytest pin in pyproject.toml"
         )
 
