@@ -62,7 +62,6 @@ class Activities:
         # a malformed OMA_CREDENTIALS stops the worker here, before it serves
         # a run (CredentialsConfigError); the activities read it at each use
         CredentialPolicy.from_env()
-        _import_what_activities_use()
         self.acp = AcpActivities(self.acp_pool, self.session_task_queue)
         self.tools = ToolActivities(self.mcp_pool, self.session_task_queue)
         self.mcp = McpActivities(self.mcp_pool, self.session_task_queue)
@@ -94,15 +93,6 @@ class Activities:
             self.mcp.mcp_list_tools,
             self.mcp.mcp_close_run,
         ]
-
-
-def _import_what_activities_use() -> None:
-    """Import the SDKs the activities import where they use them (the ACP and
-    MCP sessions'; the providers' are imported by ``LlmActivities``): the
-    worker pays for them once, before it polls, instead of blocking its
-    event loop in the first ACP turn or MCP call it runs."""
-    import oma.activities.acp.session
-    import oma.activities.mcp.server  # noqa: F401
 
 
 def session_task_queue(task_queue: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from temporalio import activity
 
-from oma.activities.providers import ModelProvider, default_providers
+from oma.activities.providers import ModelProvider, default_providers, provider_for
 from oma.activities.tool_call import tool_traits
 from oma.core.contracts.llm import (
     AgentRef,
@@ -39,9 +39,10 @@ class LlmActivities:
     environment; they never appear in activity input or history."""
 
     def __init__(self, providers: Mapping[str, ModelProvider] | None = None) -> None:
-        # built now, on a worker before it polls: building an adapter imports
-        # its SDK, which would otherwise block the event loop in the first turn
-        self.providers: Mapping[str, ModelProvider] = providers or default_providers().build_all()
+        # by default each adapter is built, and its SDK imported, in a thread
+        # at its provider's first turn (``provider_for``): a worker whose runs
+        # use no model, or only one provider, never pays for the others
+        self.providers: Mapping[str, ModelProvider] = providers or default_providers()
         self.agents: OrderedDict[str, AgentConfig] = OrderedDict()
         """The agent configs turns referred to, by digest, most recent last."""
 
@@ -54,7 +55,7 @@ class LlmActivities:
         ``PROVIDER_ERROR`` (retryable for 429/5xx/network/timeouts),
         ``MISSING_CREDENTIALS``, ``SCRIPT_EXHAUSTED`` (non-retryable).
         """
-        provider = self.providers[inp.agent.resolved_provider]
+        provider = await provider_for(self.providers, inp.agent.resolved_provider)
         if inp.agent_ref is not None:
             inp = inp.model_copy(update={"agent": await self._agent(inp.agent_ref)})
         if inp.conversation is not None:

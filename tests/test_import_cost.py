@@ -6,6 +6,7 @@ imported hides a module."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -40,10 +41,57 @@ def test_importing_the_worker_loads_no_provider_or_protocol_sdk() -> None:
     assert _loaded_after("import oma.worker") == ["temporalio.worker"]
 
 
-def test_a_built_worker_has_imported_what_its_activities_use() -> None:
-    # so that no activity's first call blocks the worker's event loop importing an SDK
+def test_a_built_worker_imports_no_provider_or_protocol_sdk() -> None:
     code = "import oma.worker\noma.worker.Activities(session_task_queue='q')"
-    assert _loaded_after(code) == list(HEAVY)
+    assert _loaded_after(code) == ["temporalio.worker"]
+
+
+FIRST_USES = """
+import asyncio, json, sys, threading
+from importlib.abc import MetaPathFinder
+
+on_loop = {}
+
+class Where(MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name in ("anthropic", "openai", "acp", "mcp"):
+            on_loop.setdefault(name, threading.current_thread() is threading.main_thread())
+        return None
+
+sys.meta_path.insert(0, Where())
+
+import oma.worker
+from oma.activities.providers import provider_for
+from oma.core.schema.backends import AcpBackendConfig
+from oma.core.schema.mcp import McpServerConfig
+
+activities = oma.worker.Activities(session_task_queue="q")
+
+async def main():
+    await provider_for(activities.llm.providers, "anthropic")
+    await provider_for(activities.llm.providers, "openai")
+    for first_use in (
+        activities.acp_pool.get_or_open("wf/run", "a", AcpBackendConfig(command="/no")),
+        activities.mcp_pool.get_or_open("wf/run", "a", McpServerConfig(name="s", command="/no")),
+    ):
+        try:
+            await first_use
+        except Exception:
+            pass  # no such command: the SDK was imported before it was started
+
+asyncio.run(main())
+print(json.dumps(on_loop, sort_keys=True))
+"""
+
+
+def test_a_worker_imports_each_sdk_at_its_first_use_off_its_event_loop() -> None:
+    # a turn, an ACP session or an MCP server first used on a worker imports its
+    # SDK (up to a second of CPU) in a thread: the worker's other activities
+    # and their heartbeats go on meanwhile
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_USES], capture_output=True, text=True, check=True
+    ).stdout
+    assert json.loads(out) == {"acp": False, "anthropic": False, "mcp": False, "openai": False}
 
 
 def test_an_agent_on_the_scripted_provider_runs_without_the_provider_sdks() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from oma.activities._lazy import import_off_loop
 from oma.activities.acp._process import CANCEL_GRACE_S, KILL_GRACE_S
 from oma.activities.pinned import PinnedPool
 from oma.core.schema.backends import AcpBackendConfig
@@ -50,11 +51,11 @@ class SessionPool(PinnedPool["AcpSession"]):
         ``AcpSession.open`` raises.
         """
         # the acp SDK, imported by the first session opened, not by the pool
-        from oma.activities.acp.session import AcpSession
+        session = await import_off_loop("oma.activities.acp.session")
 
         return await self.acquire(
             (run_key, agent),
-            lambda: AcpSession.open(
+            lambda: session.AcpSession.open(
                 backend,
                 agent=agent,
                 system_prompt=system_prompt,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from oma.activities._lazy import import_off_loop
 from oma.activities.pinned import PinnedPool
 from oma.core.schema.mcp import McpServerConfig
 
@@ -30,6 +31,8 @@ class McpServerPool(PinnedPool["McpServer"]):
         new one (``True``). A held server that has exited is replaced. Raises
         what ``McpServer.open`` raises."""
         # the mcp SDK, imported by the first server opened, not by the pool
-        from oma.activities.mcp.server import McpServer
+        server = await import_off_loop("oma.activities.mcp.server")
 
-        return await self.acquire((run_key, agent, config.name), lambda: McpServer.open(config))
+        return await self.acquire(
+            (run_key, agent, config.name), lambda: server.McpServer.open(config)
+        )

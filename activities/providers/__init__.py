@@ -9,7 +9,9 @@ by the same names. A new provider is its adapter module, a line in
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -59,17 +61,32 @@ default ``OPENAI_API_KEY``). Calling one imports its module, and so its SDK."""
 class DefaultProviders(Mapping[str, ModelProvider]):
     """One adapter per provider of ``ADAPTERS``, each built with its defaults
     on its first lookup (so a run on the ``scripted`` provider never imports
-    the ``anthropic`` SDK). ``build_all()`` builds every one now: a worker
-    does, before it polls, so that no turn blocks its event loop importing an
-    SDK. Looking up a name ``ADAPTERS`` lacks raises ``KeyError``."""
+    the ``anthropic`` SDK). ``await built(name)`` builds it in a thread, so
+    the first turn on a provider does not stop the caller's event loop for
+    the second its SDK takes to import (``provider_for``). Looking up a name
+    ``ADAPTERS`` lacks raises ``KeyError``."""
 
     def __init__(self) -> None:
         self._built: dict[str, ModelProvider] = {}
+        self._building = threading.Lock()
 
     def __getitem__(self, name: str) -> ModelProvider:
         adapter = self._built.get(name)
         if adapter is None:
-            adapter = self._built[name] = ADAPTERS[name]()  # type: ignore[index]
+            with self._building:  # two first turns at once build one adapter
+                adapter = self._built.get(name)
+                if adapter is None:
+                    adapter = self._built[name] = ADAPTERS[name]()  # type: ignore[index]
+        return adapter
+
+    async def built(self, name: str) -> ModelProvider:
+        """The adapter of ``name``, built (its SDK imported) in a thread the
+        first time. Raises ``KeyError`` for a name ``ADAPTERS`` lacks."""
+        adapter = self._built.get(name)
+        if adapter is None:
+            if name not in ADAPTERS:
+                raise KeyError(name)
+            adapter = await asyncio.to_thread(self.__getitem__, name)
         return adapter
 
     def __iter__(self) -> Iterator[str]:
@@ -78,11 +95,14 @@ class DefaultProviders(Mapping[str, ModelProvider]):
     def __len__(self) -> int:
         return len(ADAPTERS)
 
-    def build_all(self) -> DefaultProviders:
-        """Build every adapter not built yet; returns ``self``."""
-        for name in self:
-            self[name]
-        return self
+
+async def provider_for(providers: Mapping[str, ModelProvider], name: str) -> ModelProvider:
+    """The adapter of ``name`` in ``providers``: built off the event loop when
+    ``providers`` are the defaults (``DefaultProviders.built``). Raises
+    ``KeyError`` for a name ``providers`` lacks."""
+    if isinstance(providers, DefaultProviders):
+        return await providers.built(name)
+    return providers[name]
 
 
 def default_providers() -> DefaultProviders:

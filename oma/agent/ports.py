@@ -21,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 from oma.activities.mcp import McpServerPool
 from oma.activities.mcp_tools import list_mcp_tools
 from oma.activities.process_run import process_run
-from oma.activities.providers import ModelProvider
+from oma.activities.providers import ModelProvider, provider_for
 from oma.activities.tool_call import run_tool
 from oma.activities.tools.custom import load_custom_tool
 from oma.core.contracts.acp import AcpPromptInput, AcpPromptOutput
@@ -59,7 +59,7 @@ class DirectModel:
         self._on_event = on_event
 
     async def turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
-        provider = self._providers[inp.agent.resolved_provider]
+        provider = await provider_for(self._providers, inp.agent.resolved_provider)
         return price_turn(inp, await provider.turn(inp, on_event=self._on_event))
 
 
