@@ -42,9 +42,15 @@ chromium:
 
 # The whole suite and its wall time on TEST_WORKERS xdist workers (each with
 # its own dev server, worker and model servers; the `fault` tests one after
-# another on one of them). TEST_WORKERS=0: in this one process.
+# another in each of two lanes, a lane on one worker). TEST_WORKERS=0: in
+# this one process.
 TEST_WORKERS ?= 4
 PYTEST_ARGS ?=
+# Compiled bytecode (and pytest's rewritten test modules) kept under .venv,
+# even where PYTHONDONTWRITEBYTECODE is set: the suite starts some hundred
+# Python processes, each of which would otherwise compile the project anew.
+test: export PYTHONDONTWRITEBYTECODE :=
+test: export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
 test: $(STAMP) $(NPM_STAMP) chromium
 	@start=$$(date +%s); \
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS); status=$$?; \
