@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from temporalio.plugin import SimplePlugin
 
+from oma.runtime import workflow_code
 from oma.runtime.client_plugin import OmaClientPlugin
 from oma.runtime.codec import CodecKey
 from oma.runtime.converter import (
@@ -129,6 +130,7 @@ class OmaPlugin(SimplePlugin, OmaClientPlugin):
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
         config = super().configure_replayer(config)
+        workflow_code.pin()
         return self._tracing.configure_replayer(config) if self._tracing else config
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
@@ -148,6 +150,7 @@ class OmaPlugin(SimplePlugin, OmaClientPlugin):
         config = self._tracing.configure_worker(config) if self._tracing else config
         if config.get("task_queue") != self.oma_activities.session_task_queue:
             config = _failing_runs_it_lacks_the_key_of(config)
+            workflow_code.pin()  # the sandbox's imports of every run: compiled once
         return config
 
 
