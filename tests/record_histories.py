@@ -644,6 +644,75 @@ async def anthropic_turn_retried_with_hooks(client: Client, workflow_id: str) ->
     return Kept(workflow_id, handle.result_run_id or "")
 
 
+# -- forks ------------------------------------------------------------------------
+
+FLAKY = "import pathlib, sys; sys.stdin.read(); sys.exit(0 if pathlib.Path('ok').exists() else 3)"
+"""A process agent that fails (exit 3) until a file ``ok`` exists in its ``cwd``."""
+
+
+async def _fork_of_a_failed_run(client: Client, workflow_id: str) -> Run:
+    """A run whose last task fails (``one`` -> ``two`` -> ``three``), then
+    the fork ``workflow_id`` of it once the file the task needs exists: it
+    keeps ``one`` and ``two`` and runs ``three`` again."""
+    with tempfile.TemporaryDirectory() as cwd:
+        team = _team(scripted("a", "fine"), process("flaky", FLAKY, cwd=cwd))
+        tasks = [task("one", "a"), task("two", "a", "one"), task("three", "flaky", "two")]
+        source = await _start(client, f"{workflow_id}-source", {"team": team, "tasks": tasks})
+        assert (await source.result()).status == "failed"
+        (Path(cwd) / "ok").touch()
+        fork = await _start(client, workflow_id, {"fork": {"run_id": source.id}})
+        result = await fork.result()
+    assert result.status == "completed", result
+    assert [t.reused_from is not None for t in result.tasks] == [True, True, False]
+    return fork
+
+
+async def fork_of_a_failed_run(client: Client, workflow_id: str) -> Kept:
+    """A fork: the ``read_fork_source`` activity, then the task that failed
+    run again, the others kept."""
+    return _kept(await _fork_of_a_failed_run(client, workflow_id))
+
+
+async def fork_of_a_goal_run(client: Client, workflow_id: str) -> Kept:
+    """A fork of a goal run from its second task, with another prompt for its
+    agent: the plan kept, the kept output read back, the synthesis run again."""
+    coordinator = {"provider": "scripted", "script": [PLAN, "final"]}
+    team = _team(scripted("researcher", "facts"), scripted("writer", "draft"))
+    source = await _start(
+        client,
+        f"{workflow_id}-source",
+        {"team": team, "goal": "Write about the sky.", "coordinator": coordinator},
+    )
+    assert (await source.result()).status == "completed"
+    new_team = _team(scripted("researcher", "facts"), scripted("writer", "a better draft"))
+    fork = await _start(
+        client, workflow_id, {"fork": {"run_id": source.id, "rerun": ["t2"]}, "team": new_team}
+    )
+    result = await fork.result()
+    assert (result.status, result.final_output) == ("completed", "final"), result
+    assert [t.output for t in result.tasks] == ["facts", "a better draft"]
+    return _kept(fork)
+
+
+async def fork_refused(client: Client, workflow_id: str) -> Kept:
+    """A fork naming a task its source lacks: it fails ``INVALID_FORK`` before
+    anything runs."""
+    source = await _start(
+        client,
+        f"{workflow_id}-source",
+        {"team": _team(scripted("a", "x")), "tasks": [task("one", "a")]},
+    )
+    await source.result()
+    fork = await _start(client, workflow_id, {"fork": {"run_id": source.id, "rerun": ["on"]}})
+    try:
+        await fork.result()
+    except WorkflowFailureError as err:
+        assert "has no task 'on' (did you mean 'one'?)" in str(err.cause), err.cause
+    else:
+        raise AssertionError("the fork did not fail")
+    return _kept(fork)
+
+
 SCENARIOS: dict[str, Scenario] = {
     "team_run_hybrid_scripted": hybrid_team,
     "agent_run_process": hybrid_team_process_task,
@@ -664,6 +733,9 @@ SCENARIOS: dict[str, Scenario] = {
     "team_run_acp_two_turns": acp_agent_over_two_turns,
     "agent_run_acp_routed_turn": acp_agent_routed_turn,
     "agent_run_anthropic_retry_hooks": anthropic_turn_retried_with_hooks,
+    "team_run_fork": fork_of_a_failed_run,
+    "team_run_fork_of_a_goal_run": fork_of_a_goal_run,
+    "team_run_fork_refused": fork_refused,
 }
 """Every file of the corpus, by its stem, and the scenario that records it."""
 

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -148,47 +148,64 @@ async def start_and_follow(
     happen, and return its result. Cancelled (Ctrl-C, SIGTERM), it cancels the
     run (``_cancel_run``), hands the result it ended with to ``on_interrupt``
     and is cancelled still."""
-    from oma.client import start_team_run, team_run_result  # (what only a run needs)
+    from oma.client import start_team_run  # (what only a run needs)
 
     async with temporal(with_worker) as (client, task_queue):
         wid = workflow_id or f"team-{inp.team.name}-{uuid.uuid4().hex[:8]}"
-        start = asyncio.ensure_future(start_team_run(client, inp, id=wid, task_queue=task_queue))
-        try:
-            handle = await asyncio.shield(start)
-        except WorkflowAlreadyStartedError:
-            raise fail(f"a run with workflow id {wid!r} is already running") from None
-        except asyncio.CancelledError:
-            # Ctrl-C while the start was on its way: it may land all the same,
-            # so wait for it and cancel the run it started
-            err_console.print(run_text(f"interrupted: cancelling TeamRun {wid}"))
-            with contextlib.suppress(Exception):
-                await _cancel_and_wait(await asyncio.wait_for(start, QUERY_TIMEOUT.seconds))
-            raise
-        err_console.print(run_text(f"started TeamRun {wid} on task queue {task_queue!r}", "dim"))
-        progress = Progress(handle, run_view(client, handle, inp))
-        follow = asyncio.create_task(progress.follow())
-        watch = asyncio.create_task(_say_when_no_worker_polls(client, task_queue))
-        stuck = asyncio.create_task(_say_when_stuck(client, handle))
-        try:
-            result = await team_run_result(handle, client)
-        except asyncio.CancelledError:
-            # Ctrl-C or SIGTERM: the run would otherwise go on (or come back
-            # with the next embedded server); cancel it and let it drain
-            follow.cancel()
-            err_console.print(run_text(f"interrupted: cancelling TeamRun {wid}"))
-            ended = await _cancel_run(client, handle, task_queue)
-            if ended is not None and on_interrupt is not None:
-                on_interrupt(ended)
-            raise
-        except WorkflowFailureError as err:
-            raise fail(f"TeamRun {wid} did not complete: {cause(err)}") from None
-        finally:
-            for task in (follow, watch, stuck):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        await progress.finish()
-        return result
+        starting = start_team_run(client, inp, id=wid, task_queue=task_queue)
+        return await follow_start(client, task_queue, inp, wid, starting, on_interrupt)
+
+
+async def follow_start(
+    client: Client,
+    task_queue: str,
+    inp: TeamRunInput,
+    wid: str,
+    starting: Awaitable[WorkflowHandle[Any, TeamRunResult]],
+    on_interrupt: Callable[[TeamRunResult], None] | None = None,
+) -> TeamRunResult:
+    """Start the ``TeamRun`` ``wid`` (``starting``: its start call), then follow
+    it as ``start_and_follow`` says; ``inp`` is the input it runs (for the live
+    view: its tasks)."""
+    from oma.client import team_run_result
+
+    start = asyncio.ensure_future(starting)
+    try:
+        handle = await asyncio.shield(start)
+    except WorkflowAlreadyStartedError:
+        raise fail(f"a run with workflow id {wid!r} is already running") from None
+    except asyncio.CancelledError:
+        # Ctrl-C while the start was on its way: it may land all the same,
+        # so wait for it and cancel the run it started
+        err_console.print(run_text(f"interrupted: cancelling TeamRun {wid}"))
+        with contextlib.suppress(Exception):
+            await _cancel_and_wait(await asyncio.wait_for(start, QUERY_TIMEOUT.seconds))
+        raise
+    err_console.print(run_text(f"started TeamRun {wid} on task queue {task_queue!r}", "dim"))
+    progress = Progress(handle, run_view(client, handle, inp))
+    follow = asyncio.create_task(progress.follow())
+    watch = asyncio.create_task(_say_when_no_worker_polls(client, task_queue))
+    stuck = asyncio.create_task(_say_when_stuck(client, handle))
+    try:
+        result = await team_run_result(handle, client)
+    except asyncio.CancelledError:
+        # Ctrl-C or SIGTERM: the run would otherwise go on (or come back
+        # with the next embedded server); cancel it and let it drain
+        follow.cancel()
+        err_console.print(run_text(f"interrupted: cancelling TeamRun {wid}"))
+        ended = await _cancel_run(client, handle, task_queue)
+        if ended is not None and on_interrupt is not None:
+            on_interrupt(ended)
+        raise
+    except WorkflowFailureError as err:
+        raise fail(f"TeamRun {wid} did not complete: {cause(err)}") from None
+    finally:
+        for task in (follow, watch, stuck):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    await progress.finish()
+    return result
 
 
 async def _worker_polls(client: Client, task_queue: str) -> bool | None:

@@ -1,0 +1,80 @@
+"""A fork's first step: read the source run, and go on as that run resumed.
+
+The ``read_fork_source`` activity reads the source run and makes the fork's
+input (``oma.core.rules.fork``); its answer is in the fork's history (the one
+read of the source's state), so the fork replays the same whatever the source
+does later. ``TeamRun`` then sets itself up over that input and its ``resume``
+state, in place: the fork runs as any resumed ``TeamRun``, its kept tasks
+``completed`` from the start. (Not by continuing as new: Temporal holds a run
+that continues as new within a second of its start for the rest of that
+second, ``history.workflowIdReuseMinimalInterval``.)
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from oma.core.rules.fork import ForkedRun, ReadForkSourceInput
+    from oma.core.schema.errors import InvalidForkError
+    from oma.core.schema.fork import ForkInput, is_fork_input, parse_fork_input
+    from oma.core.schema.run_events import EventLog
+    from oma.core.schema.run_input import TeamRunInput, parse_team_run_input
+    from oma.workflows import _visibility
+
+READ_SOURCE: dict[str, Any] = {
+    "start_to_close_timeout": timedelta(minutes=2),
+    "retry_policy": RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=5),
+}
+
+
+def fork_input(raw: Any) -> ForkInput | None:
+    """``raw`` (a ``TeamRun``'s decoded input) as a fork's first run's input,
+    or ``None`` for any other run. Raises ``InvalidRunInputError``."""
+    return parse_fork_input(raw) if is_fork_input(raw) else None
+
+
+async def read_source(fork: ForkInput) -> TeamRunInput:
+    """The input the fork ``fork`` goes on with: its source's, with the
+    fork's replacements, and the ``resume`` state it starts from (the tasks
+    it keeps completed), as the ``read_fork_source`` activity makes it; its
+    ``run_start`` event and its warnings recorded, its ``OmaForkedFrom`` set.
+    Raises the ``ApplicationError`` of the fork's error (``INVALID_FORK``,
+    ``INVALID_RUN_INPUT``, ...) when it cannot be made: the run fails before
+    any task runs."""
+    try:
+        forked = await workflow.execute_activity(
+            "read_fork_source",
+            ReadForkSourceInput(workflow_id=workflow.info().workflow_id, fork=fork.payload()),
+            result_type=ForkedRun,
+            summary=f"read the run to fork: {fork.fork.run_id}",
+            **READ_SOURCE,
+        )
+    except ActivityError as err:
+        cause = err.cause
+        code = cause.type if isinstance(cause, ApplicationError) else None
+        _visibility.ended("failed", code or InvalidForkError.code)
+        if isinstance(cause, ApplicationError):
+            raise ApplicationError(
+                cause.message, *cause.details, type=cause.type, non_retryable=True
+            ) from None
+        raise ApplicationError(
+            f"the run to fork, {fork.fork.run_id!r}, could not be read: {cause or err}",
+            type=InvalidForkError.code,
+            non_retryable=True,
+        ) from None
+    state = forked.resume
+    state.started_at = workflow.now()
+    log = EventLog(state.events)
+    kept = f"keeps {len(forked.reused)} task(s)"
+    again = f"runs {', '.join(forked.rerun) or 'the synthesis'} again"
+    log.add("run_start", workflow.now(), detail=f"fork of {fork.fork.run_id}: {kept}, {again}")
+    for warning in forked.warnings:
+        log.add("warning", workflow.now(), detail=warning)
+    _visibility.forked_from(fork.fork.run_id)
+    return parse_team_run_input(forked.input).model_copy(update={"resume": state})
