@@ -29,13 +29,19 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError, RPCStatusCode
 
+from oma.activities.tools.custom import load_custom_tool
 from oma.core.contracts.visibility import team_run_result_of
+from oma.core.contracts.workflow_ids import task_workflow_id
 from oma.core.rules.fork import ForkedRun, ReadForkSourceInput, fork_run
 from oma.core.rules.payload_fit import READ_BATCH_BYTES
+from oma.core.rules.reuse import reuse_run
 from oma.core.schema.errors import InvalidForkError, OMAError, application_error
-from oma.core.schema.fork import ForkInput, ForkSource, parse_fork_input
+from oma.core.schema.fork import ForkInput, ForkSource, is_fork_input, parse_fork_input
 from oma.core.schema.limits import MAX_DEPENDENCY_PAYLOAD_BYTES
 from oma.core.schema.results import AgentRunResult, TeamRunResult
+from oma.core.schema.run_input import parse_team_run_input
+from oma.core.schema.team import TeamConfig
+from oma.core.schema.tools import CUSTOM_TOOL_PATH
 
 logger = logging.getLogger(__name__)
 
@@ -52,10 +58,74 @@ async def read_fork_source(inp: ReadForkSourceInput) -> ForkedRun:
     server's errors are retried.
     """
     try:
-        fork = parse_fork_input(inp.fork)
-        return await fork_of(activity.client(), fork, inp.workflow_id)
+        if is_fork_input(inp.fork):
+            fork = parse_fork_input(inp.fork)
+            forked = await fork_of(activity.client(), fork, inp.workflow_id)
+        else:
+            forked = await reuse_of(activity.client(), inp.fork, inp.workflow_id)
+        await _consequential(activity.client(), forked)
+        return forked
     except OMAError as err:
         raise application_error(err) from None
+
+
+async def reuse_of(
+    client: Client, payload: dict[str, Any], workflow_id: str, *, read_outputs: bool = True
+) -> ForkedRun:
+    """The run ``workflow_id`` of ``payload`` (a ``TeamRun`` input with
+    ``options.reuse``) as it goes on, keeping what its reference run did that
+    would come out the same (``oma.core.rules.reuse.reuse_run``); with
+    ``read_outputs`` as ``fork_of``. Raises ``InvalidForkError`` (an unknown
+    reference run) and the run input's errors; ``RPCError``."""
+    inp = parse_team_run_input(payload)
+    assert inp.options.reuse is not None
+    source = await read_source(client, inp.options.reuse.from_)
+    now = datetime.now(UTC)
+    forked = reuse_run(payload, source.input, source.result, workflow_id=workflow_id, now=now)
+    if read_outputs and forked.resume is not None:
+        await _read_back(client, forked)
+    return forked
+
+
+async def _consequential(client: Client, forked: ForkedRun) -> None:
+    """Mark each kept task whose agent has consequential tools
+    (``@oma.consequential``) and that called one where it ran
+    (``reused_consequential``), with a warning: reuse never skips such a call
+    silently. Reads the result of each such task's ``AgentRun``."""
+    if forked.resume is None:
+        return
+    team = TeamConfig.model_validate(forked.input["team"])
+    for state in forked.resume.result.tasks:
+        agent = team.agent(state.assignee or "")
+        if state.reused_from is None or agent is None:
+            continue
+        gated = {
+            match.group(1)
+            for path in agent.tools or []
+            if (match := CUSTOM_TOOL_PATH.match(path)) and _is_consequential(path)
+        }
+        if not gated:
+            continue
+        ref = task_workflow_id(state.reused_from.run_id, state.reused_from.task_id)
+        try:
+            result = await client.get_workflow_handle(ref, result_type=AgentRunResult).result()
+        except (RPCError, WorkflowFailureError) as err:
+            logger.warning("the tool calls of %s not read: %s", ref, err)
+            continue
+        called = sorted({c.name for c in result.tool_calls} & gated)
+        if called:
+            state.reused_consequential = called
+            forked.warnings.append(
+                f"task {state.id} is reused: it called the consequential tool(s) "
+                f"{', '.join(called)} in {ref}, which are not called again"
+            )
+
+
+def _is_consequential(path: str) -> bool:
+    try:
+        return load_custom_tool(path).traits.consequential
+    except OMAError:
+        return False
 
 
 async def fork_of(
@@ -76,7 +146,7 @@ async def fork_of(
         now=datetime.now(UTC),
         by_reference=inline is None,
     )
-    if read_outputs and inline is None:
+    if read_outputs and inline is None and forked.resume is not None:
         await _read_back(client, forked)
     return forked
 
@@ -147,6 +217,7 @@ async def _read_back(client: Client, forked: ForkedRun) -> None:
     ``READ_BATCH_BYTES`` in all, none over ``MAX_DEPENDENCY_PAYLOAD_BYTES``
     (its readers fail on its size). One that cannot be read stays by
     reference."""
+    assert forked.resume is not None
     read = set(forked.read)
     wanted = []
     room = READ_BATCH_BYTES

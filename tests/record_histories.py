@@ -694,6 +694,29 @@ async def fork_of_a_goal_run(client: Client, workflow_id: str) -> Kept:
     return _kept(fork)
 
 
+async def reuse_by_content(client: Client, workflow_id: str) -> Kept:
+    """A run with ``options.reuse``: its reference run's tasks whose content
+    did not change are kept (``one``), the task of the agent whose prompt
+    changed runs (``two``), and so does what depends on it (``three``)."""
+
+    def team(prompt: str) -> dict[str, Any]:
+        return _team(scripted("a", "fine"), scripted("b", "fine", system_prompt=prompt))
+
+    tasks = [task("one", "a"), task("two", "b", "one"), task("three", "a", "two")]
+    reference = await _start(
+        client, f"{workflow_id}-reference", {"team": team("B1"), "tasks": tasks}
+    )
+    assert (await reference.result()).success
+    options = {"reuse": {"from": reference.id}}
+    run = await _start(
+        client, workflow_id, {"team": team("B2"), "tasks": tasks, "options": options}
+    )
+    result = await run.result()
+    assert result.status == "completed", result
+    assert [t.reused_from is not None for t in result.tasks] == [True, False, False]
+    return _kept(run)
+
+
 async def fork_refused(client: Client, workflow_id: str) -> Kept:
     """A fork naming a task its source lacks: it fails ``INVALID_FORK`` before
     anything runs."""
@@ -736,6 +759,7 @@ SCENARIOS: dict[str, Scenario] = {
     "team_run_fork": fork_of_a_failed_run,
     "team_run_fork_of_a_goal_run": fork_of_a_goal_run,
     "team_run_fork_refused": fork_refused,
+    "team_run_reuse": reuse_by_content,
 }
 """Every file of the corpus, by its stem, and the scenario that records it."""
 

@@ -446,3 +446,22 @@ async def test_oma_fork_of_an_exported_history(
     assert result["forked_from"] == workflow_id
     assert [t["reused_from"] is not None for t in result["tasks"]] == [True] * 3 + [False] * 2
     assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4", "t4", "t5"]
+
+
+async def test_oma_fork_dry_run_says_what_it_would_keep_and_why_and_starts_nothing(
+    client: Client, workflow_id: str, tmp_path: Path, dev_server: DevServer
+) -> None:
+    await failed_source(client, workflow_id, tmp_path)
+    proc = await oma(dev_server, "fork", workflow_id, "--dry-run", "--no-worker", "--from", "t3")
+    assert proc.returncode == 0, proc.stderr
+    decisions = {row[0]: (row[1], row[2]) for row in table_rows(proc.stdout)}
+    assert decisions == {
+        "t1": ("reused", f"kept from {workflow_id} (task t1)"),
+        "t2": ("reused", f"kept from {workflow_id} (task t2)"),
+        "t3": ("runs again", "named to run again"),
+        "t4": ("runs again", f"failed in run {workflow_id}"),
+        "t5": ("runs again", f"skipped in run {workflow_id}"),
+    }
+    listed = [w.id async for w in client.list_workflows(f'OmaForkedFrom="{workflow_id}"')]
+    assert listed == []
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4"]

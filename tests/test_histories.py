@@ -49,6 +49,7 @@ def test_the_corpus_holds_team_runs_of_each_kind_and_both_agent_kinds() -> None:
         "team_run_fork",
         "team_run_fork_of_a_goal_run",
         "team_run_fork_refused",
+        "team_run_reuse",
     }
 
 
@@ -92,6 +93,7 @@ SHOWS: dict[str, set[str]] = {
     },
     "team_run_fork": {"activity read_fork_source", "CHILD_WORKFLOW_EXECUTION_COMPLETED"},
     "team_run_fork_refused": {"activity read_fork_source", "WORKFLOW_EXECUTION_FAILED"},
+    "team_run_reuse": {"activity read_fork_source", "CHILD_WORKFLOW_EXECUTION_COMPLETED"},
     "team_run_fork_of_a_goal_run": {
         "activity read_fork_source",
         "CHILD_WORKFLOW_EXECUTION_COMPLETED",

@@ -12,6 +12,7 @@ second, ``history.workflowIdReuseMinimalInterval``.)
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import timedelta
 from typing import Any
 
@@ -39,20 +40,36 @@ def fork_input(raw: Any) -> ForkInput | None:
     return parse_fork_input(raw) if is_fork_input(raw) else None
 
 
-async def read_source(fork: ForkInput) -> TeamRunInput:
-    """The input the fork ``fork`` goes on with: its source's, with the
-    fork's replacements, and the ``resume`` state it starts from (the tasks
-    it keeps completed), as the ``read_fork_source`` activity makes it; its
-    ``run_start`` event and its warnings recorded, its ``OmaForkedFrom`` set.
-    Raises the ``ApplicationError`` of the fork's error (``INVALID_FORK``,
-    ``INVALID_RUN_INPUT``, ...) when it cannot be made: the run fails before
-    any task runs."""
+def reading(fork: ForkInput | None, inp: TeamRunInput | None) -> Awaitable[TeamRunInput] | None:
+    """What ``TeamRun`` reads before it runs, if anything: a fork's source
+    (``fork``), or the reference run of a run with ``options.reuse`` that
+    has not started yet (``inp``); ``None`` for any other run."""
+    if fork is not None:
+        return _read(fork.payload(), None, fork.fork.run_id)
+    if inp is not None and inp.resume is None and inp.options.reuse is not None:
+        return _read(inp.payload(), inp, None)
+    return None
+
+
+async def _read(
+    payload: dict[str, Any], given: TeamRunInput | None, forked_from: str | None
+) -> TeamRunInput:
+    """The input the run goes on with, as the ``read_fork_source`` activity
+    makes it of ``payload`` (a fork's input, or a run's with
+    ``options.reuse``): the source's (a fork's, with its replacements) or
+    ``given``, and the ``resume`` state it starts from, its kept tasks
+    completed; its ``run_start`` event and its warnings recorded, a fork's
+    ``OmaForkedFrom`` set. ``given`` as it is when the activity keeps
+    nothing (a goal run that plans anew). Raises the ``ApplicationError`` of
+    the error (``INVALID_FORK``, ``INVALID_RUN_INPUT``, ...) when it cannot
+    be made: the run fails before any task runs."""
+    source = forked_from or (given.options.reuse.from_ if given and given.options.reuse else "?")
     try:
         forked = await workflow.execute_activity(
             "read_fork_source",
-            ReadForkSourceInput(workflow_id=workflow.info().workflow_id, fork=fork.payload()),
+            ReadForkSourceInput(workflow_id=workflow.info().workflow_id, fork=payload),
             result_type=ForkedRun,
-            summary=f"read the run to fork: {fork.fork.run_id}",
+            summary=f"read the run to {'fork' if forked_from else 'reuse'}: {source}",
             **READ_SOURCE,
         )
     except ActivityError as err:
@@ -64,17 +81,23 @@ async def read_source(fork: ForkInput) -> TeamRunInput:
                 cause.message, *cause.details, type=cause.type, non_retryable=True
             ) from None
         raise ApplicationError(
-            f"the run to fork, {fork.fork.run_id!r}, could not be read: {cause or err}",
+            f"the run {source!r} could not be read: {cause or err}",
             type=InvalidForkError.code,
             non_retryable=True,
         ) from None
     state = forked.resume
+    if state is None:
+        assert given is not None
+        workflow.logger.info("options.reuse: %s", forked.note)
+        return given
     state.started_at = workflow.now()
     log = EventLog(state.events)
     kept = f"keeps {len(forked.reused)} task(s)"
     again = f"runs {', '.join(forked.rerun) or 'the synthesis'} again"
-    log.add("run_start", workflow.now(), detail=f"fork of {fork.fork.run_id}: {kept}, {again}")
+    what = f"fork of {forked_from}" if forked_from else f"reuses run {source}"
+    log.add("run_start", workflow.now(), detail=f"{what}: {kept}, {again}")
     for warning in forked.warnings:
         log.add("warning", workflow.now(), detail=warning)
-    _visibility.forked_from(fork.fork.run_id)
+    if forked_from:
+        _visibility.forked_from(forked_from)
     return parse_team_run_input(forked.input).model_copy(update={"resume": state})

@@ -147,8 +147,8 @@ class TeamRun(TeamRunHandlers):
     @workflow.run
     async def run(self, *args: Any) -> dict[str, Any]:
         await _visibility.learn()
-        if self._fork is not None:  # the run its source says, as it goes on
-            self._setup(await _fork.read_source(self._fork))
+        if (reading := _fork.reading(self._fork, self._input)) is not None:
+            self._setup(await reading)  # a fork, or a run that reuses another's work
         if self._invalid is not None:
             _visibility.ended("failed", self._invalid.type)
             raise self._invalid

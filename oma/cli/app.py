@@ -101,6 +101,21 @@ def run(
     workflow_id: WorkflowIdOption = None,
     worker: WorkerOption = None,
     path: PathOption = None,
+    reuse: Annotated[
+        str | None,
+        typer.Option(
+            help="Keep the outputs of this run's tasks that would come out the same "
+            "(options.reuse: same task, agent config and upstream; docs/fork.md).",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="With --reuse: print, for every task, reused or run again and why, and the "
+            "estimated cost of what runs again; start nothing.",
+        ),
+    ] = False,
 ) -> None:
     """Validate FILE, start a TeamRun, follow its events, and print the tasks and the output.
 
@@ -113,7 +128,7 @@ def run(
     from oma.cli.run import run_command
 
     _user_code(path)
-    run_command(file, as_json, workflow_id, worker)
+    run_command(file, as_json, workflow_id, worker, reuse, dry_run)
 
 
 @app.command()
@@ -179,6 +194,14 @@ def fork(
     ] = None,
     worker: WorkerOption = None,
     path: PathOption = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print, for every task, kept or run again and why, and the estimated cost of "
+            "what runs again; start nothing.",
+        ),
+    ] = False,
 ) -> None:
     """Fork a TeamRun: a new run keeps every task's outcome but those run again.
 
@@ -192,7 +215,16 @@ def fork(
 
     _user_code(path)
     fork_command(
-        run_id, rerun or [], team, options, edit or [], history, as_json, workflow_id, worker
+        run_id,
+        rerun or [],
+        team,
+        options,
+        edit or [],
+        history,
+        as_json,
+        workflow_id,
+        worker,
+        dry_run,
     )
 
 

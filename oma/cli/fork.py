@@ -17,7 +17,7 @@ from typing import Any
 import typer
 
 from oma.cli.common import err_console, fail, run_async, run_text
-from oma.cli.run import follow_start, temporal
+from oma.cli.run import follow_start, print_dry_run, temporal
 from oma.cli.summary import print_result
 from oma.core.schema.errors import OMAError
 from oma.core.schema.fork import ForkInput, TaskEdit, parse_fork_input
@@ -37,6 +37,7 @@ def fork_command(
     as_json: bool,
     workflow_id: str | None,
     worker: bool | None,
+    dry_run: bool = False,
 ) -> None:
     """``oma fork``: exits 0 when the fork succeeded, 1 when it did not, 2
     when the fork cannot be made (an unknown run or task, a bad file or
@@ -73,6 +74,9 @@ def fork_command(
                 forked = await preview(client, fork, wid)
             except OMAError as e:
                 raise fail(str(e), 2) from None
+            if dry_run:
+                print_dry_run(forked, source_id, fork=True)
+                raise typer.Exit(0)
             for warning in forked.warnings:
                 err_console.print(run_text(f"warning: {warning}", "bold yellow"))
             kept = ", ".join(forked.reused) or "none"

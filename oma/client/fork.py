@@ -18,7 +18,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.converter import DataConverter
 
-from oma.activities.fork_source import closed_result, fork_of
+from oma.activities.fork_source import closed_result, fork_of, reuse_of
 from oma.client.runs import start_attributes, start_run
 from oma.core.contracts.workflow_ids import team_run_id_of
 from oma.core.rules.fork import ForkedRun
@@ -38,8 +38,15 @@ async def preview(client: Client, fork: ForkInput, workflow_id: str) -> ForkedRu
 
 
 def forked_input(forked: ForkedRun) -> TeamRunInput:
-    """The ``TeamRunInput`` the fork goes on with (``resume`` included)."""
-    return parse_team_run_input({**forked.input, "resume": forked.resume.model_dump(mode="json")})
+    """The ``TeamRunInput`` the fork goes on with (``resume`` included, when it has one)."""
+    return parse_team_run_input(forked.input).model_copy(update={"resume": forked.resume})
+
+
+async def reuse_preview(client: Client, payload: dict[str, Any], workflow_id: str) -> ForkedRun:
+    """What the run ``workflow_id`` of ``payload`` (with ``options.reuse``)
+    keeps of its reference run and runs, and why, as its run will make it (no
+    output read back). Raises ``InvalidForkError`` and the run input's errors."""
+    return await reuse_of(client, payload, workflow_id, read_outputs=False)
 
 
 async def start_fork(

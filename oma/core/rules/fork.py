@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -56,7 +56,11 @@ class ForkedRun(BaseModel):
         description="The fork's TeamRun input without 'resume': the source's, with the "
         "fork's team, coordinator, options and task edits."
     )
-    resume: TeamRunState = Field(description="The state the fork starts from.")
+    resume: TeamRunState | None = Field(
+        description="The state the run starts from; none: it runs as given (a goal run that "
+        "plans anew, reusing nothing; note says why)."
+    )
+    note: str | None = None
     reused: list[str] = Field(default_factory=list, description="The tasks kept, in order.")
     rerun: list[str] = Field(default_factory=list, description="The tasks to run again.")
     warnings: list[str] = Field(default_factory=list)
@@ -64,6 +68,18 @@ class ForkedRun(BaseModel):
         default_factory=list,
         description="The kept tasks whose outputs the tasks to run again (or a goal run's "
         "synthesis) read: carried in the state, not by reference.",
+    )
+    reasons: dict[str, str] = Field(
+        default_factory=dict, description="Each task to run again -> why (oma run --dry-run)."
+    )
+    estimated_cost_usd: float = Field(
+        default=0.0,
+        description="What the tasks to run again cost in the source run, in US dollars.",
+    )
+    cost_unknown: list[str] = Field(
+        default_factory=list,
+        description="The tasks to run again whose cost the source does not know (not priced, "
+        "or not run there).",
     )
 
 
@@ -90,7 +106,7 @@ def fork_run(
     ``NoEligibleAgentError``).
     """
     source_id = fork.fork.run_id
-    src, payload = _source_input(source_id, source_input)
+    src, payload = parse_source_input(source_id, source_input)
     given = fork.payload()
     for key in ("team", "coordinator"):
         if key in given:
@@ -114,51 +130,126 @@ def fork_run(
             payload["tasks"] = tasks
         else:
             payload["plan"] = {**payload["plan"], "tasks": tasks}
-    rerun = _rerun(specs, states, [*_roots(fork, specs, states), *fork.fork.edit])
+    roots = _roots(fork, specs, states)
+    rerun = _rerun(specs, states, [*roots, *fork.fork.edit])
     if not rerun and (src.goal is None or source.final_output is not None):
         raise InvalidForkError(
             f"every task of run {source_id!r} completed: nothing to run again; name the "
             "tasks to run again (oma fork --from TASK, 'rerun'), or edit one (--set)"
         )
+    reasons = _fork_reasons(fork, specs, states, rerun, source_id)
+    kept = {t.id: states[t.id] for t in specs if t.id not in rerun}
+    return assemble(
+        Assembly(payload, src.goal, specs, kept, reasons, source, source_id, source_id),
+        workflow_id=workflow_id,
+        now=now,
+        by_reference=by_reference,
+    )
+
+
+class Assembly(NamedTuple):
+    """What a fork (or a run that reuses another's work) is made of."""
+
+    payload: dict[str, Any]
+    """The run's input as JSON, without ``resume``."""
+    goal: str | None
+    specs: list[TaskSpec]
+    kept: dict[str, TaskState]
+    """Task id -> the state of the task of ``source`` whose outcome it keeps."""
+    reasons: dict[str, str]
+    """Task id -> why it runs again: every task not kept."""
+    source: TeamRunResult
+    source_id: str
+    forked_from: str | None
+
+
+def assemble(
+    parts: Assembly, *, workflow_id: str, now: datetime, by_reference: bool = True
+) -> ForkedRun:
+    """The run ``workflow_id`` of ``parts``, checked: its tasks kept
+    ``completed`` with ``reused_from`` (their outputs by reference unless a
+    task to run again reads them, with ``by_reference``), the others to run
+    again. Raises ``InvalidForkError`` (a task to run again on an agent the
+    team lacks) and what a run input's checks raise."""
+    payload, specs, kept = parts.payload, parts.specs, parts.kept
+    rerun = {t.id for t in specs if t.id not in kept}
     team = TeamConfig.model_validate(payload["team"])
     again = [t for t in specs if t.id in rerun]
     _check_assignees(again, team)
     check_assignments(again, team)
     task_states = [
-        _rerun_state(t, rerun) if t.id in rerun else _kept(states[t.id], source_id) for t in specs
+        _rerun_state(t, rerun) if t.id in rerun else _kept(kept[t.id], parts.source_id, t.id)
+        for t in specs
     ]
-    read = read_next(specs, task_states, everything=src.goal is not None) - rerun
+    read = read_next(specs, task_states, everything=parts.goal is not None) - rerun
     if by_reference:
         for task_state in task_states:
             if task_state.id not in read:
                 _by_reference(task_state)
+    source = parts.source
+    plan = None
+    if parts.goal is not None and source.plan is not None:
+        plan = PlanArtifact(version=source.plan.version, goal=source.plan.goal, tasks=specs)
     result = TeamRunResult(
         success=False,
         status="running",
-        goal=src.goal,
+        goal=parts.goal,
         tasks=task_states,
-        plan=PlanArtifact(version=source.plan.version, goal=source.plan.goal, tasks=specs)
-        if src.goal is not None and source.plan is not None
-        else None,
-        forked_from=source_id,
+        plan=plan,
+        forked_from=parts.forked_from,
     )
-    state = TeamRunState(result=result, started_at=now, coordinator_turns=_planning_turns(source))
+    turns = _planning_turns(source) if plan is not None else 0
+    state = TeamRunState(result=result, started_at=now, coordinator_turns=turns)
     forked = parse_team_run_input(payload).model_copy(update={"resume": state})
     forked.check_size(specs)
     check_dispatch_names(forked.options.approvals, specs, team)
     check_child_ids(workflow_id, rerun)
+    known = {t.id: t for t in source.tasks}
+    costs = [known[t].cost_usd if t in known else None for t in sorted(rerun)]
     return ForkedRun(
         input=payload,
         resume=state,
         reused=[t.id for t in specs if t.id not in rerun],
         rerun=[t.id for t in specs if t.id in rerun],
-        warnings=_dropped_agents(task_states, team, source_id),
+        warnings=_dropped_agents(task_states, team, parts.source_id),
         read=[t.id for t in specs if t.id in read],
+        reasons={t.id: parts.reasons.get(t.id, "") for t in again},
+        estimated_cost_usd=sum(c for c in costs if c is not None),
+        cost_unknown=[t for t, c in zip(sorted(rerun), costs, strict=True) if c is None],
     )
 
 
-def _source_input(source_id: str, raw: dict[str, Any]) -> tuple[TeamRunInput, dict[str, Any]]:
-    """The source's input, parsed, and as JSON without ``resume``."""
+def _fork_reasons(
+    fork: ForkInput,
+    specs: Sequence[TaskSpec],
+    states: dict[str, TaskState],
+    rerun: set[str],
+    source_id: str,
+) -> dict[str, str]:
+    named = set(fork.fork.rerun or [])
+    reasons: dict[str, str] = {}
+    for t in specs:
+        if t.id not in rerun:
+            continue
+        state = states.get(t.id)
+        if t.id in fork.fork.edit:
+            fields = ", ".join(fork.fork.edit[t.id].model_dump(exclude_unset=True))
+            reasons[t.id] = f"edited: {fields}"
+        elif state is None or state.status != TaskStatus.COMPLETED:
+            status = state.status.value if state is not None else "not started"
+            reasons[t.id] = f"{status} in run {source_id}"
+        elif t.id in named:
+            reasons[t.id] = "named to run again"
+        else:
+            upstream = next(d for d in t.depends_on if d in rerun)
+            reasons[t.id] = f"depends on {upstream}, which runs again"
+    return reasons
+
+
+def parse_source_input(source_id: str, raw: dict[str, Any]) -> tuple[TeamRunInput, dict[str, Any]]:
+    """The source's input, parsed, and as JSON without ``resume``. Raises
+    ``InvalidForkError`` when it is a fork's that never read its own source,
+    or no ``TeamRun`` input."""
     if is_fork_input(raw):
         raise InvalidForkError(
             f"run {source_id!r} is a fork that has not read its own source yet: fork it once "
@@ -246,11 +337,11 @@ def _rerun_state(spec: TaskSpec, rerun: set[str]) -> TaskState:
     )
 
 
-def _kept(source: TaskState, source_id: str) -> TaskState:
-    """A task the fork keeps: its outcome as the source has it, marked with
-    the run that ran it (a task the source kept itself names its own
-    origin, whose ``AgentRun`` holds the output)."""
-    kept = source.model_copy()  # (shallow: only its own fields change)
+def _kept(source: TaskState, source_id: str, task_id: str) -> TaskState:
+    """A task the fork keeps, ``task_id``: its outcome as the source's task
+    has it, marked with the run that ran it (a task the source kept itself
+    names its own origin, whose ``AgentRun`` holds the output)."""
+    kept = source.model_copy(update={"id": task_id})  # (shallow: only its own fields change)
     kept.reused_from = kept.reused_from or ReusedFrom(run_id=source_id, task_id=source.id)
     if kept.output_ref is not None:
         kept.output_ref = origin_ref(kept)

@@ -37,6 +37,21 @@ from oma.core.schema.validation import check_sendable, format_validation_error
 M = TypeVar("M", bound=BaseModel)
 
 
+class ReuseOptions(BaseModel):
+    """``options.reuse``: keep the outputs of another run's tasks that would
+    come out the same (docs/fork.md, "Reuse by content")."""
+
+    model_config = ConfigDict(
+        extra="forbid", serialize_by_alias=True, validate_by_name=True, validate_by_alias=True
+    )
+
+    from_: str = Field(
+        alias="from",
+        min_length=1,
+        description="The workflow id of the TeamRun whose completed tasks this run may reuse.",
+    )
+
+
 class RunOptions(BaseModel):
     """``options`` of a run input."""
 
@@ -89,6 +104,12 @@ class RunOptions(BaseModel):
         "prices that replace its own.",
     )
     approvals: ApprovalOptions | None = None
+    reuse: ReuseOptions | None = Field(
+        default=None,
+        description='{"from": RUN_ID}: a task whose content key (its spec, its agent\'s whole '
+        "configuration, its upstream tasks' keys) equals that of a task RUN_ID completed keeps "
+        "that task's output instead of running (oma.core.rules.reuse).",
+    )
     history_event_limit: int = Field(
         default=10_000,
         ge=100,

@@ -190,3 +190,8 @@ class TaskState(BaseModel):
         description="A fork's task that did not run again: the run (and task) whose output, "
         "usage and cost it kept (docs/fork.md). Its AgentRun is that run's, not this one's.",
     )
+    reused_consequential: list[str] = Field(
+        default_factory=list,
+        description="A reused task: the consequential tools (@oma.consequential) it called in "
+        "the run it was reused from; they were not called again.",
+    )
