@@ -736,6 +736,48 @@ async def fork_refused(client: Client, workflow_id: str) -> Kept:
     return _kept(fork)
 
 
+async def _recorded_forks(client: Client, workflow_id: str) -> None:
+    """An Anthropic run (``t1`` -> ``t2``), then, with the model server
+    stopped, its fork replaying the recorded turns (``workflow_id``) and one
+    whose edited ``t2`` misses the recording (``<workflow_id>-miss``)."""
+    queue = f"{TASK_QUEUE}-recorded"
+    agent = {"name": "writer", "provider": "anthropic", "system_prompt": "Be brief."}
+    run_input = {
+        "team": {"name": "rec", "agents": [agent]},
+        "tasks": [task("t1", "writer"), task("t2", "writer", "t1")],
+    }
+    with AnthropicServer() as api:
+        api.reply_text("alpha")
+        api.reply_text("beta")
+        async with oma_worker.build_worker(client, queue, worker_activities(queue, api.base_url)):
+            source_id = f"{workflow_id}-source"
+            source = await start_run(client, source_id, run_input, task_queue=queue)
+            assert (await source.result()).success
+            api.stop()
+            options = {"models": "recorded"}
+            fork = {"fork": {"run_id": source_id, "rerun": ["t1"]}, "options": options}
+            forked = await start_run(client, workflow_id, fork, task_queue=queue)
+            assert (await forked.result()).status == "completed"
+            edit = {"t2": {"description": "do t2 otherwise"}}
+            miss = {"fork": {"run_id": source_id, "edit": edit}, "options": options}
+            missed = await start_run(client, f"{workflow_id}-miss", miss, task_queue=queue)
+            assert (await missed.result()).task("t2").error_code == "RECORDING_MISS"
+
+
+async def fork_replaying_recorded_turns(client: Client, workflow_id: str) -> Kept:
+    """A fork with ``options.models`` ``recorded``: its tasks' model turns
+    answered from its source's recording, the model server stopped."""
+    await _recorded_forks(client, workflow_id)
+    return await _child(client, workflow_id, "t2")
+
+
+async def recording_missed(client: Client, workflow_id: str) -> Kept:
+    """A replayed model turn whose request the recording lacks: the task's
+    ``AgentRun`` fails ``RECORDING_MISS``."""
+    await _recorded_forks(client, workflow_id)
+    return await _child(client, f"{workflow_id}-miss", "t2")
+
+
 SCENARIOS: dict[str, Scenario] = {
     "team_run_hybrid_scripted": hybrid_team,
     "agent_run_process": hybrid_team_process_task,
@@ -760,6 +802,8 @@ SCENARIOS: dict[str, Scenario] = {
     "team_run_fork_of_a_goal_run": fork_of_a_goal_run,
     "team_run_fork_refused": fork_refused,
     "team_run_reuse": reuse_by_content,
+    "agent_run_recorded_turn": fork_replaying_recorded_turns,
+    "agent_run_recording_miss": recording_missed,
 }
 """Every file of the corpus, by its stem, and the scenario that records it."""
 

@@ -371,6 +371,7 @@ class TeamRun(TeamRunHandlers):
             cost_budget_usd=left.cost_usd_left,
             pricing=self._options.pricing,
             approvals=self._options.approvals,
+            models=self._options.recorded(),
         )
         return await attempt_task(spec, run_input, inp.team.name)
 

@@ -202,6 +202,20 @@ def fork(
             "what runs again; start nothing.",
         ),
     ] = False,
+    models: Annotated[
+        str | None,
+        typer.Option(
+            help="recorded: answer each model turn whose request the source recorded with its "
+            "recorded answer, calling no provider (options.models); live: call them.",
+        ),
+    ] = None,
+    on_miss: Annotated[
+        str | None,
+        typer.Option(
+            help="With --models recorded: strict (default) fails a task whose turn was not "
+            "recorded (RECORDING_MISS); fallback calls the live provider.",
+        ),
+    ] = None,
 ) -> None:
     """Fork a TeamRun: a new run keeps every task's outcome but those run again.
 
@@ -225,6 +239,8 @@ def fork(
         workflow_id,
         worker,
         dry_run,
+        models,
+        on_miss,
     )
 
 

@@ -38,6 +38,8 @@ def fork_command(
     workflow_id: str | None,
     worker: bool | None,
     dry_run: bool = False,
+    models: str | None = None,
+    on_miss: str | None = None,
 ) -> None:
     """``oma fork``: exits 0 when the fork succeeded, 1 when it did not, 2
     when the fork cannot be made (an unknown run or task, a bad file or
@@ -49,6 +51,15 @@ def fork_command(
     if options is not None:
         data = _read_json(options)
         raw["options"] = data["options"] if isinstance(data, dict) and "options" in data else data
+    if models is not None or on_miss is not None:
+        if (models or "recorded") not in ("live", "recorded"):
+            raise fail(f"--models {models!r}: live or recorded", 2)
+        if on_miss not in (None, "strict", "fallback"):
+            raise fail(f"--on-miss {on_miss!r}: strict or fallback", 2)
+        chosen: Any = models or "recorded"
+        if chosen == "recorded" and on_miss is not None:
+            chosen = {"on_miss": on_miss}
+        raw["options"] = {**raw.get("options", {}), "models": chosen}
     if rerun:
         raw["fork"]["rerun"] = rerun
     if edits:

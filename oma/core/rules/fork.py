@@ -113,6 +113,10 @@ def fork_run(
             payload[key] = given[key]
     options = {**payload.get("options", {}), **given.get("options", {})}
     options.pop("plan_only", None)  # a planned run's fork runs its plan
+    models = options.get("models")
+    if models == "recorded" or (isinstance(models, dict) and not models.get("from")):
+        # a fork replays its source's model turns unless told another run
+        options["models"] = {**(models if isinstance(models, dict) else {}), "from": source_id}
     payload["options"] = options
     specs = _specs(source_id, src, source)
     states = {t.id: t for t in source.tasks}

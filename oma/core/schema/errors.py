@@ -282,6 +282,16 @@ class ScriptExhaustedError(RunError):
     code = "SCRIPT_EXHAUSTED"
 
 
+class RecordingMissError(RunError):
+    """A model turn of a run that replays recorded turns (``options.models``
+    ``recorded``, ``oma.testing.recorded``) asked something no recorded turn
+    asked: the message names the agent, the task, the turn and the first part
+    of the request that differs (model, system prompt, tools, a message).
+    ``fallback`` calls the live provider instead (docs/fork.md)."""
+
+    code = "RECORDING_MISS"
+
+
 class MaxTurnsExceededError(RunError):
     """An LLM agent's tool loop reached ``max_turns`` without a final answer."""
 
