@@ -28,6 +28,7 @@ from temporalio.worker import Worker
 from oma.activities._credentials import CredentialPolicy
 from oma.activities.acp.pool import SessionPool
 from oma.activities.acp_prompt import AcpActivities
+from oma.activities.fork_source import read_fork_source
 from oma.activities.llm_turn import LlmActivities
 from oma.activities.mcp import McpServerPool
 from oma.activities.mcp_tools import McpActivities
@@ -81,6 +82,7 @@ class Activities:
             evaluate,
             self.visibility.registered_search_attributes,
             read_task_outputs,
+            read_fork_source,
             *self.session_activities(),
         ]
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from temporalio import activity
 
 from oma.activities.providers import ModelProvider, default_providers, provider_for
+from oma.activities.recordings import Recording, Recordings, task_of
 from oma.activities.tool_call import tool_traits
 from oma.core.contracts.llm import (
     AgentRef,
@@ -25,11 +26,14 @@ from oma.core.contracts.llm import (
     ConversationSlice,
     LlmTurnInput,
     LlmTurnOutput,
+    RequestDigest,
     price_turn,
+    request_digest,
 )
 from oma.core.schema.agent_config import AgentConfig
-from oma.core.schema.errors import OMAError, application_error
+from oma.core.schema.errors import OMAError, RecordingMissError, application_error
 from oma.core.schema.messages import LLMMessage
+from oma.core.schema.providers import PROVIDERS
 
 
 class LlmActivities:
@@ -38,13 +42,24 @@ class LlmActivities:
     ``llm_turn``. Credentials are read by the adapters from the worker's
     environment; they never appear in activity input or history."""
 
-    def __init__(self, providers: Mapping[str, ModelProvider] | None = None) -> None:
+    def __init__(
+        self,
+        providers: Mapping[str, ModelProvider] | None = None,
+        *,
+        replay: Recording | None = None,
+        on_miss: Literal["strict", "fallback"] = "strict",
+    ) -> None:
         # by default each adapter is built, and its SDK imported, in a thread
         # at its provider's first turn (``provider_for``): a worker whose runs
         # use no model, or only one provider, never pays for the others
         self.providers: Mapping[str, ModelProvider] = providers or default_providers()
         self.agents: OrderedDict[str, AgentConfig] = OrderedDict()
         """The agent configs turns referred to, by digest, most recent last."""
+        self.replay = replay
+        """Answers every turn of this worker from these recorded turns
+        (``oma.testing.recorded``), ``on_miss`` saying what a miss does."""
+        self.on_miss = on_miss
+        self.recordings = Recordings()
 
     @activity.defn(name="llm_turn")
     async def llm_turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
@@ -55,17 +70,58 @@ class LlmActivities:
         ``PROVIDER_ERROR`` (retryable for 429/5xx/network/timeouts),
         ``MISSING_CREDENTIALS``, ``SCRIPT_EXHAUSTED`` (non-retryable).
         """
-        provider = await provider_for(self.providers, inp.agent.resolved_provider)
         if inp.agent_ref is not None:
             inp = inp.model_copy(update={"agent": await self._agent(inp.agent_ref)})
         if inp.conversation is not None:
             inp = inp.model_copy(update={"messages": await _conversation(inp.conversation)})
+        request = None
+        if PROVIDERS[inp.agent.resolved_provider].needs_io:
+            request = request_digest(inp.agent, inp.messages)
         try:
+            replayed = await self._replayed(inp, request) if request is not None else None
+            if replayed is not None:
+                return replayed
+            provider = await provider_for(self.providers, inp.agent.resolved_provider)
             out = price_turn(inp, await provider.turn(inp))
             out.tool_traits = tool_traits(inp.agent)
+            out.request = request
             return out
         except OMAError as err:
             raise application_error(err) from err
+
+    async def _replayed(self, inp: LlmTurnInput, request: RequestDigest) -> LlmTurnOutput | None:
+        """The recorded answer to this turn, when its run (``inp.recorded``) or
+        this worker (``replay``) replays recorded turns: the recording's
+        answer, usage and stop reason, at no cost; ``None`` to call the
+        provider (live turns, or a miss with ``fallback``). Raises
+        ``RecordingMissError`` for a miss with ``strict``."""
+        if self.replay is not None:
+            recording, on_miss = self.replay, self.on_miss
+        elif inp.recorded is not None:
+            recording = await self.recordings.of(activity.client(), inp.recorded.run_id)
+            on_miss = inp.recorded.on_miss
+        else:
+            return None
+        found = recording.answer(request)
+        task = task_of(activity.info().workflow_id or "")
+        if found is None:
+            if on_miss == "fallback":
+                return None
+            raise RecordingMissError(
+                f"agent {inp.agent.name!r}, task {task!r}, model turn {inp.turn + 1}: run "
+                f"{recording.run_id} recorded no turn with this request: "
+                f"{recording.difference(request, inp.messages, task)}"
+            )
+        answer, place = found
+        usage = answer.usage.model_copy(update={"cost_usd": 0.0, "unpriced": []})
+        return answer.model_copy(
+            update={
+                "usage": usage,
+                "request": request,
+                "recorded_from": place.workflow_id,
+                "tool_traits": tool_traits(inp.agent),
+            }
+        )
 
     async def _agent(self, ref: AgentRef) -> AgentConfig:
         """The agent ``ref`` names: from the cache, else the run's ``agent`` query."""

@@ -644,6 +644,140 @@ async def anthropic_turn_retried_with_hooks(client: Client, workflow_id: str) ->
     return Kept(workflow_id, handle.result_run_id or "")
 
 
+# -- forks ------------------------------------------------------------------------
+
+FLAKY = "import pathlib, sys; sys.stdin.read(); sys.exit(0 if pathlib.Path('ok').exists() else 3)"
+"""A process agent that fails (exit 3) until a file ``ok`` exists in its ``cwd``."""
+
+
+async def _fork_of_a_failed_run(client: Client, workflow_id: str) -> Run:
+    """A run whose last task fails (``one`` -> ``two`` -> ``three``), then
+    the fork ``workflow_id`` of it once the file the task needs exists: it
+    keeps ``one`` and ``two`` and runs ``three`` again."""
+    with tempfile.TemporaryDirectory() as cwd:
+        team = _team(scripted("a", "fine"), process("flaky", FLAKY, cwd=cwd))
+        tasks = [task("one", "a"), task("two", "a", "one"), task("three", "flaky", "two")]
+        source = await _start(client, f"{workflow_id}-source", {"team": team, "tasks": tasks})
+        assert (await source.result()).status == "failed"
+        (Path(cwd) / "ok").touch()
+        fork = await _start(client, workflow_id, {"fork": {"run_id": source.id}})
+        result = await fork.result()
+    assert result.status == "completed", result
+    assert [t.reused_from is not None for t in result.tasks] == [True, True, False]
+    return fork
+
+
+async def fork_of_a_failed_run(client: Client, workflow_id: str) -> Kept:
+    """A fork: the ``read_fork_source`` activity, then the task that failed
+    run again, the others kept."""
+    return _kept(await _fork_of_a_failed_run(client, workflow_id))
+
+
+async def fork_of_a_goal_run(client: Client, workflow_id: str) -> Kept:
+    """A fork of a goal run from its second task, with another prompt for its
+    agent: the plan kept, the kept output read back, the synthesis run again."""
+    coordinator = {"provider": "scripted", "script": [PLAN, "final"]}
+    team = _team(scripted("researcher", "facts"), scripted("writer", "draft"))
+    source = await _start(
+        client,
+        f"{workflow_id}-source",
+        {"team": team, "goal": "Write about the sky.", "coordinator": coordinator},
+    )
+    assert (await source.result()).status == "completed"
+    new_team = _team(scripted("researcher", "facts"), scripted("writer", "a better draft"))
+    fork = await _start(
+        client, workflow_id, {"fork": {"run_id": source.id, "rerun": ["t2"]}, "team": new_team}
+    )
+    result = await fork.result()
+    assert (result.status, result.final_output) == ("completed", "final"), result
+    assert [t.output for t in result.tasks] == ["facts", "a better draft"]
+    return _kept(fork)
+
+
+async def reuse_by_content(client: Client, workflow_id: str) -> Kept:
+    """A run with ``options.reuse``: its reference run's tasks whose content
+    did not change are kept (``one``), the task of the agent whose prompt
+    changed runs (``two``), and so does what depends on it (``three``)."""
+
+    def team(prompt: str) -> dict[str, Any]:
+        return _team(scripted("a", "fine"), scripted("b", "fine", system_prompt=prompt))
+
+    tasks = [task("one", "a"), task("two", "b", "one"), task("three", "a", "two")]
+    reference = await _start(
+        client, f"{workflow_id}-reference", {"team": team("B1"), "tasks": tasks}
+    )
+    assert (await reference.result()).success
+    options = {"reuse": {"from": reference.id}}
+    run = await _start(
+        client, workflow_id, {"team": team("B2"), "tasks": tasks, "options": options}
+    )
+    result = await run.result()
+    assert result.status == "completed", result
+    assert [t.reused_from is not None for t in result.tasks] == [True, False, False]
+    return _kept(run)
+
+
+async def fork_refused(client: Client, workflow_id: str) -> Kept:
+    """A fork naming a task its source lacks: it fails ``INVALID_FORK`` before
+    anything runs."""
+    source = await _start(
+        client,
+        f"{workflow_id}-source",
+        {"team": _team(scripted("a", "x")), "tasks": [task("one", "a")]},
+    )
+    await source.result()
+    fork = await _start(client, workflow_id, {"fork": {"run_id": source.id, "rerun": ["on"]}})
+    try:
+        await fork.result()
+    except WorkflowFailureError as err:
+        assert "has no task 'on' (did you mean 'one'?)" in str(err.cause), err.cause
+    else:
+        raise AssertionError("the fork did not fail")
+    return _kept(fork)
+
+
+async def _recorded_forks(client: Client, workflow_id: str) -> None:
+    """An Anthropic run (``t1`` -> ``t2``), then, with the model server
+    stopped, its fork replaying the recorded turns (``workflow_id``) and one
+    whose edited ``t2`` misses the recording (``<workflow_id>-miss``)."""
+    queue = f"{TASK_QUEUE}-recorded"
+    agent = {"name": "writer", "provider": "anthropic", "system_prompt": "Be brief."}
+    run_input = {
+        "team": {"name": "rec", "agents": [agent]},
+        "tasks": [task("t1", "writer"), task("t2", "writer", "t1")],
+    }
+    with AnthropicServer() as api:
+        api.reply_text("alpha")
+        api.reply_text("beta")
+        async with oma_worker.build_worker(client, queue, worker_activities(queue, api.base_url)):
+            source_id = f"{workflow_id}-source"
+            source = await start_run(client, source_id, run_input, task_queue=queue)
+            assert (await source.result()).success
+            api.stop()
+            options = {"models": "recorded"}
+            fork = {"fork": {"run_id": source_id, "rerun": ["t1"]}, "options": options}
+            forked = await start_run(client, workflow_id, fork, task_queue=queue)
+            assert (await forked.result()).status == "completed"
+            edit = {"t2": {"description": "do t2 otherwise"}}
+            miss = {"fork": {"run_id": source_id, "edit": edit}, "options": options}
+            missed = await start_run(client, f"{workflow_id}-miss", miss, task_queue=queue)
+            assert (await missed.result()).task("t2").error_code == "RECORDING_MISS"
+
+
+async def fork_replaying_recorded_turns(client: Client, workflow_id: str) -> Kept:
+    """A fork with ``options.models`` ``recorded``: its tasks' model turns
+    answered from its source's recording, the model server stopped."""
+    await _recorded_forks(client, workflow_id)
+    return await _child(client, workflow_id, "t2")
+
+
+async def recording_missed(client: Client, workflow_id: str) -> Kept:
+    """A replayed model turn whose request the recording lacks: the task's
+    ``AgentRun`` fails ``RECORDING_MISS``."""
+    await _recorded_forks(client, workflow_id)
+    return await _child(client, f"{workflow_id}-miss", "t2")
+
+
 SCENARIOS: dict[str, Scenario] = {
     "team_run_hybrid_scripted": hybrid_team,
     "agent_run_process": hybrid_team_process_task,
@@ -664,6 +798,12 @@ SCENARIOS: dict[str, Scenario] = {
     "team_run_acp_two_turns": acp_agent_over_two_turns,
     "agent_run_acp_routed_turn": acp_agent_routed_turn,
     "agent_run_anthropic_retry_hooks": anthropic_turn_retried_with_hooks,
+    "team_run_fork": fork_of_a_failed_run,
+    "team_run_fork_of_a_goal_run": fork_of_a_goal_run,
+    "team_run_fork_refused": fork_refused,
+    "team_run_reuse": reuse_by_content,
+    "agent_run_recorded_turn": fork_replaying_recorded_turns,
+    "agent_run_recording_miss": recording_missed,
 }
 """Every file of the corpus, by its stem, and the scenario that records it."""
 

@@ -46,6 +46,12 @@ def test_the_corpus_holds_team_runs_of_each_kind_and_both_agent_kinds() -> None:
         "team_run_acp_two_turns",
         "agent_run_acp_routed_turn",
         "agent_run_anthropic_retry_hooks",
+        "team_run_fork",
+        "team_run_fork_of_a_goal_run",
+        "team_run_fork_refused",
+        "team_run_reuse",
+        "agent_run_recorded_turn",
+        "agent_run_recording_miss",
     }
 
 
@@ -86,6 +92,15 @@ SHOWS: dict[str, set[str]] = {
         "activity before_run",
         "activity llm_turn (retried)",
         "activity evaluate",
+    },
+    "team_run_fork": {"activity read_fork_source", "CHILD_WORKFLOW_EXECUTION_COMPLETED"},
+    "team_run_fork_refused": {"activity read_fork_source", "WORKFLOW_EXECUTION_FAILED"},
+    "team_run_reuse": {"activity read_fork_source", "CHILD_WORKFLOW_EXECUTION_COMPLETED"},
+    "agent_run_recorded_turn": {"activity llm_turn", "WORKFLOW_EXECUTION_COMPLETED"},
+    "agent_run_recording_miss": {"ACTIVITY_TASK_FAILED", "WORKFLOW_EXECUTION_FAILED"},
+    "team_run_fork_of_a_goal_run": {
+        "activity read_fork_source",
+        "CHILD_WORKFLOW_EXECUTION_COMPLETED",
     },
 }
 """What a recorded history shows, beyond the outcome its recorder asserted."""

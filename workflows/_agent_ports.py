@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         ConversationRef,
         LlmTurnInput,
         LlmTurnOutput,
+        RecordedTurns,
         agent_digest,
         agent_named,
     )
@@ -73,6 +74,8 @@ class ActivityModel:
         self.conversation: list[LLMMessage] = []
         self.agent: AgentConfig | None = None
         self.agent_sha256 = ""
+        self.recorded: RecordedTurns | None = None
+        """Where its turns' answers come from, when the run replays recorded turns."""
 
     async def turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
         out: LlmTurnOutput
@@ -87,6 +90,8 @@ class ActivityModel:
             update: dict[str, Any] = {"messages": [], "conversation": ref}
             if workflow.patched(_patches.AGENT_BY_REFERENCE):
                 update |= {"agent": agent_named(inp.agent), "agent_ref": self._agent_ref()}
+            if self.recorded is not None:
+                update["recorded"] = self.recorded
             out = await workflow.execute_activity(
                 "llm_turn",
                 inp.model_copy(update=update),

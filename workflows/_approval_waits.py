@@ -25,8 +25,10 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from oma.core.rules.approval_gate import ApprovalGate, pending_view, task_of
     from oma.core.rules.task_graph import TaskGraph
+    from oma.core.rules.team_run_state import TeamRunState
     from oma.core.schema.approvals import (
         ApprovalDecision,
+        ApprovalOptions,
         ApprovalRequest,
         Boundary,
         Decision,
@@ -94,6 +96,20 @@ class ApprovalWaits:
         self._waiters: dict[str, asyncio.Task[None]] = {}
         self.listener: DecisionListener | None = None
         self.forwarder: DecisionForwarder | None = None
+
+    @classmethod
+    def of_run(
+        cls,
+        state: TeamRunState,
+        approvals: ApprovalOptions | None,
+        events: EventSink,
+        wakeup: Wakeup,
+    ) -> ApprovalWaits:
+        """The approval waits of this ``TeamRun``, over its ``state``'s open
+        requests and decisions, under its ``options.approvals``."""
+        requests, decisions = state.requests, state.result.approval_decisions
+        gate = ApprovalGate(workflow.info().workflow_id, approvals, requests, decisions)
+        return cls(gate, events, wakeup)
 
     def request(self, request_id: str, boundary: Boundary, content: Any, reason: str) -> None:
         """Open a request; its waiter starts with the next ``start_waiters``."""

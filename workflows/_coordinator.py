@@ -100,7 +100,12 @@ class Coordinator:
         try:
             result: AgentRunResult = await workflow.execute_child_workflow(
                 "AgentRun",
-                AgentRunInput(agent=agent, input=messages, pricing=self._inp.options.pricing),
+                AgentRunInput(
+                    agent=agent,
+                    input=messages,
+                    pricing=self._inp.options.pricing,
+                    models=self._inp.options.recorded(),
+                ),
                 id=coordinator_workflow_id(workflow.info().workflow_id, step),
                 result_type=AgentRunResult,
                 static_summary=f"{COORDINATOR}: {step}",

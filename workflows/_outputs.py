@@ -13,7 +13,9 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from oma.core.rules.payload_fit import ReadOutputsInput, ReadOutputsOutput, read_batches
     from oma.core.rules.task_graph import TaskGraph
+    from oma.core.rules.team_run_state import read_next
     from oma.core.schema.limits import MAX_DEPENDENCY_PAYLOAD_BYTES
+    from oma.core.schema.results import TeamRunResult
     from oma.core.schema.task import TERMINAL_STATUSES
 
 READ_OUTPUTS: dict[str, Any] = {
@@ -22,10 +24,14 @@ READ_OUTPUTS: dict[str, Any] = {
 }
 
 
-async def read_back(graph: TaskGraph) -> None:
+async def read_back(graph: TaskGraph, result: TeamRunResult) -> None:
     """Put back into ``graph`` the outputs kept by reference that a task still
     to run reads as a dependency (``memory_scope`` ``dependencies``): read
-    with the ``read_task_outputs`` activity, from the children's results.
+    with the ``read_task_outputs`` activity, from the children's results. A
+    fork (``result.forked_from``) or a run that reused tasks (``reused_from``)
+    reads back every output a task still to run or its synthesis reads
+    (``read_next``), from the children of the runs that ran them: its kept
+    outputs start by reference.
 
     An output over ``MAX_DEPENDENCY_PAYLOAD_BYTES`` is not read (its readers
     fail on its size, ``output_bytes``, as they would with it); one that
@@ -37,6 +43,10 @@ async def read_back(graph: TaskGraph) -> None:
     read = dict.fromkeys(
         d for t in waiting if t.memory_scope == "dependencies" for d in t.depends_on
     )
+    # (no run before forks and reuse has either: older runs replay the same)
+    if result.forked_from is not None or any(s.reused_from is not None for s in graph):
+        everything = read_next(graph.specs.values(), graph, everything=result.goal is not None)
+        read = dict.fromkeys(t for t in graph.specs if t in everything)
     kept = {
         state.output_ref: state
         for state in (graph[d] for d in read)

@@ -38,6 +38,7 @@ TEAM = SearchAttributeKey.for_keyword(visibility.OMA_TEAM)
 AGENT = SearchAttributeKey.for_keyword(visibility.OMA_AGENT)
 TASK = SearchAttributeKey.for_keyword(visibility.OMA_TASK)
 ERROR_CODE = SearchAttributeKey.for_keyword(visibility.OMA_ERROR_CODE)
+FORKED_FROM = SearchAttributeKey.for_keyword(visibility.OMA_FORKED_FROM)
 
 
 _LEARNED = "_oma_search_attributes_registered"
@@ -69,6 +70,11 @@ async def learn() -> None:
         workflow.logger.warning("search attributes not set: %s", err.cause or err)
         return
     setattr(workflow.instance(), _LEARNED, out.complete)
+    setattr(workflow.instance(), _REGISTERED, out.registered)
+
+
+_REGISTERED = "_oma_search_attributes_found"
+"""The attribute of the workflow instance that holds the names ``learn`` found."""
 
 
 def searchable() -> bool:
@@ -124,6 +130,16 @@ def continuing() -> TypedSearchAttributes | None:
         return None
     ended("continued_as_new")
     return workflow.info().typed_search_attributes.updated(SearchAttributePair(STATUS, "running"))
+
+
+def forked_from(source: str) -> None:
+    """A fork: set ``OmaForkedFrom`` to ``source``, when the run is
+    ``searchable`` and the namespace has that attribute (the client started
+    the run with it, or ``learn`` found it registered)."""
+    if not searchable() or workflow.info().typed_search_attributes.get(FORKED_FROM) is not None:
+        return
+    if visibility.OMA_FORKED_FROM in getattr(workflow.instance(), _REGISTERED, ()):
+        workflow.upsert_search_attributes([FORKED_FROM.value_set(source)])
 
 
 def for_child(*, team: str | None, agent: str, task: str | None = None) -> TypedSearchAttributes:

@@ -25,7 +25,7 @@ from temporalio.exceptions import (
 
 with workflow.unsafe.imports_passed_through():
     from oma.core.contracts.budget import RunBudget
-    from oma.core.contracts.llm import ConversationSlice
+    from oma.core.contracts.llm import ConversationSlice, RecordedTurns
     from oma.core.contracts.ports import AgentPorts
     from oma.core.rules.agent_run import run_agent
     from oma.core.rules.approval_gate import ApprovalGate
@@ -222,6 +222,10 @@ class AgentRun(ApprovalHandlers):
         return model.agent
 
     def _ports(self, inp: AgentRunInput) -> AgentPorts:
+        if inp.models is not None and inp.models.from_:  # the turns a fork replays
+            self._model.recorded = RecordedTurns(
+                run_id=inp.models.from_, on_miss=inp.models.on_miss
+            )
         return AgentPorts(
             model=BudgetedModel(self._model, self._budget) if self._budget else self._model,
             tools=self._tools,

@@ -7,16 +7,17 @@ completed (each an ``AgentRun`` child workflow), retrying retryable failures
 and cascading the others to the dependents; with a goal, the coordinator
 synthesizes the final answer; report. Approvals, ``abort``, budgets and
 timeouts stop the dispatch and drain the run. A long run continues as new
-before its history grows large, carrying its state.
+before its history grows large, carrying its state; a fork reads its source
+first and goes on as that run resumed (``_fork``).
 
 The rules live in the core (``TeamRunState``, ``TaskGraph`` and its
 ``TaskTally``, ``ApprovalGate``, ``EventLog``, ``Scheduler``, ``Dispatcher``,
-``TeamBudget``, ``settle_outcome``); this module is the Temporal glue: waiting,
-timers, children. Its collaborators are typed: the run's events
-(``RunEvents``), its wake-up (``Wakeup``), its approval waits, its books
-(``RunSpending``), the coordinator; its handlers are ``TeamRunHandlers``.
-A task's settle costs what it touches (its dependents, the tasks in
-flight, the open requests), never a pass over every task of the run.
+``TeamBudget``, ``settle_outcome``); this module is the Temporal glue:
+waiting, timers, children, over typed collaborators (``RunEvents``,
+``Wakeup``, the approval waits, ``RunSpending``, the coordinator, the
+handlers ``TeamRunHandlers``). A task's settle costs what it touches (its
+dependents, the tasks in flight, the open requests), never a pass over
+every task of the run.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from oma.core.contracts.visibility import team_run_details, team_run_failure
     from oma.core.contracts.workflow_ids import task_workflow_id
-    from oma.core.rules.approval_gate import ApprovalGate, dispatch_request_id, round_content
+    from oma.core.rules.approval_gate import dispatch_request_id, round_content
     from oma.core.rules.dispatch import Dispatcher
     from oma.core.rules.run_outcome import settle_outcome
     from oma.core.rules.scheduling import Scheduler
@@ -58,7 +59,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from oma.core.schema.task import TaskSpec, TaskStatus
     from oma.core.schema.validation import single_input
-    from oma.workflows import _continue, _patches, _visibility
+    from oma.workflows import _continue, _fork, _patches, _visibility
     from oma.workflows._acp import RunSessions
     from oma.workflows._approval_waits import ApprovalWaits
     from oma.workflows._budget import RunSpending
@@ -94,11 +95,18 @@ class TeamRun(TeamRunHandlers):
         # handled, so a decision sent as the run starts sees the whole state.
         self._invalid: ApplicationError | None = None
         try:
-            inp = parse_team_run_input(single_input(args, "TeamRun"))
+            raw = single_input(args, "TeamRun")
+            self._fork = _fork.fork_input(raw)  # a fork's first run: read its source first
+            inp = None if self._fork else parse_team_run_input(raw)
         except OMAError as err:
             self._invalid = application_error(err)
-            inp = None
+            inp = self._fork = None
+        self._setup(inp)
+
+    def _setup(self, inp: TeamRunInput | None) -> None:
+        """Everything the run holds, over ``inp`` (a fork's: made in ``run``)."""
         self._input = inp
+        self._team_name = inp.team.name if inp else "?"
         self._options = inp.options if inp else RunOptions()
         self.state = (inp and inp.resume) or TeamRunState(
             result=TeamRunResult(success=False, status="running", tasks=[]),
@@ -106,13 +114,8 @@ class TeamRun(TeamRunHandlers):
         )
         self._events = RunEvents(EventLog(self.state.events))
         self._wakeup = Wakeup()  # the dispatch loop waits on it
-        gate = ApprovalGate(
-            workflow.info().workflow_id,
-            inp.options.approvals if inp else None,
-            self.state.requests,
-            self.state.result.approval_decisions,
-        )
-        self._approvals = ApprovalWaits(gate, self._events, self._wakeup)
+        approvals = inp.options.approvals if inp else None
+        self._approvals = ApprovalWaits.of_run(self.state, approvals, self._events, self._wakeup)
         self._tool_requests = AdoptedToolRequests(self._approvals, self._events)
         self._spending = RunSpending(self.state, self._options, self._events, self)
         self._graph = TaskGraph([])
@@ -144,6 +147,8 @@ class TeamRun(TeamRunHandlers):
     @workflow.run
     async def run(self, *args: Any) -> dict[str, Any]:
         await _visibility.learn()
+        if (reading := _fork.reading(self._fork, self._input)) is not None:
+            self._setup(await reading)  # a fork, or a run that reuses another's work
         if self._invalid is not None:
             _visibility.ended("failed", self._invalid.type)
             raise self._invalid
@@ -167,7 +172,7 @@ class TeamRun(TeamRunHandlers):
                     await self._ask_approval("plan", "plan", plan.model_dump(mode="json"), reason)
             if not self._stop.stopped:
                 if inp.resume is not None:
-                    await read_back(self._graph)  # the outputs its waiting tasks read
+                    await read_back(self._graph, self.state.result)  # what waiting tasks read
                 await self._execute(inp)
             if self._continuing and not self._stop.stopped:
                 await self._continue_as_new(inp)
@@ -366,6 +371,7 @@ class TeamRun(TeamRunHandlers):
             cost_budget_usd=left.cost_usd_left,
             pricing=self._options.pricing,
             approvals=self._options.approvals,
+            models=self._options.recorded(),
         )
         return await attempt_task(spec, run_input, inp.team.name)
 
@@ -484,10 +490,6 @@ class TeamRun(TeamRunHandlers):
         if not result.success and workflow.patched(_patches.FAILED_STATE):
             raise team_run_failure(self._team_name, result, sent)
         return sent
-
-    @property
-    def _team_name(self) -> str:
-        return self._input.team.name if self._input else "?"
 
     def _show_details(self) -> None:
         # the Web UI's detail page and `temporal workflow describe` show it;

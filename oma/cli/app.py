@@ -101,6 +101,21 @@ def run(
     workflow_id: WorkflowIdOption = None,
     worker: WorkerOption = None,
     path: PathOption = None,
+    reuse: Annotated[
+        str | None,
+        typer.Option(
+            help="Keep the outputs of this run's tasks that would come out the same "
+            "(options.reuse: same task, agent config and upstream; docs/fork.md).",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="With --reuse: print, for every task, reused or run again and why, and the "
+            "estimated cost of what runs again; start nothing.",
+        ),
+    ] = False,
 ) -> None:
     """Validate FILE, start a TeamRun, follow its events, and print the tasks and the output.
 
@@ -113,7 +128,7 @@ def run(
     from oma.cli.run import run_command
 
     _user_code(path)
-    run_command(file, as_json, workflow_id, worker)
+    run_command(file, as_json, workflow_id, worker, reuse, dry_run)
 
 
 @app.command()
@@ -134,6 +149,99 @@ def plan(
 
     _user_code(path)
     plan_command(file, workflow_id, worker)
+
+
+@app.command()
+def fork(
+    run_id: Annotated[
+        str | None,
+        typer.Argument(help="The TeamRun to fork (with --history: default, read from the file)."),
+    ] = None,
+    rerun: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--from",
+            help="Run this task again, and everything downstream of it (repeatable; default: "
+            "every task that did not complete).",
+        ),
+    ] = None,
+    team: Annotated[
+        Path | None,
+        typer.Option(help="A team JSON file (or a run input's) replacing the source's team."),
+    ] = None,
+    options: Annotated[
+        Path | None,
+        typer.Option(help="An options JSON file: the options it gives replace the source's."),
+    ] = None,
+    edit: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="TASK.FIELD=VALUE: change a task (it runs again), e.g. "
+            "t3.description='...' (repeatable).",
+        ),
+    ] = None,
+    history: Annotated[
+        Path | None,
+        typer.Option(
+            help="Fork the run an exported history records (`temporal workflow show "
+            "--output json`) instead of one on the server.",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the raw result as JSON.")] = False,
+    workflow_id: Annotated[
+        str | None, typer.Option(help="The fork's workflow id (default: <run id>-fork-<random>).")
+    ] = None,
+    worker: WorkerOption = None,
+    path: PathOption = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print, for every task, kept or run again and why, and the estimated cost of "
+            "what runs again; start nothing.",
+        ),
+    ] = False,
+    models: Annotated[
+        str | None,
+        typer.Option(
+            help="recorded: answer each model turn whose request the source recorded with its "
+            "recorded answer, calling no provider (options.models); live: call them.",
+        ),
+    ] = None,
+    on_miss: Annotated[
+        str | None,
+        typer.Option(
+            help="With --models recorded: strict (default) fails a task whose turn was not "
+            "recorded (RECORDING_MISS); fallback calls the live provider.",
+        ),
+    ] = None,
+) -> None:
+    """Fork a TeamRun: a new run keeps every task's outcome but those run again.
+
+    The tasks named with --from, the tasks that did not complete, the tasks
+    --set changes and everything downstream of them run again with the
+    current code; the others keep their outputs, usage and shared memory
+    (the source run is never changed). Exits 0 when the fork succeeded, 1
+    when it did not, 2 when it cannot be made (docs/fork.md).
+    """
+    from oma.cli.fork import fork_command
+
+    _user_code(path)
+    fork_command(
+        run_id,
+        rerun or [],
+        team,
+        options,
+        edit or [],
+        history,
+        as_json,
+        workflow_id,
+        worker,
+        dry_run,
+        models,
+        on_miss,
+    )
 
 
 # -- approvals and abort ---------------------------------------------------

@@ -107,6 +107,13 @@ class RunTracker:
         specs = (inp.tasks or (inp.plan.tasks if inp.plan else None) or []) if inp else []
         for spec in specs:
             self.tasks[spec.id] = TaskLine(spec.id, spec.title, spec.assignee)
+        if inp is not None and inp.resume is not None:  # a fork: its tasks and what it kept
+            self.planned = True
+            for t in inp.resume.result.tasks:
+                line = self.task(t.id)
+                line.title, line.agent = line.title or t.title, line.agent or t.assignee
+                if t.reused_from is not None:
+                    line.status = "completed"
 
     def names_unknown(self, event: RunEvent) -> bool:
         """Whether ``event`` brings tasks this tracker does not know (a plan)."""

@@ -13,13 +13,14 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import typer
+from rich.table import Table
 from temporalio.client import (
     Client,
     RPCTimeoutOrCancelledError,
@@ -35,16 +36,19 @@ from oma.cli.common import (
     console,
     err_console,
     fail,
+    print_table,
     run_async,
     run_text,
 )
 from oma.cli.live import PlainView, RunView, run_view
 from oma.cli.summary import print_error_code, print_result
 from oma.cli.upstream import live_lines
+from oma.core.rules.fork import ForkedRun
 from oma.core.schema.errors import OMAError
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
-from oma.core.schema.run_input import TeamRunInput, checked_team_run_input
+from oma.core.schema.run_input import ReuseOptions, TeamRunInput, checked_team_run_input
+from oma.core.schema.usage import usd
 from oma.runtime.dev_server import is_listening, split_address
 
 EVENT_POLL_S = 0.5
@@ -62,10 +66,25 @@ QUERY_TIMEOUT = timedelta(seconds=10)
 """How long a query or signal waits for the server and a worker."""
 
 
-def run_command(file: Path, as_json: bool, workflow_id: str | None, worker: bool | None) -> None:
+def run_command(
+    file: Path,
+    as_json: bool,
+    workflow_id: str | None,
+    worker: bool | None,
+    reuse: str | None = None,
+    dry_run: bool = False,
+) -> None:
     """``oma run``: exits 0 when the run succeeded, 1 when it did not, 2 when
-    FILE is invalid, 130 when interrupted (the run is cancelled)."""
+    FILE is invalid, 130 when interrupted (the run is cancelled). ``reuse``:
+    ``options.reuse.from``; ``dry_run``: print what the run would reuse and
+    run again (``print_dry_run``) and start nothing."""
     inp = read_run_input(file)
+    if reuse is not None:
+        given = ReuseOptions.model_validate({"from": reuse})
+        inp = inp.model_copy(update={"options": inp.options.model_copy(update={"reuse": given})})
+    if dry_run:
+        run_async(dry_run_reuse(inp, workflow_id, worker))
+        raise typer.Exit(0)
 
     def show(result: TeamRunResult) -> None:
         if as_json:
@@ -148,47 +167,114 @@ async def start_and_follow(
     happen, and return its result. Cancelled (Ctrl-C, SIGTERM), it cancels the
     run (``_cancel_run``), hands the result it ended with to ``on_interrupt``
     and is cancelled still."""
-    from oma.client import start_team_run, team_run_result  # (what only a run needs)
+    from oma.client import start_team_run  # (what only a run needs)
 
     async with temporal(with_worker) as (client, task_queue):
         wid = workflow_id or f"team-{inp.team.name}-{uuid.uuid4().hex[:8]}"
-        start = asyncio.ensure_future(start_team_run(client, inp, id=wid, task_queue=task_queue))
+        starting = start_team_run(client, inp, id=wid, task_queue=task_queue)
+        return await follow_start(client, task_queue, inp, wid, starting, on_interrupt)
+
+
+async def dry_run_reuse(inp: TeamRunInput, workflow_id: str | None, worker: bool | None) -> None:
+    """``oma run --dry-run``: what a run with ``options.reuse`` would keep of
+    its reference run and run again, and why (exit 2 without ``reuse``)."""
+    from oma.client.fork import reuse_preview
+
+    if inp.options.reuse is None:
+        raise fail("--dry-run shows what a run reuses: give --reuse RUN_ID (or options.reuse)", 2)
+    async with temporal(worker) as (client, _):
+        wid = workflow_id or f"team-{inp.team.name}-dry-run"
         try:
-            handle = await asyncio.shield(start)
-        except WorkflowAlreadyStartedError:
-            raise fail(f"a run with workflow id {wid!r} is already running") from None
-        except asyncio.CancelledError:
-            # Ctrl-C while the start was on its way: it may land all the same,
-            # so wait for it and cancel the run it started
-            err_console.print(run_text(f"interrupted: cancelling TeamRun {wid}"))
-            with contextlib.suppress(Exception):
-                await _cancel_and_wait(await asyncio.wait_for(start, QUERY_TIMEOUT.seconds))
-            raise
-        err_console.print(run_text(f"started TeamRun {wid} on task queue {task_queue!r}", "dim"))
-        progress = Progress(handle, run_view(client, handle, inp))
-        follow = asyncio.create_task(progress.follow())
-        watch = asyncio.create_task(_say_when_no_worker_polls(client, task_queue))
-        stuck = asyncio.create_task(_say_when_stuck(client, handle))
-        try:
-            result = await team_run_result(handle, client)
-        except asyncio.CancelledError:
-            # Ctrl-C or SIGTERM: the run would otherwise go on (or come back
-            # with the next embedded server); cancel it and let it drain
-            follow.cancel()
-            err_console.print(run_text(f"interrupted: cancelling TeamRun {wid}"))
-            ended = await _cancel_run(client, handle, task_queue)
-            if ended is not None and on_interrupt is not None:
-                on_interrupt(ended)
-            raise
-        except WorkflowFailureError as err:
-            raise fail(f"TeamRun {wid} did not complete: {cause(err)}") from None
-        finally:
-            for task in (follow, watch, stuck):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        await progress.finish()
-        return result
+            forked = await reuse_preview(client, inp.payload(), wid)
+        except OMAError as e:
+            raise fail(str(e), 2) from None
+    print_dry_run(forked, inp.options.reuse.from_)
+
+
+def print_dry_run(forked: ForkedRun, source: str, *, fork: bool = False) -> None:
+    """What a fork or a run with ``options.reuse`` would do, on stdout: a line
+    a task (``reused`` and the run and task it comes from, or ``runs again``
+    and why), the estimated cost of the tasks to run again (what they cost
+    in ``source``), the warnings."""
+    if forked.resume is None:
+        console.print(run_text(forked.note or "nothing is reused"))
+        return
+    table = Table(title=f"fork of {source}" if fork else f"reusing run {source}")
+    kept = "kept from" if fork else "same content as in"
+    for column in ("task", "decision", "why"):
+        table.add_column(column)
+    states = {t.id: t for t in forked.resume.result.tasks}
+    for task_id in [t.id for t in forked.resume.result.tasks]:
+        state = states[task_id]
+        if state.reused_from is not None:
+            origin = f"{state.reused_from.run_id} (task {state.reused_from.task_id})"
+            table.add_row(run_text(task_id), "reused", run_text(f"{kept} {origin}"))
+        else:
+            why = forked.reasons.get(task_id, "")
+            table.add_row(run_text(task_id), "runs again", run_text(why))
+    print_table(table)
+    unknown = forked.cost_unknown
+    more = f" + unknown for {', '.join(unknown)}" if unknown else ""
+    console.print(
+        run_text(
+            f"{len(forked.reused)} reused, {len(forked.rerun)} to run again; estimated cost of "
+            f"those: {usd(forked.estimated_cost_usd)}{more} (what they cost in run {source})"
+        )
+    )
+    for warning in forked.warnings:
+        console.print(run_text(f"warning: {warning}", "bold yellow"))
+
+
+async def follow_start(
+    client: Client,
+    task_queue: str,
+    inp: TeamRunInput,
+    wid: str,
+    starting: Awaitable[WorkflowHandle[Any, TeamRunResult]],
+    on_interrupt: Callable[[TeamRunResult], None] | None = None,
+) -> TeamRunResult:
+    """Start the ``TeamRun`` ``wid`` (``starting``: its start call), then follow
+    it as ``start_and_follow`` says; ``inp`` is the input it runs (for the live
+    view: its tasks)."""
+    from oma.client import team_run_result
+
+    start = asyncio.ensure_future(starting)
+    try:
+        handle = await asyncio.shield(start)
+    except WorkflowAlreadyStartedError:
+        raise fail(f"a run with workflow id {wid!r} is already running") from None
+    except asyncio.CancelledError:
+        # Ctrl-C while the start was on its way: it may land all the same,
+        # so wait for it and cancel the run it started
+        err_console.print(run_text(f"interrupted: cancelling TeamRun {wid}"))
+        with contextlib.suppress(Exception):
+            await _cancel_and_wait(await asyncio.wait_for(start, QUERY_TIMEOUT.seconds))
+        raise
+    err_console.print(run_text(f"started TeamRun {wid} on task queue {task_queue!r}", "dim"))
+    progress = Progress(handle, run_view(client, handle, inp))
+    follow = asyncio.create_task(progress.follow())
+    watch = asyncio.create_task(_say_when_no_worker_polls(client, task_queue))
+    stuck = asyncio.create_task(_say_when_stuck(client, handle))
+    try:
+        result = await team_run_result(handle, client)
+    except asyncio.CancelledError:
+        # Ctrl-C or SIGTERM: the run would otherwise go on (or come back
+        # with the next embedded server); cancel it and let it drain
+        follow.cancel()
+        err_console.print(run_text(f"interrupted: cancelling TeamRun {wid}"))
+        ended = await _cancel_run(client, handle, task_queue)
+        if ended is not None and on_interrupt is not None:
+            on_interrupt(ended)
+        raise
+    except WorkflowFailureError as err:
+        raise fail(f"TeamRun {wid} did not complete: {cause(err)}") from None
+    finally:
+        for task in (follow, watch, stuck):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    await progress.finish()
+    return result
 
 
 async def _worker_polls(client: Client, task_queue: str) -> bool | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from rich import box
 from rich.table import Table
 from rich.text import Text
-from temporalio.client import WorkflowHistory
+from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.cli.common import (
@@ -37,8 +37,9 @@ from oma.cli.viewer.model import (
     load_histories,
     seconds_text,
 )
-from oma.core.contracts.workflow_ids import team_run_id_of
+from oma.core.contracts.workflow_ids import task_workflow_id, team_run_id_of
 from oma.core.schema.errors import HistoryReadError, OMAError
+from oma.core.schema.results import AgentRunResult
 from oma.core.schema.usage import usd
 from oma.runtime.codec import keys_from_env
 from oma.runtime.converter import data_converter
@@ -62,6 +63,7 @@ STATUS_STYLES = {
     "cancelled": "yellow",
     "rejected": "red",
     "planned": "blue",
+    "reused": "green dim",
 }
 
 
@@ -87,8 +89,12 @@ def show_command(
         raise fail(str(e)) from None
 
     async def go() -> RunView:
-        found = load_histories(histories) if histories else await _from_server(workflow_id or "")
-        return await build_run_view(found, converter, workflow_id)
+        if histories:
+            return await build_run_view(load_histories(histories), converter, workflow_id)
+        client, found = await _from_server(workflow_id or "")
+        view = await build_run_view(found, converter, workflow_id)
+        await _read_reused(client, view)
+        return view
 
     try:
         view = run_async(go())
@@ -108,7 +114,24 @@ def show_command(
         print_view(view, " ".join(p for p in ("oma show", run, source, "--task ID") if p))
 
 
-async def _from_server(workflow_id: str) -> list[WorkflowHistory]:
+async def _read_reused(client: Client, view: RunView) -> None:
+    """The outputs of a fork's kept tasks, from the children of the runs that
+    ran them (``reused_from``), where the histories read do not hold them."""
+    for t in view.tasks:
+        if t.reused_from is None or t.output is not None:
+            continue
+        ref = task_workflow_id(t.reused_from.run_id, t.reused_from.task_id)
+        try:
+            result = await client.get_workflow_handle(ref, result_type=AgentRunResult).result()
+        except (RPCError, WorkflowFailureError) as err:
+            view.notes.append(
+                f"the output of task {t.id}, reused from {ref}, cannot be read: {err}"
+            )
+            continue
+        t.output = result.output
+
+
+async def _from_server(workflow_id: str) -> tuple[Client, list[WorkflowHistory]]:
     conn = connection()
     if not is_listening(conn.address):
         raise fail(
@@ -127,7 +150,7 @@ async def _from_server(workflow_id: str) -> list[WorkflowHistory]:
         parent = team_run_id_of(workflow_id)
         hint = f": show its team run, `oma show {parent}`" if parent else ""
         raise fail(f"workflow {workflow_id!r} is not a TeamRun (its type is {kind}){hint}")
-    return found
+    return client, found
 
 
 def _write_html(view: RunView, path: Path) -> None:
@@ -180,6 +203,8 @@ def print_view(view: RunView, whole_with: str = "oma show RUN --task ID") -> Non
     )
     if view.goal:
         console.print(run_text(f"goal: {view.goal}"))
+    if view.forked_from:
+        console.print(run_text(f"fork of {view.forked_from}: the reused tasks did not run here"))
     if view.error:
         code = f"{view.error_code}: " if view.error_code else ""
         console.print(run_text(f"stopped: {code}{view.error}", "red"))
@@ -216,7 +241,9 @@ def print_task(view: RunView, task_id: str) -> None:
     if t is None:
         known = ", ".join(t.id for t in view.tasks) or "none"
         raise fail(f"TeamRun {view.workflow_id} has no task {task_id!r} (tasks: {known})")
-    console.print(Text.assemble(("task ", "bold"), run_text(t.id, "bold"), "  ", _styled(t.status)))
+    console.print(
+        Text.assemble(("task ", "bold"), run_text(t.id, "bold"), "  ", _styled(t.shown_status))
+    )
     facts = [
         f"title: {t.title}",
         f"assignee: {t.assignee or '-'}",
@@ -226,6 +253,8 @@ def print_task(view: RunView, task_id: str) -> None:
         f"tokens: {t.token_usage.total_tokens}",
         f"cost $: {'?' if t.cost_usd is None else f'{t.cost_usd:.4f}'}",
     ]
+    if t.reused_from is not None:
+        facts.append(f"reused from: {t.reused_from.run_id} (task {t.reused_from.task_id})")
     for fact in facts:
         console.print(run_text(fact))
     if t.output is not None:
@@ -251,7 +280,7 @@ def _task_table(view: RunView) -> Table:
             run_text(f"{'  ' * t.layer}{t.id}"),
             run_text(t.title),
             run_text(t.assignee or ""),
-            _styled(t.status),
+            _styled(t.shown_status),
             run_text(", ".join(t.depends_on)),
             _offset(view, t.started_at),
             seconds_text(t.duration_s),

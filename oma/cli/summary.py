@@ -21,13 +21,19 @@ TABLE_ROWS_UP_TO = 20
 
 def print_result(result: TeamRunResult, goal_run: bool | None = None) -> None:
     """The task table (one line a task: id, title, assignee, status (and
-    attempts when more than one), tokens in/out, cost, the first line of its
-    output or error), the tokens and the cost, the run's error code, the final
+    attempts when more than one; ``reused`` for a task a fork kept), tokens
+    in/out, cost, the first line of its output or error), for a fork the run
+    it was forked from, the tokens and the cost, the run's error code, the final
     output (a goal run's synthesized answer, else the outputs of the completed
     tasks nothing depends on), then **Failures**: each failed task's whole
     error (a process's redacted stderr tail included) and the tasks skipped
     because of it."""
     _print_table(result)
+    if result.forked_from is not None:
+        reused = sum(t.reused_from is not None for t in result.tasks)
+        console.print(
+            run_text(f"fork of {result.forked_from}: {reused} task(s) reused, not run again")
+        )
     coordinator = result.agent_results.get("coordinator")
     if coordinator is not None:
         cu = coordinator.token_usage
@@ -73,6 +79,8 @@ def _print_table(result: TeamRunResult) -> None:
         usage = f"{t.token_usage.input_tokens}/{t.token_usage.output_tokens}"
         cost = "?" if t.cost_usd is None else usd(t.cost_usd, result.total_cost_usd)
         status = t.status.value if t.attempts <= 1 else f"{t.status.value} ({t.attempts}x)"
+        if t.reused_from is not None:  # a fork's kept task: it did not run in this run
+            status = "reused"
         detail = ((t.output if t.output is not None else t.error) or "").strip()
         # one line a task, cut to the terminal: the whole output is below
         # (final tasks), errors under Failures, everything in --json

@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
+from pydantic import BaseModel
 from temporalio.client import Client, WorkflowHandle
 
 from oma.client.approvals import (
@@ -284,6 +285,55 @@ class OpenMultiAgent:
         """
         run_input = checked_team_run_input({"team": team, "plan": plan, "options": options or {}})
         return await self._execute_team_run(run_input, workflow_id)
+
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        rerun: Sequence[str] | None = None,
+        team: TeamConfig | Mapping[str, Any] | None = None,
+        options: RunOptions | Mapping[str, Any] | None = None,
+        edit: Mapping[str, Mapping[str, Any]] | None = None,
+        workflow_id: str | None = None,
+    ) -> TeamRunResult:
+        """Fork the ``TeamRun`` ``run_id`` (docs/fork.md): a new run keeps the
+        outputs, usage and shared memory of every task that is not in
+        ``rerun`` nor downstream of one, and runs those again with the
+        current code (``rerun`` none: every task that did not complete).
+        ``team`` replaces the source's team, ``options`` the source's options
+        it names, ``edit`` maps a task id to the fields that change (an
+        edited task runs again). The source run is never changed.
+
+        Raises, before anything starts, ``InvalidForkError`` (an unknown
+        run or task, a task to run again whose assignee the team lacks,
+        nothing to run again) and the run input's errors. Like ``run_tasks``,
+        a failed task does not raise. Approval callbacks: see the class.
+        """
+        from oma.client.fork import preview, start_fork
+        from oma.core.schema.fork import parse_fork_input
+
+        raw: dict[str, Any] = {"fork": {"run_id": run_id}}
+        if rerun is not None:
+            raw["fork"]["rerun"] = list(rerun)
+        if edit:
+            raw["fork"]["edit"] = {k: dict(v) for k, v in edit.items()}
+        for key, value in (("team", team), ("options", options)):
+            if value is not None:
+                raw[key] = (
+                    value.model_dump(mode="json", exclude_unset=True)
+                    if isinstance(value, BaseModel)
+                    else value
+                )
+        fork = parse_fork_input(raw)
+        client = await self.client()
+        wid = workflow_id or f"{run_id}-fork-{uuid.uuid4().hex[:8]}"
+        forked = await preview(client, fork, wid)
+        handle = await start_fork(
+            client, fork, id=wid, task_queue=self.task_queue, team=forked.input["team"]["name"]
+        )
+        if not any(self._callbacks().values()):
+            return await team_run_result(handle, client)
+        return await CallbackReview(handle, self._callbacks(), self.reviewer).result(client)
 
     async def plan(
         self,

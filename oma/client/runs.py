@@ -27,14 +27,19 @@ OUTPUT_READS = 8
 
 
 def start_attributes(
-    *, team: str | None = None, agent: str | None = None, task: str | None = None
+    *,
+    team: str | None = None,
+    agent: str | None = None,
+    task: str | None = None,
+    forked_from: str | None = None,
 ) -> TypedSearchAttributes:
     """What a run starts with (``oma.core.contracts.visibility.start_values``:
     ``OmaStatus=running`` and what it is), as ``start_workflow`` takes them."""
+    values = start_values(team=team, agent=agent, task=task, forked_from=forked_from)
     return TypedSearchAttributes(
         [
             SearchAttributePair(SearchAttributeKey.for_keyword(name), value)
-            for name, value in start_values(team=team, agent=agent, task=task).items()
+            for name, value in values.items()
         ]
     )
 

@@ -45,6 +45,7 @@ STATUS_COLORS = {
     "timed_out": "#d64545",
     "terminated": "#d64545",
     "continued_as_new": "#8aa0b8",
+    "reused": "#7fb98a",
 }
 """Fill of a DAG node (a task's status) and of a child run's bar."""
 
@@ -125,6 +126,7 @@ def _header(view: RunView) -> str:
         ("started", view.started_at.strftime("%Y-%m-%d %H:%M:%S UTC")),
         ("duration", seconds_text(view.duration_s) if view.duration_s is not None else "running"),
         ("tasks", str(len(view.tasks))),
+        *([("forked from", view.forked_from)] if view.forked_from else []),
         ("tokens", f"{usage.total_tokens}"),
         ("cost", cost),
     ]
@@ -152,7 +154,7 @@ def _color(status: str) -> str:
 def _detail_of_task(view: RunView, t: TaskView) -> dict[str, Any]:
     lines = [
         f"task {t.id}: {t.title}",
-        f"status: {t.status}",
+        f"status: {t.shown_status}",
         f"assignee: {t.assignee or '-'}",
         f"depends on: {', '.join(t.depends_on) or '-'}",
         f"tries: {t.tries}",
@@ -161,13 +163,15 @@ def _detail_of_task(view: RunView, t: TaskView) -> dict[str, Any]:
         f"tokens: {t.token_usage.total_tokens}",
         f"cost: {'unknown' if t.cost_usd is None else usd(t.cost_usd)}",
     ]
+    if t.reused_from is not None:
+        lines.append(f"reused from: {t.reused_from.run_id} (task {t.reused_from.task_id})")
     if t.output is not None:
         more = len(t.output) - DETAIL_OUTPUT_CHARS
         cut = f"\n… {more} more characters (Outputs)" if more > 0 else ""
         lines += ["", f"output ({len(t.output)} characters):", t.output[:DETAIL_OUTPUT_CHARS] + cut]
     if t.error:
         lines += ["", f"error{f' ({t.error_code})' if t.error_code else ''}:", t.error]
-    return {"status": t.status, "text": "\n".join(lines)}
+    return {"status": t.shown_status, "text": "\n".join(lines)}
 
 
 def _detail_of_span(view: RunView, s: Span) -> dict[str, Any]:
@@ -249,12 +253,12 @@ def _dag_svg(view: RunView, details: list[dict[str, Any]]) -> str:
         index = len(details)
         details.append(_detail_of_task(view, t))
         took = seconds_text(t.duration_s) if t.duration_s is not None else ""
-        sub = " · ".join(p for p in (t.assignee or "", t.status, took) if p)
+        sub = " · ".join(p for p in (t.assignee or "", t.shown_status, took) if p)
         text_fill = "#222" if t.status in ("skipped", "pending", "blocked") else "#fff"
         nodes.append(
             f'<g class="node pick" data-task="{_e(t.id)}" data-detail="{index}" '
             f'transform="translate({x},{y})"><title>{_e(details[index]["text"])}</title>'
-            f'<rect width="{NODE_W}" height="{NODE_H}" rx="7" fill="{_color(t.status)}"/>'
+            f'<rect width="{NODE_W}" height="{NODE_H}" rx="7" fill="{_color(t.shown_status)}"/>'
             f'<text x="10" y="19" fill="{text_fill}" class="nid">{_e(_cut(t.id, 26))}</text>'
             f'<text x="10" y="36" fill="{text_fill}">{_e(_cut(t.title, 30))}</text>'
             f'<text x="10" y="52" fill="{text_fill}" class="sub">{_e(_cut(sub, 34))}</text></g>'
@@ -334,7 +338,7 @@ def _waterfall_svg(view: RunView, details: list[dict[str, Any]]) -> str:
         if kind == "task":
             details.append(_detail_of_task(view, item))
             label = f"{item.id} · {item.title}"
-            status = item.status
+            status = item.shown_status
         else:
             assert span is not None
             details.append(_detail_of_span(view, span))
@@ -416,7 +420,8 @@ def _task_table(view: RunView) -> str:
             f"<code>{_e(t.id)}</code>",
             _e(t.title),
             _e(t.assignee or ""),
-            f'<span class="badge" style="background:{_color(t.status)}">{_e(t.status)}</span>',
+            f'<span class="badge" style="background:{_color(t.shown_status)}">'
+            f"{_e(t.shown_status)}</span>",
             _e(", ".join(t.depends_on)),
             _e(_offset(view, t.started_at)),
             _e(took),

@@ -39,6 +39,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 from oma.core.contracts.workflow_ids import team_run_id_of
 from oma.core.schema.errors import HistoryReadError
 from oma.core.schema.results import TeamRunResult
+from oma.core.schema.task import ReusedFrom
 from oma.core.schema.usage import TokenUsage
 from oma.core.schema.validation import UndecodableInput
 
@@ -124,6 +125,15 @@ class TaskView(BaseModel):
     cost_usd: float | None = None
     layer: int = Field(default=0, description="0: no dependencies; else 1 + its deepest's.")
     runs: list[ChildRunView] = Field(default_factory=list, description="One per attempt.")
+    reused_from: ReusedFrom | None = Field(
+        default=None,
+        description="A fork's kept task: the run (and task) that ran it; it has no run here.",
+    )
+
+    @property
+    def shown_status(self) -> str:
+        """Its status as the views show it: ``reused`` for a task a fork kept."""
+        return "reused" if self.reused_from is not None else self.status
 
     @property
     def tries(self) -> str:
@@ -168,6 +178,7 @@ class RunView(BaseModel):
     total_cost_usd: float = 0.0
     cost_unknown: list[str] = Field(default_factory=list)
     final_output: str | None = None
+    forked_from: str | None = Field(default=None, description="A fork: the run it forked.")
     tasks: list[TaskView] = Field(default_factory=list, description="In layer order.")
     coordinator: list[ChildRunView] = Field(default_factory=list)
     notes: list[str] = Field(
@@ -383,6 +394,8 @@ class _Builder:
         chain = self._team_run_chain(histories, wanted)
         first, last = chain[0], chain[-1]
         inp = await self.decode(_started(first).input, "the run's input") or {}
+        if isinstance(inp, dict) and "fork" in inp:
+            inp = await self._forked_input(first) or inp
         team = inp.get("team") if isinstance(inp, dict) else None
         result = await self._result(last)
         execution_status = _close_status(last)
@@ -402,6 +415,7 @@ class _Builder:
             view.total_token_usage = result.total_token_usage
             view.total_cost_usd, view.cost_unknown = result.total_cost_usd, result.cost_unknown
             view.final_output = result.final_output
+            view.forked_from = result.forked_from
         elif execution_status not in ("RUNNING", "COMPLETED"):
             view.error = self._run_error
         children = [c for h in chain for c in await self._children(h, by_run)]
@@ -442,6 +456,23 @@ class _Builder:
             ordered.append(nxt)
             previous = _run_id(nxt)
         return ordered or chain
+
+    async def _forked_input(self, history: WorkflowHistory) -> dict[str, Any] | None:
+        """A fork's input as it goes on (its team, tasks, the state it
+        resumed): what its ``read_fork_source`` activity answered."""
+        scheduled: set[int] = set()
+        for event in history.events:
+            if event.HasField("activity_task_scheduled_event_attributes"):
+                attrs = event.activity_task_scheduled_event_attributes
+                if attrs.activity_type.name == "read_fork_source":
+                    scheduled.add(event.event_id)
+            elif event.HasField("activity_task_completed_event_attributes"):
+                done = event.activity_task_completed_event_attributes
+                if done.scheduled_event_id in scheduled:
+                    forked = await self.decode(done.result, "the fork's source")
+                    if isinstance(forked, dict) and isinstance(forked.get("input"), dict):
+                        return {**forked["input"], "resume": forked.get("resume")}
+        return None
 
     async def _result(self, last: WorkflowHistory) -> TeamRunResult | None:
         """The result of a closed run: the completion's, or the first detail
@@ -670,9 +701,10 @@ class _Builder:
                         token_usage=t.token_usage,
                         cost_usd=t.cost_usd,
                         runs=runs.pop(t.id, []),
+                        reused_from=t.reused_from,
                     )
                 )
-                if t.output is None and t.output_ref is not None:
+                if t.output is None and t.output_ref is not None and t.reused_from is None:
                     tasks[-1].output = self._kept_output(tasks[-1], t.output_ref)
         else:  # a run still going: the tasks it was given, and the children seen so far
             for spec in _given_tasks(inp):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -65,6 +66,73 @@ class ConversationSlice(BaseModel):
     )
 
 
+class RecordedTurns(BaseModel):
+    """Where a turn's answer comes from when a run replays recorded model turns
+    (``options.models`` ``recorded``): the model turns of the ``TeamRun``
+    ``run_id`` (and its children), by request (``RequestDigest``)."""
+
+    run_id: str = Field(min_length=1)
+    on_miss: Literal["strict", "fallback"] = Field(
+        default="strict",
+        description="strict: a request the recording lacks fails the task (RECORDING_MISS); "
+        "fallback: it goes to the live provider.",
+    )
+
+
+DIGEST_CHARS = 16
+"""Hex characters of each digest of a request (64 bits: enough to tell a
+run's requests apart, short enough to record with every turn)."""
+
+
+class RequestDigest(BaseModel):
+    """What a model turn asked, as digests: the model, the system prompt, the
+    tools, and the messages (how many, and a chain over them: ``chain`` of
+    ``messages`` messages is the digest of the one of ``messages - 1`` and
+    of the last message). Recorded with the turn's answer
+    (``LlmTurnOutput.request``); two turns with equal digests made the same
+    request (``oma.activities.recordings``)."""
+
+    model: str = Field(description="<provider>/<model>, readable.")
+    system: str
+    tools: str
+    messages: int = Field(ge=0)
+    chain: str
+
+    @property
+    def key(self) -> tuple[str, str, str, int, str]:
+        return (self.model, self.system, self.tools, self.messages, self.chain)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_CHARS]
+
+
+def message_chain(messages: list[LLMMessage]) -> list[str]:
+    """The chain of ``messages``: element ``i`` is the digest of the first
+    ``i`` messages (element 0, of none: ``""``)."""
+    chain = [""]
+    for message in messages:
+        chain.append(_digest(chain[-1] + _digest(message.model_dump_json())))
+    return chain
+
+
+TOOL_FIELDS = frozenset({"tools", "allowed_tools", "disallowed_tools", "mcp_tools"})
+"""The fields of an agent's config that say which tools a model turn offers."""
+
+
+def request_digest(agent: AgentConfig, messages: list[LLMMessage]) -> RequestDigest:
+    """The ``RequestDigest`` of a turn of ``agent`` on ``messages`` (the
+    whole conversation, as the provider gets it)."""
+    tools = agent.model_dump_json(include=set(TOOL_FIELDS))
+    return RequestDigest(
+        model=f"{agent.resolved_provider}/{agent.resolved_model}",
+        system=_digest(agent.system_prompt),
+        tools=_digest(tools),
+        messages=len(messages),
+        chain=message_chain(messages)[-1],
+    )
+
+
 class LlmTurnInput(BaseModel):
     """One model turn for ``agent`` given the conversation so far.
 
@@ -87,6 +155,10 @@ class LlmTurnInput(BaseModel):
     pricing: dict[str, ModelPrice] | None = Field(
         default=None, description="The run's price overrides (options.pricing), by model name."
     )
+    recorded: RecordedTurns | None = Field(
+        default=None,
+        description="Answer from another run's recorded turns (options.models 'recorded').",
+    )
 
 
 class LlmTurnOutput(BaseModel):
@@ -100,6 +172,16 @@ class LlmTurnOutput(BaseModel):
         default_factory=dict,
         description="What the agent's custom tools declare (oma.consequential, oma.retried), "
         "by name. Read by the worker, so that the workflow knows it from the history.",
+    )
+    request: RequestDigest | None = Field(
+        default=None,
+        description="What the turn asked (a provider that does I/O): how a later run finds "
+        "this answer when it replays recorded turns.",
+    )
+    recorded_from: str | None = Field(
+        default=None,
+        description="A replayed turn: the AgentRun whose recorded answer this is; the "
+        "provider was not called.",
     )
 
 

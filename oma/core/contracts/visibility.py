@@ -35,20 +35,33 @@ OMA_TASK = "OmaTask"
 OMA_ERROR_CODE = "OmaErrorCode"
 """A run that did not succeed: its error code (``PROCESS_FAILED``, ``TASK_FAILED``, ...)."""
 
-SEARCH_ATTRIBUTES: dict[str, str] = {
-    name: "Keyword" for name in (OMA_STATUS, OMA_TEAM, OMA_AGENT, OMA_TASK, OMA_ERROR_CODE)
-}
-"""Every search attribute a run sets, with its Temporal type."""
+OMA_FORKED_FROM = "OmaForkedFrom"
+"""A fork (``oma fork``): the workflow id of the run it was forked from
+(``OmaForkedFrom="<run id>"`` lists every fork of a run)."""
+
+RUN_ATTRIBUTES = (OMA_STATUS, OMA_TEAM, OMA_AGENT, OMA_TASK, OMA_ERROR_CODE)
+"""The attributes every run may set: a namespace that lacks one gets none."""
+
+SEARCH_ATTRIBUTES: dict[str, str] = {name: "Keyword" for name in (*RUN_ATTRIBUTES, OMA_FORKED_FROM)}
+"""Every search attribute a run sets, with its Temporal type. ``OmaForkedFrom``,
+added later, is set only where the namespace has it: a namespace registered
+before it keeps the others."""
 
 
 def start_values(
-    *, team: str | None = None, agent: str | None = None, task: str | None = None
+    *,
+    team: str | None = None,
+    agent: str | None = None,
+    task: str | None = None,
+    forked_from: str | None = None,
 ) -> dict[str, str]:
     """The keyword attributes a run starts with, by name: ``OmaStatus``
-    ``running``, then ``OmaTeam``, ``OmaAgent`` and ``OmaTask`` where given
-    (the client's and a parent run's ``start_attributes``)."""
+    ``running``, then ``OmaTeam``, ``OmaAgent``, ``OmaTask`` and
+    ``OmaForkedFrom`` where given (the client's and a parent run's
+    ``start_attributes``)."""
     values = {OMA_STATUS: "running"}
-    for name, value in ((OMA_TEAM, team), (OMA_AGENT, agent), (OMA_TASK, task)):
+    given = ((OMA_TEAM, team), (OMA_AGENT, agent), (OMA_TASK, task), (OMA_FORKED_FROM, forked_from))
+    for name, value in given:
         if value:
             values[name] = value
     return values
@@ -66,8 +79,8 @@ class RegisteredSearchAttributesOutput(BaseModel):
 
     @property
     def complete(self) -> bool:
-        """Whether every attribute a run sets is registered."""
-        return set(SEARCH_ATTRIBUTES) <= set(self.registered)
+        """Whether every attribute each run sets is registered (``RUN_ATTRIBUTES``)."""
+        return set(RUN_ATTRIBUTES) <= set(self.registered)
 
 
 SUMMARY_CHARS = 200

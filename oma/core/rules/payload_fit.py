@@ -7,7 +7,8 @@ the JSON about to be sent, in this order:
 1. outputs: kept in the JSON while they fit, the ones named ``first`` first
    (those the run's waiting tasks read), then in task order; the others are
    kept by reference (``output`` none, ``output_ref`` the task's ``AgentRun``
-   workflow id, whose result holds it, and ``output_bytes``);
+   workflow id, whose result holds it, and ``output_bytes``; a fork's kept
+   task names the ``AgentRun`` of the run that ran it, ``reused_from``);
 2. texts, only if that is not enough: task errors, decision comments and
    event details cut (the cut said), to shorter and shorter lengths, down to
    ``MIN_TEXT_CHARS``.
@@ -82,7 +83,7 @@ def _keep_outputs(
         by_reference = {**task, "output": None} if "output_ref" in task else dict(task)
         if "output_ref" not in task:
             del by_reference["output"]
-        by_reference["output_ref"] = task_workflow_id(run_id, task["id"])
+        by_reference["output_ref"] = _origin(task, run_id)
         by_reference["output_bytes"] = len(output.encode())
         tasks[n] = by_reference
     cost = {n: json_size(task) - json_size(tasks[n]) for n, task in inline.items()}
@@ -93,6 +94,16 @@ def _keep_outputs(
         if cost[n] <= max(room, 0):
             room -= cost[n]
             tasks[n] = inline[n]
+
+
+def _origin(task: dict[str, Any], run_id: str) -> str:
+    """The ``AgentRun`` whose result holds ``task``'s output: the run's own
+    child, or for a task a fork kept (``reused_from``) the child of the run
+    that ran it (the fork has none)."""
+    reused = task.get("reused_from")
+    if isinstance(reused, dict):
+        return task_workflow_id(str(reused["run_id"]), str(reused["task_id"]))
+    return task_workflow_id(run_id, task["id"])
 
 
 def _texts(

@@ -98,6 +98,16 @@ class InvalidHookError(InputError):
     code = "INVALID_HOOK"
 
 
+class InvalidForkError(InputError):
+    """A fork (``oma fork``, a ``TeamRun`` input with ``fork``) cannot be made
+    of its source run: the run is unknown or not a ``TeamRun``, a task named
+    to run again (``rerun``, ``--from``, ``--set``) is not one of its tasks,
+    a task to run again names an agent the fork's team does not have, or
+    nothing is left to run. Raised before any task runs (docs/fork.md)."""
+
+    code = "INVALID_FORK"
+
+
 class HistoryReadError(InputError):
     """A history ``oma show`` is given cannot be read: not a file, not JSON,
     not a workflow history, or no ``TeamRun`` among the histories given."""
@@ -270,6 +280,16 @@ class ScriptExhaustedError(RunError):
     """A ``scripted`` agent was asked for more turns than its ``script`` holds."""
 
     code = "SCRIPT_EXHAUSTED"
+
+
+class RecordingMissError(RunError):
+    """A model turn of a run that replays recorded turns (``options.models``
+    ``recorded``, ``oma.testing.recorded``) asked something no recorded turn
+    asked: the message names the agent, the task, the turn and the first part
+    of the request that differs (model, system prompt, tools, a message).
+    ``fallback`` calls the live provider instead (docs/fork.md)."""
+
+    code = "RECORDING_MISS"
 
 
 class MaxTurnsExceededError(RunError):

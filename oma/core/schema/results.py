@@ -168,6 +168,10 @@ class TeamRunResult(BaseModel):
     error: str | None = Field(default=None, description="Why the run stopped early, if it did.")
     error_code: str | None = None
     approval_decisions: list[ApprovalDecision] = Field(default_factory=list)
+    forked_from: str | None = Field(
+        default=None,
+        description="A fork: the workflow id of the TeamRun it was forked from (docs/fork.md).",
+    )
 
     def task(self, task_id: str) -> TaskState:
         """The task ``task_id``; raises ``KeyError`` when the run has none."""

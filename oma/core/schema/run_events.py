@@ -21,6 +21,7 @@ RunEventType = Literal[
     "approval_decision",
     "approval_refused",
     "abort",
+    "warning",
     "run_end",
 ]
 

@@ -6,7 +6,7 @@ Parse user JSON with ``parse_team_run_input`` so every error names its field.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -35,6 +35,43 @@ from oma.core.schema.team import TeamConfig
 from oma.core.schema.validation import check_sendable, format_validation_error
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class ReuseOptions(BaseModel):
+    """``options.reuse``: keep the outputs of another run's tasks that would
+    come out the same (docs/fork.md, "Reuse by content")."""
+
+    model_config = ConfigDict(
+        extra="forbid", serialize_by_alias=True, validate_by_name=True, validate_by_alias=True
+    )
+
+    from_: str = Field(
+        alias="from",
+        min_length=1,
+        description="The workflow id of the TeamRun whose completed tasks this run may reuse.",
+    )
+
+
+class RecordedModels(BaseModel):
+    """``options.models`` as an object: replay the model turns another run
+    recorded (``"recorded"`` is this with its defaults)."""
+
+    model_config = ConfigDict(
+        extra="forbid", serialize_by_alias=True, validate_by_name=True, validate_by_alias=True
+    )
+
+    from_: str | None = Field(
+        default=None,
+        alias="from",
+        min_length=1,
+        description="The TeamRun whose turns are replayed; default: the run forked "
+        "(a fork's source), else options.reuse's.",
+    )
+    on_miss: Literal["strict", "fallback"] = Field(
+        default="strict",
+        description="strict: a turn whose request was not recorded fails its task "
+        "(RECORDING_MISS); fallback: it calls the live provider.",
+    )
 
 
 class RunOptions(BaseModel):
@@ -89,6 +126,18 @@ class RunOptions(BaseModel):
         "prices that replace its own.",
     )
     approvals: ApprovalOptions | None = None
+    reuse: ReuseOptions | None = Field(
+        default=None,
+        description='{"from": RUN_ID}: a task whose content key (its spec, its agent\'s whole '
+        "configuration, its upstream tasks' keys) equals that of a task RUN_ID completed keeps "
+        "that task's output instead of running (oma.core.rules.reuse).",
+    )
+    models: Literal["live", "recorded"] | RecordedModels = Field(
+        default="live",
+        description="live: model turns call their providers; recorded: every model turn whose "
+        "request another run recorded gets that run's answer, usage and stop reason without a "
+        "call (docs/fork.md).",
+    )
     history_event_limit: int = Field(
         default=10_000,
         ge=100,
@@ -96,6 +145,16 @@ class RunOptions(BaseModel):
         description="Continue as new once the run's history has this many events "
         "(Temporal's hard limit is 51,200); the run's state carries over.",
     )
+
+    def recorded(self) -> RecordedModels | None:
+        """Where model turns are answered from (``models``), its run named
+        (``from``, else ``reuse``'s): ``None`` for live turns, or when no run
+        is named."""
+        if self.models == "live":
+            return None
+        given = self.models if isinstance(self.models, RecordedModels) else RecordedModels()
+        source = given.from_ or (self.reuse.from_ if self.reuse is not None else None)
+        return given.model_copy(update={"from_": source}) if source else None
 
 
 class TeamRunInput(BaseModel):
@@ -133,6 +192,11 @@ class TeamRunInput(BaseModel):
             )
         if self.coordinator is not None and self.goal is None:
             raise ValueError("'coordinator' plans a 'goal'; a run with tasks or a plan has none")
+        if self.options.models != "live" and self.options.recorded() is None:
+            raise ValueError(
+                "options.models replays the model turns another run recorded: name it, "
+                '{"models": {"from": RUN_ID}} (a fork replays its source\'s)'
+            )
         if self.options.plan_only and self.goal is None:
             raise ValueError("options.plan_only needs a 'goal' (there is nothing to plan)")
         if self.goal is not None:
@@ -235,6 +299,11 @@ class AgentRunInput(BaseModel):
     )
     pricing: dict[str, ModelPrice] | None = Field(
         default=None, description="Set by TeamRun: its options.pricing."
+    )
+    models: RecordedModels | None = Field(
+        default=None,
+        description="Set by TeamRun: the run whose recorded turns its model turns replay "
+        "(options.models, its 'from' named).",
     )
 
     def budget(self) -> RunBudget | None:

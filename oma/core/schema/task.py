@@ -135,6 +135,15 @@ class TaskSpec(BaseModel):
         return float(min(delay, MAX_DURATION_S))
 
 
+class ReusedFrom(BaseModel):
+    """Where the outcome of a task a fork kept comes from: the ``TeamRun``
+    that ran it and the task's id there; its ``AgentRun``,
+    ``<run_id>/<task_id>``, holds the whole result."""
+
+    run_id: str = Field(description="The workflow id of the TeamRun that ran the task.")
+    task_id: str
+
+
 class TaskState(BaseModel):
     """A task as the run reports it: who runs it, its status and its outcome."""
 
@@ -175,4 +184,14 @@ class TaskState(BaseModel):
         description="What the task's attempts cost, in US dollars; null when part of it is "
         "unknown (token_usage.unpriced says what: an unpriced model, a process, an ACP "
         "agent that reports no cost).",
+    )
+    reused_from: ReusedFrom | None = Field(
+        default=None,
+        description="A fork's task that did not run again: the run (and task) whose output, "
+        "usage and cost it kept (docs/fork.md). Its AgentRun is that run's, not this one's.",
+    )
+    reused_consequential: list[str] = Field(
+        default_factory=list,
+        description="A reused task: the consequential tools (@oma.consequential) it called in "
+        "the run it was reused from; they were not called again.",
     )

@@ -1,0 +1,242 @@
+"""The ``read_fork_source`` activity: a fork's first run reads its source run
+and makes the input the fork goes on with (``oma.core.rules.fork``).
+
+The source is read through the worker's Temporal client, as it stands: the
+input its latest run started with (the first event of its history), and its
+result (its last event: a completion, or the failure a run that did not
+succeed ends with, which holds it) or, for a run still running or one that
+ended without a result (cancelled, terminated), its ``state`` query. The outputs the tasks to
+run again read are read back from the children that hold them; the others
+stay by reference. ``oma fork`` calls ``fork_of`` too, to check a fork and say
+what it keeps before it starts one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio import activity
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.workflowservice.v1 import (
+    GetWorkflowExecutionHistoryRequest,
+    GetWorkflowExecutionHistoryReverseRequest,
+)
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.converter import DataConverter
+from temporalio.service import RPCError, RPCStatusCode
+
+from oma.activities.tools.custom import load_custom_tool
+from oma.core.contracts.visibility import team_run_result_of
+from oma.core.contracts.workflow_ids import task_workflow_id
+from oma.core.rules.fork import ForkedRun, ReadForkSourceInput, fork_run
+from oma.core.rules.payload_fit import READ_BATCH_BYTES
+from oma.core.rules.reuse import reuse_run
+from oma.core.schema.errors import InvalidForkError, OMAError, application_error
+from oma.core.schema.fork import ForkInput, ForkSource, is_fork_input, parse_fork_input
+from oma.core.schema.limits import MAX_DEPENDENCY_PAYLOAD_BYTES
+from oma.core.schema.results import AgentRunResult, TeamRunResult
+from oma.core.schema.run_input import parse_team_run_input
+from oma.core.schema.team import TeamConfig
+from oma.core.schema.tools import CUSTOM_TOOL_PATH
+
+logger = logging.getLogger(__name__)
+
+OUTPUT_READS = 8
+"""How many kept outputs ``fork_of`` reads back at once."""
+
+
+@activity.defn(name="read_fork_source")
+async def read_fork_source(inp: ReadForkSourceInput) -> ForkedRun:
+    """The fork ``inp.workflow_id`` of its source run (``fork_of``).
+
+    Raises a non-retryable ``ApplicationError`` of the error's code when the
+    fork cannot be made (``INVALID_FORK``, ``INVALID_RUN_INPUT``, ...); the
+    server's errors are retried.
+    """
+    try:
+        if is_fork_input(inp.fork):
+            fork = parse_fork_input(inp.fork)
+            forked = await fork_of(activity.client(), fork, inp.workflow_id)
+        else:
+            forked = await reuse_of(activity.client(), inp.fork, inp.workflow_id)
+        await _consequential(activity.client(), forked)
+        return forked
+    except OMAError as err:
+        raise application_error(err) from None
+
+
+async def reuse_of(
+    client: Client, payload: dict[str, Any], workflow_id: str, *, read_outputs: bool = True
+) -> ForkedRun:
+    """The run ``workflow_id`` of ``payload`` (a ``TeamRun`` input with
+    ``options.reuse``) as it goes on, keeping what its reference run did that
+    would come out the same (``oma.core.rules.reuse.reuse_run``); with
+    ``read_outputs`` as ``fork_of``. Raises ``InvalidForkError`` (an unknown
+    reference run) and the run input's errors; ``RPCError``."""
+    inp = parse_team_run_input(payload)
+    assert inp.options.reuse is not None
+    source = await read_source(client, inp.options.reuse.from_)
+    now = datetime.now(UTC)
+    forked = reuse_run(payload, source.input, source.result, workflow_id=workflow_id, now=now)
+    if read_outputs and forked.resume is not None:
+        await _read_back(client, forked)
+    return forked
+
+
+async def _consequential(client: Client, forked: ForkedRun) -> None:
+    """Mark each kept task whose agent has consequential tools
+    (``@oma.consequential``) and that called one where it ran
+    (``reused_consequential``), with a warning: reuse never skips such a call
+    silently. Reads the result of each such task's ``AgentRun``."""
+    if forked.resume is None:
+        return
+    team = TeamConfig.model_validate(forked.input["team"])
+    for state in forked.resume.result.tasks:
+        agent = team.agent(state.assignee or "")
+        if state.reused_from is None or agent is None:
+            continue
+        gated = {
+            match.group(1)
+            for path in agent.tools or []
+            if (match := CUSTOM_TOOL_PATH.match(path)) and _is_consequential(path)
+        }
+        if not gated:
+            continue
+        ref = task_workflow_id(state.reused_from.run_id, state.reused_from.task_id)
+        try:
+            result = await client.get_workflow_handle(ref, result_type=AgentRunResult).result()
+        except (RPCError, WorkflowFailureError) as err:
+            logger.warning("the tool calls of %s not read: %s", ref, err)
+            continue
+        called = sorted({c.name for c in result.tool_calls} & gated)
+        if called:
+            state.reused_consequential = called
+            forked.warnings.append(
+                f"task {state.id} is reused: it called the consequential tool(s) "
+                f"{', '.join(called)} in {ref}, which are not called again"
+            )
+
+
+def _is_consequential(path: str) -> bool:
+    try:
+        return load_custom_tool(path).traits.consequential
+    except OMAError:
+        return False
+
+
+async def fork_of(
+    client: Client, fork: ForkInput, workflow_id: str, *, read_outputs: bool = True
+) -> ForkedRun:
+    """``fork`` as the run ``workflow_id`` goes on (``oma.core.rules.fork.fork_run``),
+    its source read through ``client`` unless given inline (``fork.fork.source``);
+    with ``read_outputs``, the kept outputs it reads read back into its state
+    (up to ``READ_BATCH_BYTES``; the rest the run reads back as it resumes).
+    Raises ``InvalidForkError`` and the run input's errors; ``RPCError``."""
+    inline = fork.fork.source
+    source = inline or await read_source(client, fork.fork.run_id)
+    forked = fork_run(
+        fork,
+        source.input,
+        source.result,
+        workflow_id=workflow_id,
+        now=datetime.now(UTC),
+        by_reference=inline is None,
+    )
+    if read_outputs and inline is None and forked.resume is not None:
+        await _read_back(client, forked)
+    return forked
+
+
+async def read_source(client: Client, run_id: str) -> ForkSource:
+    """The ``TeamRun`` ``run_id`` (its latest run) as a fork reads it: the
+    first and the last event of its history, read at once, and its ``state``
+    query when the last is not its end. Raises ``InvalidForkError`` for an
+    unknown run or another workflow type."""
+    try:
+        first, last = await asyncio.gather(
+            _edge_event(client, run_id, first=True), _edge_event(client, run_id, first=False)
+        )
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+        raise InvalidForkError(
+            f"no run {run_id!r} in namespace {client.namespace!r}: give the workflow id of a "
+            "TeamRun (oma fork --history FILE forks an exported history)"
+        ) from None
+    started = first.workflow_execution_started_event_attributes
+    if started.workflow_type.name != "TeamRun":
+        raise InvalidForkError(
+            f"run {run_id!r} is a {started.workflow_type.name}, not a TeamRun: fork the team run"
+        )
+    values = await client.data_converter.decode(started.input.payloads)
+    if len(values) != 1 or not isinstance(values[0], dict):
+        raise InvalidForkError(f"the input of run {run_id!r} is not a TeamRun input")
+    result = await closed_result(client.data_converter, last)
+    if result is None:  # running, or ended without a result: its state so far
+        handle = client.get_workflow_handle(run_id)
+        result = await handle.query("state", result_type=TeamRunResult)
+    return ForkSource(input=values[0], result=result)
+
+
+async def closed_result(converter: DataConverter, last: HistoryEvent) -> TeamRunResult | None:
+    """The result a ``TeamRun``'s last event holds: its completion's, or the
+    one a run that did not succeed ends Failed with; ``None`` for any other
+    event (the run goes on, or ended without one)."""
+    if last.HasField("workflow_execution_completed_event_attributes"):
+        payloads = last.workflow_execution_completed_event_attributes.result.payloads
+        values = await converter.decode(payloads)
+        return TeamRunResult.model_validate(values[0]) if values else None
+    if last.HasField("workflow_execution_failed_event_attributes"):
+        failure = last.workflow_execution_failed_event_attributes.failure
+        return team_run_result_of(await converter.decode_failure(failure))
+    return None
+
+
+async def _edge_event(client: Client, workflow_id: str, *, first: bool) -> HistoryEvent:
+    """The first (or last) event of the latest run of ``workflow_id``."""
+    execution = WorkflowExecution(workflow_id=workflow_id)
+    service = client.workflow_service
+    if first:
+        request = GetWorkflowExecutionHistoryRequest(
+            namespace=client.namespace, execution=execution, maximum_page_size=1
+        )
+        return (await service.get_workflow_execution_history(request)).history.events[0]
+    reverse = GetWorkflowExecutionHistoryReverseRequest(
+        namespace=client.namespace, execution=execution, maximum_page_size=1
+    )
+    return (await service.get_workflow_execution_history_reverse(reverse)).history.events[0]
+
+
+async def _read_back(client: Client, forked: ForkedRun) -> None:
+    """Read the outputs kept by reference that ``forked.read`` names back
+    into its state, from the children that hold them: up to
+    ``READ_BATCH_BYTES`` in all, none over ``MAX_DEPENDENCY_PAYLOAD_BYTES``
+    (its readers fail on its size). One that cannot be read stays by
+    reference."""
+    assert forked.resume is not None
+    read = set(forked.read)
+    wanted = []
+    room = READ_BATCH_BYTES
+    for state in forked.resume.result.tasks:
+        size = state.output_bytes or 0
+        fits = size <= min(room, MAX_DEPENDENCY_PAYLOAD_BYTES)
+        if state.id in read and state.output is None and state.output_ref and fits:
+            wanted.append(state)
+            room -= size
+    limit = asyncio.Semaphore(OUTPUT_READS)
+
+    async def one(state: Any) -> None:
+        async with limit:
+            child = client.get_workflow_handle(state.output_ref, result_type=AgentRunResult)
+            try:
+                result: AgentRunResult = await child.result()
+            except (RPCError, WorkflowFailureError) as err:
+                logger.warning("kept output %s not read: %s", state.output_ref, err)
+                return
+            state.output, state.output_ref, state.output_bytes = result.output, None, None
+
+    await asyncio.gather(*(one(s) for s in wanted))

@@ -1,0 +1,136 @@
+"""Forks from the client side: checking one before it starts, starting it with
+its search attributes, and reading a source run out of an exported history.
+
+A fork is a ``TeamRun`` whose input is a ``ForkInput`` (docs/fork.md): the
+run reads its source itself (the ``read_fork_source`` activity). The client
+makes the same fork first (``preview``), without reading any output back,
+so that a mistake (an unknown task, a missing agent) is reported before
+anything starts and the warnings are shown.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
+from temporalio.converter import DataConverter
+
+from oma.activities.fork_source import closed_result, fork_of, reuse_of
+from oma.client.runs import start_attributes, start_run
+from oma.core.contracts.workflow_ids import team_run_id_of
+from oma.core.rules.fork import ForkedRun
+from oma.core.schema.errors import HistoryReadError
+from oma.core.schema.fork import ForkInput, ForkSource
+from oma.core.schema.limits import check_child_ids
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.run_input import TeamRunInput, parse_team_run_input
+from oma.core.schema.validation import UndecodableInput
+
+
+async def preview(client: Client, fork: ForkInput, workflow_id: str) -> ForkedRun:
+    """What the fork ``workflow_id`` keeps and runs again, as its run will
+    make it (``oma.activities.fork_source.fork_of``, no output read back).
+    Raises ``InvalidForkError`` and the run input's errors."""
+    return await fork_of(client, fork, workflow_id, read_outputs=False)
+
+
+def forked_input(forked: ForkedRun) -> TeamRunInput:
+    """The ``TeamRunInput`` the fork goes on with (``resume`` included, when it has one)."""
+    return parse_team_run_input(forked.input).model_copy(update={"resume": forked.resume})
+
+
+async def reuse_preview(client: Client, payload: dict[str, Any], workflow_id: str) -> ForkedRun:
+    """What the run ``workflow_id`` of ``payload`` (with ``options.reuse``)
+    keeps of its reference run and runs, and why, as its run will make it (no
+    output read back). Raises ``InvalidForkError`` and the run input's errors."""
+    return await reuse_of(client, payload, workflow_id, read_outputs=False)
+
+
+async def start_fork(
+    client: Client, fork: ForkInput, *, id: str, task_queue: str, team: str | None = None
+) -> WorkflowHandle[Any, TeamRunResult]:
+    """Start the fork ``id`` of ``fork`` (its input as given: ``ForkInput.payload``)
+    on ``task_queue``, with ``OmaStatus=running``, ``OmaTeam`` ``team`` and
+    ``OmaForkedFrom`` (``oma.client.runs.start_run``: without them on a
+    namespace that lacks one). Raises ``InvalidRunInputError`` for a
+    workflow id too long for the fork's tasks; the SDK's errors."""
+    check_child_ids(id, ())
+    attributes = start_attributes(team=team, forked_from=fork.fork.run_id)
+    return await start_run(
+        client,
+        "TeamRun",
+        fork.payload(),
+        id=id,
+        task_queue=task_queue,
+        result_type=TeamRunResult,
+        search_attributes=attributes,
+    )
+
+
+async def history_source(path: Path, converter: DataConverter) -> tuple[str, ForkSource]:
+    """The ``TeamRun`` an exported history (``temporal workflow show --output
+    json``) records, as a fork's inline source, and its workflow id (read from
+    its children's ids; else the file's stem). Its input is the one its start
+    recorded; its result the one it ended with, the failure's details of a
+    run that ended Failed, or the state it continued as new with (one run of
+    a chain: export the last). Raises ``HistoryReadError``."""
+    try:
+        raw = json.loads(path.read_text())
+        if not isinstance(raw, dict) or not raw.get("events"):
+            raise ValueError("expected an object with a non-empty 'events' list")
+        history = WorkflowHistory.from_json(path.stem, raw)
+        first = history.events[0]
+        if not first.HasField("workflow_execution_started_event_attributes"):
+            raise ValueError("its first event is not WorkflowExecutionStarted")
+    except OSError as e:
+        raise HistoryReadError(f"cannot read {path}: {e.strerror}") from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise HistoryReadError(f"{path} is not a workflow history in JSON: {e}") from None
+    started = first.workflow_execution_started_event_attributes
+    if started.workflow_type.name != "TeamRun":
+        raise HistoryReadError(f"{path} is the history of a {started.workflow_type.name}")
+    inp = await _decoded(converter, started.input.payloads, path, "input")
+    result = await _result(converter, history.events[-1], inp, path)
+    return _run_id(history) or path.stem, ForkSource(input=inp, result=result)
+
+
+async def _result(
+    converter: DataConverter, last: HistoryEvent, inp: dict[str, Any], path: Path
+) -> TeamRunResult:
+    try:
+        found = await closed_result(converter, last)
+    except Exception as err:  # a codec that cannot decrypt, a broken payload
+        raise HistoryReadError(f"cannot read the run's result in {path}: {err}") from None
+    if found is not None:
+        return found
+    if last.HasField("workflow_execution_continued_as_new_event_attributes"):
+        payloads = last.workflow_execution_continued_as_new_event_attributes.input.payloads
+        inp = await _decoded(converter, payloads, path, "next run's input")
+    resume = inp.get("resume")
+    if isinstance(resume, dict) and isinstance(resume.get("result"), dict):
+        return TeamRunResult.model_validate(resume["result"])
+    raise HistoryReadError(
+        f"{path} ends without the run's result or state (it failed before any task ran, or "
+        "is still running): export the history of a run that ran its tasks"
+    )
+
+
+async def _decoded(converter: DataConverter, payloads: Any, path: Path, what: str) -> Any:
+    try:
+        values = await converter.decode(payloads)
+    except Exception as err:  # a codec that cannot decrypt, a broken payload
+        raise HistoryReadError(f"cannot read the run's {what} in {path}: {err}") from None
+    if len(values) != 1 or isinstance(values[0], UndecodableInput):
+        raise HistoryReadError(f"cannot read the run's {what} in {path}")
+    return values[0]
+
+
+def _run_id(history: WorkflowHistory) -> str | None:
+    for event in history.events:
+        if event.HasField("start_child_workflow_execution_initiated_event_attributes"):
+            attrs = event.start_child_workflow_execution_initiated_event_attributes
+            return team_run_id_of(attrs.workflow_id)
+    return None

@@ -1,0 +1,386 @@
+"""A fork: a new ``TeamRun`` that keeps what a finished (or running) run did
+and runs the rest again.
+
+``fork_run`` turns a source run (its input and its result, or its state so
+far) and a ``ForkInput`` into the input the fork goes on with: the
+source's team, tasks or plan, goal, coordinator and options (or the fork's
+replacements), and a ``resume`` state in which every task kept is
+``completed`` with ``reused_from`` and its output by reference to the
+``AgentRun`` that produced it, and every task to run again is ``pending``
+(or ``blocked`` behind another task to run again). The fork then runs as any
+resumed run does. Pure: the ``read_fork_source`` activity reads the source
+and calls it, so a fork replays from its history.
+
+What runs again: the tasks named (``rerun``; by default every task that did
+not complete), the tasks edited, every task that did not complete in the
+source (there is no output to keep), and everything downstream of them. A
+goal run keeps its plan; its synthesis runs again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from pydantic import BaseModel, Field
+
+from oma.core.contracts.workflow_ids import task_workflow_id
+from oma.core.rules.scheduling import check_assignments
+from oma.core.rules.team_run_state import TeamRunState, read_next
+from oma.core.schema.approvals import check_dispatch_names
+from oma.core.schema.dag import dependents_map, transitive_dependents
+from oma.core.schema.errors import InvalidForkError, OMAError
+from oma.core.schema.fork import ForkInput, is_fork_input
+from oma.core.schema.limits import check_child_ids
+from oma.core.schema.plan import COORDINATOR, PlanArtifact
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.run_input import TeamRunInput, parse_team_run_input
+from oma.core.schema.task import ReusedFrom, TaskSpec, TaskState, TaskStatus
+from oma.core.schema.team import TeamConfig
+from oma.core.schema.validation import did_you_mean
+
+
+class ReadForkSourceInput(BaseModel):
+    """Input of the ``read_fork_source`` activity."""
+
+    workflow_id: str = Field(description="The fork's own workflow id.")
+    fork: dict[str, Any] = Field(description="The fork's input as given (ForkInput.payload).")
+
+
+class ForkedRun(BaseModel):
+    """Output of the ``read_fork_source`` activity (and of ``fork_run``): the
+    fork as it goes on."""
+
+    input: dict[str, Any] = Field(
+        description="The fork's TeamRun input without 'resume': the source's, with the "
+        "fork's team, coordinator, options and task edits."
+    )
+    resume: TeamRunState | None = Field(
+        description="The state the run starts from; none: it runs as given (a goal run that "
+        "plans anew, reusing nothing; note says why)."
+    )
+    note: str | None = None
+    reused: list[str] = Field(default_factory=list, description="The tasks kept, in order.")
+    rerun: list[str] = Field(default_factory=list, description="The tasks to run again.")
+    warnings: list[str] = Field(default_factory=list)
+    read: list[str] = Field(
+        default_factory=list,
+        description="The kept tasks whose outputs the tasks to run again (or a goal run's "
+        "synthesis) read: carried in the state, not by reference.",
+    )
+    reasons: dict[str, str] = Field(
+        default_factory=dict, description="Each task to run again -> why (oma run --dry-run)."
+    )
+    estimated_cost_usd: float = Field(
+        default=0.0,
+        description="What the tasks to run again cost in the source run, in US dollars.",
+    )
+    cost_unknown: list[str] = Field(
+        default_factory=list,
+        description="The tasks to run again whose cost the source does not know (not priced, "
+        "or not run there).",
+    )
+
+
+def fork_run(
+    fork: ForkInput,
+    source_input: dict[str, Any],
+    source: TeamRunResult,
+    *,
+    workflow_id: str,
+    now: datetime,
+    by_reference: bool = True,
+) -> ForkedRun:
+    """The fork ``workflow_id`` of the run ``fork.fork.run_id``, whose input
+    was ``source_input`` (the JSON its start recorded) and whose result (or
+    state so far) is ``source``. ``by_reference``: the kept outputs that no
+    task to run again reads leave the state, by reference to their
+    ``AgentRun`` (a source read from the server; one given inline keeps
+    them, its children may be elsewhere).
+
+    Raises ``InvalidForkError`` (an unknown task, with the nearest id; a task
+    to run again whose assignee the team lacks; a goal run without a plan;
+    nothing to run again), and what a run input's checks raise
+    (``InvalidRunInputError``, ``AssigneeRequirementsMismatchError``,
+    ``NoEligibleAgentError``).
+    """
+    source_id = fork.fork.run_id
+    src, payload = parse_source_input(source_id, source_input)
+    given = fork.payload()
+    for key in ("team", "coordinator"):
+        if key in given:
+            payload[key] = given[key]
+    options = {**payload.get("options", {}), **given.get("options", {})}
+    options.pop("plan_only", None)  # a planned run's fork runs its plan
+    models = options.get("models")
+    if models == "recorded" or (isinstance(models, dict) and not models.get("from")):
+        # a fork replays its source's model turns unless told another run
+        options["models"] = {**(models if isinstance(models, dict) else {}), "from": source_id}
+    payload["options"] = options
+    specs = _specs(source_id, src, source)
+    states = {t.id: t for t in source.tasks}
+    ids = [t.id for t in specs]
+    for task_id in [*(fork.fork.rerun or []), *fork.fork.edit]:
+        _check_known(task_id, ids, source_id)
+    for task_id, edit in fork.fork.edit.items():
+        n = ids.index(task_id)
+        fields = specs[n].model_dump(mode="json", exclude_unset=True)
+        changed = edit.model_dump(mode="json", exclude_unset=True)
+        specs[n] = TaskSpec.model_validate(fields | changed)
+    if fork.fork.edit and src.goal is None:
+        tasks = [t.model_dump(mode="json", exclude_unset=True) for t in specs]
+        if "tasks" in payload:
+            payload["tasks"] = tasks
+        else:
+            payload["plan"] = {**payload["plan"], "tasks": tasks}
+    roots = _roots(fork, specs, states)
+    rerun = _rerun(specs, states, [*roots, *fork.fork.edit])
+    if not rerun and (src.goal is None or source.final_output is not None):
+        raise InvalidForkError(
+            f"every task of run {source_id!r} completed: nothing to run again; name the "
+            "tasks to run again (oma fork --from TASK, 'rerun'), or edit one (--set)"
+        )
+    reasons = _fork_reasons(fork, specs, states, rerun, source_id)
+    kept = {t.id: states[t.id] for t in specs if t.id not in rerun}
+    return assemble(
+        Assembly(payload, src.goal, specs, kept, reasons, source, source_id, source_id),
+        workflow_id=workflow_id,
+        now=now,
+        by_reference=by_reference,
+    )
+
+
+class Assembly(NamedTuple):
+    """What a fork (or a run that reuses another's work) is made of."""
+
+    payload: dict[str, Any]
+    """The run's input as JSON, without ``resume``."""
+    goal: str | None
+    specs: list[TaskSpec]
+    kept: dict[str, TaskState]
+    """Task id -> the state of the task of ``source`` whose outcome it keeps."""
+    reasons: dict[str, str]
+    """Task id -> why it runs again: every task not kept."""
+    source: TeamRunResult
+    source_id: str
+    forked_from: str | None
+
+
+def assemble(
+    parts: Assembly, *, workflow_id: str, now: datetime, by_reference: bool = True
+) -> ForkedRun:
+    """The run ``workflow_id`` of ``parts``, checked: its tasks kept
+    ``completed`` with ``reused_from`` (their outputs by reference unless a
+    task to run again reads them, with ``by_reference``), the others to run
+    again. Raises ``InvalidForkError`` (a task to run again on an agent the
+    team lacks) and what a run input's checks raise."""
+    payload, specs, kept = parts.payload, parts.specs, parts.kept
+    rerun = {t.id for t in specs if t.id not in kept}
+    team = TeamConfig.model_validate(payload["team"])
+    again = [t for t in specs if t.id in rerun]
+    _check_assignees(again, team)
+    check_assignments(again, team)
+    task_states = [
+        _rerun_state(t, rerun) if t.id in rerun else _kept(kept[t.id], parts.source_id, t.id)
+        for t in specs
+    ]
+    read = read_next(specs, task_states, everything=parts.goal is not None) - rerun
+    if by_reference:
+        for task_state in task_states:
+            if task_state.id not in read:
+                _by_reference(task_state)
+    source = parts.source
+    plan = None
+    if parts.goal is not None and source.plan is not None:
+        plan = PlanArtifact(version=source.plan.version, goal=source.plan.goal, tasks=specs)
+    result = TeamRunResult(
+        success=False,
+        status="running",
+        goal=parts.goal,
+        tasks=task_states,
+        plan=plan,
+        forked_from=parts.forked_from,
+    )
+    turns = _planning_turns(source) if plan is not None else 0
+    state = TeamRunState(result=result, started_at=now, coordinator_turns=turns)
+    forked = parse_team_run_input(payload).model_copy(update={"resume": state})
+    forked.check_size(specs)
+    check_dispatch_names(forked.options.approvals, specs, team)
+    check_child_ids(workflow_id, rerun)
+    known = {t.id: t for t in source.tasks}
+    costs = [known[t].cost_usd if t in known else None for t in sorted(rerun)]
+    return ForkedRun(
+        input=payload,
+        resume=state,
+        reused=[t.id for t in specs if t.id not in rerun],
+        rerun=[t.id for t in specs if t.id in rerun],
+        warnings=_dropped_agents(task_states, team, parts.source_id),
+        read=[t.id for t in specs if t.id in read],
+        reasons={t.id: parts.reasons.get(t.id, "") for t in again},
+        estimated_cost_usd=sum(c for c in costs if c is not None),
+        cost_unknown=[t for t, c in zip(sorted(rerun), costs, strict=True) if c is None],
+    )
+
+
+def _fork_reasons(
+    fork: ForkInput,
+    specs: Sequence[TaskSpec],
+    states: dict[str, TaskState],
+    rerun: set[str],
+    source_id: str,
+) -> dict[str, str]:
+    named = set(fork.fork.rerun or [])
+    reasons: dict[str, str] = {}
+    for t in specs:
+        if t.id not in rerun:
+            continue
+        state = states.get(t.id)
+        if t.id in fork.fork.edit:
+            fields = ", ".join(fork.fork.edit[t.id].model_dump(exclude_unset=True))
+            reasons[t.id] = f"edited: {fields}"
+        elif state is None or state.status != TaskStatus.COMPLETED:
+            status = state.status.value if state is not None else "not started"
+            reasons[t.id] = f"{status} in run {source_id}"
+        elif t.id in named:
+            reasons[t.id] = "named to run again"
+        else:
+            upstream = next(d for d in t.depends_on if d in rerun)
+            reasons[t.id] = f"depends on {upstream}, which runs again"
+    return reasons
+
+
+def parse_source_input(source_id: str, raw: dict[str, Any]) -> tuple[TeamRunInput, dict[str, Any]]:
+    """The source's input, parsed, and as JSON without ``resume``. Raises
+    ``InvalidForkError`` when it is a fork's that never read its own source,
+    or no ``TeamRun`` input."""
+    if is_fork_input(raw):
+        raise InvalidForkError(
+            f"run {source_id!r} is a fork that has not read its own source yet: fork it once "
+            "it runs its tasks"
+        )
+    payload = {k: v for k, v in raw.items() if k != "resume"}
+    try:
+        return parse_team_run_input(payload), payload
+    except OMAError as err:
+        raise InvalidForkError(
+            f"the input of run {source_id!r} does not read as a TeamRun input: {err.message}"
+        ) from None
+
+
+def _specs(source_id: str, src: TeamRunInput, source: TeamRunResult) -> list[TaskSpec]:
+    if src.goal is None:
+        return list(src.given_tasks())
+    if source.plan is None:
+        raise InvalidForkError(
+            f"goal run {source_id!r} has no plan to fork (it ended before its coordinator "
+            "planned): run its goal again"
+        )
+    return list(source.plan.tasks)
+
+
+def _check_known(task_id: str, ids: Sequence[str], source_id: str) -> None:
+    if task_id not in ids:
+        meant = did_you_mean(task_id, sorted(ids))
+        raise InvalidForkError(
+            f"run {source_id!r} has no task {task_id!r}"
+            + (f" (did you mean {meant!r}?)" if meant else "")
+            + f"; its tasks: {', '.join(ids)}"
+        )
+
+
+def _roots(fork: ForkInput, specs: Sequence[TaskSpec], states: dict[str, TaskState]) -> list[str]:
+    """The tasks named to run again, and those that did not complete (their
+    outputs do not exist)."""
+    named = fork.fork.rerun or []
+    unfinished = [
+        t.id for t in specs if t.id not in states or states[t.id].status != TaskStatus.COMPLETED
+    ]
+    return [*named, *unfinished]
+
+
+def _rerun(
+    specs: Sequence[TaskSpec], states: dict[str, TaskState], roots: Iterable[str]
+) -> set[str]:
+    """``roots`` and every task downstream of one."""
+    dependents = dependents_map(specs)
+    rerun: set[str] = set()
+    for root in roots:
+        if root not in rerun:
+            rerun.add(root)
+            rerun.update(transitive_dependents(root, dependents))
+    return rerun
+
+
+def _check_assignees(again: Sequence[TaskSpec], team: TeamConfig) -> None:
+    names = sorted(a.name for a in team.agents)
+    missing = [
+        f"task {t.id!r} runs again on agent {t.assignee!r}, which the fork's team does not "
+        "have" + (f" (did you mean {m!r}?)" if (m := did_you_mean(t.assignee, names)) else "")
+        for t in again
+        if t.assignee is not None and team.agent(t.assignee) is None
+    ]
+    if missing:
+        raise InvalidForkError(
+            f"{'; '.join(missing)} (team {team.name!r}: {', '.join(names)}); give it to an "
+            "agent of the team (--set TASK.assignee=AGENT) or keep that agent (--team)"
+        )
+
+
+def _rerun_state(spec: TaskSpec, rerun: set[str]) -> TaskState:
+    """A task to run again: ``pending``, or ``blocked`` while another task
+    it depends on runs again."""
+    blocked = any(d in rerun for d in spec.depends_on)
+    return TaskState(
+        id=spec.id,
+        title=spec.title,
+        description=spec.description,
+        depends_on=spec.depends_on,
+        assignee=spec.assignee,
+        status=TaskStatus.BLOCKED if blocked else TaskStatus.PENDING,
+    )
+
+
+def _kept(source: TaskState, source_id: str, task_id: str) -> TaskState:
+    """A task the fork keeps, ``task_id``: its outcome as the source's task
+    has it, marked with the run that ran it (a task the source kept itself
+    names its own origin, whose ``AgentRun`` holds the output)."""
+    kept = source.model_copy(update={"id": task_id})  # (shallow: only its own fields change)
+    kept.reused_from = kept.reused_from or ReusedFrom(run_id=source_id, task_id=source.id)
+    if kept.output_ref is not None:
+        kept.output_ref = origin_ref(kept)
+    return kept
+
+
+def origin_ref(state: TaskState) -> str:
+    """The ``AgentRun`` whose result holds a kept task's output."""
+    assert state.reused_from is not None
+    return task_workflow_id(state.reused_from.run_id, state.reused_from.task_id)
+
+
+def _by_reference(state: TaskState) -> None:
+    if state.output is not None and state.reused_from is not None:
+        state.output_ref, state.output_bytes = origin_ref(state), len(state.output.encode())
+        state.output = None
+
+
+def _planning_turns(source: TeamRunResult) -> int:
+    """The coordinator turns of a goal run's planning (a scripted coordinator
+    goes on from there): all its turns but the synthesis's one."""
+    coordinator = source.agent_results.get(COORDINATOR)
+    if coordinator is None:
+        return 0
+    return max(coordinator.turns - (1 if source.final_output is not None else 0), 0)
+
+
+def _dropped_agents(states: Iterable[TaskState], team: TeamConfig, source_id: str) -> list[str]:
+    """A warning for each agent a kept task ran on that the fork's team lacks."""
+    dropped: dict[str, list[str]] = {}
+    for state in states:
+        if state.reused_from is not None and state.assignee and team.agent(state.assignee) is None:
+            dropped.setdefault(state.assignee, []).append(state.id)
+    return [
+        f"agent {agent!r} is not in the fork's team: its task(s) {', '.join(tasks)} keep "
+        f"their outputs from run {source_id!r} and do not run again"
+        for agent, tasks in dropped.items()
+    ]

@@ -1,0 +1,467 @@
+"""Forks: a new TeamRun keeps what a run did and runs the rest again
+(docs/fork.md), on the session's dev server with real process agents whose
+side effects are counted in files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+
+from oma.client import OpenMultiAgent
+from oma.core.schema.errors import InvalidForkError
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.run_events import RunEvent
+from oma.core.schema.task import TaskStatus
+from oma.runtime.dev_server import DevServer, temporal_binary
+from tests._approvals import eventually
+from tests._runs import TASK_QUEUE, assert_replays, run_team, start_team, task, team_result
+from tests.anthropic_server import AnthropicServer
+from tests.test_cli import OMA, run_cmd
+from tests.test_cli_control import table_rows
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+COUNTED = r"""
+import pathlib, re, sys
+prompt = sys.stdin.read()
+me = re.search(r"TASK=(\w+)", prompt).group(1)
+with open("runs.log", "a") as log:
+    log.write(me + "\n")
+if me == "t4" and not pathlib.Path("ok").exists():
+    sys.stderr.write("t4 needs the file ok\n")
+    sys.exit(3)
+seen = sorted(set(re.findall(r"done (t\d)", prompt)))
+print(f"done {me} after {','.join(seen) or '-'}")
+"""
+"""A process agent: logs the task it runs to ``runs.log`` (in its ``cwd``),
+fails task ``t4`` (exit 3) unless a file ``ok`` exists, and answers with the
+upstream outputs its prompt held."""
+
+
+def counted_agent(cwd: Path, name: str = "worker", **backend: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "backend": {
+            "kind": "process",
+            "command": "python3",
+            "args": ["-c", COUNTED],
+            "cwd": str(cwd),
+            **backend,
+        },
+    }
+
+
+def five_tasks(agent: str = "worker") -> list[dict[str, Any]]:
+    """t1 -> (t2, t3) -> t4 -> t5."""
+
+    def one(task_id: str, *deps: str) -> dict[str, Any]:
+        return task(task_id, agent, *deps, description=f"TASK={task_id}")
+
+    return [one("t1"), one("t2", "t1"), one("t3", "t1"), one("t4", "t2", "t3"), one("t5", "t4")]
+
+
+def runs(cwd: Path) -> list[str]:
+    log = cwd / "runs.log"
+    return log.read_text().split() if log.exists() else []
+
+
+def statuses(result: TeamRunResult) -> dict[str, str]:
+    return {t.id: t.status.value for t in result.tasks}
+
+
+async def failed_source(client: Client, workflow_id: str, cwd: Path) -> TeamRunResult:
+    """The 5-task run whose 4th task fails."""
+    team = {"name": "five", "agents": [counted_agent(cwd)]}
+    result = await run_team(client, workflow_id, {"team": team, "tasks": five_tasks()})
+    assert statuses(result) == {
+        "t1": "completed",
+        "t2": "completed",
+        "t3": "completed",
+        "t4": "failed",
+        "t5": "skipped",
+    }
+    assert sorted(runs(cwd)) == ["t1", "t2", "t3", "t4"]
+    return result
+
+
+async def fork(client: Client, fork_id: str, spec: dict[str, Any], **rest: Any) -> TeamRunResult:
+    return await team_result(await start_team(client, fork_id, {"fork": spec, **rest}))
+
+
+async def test_a_fork_runs_the_failed_task_and_its_dependents_and_keeps_the_rest(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    await failed_source(client, workflow_id, tmp_path)
+    source_history = await client.get_workflow_handle(workflow_id).fetch_history()
+    (tmp_path / "ok").touch()
+    forked = await fork(client, f"{workflow_id}-fork", {"run_id": workflow_id})
+    assert forked.status == "completed", forked
+    assert forked.forked_from == workflow_id
+    # the first three ran once (in the source), t4 twice, t5 once (in the fork)
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4", "t4", "t5"]
+    kept = {t.id: t.reused_from for t in forked.tasks if t.reused_from is not None}
+    assert {k: (r.run_id, r.task_id) for k, r in kept.items()} == {
+        "t1": (workflow_id, "t1"),
+        "t2": (workflow_id, "t2"),
+        "t3": (workflow_id, "t3"),
+    }
+    assert [t.output for t in forked.tasks] == [
+        "done t1 after -\n",
+        "done t2 after t1\n",
+        "done t3 after t1\n",
+        "done t4 after t2,t3\n",
+        "done t5 after t4\n",
+    ]
+    # the source is untouched, and both still replay
+    again = await client.get_workflow_handle(workflow_id).fetch_history()
+    assert again.events == source_history.events
+    await assert_replays(client, workflow_id)
+    await assert_replays(client, f"{workflow_id}-fork")
+
+
+async def test_a_fork_from_a_task_reruns_it_and_everything_downstream(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    (tmp_path / "ok").touch()
+    team = {"name": "five", "agents": [counted_agent(tmp_path)]}
+    source = await run_team(client, workflow_id, {"team": team, "tasks": five_tasks()})
+    assert source.success
+    forked = await fork(client, f"{workflow_id}-f", {"run_id": workflow_id, "rerun": ["t3"]})
+    assert forked.status == "completed"
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t3", "t4", "t4", "t5", "t5"]
+    assert [t.id for t in forked.tasks if t.reused_from is not None] == ["t1", "t2"]
+
+
+async def test_an_unknown_task_fails_the_fork_before_anything_runs(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    await failed_source(client, workflow_id, tmp_path)
+    handle = await start_team(
+        client, f"{workflow_id}-f", {"fork": {"run_id": workflow_id, "rerun": ["t33"]}}
+    )
+    with pytest.raises(WorkflowFailureError) as caught:
+        await handle.result()
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "INVALID_FORK"
+    assert "has no task 't33' (did you mean 't3'?)" in cause.message
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4"]
+
+
+async def test_a_task_to_run_again_on_a_missing_agent_fails_the_fork_naming_it(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    await failed_source(client, workflow_id, tmp_path)
+    team = {"name": "five", "agents": [counted_agent(tmp_path, name="other")]}
+    handle = await start_team(
+        client, f"{workflow_id}-f", {"fork": {"run_id": workflow_id}, "team": team}
+    )
+    with pytest.raises(WorkflowFailureError) as caught:
+        await handle.result()
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "INVALID_FORK"
+    assert "task 't4' runs again on agent 'worker', which the fork's team does not have" in (
+        cause.message
+    )
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4"]
+
+
+# -- a goal run, against the local Anthropic API ------------------------------------
+
+GOAL_PLAN = json.dumps(
+    [
+        {"title": "Research", "description": "find facts", "assignee": "researcher"},
+        {
+            "title": "Draft",
+            "description": "draft it",
+            "assignee": "writer",
+            "depends_on": ["Research"],
+        },
+        {
+            "title": "Polish",
+            "description": "polish it",
+            "assignee": "writer",
+            "depends_on": ["Draft"],
+        },
+    ]
+)
+
+
+def goal_team(writer_prompt: str) -> dict[str, Any]:
+    return {
+        "name": "writers",
+        "agents": [
+            {"name": "researcher", "provider": "anthropic", "system_prompt": "Research well."},
+            {"name": "writer", "provider": "anthropic", "system_prompt": writer_prompt},
+        ],
+    }
+
+
+async def test_a_fork_of_a_goal_run_keeps_its_plan_and_runs_the_synthesis_again(
+    client: Client, workflow_id: str, anthropic_server: AnthropicServer
+) -> None:
+    for text in ("facts: the sky is blue", "draft one", "polished one"):
+        anthropic_server.reply_text(text)
+    source = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": goal_team("Write well."),
+            "goal": "Write about the sky.",
+            "coordinator": {"provider": "scripted", "script": [GOAL_PLAN, "final answer"]},
+        },
+    )
+    assert source.status == "completed", source
+    anthropic_server.reset()
+    for text in ("draft two", "polished two"):
+        anthropic_server.reply_text(text)
+    fork_id = f"{workflow_id}-f"
+    forked = await fork(
+        client, fork_id, {"run_id": workflow_id, "rerun": ["t2"]}, team=goal_team("Write better.")
+    )
+    assert forked.status == "completed", forked
+    assert [(t.id, t.output, t.reused_from is not None) for t in forked.tasks] == [
+        ("t1", "facts: the sky is blue", True),
+        ("t2", "draft two", False),
+        ("t3", "polished two", False),
+    ]
+    sent = [json.dumps(r.body) for r in anthropic_server.requests]
+    assert len(sent) == 2  # the research did not run again
+    assert all("Write better." in body for body in sent)
+    assert "facts: the sky is blue" in sent[0]  # the kept output, read back
+    assert forked.final_output == "final answer"
+    synthesis = await client.get_workflow_handle(f"{fork_id}/coordinator/synthesis").describe()
+    assert synthesis.status is not None
+    with pytest.raises(RPCError):  # planned once, in the source
+        await client.get_workflow_handle(f"{fork_id}/coordinator/plan").describe()
+    await assert_replays(client, fork_id)
+
+
+# -- a run still running ------------------------------------------------------------
+
+
+async def test_a_fork_of_a_running_run_keeps_what_settled(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    waits = "import pathlib, time\nwhile not pathlib.Path('go').exists(): time.sleep(0.05)\n"
+    team = {
+        "name": "slow",
+        "agents": [
+            counted_agent(tmp_path),
+            {
+                "name": "waiter",
+                "backend": {
+                    "kind": "process",
+                    "command": "python3",
+                    "args": ["-c", waits],
+                    "cwd": str(tmp_path),
+                },
+            },
+        ],
+    }
+    tasks = [task("t1", "worker", description="TASK=t1"), task("t2", "waiter", "t1")]
+    source = await start_team(client, workflow_id, {"team": team, "tasks": tasks})
+
+    async def t1_done() -> bool | None:
+        state = await source.query("state", result_type=TeamRunResult)
+        return True if state.task("t1").status == TaskStatus.COMPLETED else None
+
+    await eventually(t1_done, "t1 to complete", 30)
+    handle = await start_team(client, f"{workflow_id}-f", {"fork": {"run_id": workflow_id}})
+
+    async def fork_read_its_source() -> bool | None:
+        state = await handle.query("state", result_type=TeamRunResult)
+        return True if state.tasks and state.task("t1").reused_from is not None else None
+
+    await eventually(fork_read_its_source, "the fork to read its source", 30)
+    (tmp_path / "go").touch()
+    forked, first = await team_result(handle), await team_result(source)
+    assert (forked.status, first.status) == ("completed", "completed")
+    assert [t.reused_from is not None for t in forked.tasks] == [True, False]
+    assert runs(tmp_path) == ["t1"]
+
+
+# -- the stock temporal CLI, search attributes ---------------------------------------
+
+
+async def test_the_stock_cli_starts_a_fork_findable_by_its_source(
+    client: Client, workflow_id: str, tmp_path: Path, dev_server: DevServer
+) -> None:
+    await failed_source(client, workflow_id, tmp_path)
+    (tmp_path / "ok").touch()
+    fork_id = f"{workflow_id}-stock"
+    started = await run_cmd(
+        temporal_binary(),
+        "workflow",
+        "start",
+        "--address",
+        dev_server.address,
+        "--type",
+        "TeamRun",
+        "--task-queue",
+        TASK_QUEUE,
+        "--workflow-id",
+        fork_id,
+        "--input",
+        json.dumps({"fork": {"run_id": workflow_id, "rerun": ["t4"]}}),
+    )
+    assert started.returncode == 0, started.stderr
+    forked = await team_result(client.get_workflow_handle(fork_id, result_type=TeamRunResult))
+    assert forked.status == "completed"
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4", "t4", "t5"]
+    described = await client.get_workflow_handle(fork_id).describe()
+    assert described.search_attributes.get("OmaForkedFrom") == [workflow_id]
+    assert described.search_attributes.get("OmaStatus") == ["completed"]
+
+    async def listed() -> list[str] | None:
+        found = [w.id async for w in client.list_workflows(f'OmaForkedFrom="{workflow_id}"')]
+        return found or None
+
+    assert set(await eventually(listed, "the fork in the list", 10)) == {fork_id}
+
+
+# -- oma fork, oma show --------------------------------------------------------------
+
+
+def cli_env(dev_server: DevServer) -> dict[str, str]:
+    return {**os.environ, "TEMPORAL_ADDRESS": dev_server.address, "OMA_TASK_QUEUE": TASK_QUEUE}
+
+
+async def oma(dev_server: DevServer, *args: str) -> subprocess.CompletedProcess[str]:
+    return await run_cmd(OMA, *args, env=cli_env(dev_server))
+
+
+async def test_oma_fork_sets_a_task_warns_of_a_dropped_agent_and_shows_what_it_reused(
+    client: Client, workflow_id: str, tmp_path: Path, dev_server: DevServer
+) -> None:
+    (tmp_path / "ok").touch()
+    team = {"name": "two", "agents": [counted_agent(tmp_path), counted_agent(tmp_path, "b")]}
+    tasks = five_tasks()
+    tasks[2]["assignee"] = "b"  # t3 on b
+    source = await run_team(client, workflow_id, {"team": team, "tasks": tasks})
+    assert source.success
+    new_team = tmp_path / "team.json"
+    new_team.write_text(json.dumps({"team": {"name": "two", "agents": [counted_agent(tmp_path)]}}))
+    fork_id = f"{workflow_id}-cli"
+    proc = await oma(
+        dev_server,
+        "fork",
+        workflow_id,
+        "--no-worker",
+        "--workflow-id",
+        fork_id,
+        "--team",
+        str(new_team),
+        "--set",
+        "t2.description=TASK=t2 again",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "warning: agent 'b' is not in the fork's team: its task(s) t3 keep their outputs from "
+        f"run '{workflow_id}' and do not run again" in proc.stderr
+    )
+    assert f"fork of {workflow_id}: keeps t1, t3; runs t2, t4, t5 again" in proc.stderr
+    rows = {row[0]: row for row in table_rows(proc.stdout)}
+    assert (rows["t1"][3], rows["t3"][3], rows["t2"][3]) == ("reused", "reused", "completed")
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t2", "t3", "t4", "t4", "t5", "t5"]
+    events = await client.get_workflow_handle(fork_id).query("events", result_type=list[RunEvent])
+    assert [e.detail for e in events if e.type == "warning"] == [
+        f"agent 'b' is not in the fork's team: its task(s) t3 keep their outputs from run "
+        f"'{workflow_id}' and do not run again"
+    ]
+    shown = await oma(dev_server, "show", fork_id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    view = json.loads(shown.stdout)
+    assert view["forked_from"] == workflow_id
+    reused = {t["id"]: (t["reused_from"], t["output"]) for t in view["tasks"] if t["reused_from"]}
+    assert reused == {
+        "t1": ({"run_id": workflow_id, "task_id": "t1"}, "done t1 after -\n"),
+        "t3": ({"run_id": workflow_id, "task_id": "t3"}, "done t3 after t1\n"),
+    }
+    terminal = await oma(dev_server, "show", fork_id)
+    assert f"fork of {workflow_id}" in terminal.stdout
+    assert "reused" in terminal.stdout
+    page = tmp_path / "fork.html"
+    drawn = await oma(dev_server, "show", fork_id, "--html", str(page))
+    assert drawn.returncode == 0, drawn.stderr
+    assert f"reused from: {workflow_id} (task t1)" in page.read_text()
+
+
+async def test_the_python_client_forks_a_run(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    await failed_source(client, workflow_id, tmp_path)
+    (tmp_path / "ok").touch()
+    oma_client = OpenMultiAgent(client=client, task_queue=TASK_QUEUE)
+    forked = await oma_client.fork(workflow_id, rerun=["t2"], workflow_id=f"{workflow_id}-py")
+    assert forked.status == "completed"
+    assert [t.id for t in forked.tasks if t.reused_from is not None] == ["t1", "t3"]
+    assert forked.task("t3").output == "done t3 after t1\n"  # read back by the client
+    with pytest.raises(InvalidForkError, match="has no task 'x'"):
+        await oma_client.fork(workflow_id, rerun=["x"])
+
+
+async def test_oma_fork_refuses_an_unknown_task_before_anything_starts(
+    client: Client, workflow_id: str, tmp_path: Path, dev_server: DevServer
+) -> None:
+    await failed_source(client, workflow_id, tmp_path)
+    proc = await oma(dev_server, "fork", workflow_id, "--no-worker", "--from", "t9")
+    assert proc.returncode == 2
+    assert f"INVALID_FORK: run '{workflow_id}' has no task 't9'" in proc.stderr
+    listed = [w.id async for w in client.list_workflows(f'OmaForkedFrom="{workflow_id}"')]
+    assert listed == []
+
+
+async def test_oma_fork_of_an_exported_history(
+    client: Client, workflow_id: str, tmp_path: Path, dev_server: DevServer
+) -> None:
+    await failed_source(client, workflow_id, tmp_path)
+    exported = await run_cmd(
+        temporal_binary(),
+        "workflow",
+        "show",
+        "--address",
+        dev_server.address,
+        "--workflow-id",
+        workflow_id,
+        "--output",
+        "json",
+    )
+    assert exported.returncode == 0, exported.stderr
+    history = tmp_path / "source.json"
+    history.write_text(exported.stdout)
+    (tmp_path / "ok").touch()
+    proc = await oma(dev_server, "fork", "--history", str(history), "--no-worker", "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["forked_from"] == workflow_id
+    assert [t["reused_from"] is not None for t in result["tasks"]] == [True] * 3 + [False] * 2
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4", "t4", "t5"]
+
+
+async def test_oma_fork_dry_run_says_what_it_would_keep_and_why_and_starts_nothing(
+    client: Client, workflow_id: str, tmp_path: Path, dev_server: DevServer
+) -> None:
+    await failed_source(client, workflow_id, tmp_path)
+    proc = await oma(dev_server, "fork", workflow_id, "--dry-run", "--no-worker", "--from", "t3")
+    assert proc.returncode == 0, proc.stderr
+    decisions = {row[0]: (row[1], row[2]) for row in table_rows(proc.stdout)}
+    assert decisions == {
+        "t1": ("reused", f"kept from {workflow_id} (task t1)"),
+        "t2": ("reused", f"kept from {workflow_id} (task t2)"),
+        "t3": ("runs again", "named to run again"),
+        "t4": ("runs again", f"failed in run {workflow_id}"),
+        "t5": ("runs again", f"skipped in run {workflow_id}"),
+    }
+    listed = [w.id async for w in client.list_workflows(f'OmaForkedFrom="{workflow_id}"')]
+    assert listed == []
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4"]

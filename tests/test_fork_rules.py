@@ -1,0 +1,135 @@
+"""The fork's rules (oma.core.rules.fork): what a fork keeps, what it runs
+again, and what it refuses, on a source run's input and result."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from oma.core.rules.fork import ForkedRun, fork_run
+from oma.core.schema.errors import InvalidForkError
+from oma.core.schema.fork import parse_fork_input
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.task import TaskState, TaskStatus
+from tests._runs import scripted, task
+
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+
+SOURCE_INPUT: dict[str, Any] = {
+    "team": {"name": "t", "agents": [scripted("a", "x"), scripted("b", "y")]},
+    "tasks": [
+        task("t1", "a"),
+        task("t2", "a", "t1"),
+        task("t3", "b", "t1"),
+        task("t4", "b", "t2", "t3"),
+        task("t5", "a", "t4"),
+    ],
+}
+
+
+def source_result(failed: str = "t4") -> TeamRunResult:
+    """t1..t3 completed, ``failed`` failed, the rest skipped."""
+    tasks = []
+    status = TaskStatus.COMPLETED
+    for spec in SOURCE_INPUT["tasks"]:
+        if spec["id"] == failed:
+            status = TaskStatus.FAILED
+        tasks.append(
+            TaskState(
+                id=spec["id"],
+                assignee=spec["assignee"],
+                depends_on=spec["depends_on"],
+                status=status,
+                output=f"out {spec['id']}" if status == TaskStatus.COMPLETED else None,
+            )
+        )
+        if status == TaskStatus.FAILED:
+            status = TaskStatus.SKIPPED
+    return TeamRunResult(success=False, status="failed", tasks=tasks)
+
+
+def forked(fork: dict[str, Any], **rest: Any) -> ForkedRun:
+    spec = parse_fork_input({"fork": {"run_id": "src", **fork}, **rest})
+    return fork_run(spec, SOURCE_INPUT, source_result(), workflow_id="fork", now=NOW)
+
+
+def test_without_rerun_the_tasks_that_did_not_complete_run_again() -> None:
+    run = forked({})
+    assert (run.reused, run.rerun) == (["t1", "t2", "t3"], ["t4", "t5"])
+    states = {t.id: t for t in run.resume.result.tasks}
+    assert states["t4"].status == TaskStatus.PENDING
+    assert states["t5"].status == TaskStatus.BLOCKED
+    assert run.resume.result.forked_from == "src"
+
+
+def test_a_kept_task_is_completed_from_its_source_and_its_output_by_reference_unless_read() -> None:
+    run = forked({})
+    states = {t.id: t for t in run.resume.result.tasks}
+    assert run.read == ["t2", "t3"]  # t4 reads them
+    assert (states["t1"].output, states["t1"].output_ref) == (None, "src/t1")
+    assert states["t1"].output_bytes == len("out t1")
+    assert (states["t2"].output, states["t2"].output_ref) == ("out t2", None)
+    assert states["t1"].reused_from is not None
+    assert states["t1"].reused_from.model_dump() == {"run_id": "src", "task_id": "t1"}
+
+
+def test_rerun_takes_everything_downstream_and_every_unfinished_task() -> None:
+    run = forked({"rerun": ["t2"]})
+    assert (run.reused, run.rerun) == (["t1", "t3"], ["t2", "t4", "t5"])
+
+
+def test_an_unknown_task_is_refused_with_the_nearest_id() -> None:
+    with pytest.raises(InvalidForkError, match=r"has no task 't22' \(did you mean 't2'\?\)"):
+        forked({"rerun": ["t22"]})
+
+
+def test_an_edited_task_runs_again_with_its_new_fields() -> None:
+    run = forked({"edit": {"t3": {"description": "do it better"}}})
+    assert run.rerun == ["t3", "t4", "t5"]
+    assert run.input["tasks"][2]["description"] == "do it better"
+
+
+def test_a_task_to_run_again_on_an_agent_the_team_lacks_is_an_error_naming_both() -> None:
+    team = {"name": "t", "agents": [scripted("a", "x")]}
+    with pytest.raises(InvalidForkError, match="task 't4' runs again on agent 'b'"):
+        forked({}, team=team)
+
+
+def test_an_agent_only_kept_tasks_used_may_go_with_a_warning() -> None:
+    team = {"name": "t", "agents": [scripted("a", "x")]}
+    run = forked({"rerun": ["t5"], "edit": {"t4": {"assignee": "a"}}}, team=team)
+    assert run.rerun == ["t4", "t5"]
+    assert run.warnings == [
+        "agent 'b' is not in the fork's team: its task(s) t3 keep their outputs from run "
+        "'src' and do not run again"
+    ]
+
+
+def test_a_completed_run_without_a_task_to_run_again_is_refused() -> None:
+    done = source_result(failed="none")
+    spec = parse_fork_input({"fork": {"run_id": "src"}})
+    with pytest.raises(InvalidForkError, match="nothing to run again"):
+        fork_run(spec, SOURCE_INPUT, done, workflow_id="fork", now=NOW)
+
+
+def test_a_forks_kept_task_names_the_run_that_ran_it() -> None:
+    first = forked({})
+    result = first.resume.result.model_copy(deep=True)
+    for t in result.tasks:
+        t.status = TaskStatus.COMPLETED
+        t.output = t.output or f"out {t.id}"
+    spec = parse_fork_input({"fork": {"run_id": "fork", "rerun": ["t5"]}})
+    again = fork_run(spec, {**first.input}, result, workflow_id="fork2", now=NOW)
+    states = {t.id: t for t in again.resume.result.tasks}
+    assert states["t1"].output_ref == "src/t1"  # not fork/t1: the fork has no such child
+    assert states["t4"].reused_from is not None
+    assert states["t4"].reused_from.run_id == "fork"
+
+
+def test_options_given_replace_only_those_fields() -> None:
+    source = {**SOURCE_INPUT, "options": {"max_concurrency": 2, "timeout_s": 60}}
+    spec = parse_fork_input({"fork": {"run_id": "src"}, "options": {"timeout_s": 30}})
+    run = fork_run(spec, source, source_result(), workflow_id="fork", now=NOW)
+    assert run.input["options"] == {"max_concurrency": 2, "timeout_s": 30}

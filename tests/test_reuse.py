@@ -1,0 +1,111 @@
+"""Reuse by content on the session's dev server (docs/fork.md): a run with
+``options.reuse`` keeps the outputs of its reference run's tasks that would
+come out the same, against the local Anthropic API (the requests it gets are
+the tasks that ran)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from oma.core.schema.run_events import RunEvent
+from oma.runtime.dev_server import DevServer
+from tests._approvals import WAIT_S, result_within, start_run
+from tests._runs import assert_replays, run_team, task
+from tests.anthropic_server import AnthropicServer
+from tests.test_cli_control import table_rows
+from tests.test_fork import oma
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+
+def team_input(b_prompt: str) -> dict[str, Any]:
+    """a: t1, t3, t4, t5; b: t2. t1 -> (t2, t3) -> t4; t5 alone."""
+    agents = [
+        {"name": "a", "provider": "anthropic", "system_prompt": "You are A."},
+        {"name": "b", "provider": "anthropic", "system_prompt": b_prompt},
+    ]
+    tasks = [
+        task("t1", "a"),
+        task("t2", "b", "t1"),
+        task("t3", "a", "t1"),
+        task("t4", "a", "t2", "t3"),
+        task("t5", "a"),
+    ]
+    return {"team": {"name": "ab", "agents": agents}, "tasks": tasks}
+
+
+def _task_of(body: Any) -> str:
+    """The task a request to the model server was for (its prompt's ``do tN``)."""
+    text = json.dumps(body["messages"][-1])
+    return next(f"t{n}" for n in range(9, 0, -1) if f"do t{n}" in text)
+
+
+async def test_a_changed_prompt_reruns_exactly_that_agents_tasks_and_their_dependents(
+    client: Client,
+    workflow_id: str,
+    tmp_path: Path,
+    dev_server: DevServer,
+    anthropic_server: AnthropicServer,
+) -> None:
+    source = await run_team(client, workflow_id, team_input("You are B."))
+    assert source.success
+    assert len(anthropic_server.requests) == 5
+    anthropic_server.reset()
+    changed = tmp_path / "changed.json"
+    changed.write_text(json.dumps(team_input("You are B, and brief.")))
+    dry = await oma(dev_server, "run", str(changed), "--reuse", workflow_id, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    decisions = {row[0]: (row[1], row[2]) for row in table_rows(dry.stdout)}
+    assert decisions == {
+        "t1": ("reused", f"same content as in {workflow_id} (task t1)"),
+        "t2": ("runs again", "agent 'b' changed: system_prompt"),
+        "t3": ("reused", f"same content as in {workflow_id} (task t3)"),
+        "t4": ("runs again", "depends on t2, which runs again"),
+        "t5": ("reused", f"same content as in {workflow_id} (task t5)"),
+    }
+    assert anthropic_server.requests == []  # the dry run ran nothing
+    assert "estimated cost of those" in dry.stdout
+    again = await run_team(
+        client,
+        f"{workflow_id}-again",
+        {**team_input("You are B, and brief."), "options": {"reuse": {"from": workflow_id}}},
+    )
+    assert again.status == "completed", again
+    assert sorted(_task_of(r.body) for r in anthropic_server.requests) == ["t2", "t4"]
+    assert [t.id for t in again.tasks if t.reused_from is not None] == ["t1", "t3", "t5"]
+    assert again.total_token_usage.input_tokens == 2 * 10  # what this run spent
+    await assert_replays(client, f"{workflow_id}-again")
+
+
+async def test_a_reused_task_that_called_a_consequential_tool_says_so(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    deploy = {"type": "tool_use", "id": "u1", "name": "deploy", "input": {"environment": "prod"}}
+    agent = {
+        "name": "deployer",
+        "provider": "scripted",
+        "script": [[deploy], "deployed"],
+        "tools": ["tests.tools:deploy"],
+        "cwd": str(tmp_path),
+    }
+    run_input = {"team": {"name": "t", "agents": [agent]}, "tasks": [task("d", "deployer")]}
+    run = await start_run(client, workflow_id, run_input)
+    await run.decide(await run.request("tool-d-1"))
+    assert (await result_within(run, WAIT_S)).success
+    again_id = f"{workflow_id}-again"
+    again = await run_team(
+        client, again_id, {**run_input, "options": {"reuse": {"from": workflow_id}}}
+    )
+    reused = again.task("d")
+    assert reused.reused_from is not None
+    assert reused.reused_consequential == ["deploy"]
+    events = await client.get_workflow_handle(again_id).query("events", result_type=list[RunEvent])
+    assert [e.detail for e in events if e.type == "warning"] == [
+        f"task d is reused: it called the consequential tool(s) deploy in {workflow_id}/d, "
+        "which are not called again"
+    ]
