@@ -140,6 +140,31 @@ async def test_a_fork_from_a_task_reruns_it_and_everything_downstream(
     assert [t.id for t in forked.tasks if t.reused_from is not None] == ["t1", "t2"]
 
 
+async def test_an_abort_while_the_fork_reads_its_source_stops_it_before_any_task_runs(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    await failed_source(client, workflow_id, tmp_path)
+    (tmp_path / "ok").touch()
+    # signal-with-start: the abort is in the fork's first workflow task, before its read
+    handle = await client.start_workflow(
+        "TeamRun",
+        {"fork": {"run_id": workflow_id}},
+        id=f"{workflow_id}-f",
+        task_queue=TASK_QUEUE,
+        result_type=TeamRunResult,
+        start_signal="abort",
+        start_signal_args=[{"reason": "not now"}],
+    )
+    forked = await team_result(handle)
+    assert forked.status == "cancelled"
+    assert forked.error_code == "ABORTED"
+    assert statuses(forked)["t4"] == statuses(forked)["t5"] == "skipped"
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4"]  # nothing ran again
+    events = await handle.query("events", result_type=list[RunEvent])
+    assert [e.detail for e in events if e.type == "abort"] == ["aborted: not now"]
+    await assert_replays(client, handle.id)
+
+
 async def test_an_unknown_task_fails_the_fork_before_anything_runs(
     client: Client, workflow_id: str, tmp_path: Path
 ) -> None:

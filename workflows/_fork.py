@@ -22,6 +22,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from oma.core.rules.fork import ForkedRun, ReadForkSourceInput
+    from oma.core.rules.team_run_state import RunStop
     from oma.core.schema.errors import InvalidForkError
     from oma.core.schema.fork import ForkInput, is_fork_input, parse_fork_input
     from oma.core.schema.run_events import EventLog
@@ -40,19 +41,23 @@ def fork_input(raw: Any) -> ForkInput | None:
     return parse_fork_input(raw) if is_fork_input(raw) else None
 
 
-def reading(fork: ForkInput | None, inp: TeamRunInput | None) -> Awaitable[TeamRunInput] | None:
+def reading(
+    fork: ForkInput | None, inp: TeamRunInput | None, stop: RunStop
+) -> Awaitable[TeamRunInput] | None:
     """What ``TeamRun`` reads before it runs, if anything: a fork's source
     (``fork``), or the reference run of a run with ``options.reuse`` that
-    has not started yet (``inp``); ``None`` for any other run."""
+    has not started yet (``inp``); ``None`` for any other run. ``stop`` is
+    the run's: an ``abort`` while it reads is recorded in the state it goes
+    on with (the run then skips every task it would run)."""
     if fork is not None:
-        return _read(fork.payload(), None, fork.fork.run_id)
+        return _read(fork.payload(), None, fork.fork.run_id, stop)
     if inp is not None and inp.resume is None and inp.options.reuse is not None:
-        return _read(inp.payload(), inp, None)
+        return _read(inp.payload(), inp, None, stop)
     return None
 
 
 async def _read(
-    payload: dict[str, Any], given: TeamRunInput | None, forked_from: str | None
+    payload: dict[str, Any], given: TeamRunInput | None, forked_from: str | None, stop: RunStop
 ) -> TeamRunInput:
     """The input the run goes on with, as the ``read_fork_source`` activity
     makes it of ``payload`` (a fork's input, or a run's with
@@ -98,6 +103,8 @@ async def _read(
     log.add("run_start", workflow.now(), detail=f"{what}: {kept}, {again}")
     for warning in forked.warnings:
         log.add("warning", workflow.now(), detail=warning)
+    if stop.stopped:  # the abort signal's event went to the state this one replaces
+        log.add("abort", workflow.now(), detail=stop.reason)
     if forked_from:
         _visibility.forked_from(forked_from)
     return parse_team_run_input(forked.input).model_copy(update={"resume": state})

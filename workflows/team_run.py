@@ -101,6 +101,7 @@ class TeamRun(TeamRunHandlers):
         except OMAError as err:
             self._invalid = application_error(err)
             inp = self._fork = None
+        self._stop = RunStop()  # kept by _setup: an abort may come while a fork reads
         self._setup(inp)
 
     def _setup(self, inp: TeamRunInput | None) -> None:
@@ -122,7 +123,6 @@ class TeamRun(TeamRunHandlers):
         self._dispatcher: Dispatcher  # set by _load, once the input is valid
         # what only this run holds: the Temporal side of the state
         self._in_flight: dict[str, asyncio.Task[None]] = {}
-        self._stop = RunStop()
         self._continuing = False
         self._sessions = RunSessions()
         self._deadline: asyncio.Task[None] | None = None
@@ -147,7 +147,7 @@ class TeamRun(TeamRunHandlers):
     @workflow.run
     async def run(self, *args: Any) -> dict[str, Any]:
         await _visibility.learn()
-        if (reading := _fork.reading(self._fork, self._input)) is not None:
+        if (reading := _fork.reading(self._fork, self._input, self._stop)) is not None:
             self._setup(await reading)  # a fork, or a run that reuses another's work
         if self._invalid is not None:
             _visibility.ended("failed", self._invalid.type)
