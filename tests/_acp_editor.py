@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import os
 import sys
@@ -55,7 +56,7 @@ class Editor:
         self, session_id: str, tool_call: Any, options: list[Any], **_: Any
     ) -> RequestPermissionResponse:
         choice = self.answer(tool_call)
-        if asyncio.iscoroutine(choice):
+        if inspect.isawaitable(choice):
             choice = await choice
         if choice is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
@@ -94,7 +95,8 @@ class Editor:
                 await asyncio.wait_for(self.arrived.wait(), min(left, 0.5))
 
     def kinds(self) -> list[str]:
-        """Each message in order, in short: ``update kind[:id]``, ``permission:id``, ``response``."""
+        """Each message in order, in short: ``kind:toolCallId:status`` for an
+        update, ``permission:toolCallId``, ``response``."""
         out = []
         for m in self.wire:
             if m.get("method") == "session/update":
