@@ -311,15 +311,16 @@ class TeamAgent:
         session.cancelled = False
         follower = self._follower(client, session, handle.first_execution_run_id)
         session.turn = asyncio.create_task(follower.follow())
+        stopped = False
         try:
             result = await session.turn
         except asyncio.CancelledError:
-            if asyncio.current_task() is not None and asyncio.current_task().cancelling():  # type: ignore[union-attr]
+            this = asyncio.current_task()
+            if this is not None and this.cancelling():
                 raise
-            result = (
-                None  # the follower was stopped: session/close, or a cancel that did not settle
-            )
-        return PromptResponse(stop_reason=stop_reason(result, session.cancelled or result is None))
+            # the follower was stopped: session/close, or a cancel that did not settle
+            result, stopped = None, True
+        return PromptResponse(stop_reason=stop_reason(result, session.cancelled or stopped))
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         """``session/cancel``: abort the run (drain); cancel it through Temporal
