@@ -37,6 +37,7 @@ from oma.cli.common import cause
 from oma.cli.live import latest_output
 from oma.core.contracts.workflow_ids import coordinator_workflow_id, task_workflow_id
 from oma.core.schema.approvals import PendingApproval, Reviewer
+from oma.core.schema.limits import cut_text
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
 from oma.core.schema.task import TaskStatus
@@ -54,6 +55,13 @@ PEEKED_TASKS = 10
 
 QUERY_TIMEOUT = timedelta(seconds=10)
 """How long one query waits for the server and a worker."""
+
+FINAL_MESSAGE_CHARS = 100_000
+"""The most of a run's answer the final message carries, in characters
+(the whole is in the run's result: ``oma show``, ``temporal workflow result``)."""
+
+PLAN_THOUGHT_CHARS = 20_000
+"""The most of the plan's summary a thought carries, in characters."""
 
 Send = Callable[[Any], Awaitable[None]]
 
@@ -221,7 +229,9 @@ class Follower:
         updates: list[Any] = []
         if state.plan is not None and not self.planned:
             self.planned = True
-            updates.append(update_agent_thought_text(_plan_thought(state)))
+            updates.append(
+                update_agent_thought_text(cut_text(_plan_thought(state), PLAN_THOUGHT_CHARS))
+            )
         updates += self.book.plan_update(state)
         for task in state.tasks:
             updates += self.book.card_updates(task, self.kinds, self.latest.get(task.id, ""))
@@ -270,7 +280,7 @@ class Follower:
             text = f"The run ended {result.status}{code}{error}"
             if result.final_output or any(t.output for t in result.tasks):
                 text += f"\n\n{outcome_text(result)}"
-        chunk = update_agent_message_text(text)
+        chunk = update_agent_message_text(cut_text(text, FINAL_MESSAGE_CHARS))
         chunk.message_id = f"{self.workflow_id}/{self.run_id or 'latest'}/final"
         return chunk
 
