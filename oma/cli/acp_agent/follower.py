@@ -110,6 +110,9 @@ class Follower:
             lambda: set(self.book.cards),
         )
         self.after_seq = -1
+        self.announced: set[str] | None = set()
+        """The requests whose ``approval_request`` event was read (``None``:
+        every one, the run's first events being past the query's window)."""
         self.planned = False
         self.thought = ""
         self.latest: dict[str, str] = {}
@@ -128,21 +131,22 @@ class Follower:
         state: TeamRunResult | None = None
         next_peek = 0.0
         try:
-            first = True
+            # what is still to do: the state drawn after new events (a query
+            # that failed is asked again), then the approvals, in that order,
+            # so a request's prompt never comes before the plan and the cards
+            stale = True
             approvals_changed = True
             while not ended.done():
                 new = await self._new_events()
-                if first or new:
-                    state = await self._query_state() or state
-                    if state is not None:
-                        await self._draw(state)
-                        if self.drawn is not None:
-                            self.drawn.set()
+                stale |= bool(new)
                 approvals_changed |= any(e.type.startswith("approval") for e in new)
-                if approvals_changed and self.asking.is_set():
-                    approvals_changed = False
-                    await self._sync_approvals(state)
-                first = False
+                if stale and (fresh := await self._query_state()) is not None:
+                    state, stale = fresh, False
+                    await self._draw(state)
+                    if self.drawn is not None:
+                        self.drawn.set()
+                if approvals_changed and not stale and self.asking.is_set():
+                    approvals_changed = not await self._sync_approvals(state)
                 if state is not None and time.monotonic() >= next_peek:
                     next_peek = time.monotonic() + PEEK_S
                     await self._peek(state)
@@ -172,9 +176,13 @@ class Follower:
         except Exception as err:  # not started yet, no worker now: ask again
             logger.debug("events of %s: %s", self.workflow_id, err)
             return []
+        if self.after_seq < 0 and events and events[0].seq > 0:
+            self.announced = None  # the earliest events are past the query's window
         new = [e for e in events if e.seq > self.after_seq]
         if new:
             self.after_seq = new[-1].seq
+        if self.announced is not None:
+            self.announced |= {e.detail or "" for e in new if e.type == "approval_request"}
         return new
 
     async def _query_state(self) -> TeamRunResult | None:
@@ -205,19 +213,25 @@ class Follower:
             state.error = state.error or why
         return state, why
 
-    async def _sync_approvals(self, state: TeamRunResult | None) -> None:
+    async def _sync_approvals(self, state: TeamRunResult | None) -> bool:
+        """Show the run's open requests; whether it could read them."""
         from oma.client.approvals import pending
 
         try:
             requests: list[PendingApproval] = await pending(self.query_handle, QUERY_TIMEOUT)
         except Exception as err:
             logger.debug("pending_approvals of %s: %s", self.workflow_id, err)
-            return
+            return False
+        # only requests whose event was read, so the state drawn already shows
+        # what they are about (pending_approvals may be newer than it)
+        announced = self.announced
+        requests = [r for r in requests if announced is None or r.request_id in announced]
         decisions = state.approval_decisions if state is not None else []
         if set(self.desk.seen) - {r.request_id for r in requests}:  # closed: by whom?
             fresh = await self._query_state()
             decisions = fresh.approval_decisions if fresh is not None else decisions
         await self.desk.sync(requests, decisions)
+        return True
 
     async def _sync_closed(self, result: TeamRunResult | None) -> None:
         """Close the cards of the requests the run closed (all, once it ended)."""
