@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import pytest
 from acp import RequestError, image_block, text_block
 
 from oma.runtime.dev_server import DevServer
-from tests._acp_editor import OMA, Editor, editor_with, write_team
+from tests._acp_editor import OMA, Editor, allow_once, editor_with, oma_env, write_team
 from tests._procs import alive
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -371,3 +372,79 @@ async def test_a_client_that_cannot_ask_is_told_to_approve_with_a_command(
     assert said[1].startswith("Recorded: plan approved by ")
     assert said[1].endswith(": looks good.\n")
     assert said[-1] == FINAL
+
+
+async def test_session_close_leaves_the_run_going_and_session_resume_takes_it_up(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    team_file = write_team(tmp_path / "team.json", team())
+    held = Pending()
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        turn = asyncio.ensure_future(
+            editor.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
+        )
+        await editor.wait_for(lambda: editor.permissions(), "the plan's permission prompt")
+        await editor.conn.close_session(session_id=sid)
+        closed = await asyncio.wait_for(turn, 10)
+        described = await client.get_workflow_handle(sid).describe()
+        closed_at = len(editor.wire)
+        editor.answer = allow_once
+        await editor.conn.resume_session(cwd=str(tmp_path), session_id=sid)
+        final = await editor.wait_for(
+            lambda: [u for u in editor.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"],
+            "the final message",
+        )
+    assert closed.stop_reason == "cancelled"
+    assert described.status.name == "RUNNING"  # closing the session left the run alone
+    after = editor.kinds()[closed_at:]
+    assert after[0] == "response" and after[1] == "available_commands_update::"
+    assert "user_message_chunk::" not in after  # resume replays nothing
+    assert after.count("permission:approval:plan") == 1
+    assert final[-1]["content"]["text"] == FINAL
+
+
+async def test_a_cancel_that_does_not_settle_cancels_the_run_through_temporal(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    sleeper = {
+        "name": "sleeper",
+        "backend": {
+            "kind": "process",
+            "command": sys.executable,
+            "args": [
+                "-c",
+                "import os, time; open('pid', 'w').write(str(os.getpid())); time.sleep(60)",
+            ],
+            "input": "none",
+        },
+    }
+    plan = [{"title": "Sleep", "description": "sleep", "assignee": "sleeper", "depends_on": []}]
+    slow = {
+        "team": {"name": "slow", "agents": [sleeper]},
+        "coordinator": {
+            "provider": "scripted",
+            "script": [f"```json\n{json.dumps(plan)}\n```", "x"],
+        },
+    }
+    team_file = write_team(tmp_path / "team.json", slow)
+    env = oma_env(dev_server, OMA_ACP_CANCEL_GRACE_S="1")
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file), env=env) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        turn = asyncio.ensure_future(
+            editor.conn.prompt(session_id=sid, prompt=[text_block("Sleep")])
+        )
+        await editor.wait_for(
+            lambda: (tmp_path / "pid").is_file() and (tmp_path / "pid").read_text(), "the sleeper"
+        )
+        pid = int((tmp_path / "pid").read_text())
+        started = asyncio.get_running_loop().time()
+        await editor.conn.cancel(session_id=sid)
+        answer = await asyncio.wait_for(turn, 30)
+        took = asyncio.get_running_loop().time() - started
+    assert answer.stop_reason == "cancelled"
+    assert took < 15  # the abort's drain would wait the sleeper's 60 s out
+    assert not alive(pid)
+    described = await client.get_workflow_handle(sid).describe()
+    assert described.status.name == "CANCELED"
+    assert statuses(editor, "t1")[-1] == "failed"

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import getpass
 import logging
+import os
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -86,7 +87,8 @@ REPLAYED_RUNS = 20
 
 CANCEL_GRACE = timedelta(seconds=10)
 """After ``session/cancel``'s abort, how long the run may take to settle
-before it is cancelled through Temporal."""
+before it is cancelled through Temporal (``OMA_ACP_CANCEL_GRACE_S``, in
+seconds, says otherwise)."""
 
 CANCEL_DRAIN = timedelta(seconds=15)
 """After that cancellation, how long the prompt waits for the run to end
@@ -341,7 +343,7 @@ class TeamAgent:
         turn = session.turn
         if turn is None:
             return
-        await asyncio.wait({turn}, timeout=CANCEL_GRACE.total_seconds())
+        await asyncio.wait({turn}, timeout=cancel_grace_s())
         if turn.done():
             return
         with contextlib.suppress(RPCError):
@@ -499,6 +501,20 @@ class TeamAgent:
             chunk = update_agent_message_text(said)
             chunk.message_id = f"{session.id}/{wf.run_id}/final"
             await self._send(session, chunk)
+
+
+def cancel_grace_s() -> float:
+    """``CANCEL_GRACE``, or ``OMA_ACP_CANCEL_GRACE_S`` when it is a number of
+    seconds from 0 to a day (else the default, logged)."""
+    raw = os.environ.get("OMA_ACP_CANCEL_GRACE_S", "")
+    try:
+        value = float(raw) if raw else CANCEL_GRACE.total_seconds()
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 86_400:
+        logger.warning("OMA_ACP_CANCEL_GRACE_S=%r is not 0 to 86400 seconds: using 10", raw)
+        return CANCEL_GRACE.total_seconds()
+    return value
 
 
 def _version() -> str:
