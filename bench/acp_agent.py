@@ -13,7 +13,8 @@ a chain, each a process agent that sleeps ``--sleep`` seconds. Measured:
   received that task's ``tool_call_update`` with status ``completed``;
 - the ``events`` query's latency against the same run while it runs (one
   every ``QUERY_EVERY_S``, beside ``oma acp``'s own): what one read of the
-  run costs.
+  run costs; and when that plain poller first read each task's end (what
+  any client polling the run sees, for comparison).
 
 ``update_lag_ratio`` is the median update lag over the median query
 latency: how many query round trips an update takes to arrive (``oma acp``
@@ -131,7 +132,8 @@ async def measure(tasks: int, sleep_s: float) -> tuple[float, list[float], list[
                     await conn.initialize(protocol_version=PROTOCOL_VERSION)
                     sid = (await conn.new_session(cwd=str(cwd))).session_id
                     latencies: list[float] = []
-                    timing = asyncio.create_task(time_queries(client, sid, latencies))
+                    seen: dict[str, datetime] = {}
+                    timing = asyncio.create_task(time_queries(client, sid, latencies, seen))
                     sent = datetime.now(UTC)
                     await conn.prompt(session_id=sid, prompt=[text_block(f"bench {uuid.uuid4()}")])
                     timing.cancel()
@@ -144,6 +146,9 @@ async def measure(tasks: int, sleep_s: float) -> tuple[float, list[float], list[
             handle = client.get_workflow_handle(sid)
             events: list[RunEvent] = await handle.query("events", result_type=list[RunEvent])
             ended = {e.task_id: e.at for e in events if e.type == "task_complete" and e.task_id}
+            visible = [(seen[t] - at).total_seconds() for t, at in ended.items() if t in seen]
+            shown = [round(x, 3) for x in visible]
+            print(f"a plain events poller read each task's end after (s): {shown}")
             lags = []
             for at, m in editor.received:
                 update = m.get("params", {}).get("update", {}) if m.get("method") else {}
@@ -152,14 +157,21 @@ async def measure(tasks: int, sleep_s: float) -> tuple[float, list[float], list[
             return (first_plan - sent).total_seconds(), lags, latencies
 
 
-async def time_queries(client: Any, workflow_id: str, latencies: list[float]) -> None:
-    """Time an ``events`` query of the running run every ``QUERY_EVERY_S``, until cancelled."""
+async def time_queries(
+    client: Any, workflow_id: str, latencies: list[float], seen: dict[str, datetime]
+) -> None:
+    """Time an ``events`` query of the running run every ``QUERY_EVERY_S``,
+    until cancelled; ``seen``: when each task's end was first read so."""
     handle = client.get_workflow_handle(workflow_id)
     while True:
         start = time.perf_counter()
         try:
-            await handle.query("events", -1, result_type=list[RunEvent])
+            events = await handle.query("events", -1, result_type=list[RunEvent])
             latencies.append(time.perf_counter() - start)
+            now = datetime.now(UTC)
+            for e in events:
+                if e.type == "task_complete" and e.task_id:
+                    seen.setdefault(e.task_id, now)
         except Exception:  # not started yet
             pass
         await asyncio.sleep(QUERY_EVERY_S)

@@ -470,6 +470,8 @@ class TeamAgent:
 
         runs: list[tuple[str, Any]] = []
         chained = ""
+        if "'" in session.id or "\\" in session.id:
+            return  # (not a list query's string: the latest run is drawn all the same)
         executions = [
             wf async for wf in client.list_workflows(f"WorkflowId = '{session.id}'", limit=200)
         ]

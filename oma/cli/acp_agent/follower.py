@@ -116,6 +116,9 @@ class Follower:
         self.planned = False
         self.thought = ""
         self.latest: dict[str, str] = {}
+        self.peeked: dict[str, str] = {}
+        """Task id -> the latest line the last peek read, not shown yet."""
+        self.peeked_thought = ""
         self.first_update: float | None = None
         self.drawn: asyncio.Event | None = None
         """Set once the run as it stands is drawn (``session/load`` answers then)."""
@@ -130,6 +133,7 @@ class Follower:
         ended = asyncio.create_task(self._result())
         state: TeamRunResult | None = None
         next_peek = 0.0
+        peeking: asyncio.Task[None] = asyncio.create_task(asyncio.sleep(0))
         try:
             # what is still to do: the state drawn after new events (a query
             # that failed is asked again), then the approvals, in that order,
@@ -147,9 +151,11 @@ class Follower:
                         self.drawn.set()
                 if approvals_changed and not stale and self.asking.is_set():
                     approvals_changed = not await self._sync_approvals(state)
-                if state is not None and time.monotonic() >= next_peek:
-                    next_peek = time.monotonic() + PEEK_S
-                    await self._peek(state)
+                if state is not None:
+                    await self._show_peeked(state)
+                    if peeking.done() and time.monotonic() >= next_peek:
+                        next_peek = time.monotonic() + PEEK_S
+                        peeking = asyncio.create_task(self._peek(state))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(ended), POLL_S)
             result, why = ended.result()
@@ -160,6 +166,7 @@ class Follower:
             await self.send(self._final_message(result, why))
             return result
         finally:
+            peeking.cancel()
             await self.desk.close()
             if not ended.done():
                 ended.cancel()
@@ -254,26 +261,40 @@ class Follower:
             await self._send(update)
 
     async def _peek(self, state: TeamRunResult) -> None:
-        """Send the latest line of each running task (its card's content) and,
-        while a goal run plans, of the coordinator (a thought)."""
+        """Read the latest line of each running task and, while a goal run
+        plans, of the coordinator (in a task of its own, so the events are
+        read meanwhile: ``_show_peeked`` sends what it found)."""
         if state.status != "running":
             return
         if state.goal is not None and state.plan is None:
             wid = coordinator_workflow_id(self.workflow_id, "plan")
-            line = await _latest(self.client, wid)
-            if line and line != self.thought:
-                self.thought = line
-                await self._send(update_agent_thought_text(line + "\n"))
+            self.peeked_thought = await _latest(self.client, wid)
             return
-        running = [t for t in state.tasks if t.status == TaskStatus.IN_PROGRESS][:PEEKED_TASKS]
+        running = [t.id for t in state.tasks if t.status == TaskStatus.IN_PROGRESS][:PEEKED_TASKS]
         lines = await asyncio.gather(
-            *(_latest(self.client, task_workflow_id(self.workflow_id, t.id)) for t in running)
+            *(_latest(self.client, task_workflow_id(self.workflow_id, t)) for t in running)
         )
-        for task, line in zip(running, lines, strict=True):
-            if line and line != self.latest.get(task.id):
-                self.latest[task.id] = line
-                for update in self.book.card_updates(task, self.kinds, line):
-                    await self._send(update)
+        self.peeked.update({t: line for t, line in zip(running, lines, strict=True) if line})
+
+    async def _show_peeked(self, state: TeamRunResult) -> None:
+        """Send what the last peek found that is new: a running task's line
+        (its card's content), the coordinator's (a thought)."""
+        line, self.peeked_thought = self.peeked_thought, ""
+        if line and line != self.thought and state.plan is None:
+            self.thought = line
+            await self._send(update_agent_thought_text(line + "\n"))
+        peeked, self.peeked = self.peeked, {}
+        for task in state.tasks:
+            line = peeked.get(task.id, "")
+            if (
+                task.status != TaskStatus.IN_PROGRESS
+                or not line
+                or line == self.latest.get(task.id)
+            ):
+                continue
+            self.latest[task.id] = line
+            for update in self.book.card_updates(task, self.kinds, line):
+                await self._send(update)
 
     async def _send(self, update: Any) -> None:
         if self.first_update is None:
