@@ -52,20 +52,37 @@ async def _serve(files: ProtocolFiles, team: Path | None) -> None:
     assert main is not None
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, main.cancel)
-    ready: asyncio.Future[tuple[Any, str]] = loop.create_future()
-    holder = asyncio.create_task(_hold_temporal(ready))
-
-    async def connect() -> tuple[Any, str]:
-        return await asyncio.shield(ready)
-
+    temporal = _Temporal()
     reader, writer = await protocol_streams(files, STDIO_LIMIT)
     try:
-        agent: Any = TeamAgent(team, connect)  # (the SDK's Agent protocol, by its method names)
+        agent: Any = TeamAgent(team, temporal.connect)  # (the SDK's Agent protocol, by name)
         await run_agent(agent, writer, reader, use_unstable_protocol=True)
     finally:
-        holder.cancel()
+        await temporal.stop()
+
+
+class _Temporal:
+    """The connection, held by a task of its own from the start; one that
+    failed is tried again by the next session that needs it (a server
+    started meanwhile is found)."""
+
+    def __init__(self) -> None:
+        self._start()
+
+    def _start(self) -> None:
+        self.ready: asyncio.Future[tuple[Any, str]] = asyncio.get_running_loop().create_future()
+        self.holder = asyncio.create_task(_hold_temporal(self.ready))
+
+    async def connect(self) -> tuple[Any, str]:
+        if self.ready.done() and self.ready.exception() is not None:
+            await self.stop()
+            self._start()
+        return await asyncio.shield(self.ready)
+
+    async def stop(self) -> None:
+        self.holder.cancel()
         with contextlib.suppress(BaseException):
-            await holder
+            await self.holder
 
 
 async def _hold_temporal(ready: asyncio.Future[tuple[Any, str]]) -> None:
