@@ -244,6 +244,37 @@ def fork(
     )
 
 
+@app.command()
+def acp(
+    team: Annotated[
+        Path | None,
+        typer.Option(
+            "--team",
+            help="The team: a run input without goal or tasks (default: oma.json, else "
+            ".oma/team.json, in each session's directory).",
+            dir_okay=False,
+        ),
+    ] = None,
+    task_queue: Annotated[
+        str | None,
+        typer.Option(
+            "--task-queue", help="The task queue runs start on (default: OMA_TASK_QUEUE)."
+        ),
+    ] = None,
+) -> None:
+    """Serve the team as an Agent Client Protocol agent on stdin/stdout, for an editor.
+
+    Each session is a TeamRun, each prompt its goal; plans, tasks, approvals
+    and costs show in the editor, and a run outlives the editor (session/load
+    reattaches). Connects as `oma run` does; logs go to stderr, never stdout.
+    See docs/editors.md.
+    """
+    from oma.cli.acp_agent import acp_command
+    from oma.cli.common import Settings
+
+    raise typer.Exit(acp_command(team, task_queue, Settings.verbose))
+
+
 # -- approvals and abort ---------------------------------------------------
 
 

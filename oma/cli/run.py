@@ -44,7 +44,7 @@ from oma.cli.live import PlainView, RunView, run_view
 from oma.cli.summary import print_error_code, print_result
 from oma.cli.upstream import live_lines
 from oma.core.rules.fork import ForkedRun
-from oma.core.schema.errors import OMAError
+from oma.core.schema.errors import InvalidRunInputError, OMAError
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
 from oma.core.schema.run_input import ReuseOptions, TeamRunInput, checked_team_run_input
@@ -119,10 +119,13 @@ def plan_command(file: Path, workflow_id: str | None, worker: bool | None) -> No
 
 
 @asynccontextmanager
-async def temporal(with_worker: bool | None) -> AsyncIterator[tuple[Any, str]]:
+async def temporal(
+    with_worker: bool | None, started_by: str = "oma run"
+) -> AsyncIterator[tuple[Any, str]]:
     """A connected client and task queue. Starts the embedded dev server (and a
-    worker in this process) when nothing listens on ``TEMPORAL_ADDRESS``;
-    everything started here is stopped on exit."""
+    worker in this process) when nothing listens on ``TEMPORAL_ADDRESS``
+    (``started_by`` names the command to a second one); everything started
+    here is stopped on exit."""
     from oma.client import serving
 
     conn = connection()
@@ -134,7 +137,7 @@ async def temporal(with_worker: bool | None) -> AsyncIterator[tuple[Any, str]]:
             )
         _, port = split_address(conn.address)
         err_console.print(f"[dim]starting the embedded Temporal dev server on port {port}[/]")
-    async with serving(conn, worker=with_worker, started_by="oma run") as (client, served):
+    async with serving(conn, worker=with_worker, started_by=started_by) as (client, served):
         yield client, served.task_queue
 
 
@@ -142,19 +145,30 @@ def read_run_input(file: Path) -> TeamRunInput:
     """FILE as a ``TeamRunInput``, checked as the workflow will check it
     (``checked_team_run_input``); exits 2 when it is not one."""
     try:
-        raw = json.loads(file.read_text())
-    except OSError as e:
-        raise fail(f"cannot read {file}: {e.strerror}", 2) from None
-    except UnicodeDecodeError:
-        raise fail(f"{file} is not UTF-8 text", 2) from None
-    except json.JSONDecodeError as e:
-        raise fail(f"{file} is not valid JSON: {e}", 2) from None
-    except RecursionError:
-        raise fail(f"{file} nests its JSON too deep to read", 2) from None
+        raw = run_input_json(file)
+    except InvalidRunInputError as e:
+        raise fail(e.message, 2) from None
     try:
         return checked_team_run_input(raw)
     except OMAError as e:
         raise fail(f"{file}: {e}", 2) from None
+
+
+def run_input_json(file: Path) -> Any:
+    """The JSON value in FILE (a run input, or ``oma acp``'s team file).
+
+    Raises ``InvalidRunInputError`` saying why it cannot be read: the file's
+    error, not UTF-8, not JSON (where), nested too deep."""
+    try:
+        return json.loads(file.read_text())
+    except OSError as e:
+        raise InvalidRunInputError(f"cannot read {file}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise InvalidRunInputError(f"{file} is not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise InvalidRunInputError(f"{file} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise InvalidRunInputError(f"{file} nests its JSON too deep to read") from None
 
 
 async def start_and_follow(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
@@ -45,12 +46,19 @@ def start_attributes(
 
 
 async def start_team_run(
-    client: Client, run_input: TeamRunInput, *, id: str, task_queue: str
+    client: Client,
+    run_input: TeamRunInput,
+    *,
+    id: str,
+    task_queue: str,
+    memo: Mapping[str, Any] | None = None,
 ) -> WorkflowHandle[Any, TeamRunResult]:
     """Start a ``TeamRun`` of ``run_input`` as workflow ``id`` on ``task_queue``
     with its search attributes (``OmaStatus=running``, ``OmaTeam``: see
-    ``start_run``). The input is sent as given (``TeamRunInput.payload``: the
-    defaults not repeated), the size ``checked_team_run_input`` checked.
+    ``start_run``) and ``memo`` (Temporal's memo: JSON a list of workflows
+    shows, e.g. the ``oma acp`` session a run belongs to). The input is sent
+    as given (``TeamRunInput.payload``: the defaults not repeated), the size
+    ``checked_team_run_input`` checked.
 
     Raises ``InvalidRunInputError`` when a task's ``AgentRun`` id,
     ``<id>/<task id>``, would pass Temporal's limit on a workflow id (before
@@ -65,6 +73,7 @@ async def start_team_run(
         task_queue=task_queue,
         result_type=TeamRunResult,
         search_attributes=start_attributes(team=run_input.team.name),
+        memo=memo,
     )
 
 
@@ -77,6 +86,7 @@ async def start_run(
     task_queue: str,
     result_type: type[Any],
     search_attributes: TypedSearchAttributes,
+    memo: Mapping[str, Any] | None = None,
 ) -> WorkflowHandle[Any, Any]:
     """Start ``workflow`` with ``search_attributes``; on a namespace that has
     not registered them (``oma.core.contracts.visibility.SEARCH_ATTRIBUTES``), start it
@@ -90,13 +100,14 @@ async def start_run(
             task_queue=task_queue,
             result_type=result_type,
             search_attributes=search_attributes,
+            memo=memo,
         )
     except RPCError as err:
         if err.status != RPCStatusCode.INVALID_ARGUMENT or "search attribute" not in err.message:
             raise
         logger.info("starting %s without search attributes: %s", workflow, err.message)
     return await client.start_workflow(
-        workflow, arg, id=id, task_queue=task_queue, result_type=result_type
+        workflow, arg, id=id, task_queue=task_queue, result_type=result_type, memo=memo
     )
 
 

@@ -108,6 +108,30 @@ class InvalidForkError(InputError):
     code = "INVALID_FORK"
 
 
+class TeamFileNotFoundError(InputError):
+    """``oma acp`` has no team for a session: no ``--team FILE``, and neither
+    ``oma.json`` nor ``.oma/team.json`` in the session's working directory."""
+
+    code = "TEAM_FILE_NOT_FOUND"
+
+
+class AcpSessionUnknownError(InputError):
+    """An ACP client named a session ``oma acp`` does not know: no ``TeamRun``
+    has that workflow id (``session/load``, ``session/resume``), or no
+    ``session/new`` or ``session/load`` opened it on this connection
+    (``session/prompt``, ``session/cancel``, ``session/close``)."""
+
+    code = "ACP_SESSION_UNKNOWN"
+
+
+class AcpSessionBusyError(InputError):
+    """An ACP client sent a prompt (not a command) to a session whose run is
+    still going: a session runs one team run at a time; wait for it, or end it
+    with ``/abort`` or ``session/cancel``."""
+
+    code = "ACP_SESSION_BUSY"
+
+
 class HistoryReadError(InputError):
     """A history ``oma show`` is given cannot be read: not a file, not JSON,
     not a workflow history, or no ``TeamRun`` among the histories given."""

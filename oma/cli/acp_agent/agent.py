@@ -1,0 +1,555 @@
+"""``TeamAgent``: the ACP agent side of ``oma acp``, one session per team run.
+
+The methods the SDK's router calls by name (``acp.interfaces.Agent``); the
+protocol's own names are kept (``session/new``, ``stopReason``). A session's
+id is the workflow id of its ``TeamRun``: the first prompt starts the run,
+a later prompt starts a new run of the same workflow id (a follow-up, which
+reads the previous run's outcome: ``oma.cli.acp_agent.prompt``), so a
+session and its runs are one workflow id in Temporal, and ``session/load``
+of that id finds them from any process. The protocol's rules kept here: no
+update before the ``session/new`` (or ``session/resume``) response, none
+after a prompt's response; those sent after a response are started only
+once it is queued (``_after_response``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import logging
+import os
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from acp import PROTOCOL_VERSION, RequestError, update_agent_message_text, update_user_message_text
+from acp.helpers import update_available_commands
+from acp.schema import (
+    AgentCapabilities,
+    CloseSessionResponse,
+    Implementation,
+    InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    McpCapabilities,
+    NewSessionResponse,
+    PromptCapabilities,
+    PromptResponse,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionCloseCapabilities,
+    SessionInfo,
+    SessionListCapabilities,
+    SessionResumeCapabilities,
+)
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from oma.cli.acp_agent.cards import agent_kinds, stop_reason
+from oma.cli.acp_agent.commands import COMMANDS, parse, run_command
+from oma.cli.acp_agent.follower import Follower
+from oma.cli.acp_agent.permissions import Rules
+from oma.cli.acp_agent.prompt import follow_up_goal, goal_of, prompt_text
+from oma.cli.acp_agent.team_file import SessionTeam, session_team
+from oma.core.schema.approvals import Reviewer
+from oma.core.schema.errors import (
+    AcpSessionBusyError,
+    AcpSessionUnknownError,
+    InputError,
+    OMAError,
+)
+from oma.core.schema.limits import MAX_NAME_CHARS
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.run_input import checked_team_run_input
+
+logger = logging.getLogger(__name__)
+
+MEMO = "oma_acp"
+"""The memo key of a run an ``oma acp`` session started: ``{cwd, prompt}``."""
+
+MEMO_PROMPT_CHARS = 2000
+"""How much of a prompt's text a run's memo keeps (the session's title, a
+follow-up's context), in characters."""
+
+LISTED_RUNS = 500
+"""The most ``TeamRun`` executions ``session/list`` reads (newest first)."""
+
+LIST_PAGE = 50
+"""Sessions per ``session/list`` page."""
+
+REPLAYED_RUNS = 20
+"""The most earlier runs of a session ``session/load`` replays (the latest ones)."""
+
+CANCEL_GRACE = timedelta(seconds=10)
+"""After ``session/cancel``'s abort, how long the run may take to settle
+before it is cancelled through Temporal (``OMA_ACP_CANCEL_GRACE_S``, in
+seconds, says otherwise)."""
+
+CANCEL_DRAIN = timedelta(seconds=15)
+"""After that cancellation, how long the prompt waits for the run to end
+before it answers ``cancelled`` all the same (the run ends once a worker
+carries the cancellation out)."""
+
+LOAD_DRAW_S = 10.0
+"""How long ``session/load`` waits for the run to be drawn before it answers."""
+
+QUERY_TIMEOUT = timedelta(seconds=10)
+
+Connect = Callable[[], Awaitable[tuple[Client, str]]]
+
+
+@dataclass
+class Session:
+    """One editor session: a workflow id, its directory and team, and what
+    runs for it on this connection."""
+
+    id: str
+    cwd: Path
+    team: SessionTeam | None
+    team_error: OMAError | None = None
+    rules: Rules = field(default_factory=Rules)
+    notes_told: bool = False
+    turn: asyncio.Task[TeamRunResult | None] | None = None
+    background: asyncio.Task[Any] | None = None
+    cancelled: bool = False
+    escalation: asyncio.Task[None] | None = None
+
+    def busy(self) -> bool:
+        return any(t is not None and not t.done() for t in (self.turn, self.background))
+
+    async def stop(self) -> None:
+        """Stop following (the run goes on)."""
+        for task in (self.turn, self.background):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+
+
+class TeamAgent:
+    """The agent (module docstring). ``team`` is ``--team``; ``connect``
+    gives the Temporal client and task queue (started once, shared)."""
+
+    def __init__(self, team: Path | None, connect: Connect) -> None:
+        self.team = team
+        self.connect = connect
+        self.conn: Any = None
+        self.sessions: dict[str, Session] = {}
+        self.reviewer = Reviewer(id=_login())
+        self.first_update_s: float | None = None
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: Any = None,
+        client_info: Any = None,
+        **_: Any,
+    ) -> InitializeResponse:
+        if client_info is not None:
+            editor = client_info.title or client_info.name
+            shown = f"{self.reviewer.id} via {editor}"[:MAX_NAME_CHARS]
+            self.reviewer = Reviewer(id=self.reviewer.id, display_name=shown)
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(
+                    image=True, audio=False, embedded_context=True
+                ),
+                mcp_capabilities=McpCapabilities(http=True, sse=False),
+                session_capabilities=SessionCapabilities(
+                    list=SessionListCapabilities(),
+                    resume=SessionResumeCapabilities(),
+                    close=SessionCloseCapabilities(),
+                ),
+            ),
+            agent_info=Implementation(name="oma", title="OMA team", version=_version()),
+        )
+
+    async def authenticate(self, method_id: str, **_: Any) -> None:
+        return None  # no methods offered: Temporal's own configuration authenticates
+
+    async def new_session(
+        self, cwd: str, mcp_servers: list[Any] | None = None, **_: Any
+    ) -> NewSessionResponse:
+        with _as_rpc_error():
+            team = session_team(self.team, Path(cwd), mcp_servers)
+            await self.connect()  # a server that cannot be reached fails here, not mid-prompt
+        name = team.raw["team"]["name"]
+        session = Session(f"team-{name}-{uuid.uuid4().hex[:8]}", Path(cwd), team)
+        self.sessions[session.id] = session
+        self._after_response(self._offer_commands(session))
+        return NewSessionResponse(session_id=session.id)
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **_: Any
+    ) -> LoadSessionResponse:
+        """Replay the session's earlier runs (each prompt and final message),
+        draw its latest run as it stands, and go on streaming it."""
+        with _as_rpc_error():
+            session, client, run_id = await self._attach(session_id, cwd, mcp_servers)
+            await self._replay(client, session)
+        follower = self._follower(client, session, run_id)
+        drawn = asyncio.Event()
+        follower.drawn = drawn
+        follower.asking.clear()  # permission prompts once the response is out
+        session.background = asyncio.create_task(follower.follow())
+        waits = [asyncio.ensure_future(drawn.wait()), session.background]
+        # (a run no worker answers for is drawn once one does: answer meanwhile)
+        await asyncio.wait(waits, timeout=LOAD_DRAW_S, return_when=asyncio.FIRST_COMPLETED)
+        waits[0].cancel()
+        self._after_response(self._start_asking(follower, session))
+        return LoadSessionResponse()
+
+    async def resume_session(
+        self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **_: Any
+    ) -> ResumeSessionResponse:
+        """Reattach without replaying: the run is drawn as it stands, after the response."""
+        with _as_rpc_error():
+            session, client, run_id = await self._attach(session_id, cwd, mcp_servers)
+        follower = self._follower(client, session, run_id)
+
+        async def follow() -> None:
+            await self._offer_commands(session)
+            session.background = asyncio.create_task(follower.follow())
+
+        self._after_response(follow())
+        return ResumeSessionResponse()
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **_: Any
+    ) -> ListSessionsResponse:
+        """The sessions whose runs ``oma acp`` started in ``cwd`` (every
+        directory without one), latest first."""
+        with _as_rpc_error():
+            client, _queue = await self.connect()
+            found: list[SessionInfo] = []
+            seen: set[str] = set()
+            async for wf in client.list_workflows("WorkflowType = 'TeamRun'", limit=LISTED_RUNS):
+                if wf.id in seen:
+                    continue
+                with contextlib.suppress(Exception):
+                    mine = (await wf.memo()).get(MEMO)
+                    if not isinstance(mine, dict) or (cwd and mine.get("cwd") != cwd):
+                        continue
+                    seen.add(wf.id)
+                    when = wf.close_time or wf.start_time
+                    found.append(
+                        SessionInfo(
+                            session_id=wf.id,
+                            cwd=str(mine.get("cwd") or ""),
+                            title=str(mine.get("prompt") or "").splitlines()[0][:100]
+                            if mine.get("prompt")
+                            else None,
+                            updated_at=when.isoformat(),
+                        )
+                    )
+        start = int(cursor) if cursor and cursor.isdigit() else 0
+        page = found[start : start + LIST_PAGE]
+        more = str(start + LIST_PAGE) if start + LIST_PAGE < len(found) else None
+        return ListSessionsResponse(sessions=page, next_cursor=more)
+
+    async def close_session(self, session_id: str, **_: Any) -> CloseSessionResponse:
+        """Detach: stop following, withdraw the prompts; the run goes on."""
+        session = self.sessions.pop(session_id, None)
+        if session is not None:
+            await session.stop()
+        return CloseSessionResponse()
+
+    # -- a prompt turn ------------------------------------------------------------
+
+    async def prompt(self, session_id: str, prompt: list[Any], **_: Any) -> PromptResponse:
+        """A command, or the goal of a new run (module docstring); the answer
+        comes once the run ended and its last update is sent."""
+        with _as_rpc_error():
+            session = self._session(session_id)
+            client, queue = await self.connect()
+            text = prompt_text(prompt)
+            command = parse(text)
+            if command is not None:
+                said = await run_command(client, session.id, *command, self.reviewer)
+                await self._send(session, update_agent_message_text(said + "\n"))
+                return PromptResponse(stop_reason="end_turn")
+            if session.busy():
+                raise AcpSessionBusyError(
+                    f"the session's run {session.id} is still going: wait for it, or end it "
+                    "with /abort (or cancel); /status shows it"
+                )
+            if session.team is None:
+                assert session.team_error is not None
+                raise session.team_error
+            goal = goal_of(prompt, session.cwd, session.id, f"prompt-{uuid.uuid4().hex[:6]}")
+            previous = await self._previous(client, session)
+            if previous is not None:
+                goal = follow_up_goal(goal, *previous)
+            run_input = checked_team_run_input(session.team.run_input(goal))
+            memo = {MEMO: {"cwd": str(session.cwd), "prompt": (text or goal)[:MEMO_PROMPT_CHARS]}}
+            from oma.client import start_team_run
+
+            try:
+                handle = await start_team_run(
+                    client, run_input, id=session.id, task_queue=queue, memo=memo
+                )
+            except WorkflowAlreadyStartedError:
+                raise AcpSessionBusyError(
+                    f"a run of {session.id} is already going (started elsewhere): /status "
+                    "shows it, /abort ends it"
+                ) from None
+        if session.team.notes and not session.notes_told:
+            session.notes_told = True
+            await self._send(
+                session, update_agent_message_text("\n".join(session.team.notes) + "\n\n")
+            )
+        session.cancelled = False
+        follower = self._follower(client, session, handle.first_execution_run_id)
+        session.turn = asyncio.create_task(follower.follow())
+        stopped = False
+        try:
+            result = await session.turn
+        except asyncio.CancelledError:
+            this = asyncio.current_task()
+            if this is not None and this.cancelling():
+                raise
+            # the follower was stopped: session/close, or a cancel that did not settle
+            result, stopped = None, True
+        return PromptResponse(stop_reason=stop_reason(result, session.cancelled or stopped))
+
+    async def cancel(self, session_id: str, **_: Any) -> None:
+        """``session/cancel``: abort the run (drain); cancel it through Temporal
+        if it does not settle within ``CANCEL_GRACE``."""
+        session = self.sessions.get(session_id)
+        if session is None or session.turn is None or session.turn.done():
+            return
+        session.cancelled = True
+        client, _queue = await self.connect()
+        handle = client.get_workflow_handle(session.id)
+        with contextlib.suppress(RPCError):
+            await handle.signal(
+                "abort", {"reason": "session/cancel from the editor"}, rpc_timeout=QUERY_TIMEOUT
+            )
+        session.escalation = asyncio.create_task(self._escalate(session, handle))
+
+    async def _escalate(self, session: Session, handle: Any) -> None:
+        turn = session.turn
+        if turn is None:
+            return
+        await asyncio.wait({turn}, timeout=cancel_grace_s())
+        if turn.done():
+            return
+        with contextlib.suppress(RPCError):
+            await handle.cancel(rpc_timeout=QUERY_TIMEOUT)
+        await asyncio.wait({turn}, timeout=CANCEL_DRAIN.total_seconds())
+        if not turn.done():
+            turn.cancel()
+
+    # -- helpers ---------------------------------------------------------------
+
+    def _session(self, session_id: str) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise AcpSessionUnknownError(
+                f"no session {session_id!r} on this connection: open it with session/new or "
+                "session/load"
+            )
+        return session
+
+    async def _attach(
+        self, session_id: str, cwd: str, mcp_servers: list[Any] | None
+    ) -> tuple[Session, Client, str | None]:
+        """The session of the run ``session_id`` (its latest execution's run id)."""
+        client, _queue = await self.connect()
+        try:
+            described = await client.get_workflow_handle(session_id).describe(
+                rpc_timeout=QUERY_TIMEOUT
+            )
+        except RPCError as err:
+            if err.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
+                raise AcpSessionUnknownError(
+                    f"no team run {session_id!r} on this Temporal server (namespace "
+                    f"{client.namespace!r}): a session exists once its first prompt started a run"
+                ) from None
+            raise
+        if described.workflow_type != "TeamRun":
+            raise AcpSessionUnknownError(
+                f"{session_id!r} is a {described.workflow_type}, not a TeamRun"
+            )
+        try:
+            team: SessionTeam | None = session_team(self.team, Path(cwd), mcp_servers)
+            error = None
+        except OMAError as err:
+            team, error = None, err  # the run can be followed; a prompt will say this
+        old = self.sessions.get(session_id)
+        if old is not None:
+            await old.stop()
+        session = Session(session_id, Path(cwd), team, error)
+        if old is not None:
+            session.rules = old.rules
+        self.sessions[session_id] = session
+        return session, client, described.run_id
+
+    def _follower(self, client: Client, session: Session, run_id: str | None) -> Follower:
+        raw = session.team.raw if session.team is not None else {}
+        options = raw.get("options") or {}
+        return Follower(
+            client,
+            self.conn,
+            session.id,
+            session.id,
+            run_id,
+            send=lambda update: self._send(session, update),
+            reviewer=self.reviewer,
+            rules=session.rules,
+            kinds=agent_kinds(raw.get("team")),
+            token_budget=options.get("max_token_budget"),
+        )
+
+    async def _send(self, session: Session, update: Any) -> None:
+        await self.conn.session_update(session_id=session.id, update=update)
+
+    async def _offer_commands(self, session: Session) -> None:
+        await self._send(session, update_available_commands(c.available() for c in COMMANDS))
+
+    async def _start_asking(self, follower: Follower, session: Session) -> None:
+        await self._offer_commands(session)
+        follower.asking.set()
+
+    def _after_response(self, work: Awaitable[None]) -> None:
+        """Run ``work`` once the current request's response is queued: the
+        handler returns and the SDK queues its response without yielding to
+        the event loop, so a task created now starts after it."""
+
+        async def later() -> None:
+            try:
+                await work
+            except Exception:
+                logger.exception("after a response")
+
+        asyncio.get_running_loop().create_task(later())
+
+    async def _previous(self, client: Client, session: Session) -> tuple[str, TeamRunResult] | None:
+        """The previous run of the session: ``(its prompt, its result)``; ``None``
+        before the first. Raises ``AcpSessionBusyError`` when it is still going."""
+        from oma.client import team_run_result
+
+        handle = client.get_workflow_handle(session.id, result_type=TeamRunResult)
+        try:
+            described = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        if described.status == WorkflowExecutionStatus.RUNNING:
+            raise AcpSessionBusyError(
+                f"a run of {session.id} is already going (started elsewhere): /status shows it"
+            )
+        mine = (await described.memo()).get(MEMO)
+        previous_prompt = str(mine.get("prompt") or "") if isinstance(mine, dict) else ""
+        try:
+            result = await team_run_result(handle, client)
+        except WorkflowFailureError:
+            result = await handle.query(
+                "state", result_type=TeamRunResult, rpc_timeout=QUERY_TIMEOUT
+            )
+        return previous_prompt or (result.goal or ""), result
+
+    async def _replay(self, client: Client, session: Session) -> None:
+        """Send each run of the session, oldest first, as its prompt (a user
+        message) and, but for the latest (which the follower draws), its
+        final message."""
+        from oma.client import team_run_result
+
+        runs: list[tuple[str, Any]] = []
+        chained = ""
+        if "'" in session.id or "\\" in session.id:
+            return  # (not a list query's string: the latest run is drawn all the same)
+        executions = [
+            wf async for wf in client.list_workflows(f"WorkflowId = '{session.id}'", limit=200)
+        ]
+        for wf in sorted(executions, key=lambda w: w.start_time):
+            mine = (await wf.memo()).get(MEMO)
+            asked = str(mine.get("prompt") or "") if isinstance(mine, dict) else ""
+            asked = asked or chained
+            if wf.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
+                chained = asked  # the same run goes on in the next execution
+                continue
+            chained = ""
+            runs.append((asked, wf))
+        runs = runs[-REPLAYED_RUNS:]
+        for n, (asked, wf) in enumerate(runs):
+            if asked:
+                await self._send(session, update_user_message_text(asked))
+            if n == len(runs) - 1:
+                break
+            handle = client.get_workflow_handle(
+                session.id, run_id=wf.run_id, result_type=TeamRunResult
+            )
+            try:
+                result = await team_run_result(handle, client)
+                from oma.cli.acp_agent.prompt import outcome_text
+
+                said = outcome_text(result)
+            except Exception as err:
+                said = f"(this run's result cannot be read: {err})"
+            chunk = update_agent_message_text(said)
+            chunk.message_id = f"{session.id}/{wf.run_id}/final"
+            await self._send(session, chunk)
+
+
+def cancel_grace_s() -> float:
+    """``CANCEL_GRACE``, or ``OMA_ACP_CANCEL_GRACE_S`` when it is a number of
+    seconds from 0 to a day (else the default, logged)."""
+    raw = os.environ.get("OMA_ACP_CANCEL_GRACE_S", "")
+    try:
+        value = float(raw) if raw else CANCEL_GRACE.total_seconds()
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 86_400:
+        logger.warning("OMA_ACP_CANCEL_GRACE_S=%r is not 0 to 86400 seconds: using 10", raw)
+        return CANCEL_GRACE.total_seconds()
+    return value
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("oma-temporal")
+    except PackageNotFoundError:
+        return "0"
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser() or "editor"
+    except (KeyError, OSError):
+        return "editor"
+
+
+@contextlib.contextmanager
+def _as_rpc_error() -> Any:
+    """An ``OMAError`` as the JSON-RPC error the client reads: invalid params
+    for the caller's input (resource not found for an unknown session), an
+    internal error for the rest; ``data`` has its ``code`` and ``message``."""
+    try:
+        yield
+    except OMAError as err:
+        data = {"code": err.code, "message": err.message}
+        if isinstance(err, AcpSessionUnknownError):
+            raise RequestError(-32002, str(err), data) from None
+        if isinstance(err, InputError):
+            raise RequestError(-32602, str(err), data) from None
+        raise RequestError(-32603, str(err), data) from None
+    except RPCError as err:
+        raise RequestError(
+            -32603, f"Temporal: {err}", {"code": "TEMPORAL_RPC", "message": str(err)}
+        ) from None

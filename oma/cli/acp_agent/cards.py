@@ -1,0 +1,229 @@
+"""What an editor shows of a team run, as ACP session updates.
+
+A run's ``state`` (a ``TeamRunResult``) becomes:
+
+- a ``plan``: one entry per task, in the run's order, ``pending`` /
+  ``in_progress`` / ``completed`` (a failed or skipped task is ``completed``
+  with the word in its entry: a plan entry has no failed state);
+- one tool call per task (``toolCallId`` = the task id), its ``kind`` from
+  its agent (``agent_kinds``), its ``status`` ``pending`` (waiting on
+  dependencies or an approval) → ``in_progress`` → ``completed`` or
+  ``failed`` (a skipped task too, saying so), its ``content`` the latest
+  line of output while it runs, then its output (or its error);
+- a ``usage_update``: the run's tokens (``used``), its token budget or,
+  without one, the tokens used (``size``), and its known cost in USD.
+
+``Book`` remembers what was sent on this connection and gives only what
+changed, so the same code draws a new run, and a run reattached with
+``session/load``: there every card is new.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from acp import plan_entry, start_tool_call, text_block, tool_content, update_plan, update_tool_call
+from acp.schema import Cost, ToolKind, UsageUpdate
+
+from oma.core.schema.limits import cut_text
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.task import TaskState, TaskStatus
+
+CARD_OUTPUT_CHARS = 20_000
+"""The most of a task's output its card shows, in characters (the rest is
+in ``oma show RUN --task ID``)."""
+
+ToolCallStatus = Literal["pending", "in_progress", "completed", "failed"]
+PlanStatus = Literal["pending", "in_progress", "completed"]
+
+_CARD_STATUS: dict[TaskStatus, ToolCallStatus] = {
+    TaskStatus.PENDING: "pending",
+    TaskStatus.BLOCKED: "pending",
+    TaskStatus.AWAITING_APPROVAL: "pending",
+    TaskStatus.IN_PROGRESS: "in_progress",
+    TaskStatus.COMPLETED: "completed",
+    TaskStatus.FAILED: "failed",
+    TaskStatus.SKIPPED: "failed",
+}
+
+_PLAN_STATUS: dict[ToolCallStatus, PlanStatus] = {
+    "pending": "pending",
+    "in_progress": "in_progress",
+    "completed": "completed",
+    "failed": "completed",
+}
+
+READ_TOOLS = frozenset({"file_read", "glob", "grep", "readonly"})
+
+
+def agent_kinds(team: dict[str, Any] | None) -> dict[str, ToolKind]:
+    """Each agent's ACP ``ToolKind`` (a team file's JSON): ``execute`` for a
+    process, ``edit`` for an ACP agent or an LLM agent with tools that write
+    or run, ``read`` for one with read-only tools, ``think`` for one without
+    tools."""
+    kinds: dict[str, ToolKind] = {}
+    for agent in (team or {}).get("agents", []):
+        backend = agent.get("backend") or {}
+        tools = set(agent.get("tools") or []) | {
+            s.get("name") for s in agent.get("mcp_servers") or []
+        }
+        kind: ToolKind
+        if backend.get("kind") == "process":
+            kind = "execute"
+        elif backend.get("kind") == "acp":
+            kind = "edit"
+        elif not tools:
+            kind = "think"
+        else:
+            kind = "read" if tools <= READ_TOOLS else "edit"
+        kinds[str(agent.get("name"))] = kind
+    return kinds
+
+
+@dataclass(frozen=True)
+class Card:
+    """A task's tool call, as the editor should show it now."""
+
+    title: str
+    kind: ToolKind
+    status: ToolCallStatus
+    text: str
+
+
+def card_of(task: TaskState, kinds: dict[str, ToolKind], latest: str = "") -> Card:
+    """The card of ``task``; ``latest`` is its latest line of output while it runs."""
+    title = f"{task.title or task.id} ({task.assignee})" if task.assignee else task.title or task.id
+    status = _CARD_STATUS[task.status]
+    if task.status == TaskStatus.COMPLETED:
+        text = task.output if task.output is not None else _by_reference(task)
+    elif task.status == TaskStatus.FAILED:
+        text = f"failed: {task.error_code or 'error'}: {task.error or ''}".rstrip(": ")
+    elif task.status == TaskStatus.SKIPPED:
+        text = f"skipped: {task.error}" if task.error else "skipped"
+    elif task.status == TaskStatus.AWAITING_APPROVAL:
+        text = "waiting for approval"
+    elif task.status == TaskStatus.IN_PROGRESS:
+        text = latest
+    else:
+        text = ""
+    return Card(
+        title, kinds.get(task.assignee or "", "other"), status, cut_text(text, CARD_OUTPUT_CHARS)
+    )
+
+
+def _by_reference(task: TaskState) -> str:
+    return f"(the output, {task.output_bytes or 0} bytes, is in the result of {task.output_ref})"
+
+
+def plan_of(state: TeamRunResult) -> list[tuple[str, PlanStatus]]:
+    """The plan entries of ``state``: ``(content, status)`` per task."""
+    entries: list[tuple[str, PlanStatus]] = []
+    for task in state.tasks:
+        status = _PLAN_STATUS[_CARD_STATUS[task.status]]
+        word = {TaskStatus.FAILED: " (failed)", TaskStatus.SKIPPED: " (skipped)"}.get(
+            task.status, ""
+        )
+        who = f" · {task.assignee}" if task.assignee else ""
+        entries.append((f"{task.title or task.id}{who}{word}", status))
+    return entries
+
+
+def usage_of(state: TeamRunResult, token_budget: int | None) -> tuple[int, int, float]:
+    """``(used, size, cost)`` of ``state``: tokens, the budget (else the tokens
+    used), US dollars known."""
+    used = state.total_token_usage.total_tokens
+    return used, max(token_budget or used, used), round(state.total_cost_usd, 6)
+
+
+@dataclass
+class Book:
+    """What this connection has shown of one run: cards, plan, usage."""
+
+    cards: dict[str, Card] = field(default_factory=dict)
+    plan: list[tuple[str, PlanStatus]] | None = None
+    usage: tuple[int, int, float] | None = None
+
+    def plan_update(self, state: TeamRunResult) -> list[Any]:
+        """A ``plan`` update when the plan changed (none before the run has tasks)."""
+        entries = plan_of(state)
+        if not entries or entries == self.plan:
+            return []
+        self.plan = entries
+        return [update_plan(plan_entry(c, status=s) for c, s in entries)]
+
+    def card_updates(
+        self, task: TaskState, kinds: dict[str, ToolKind], latest: str = ""
+    ) -> list[Any]:
+        """A ``tool_call`` for a task not shown yet, a ``tool_call_update`` of
+        what changed for one shown; nothing when nothing did."""
+        card = card_of(task, kinds, latest)
+        if task.status == TaskStatus.IN_PROGRESS and not latest and task.id in self.cards:
+            card = Card(card.title, card.kind, card.status, self.cards[task.id].text)
+        shown = self.cards.get(task.id)
+        if shown == card:
+            return []
+        self.cards[task.id] = card
+        content = [tool_content(text_block(card.text))] if card.text else None
+        if shown is None:
+            raw = {"task": task.id, "assignee": task.assignee, "description": task.description}
+            return [
+                start_tool_call(
+                    task.id,
+                    card.title,
+                    kind=card.kind,
+                    status=card.status,
+                    content=content,
+                    raw_input=raw,
+                )
+            ]
+        return [
+            update_tool_call(
+                task.id,
+                title=card.title if card.title != shown.title else None,
+                status=card.status if card.status != shown.status else None,
+                content=content if card.text != shown.text else None,
+            )
+        ]
+
+    def usage_update(self, state: TeamRunResult, token_budget: int | None) -> list[Any]:
+        """A ``usage_update`` when the run's tokens or cost changed."""
+        usage = usage_of(state, token_budget)
+        if usage == self.usage or (usage[0] == 0 and self.usage is None):
+            return []
+        self.usage = usage
+        used, size, cost = usage
+        return [
+            UsageUpdate(
+                session_update="usage_update",
+                used=used,
+                size=size,
+                cost=Cost(amount=cost, currency="USD"),
+            )
+        ]
+
+
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+
+_STOPS: dict[str, StopReason] = {
+    "BUDGET_EXCEEDED": "max_tokens",
+    "COST_BUDGET_EXCEEDED": "max_tokens",
+    "MAX_TURNS_EXCEEDED": "max_turn_requests",
+    "RUN_TIMEOUT": "max_turn_requests",
+}
+
+
+def stop_reason(result: TeamRunResult | None, cancelled: bool) -> StopReason:
+    """The ``stopReason`` of a prompt whose run ended with ``result``:
+    ``cancelled`` after ``session/cancel`` (or an abort), ``refusal`` when a
+    reviewer rejected the plan, a round or a dispatch, ``max_tokens`` when
+    the token or cost budget stopped it, ``max_turn_requests`` when its
+    time ran out (``options.timeout_s``), else ``end_turn`` (a failed task
+    included: the final message says so)."""
+    if cancelled or (result is not None and result.status == "cancelled"):
+        return "cancelled"
+    if result is None:
+        return "end_turn"
+    if result.status == "rejected":
+        return "refusal"
+    return _STOPS.get(result.error_code or "", "end_turn")

@@ -1,0 +1,154 @@
+"""A prompt's content blocks as a team run's goal, and a follow-up's context.
+
+A goal is text (a ``TeamRun``'s goal is a string, docs/structured-input.md),
+so each ACP content block (``session/prompt``'s ``prompt``) becomes text:
+
+- ``text``: as it is;
+- ``resource`` with text (an editor's embedded file or selection): inside
+  ``<resource uri="...">`` ... ``</resource>``;
+- ``resource_link``: one line naming it and its URI;
+- ``image`` and a ``resource`` with a blob: written to
+  ``.oma/attachments/<session id>/`` in the session's directory and named
+  in the goal by that path (an agent with the file tools can read it there);
+  at most ``MAX_ATTACHMENT_BYTES`` each, ``MAX_ATTACHMENTS`` a prompt.
+
+A later prompt in the same session is a follow-up run: its goal is the new
+prompt after the previous run's prompt and outcome (its final output, else
+its last tasks' outputs, else its error), at most
+``PREVIOUS_OUTPUT_CHARS`` of it (``follow_up_goal``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import mimetypes
+from pathlib import Path
+from typing import Any
+
+from oma.core.schema.errors import InvalidMessageError
+from oma.core.schema.limits import cut_text
+from oma.core.schema.results import TeamRunResult
+
+MAX_ATTACHMENT_BYTES = 20 * 1024 * 1024
+"""The largest image or blob a prompt may attach, in bytes (decoded)."""
+
+MAX_ATTACHMENTS = 20
+"""The most images and blobs one prompt may attach."""
+
+PREVIOUS_OUTPUT_CHARS = 8000
+"""How much of the previous run's outcome a follow-up's goal carries, in characters."""
+
+ATTACHMENTS = Path(".oma") / "attachments"
+"""Where a session's attachments go, under its directory."""
+
+
+def prompt_text(blocks: list[Any]) -> str:
+    """What the user typed: the prompt's ``text`` blocks, joined (the title of
+    the session's run, and what a command is read from)."""
+    return "".join(getattr(b, "text", "") for b in blocks if getattr(b, "type", "") == "text")
+
+
+def goal_of(blocks: list[Any], cwd: Path, session_id: str, turn: str) -> str:
+    """The goal text of a prompt's ``blocks`` (module docstring), its
+    attachments written under ``cwd`` as ``<turn>-<n>.<ext>``.
+
+    Raises ``InvalidMessageError`` for an audio block, an attachment that is
+    not base64 or is too large, too many attachments, or a prompt with
+    nothing in it."""
+    parts: list[str] = []
+    attached = 0
+    for block in blocks:
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "resource_link":
+            name = block.title or block.name
+            parts.append(f"\n[resource: {name} <{block.uri}>]\n")
+        elif kind == "resource" and hasattr(block.resource, "text"):
+            uri = block.resource.uri
+            parts.append(f'\n<resource uri="{uri}">\n{block.resource.text}\n</resource>\n')
+        elif kind in ("image", "resource"):
+            attached += 1
+            if attached > MAX_ATTACHMENTS:
+                raise InvalidMessageError(
+                    f"a prompt attaches at most {MAX_ATTACHMENTS} images and files"
+                )
+            data, mime, uri = _blob(block)
+            path = _attach(data, mime, cwd, session_id, f"{turn}-{attached}")
+            what = "image" if kind == "image" else "file"
+            source = f" from {uri}" if uri else ""
+            parts.append(f"\n[{what} attached{source}: {path} ({mime}, {len(data)} bytes)]\n")
+        else:
+            raise InvalidMessageError(
+                f"a prompt's {kind or 'unknown'} block is not supported: send text, images, "
+                "resources and resource links"
+            )
+    goal = "".join(parts).strip()
+    if not goal:
+        raise InvalidMessageError("the prompt is empty: say what the team should achieve")
+    return goal
+
+
+def _blob(block: Any) -> tuple[bytes, str, str | None]:
+    if block.type == "image":
+        encoded, mime, uri = block.data, block.mime_type, block.uri
+    else:
+        resource = block.resource
+        encoded, mime, uri = resource.blob, resource.mime_type, resource.uri
+    if len(encoded) > MAX_ATTACHMENT_BYTES * 4 // 3 + 4:
+        raise InvalidMessageError(
+            f"an attachment of the prompt is over {MAX_ATTACHMENT_BYTES // (1024 * 1024)} MiB"
+        )
+    try:
+        data = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidMessageError("an attachment of the prompt is not base64") from None
+    return data, mime or "application/octet-stream", uri
+
+
+def _attach(data: bytes, mime: str, cwd: Path, session_id: str, stem: str) -> str:
+    """Write ``data`` under the session's attachments; its path, relative to ``cwd``."""
+    ext = mimetypes.guess_extension(mime.split(";")[0].strip()) or ".bin"
+    folder = ATTACHMENTS / _safe(session_id)
+    (cwd / folder).mkdir(parents=True, exist_ok=True)
+    path = folder / f"{stem}{ext}"
+    (cwd / path).write_bytes(data)
+    return str(path)
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:200] or "session"
+
+
+def follow_up_goal(prompt: str, previous_prompt: str, previous: TeamRunResult) -> str:
+    """The goal of a follow-up run: ``prompt`` after what the session's
+    previous run was asked (``previous_prompt``) and how it ended."""
+    outcome = outcome_text(previous)
+    return (
+        "Earlier in this session the team was asked:\n\n"
+        f"{previous_prompt}\n\n"
+        f"That run ended {previous.status}. Its outcome:\n\n"
+        f"{cut_text(outcome, PREVIOUS_OUTPUT_CHARS)}\n\n"
+        "Now, building on that:\n\n"
+        f"{prompt}"
+    )
+
+
+def outcome_text(result: TeamRunResult) -> str:
+    """What a run came to, for a person: its final output; else the outputs of
+    its tasks that no other task depends on; else why it stopped."""
+    if result.final_output:
+        return result.final_output
+    needed = {d for t in result.tasks for d in t.depends_on}
+    last = [t for t in result.tasks if t.id not in needed and t.output]
+    if last:
+        return "\n\n".join(f"## {t.title or t.id}\n\n{t.output}" for t in last)
+    if result.error:
+        return f"{result.error_code or 'error'}: {result.error}"
+    return "(no output)"
+
+
+def mime_of(path: str) -> str:
+    """The MIME type of ``path`` by its name (``application/octet-stream``)."""
+    return mimetypes.guess_type(path)[0] or "application/octet-stream"

@@ -1,0 +1,450 @@
+"""`oma acp`: a team run driven by an editor over the Agent Client Protocol.
+
+A real `oma acp` process, driven by the ACP Python SDK's client side, against
+the session's dev server and worker, with scripted models: the order and
+content of every update, approvals as permission prompts, a kill mid-run
+and `session/load`, `session/cancel`, and bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp import RequestError, image_block, text_block
+
+from oma.runtime.dev_server import DevServer
+from tests._acp_editor import OMA, Editor, allow_once, editor_with, oma_env, write_team
+from tests._procs import alive
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+PLAN = [
+    {
+        "title": "Write notes",
+        "description": "Write notes.md saying hello.",
+        "assignee": "writer",
+        "depends_on": [],
+    },
+    {
+        "title": "Review",
+        "description": "Review the notes.",
+        "assignee": "reviewer",
+        "depends_on": ["Write notes"],
+    },
+]
+FINAL = "The notes are written and reviewed: LGTM."
+
+
+def team(
+    approvals: dict[str, Any] | None = None, writer_script: list[Any] | None = None
+) -> dict[str, Any]:
+    """A goal team: a writer with file_write, a reviewer, a scripted coordinator."""
+    write = {
+        "type": "tool_use",
+        "id": "tu-1",
+        "name": "file_write",
+        "input": {"path": "notes.md", "content": "hello\n"},
+    }
+    return {
+        "team": {
+            "name": "notes",
+            "agents": [
+                {
+                    "name": "writer",
+                    "provider": "scripted",
+                    "tools": ["file_write"],
+                    "script": writer_script or [[write], "Wrote notes.md."],
+                },
+                {"name": "reviewer", "provider": "scripted", "script": ["LGTM"]},
+            ],
+        },
+        "coordinator": {
+            "provider": "scripted",
+            "script": [f"```json\n{json.dumps(PLAN)}\n```", FINAL],
+        },
+        "options": {
+            "approvals": approvals
+            if approvals is not None
+            else {"plan": True, "tools": ["file_write"]}
+        },
+    }
+
+
+def statuses(editor: Editor, call_id: str) -> list[str]:
+    """The statuses a tool call went through, in order (its start's first)."""
+    return [
+        u["status"] for u in editor.updates() if u.get("toolCallId") == call_id and u.get("status")
+    ]
+
+
+def last_index(kinds: list[str], prefix: str) -> int:
+    return max(i for i, k in enumerate(kinds) if k.startswith(prefix))
+
+
+def first_index(kinds: list[str], prefix: str) -> int:
+    return min(i for i, k in enumerate(kinds) if k.startswith(prefix))
+
+
+async def test_a_goal_run_streams_its_plan_tasks_approvals_and_answer(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    team_file = write_team(tmp_path / "team.json", team())
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
+        new = await editor.conn.new_session(cwd=str(tmp_path))
+        sid = new.session_id
+        assert sid.startswith("team-notes-")
+        answer = await editor.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
+        answered_at = len(editor.wire)
+        await asyncio.sleep(1.0)  # nothing may come after the response
+
+    assert answer.stop_reason == "end_turn"
+    assert (tmp_path / "notes.md").read_text() == "hello\n"
+    kinds = editor.kinds()
+    assert len(editor.wire) == answered_at, kinds[answered_at - 1 :]
+    # initialize's response, session/new's response, then the commands offered
+    assert kinds[:3] == ["response", "response", "available_commands_update::"]
+    commands = editor.updates()[0]["availableCommands"]
+    assert [c["name"] for c in commands] == ["status", "abort", "approve", "reject"]
+    assert kinds[-1] == "response"
+    # the plan's thought, the plan, the cards, the plan's approval, in that order
+    thought = next(u for u in editor.updates() if u["sessionUpdate"] == "agent_thought_chunk")
+    assert thought["content"]["text"].startswith("The coordinator planned 2 tasks:\n1. Write notes")
+    assert first_index(kinds, "agent_thought_chunk") < first_index(kinds, "plan")
+    assert first_index(kinds, "plan") < first_index(kinds, "tool_call:t1:pending")
+    assert first_index(kinds, "tool_call:approval:plan") < first_index(
+        kinds, "permission:approval:plan"
+    )
+    assert first_index(kinds, "permission:approval:plan") < first_index(
+        kinds, "tool_call_update:t1:in_progress"
+    )
+    tool_request = "approval:tool-t1-1"
+    assert first_index(kinds, f"permission:{tool_request}") < first_index(
+        kinds, "tool_call_update:t1:completed"
+    )
+    # every card's statuses go forward, and end where the run ended
+    assert statuses(editor, "t1") == ["pending", "in_progress", "completed"]
+    assert statuses(editor, "t2")[0] == "pending" and statuses(editor, "t2")[-1] == "completed"
+    assert statuses(editor, "approval:plan") == ["pending", "completed"]
+    assert statuses(editor, tool_request) == ["pending", "completed"]
+    # the permission prompts: the options, the plan's content, the tool's input
+    plan_prompt, tool_prompt = editor.permissions()
+    assert [o["kind"] for o in plan_prompt["options"]] == [
+        "allow_once",
+        "allow_always",
+        "reject_once",
+        "reject_always",
+    ]
+    assert plan_prompt["toolCall"]["title"] == "Approve the plan (2 tasks)"
+    assert "1. Write notes (writer)\n2. Review (reviewer) (after t1)" in json.dumps(
+        plan_prompt["toolCall"]["content"]
+    ).replace("\\n", "\n")
+    assert tool_prompt["toolCall"]["rawInput"]["input"] == {
+        "path": "notes.md",
+        "content": "hello\n",
+    }
+    assert tool_prompt["toolCall"]["kind"] == "edit"
+    # the cards' output, the last plan, the usage, the final message
+    done = [
+        u
+        for u in editor.updates()
+        if u.get("toolCallId") == "t1" and u.get("status") == "completed"
+    ]
+    assert done[-1]["content"][0]["content"]["text"] == "Wrote notes.md."
+    plans = [u for u in editor.updates() if u["sessionUpdate"] == "plan"]
+    assert [(e["content"], e["status"]) for e in plans[-1]["entries"]] == [
+        ("Write notes · writer", "completed"),
+        ("Review · reviewer", "completed"),
+    ]
+    usage = [u for u in editor.updates() if u["sessionUpdate"] == "usage_update"]
+    assert usage and usage[-1]["cost"]["currency"] == "USD" and usage[-1]["used"] > 0
+    final = [u for u in editor.updates() if u["sessionUpdate"] == "agent_message_chunk"]
+    assert final[-1]["content"]["text"] == FINAL
+    assert final[-1]["messageId"] == f"{sid}/{final[-1]['messageId'].split('/')[1]}/final"
+    assert kinds[-2].startswith("agent_message_chunk")
+
+
+class Pending:
+    """Permission answers the test gives when it chooses (``release``)."""
+
+    def __init__(self) -> None:
+        self.asked: dict[str, asyncio.Future[str | None]] = {}
+
+    def __call__(self, call: Any) -> asyncio.Future[str | None]:
+        return self.asked.setdefault(call.tool_call_id, asyncio.get_running_loop().create_future())
+
+    def release(self, call_id: str, option: str | None) -> None:
+        self.asked[call_id].set_result(option)
+
+
+async def test_a_killed_oma_acp_loses_nothing_and_session_load_picks_the_run_up(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    team_file = write_team(tmp_path / "team.json", team())
+    held = Pending()
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as first:
+        sid = (await first.conn.new_session(cwd=str(tmp_path))).session_id
+        turn = asyncio.ensure_future(
+            first.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
+        )
+        await first.wait_for(lambda: first.permissions(), "the plan's permission prompt")
+        pid = first.process.pid
+        os.kill(pid, signal.SIGKILL)
+        await first.process.wait()
+        assert not alive(pid)
+        with pytest.raises(Exception):  # noqa: B017 (the connection's own error: the agent is gone)
+            await asyncio.wait_for(turn, 10)
+
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as second:
+        await second.conn.load_session(cwd=str(tmp_path), session_id=sid)
+        loaded_at = len(second.wire)
+        final = await second.wait_for(
+            lambda: [u for u in second.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"],
+            "the final message",
+        )
+        kinds = second.kinds()
+
+    # before load's response: the prompt, the plan and the cards as they stand
+    loaded_at = max(i for i, k in enumerate(kinds[:loaded_at]) if k == "response") + 1
+    replay = kinds[:loaded_at]
+    assert replay[1:].index("user_message_chunk::") < replay.index("plan::")
+    assert "tool_call:t1:pending" in replay and "tool_call:t2:pending" in replay
+    assert not any(k.startswith(("permission", "tool_call:approval")) for k in replay)
+    # after it: the open approval asked again (its card first), then the rest of the run
+    after = kinds[loaded_at:]
+    assert after.index("tool_call:approval:plan:pending") < after.index("permission:approval:plan")
+    assert after.count("permission:approval:plan") == 1
+    assert "permission:approval:tool-t1-1" in kinds[loaded_at:]
+    assert statuses(second, "t1")[-1] == "completed" and statuses(second, "t2")[-1] == "completed"
+    assert final[-1]["content"]["text"] == FINAL
+    assert (tmp_path / "notes.md").read_text() == "hello\n"
+    user = next(u for u in second.updates(sid) if u["sessionUpdate"] == "user_message_chunk")
+    assert user["content"]["text"] == "Write the notes"
+
+
+async def test_session_cancel_aborts_the_run_and_the_prompt_ends_cancelled(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    team_file = write_team(tmp_path / "team.json", team())
+    held = Pending()
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        turn = asyncio.ensure_future(
+            editor.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
+        )
+        await editor.wait_for(lambda: editor.permissions(), "the plan's permission prompt")
+        await editor.conn.cancel(session_id=sid)
+        held.release("approval:plan", None)  # what a client answers a prompt once it cancelled
+        answer = await asyncio.wait_for(turn, 30)
+    assert answer.stop_reason == "cancelled"
+    state = await client.get_workflow_handle(sid).query("state")
+    assert state["status"] == "cancelled" and state["error_code"] == "ABORTED"
+    assert statuses(editor, "approval:plan") == ["pending", "failed"]
+    assert not (tmp_path / "notes.md").exists()
+
+
+async def test_a_follow_up_prompt_runs_again_with_the_previous_outcome_and_sessions_list(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    (tmp_path / "oma.json").write_text(json.dumps(team(approvals={})))  # found in the cwd
+    image = base64.b64encode(b"\x89PNG\r\n\x1a\nnot really").decode()
+    async with editor_with(dev_server, tmp_path) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        first = await editor.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
+        second = await editor.conn.prompt(
+            session_id=sid,
+            prompt=[text_block("Now add a title"), image_block(image, "image/png")],
+        )
+        listed = await editor.conn.list_sessions(cwd=str(tmp_path))
+        elsewhere = await editor.conn.list_sessions(cwd=str(tmp_path / "elsewhere"))
+    assert (first.stop_reason, second.stop_reason) == ("end_turn", "end_turn")
+    state = await client.get_workflow_handle(sid).query("state")
+    attached = tmp_path / ".oma" / "attachments" / sid
+    [png] = list(attached.iterdir())
+    assert png.read_bytes() == b"\x89PNG\r\n\x1a\nnot really"
+    assert state["goal"] == (
+        "Earlier in this session the team was asked:\n\nWrite the notes\n\n"
+        f"That run ended completed. Its outcome:\n\n{FINAL}\n\n"
+        "Now, building on that:\n\n"
+        f"Now add a title\n[image attached: {png.relative_to(tmp_path)} (image/png, 18 bytes)]"
+    )
+    assert [(s.session_id, s.cwd, s.title) for s in listed.sessions] == [
+        (sid, str(tmp_path), "Now add a title")
+    ]
+    assert elsewhere.sessions == []
+
+
+async def test_bad_input_is_a_clear_error_and_the_agent_goes_on(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    bad = team()
+    bad["team"]["agents"][0]["provider"] = "nobody"
+    bad_file = write_team(tmp_path / "bad.json", bad)
+    run_file = write_team(tmp_path / "run.json", {**bad, "goal": "x"})
+    ran = subprocess.run(
+        [OMA, "run", str(run_file)], capture_output=True, text=True, check=False, timeout=60
+    )
+    said_by_oma_run = ran.stderr.strip().removeprefix(f"error: {run_file}: ")
+    assert "INVALID_RUN_INPUT" in said_by_oma_run
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    good = write_team(tmp_path / "team.json", team())
+    held = Pending()
+    async with editor_with(dev_server, tmp_path, "--team", str(bad_file)) as editor:
+        with pytest.raises(RequestError) as invalid:
+            await editor.conn.new_session(cwd=str(tmp_path))
+    assert invalid.value.code == -32602
+    assert invalid.value.data["code"] == "INVALID_RUN_INPUT"
+    assert str(invalid.value) == f"INVALID_RUN_INPUT: {bad_file}: {said_by_oma_run}"
+
+    async with editor_with(dev_server, empty) as editor:
+        with pytest.raises(RequestError) as missing:
+            await editor.conn.new_session(cwd=str(empty))
+        with pytest.raises(RequestError) as unknown:
+            await editor.conn.load_session(cwd=str(empty), session_id="team-nobody-0")
+        with pytest.raises(RequestError) as unopened:
+            await editor.conn.prompt(session_id="team-nobody-0", prompt=[text_block("hi")])
+    assert missing.value.data["code"] == "TEAM_FILE_NOT_FOUND"
+    assert str(empty / "oma.json") in str(missing.value)
+    assert (unknown.value.code, unknown.value.data["code"]) == (-32002, "ACP_SESSION_UNKNOWN")
+    assert unopened.value.data["code"] == "ACP_SESSION_UNKNOWN"
+
+    async with editor_with(dev_server, tmp_path, "--team", str(good), answer=held) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        turn = asyncio.ensure_future(
+            editor.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
+        )
+        await editor.wait_for(lambda: editor.permissions(), "the plan's permission prompt")
+        with pytest.raises(RequestError) as busy:
+            await editor.conn.prompt(session_id=sid, prompt=[text_block("something else")])
+        status = await editor.conn.prompt(session_id=sid, prompt=[text_block("/status")])
+        said = [u for u in editor.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"]
+        aborted = await editor.conn.prompt(session_id=sid, prompt=[text_block("/abort enough")])
+        held.release("approval:plan", None)
+        answer = await asyncio.wait_for(turn, 30)
+    assert busy.value.data["code"] == "ACP_SESSION_BUSY"
+    assert status.stop_reason == aborted.stop_reason == "end_turn"
+    assert said[-1]["content"]["text"].startswith(f"Run {sid}: running (Temporal: running)\n")
+    assert "Waiting for approval: plan (plan)" in said[-1]["content"]["text"]
+    assert answer.stop_reason == "cancelled"
+    state = await client.get_workflow_handle(sid).query("state")
+    assert (state["status"], state["error"]) == ("cancelled", "aborted: enough")
+
+
+async def test_a_client_that_cannot_ask_is_told_to_approve_with_a_command(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    team_file = write_team(tmp_path / "team.json", team(approvals={"plan": True}))
+
+    def cannot_ask(call: Any) -> str:
+        raise RequestError.method_not_found("session/request_permission")
+
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=cannot_ask) as ed:
+        sid = (await ed.conn.new_session(cwd=str(tmp_path))).session_id
+        turn = asyncio.ensure_future(
+            ed.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
+        )
+        told = await ed.wait_for(
+            lambda: [
+                u["content"]["text"]
+                for u in ed.updates(sid)
+                if u["sessionUpdate"] == "agent_message_chunk"
+            ],
+            "the approval's message",
+        )
+        approved = await ed.conn.prompt(session_id=sid, prompt=[text_block("/approve looks good")])
+        answer = await asyncio.wait_for(turn, 30)
+    assert told[0] == (
+        "Approval needed: Approve the plan (2 tasks) (plan). This editor cannot ask; answer "
+        "with /approve plan or /reject plan.\n"
+    )
+    assert approved.stop_reason == answer.stop_reason == "end_turn"
+    said = [
+        u["content"]["text"] for u in ed.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"
+    ]
+    assert said[1].startswith("Recorded: plan approved by ")
+    assert said[1].endswith(": looks good.\n")
+    assert said[-1] == FINAL
+
+
+async def test_session_close_leaves_the_run_going_and_session_resume_takes_it_up(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    team_file = write_team(tmp_path / "team.json", team())
+    held = Pending()
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        turn = asyncio.ensure_future(
+            editor.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
+        )
+        await editor.wait_for(lambda: editor.permissions(), "the plan's permission prompt")
+        await editor.conn.close_session(session_id=sid)
+        closed = await asyncio.wait_for(turn, 10)
+        described = await client.get_workflow_handle(sid).describe()
+        closed_at = len(editor.wire)
+        editor.answer = allow_once
+        await editor.conn.resume_session(cwd=str(tmp_path), session_id=sid)
+        final = await editor.wait_for(
+            lambda: [u for u in editor.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"],
+            "the final message",
+        )
+    assert closed.stop_reason == "cancelled"
+    assert described.status.name == "RUNNING"  # closing the session left the run alone
+    after = editor.kinds()[closed_at:]
+    assert after[0] == "response" and after[1] == "available_commands_update::"
+    assert "user_message_chunk::" not in after  # resume replays nothing
+    assert after.count("permission:approval:plan") == 1
+    assert final[-1]["content"]["text"] == FINAL
+
+
+async def test_a_cancel_that_does_not_settle_cancels_the_run_through_temporal(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    sleeper = {
+        "name": "sleeper",
+        "backend": {
+            "kind": "process",
+            "command": sys.executable,
+            "args": [
+                "-c",
+                "import os, time; open('pid', 'w').write(str(os.getpid())); time.sleep(60)",
+            ],
+            "input": "none",
+        },
+    }
+    plan = [{"title": "Sleep", "description": "sleep", "assignee": "sleeper", "depends_on": []}]
+    slow = {
+        "team": {"name": "slow", "agents": [sleeper]},
+        "coordinator": {
+            "provider": "scripted",
+            "script": [f"```json\n{json.dumps(plan)}\n```", "x"],
+        },
+    }
+    team_file = write_team(tmp_path / "team.json", slow)
+    env = oma_env(dev_server, OMA_ACP_CANCEL_GRACE_S="1")
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file), env=env) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        turn = asyncio.ensure_future(
+            editor.conn.prompt(session_id=sid, prompt=[text_block("Sleep")])
+        )
+        await editor.wait_for(
+            lambda: (tmp_path / "pid").is_file() and (tmp_path / "pid").read_text(), "the sleeper"
+        )
+        pid = int((tmp_path / "pid").read_text())
+        started = asyncio.get_running_loop().time()
+        await editor.conn.cancel(session_id=sid)
+        answer = await asyncio.wait_for(turn, 30)
+        took = asyncio.get_running_loop().time() - started
+    assert answer.stop_reason == "cancelled"
+    assert took < 15  # the abort's drain would wait the sleeper's 60 s out
+    assert not alive(pid)
+    described = await client.get_workflow_handle(sid).describe()
+    assert described.status.name == "CANCELED"
+    assert statuses(editor, "t1")[-1] == "failed"

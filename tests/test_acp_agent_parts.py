@@ -1,0 +1,200 @@
+"""`oma acp`'s parts that need no server: the session's team and what the
+editor adds to it, a prompt as a goal, and what the editor is shown of a
+run's state."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp import image_block, resource_block, text_block
+from acp.schema import (
+    AudioContentBlock,
+    EnvVariable,
+    HttpHeader,
+    HttpMcpServer,
+    McpServerStdio,
+    SseMcpServer,
+    TextResourceContents,
+)
+
+from oma.cli.acp_agent.cards import Book, agent_kinds, stop_reason
+from oma.cli.acp_agent.prompt import goal_of
+from oma.cli.acp_agent.team_file import find_team_file, session_team
+from oma.core.schema.errors import (
+    InvalidMessageError,
+    InvalidRunInputError,
+    TeamFileNotFoundError,
+)
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.run_input import checked_team_run_input
+from oma.core.schema.task import TaskState, TaskStatus
+
+TEAM = {
+    "team": {
+        "name": "t",
+        "agents": [
+            {"name": "coder", "provider": "scripted", "script": ["ok"], "tools": ["file_write"]},
+            {"name": "scout", "provider": "scripted", "script": ["ok"], "cwd": "sub"},
+            {"name": "runner", "backend": {"kind": "process", "command": "true", "input": "none"}},
+        ],
+    }
+}
+
+
+def test_the_team_is_looked_for_in_the_sessions_directory(tmp_path: Path) -> None:
+    with pytest.raises(TeamFileNotFoundError) as missing:
+        find_team_file(None, tmp_path)
+    assert f"{tmp_path / 'oma.json'} or {tmp_path / '.oma' / 'team.json'}" in missing.value.message
+    (tmp_path / ".oma").mkdir()
+    (tmp_path / ".oma" / "team.json").write_text("{}")
+    assert find_team_file(None, tmp_path) == tmp_path / ".oma" / "team.json"
+    (tmp_path / "oma.json").write_text("{}")
+    assert find_team_file(None, tmp_path) == tmp_path / "oma.json"
+    assert find_team_file(tmp_path / "x.json", tmp_path) == tmp_path / "x.json"
+
+
+def test_a_team_file_with_a_goal_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "oma.json").write_text(json.dumps({**TEAM, "goal": "x"}))
+    with pytest.raises(InvalidRunInputError) as refused:
+        session_team(None, tmp_path, [])
+    assert "a team file has no 'goal'" in refused.value.message
+
+
+def test_the_editor_adds_its_directory_and_its_mcp_servers(tmp_path: Path) -> None:
+    (tmp_path / "oma.json").write_text(json.dumps(TEAM))
+    offered = [
+        McpServerStdio(
+            name="My Files",
+            command="files-mcp",
+            args=["--root", "."],
+            env=[EnvVariable(name="LEVEL", value="2")],
+        ),
+        HttpMcpServer(type="http", name="docs", url="http://127.0.0.1:9/mcp", headers=[]),
+        HttpMcpServer(
+            type="http",
+            name="secret",
+            url="http://127.0.0.1:9/mcp",
+            headers=[HttpHeader(name="Authorization", value="Bearer x")],
+        ),
+        SseMcpServer(type="sse", name="old", url="http://127.0.0.1:9/sse", headers=[]),
+    ]
+    team = session_team(None, tmp_path, offered)
+    coder, scout, runner = team.raw["team"]["agents"]
+    assert coder["cwd"] == str(tmp_path) and scout["cwd"] == str(tmp_path / "sub")
+    assert runner["backend"]["cwd"] == str(tmp_path) and "mcp_servers" not in runner
+    assert (
+        coder["mcp_servers"]
+        == scout["mcp_servers"]
+        == [
+            {
+                "name": "My_Files",
+                "command": "files-mcp",
+                "args": ["--root", "."],
+                "env": {"LEVEL": "2"},
+            },
+            {"name": "docs", "url": "http://127.0.0.1:9/mcp"},
+        ]
+    )
+    assert [n.split(":")[0] for n in team.notes] == [
+        "MCP server 'secret' left out",
+        "MCP server 'old' left out",
+    ]
+    assert "credentials" in team.notes[0]
+    run = checked_team_run_input(team.run_input("do it"))  # what a prompt starts
+    assert [s.name for s in run.team.agents[0].mcp_servers or []] == ["My_Files", "docs"]
+
+
+def test_a_prompt_becomes_a_goal_with_its_resources_and_attachments(tmp_path: Path) -> None:
+    png = b"\x89PNG\r\n\x1a\n"
+    blocks = [
+        text_block("Fix it"),
+        resource_block(TextResourceContents(uri="file:///a.py", text="x = 1")),
+        image_block(base64.b64encode(png).decode(), "image/png"),
+    ]
+    goal = goal_of(blocks, tmp_path, "team-t-1", "p")
+    path = ".oma/attachments/team-t-1/p-1.png"
+    assert goal == (
+        'Fix it\n<resource uri="file:///a.py">\nx = 1\n</resource>\n\n'
+        f"[image attached: {path} (image/png, 8 bytes)]"
+    )
+    assert (tmp_path / path).read_bytes() == png
+
+
+@pytest.mark.parametrize(
+    ("blocks", "says"),
+    [
+        ([text_block("  ")], "the prompt is empty"),
+        ([AudioContentBlock(type="audio", data="AA==", mime_type="audio/wav")], "audio block"),
+        ([image_block("not base64!", "image/png")], "not base64"),
+    ],
+)
+def test_a_prompt_it_cannot_take_is_refused(tmp_path: Path, blocks: list[Any], says: str) -> None:
+    with pytest.raises(InvalidMessageError) as refused:
+        goal_of(blocks, tmp_path, "s", "p")
+    assert says in refused.value.message
+
+
+def test_agent_kinds() -> None:
+    assert agent_kinds(TEAM["team"]) == {"coder": "edit", "scout": "think", "runner": "execute"}
+
+
+def state(*tasks: TaskState, **fields: Any) -> TeamRunResult:
+    return TeamRunResult(success=False, status="running", tasks=list(tasks), **fields)
+
+
+def test_the_book_sends_only_what_changed() -> None:
+    book = Book()
+    kinds = agent_kinds(TEAM["team"])
+    task = TaskState(id="t1", title="Write", assignee="coder", status=TaskStatus.PENDING)
+    [start] = book.card_updates(task, kinds)
+    assert (start.tool_call_id, start.title, start.kind, start.status) == (
+        "t1",
+        "Write (coder)",
+        "edit",
+        "pending",
+    )
+    assert book.card_updates(task, kinds) == []
+    task.status = TaskStatus.IN_PROGRESS
+    [running] = book.card_updates(task, kinds, "line 1")
+    assert (running.status, running.title, running.content[0].content.text) == (
+        "in_progress",
+        None,
+        "line 1",
+    )
+    assert book.card_updates(task, kinds) == []  # no new line: the last one stays
+    task.status, task.output = TaskStatus.COMPLETED, "all done"
+    [done] = book.card_updates(task, kinds)
+    assert (done.status, done.content[0].content.text) == ("completed", "all done")
+    skipped = TaskState(id="t2", title="Next", status=TaskStatus.SKIPPED, error="t1 failed")
+    [card] = book.card_updates(skipped, kinds)
+    assert (card.status, card.content[0].content.text) == ("failed", "skipped: t1 failed")
+    [plan] = book.plan_update(state(task, skipped))
+    assert [(e.content, e.status) for e in plan.entries] == [
+        ("Write · coder", "completed"),
+        ("Next (skipped)", "completed"),
+    ]
+    assert book.plan_update(state(task, skipped)) == []
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "cancelled", "reason"),
+    [
+        ("completed", None, False, "end_turn"),
+        ("failed", "TASK_FAILED", False, "end_turn"),
+        ("rejected", "APPROVAL_REJECTED", False, "refusal"),
+        ("failed", "BUDGET_EXCEEDED", False, "max_tokens"),
+        ("failed", "COST_BUDGET_EXCEEDED", False, "max_tokens"),
+        ("failed", "RUN_TIMEOUT", False, "max_turn_requests"),
+        ("cancelled", "ABORTED", False, "cancelled"),
+        ("completed", None, True, "cancelled"),
+    ],
+)
+def test_the_stop_reason_says_how_the_run_ended(
+    status: str, code: str | None, cancelled: bool, reason: str
+) -> None:
+    result = TeamRunResult(success=status == "completed", status=status, tasks=[], error_code=code)  # type: ignore[arg-type]
+    assert stop_reason(result, cancelled) == reason
