@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.schema.run_events import EventLog
     from oma.core.schema.run_input import TeamRunInput, parse_team_run_input
     from oma.workflows import _visibility
+    from oma.workflows._waiting import reraise_cancel
 
 READ_SOURCE: dict[str, Any] = {
     "start_to_close_timeout": timedelta(minutes=2),
@@ -78,6 +79,7 @@ async def _read(
             **READ_SOURCE,
         )
     except ActivityError as err:
+        reraise_cancel(err)
         cause = err.cause
         code = cause.type if isinstance(cause, ApplicationError) else None
         _visibility.ended("failed", code or InvalidForkError.code)

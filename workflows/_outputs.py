@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.schema.limits import MAX_DEPENDENCY_PAYLOAD_BYTES
     from oma.core.schema.results import TeamRunResult
     from oma.core.schema.task import TERMINAL_STATUSES
+    from oma.workflows._waiting import reraise_cancel
 
 READ_OUTPUTS: dict[str, Any] = {
     "start_to_close_timeout": timedelta(minutes=1),
@@ -64,6 +65,7 @@ async def read_back(graph: TaskGraph, result: TeamRunResult) -> None:
                 **READ_OUTPUTS,
             )
         except ActivityError as err:
+            reraise_cancel(err)
             workflow.logger.warning("outputs kept by reference not read back: %s", err)
             continue
         for ref, output in got.outputs.items():

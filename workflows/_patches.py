@@ -63,3 +63,9 @@ STATUS_ON_EVERY_END = "oma-status-on-every-end"
 """``OmaStatus`` says how every execution a run controls ended: a cancel in
 any wait sets ``cancelled`` and an execution that continues as new
 ``continued_as_new``; before it those kept ``running``."""
+
+CANCEL_IN_A_FIRST_READ = "oma-cancel-in-a-first-read"
+"""A Temporal cancel that reaches a run while it reads what it starts from
+(whether the namespace has the search attributes, a fork's source, outputs
+kept by reference) ends the run cancelled; before it that read's failure
+was logged and the run went on as if never cancelled."""

@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         RegisteredSearchAttributesOutput,
     )
     from oma.workflows import _patches
+    from oma.workflows._waiting import reraise_cancel
 
 
 STATUS = SearchAttributeKey.for_keyword(visibility.OMA_STATUS)
@@ -66,6 +67,7 @@ async def learn() -> None:
             retry_policy=RetryPolicy(maximum_attempts=3),
         )
     except ActivityError as err:
+        reraise_cancel(err)
         # no answer: set none (an upsert the namespace cannot take would wedge the run)
         workflow.logger.warning("search attributes not set: %s", err.cause or err)
         return

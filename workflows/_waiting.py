@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from oma.workflows import _patches
@@ -71,3 +71,11 @@ async def delay_unless_stopped(seconds: float, stopped: Callable[[], bool], summ
             await workflow.wait_condition(stopped, timeout=seconds, timeout_summary=summary)
     else:
         await workflow.sleep(seconds, summary=summary)
+
+
+def reraise_cancel(err: ActivityError) -> None:
+    """Raise ``asyncio.CancelledError`` when ``err`` is an activity the run's
+    own Temporal cancellation cancelled (from ``_patches.CANCEL_IN_A_FIRST_READ``
+    on): a read whose failure a run may shrug off must not swallow a cancel."""
+    if isinstance(err.cause, CancelledError) and workflow.patched(_patches.CANCEL_IN_A_FIRST_READ):
+        raise asyncio.CancelledError() from err
