@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -511,3 +512,18 @@ async def test_oma_show_with_keys_reads_a_run_recorded_before_encryption(
 
     assert view.notes == []
     assert (view.team, view.tasks[0].output) == ("plain", "in the clear")
+
+
+def test_oma_replay_with_keys_replays_a_run_recorded_before_encryption() -> None:
+    # turning encryption on must not make every older history a false mismatch
+    history = Path(__file__).parent / "histories" / "team_run_cancelled.json"
+    replayed = subprocess.run(
+        [sys.executable, "-m", "oma.cli", "replay", str(history)],
+        env={**os.environ, "OMA_CODEC_KEYS": KEY_A},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "no mismatch" in replayed.stdout
