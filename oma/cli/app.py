@@ -391,6 +391,10 @@ def worker(path: PathOption = None) -> None:
     _run_async(worker_main(connection()))
 
 
+PORT: dict[str, Any] = {"min": 1, "max": 65535}
+"""A TCP port option's range: out of it, click says so (exit 2), no traceback."""
+
+
 CODEC_TOKEN_IN_DEV = (
     "oma dev's codec server cannot require OMA_CODEC_SERVER_TOKEN: the dev server's Web UI "
     "sends no bearer token of ours (it passes only its own login's access token, and only "
@@ -403,8 +407,8 @@ CODEC_TOKEN_IN_DEV = (
 
 @app.command()
 def dev(
-    port: Annotated[int, typer.Option(help="gRPC port of the dev server.")] = 7233,
-    ui_port: Annotated[int, typer.Option(help="Port of the Temporal Web UI.")] = 8233,
+    port: Annotated[int, typer.Option(help="gRPC port of the dev server.", **PORT)] = 7233,
+    ui_port: Annotated[int, typer.Option(help="Port of the Temporal Web UI.", **PORT)] = 8233,
     db: Annotated[Path, typer.Option(help="SQLite file for histories.")] = DEV_DB,
     path: PathOption = None,
     codec_server: Annotated[
@@ -415,7 +419,7 @@ def dev(
             "shows encrypted payloads decoded (default: when OMA_CODEC_KEYS is set).",
         ),
     ] = None,
-    codec_port: Annotated[int, typer.Option(help="Port of the codec endpoint.")] = 8081,
+    codec_port: Annotated[int, typer.Option(help="Port of the codec endpoint.", **PORT)] = 8081,
 ) -> None:
     """Start the embedded Temporal dev server (SQLite under .oma/) and a worker;
     with OMA_CODEC_KEYS, a codec endpoint the Web UI decodes payloads with.
@@ -424,6 +428,9 @@ def dev(
     directories, OMA_PATH's and the working directory (docs/tools.md)."""
     # refused before the worker's heavy imports: a misconfiguration answers at once
     codec = _dev_codec_app(codec_server, ui_port) if codec_server is not False else None
+    if codec is not None and codec_port in (port, ui_port):
+        which = "the dev server's (--port)" if codec_port == port else "the Web UI's (--ui-port)"
+        raise _fail(f"--codec-port {codec_port} is {which}: give the codec endpoint another", 2)
 
     from oma.cli.common import STATE_DIR, connection, console, route_sdk_logs
     from oma.core.schema.errors import OMAError
@@ -520,7 +527,7 @@ def codec_key(
 
 @app.command("codec-server")
 def codec_server(
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8081,
+    port: Annotated[int, typer.Option(help="Port to listen on.", **PORT)] = 8081,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     ui_origin: Annotated[
         list[str] | None,
