@@ -520,9 +520,13 @@ def codec_key(
 
     To rotate, put the new entry first and keep the old ones after it:
     OMA_CODEC_KEYS="<new>,<old>" (docs/security.md)."""
+    from oma.core.schema.errors import OMAError
     from oma.runtime.codec import new_key
 
-    print(new_key(key_id))
+    try:
+        print(new_key(key_id))
+    except OMAError as e:
+        raise _fail(str(e), 2) from None
 
 
 @app.command("codec-server")
