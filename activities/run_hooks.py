@@ -7,7 +7,7 @@ from temporalio import activity
 from oma.core.contracts.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
 from oma.core.schema import evaluation
 from oma.core.schema.before_run import BeforeRunContext, apply_before_run, load_hook
-from oma.core.schema.errors import OMAError, application_error
+from oma.core.schema.errors import ActivityFailedError, OMAError, application_error
 from oma.core.schema.evaluation import EvaluationRecord, load_evaluator
 from oma.core.schema.message_guard import latest_user_prompt
 
@@ -28,6 +28,18 @@ async def before_run(inp: BeforeRunInput) -> BeforeRunOutput:
         return BeforeRunOutput(messages=await apply_before_run(hook, ctx, external=inp.external))
     except OMAError as err:
         raise application_error(err) from err
+    except Exception as err:
+        # the user's code raised: say so under a code of ours (the SDK would
+        # make the exception's class name, e.g. TypeError, the task's code)
+        raise application_error(ActivityFailedError(_hook_raised(inp.hook, err))) from err
+
+
+def _hook_raised(hook: str, err: Exception) -> str:
+    said = f"before_run hook {hook!r} raised {type(err).__name__}: {err}"
+    if isinstance(err, TypeError) and "BeforeRunContext" in str(err):
+        # ctx["prompt"], the first thing a newcomer writes
+        said += " (its argument is a BeforeRunContext, read by attribute: ctx.prompt)"
+    return said
 
 
 @activity.defn(name="evaluate")

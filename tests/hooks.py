@@ -20,3 +20,8 @@ def replace_messages(ctx: BeforeRunContext) -> dict[str, Any]:
 def output_length(sample: dict[str, Any]) -> dict[str, Any]:
     """An evaluator: the output's length as the score."""
     return {"score": float(len(sample["output"])), "label": "length"}
+
+
+def index_like_a_dict(ctx: Any) -> dict[str, Any]:
+    """A before_run hook written as a newcomer might: ``ctx["prompt"]``."""
+    return {"prompt": ctx["prompt"] + "!"}

@@ -59,6 +59,27 @@ async def test_a_missing_hook_fails_the_run_naming_it(client: Client, workflow_i
     assert "tests.nowhere" in cause.message
 
 
+async def test_a_hook_that_raises_fails_the_run_naming_the_hook_under_an_oma_code(
+    client: Client, workflow_id: str
+) -> None:
+    agent = {
+        "name": "a",
+        "provider": "scripted",
+        "script": ["x"],
+        "before_run": "tests.hooks:index_like_a_dict",
+    }
+    with pytest.raises(WorkflowFailureError) as info:
+        await run_agent(client, workflow_id, agent, "hello")
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "ACTIVITY_FAILED"
+    assert cause.message == (
+        "before_run hook 'tests.hooks:index_like_a_dict' raised TypeError: 'BeforeRunContext' "
+        "object is not subscriptable (its argument is a BeforeRunContext, read by attribute: "
+        "ctx.prompt)"
+    )
+    await assert_replays(client, workflow_id)
+
+
 async def test_sampled_run_is_evaluated_with_redacted_stored_payloads(
     client: Client, workflow_id: str
 ) -> None:

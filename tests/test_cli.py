@@ -387,6 +387,56 @@ async def _sigterm_cancels_everything(
     assert not is_listening(address), "the embedded dev server outlived `oma run`"
 
 
+async def test_oma_run_whose_stderr_reader_leaves_finishes_the_run_and_stops_what_it_started(
+    processes: Processes, tmp_path: Path
+) -> None:
+    # `oma run x.json --json 2> >(head -1) > result.json`: the reader of its
+    # event lines leaves after the first; the run, the result on stdout and
+    # the embedded server's stop must not depend on it
+    slow = "import time; time.sleep(0.6); print('done')"
+    agent = {
+        "name": "slow",
+        "backend": {
+            "kind": "process",
+            "command": sys.executable,
+            "args": ["-c", slow],
+            "input": "none",
+        },
+    }
+    run_input = {
+        "team": {"name": "reader-left", "agents": [agent]},
+        "tasks": [
+            {"id": "one", "title": "One", "assignee": "slow"},
+            {"id": "two", "title": "Two", "assignee": "slow", "depends_on": ["one"]},
+        ],
+    }
+    (tmp_path / "run.json").write_text(json.dumps(run_input))
+    address = f"127.0.0.1:{free_port()}"
+    env = {**os.environ, "TEMPORAL_ADDRESS": address, "OMA_TASK_QUEUE": "oma-reader-left"}
+    proc = processes.start(
+        [OMA, "run", "run.json", "--json"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for _ in range(2):  # starting the embedded server, started TeamRun
+        line = await asyncio.wait_for(asyncio.to_thread(proc.stderr.readline), 60)
+    assert line.startswith("started TeamRun"), line
+    # every event line from now on, printed while a task runs, meets a broken pipe
+    proc.stderr.close()
+    stdout, _ = await asyncio.to_thread(proc.communicate, None, 90)
+    assert proc.returncode == 0
+    result = json.loads(stdout)
+    assert [(t["id"], t["status"]) for t in result["tasks"]] == [
+        ("one", "completed"),
+        ("two", "completed"),
+    ]
+    assert not is_listening(address), "the embedded dev server outlived `oma run`"
+
+
 def test_oma_run_no_worker_with_nothing_listening_fails_at_once(tmp_path: Path) -> None:
     (tmp_path / "hang.json").write_text(json.dumps(HANG))
     env = {**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}

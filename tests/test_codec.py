@@ -98,6 +98,20 @@ def test_oma_codec_key_prints_a_usable_entry() -> None:
     assert [k.key_id for k in parse_keys(out)] == ["prod-2"]
 
 
+@pytest.mark.parametrize("key_id", ["a,b", "a:b", "", " padded", "two\nlines"])
+def test_oma_codec_key_refuses_an_id_oma_codec_keys_could_not_read_back(key_id: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "oma.cli", "codec-key", "--key-id", key_id],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert f"CODEC_KEYS_INVALID: {key_id!r} cannot be a key id" in proc.stderr
+
+
 @pytest.fixture
 async def server() -> AsyncIterator[tuple[str, AesGcmCodec]]:
     codec = AesGcmCodec(parse_keys(new_key("k")))

@@ -69,6 +69,31 @@ def test_oma_dev_codec_server_without_keys_says_what_it_needs(tmp_path: Path) ->
     assert "oma dev --codec-server needs OMA_CODEC_KEYS" in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--codec-port", "99999"], "Invalid value for '--codec-port'"),
+        (["--codec-port", "0"], "Invalid value for '--codec-port'"),
+        (["--port", "65536"], "Invalid value for '--port'"),
+        (["--codec-port", "{ui_port}"], "is the Web UI's (--ui-port)"),
+        (["--codec-port", "{port}"], "is the dev server's (--port)"),
+    ],
+)
+def test_oma_dev_refuses_a_codec_port_it_cannot_serve_before_it_starts(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    port, ui_port = free_ports(2)
+    given = [a.format(port=port, ui_port=ui_port) for a in args]
+    if "--port" not in given:
+        given += ["--port", str(port)]
+    proc = oma_dev("--ui-port", str(ui_port), *given, env=dev_env(OMA_CODEC_KEYS=KEY), cwd=tmp_path)
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert said in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not is_listening(f"127.0.0.1:{port}"), "refused before the dev server started"
+
+
 async def wait_listening(address: str, dev: subprocess.Popen[str], within_s: float) -> None:
     deadline = time.monotonic() + within_s
     while not is_listening(address):

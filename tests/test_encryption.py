@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,16 +24,19 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError, TerminatedError
 
 from oma import worker as oma_worker
+from oma.cli.viewer.model import build_run_view
 from oma.core.schema.errors import CodecKeyMissingError
 from oma.core.schema.results import TeamRunResult
 from oma.runtime import plugin
 from oma.runtime.codec import AesGcmCodec, CodecKey, new_key, parse_keys
 from oma.runtime.connection import Connection
+from oma.runtime.converter import data_converter
 from oma.runtime.dev_server import DevServer, free_port, is_listening, temporal_binary
 from oma.runtime.plugin import OmaPlugin
 from tests._approvals import Run, eventually, result_within, start_run
 from tests._runs import (
     ENCRYPTED_NAMESPACE,
+    TASK_QUEUE,
     histories_of,
     process,
     scripted,
@@ -464,3 +468,62 @@ async def test_a_worker_without_the_key_fails_a_run_already_in_progress(
         "CODEC_KEY_MISSING: the payload is encrypted with key id 'key-a'"
     )
     assert "set OMA_CODEC_KEYS" in cause.message
+
+
+async def test_oma_show_reads_an_encrypted_run_whole_its_local_model_turns_included(
+    enc_client: Client, enc_worker: oma_worker.OmaWorker, workflow_id: str
+) -> None:
+    # a scripted model turn is a local activity: its marker's own data is
+    # written by the SDK's core, unencrypted, beside the encrypted result
+    run_input = {
+        "team": {"name": "t", "agents": [scripted("writer", "the answer")]},
+        "tasks": [task("write", "writer")],
+    }
+    handle = await enc_client.start_workflow(
+        "TeamRun", run_input, id=workflow_id, task_queue=QUEUE, result_type=TeamRunResult
+    )
+    assert (await team_result(handle)).success
+    histories = await histories_of(enc_client, workflow_id)
+
+    view = await build_run_view(histories, data_converter(KEYS_A), workflow_id)
+
+    assert view.notes == []
+    [write] = view.tasks
+    assert [(s.kind, s.status) for s in write.runs[0].activities] == [("llm_turn", "completed")]
+    assert write.output == "the answer"
+
+
+@pytest.mark.usefixtures("worker")
+async def test_oma_show_with_keys_reads_a_run_recorded_before_encryption(
+    client: Client, workflow_id: str
+) -> None:
+    run_input = {
+        "team": {"name": "plain", "agents": [scripted("writer", "in the clear")]},
+        "tasks": [task("write", "writer")],
+    }
+    handle = await client.start_workflow(
+        "TeamRun", run_input, id=workflow_id, task_queue=TASK_QUEUE, result_type=TeamRunResult
+    )
+    assert (await team_result(handle)).success
+
+    view = await build_run_view(
+        await histories_of(client, workflow_id), data_converter(KEYS_A), workflow_id
+    )
+
+    assert view.notes == []
+    assert (view.team, view.tasks[0].output) == ("plain", "in the clear")
+
+
+def test_oma_replay_with_keys_replays_a_run_recorded_before_encryption() -> None:
+    # turning encryption on must not make every older history a false mismatch
+    history = Path(__file__).parent / "histories" / "team_run_cancelled.json"
+    replayed = subprocess.run(
+        [sys.executable, "-m", "oma.cli", "replay", str(history)],
+        env={**os.environ, "OMA_CODEC_KEYS": KEY_A},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "no mismatch" in replayed.stdout

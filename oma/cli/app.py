@@ -437,7 +437,10 @@ def replay(
         raise _fail(f"{history} is not a workflow history in JSON: {e}", 2) from None
     try:
         _check_codec_keys(parsed)
-        replayer = plugin.replayer()
+        # a run recorded before encryption was turned on holds no encrypted
+        # payload: with OMA_CODEC_KEYS set its plaintext input would be
+        # refused, and the replay report a mismatch that is not one
+        replayer = plugin.replayer() if _any_encrypted(parsed) else plugin.replayer(None)
     except OMAError as e:
         raise _fail(str(e)) from None
 
@@ -473,6 +476,31 @@ def _check_codec_keys(history: Any) -> None:
             )
 
 
+def _any_encrypted(history: Any) -> bool:
+    """Whether a payload anywhere in ``history``'s events is encrypted (its
+    ``encoding`` is ``binary/encrypted``, ``oma.runtime.codec``)."""
+    from google.protobuf.message import Message
+    from temporalio.api.common.v1 import Payload
+
+    from oma.runtime.codec import ENCRYPTED_ENCODING
+
+    def walk(message: Message) -> bool:
+        if isinstance(message, Payload):
+            return message.metadata.get("encoding") == ENCRYPTED_ENCODING
+        for field, value in message.ListFields():
+            if field.message_type is None:
+                continue
+            if field.message_type.GetOptions().map_entry:
+                values = value.values()
+            else:
+                values = [value] if isinstance(value, Message) else value
+            if any(isinstance(v, Message) and walk(v) for v in values):
+                return True
+        return False
+
+    return any(walk(event) for event in history.events)
+
+
 def _workflow_id_of(history: Any) -> str | None:
     """The exported history does not carry the workflow id, but a TeamRun names
     its children after it (``<id>/<task id>``, ``<id>/coordinator/<step>``);
@@ -502,6 +530,10 @@ def worker(path: PathOption = None) -> None:
     _run_async(worker_main(connection()))
 
 
+PORT: dict[str, Any] = {"min": 1, "max": 65535}
+"""A TCP port option's range: out of it, click says so (exit 2), no traceback."""
+
+
 CODEC_TOKEN_IN_DEV = (
     "oma dev's codec server cannot require OMA_CODEC_SERVER_TOKEN: the dev server's Web UI "
     "sends no bearer token of ours (it passes only its own login's access token, and only "
@@ -514,8 +546,8 @@ CODEC_TOKEN_IN_DEV = (
 
 @app.command()
 def dev(
-    port: Annotated[int, typer.Option(help="gRPC port of the dev server.")] = 7233,
-    ui_port: Annotated[int, typer.Option(help="Port of the Temporal Web UI.")] = 8233,
+    port: Annotated[int, typer.Option(help="gRPC port of the dev server.", **PORT)] = 7233,
+    ui_port: Annotated[int, typer.Option(help="Port of the Temporal Web UI.", **PORT)] = 8233,
     db: Annotated[Path, typer.Option(help="SQLite file for histories.")] = DEV_DB,
     path: PathOption = None,
     codec_server: Annotated[
@@ -526,7 +558,7 @@ def dev(
             "shows encrypted payloads decoded (default: when OMA_CODEC_KEYS is set).",
         ),
     ] = None,
-    codec_port: Annotated[int, typer.Option(help="Port of the codec endpoint.")] = 8081,
+    codec_port: Annotated[int, typer.Option(help="Port of the codec endpoint.", **PORT)] = 8081,
 ) -> None:
     """Start the embedded Temporal dev server (SQLite under .oma/) and a worker;
     with OMA_CODEC_KEYS, a codec endpoint the Web UI decodes payloads with.
@@ -535,6 +567,9 @@ def dev(
     directories, OMA_PATH's and the working directory (docs/tools.md)."""
     # refused before the worker's heavy imports: a misconfiguration answers at once
     codec = _dev_codec_app(codec_server, ui_port) if codec_server is not False else None
+    if codec is not None and codec_port in (port, ui_port):
+        which = "the dev server's (--port)" if codec_port == port else "the Web UI's (--ui-port)"
+        raise _fail(f"--codec-port {codec_port} is {which}: give the codec endpoint another", 2)
 
     from oma.cli.common import STATE_DIR, connection, console, route_sdk_logs
     from oma.core.schema.errors import OMAError
@@ -624,14 +659,18 @@ def codec_key(
 
     To rotate, put the new entry first and keep the old ones after it:
     OMA_CODEC_KEYS="<new>,<old>" (docs/security.md)."""
+    from oma.core.schema.errors import OMAError
     from oma.runtime.codec import new_key
 
-    print(new_key(key_id))
+    try:
+        print(new_key(key_id))
+    except OMAError as e:
+        raise _fail(str(e), 2) from None
 
 
 @app.command("codec-server")
 def codec_server(
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8081,
+    port: Annotated[int, typer.Option(help="Port to listen on.", **PORT)] = 8081,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     ui_origin: Annotated[
         list[str] | None,

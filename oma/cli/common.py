@@ -9,6 +9,7 @@ for it).
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import signal
 import sys
@@ -25,10 +26,30 @@ if TYPE_CHECKING:
 
     from oma.runtime.connection import Connection
 
+
+class _Console(Console):
+    """A rich ``Console`` whose reader may leave (``oma run ... 2>&1 | head``).
+
+    rich's own answer to a broken pipe is ``SystemExit(1)``. Raised in one of
+    ``oma run``'s asyncio tasks (its event lines), that escapes the event loop
+    at once, and ``asyncio.run`` then cancels every task together, the
+    in-process worker's among them, which never finish: the command hung,
+    deaf to SIGTERM. Here stderr, where progress goes, falls silent and the
+    command goes on (its result still reaches stdout); stdout raises
+    ``BrokenPipeError`` at every print, an ordinary exception that unwinds
+    the command's cleanup, and ``oma.cli.app.invoke`` ends it with status 1."""
+
+    def on_broken_pipe(self) -> None:
+        if self.stderr:
+            self.quiet = True
+            return
+        raise BrokenPipeError(errno.EPIPE, "the reader of stdout has left")
+
+
 # soft wrap: a line longer than the terminal is left for the terminal to wrap,
 # so output piped to a file or a test keeps its lines whole
-console = Console(soft_wrap=True)
-err_console = Console(stderr=True, soft_wrap=True)
+console = _Console(soft_wrap=True)
+err_console = _Console(stderr=True, soft_wrap=True)
 
 WIDE = 10_000
 """The width a table may take on an output that is not a terminal: as wide as
@@ -52,7 +73,7 @@ def print_table(table: Table) -> None:
 
     natural = Measurement.get(console, console.options.update_width(WIDE), table).maximum
     # console.print(width=) only narrows: a console of that width widens
-    Console(file=console.file, soft_wrap=True, width=max(natural, 1)).print(table)
+    _Console(file=console.file, soft_wrap=True, width=max(natural, 1)).print(table)
 
 
 STATE_DIR = Path(".oma")

@@ -369,6 +369,10 @@ async def latest_output(client: Client, workflow_id: str) -> str:
 
 _RETRIED = {"llm_turn": "the model provider", "acp_prompt": "the ACP agent"}
 
+OVERSIZED_FAILURE = "Failure exceeds size limit."
+"""The message the Temporal server gives an activity's last failure that it
+kept under its size limit, the original failure as its cause."""
+
 
 def _retrying(pending: Any) -> str:
     """``retrying the model provider: attempt 3, PROVIDER_ERROR: ...`` for
@@ -378,9 +382,18 @@ def _retrying(pending: Any) -> str:
     started and not heartbeated yet. ``""`` otherwise."""
     from temporalio.api.enums.v1 import PendingActivityState
 
-    failure = pending.last_failure.message
+    last = pending.last_failure
+    # a failure over the server's size limit (a provider SDK's long chain of
+    # causes and stack traces) is kept as "Failure exceeds size limit." with
+    # the original as its cause
+    while last.message == OVERSIZED_FAILURE and last.HasField("cause"):
+        last = last.cause
+    failure = last.message
     if pending.attempt < 2 or not failure:
         return ""
+    code = last.application_failure_info.type
+    if code and not failure.startswith(code):
+        failure = f"{code}: {failure}"
     waiting = pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
     silent = pending.last_heartbeat_time.ToNanoseconds() < pending.last_started_time.ToNanoseconds()
     if not (waiting or silent):

@@ -76,9 +76,24 @@ class CodecKey:
 
 def new_key(key_id: str | None = None) -> str:
     """A new ``key_id:base64_key`` entry for ``OMA_CODEC_KEYS`` (32 random bytes
-    from ``secrets``; the id defaults to ``k`` and 8 random hex digits)."""
-    key_id = key_id or f"k{secrets.token_hex(4)}"
-    return f"{key_id}:{base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode()}"
+    from ``secrets``; the id defaults to ``k`` and 8 random hex digits).
+
+    Raises ``CodecKeysInvalidError`` for an id ``parse_keys`` would not read
+    back as it is (empty, holding ``,``, ``:`` or a newline, or blank at an
+    end): the entry would be refused by every process it is given to."""
+    key_id = f"k{secrets.token_hex(4)}" if key_id is None else key_id
+    entry = f"{key_id}:{base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode()}"
+    try:
+        readable = [k.key_id for k in parse_keys(entry)] == [key_id]
+    except CodecKeysInvalidError:
+        readable = False
+    if not readable:
+        raise CodecKeysInvalidError(
+            f"{key_id!r} cannot be a key id: OMA_CODEC_KEYS separates its entries with ',' "
+            "or newlines and an id from its key with ':', and trims blanks; give a non-empty "
+            "id without them"
+        )
+    return entry
 
 
 def parse_keys(text: str, source: str = "OMA_CODEC_KEYS") -> list[CodecKey]:

@@ -42,6 +42,7 @@ from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import ReusedFrom
 from oma.core.schema.usage import TokenUsage
 from oma.core.schema.validation import UndecodableInput
+from oma.runtime.codec import ENCRYPTED_ENCODING
 
 
 class Span(BaseModel):
@@ -358,11 +359,22 @@ class _Builder:
         self._run_error: str | None = None
 
     async def decode(self, payloads: Payloads, what: str) -> Any:
-        """The first payload as plain JSON data (dicts, lists), or ``None``."""
+        """The first payload as plain JSON data (dicts, lists), or ``None``.
+
+        A payload that is not encrypted skips the codec: with ``OMA_CODEC_KEYS``
+        set the codec marks plaintext for the payload converter to refuse, as a
+        worker must refuse a client's plaintext input; a reader runs nothing, and
+        plaintext is what it meets in every encrypted run (the SDK core writes a
+        local activity marker's own ``data`` unencoded) and in a run recorded
+        before encryption was turned on."""
         if not payloads.payloads:
             return None
+        first = payloads.payloads[0]
         try:
-            value = (await self.converter.decode(payloads.payloads))[0]
+            if first.metadata.get("encoding") == ENCRYPTED_ENCODING:
+                value = (await self.converter.decode([first]))[0]
+            else:
+                value = self.converter.payload_converter.from_payloads([first])[0]
         except Exception as err:  # a codec that cannot decrypt, a broken payload
             self.notes.append(f"cannot read {what}: {err}")
             return None
