@@ -8,12 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError, CancelledError
+from temporalio.worker import Worker
 
 from oma.core.schema.results import TeamRunResult
 from oma.workflows._options import LLM_TURN
+from oma.workflows.agent_run import AgentRun
 from tests._procs import alive
 from tests._runs import TASK_QUEUE, assert_replays, process, run_agent, run_team, task
 from tests.anthropic_server import AnthropicServer
@@ -207,4 +210,32 @@ async def test_cancelling_a_team_run_kills_the_process_tree_of_a_running_task(
     assert [(t.id, t.status, t.error) for t in state.tasks] == [
         ("long", "failed", "cancelled with the run")
     ]
+    await assert_replays(client, workflow_id)
+
+
+@activity.defn(name="before_run")
+async def before_run_with_a_bug(inp: Any) -> None:
+    """A ``before_run`` activity that fails as a bug would: an exception no
+    activity maps (its type is the class name), not retried (user code)."""
+    raise KeyError("prompt")
+
+
+async def test_an_exception_no_activity_maps_fails_the_run_with_a_catalogue_code(
+    client: Client, workflow_id: str
+) -> None:
+    queue = f"{workflow_id}-unmapped"
+    agent = {**process("p", "print('hi')"), "before_run": "tests.hooks:shout"}
+    async with Worker(
+        client, task_queue=queue, workflows=[AgentRun], activities=[before_run_with_a_bug]
+    ):
+        handle = await client.start_workflow(
+            "AgentRun", {"agent": agent, "input": "x"}, id=workflow_id, task_queue=queue
+        )
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+    cause = failure.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "ACTIVITY_FAILED"
+    assert cause.message == "KeyError: 'prompt'"
+    assert cause.details[0]["error_code"] == "ACTIVITY_FAILED"
     await assert_replays(client, workflow_id)

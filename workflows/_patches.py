@@ -69,3 +69,9 @@ CANCEL_IN_A_FIRST_READ = "oma-cancel-in-a-first-read"
 (whether the namespace has the search attributes, a fork's source, outputs
 kept by reference) ends the run cancelled; before it that read's failure
 was logged and the run went on as if never cancelled."""
+
+UNKNOWN_ERROR_TYPE = "oma-unknown-error-type"
+"""An activity that failed with an exception no activity maps to a code
+(its type is the exception's class name) fails its ``AgentRun``
+``ACTIVITY_FAILED``, the class named in the message; before it the class
+name was the run's error code, outside the catalogue (docs/errors.md)."""

@@ -32,7 +32,12 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.schema.agent_config import AgentConfig
     from oma.core.schema.agent_events import AgentStart
     from oma.core.schema.approvals import ApprovalDecision
-    from oma.core.schema.errors import ActivityFailedError, OMAError, application_error
+    from oma.core.schema.errors import (
+        ERRORS,
+        ActivityFailedError,
+        OMAError,
+        application_error,
+    )
     from oma.core.schema.limits import MAX_RESULT_MESSAGES_BYTES
     from oma.core.schema.messages import LLMMessage, user_text
     from oma.core.schema.providers import PROVIDERS
@@ -250,8 +255,12 @@ class AgentRun(ApprovalHandlers):
             _visibility.ended("cancelled")
             return asyncio.CancelledError()
         if isinstance(cause, ApplicationError):
-            code = cause.type or ActivityFailedError.code
-            return self._failure(code, cause.message, not cause.non_retryable)
+            code, message = cause.type or ActivityFailedError.code, cause.message
+            if code not in ERRORS and workflow.patched(_patches.UNKNOWN_ERROR_TYPE):
+                # an exception no activity maps (its class name is the type):
+                # the catalogue's code, the class named in the message
+                code, message = ActivityFailedError.code, f"{cause.type}: {cause.message}"
+            return self._failure(code, message, not cause.non_retryable)
         retryable = isinstance(cause, TimeoutError)
         return self._failure(ActivityFailedError.code, str(cause), retryable)
 
