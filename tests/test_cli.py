@@ -387,6 +387,39 @@ async def _sigterm_cancels_everything(
     assert not is_listening(address), "the embedded dev server outlived `oma run`"
 
 
+async def test_a_sigkilled_oma_run_takes_its_embedded_dev_server_with_it(
+    processes: Processes, tmp_path: Path
+) -> None:
+    (tmp_path / "hang.json").write_text(json.dumps(HANG))
+    address = f"127.0.0.1:{free_port()}"
+    env = {**os.environ, "TEMPORAL_ADDRESS": address, "OMA_TASK_QUEUE": "oma-sigkill"}
+    proc = processes.start(
+        [OMA, "run", "hang.json"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(300):  # the task runs: the server is up
+        if (tmp_path / "pid").exists():
+            break
+        await asyncio.sleep(0.1)
+    servers = [p for p in descendants(proc.pid) if "server start-dev" in cmdline(p)]
+    assert len(servers) == 1 and is_listening(address)
+    proc.kill()
+    proc.wait(timeout=10)
+    try:
+        for _ in range(100):  # the server's graceful stop
+            if not alive(servers[0]):
+                break
+            await asyncio.sleep(0.1)
+        assert not alive(servers[0]), "the embedded dev server outlived its SIGKILLed oma run"
+        assert not is_listening(address)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(servers[0], signal.SIGKILL)  # its own session: one the test must end
+
+
 async def test_oma_run_whose_stderr_reader_leaves_finishes_the_run_and_stops_what_it_started(
     processes: Processes, tmp_path: Path
 ) -> None:

