@@ -11,7 +11,7 @@ anything starts and the warnings are shown.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,16 +51,23 @@ async def reuse_preview(client: Client, payload: dict[str, Any], workflow_id: st
 
 
 async def start_fork(
-    client: Client, fork: ForkInput, *, id: str, task_queue: str, team: str | None = None
+    client: Client,
+    fork: ForkInput,
+    *,
+    id: str,
+    task_queue: str,
+    team: str | None = None,
+    memo: Mapping[str, Any] | None = None,
 ) -> WorkflowHandle[Any, TeamRunResult]:
     """Start the fork ``id`` of ``fork`` (its input as given: ``ForkInput.payload``)
     on ``task_queue``, with ``OmaStatus=running``, ``OmaTeam`` ``team`` and
     ``OmaForkedFrom`` (``oma.client.runs.start_run``: without them on a
-    namespace that lacks one). A fork that takes its source's workflow id
-    (a new execution of it) reads the execution that is the latest now: its
-    ``temporal_run_id`` is set to it, unless given, so that the fork does
-    not read itself. Raises ``InvalidRunInputError`` for a workflow id too
-    long for the fork's tasks; the SDK's errors."""
+    namespace that lacks one) and ``memo`` (Temporal's memo). A fork that
+    takes its source's workflow id (a new execution of it) reads the
+    execution that is the latest now: its ``temporal_run_id`` is set to it,
+    unless given, so that the fork does not read itself. Raises
+    ``InvalidRunInputError`` for a workflow id too long for the fork's
+    tasks; the SDK's errors."""
     check_child_ids(id, ())
     spec = fork.fork
     if id == spec.run_id and spec.source is None and spec.temporal_run_id is None:
@@ -77,6 +84,7 @@ async def start_fork(
         task_queue=task_queue,
         result_type=TeamRunResult,
         search_attributes=attributes,
+        memo=memo,
     )
 
 
