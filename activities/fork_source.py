@@ -2,19 +2,23 @@
 and makes the input the fork goes on with (``oma.core.rules.fork``).
 
 The source is read through the worker's Temporal client, as it stands: the
-input its latest run started with (the first event of its history), and its
-result (its last event: a completion, or the failure a run that did not
-succeed ends with, which holds it) or, for a run still running or one that
-ended without a result (cancelled, terminated), its ``state`` query. The outputs the tasks to
-run again read are read back from the children that hold them; the others
-stay by reference. ``oma fork`` calls ``fork_of`` too, to check a fork and say
+input its latest run (or the execution ``fork.temporal_run_id`` names)
+started with (the first event of its history; a fork's, the input its own
+``read_fork_source`` made), and its result (its last event: a completion,
+or the failure a run that did not succeed ends with, which holds it) or,
+for a run still running or one that ended without a result (cancelled,
+terminated), its ``state`` query. The outputs the tasks to run again read
+are read back from the children that hold them; the others stay by
+reference. ``oma fork`` calls ``fork_of`` too, to check a fork and say
 what it keeps before it starts one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,6 +51,13 @@ logger = logging.getLogger(__name__)
 
 OUTPUT_READS = 8
 """How many kept outputs ``fork_of`` reads back at once."""
+
+FORK_READ_EVENTS = 1000
+"""How far into a fork's history ``read_source_answer`` looks for its
+``read_fork_source`` answer, in events (it is among the first ten or so)."""
+
+FORK_READ_PAGE = 100
+"""Events per page of those reads."""
 
 
 @activity.defn(name="read_fork_source")
@@ -137,7 +148,7 @@ async def fork_of(
     (up to ``READ_BATCH_BYTES``; the rest the run reads back as it resumes).
     Raises ``InvalidForkError`` and the run input's errors; ``RPCError``."""
     inline = fork.fork.source
-    source = inline or await read_source(client, fork.fork.run_id)
+    source = inline or await read_source(client, fork.fork.run_id, fork.fork.temporal_run_id)
     forked = fork_run(
         fork,
         source.input,
@@ -151,21 +162,30 @@ async def fork_of(
     return forked
 
 
-async def read_source(client: Client, run_id: str) -> ForkSource:
-    """The ``TeamRun`` ``run_id`` (its latest run) as a fork reads it: the
-    first and the last event of its history, read at once, and its ``state``
-    query when the last is not its end. Raises ``InvalidForkError`` for an
-    unknown run or another workflow type."""
+async def read_source(
+    client: Client, run_id: str, temporal_run_id: str | None = None
+) -> ForkSource:
+    """The ``TeamRun`` ``run_id`` as a fork reads it: its execution
+    ``temporal_run_id`` (none: its latest), the first and the last event of
+    its history, read at once, and its ``state`` query when the last is not
+    its end. A source that is itself a fork started with a ``fork`` input:
+    its input is the one its ``read_fork_source`` made (``read_source_answer``).
+    Raises ``InvalidForkError`` for an unknown run or execution, another
+    workflow type, or a fork that has not read its own source."""
+    execution = WorkflowExecution(workflow_id=run_id, run_id=temporal_run_id or "")
     try:
         first, last = await asyncio.gather(
-            _edge_event(client, run_id, first=True), _edge_event(client, run_id, first=False)
+            _edge_event(client, execution, first=True),
+            _edge_event(client, execution, first=False),
         )
     except RPCError as err:
-        if err.status != RPCStatusCode.NOT_FOUND:
+        unknown = (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT)
+        if err.status not in (unknown if temporal_run_id else unknown[:1]):
             raise
+        which = f" with Temporal run id {temporal_run_id!r}" if temporal_run_id else ""
         raise InvalidForkError(
-            f"no run {run_id!r} in namespace {client.namespace!r}: give the workflow id of a "
-            "TeamRun (oma fork --history FILE forks an exported history)"
+            f"no run {run_id!r}{which} in namespace {client.namespace!r}: give the workflow id "
+            "of a TeamRun (oma fork --history FILE forks an exported history)"
         ) from None
     started = first.workflow_execution_started_event_attributes
     if started.workflow_type.name != "TeamRun":
@@ -175,11 +195,42 @@ async def read_source(client: Client, run_id: str) -> ForkSource:
     values = await client.data_converter.decode(started.input.payloads)
     if len(values) != 1 or not isinstance(values[0], dict):
         raise InvalidForkError(f"the input of run {run_id!r} is not a TeamRun input")
+    inp = values[0]
+    if is_fork_input(inp):
+        async with contextlib.aclosing(_events(client, execution)) as events:
+            inp = await read_source_answer(client.data_converter, events) or inp
     result = await closed_result(client.data_converter, last)
     if result is None:  # running, or ended without a result: its state so far
-        handle = client.get_workflow_handle(run_id)
+        handle = client.get_workflow_handle(run_id, run_id=temporal_run_id)
         result = await handle.query("state", result_type=TeamRunResult)
-    return ForkSource(input=values[0], result=result)
+    return ForkSource(input=inp, result=result)
+
+
+async def read_source_answer(
+    converter: DataConverter, events: AsyncIterator[HistoryEvent]
+) -> dict[str, Any] | None:
+    """The input a fork goes on with (its source's team, tasks or plan, goal
+    and options, with its own replacements; no ``resume``): what the
+    ``read_fork_source`` activity answered in the fork's history ``events``,
+    read up to ``FORK_READ_EVENTS`` events in; ``None`` when it has not
+    answered there."""
+    scheduled: set[int] = set()
+    n = 0
+    async for event in events:
+        n += 1
+        if n > FORK_READ_EVENTS:
+            break
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            attrs = event.activity_task_scheduled_event_attributes
+            if attrs.activity_type.name == "read_fork_source":
+                scheduled.add(event.event_id)
+        elif event.HasField("activity_task_completed_event_attributes"):
+            done = event.activity_task_completed_event_attributes
+            if done.scheduled_event_id in scheduled:
+                values = await converter.decode(done.result.payloads)
+                forked = ForkedRun.model_validate(values[0]) if len(values) == 1 else None
+                return forked.input if forked is not None else None
+    return None
 
 
 async def closed_result(converter: DataConverter, last: HistoryEvent) -> TeamRunResult | None:
@@ -196,9 +247,8 @@ async def closed_result(converter: DataConverter, last: HistoryEvent) -> TeamRun
     return None
 
 
-async def _edge_event(client: Client, workflow_id: str, *, first: bool) -> HistoryEvent:
-    """The first (or last) event of the latest run of ``workflow_id``."""
-    execution = WorkflowExecution(workflow_id=workflow_id)
+async def _edge_event(client: Client, execution: WorkflowExecution, *, first: bool) -> HistoryEvent:
+    """The first (or last) event of ``execution`` (no run id: the workflow id's latest)."""
     service = client.workflow_service
     if first:
         request = GetWorkflowExecutionHistoryRequest(
@@ -209,6 +259,24 @@ async def _edge_event(client: Client, workflow_id: str, *, first: bool) -> Histo
         namespace=client.namespace, execution=execution, maximum_page_size=1
     )
     return (await service.get_workflow_execution_history_reverse(reverse)).history.events[0]
+
+
+async def _events(client: Client, execution: WorkflowExecution) -> AsyncGenerator[HistoryEvent]:
+    """The events of ``execution``, oldest first, a page at a time."""
+    token = b""
+    while True:
+        request = GetWorkflowExecutionHistoryRequest(
+            namespace=client.namespace,
+            execution=execution,
+            maximum_page_size=FORK_READ_PAGE,
+            next_page_token=token,
+        )
+        page = await client.workflow_service.get_workflow_execution_history(request)
+        for event in page.history.events:
+            yield event
+        token = page.next_page_token
+        if not token:
+            return
 
 
 async def _read_back(client: Client, forked: ForkedRun) -> None:

@@ -112,7 +112,7 @@ async def test_a_goal_run_streams_its_plan_tasks_approvals_and_answer(
     # initialize's response, session/new's response, then the commands offered
     assert kinds[:3] == ["response", "response", "available_commands_update::"]
     commands = editor.updates()[0]["availableCommands"]
-    assert [c["name"] for c in commands] == ["status", "abort", "approve", "reject"]
+    assert [c["name"] for c in commands] == ["status", "abort", "approve", "reject", "retry"]
     assert kinds[-1] == "response"
     # the plan's thought, the plan, the cards, the plan's approval, in that order
     thought = next(u for u in editor.updates() if u["sessionUpdate"] == "agent_thought_chunk")
@@ -448,3 +448,180 @@ async def test_a_cancel_that_does_not_settle_cancels_the_run_through_temporal(
     described = await client.get_workflow_handle(sid).describe()
     assert described.status.name == "CANCELED"
     assert statuses(editor, "t1")[-1] == "failed"
+
+
+# -- /retry: a fork of the session's latest run ------------------------------------------
+
+COUNTED = r"""
+import pathlib, re, sys
+me = re.search(r"TASK=(\w+)", sys.stdin.read()).group(1)
+with open("runs.log", "a") as log:
+    log.write(me + "\n")
+if me == "build" and not pathlib.Path("ok").exists():
+    sys.stderr.write("build needs the file ok\n")
+    sys.exit(3)
+print(f"done {me}")
+"""
+"""A process agent: logs the task it runs to ``runs.log`` in the session's
+directory, and fails ``build`` (exit 3) unless a file ``ok`` is there."""
+
+BUILD_PLAN = [
+    {"title": "Prepare", "description": "TASK=prepare", "assignee": "worker", "depends_on": []},
+    {
+        "title": "Build",
+        "description": "TASK=build",
+        "assignee": "worker",
+        "depends_on": ["Prepare"],
+    },
+    {"title": "Ship", "description": "TASK=ship", "assignee": "shipper", "depends_on": ["Build"]},
+    {"title": "Docs", "description": "TASK=docs", "assignee": "worker", "depends_on": []},
+]
+"""t1 -> t2 (build, fails without ``ok``) -> t3 (ship, a dispatch approval); t4 alone."""
+
+
+def build_team() -> dict[str, Any]:
+    def counted(name: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "backend": {"kind": "process", "command": sys.executable, "args": ["-c", COUNTED]},
+        }
+
+    return {
+        "team": {"name": "build", "agents": [counted("worker"), counted("shipper")]},
+        "coordinator": {
+            "provider": "scripted",
+            "script": [f"```json\n{json.dumps(BUILD_PLAN)}\n```", FINAL],
+        },
+        "options": {"approvals": {"dispatch": ["shipper"]}},
+    }
+
+
+def runs_log(cwd: Path) -> list[str]:
+    log = cwd / "runs.log"
+    return sorted(log.read_text().split()) if log.exists() else []
+
+
+def said(editor: Editor, sid: str) -> list[str]:
+    return [
+        u["content"]["text"]
+        for u in editor.updates(sid)
+        if u["sessionUpdate"] == "agent_message_chunk"
+    ]
+
+
+async def test_retry_runs_the_failed_task_and_its_dependents_again_and_keeps_the_rest(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    team_file = write_team(tmp_path / "team.json", build_team())
+    held = Pending()
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        first = await editor.conn.prompt(session_id=sid, prompt=[text_block("Build it")])
+        failed = await client.get_workflow_handle(sid).describe()
+        assert runs_log(tmp_path) == ["build", "docs", "prepare"]
+        (tmp_path / "ok").touch()
+        retried_at = len(editor.wire)
+        turn = asyncio.ensure_future(
+            editor.conn.prompt(session_id=sid, prompt=[text_block("/retry t2")])
+        )
+        await editor.wait_for(lambda: editor.permissions(), "the dispatch's permission prompt")
+        busy = await editor.conn.prompt(session_id=sid, prompt=[text_block("/retry")])
+        busy_said = said(editor, sid)[-1]
+        held.release(editor.permissions()[0]["toolCall"]["toolCallId"], "allow_once")
+        retried = await asyncio.wait_for(turn, 60)
+        retry_kinds = editor.kinds()[retried_at:]
+        retry_updates = [
+            m["params"]["update"]
+            for m in editor.wire[retried_at:]
+            if m.get("method") == "session/update"
+        ]
+        after_retry = runs_log(tmp_path)
+        # and again, from the retry: only ship runs
+        editor.answer = allow_once
+        again = await editor.conn.prompt(session_id=sid, prompt=[text_block("/retry t3")])
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as loaded:
+        await loaded.conn.load_session(cwd=str(tmp_path), session_id=sid)
+        await loaded.wait_for(lambda: said(loaded, sid), "the latest run's answer")
+
+    assert (first.stop_reason, busy.stop_reason) == ("end_turn", "end_turn")
+    assert busy_said.startswith(f"/retry: ACP_SESSION_BUSY: the session's run {sid} is still going")
+    assert (retried.stop_reason, again.stop_reason) == ("end_turn", "end_turn")
+    # build and ship ran again, prepare and docs did not
+    assert after_retry == ["build", "build", "docs", "prepare", "ship"]
+    assert runs_log(tmp_path) == ["build", "build", "docs", "prepare", "ship", "ship"]
+    # the retry is a new run of the session's workflow id, a fork of the failed one
+    state = await client.get_workflow_handle(sid).query("state")
+    assert state["status"] == "completed" and state["forked_from"] == sid
+    retry_run = await client.get_workflow_handle(sid).describe()
+    assert retry_run.run_id != failed.run_id
+    # the retry's turn: what it keeps, the plan with the kept tasks, cards, the approval, the answer
+    texts = [
+        u["content"]["text"] for u in retry_updates if u["sessionUpdate"] == "agent_message_chunk"
+    ]
+    assert texts[0] == "Retrying t2, t3; keeping t1, t4.\n\n"
+    assert texts[-1] == FINAL
+    plans = [u for u in retry_updates if u["sessionUpdate"] == "plan"]
+    first_plan = [(e["content"], e["status"]) for e in plans[0]["entries"]]
+    assert first_plan[0] == ("Prepare · worker (reused)", "completed")
+    assert first_plan[2:] == [
+        ("Ship · shipper", "pending"),
+        ("Docs · worker (reused)", "completed"),
+    ]
+    assert [(e["content"], e["status"]) for e in plans[-1]["entries"]] == [
+        ("Prepare · worker (reused)", "completed"),
+        ("Build · worker", "completed"),
+        ("Ship · shipper", "completed"),
+        ("Docs · worker (reused)", "completed"),
+    ]
+    kept = next(u for u in retry_updates if u.get("toolCallId") == "t1")
+    assert kept["status"] == "completed"
+    assert kept["content"][0]["content"]["text"].startswith(
+        f"(reused from run {sid}, task t1: not run again)"
+    )
+    t2 = [u for u in retry_updates if u.get("toolCallId") == "t2" and u.get("status")]
+    assert t2[-1]["status"] == "completed"  # (how fast it ran decides which states were drawn)
+    assert t2[-1]["content"][0]["content"]["text"] == "done build\n"
+    assert retry_kinds.index("tool_call:t3:pending") < retry_kinds.index(
+        f"permission:{editor.permissions()[0]['toolCall']['toolCallId']}"
+    )
+    assert retry_kinds[-1] == "response" and retry_kinds[-2].startswith("agent_message_chunk")
+    # session/load replays each turn as it was typed
+    typed = [
+        u["content"]["text"]
+        for u in loaded.updates(sid)
+        if u["sessionUpdate"] == "user_message_chunk"
+    ]
+    assert typed == ["Build it", "/retry t2", "/retry t3"]
+
+
+async def test_retry_refuses_with_a_message_and_starts_nothing(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    team_file = write_team(tmp_path / "team.json", build_team())
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        none_yet = await editor.conn.prompt(session_id=sid, prompt=[text_block("/retry")])
+        none_yet_said = said(editor, sid)[-1]
+        await editor.conn.prompt(session_id=sid, prompt=[text_block("Build it")])
+        ran = await client.get_workflow_handle(sid).describe()
+        unknown = await editor.conn.prompt(session_id=sid, prompt=[text_block("/retry t22")])
+        unknown_said = said(editor, sid)[-1]
+        bad = build_team()
+        bad["team"]["agents"][1]["name"] = "deployer"  # t3's agent is gone
+        write_team(team_file, bad)
+        (tmp_path / "ok").touch()
+        missing = await editor.conn.prompt(session_id=sid, prompt=[text_block("/retry")])
+        missing_said = said(editor, sid)[-1]
+    assert none_yet.stop_reason == unknown.stop_reason == missing.stop_reason == "end_turn"
+    assert none_yet_said == f"No run in this session yet ({sid}): send a goal first.\n"
+    assert unknown_said == (
+        f"/retry: INVALID_FORK: run '{sid}' has no task 't22' (did you mean 't2'?); its tasks: "
+        "t1, t2, t3, t4\n"
+    )
+    assert missing_said.startswith(
+        "/retry: INVALID_FORK: task 't3' runs again on agent 'shipper', which the fork's team "
+        "does not have"
+    )
+    # nothing started: the session's latest run is still the one that ran
+    assert (await client.get_workflow_handle(sid).describe()).run_id == ran.run_id
+    assert runs_log(tmp_path) == ["build", "docs", "prepare"]

@@ -31,7 +31,7 @@ from oma.core.schema.errors import (
 )
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import checked_team_run_input
-from oma.core.schema.task import TaskState, TaskStatus
+from oma.core.schema.task import ReusedFrom, TaskState, TaskStatus
 
 TEAM = {
     "team": {
@@ -178,6 +178,32 @@ def test_the_book_sends_only_what_changed() -> None:
         ("Next (skipped)", "completed"),
     ]
     assert book.plan_update(state(task, skipped)) == []
+
+
+def test_a_task_a_fork_kept_says_it_was_reused() -> None:
+    book = Book()
+    kept = TaskState(
+        id="t1",
+        title="Write",
+        assignee="coder",
+        status=TaskStatus.COMPLETED,
+        output_ref="team-x/t1",
+        output_bytes=8,
+        reused_from=ReusedFrom(run_id="team-x", task_id="t1"),
+    )
+    [card] = book.card_updates(kept, agent_kinds(TEAM["team"]))
+    assert (card.status, card.content[0].content.text) == (
+        "completed",
+        "(reused from run team-x, task t1: not run again)\n\n"
+        "(the output, 8 bytes, is in the result of team-x/t1)",
+    )
+    kept.output, kept.output_ref = "all done", None  # read back once the run ended
+    [update] = book.card_updates(kept, agent_kinds(TEAM["team"]))
+    assert update.content[0].content.text.endswith("not run again)\n\nall done")
+    [plan] = book.plan_update(state(kept))
+    assert [(e.content, e.status) for e in plan.entries] == [
+        ("Write · coder (reused)", "completed")
+    ]
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from oma.client import OpenMultiAgent
+from oma.client.fork import history_source, preview, start_fork
 from oma.core.schema.errors import InvalidForkError
+from oma.core.schema.fork import ForkInput, ForkSpec
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
 from oma.core.schema.task import TaskStatus
@@ -313,6 +315,79 @@ async def test_a_fork_of_a_running_run_keeps_what_settled(
     assert (forked.status, first.status) == ("completed", "completed")
     assert [t.reused_from is not None for t in forked.tasks] == [True, False]
     assert runs(tmp_path) == ["t1"]
+
+
+async def test_a_fork_of_a_fork_keeps_what_both_ran(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    await failed_source(client, workflow_id, tmp_path)
+    (tmp_path / "ok").touch()
+    first = await fork(client, f"{workflow_id}-f1", {"run_id": workflow_id})
+    assert first.status == "completed", first
+    second = await fork(
+        client, f"{workflow_id}-f2", {"run_id": f"{workflow_id}-f1", "rerun": ["t5"]}
+    )
+    assert second.status == "completed", second
+    assert second.forked_from == f"{workflow_id}-f1"
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4", "t4", "t5", "t5"]
+    # each kept task names the run that made its output
+    kept = {
+        t.id: (t.reused_from.run_id, t.reused_from.task_id) for t in second.tasks if t.reused_from
+    }
+    assert kept == {
+        "t1": (workflow_id, "t1"),
+        "t2": (workflow_id, "t2"),
+        "t3": (workflow_id, "t3"),
+        "t4": (f"{workflow_id}-f1", "t4"),
+    }
+    assert second.task("t5").output == "done t5 after t4\n"
+    # and so does a fork of the first fork's exported history
+    exported = tmp_path / "f1.json"
+    exported.write_text(
+        (await client.get_workflow_handle(f"{workflow_id}-f1").fetch_history()).to_json()
+    )
+    run_id, source = await history_source(exported, client.data_converter)
+    assert run_id == f"{workflow_id}-f1"
+    assert "fork" not in source.input and source.input["tasks"] == five_tasks()
+
+
+async def test_a_fork_under_its_source_workflow_id_reads_the_execution_it_names(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    """What oma acp's /retry does: the fork takes its source's workflow id
+    (a new execution of it), so it reads its source by Temporal run id: by
+    workflow id alone it would read itself."""
+    await failed_source(client, workflow_id, tmp_path)
+    source = await client.get_workflow_handle(workflow_id).describe()
+    source_history = await client.get_workflow_handle(
+        workflow_id, run_id=source.run_id
+    ).fetch_history()
+    (tmp_path / "ok").touch()
+    spec = ForkSpec(run_id=workflow_id, temporal_run_id=source.run_id)
+    checked = await preview(client, ForkInput(fork=spec), workflow_id)
+    assert (checked.reused, checked.rerun) == (["t1", "t2", "t3"], ["t4", "t5"])
+    handle = await start_fork(client, ForkInput(fork=spec), id=workflow_id, task_queue=TASK_QUEUE)
+    assert handle.first_execution_run_id != source.run_id
+    forked = await team_result(handle)
+    assert forked.status == "completed", forked
+    assert forked.forked_from == workflow_id
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4", "t4", "t5"]
+    assert forked.task("t4").output == "done t4 after t2,t3\n"
+    # again, from the fork (a fork of the same workflow id), the execution
+    # to read left to start_fork: the latest, before the new one starts
+    again = ForkSpec(run_id=workflow_id, rerun=["t5"])
+    handle = await start_fork(client, ForkInput(fork=again), id=workflow_id, task_queue=TASK_QUEUE)
+    twice = await team_result(handle)
+    assert twice.status == "completed", twice
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4", "t4", "t5", "t5"]
+    assert [t.id for t in twice.tasks if t.reused_from is not None] == ["t1", "t2", "t3", "t4"]
+    # the source's execution is untouched
+    unchanged = await client.get_workflow_handle(workflow_id, run_id=source.run_id).fetch_history()
+    assert unchanged.events == source_history.events
+    # a run id that is not one of the workflow id's is refused before anything starts
+    wrong = ForkSpec(run_id=workflow_id, temporal_run_id="00000000-0000-0000-0000-000000000000")
+    with pytest.raises(InvalidForkError, match="no run"):
+        await preview(client, ForkInput(fork=wrong), f"{workflow_id}-x")
 
 
 # -- the stock temporal CLI, search attributes ---------------------------------------

@@ -11,6 +11,7 @@ anything starts and the warnings are shown.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,12 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.converter import DataConverter
 
-from oma.activities.fork_source import closed_result, fork_of, reuse_of
+from oma.activities.fork_source import closed_result, fork_of, read_source_answer, reuse_of
 from oma.client.runs import start_attributes, start_run
 from oma.core.contracts.workflow_ids import team_run_id_of
 from oma.core.rules.fork import ForkedRun
 from oma.core.schema.errors import HistoryReadError
-from oma.core.schema.fork import ForkInput, ForkSource
+from oma.core.schema.fork import ForkInput, ForkSource, is_fork_input
 from oma.core.schema.limits import check_child_ids
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import TeamRunInput, parse_team_run_input
@@ -50,14 +51,30 @@ async def reuse_preview(client: Client, payload: dict[str, Any], workflow_id: st
 
 
 async def start_fork(
-    client: Client, fork: ForkInput, *, id: str, task_queue: str, team: str | None = None
+    client: Client,
+    fork: ForkInput,
+    *,
+    id: str,
+    task_queue: str,
+    team: str | None = None,
+    memo: Mapping[str, Any] | None = None,
 ) -> WorkflowHandle[Any, TeamRunResult]:
     """Start the fork ``id`` of ``fork`` (its input as given: ``ForkInput.payload``)
     on ``task_queue``, with ``OmaStatus=running``, ``OmaTeam`` ``team`` and
     ``OmaForkedFrom`` (``oma.client.runs.start_run``: without them on a
-    namespace that lacks one). Raises ``InvalidRunInputError`` for a
-    workflow id too long for the fork's tasks; the SDK's errors."""
+    namespace that lacks one) and ``memo`` (Temporal's memo). A fork that
+    takes its source's workflow id (a new execution of it) reads the
+    execution that is the latest now: its ``temporal_run_id`` is set to it,
+    unless given, so that the fork does not read itself. Raises
+    ``InvalidRunInputError`` for a workflow id too long for the fork's
+    tasks; the SDK's errors."""
     check_child_ids(id, ())
+    spec = fork.fork
+    if id == spec.run_id and spec.source is None and spec.temporal_run_id is None:
+        latest = await client.get_workflow_handle(id).describe()
+        fork = fork.model_copy(
+            update={"fork": spec.model_copy(update={"temporal_run_id": latest.run_id})}
+        )
     attributes = start_attributes(team=team, forked_from=fork.fork.run_id)
     return await start_run(
         client,
@@ -67,6 +84,7 @@ async def start_fork(
         task_queue=task_queue,
         result_type=TeamRunResult,
         search_attributes=attributes,
+        memo=memo,
     )
 
 
@@ -93,6 +111,11 @@ async def history_source(path: Path, converter: DataConverter) -> tuple[str, For
     if started.workflow_type.name != "TeamRun":
         raise HistoryReadError(f"{path} is the history of a {started.workflow_type.name}")
     inp = await _decoded(converter, started.input.payloads, path, "input")
+    if is_fork_input(inp):  # a fork's: the input its read_fork_source made
+        try:
+            inp = await read_source_answer(converter, _each(history.events)) or inp
+        except Exception as err:  # a codec that cannot decrypt, a broken payload
+            raise HistoryReadError(f"cannot read the fork's source in {path}: {err}") from None
     result = await _result(converter, history.events[-1], inp, path)
     return _run_id(history) or path.stem, ForkSource(input=inp, result=result)
 
@@ -126,6 +149,11 @@ async def _decoded(converter: DataConverter, payloads: Any, path: Path, what: st
     if len(values) != 1 or isinstance(values[0], UndecodableInput):
         raise HistoryReadError(f"cannot read the run's {what} in {path}")
     return values[0]
+
+
+async def _each(events: Iterable[HistoryEvent]) -> AsyncIterator[HistoryEvent]:
+    for event in events:
+        yield event
 
 
 def _run_id(history: WorkflowHistory) -> str | None:

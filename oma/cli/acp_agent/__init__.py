@@ -11,7 +11,8 @@ By concern: ``serve`` (the process: stdio, logs, the Temporal connection),
 ``stdio``, ``agent`` (``TeamAgent``: the protocol's methods, the sessions),
 ``follower`` (one run's queries in, session updates out), ``cards`` (what
 the editor shows of a run's state), ``permissions`` (approvals as permission
-prompts), ``commands`` (``/status``, ``/abort``, ``/approve``, ``/reject``),
+prompts), ``commands`` (``/status``, ``/abort``, ``/approve``, ``/reject``,
+``/retry``), ``retry`` (``/retry``: a fork of the session's latest run),
 ``prompt`` (a prompt as a goal), ``team_file`` (the session's team).
 """
 

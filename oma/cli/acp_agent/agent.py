@@ -55,6 +55,7 @@ from oma.cli.acp_agent.commands import COMMANDS, parse, run_command
 from oma.cli.acp_agent.follower import Follower
 from oma.cli.acp_agent.permissions import Rules
 from oma.cli.acp_agent.prompt import follow_up_goal, goal_of, prompt_text
+from oma.cli.acp_agent.retry import Refusal, busy, retry_of
 from oma.cli.acp_agent.team_file import SessionTeam, session_team
 from oma.core.schema.approvals import Reviewer
 from oma.core.schema.errors import (
@@ -70,7 +71,9 @@ from oma.core.schema.run_input import checked_team_run_input
 logger = logging.getLogger(__name__)
 
 MEMO = "oma_acp"
-"""The memo key of a run an ``oma acp`` session started: ``{cwd, prompt}``."""
+"""The memo key of a run an ``oma acp`` session started: ``{cwd, prompt}``
+(a ``/retry``'s: the prompt of the run it retries, and ``command``, the
+``/retry`` as typed)."""
 
 MEMO_PROMPT_CHARS = 2000
 """How much of a prompt's text a run's memo keeps (the session's title, a
@@ -112,6 +115,9 @@ class Session:
     cwd: Path
     team: SessionTeam | None
     team_error: OMAError | None = None
+    mcp_servers: list[Any] | None = None
+    """The editor's MCP servers (``session/new``'s ``mcpServers``), for a
+    team file read again (``/retry``)."""
     rules: Rules = field(default_factory=Rules)
     notes_told: bool = False
     turn: asyncio.Task[TeamRunResult | None] | None = None
@@ -187,6 +193,7 @@ class TeamAgent:
             await self.connect()  # a server that cannot be reached fails here, not mid-prompt
         name = team.raw["team"]["name"]
         session = Session(f"team-{name}-{uuid.uuid4().hex[:8]}", Path(cwd), team)
+        session.mcp_servers = mcp_servers
         self.sessions[session.id] = session
         self._after_response(self._offer_commands(session))
         return NewSessionResponse(session_id=session.id)
@@ -276,6 +283,8 @@ class TeamAgent:
             client, queue = await self.connect()
             text = prompt_text(prompt)
             command = parse(text)
+            if command is not None and command[0] == "retry":
+                return await self._retry(session, client, queue, command[1], text)
             if command is not None:
                 said = await run_command(client, session.id, *command, self.reviewer)
                 await self._send(session, update_agent_message_text(said + "\n"))
@@ -310,8 +319,52 @@ class TeamAgent:
             await self._send(
                 session, update_agent_message_text("\n".join(session.team.notes) + "\n\n")
             )
+        return await self._follow_turn(client, session, handle.first_execution_run_id)
+
+    async def _retry(
+        self, session: Session, client: Client, queue: str, tasks: list[str], text: str
+    ) -> PromptResponse:
+        """``/retry [TASK ...]`` (``oma.cli.acp_agent.retry``): a fork of the
+        session's latest run under its workflow id, followed as a prompt's
+        run; a message and ``end_turn`` when it starts nothing."""
+        from oma.client.fork import start_fork
+
+        if session.busy():
+            return await self._say(session, busy(session.id).text)
+        found = await retry_of(
+            client, session.id, tasks, memo_key=MEMO, team_file=lambda: self._team_now(session)
+        )
+        if isinstance(found, Refusal):
+            return await self._say(session, found.text)
+        asked = found.source_memo.get("prompt") if found.source_memo else None
+        memo = {
+            MEMO: {
+                "cwd": str(session.cwd),
+                "prompt": str(asked or found.forked.input.get("goal") or "")[:MEMO_PROMPT_CHARS],
+                "command": text.strip()[:MEMO_PROMPT_CHARS],
+            }
+        }
+        try:
+            handle = await start_fork(
+                client,
+                found.fork,
+                id=session.id,
+                task_queue=queue,
+                team=str(found.forked.input["team"]["name"]),
+                memo=memo,
+            )
+        except WorkflowAlreadyStartedError:
+            return await self._say(session, busy(session.id, elsewhere=True).text)
+        await self._send(session, update_agent_message_text(found.said()))
+        return await self._follow_turn(client, session, handle.first_execution_run_id)
+
+    async def _follow_turn(
+        self, client: Client, session: Session, run_id: str | None
+    ) -> PromptResponse:
+        """Follow the run the turn started (execution ``run_id``) to its end:
+        the turn's answer, its stop reason."""
         session.cancelled = False
-        follower = self._follower(client, session, handle.first_execution_run_id)
+        follower = self._follower(client, session, run_id)
         session.turn = asyncio.create_task(follower.follow())
         stopped = False
         try:
@@ -323,6 +376,17 @@ class TeamAgent:
             # the follower was stopped: session/close, or a cancel that did not settle
             result, stopped = None, True
         return PromptResponse(stop_reason=stop_reason(result, session.cancelled or stopped))
+
+    def _team_now(self, session: Session) -> dict[str, Any]:
+        """The session's team file as it is now (the session's team from now
+        on). Raises what ``session_team`` raises."""
+        session.team = session_team(self.team, session.cwd, session.mcp_servers)
+        session.team_error = None
+        return session.team.raw
+
+    async def _say(self, session: Session, text: str) -> PromptResponse:
+        await self._send(session, update_agent_message_text(text + "\n"))
+        return PromptResponse(stop_reason="end_turn")
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         """``session/cancel``: abort the run (drain); cancel it through Temporal
@@ -391,7 +455,7 @@ class TeamAgent:
         old = self.sessions.get(session_id)
         if old is not None:
             await old.stop()
-        session = Session(session_id, Path(cwd), team, error)
+        session = Session(session_id, Path(cwd), team, error, mcp_servers=mcp_servers)
         if old is not None:
             session.rules = old.rules
         self.sessions[session_id] = session
@@ -477,8 +541,8 @@ class TeamAgent:
         ]
         for wf in sorted(executions, key=lambda w: w.start_time):
             mine = (await wf.memo()).get(MEMO)
-            asked = str(mine.get("prompt") or "") if isinstance(mine, dict) else ""
-            asked = asked or chained
+            typed = (mine.get("command") or mine.get("prompt")) if isinstance(mine, dict) else ""
+            asked = str(typed or "") or chained
             if wf.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
                 chained = asked  # the same run goes on in the next execution
                 continue

@@ -4,12 +4,14 @@ A run's ``state`` (a ``TeamRunResult``) becomes:
 
 - a ``plan``: one entry per task, in the run's order, ``pending`` /
   ``in_progress`` / ``completed`` (a failed or skipped task is ``completed``
-  with the word in its entry: a plan entry has no failed state);
+  with the word in its entry: a plan entry has no failed state; so is a
+  task a fork kept, "reused");
 - one tool call per task (``toolCallId`` = the task id), its ``kind`` from
   its agent (``agent_kinds``), its ``status`` ``pending`` (waiting on
   dependencies or an approval) → ``in_progress`` → ``completed`` or
   ``failed`` (a skipped task too, saying so), its ``content`` the latest
-  line of output while it runs, then its output (or its error);
+  line of output while it runs, then its output (or its error; a task a
+  fork kept: the run it was reused from, then its output);
 - a ``usage_update``: the run's tokens (``used``), its token budget or,
   without one, the tokens used (``size``), and its known cost in USD.
 
@@ -97,6 +99,8 @@ def card_of(task: TaskState, kinds: dict[str, ToolKind], latest: str = "") -> Ca
     status = _CARD_STATUS[task.status]
     if task.status == TaskStatus.COMPLETED:
         text = task.output if task.output is not None else _by_reference(task)
+        if task.reused_from is not None:
+            text = f"{_reused(task)}\n\n{text}"
     elif task.status == TaskStatus.FAILED:
         text = f"failed: {task.error_code or 'error'}: {task.error or ''}".rstrip(": ")
     elif task.status == TaskStatus.SKIPPED:
@@ -116,13 +120,19 @@ def _by_reference(task: TaskState) -> str:
     return f"(the output, {task.output_bytes or 0} bytes, is in the result of {task.output_ref})"
 
 
+def _reused(task: TaskState) -> str:
+    assert task.reused_from is not None
+    origin = task.reused_from
+    return f"(reused from run {origin.run_id}, task {origin.task_id}: not run again)"
+
+
 def plan_of(state: TeamRunResult) -> list[tuple[str, PlanStatus]]:
     """The plan entries of ``state``: ``(content, status)`` per task."""
     entries: list[tuple[str, PlanStatus]] = []
     for task in state.tasks:
         status = _PLAN_STATUS[_CARD_STATUS[task.status]]
         word = {TaskStatus.FAILED: " (failed)", TaskStatus.SKIPPED: " (skipped)"}.get(
-            task.status, ""
+            task.status, " (reused)" if task.reused_from is not None else ""
         )
         who = f" · {task.assignee}" if task.assignee else ""
         entries.append((f"{task.title or task.id}{who}{word}", status))

@@ -1,10 +1,12 @@
-"""The session's slash commands: ``/status``, ``/abort``, ``/approve``, ``/reject``.
+"""The session's slash commands: ``/status``, ``/abort``, ``/approve``,
+``/reject``, ``/retry``.
 
 A prompt whose text starts with one of them is that command, run against
 the session's run (the ``TeamRun`` of the session's id), whether a run is
 going or not; its answer is a message, and the turn ends ``end_turn``.
-Any other prompt is a goal. (``/retry TASK``, a fork of the run from a task,
-comes once runs can be forked.)
+``/retry [TASK ...]`` is the exception: it starts a run (a fork of the
+latest, ``oma.cli.acp_agent.retry``) and its turn follows that run as a
+prompt's does. Any other prompt is a goal.
 """
 
 from __future__ import annotations
@@ -59,6 +61,12 @@ COMMANDS = (
         "Reject an open approval request (the only one, or the one named).",
         "[request id] [comment]",
     ),
+    Command(
+        "retry",
+        "Run the tasks named and everything downstream of them again, keeping the rest "
+        "(none named: the tasks that did not complete).",
+        "[task id ...]",
+    ),
 )
 
 
@@ -76,9 +84,9 @@ def parse(text: str) -> tuple[str, list[str]] | None:
 async def run_command(
     client: Client, workflow_id: str, name: str, words: list[str], reviewer: Reviewer
 ) -> str:
-    """Run the command ``name`` with ``words`` on the ``TeamRun``
-    ``workflow_id``; what to tell the user (an error included: a command
-    never fails the turn)."""
+    """Run the command ``name`` (any but ``retry``, which starts a run:
+    ``TeamAgent``) with ``words`` on the ``TeamRun`` ``workflow_id``; what
+    to tell the user (an error included: a command never fails the turn)."""
     handle = client.get_workflow_handle(workflow_id)
     try:
         if name == "status":

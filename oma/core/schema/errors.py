@@ -125,9 +125,9 @@ class AcpSessionUnknownError(InputError):
 
 
 class AcpSessionBusyError(InputError):
-    """An ACP client sent a prompt (not a command) to a session whose run is
-    still going: a session runs one team run at a time; wait for it, or end it
-    with ``/abort`` or ``session/cancel``."""
+    """An ACP client sent a prompt (not a command) or ``/retry`` to a session
+    whose run is still going: a session runs one team run at a time; wait for
+    it, or end it with ``/abort`` or ``session/cancel``."""
 
     code = "ACP_SESSION_BUSY"
 

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from oma.core.schema.errors import InvalidRunInputError
-from oma.core.schema.limits import MAX_DURATION_S, MAX_TASK_RETRIES
+from oma.core.schema.limits import MAX_DURATION_S, MAX_NAME_CHARS, MAX_TASK_RETRIES
 from oma.core.schema.plan import CoordinatorConfig
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import RunOptions
@@ -79,6 +79,15 @@ class ForkSpec(BaseModel):
     source: ForkSource | None = Field(
         default=None,
         description="The source run inline (oma fork --history); none: read from the server.",
+    )
+    temporal_run_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_NAME_CHARS,
+        description="The Temporal run id of the execution of run_id to read (one run of a "
+        "chain that continued as new: its last); none: the workflow id's latest. Needed for "
+        "a fork that takes its source's workflow id (oma acp's /retry), whose own execution "
+        "is the latest once it starts.",
     )
 
 
