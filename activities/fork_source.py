@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from temporalio import activity
-from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.common.v1 import Payloads, WorkflowExecution
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import (
     GetWorkflowExecutionHistoryRequest,
@@ -47,6 +47,10 @@ logger = logging.getLogger(__name__)
 
 OUTPUT_READS = 8
 """How many kept outputs ``fork_of`` reads back at once."""
+
+FORK_READ_EVENTS = 1000
+"""How far into a fork's history ``read_source`` looks for the input it went
+on with (its ``read_fork_source`` answer, before any task runs)."""
 
 
 @activity.defn(name="read_fork_source")
@@ -154,8 +158,10 @@ async def fork_of(
 async def read_source(client: Client, run_id: str) -> ForkSource:
     """The ``TeamRun`` ``run_id`` (its latest run) as a fork reads it: the
     first and the last event of its history, read at once, and its ``state``
-    query when the last is not its end. Raises ``InvalidForkError`` for an
-    unknown run or another workflow type."""
+    query when the last is not its end. The input of a fork's first run is
+    the one it went on with (``ForkReads``: its ``read_fork_source``
+    answer), so a fork of a fork reads the team and tasks its source read.
+    Raises ``InvalidForkError`` for an unknown run or another workflow type."""
     try:
         first, last = await asyncio.gather(
             _edge_event(client, run_id, first=True), _edge_event(client, run_id, first=False)
@@ -175,11 +181,63 @@ async def read_source(client: Client, run_id: str) -> ForkSource:
     values = await client.data_converter.decode(started.input.payloads)
     if len(values) != 1 or not isinstance(values[0], dict):
         raise InvalidForkError(f"the input of run {run_id!r} is not a TeamRun input")
+    inp = values[0]
+    if is_fork_input(inp):  # a fork's first run: the input it went on with
+        reads, read = ForkReads(), None
+        async for event in client.get_workflow_handle(run_id).fetch_history_events():
+            read = reads.see(event)
+            if read is not None or reads.done:
+                break
+        inp = await forked_input_of(client.data_converter, read, run_id)
     result = await closed_result(client.data_converter, last)
     if result is None:  # running, or ended without a result: its state so far
         handle = client.get_workflow_handle(run_id)
         result = await handle.query("state", result_type=TeamRunResult)
-    return ForkSource(input=values[0], result=result)
+    return ForkSource(input=inp, result=result)
+
+
+class ForkReads:
+    """Finds, in a fork's history read from its start, the answer of its
+    ``read_fork_source`` activity: the input it went on with. Gives up after
+    ``FORK_READ_EVENTS`` events (the read comes before any task runs)."""
+
+    def __init__(self) -> None:
+        self.scheduled: set[int] = set()
+        self.seen = 0
+        self.done = False
+
+    def see(self, event: HistoryEvent) -> Payloads | None:
+        """The activity's result when ``event`` is its completion, else ``None``."""
+        self.seen += 1
+        self.done = self.seen >= FORK_READ_EVENTS
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            scheduled = event.activity_task_scheduled_event_attributes
+            if scheduled.activity_type.name == "read_fork_source":
+                self.scheduled.add(event.event_id)
+        elif event.HasField("activity_task_completed_event_attributes"):
+            completed = event.activity_task_completed_event_attributes
+            if completed.scheduled_event_id in self.scheduled:
+                return completed.result
+        return None
+
+
+async def forked_input_of(
+    converter: DataConverter, read: Payloads | None, run_id: str
+) -> dict[str, Any]:
+    """The input the fork ``run_id`` went on with, out of ``read`` (its
+    ``read_fork_source`` activity's result, ``ForkReads``). Raises
+    ``InvalidForkError`` when it has none (the fork failed before it read
+    its source, or has not read it yet)."""
+    if read is None:
+        raise InvalidForkError(
+            f"run {run_id!r} is a fork that did not read its own source (it failed first, "
+            "or has not read it yet): fork its source"
+        )
+    values = await converter.decode(read.payloads)
+    forked = values[0] if len(values) == 1 else None
+    if not isinstance(forked, dict) or not isinstance(forked.get("input"), dict):
+        raise InvalidForkError(f"the read of its source in fork {run_id!r} does not read")
+    return cast(dict[str, Any], forked["input"])
 
 
 async def closed_result(converter: DataConverter, last: HistoryEvent) -> TeamRunResult | None:

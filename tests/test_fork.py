@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from oma.client import OpenMultiAgent
+from oma.client.fork import history_source
 from oma.core.schema.errors import InvalidForkError
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
@@ -138,6 +139,42 @@ async def test_a_fork_from_a_task_reruns_it_and_everything_downstream(
     assert forked.status == "completed"
     assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t3", "t4", "t4", "t5", "t5"]
     assert [t.id for t in forked.tasks if t.reused_from is not None] == ["t1", "t2"]
+
+
+async def test_a_fork_of_a_fork_keeps_each_output_from_the_run_that_made_it(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    await failed_source(client, workflow_id, tmp_path)
+    (tmp_path / "ok").touch()
+    first = await fork(client, f"{workflow_id}-f", {"run_id": workflow_id})
+    assert first.status == "completed", first
+    # the first fork's own input is a fork's: its team and tasks are what it read
+    second = await fork(
+        client, f"{workflow_id}-ff", {"run_id": f"{workflow_id}-f", "rerun": ["t5"]}
+    )
+    assert second.status == "completed", second
+    assert second.forked_from == f"{workflow_id}-f"
+    origins = {
+        t.id: (t.reused_from.run_id, t.reused_from.task_id) for t in second.tasks if t.reused_from
+    }
+    assert origins == {
+        "t1": (workflow_id, "t1"),
+        "t2": (workflow_id, "t2"),
+        "t3": (workflow_id, "t3"),
+        "t4": (f"{workflow_id}-f", "t4"),
+    }
+    assert second.task("t5").output == "done t5 after t4\n"
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4", "t4", "t5", "t5"]
+    await assert_replays(client, f"{workflow_id}-ff")
+    # the same out of the first fork's exported history
+    exported = tmp_path / "fork.json"
+    exported.write_text(
+        (await client.get_workflow_handle(f"{workflow_id}-f").fetch_history()).to_json()
+    )
+    found, source = await history_source(exported, client.data_converter)
+    assert found == f"{workflow_id}-f"
+    assert [t["id"] for t in source.input["tasks"]] == ["t1", "t2", "t3", "t4", "t5"]
+    assert source.result.forked_from == workflow_id
 
 
 async def test_an_abort_while_the_fork_reads_its_source_stops_it_before_any_task_runs(

@@ -18,12 +18,18 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.converter import DataConverter
 
-from oma.activities.fork_source import closed_result, fork_of, reuse_of
+from oma.activities.fork_source import (
+    ForkReads,
+    closed_result,
+    fork_of,
+    forked_input_of,
+    reuse_of,
+)
 from oma.client.runs import start_attributes, start_run
 from oma.core.contracts.workflow_ids import team_run_id_of
 from oma.core.rules.fork import ForkedRun
-from oma.core.schema.errors import HistoryReadError
-from oma.core.schema.fork import ForkInput, ForkSource
+from oma.core.schema.errors import HistoryReadError, InvalidForkError
+from oma.core.schema.fork import ForkInput, ForkSource, is_fork_input
 from oma.core.schema.limits import check_child_ids
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import TeamRunInput, parse_team_run_input
@@ -93,6 +99,15 @@ async def history_source(path: Path, converter: DataConverter) -> tuple[str, For
     if started.workflow_type.name != "TeamRun":
         raise HistoryReadError(f"{path} is the history of a {started.workflow_type.name}")
     inp = await _decoded(converter, started.input.payloads, path, "input")
+    if is_fork_input(inp):  # a fork's first run: the input it went on with
+        reads, read = ForkReads(), None
+        for event in history.events:
+            if (read := reads.see(event)) is not None:
+                break
+        try:
+            inp = await forked_input_of(converter, read, _run_id(history) or path.stem)
+        except InvalidForkError as err:
+            raise HistoryReadError(f"{path}: {err.message}") from None
     result = await _result(converter, history.events[-1], inp, path)
     return _run_id(history) or path.stem, ForkSource(input=inp, result=result)
 
