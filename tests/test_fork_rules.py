@@ -4,12 +4,15 @@ again, and what it refuses, on a source run's input and result."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.converter import DataConverter
 
+from oma.client.fork import history_source
 from oma.core.rules.fork import ForkedRun, fork_run
-from oma.core.schema.errors import InvalidForkError
+from oma.core.schema.errors import HistoryReadError, InvalidForkError
 from oma.core.schema.fork import parse_fork_input
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskState, TaskStatus
@@ -133,3 +136,21 @@ def test_options_given_replace_only_those_fields() -> None:
     spec = parse_fork_input({"fork": {"run_id": "src"}, "options": {"timeout_s": 30}})
     run = fork_run(spec, source, source_result(), workflow_id="fork", now=NOW)
     assert run.input["options"] == {"max_concurrency": 2, "timeout_s": 30}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"events": [{"eventId": "x"}]}',  # not a number: protobuf's ParseError
+        "[" * 100_000,  # nested past Python's recursion limit
+        '{"events": [{"eventType": "EVENT_TYPE_NOPE"}]}',
+    ],
+    ids=["not-a-number", "nested", "unknown-event"],
+)
+async def test_a_history_file_that_does_not_read_is_refused_with_a_clear_error(
+    tmp_path: Path, text: str
+) -> None:
+    path = tmp_path / "run.json"
+    path.write_text(text)
+    with pytest.raises(HistoryReadError, match="is not a workflow history in JSON"):
+        await history_source(path, DataConverter.default)

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from google.protobuf import json_format
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.converter import DataConverter
@@ -93,7 +94,7 @@ async def history_source(path: Path, converter: DataConverter) -> tuple[str, For
             raise ValueError("its first event is not WorkflowExecutionStarted")
     except OSError as e:
         raise HistoryReadError(f"cannot read {path}: {e.strerror}") from None
-    except (ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError, RecursionError, json_format.ParseError) as e:
         raise HistoryReadError(f"{path} is not a workflow history in JSON: {e}") from None
     started = first.workflow_execution_started_event_attributes
     if started.workflow_type.name != "TeamRun":
