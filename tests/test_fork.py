@@ -479,6 +479,12 @@ async def test_oma_fork_refuses_an_unknown_task_before_anything_starts(
     proc = await oma(dev_server, "fork", workflow_id, "--no-worker", "--from", "t9")
     assert proc.returncode == 2
     assert f"INVALID_FORK: run '{workflow_id}' has no task 't9'" in proc.stderr
+    for flag, text in [("--team", "null"), ("--team", '{"team": null}'), ("--options", "null")]:
+        given = tmp_path / "given.json"
+        given.write_text(text)
+        proc = await oma(dev_server, "fork", workflow_id, "--no-worker", flag, str(given))
+        assert proc.returncode == 2, proc.stderr
+        assert f"{given} holds no {flag[2:]}: a JSON object" in proc.stderr
     listed = [w.id async for w in client.list_workflows(f'OmaForkedFrom="{workflow_id}"')]
     assert listed == []
 

@@ -138,6 +138,20 @@ def test_options_given_replace_only_those_fields() -> None:
     assert run.input["options"] == {"max_concurrency": 2, "timeout_s": 30}
 
 
+def test_a_null_in_a_fork_input_is_the_same_as_leaving_the_field_out() -> None:
+    # the stock CLI's JSON may say null for "the source's": not a crash in the activity
+    run = forked(
+        {"rerun": None, "edit": {"t3": {"title": None, "description": "again"}}, "source": None},
+        team=None,
+        coordinator=None,
+        options=None,
+    )
+    assert run.rerun == ["t3", "t4", "t5"]
+    assert run.input["team"] == SOURCE_INPUT["team"]
+    assert run.input["tasks"][2]["title"] == SOURCE_INPUT["tasks"][2]["title"]
+    assert run.input["tasks"][2]["description"] == "again"
+
+
 @pytest.mark.parametrize(
     "text",
     [
