@@ -33,11 +33,21 @@ from oma.activities.tools.custom import load_custom_tool
 from oma.core.contracts.visibility import team_run_result_of
 from oma.core.contracts.workflow_ids import task_workflow_id
 from oma.core.rules.fork import ForkedRun, ReadForkSourceInput, fork_run
-from oma.core.rules.payload_fit import READ_BATCH_BYTES
+from oma.core.rules.payload_fit import READ_BATCH_BYTES, fit
 from oma.core.rules.reuse import reuse_run
-from oma.core.schema.errors import InvalidForkError, OMAError, application_error
+from oma.core.rules.task_graph import SPEC_FIELDS
+from oma.core.schema.errors import (
+    InvalidForkError,
+    OMAError,
+    RunStateTooLargeError,
+    application_error,
+)
 from oma.core.schema.fork import ForkInput, ForkSource, is_fork_input, parse_fork_input
-from oma.core.schema.limits import MAX_DEPENDENCY_PAYLOAD_BYTES
+from oma.core.schema.limits import (
+    MAX_DEPENDENCY_PAYLOAD_BYTES,
+    RUN_STATE_BUDGET_BYTES,
+    json_size,
+)
 from oma.core.schema.results import AgentRunResult, TeamRunResult
 from oma.core.schema.run_input import parse_team_run_input
 from oma.core.schema.team import TeamConfig
@@ -68,9 +78,33 @@ async def read_fork_source(inp: ReadForkSourceInput) -> ForkedRun:
         else:
             forked = await reuse_of(activity.client(), inp.fork, inp.workflow_id)
         await _consequential(activity.client(), forked)
-        return forked
+        return fitted(forked, inp.workflow_id)
     except OMAError as err:
         raise application_error(err) from None
+
+
+def fitted(forked: ForkedRun, workflow_id: str) -> ForkedRun:
+    """``forked`` as the activity answers it, one payload within
+    ``RUN_STATE_BUDGET_BYTES``, as a run that continues as new carries its
+    input and state: the task states without what their specs say (the run
+    sets it again from its input's tasks or plan), and the outputs that do
+    not fit kept by reference, those the tasks to run again read in first
+    (the run reads the rest back as it resumes). Raises
+    ``RunStateTooLargeError`` when it does not fit even so."""
+    if forked.resume is None:
+        return forked
+    data = forked.model_dump(mode="json")
+    state = data["resume"]
+    for task in state["result"]["tasks"]:
+        for field in SPEC_FIELDS:
+            task.pop(field, None)
+    if not fit(data, state["result"], workflow_id, RUN_STATE_BUDGET_BYTES, first=forked.read):
+        raise RunStateTooLargeError(
+            f"the fork's input and the state it starts from are {json_size(data)} bytes of "
+            f"JSON with every kept output by reference, over the run's budget of "
+            f"{RUN_STATE_BUDGET_BYTES} bytes: fork a run of fewer tasks"
+        )
+    return ForkedRun.model_validate(data)
 
 
 async def reuse_of(

@@ -177,6 +177,26 @@ async def test_a_fork_of_a_fork_keeps_each_output_from_the_run_that_made_it(
     assert source.result.forked_from == workflow_id
 
 
+async def test_a_run_near_its_size_budget_can_be_forked(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    # 5 descriptions of 270 kB: the run fits its budget (1.5 MiB), but its
+    # fork's read carried them twice (input and task states): over 2 MB
+    team = {"name": "five", "agents": [counted_agent(tmp_path)]}
+    tasks = five_tasks()
+    for spec in tasks:
+        spec["description"] += " " + "y" * 270_000
+    source = await run_team(client, workflow_id, {"team": team, "tasks": tasks})
+    assert statuses(source)["t4"] == "failed"
+    (tmp_path / "ok").touch()
+    forked = await fork(client, f"{workflow_id}-f", {"run_id": workflow_id})
+    assert forked.status == "completed", forked.error
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4", "t4", "t5"]
+    assert forked.task("t5").output == "done t5 after t4\n"
+    assert forked.task("t4").description == tasks[3]["description"]  # the state shows it
+    await assert_replays(client, f"{workflow_id}-f")
+
+
 async def test_an_abort_while_the_fork_reads_its_source_stops_it_before_any_task_runs(
     client: Client, workflow_id: str, tmp_path: Path
 ) -> None:
