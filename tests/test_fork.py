@@ -16,8 +16,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from oma.client import OpenMultiAgent
-from oma.client.fork import history_source
+from oma.client.fork import history_source, start_fork
 from oma.core.schema.errors import InvalidForkError
+from oma.core.schema.fork import parse_fork_input
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
 from oma.core.schema.task import TaskStatus
@@ -195,6 +196,24 @@ async def test_a_run_near_its_size_budget_can_be_forked(
     assert forked.task("t5").output == "done t5 after t4\n"
     assert forked.task("t4").description == tasks[3]["description"]  # the state shows it
     await assert_replays(client, f"{workflow_id}-f")
+    # inline, out of its exported history: the task states' descriptions are left out
+    exported = tmp_path / "source.json"
+    exported.write_text((await client.get_workflow_handle(workflow_id).fetch_history()).to_json())
+    _, inline = await history_source(exported, client.data_converter)
+    again = await fork(
+        client,
+        f"{workflow_id}-h",
+        {"run_id": workflow_id, "source": inline.model_dump(mode="json")},
+    )
+    assert again.status == "completed", again.error
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4", "t4", "t4", "t5", "t5"]
+    # one that cannot fit inline is refused before it starts, naming the way out
+    inline.result.tasks[0].output = "z" * 600_000
+    too_big = parse_fork_input(
+        {"fork": {"run_id": workflow_id, "source": inline.model_dump(mode="json")}}
+    )
+    with pytest.raises(InvalidForkError, match="fork it by its workflow id"):
+        await start_fork(client, too_big, id=f"{workflow_id}-big", task_queue=TASK_QUEUE)
 
 
 async def test_an_abort_while_the_fork_reads_its_source_stops_it_before_any_task_runs(

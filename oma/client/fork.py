@@ -31,7 +31,7 @@ from oma.core.contracts.workflow_ids import team_run_id_of
 from oma.core.rules.fork import ForkedRun
 from oma.core.schema.errors import HistoryReadError, InvalidForkError
 from oma.core.schema.fork import ForkInput, ForkSource, is_fork_input
-from oma.core.schema.limits import check_child_ids
+from oma.core.schema.limits import RUN_STATE_BUDGET_BYTES, check_child_ids, json_size
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import TeamRunInput, parse_team_run_input
 from oma.core.schema.validation import UndecodableInput
@@ -63,8 +63,19 @@ async def start_fork(
     on ``task_queue``, with ``OmaStatus=running``, ``OmaTeam`` ``team`` and
     ``OmaForkedFrom`` (``oma.client.runs.start_run``: without them on a
     namespace that lacks one). Raises ``InvalidRunInputError`` for a
-    workflow id too long for the fork's tasks; the SDK's errors."""
+    workflow id too long for the fork's tasks, ``InvalidForkError`` for a
+    source given inline that makes the input too large; the SDK's errors."""
     check_child_ids(id, ())
+    if (
+        fork.fork.source is not None
+        and (size := json_size(fork.payload())) > RUN_STATE_BUDGET_BYTES
+    ):
+        raise InvalidForkError(
+            f"the fork's input with its source inline (--history) is {size} bytes of JSON, "
+            f"over the {RUN_STATE_BUDGET_BYTES} bytes a run's input may take: fork it by its "
+            "workflow id on a server that has it (oma fork RUN_ID), where its outputs are read "
+            "by reference"
+        )
     attributes = start_attributes(team=team, forked_from=fork.fork.run_id)
     return await start_run(
         client,
@@ -110,6 +121,8 @@ async def history_source(path: Path, converter: DataConverter) -> tuple[str, For
         except InvalidForkError as err:
             raise HistoryReadError(f"{path}: {err.message}") from None
     result = await _result(converter, history.events[-1], inp, path)
+    for state in result.tasks:  # what the input's tasks (or plan) say: not carried twice
+        state.title, state.description, state.depends_on = "", "", []
     return _run_id(history) or path.stem, ForkSource(input=inp, result=result)
 
 
