@@ -168,3 +168,15 @@ async def test_a_history_file_that_does_not_read_is_refused_with_a_clear_error(
     path.write_text(text)
     with pytest.raises(HistoryReadError, match="is not a workflow history in JSON"):
         await history_source(path, DataConverter.default)
+
+
+def test_the_estimate_does_not_price_a_task_that_never_ran_at_zero() -> None:
+    result = source_result()  # t4 failed, t5 skipped
+    t3, t4, t5 = result.tasks[2], result.tasks[3], result.tasks[4]
+    t3.attempts, t3.cost_usd = 1, None  # a process: its cost unknown
+    t4.attempts, t4.cost_usd = 1, 0.25
+    t5.attempts, t5.cost_usd = 0, 0.0  # a skipped task: nothing spent, nothing known
+    spec = parse_fork_input({"fork": {"run_id": "src", "rerun": ["t3"]}})
+    run = fork_run(spec, SOURCE_INPUT, result, workflow_id="fork", now=NOW)
+    assert run.estimated_cost_usd == 0.25
+    assert run.cost_unknown == ["t3", "t5"]  # in task order

@@ -208,8 +208,10 @@ def assemble(
     forked.check_size(specs)
     check_dispatch_names(forked.options.approvals, specs, team)
     check_child_ids(workflow_id, rerun)
-    known = {t.id: t for t in source.tasks}
-    costs = [known[t].cost_usd if t in known else None for t in sorted(rerun)]
+    # what a task that never started (skipped, blocked, awaiting approval) would cost is not known
+    known = {t.id: t for t in source.tasks if t.attempts or t.status == TaskStatus.COMPLETED}
+    order = [t.id for t in specs if t.id in rerun]
+    costs = [known[t].cost_usd if t in known else None for t in order]
     return ForkedRun(
         input=payload,
         resume=state,
@@ -219,7 +221,7 @@ def assemble(
         read=[t.id for t in specs if t.id in read],
         reasons={t.id: parts.reasons.get(t.id, "") for t in again},
         estimated_cost_usd=sum(c for c in costs if c is not None),
-        cost_unknown=[t for t, c in zip(sorted(rerun), costs, strict=True) if c is None],
+        cost_unknown=[t for t, c in zip(order, costs, strict=True) if c is None],
     )
 
 
