@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 from temporalio.converter import DataConverter
 
+from oma.cli.summary import print_result
 from oma.client.fork import history_source
 from oma.core.rules.fork import ForkedRun, fork_run
 from oma.core.schema.errors import HistoryReadError, InvalidForkError
 from oma.core.schema.fork import parse_fork_input
 from oma.core.schema.results import TeamRunResult
-from oma.core.schema.task import TaskState, TaskStatus
+from oma.core.schema.task import ReusedFrom, TaskState, TaskStatus
 from tests._runs import scripted, task
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
@@ -180,3 +181,15 @@ def test_the_estimate_does_not_price_a_task_that_never_ran_at_zero() -> None:
     run = fork_run(spec, SOURCE_INPUT, result, workflow_id="fork", now=NOW)
     assert run.estimated_cost_usd == 0.25
     assert run.cost_unknown == ["t3", "t5"]  # in task order
+
+
+def test_the_summary_says_when_a_kept_output_could_not_be_read(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    result = source_result()
+    t1 = result.tasks[0]
+    t1.output, t1.output_ref = None, "gone/t1"  # its run is past retention, say
+    t1.reused_from = ReusedFrom(run_id="gone", task_id="t1")
+    print_result(result)
+    row = next(line for line in capsys.readouterr().out.splitlines() if "│ t1 " in line)
+    assert "(not read: the result of gone/t1)" in row

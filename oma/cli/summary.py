@@ -96,6 +96,8 @@ def _print_table(result: TeamRunResult) -> None:
         if t.reused_from is not None:  # a fork's kept task: it did not run in this run
             status = "reused"
         detail = ((t.output if t.output is not None else t.error) or "").strip()
+        if t.output is None and t.output_ref is not None and t.status == TaskStatus.COMPLETED:
+            detail = f"(not read: the result of {t.output_ref})"  # e.g. past its retention
         # one line a task, cut to the terminal: the whole output is below
         # (final tasks), errors under Failures, everything in --json
         first = detail.splitlines()[0] if detail else ""
