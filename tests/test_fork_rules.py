@@ -193,3 +193,10 @@ def test_the_summary_says_when_a_kept_output_could_not_be_read(
     print_result(result)
     row = next(line for line in capsys.readouterr().out.splitlines() if "│ t1 " in line)
     assert "(not read: the result of gone/t1)" in row
+
+
+def test_a_fork_under_its_sources_workflow_id_is_refused() -> None:
+    # Temporal would start it as the source's next run: the source's id would name the fork
+    spec = parse_fork_input({"fork": {"run_id": "src"}})
+    with pytest.raises(InvalidForkError, match="a fork is a new run: give it another workflow id"):
+        fork_run(spec, SOURCE_INPUT, source_result(), workflow_id="src", now=NOW)

@@ -101,11 +101,17 @@ def fork_run(
 
     Raises ``InvalidForkError`` (an unknown task, with the nearest id; a task
     to run again whose assignee the team lacks; a goal run without a plan;
-    nothing to run again), and what a run input's checks raise
-    (``InvalidRunInputError``, ``AssigneeRequirementsMismatchError``,
-    ``NoEligibleAgentError``).
+    nothing to run again; ``workflow_id`` the source's own), and what a run
+    input's checks raise (``InvalidRunInputError``,
+    ``AssigneeRequirementsMismatchError``, ``NoEligibleAgentError``).
     """
     source_id = fork.fork.run_id
+    if workflow_id == source_id:
+        raise InvalidForkError(
+            f"the fork's workflow id is its source's, {source_id!r}: a fork is a new run: give "
+            "it another workflow id (Temporal would start it as the source's next run, and "
+            "the source's id would name the fork)"
+        )
     src, payload = parse_source_input(source_id, source_input)
     given = fork.payload()
     for key in ("team", "coordinator"):
