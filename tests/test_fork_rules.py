@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from temporalio.converter import DataConverter
 
-from oma.cli.summary import print_result
+from oma.cli.summary import print_result, reused_note
 from oma.client.fork import history_source
 from oma.core.rules.fork import ForkedRun, fork_run
 from oma.core.schema.errors import HistoryReadError, InvalidForkError
@@ -200,3 +200,10 @@ def test_a_fork_under_its_sources_workflow_id_is_refused() -> None:
     spec = parse_fork_input({"fork": {"run_id": "src"}})
     with pytest.raises(InvalidForkError, match="a fork is a new run: give it another workflow id"):
         fork_run(spec, SOURCE_INPUT, source_result(), workflow_id="src", now=NOW)
+
+
+def test_the_reused_note_names_a_fork_that_kept_nothing() -> None:
+    assert reused_note("src", [None, None]) == "fork of src: every task ran here"
+    assert reused_note(None, [None]) is None
+    kept = reused_note(None, [ReusedFrom(run_id="ref", task_id="t1"), None])
+    assert kept is not None and kept.startswith("1 task(s) reused from ref, not run here")

@@ -74,10 +74,10 @@ def reused_note(forked_from: str | None, origins: Sequence[ReusedFrom | None]) -
     runs (a fork, ``options.reuse``): how many, from where, and that their
     rows' tokens and cost are those runs', not in this run's totals."""
     runs = sorted({o.run_id for o in origins if o is not None})
-    if not runs:
-        return None
-    kept = sum(o is not None for o in origins)
     fork = f"fork of {forked_from}: " if forked_from else ""
+    if not runs:
+        return f"{fork}every task ran here" if fork else None
+    kept = sum(o is not None for o in origins)
     return (
         f"{fork}{kept} task(s) reused from {', '.join(runs)}, not run here: their tokens and "
         "cost are not in this run's totals"
