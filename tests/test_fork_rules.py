@@ -207,3 +207,15 @@ def test_the_reused_note_names_a_fork_that_kept_nothing() -> None:
     assert reused_note(None, [None]) is None
     kept = reused_note(None, [ReusedFrom(run_id="ref", task_id="t1"), None])
     assert kept is not None and kept.startswith("1 task(s) reused from ref, not run here")
+
+
+def test_an_unknown_task_is_named_within_bounds_however_long() -> None:
+    # the stock CLI's input is hostile: the error does not echo a 1 MB id, nor list 5,000 ids
+    source = {**SOURCE_INPUT, "tasks": [task(f"t{n}", "a") for n in range(5000)]}
+    result = TeamRunResult(success=False, status="failed", tasks=[])
+    spec = parse_fork_input({"fork": {"run_id": "src", "rerun": ["x" * 1_000_000]}})
+    with pytest.raises(InvalidForkError) as caught:
+        fork_run(spec, source, result, workflow_id="fork", now=NOW)
+    assert len(caught.value.message) < 2000
+    assert "more characters cut" in caught.value.message
+    assert "t0, t1, t2" in caught.value.message and "(and 4980 more)" in caught.value.message

@@ -32,7 +32,7 @@ from oma.core.schema.approvals import check_dispatch_names
 from oma.core.schema.dag import dependents_map, transitive_dependents
 from oma.core.schema.errors import InvalidForkError, OMAError
 from oma.core.schema.fork import ForkInput, is_fork_input
-from oma.core.schema.limits import check_child_ids
+from oma.core.schema.limits import check_child_ids, cut_text
 from oma.core.schema.plan import COORDINATOR, PlanArtifact
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import TeamRunInput, parse_team_run_input
@@ -287,13 +287,21 @@ def _specs(source_id: str, src: TeamRunInput, source: TeamRunResult) -> list[Tas
     return list(source.plan.tasks)
 
 
+NAMED_IDS = 20
+"""How many of the source's task ids an unknown task's error lists."""
+
+MAX_SHOWN_ID_CHARS = 200
+"""The most characters of an unknown task id its error shows (the input is hostile)."""
+
+
 def _check_known(task_id: str, ids: Sequence[str], source_id: str) -> None:
     if task_id not in ids:
         meant = did_you_mean(task_id, sorted(ids))
+        more = f" (and {len(ids) - NAMED_IDS} more)" if len(ids) > NAMED_IDS else ""
         raise InvalidForkError(
-            f"run {source_id!r} has no task {task_id!r}"
+            f"run {source_id!r} has no task {cut_text(task_id, MAX_SHOWN_ID_CHARS)!r}"
             + (f" (did you mean {meant!r}?)" if meant else "")
-            + f"; its tasks: {', '.join(ids)}"
+            + f"; its tasks: {', '.join(ids[:NAMED_IDS])}{more}"
         )
 
 
@@ -323,8 +331,9 @@ def _rerun(
 def _check_assignees(again: Sequence[TaskSpec], team: TeamConfig) -> None:
     names = sorted(a.name for a in team.agents)
     missing = [
-        f"task {t.id!r} runs again on agent {t.assignee!r}, which the fork's team does not "
-        "have" + (f" (did you mean {m!r}?)" if (m := did_you_mean(t.assignee, names)) else "")
+        f"task {t.id!r} runs again on agent {cut_text(t.assignee, MAX_SHOWN_ID_CHARS)!r}, "
+        "which the fork's team does not have"
+        + (f" (did you mean {m!r}?)" if (m := did_you_mean(t.assignee, names)) else "")
         for t in again
         if t.assignee is not None and team.agent(t.assignee) is None
     ]
