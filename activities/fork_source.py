@@ -16,14 +16,12 @@ what it keeps before it starts one.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from temporalio import activity
-from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.common.v1 import Payloads, WorkflowExecution
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import (
     GetWorkflowExecutionHistoryRequest,
@@ -37,11 +35,21 @@ from oma.activities.tools.custom import load_custom_tool
 from oma.core.contracts.visibility import team_run_result_of
 from oma.core.contracts.workflow_ids import task_workflow_id
 from oma.core.rules.fork import ForkedRun, ReadForkSourceInput, fork_run
-from oma.core.rules.payload_fit import READ_BATCH_BYTES
+from oma.core.rules.payload_fit import READ_BATCH_BYTES, fit
 from oma.core.rules.reuse import reuse_run
-from oma.core.schema.errors import InvalidForkError, OMAError, application_error
+from oma.core.rules.task_graph import SPEC_FIELDS
+from oma.core.schema.errors import (
+    InvalidForkError,
+    OMAError,
+    RunStateTooLargeError,
+    application_error,
+)
 from oma.core.schema.fork import ForkInput, ForkSource, is_fork_input, parse_fork_input
-from oma.core.schema.limits import MAX_DEPENDENCY_PAYLOAD_BYTES
+from oma.core.schema.limits import (
+    MAX_DEPENDENCY_PAYLOAD_BYTES,
+    RUN_STATE_BUDGET_BYTES,
+    json_size,
+)
 from oma.core.schema.results import AgentRunResult, TeamRunResult
 from oma.core.schema.run_input import parse_team_run_input
 from oma.core.schema.team import TeamConfig
@@ -53,8 +61,8 @@ OUTPUT_READS = 8
 """How many kept outputs ``fork_of`` reads back at once."""
 
 FORK_READ_EVENTS = 1000
-"""How far into a fork's history ``read_source_answer`` looks for its
-``read_fork_source`` answer, in events (it is among the first ten or so)."""
+"""How far into a fork's history ``read_source`` looks for the input it went
+on with (its ``read_fork_source`` answer, before any task runs)."""
 
 FORK_READ_PAGE = 100
 """Events per page of those reads."""
@@ -75,9 +83,33 @@ async def read_fork_source(inp: ReadForkSourceInput) -> ForkedRun:
         else:
             forked = await reuse_of(activity.client(), inp.fork, inp.workflow_id)
         await _consequential(activity.client(), forked)
-        return forked
+        return fitted(forked, inp.workflow_id)
     except OMAError as err:
         raise application_error(err) from None
+
+
+def fitted(forked: ForkedRun, workflow_id: str) -> ForkedRun:
+    """``forked`` as the activity answers it, one payload within
+    ``RUN_STATE_BUDGET_BYTES``, as a run that continues as new carries its
+    input and state: the task states without what their specs say (the run
+    sets it again from its input's tasks or plan), and the outputs that do
+    not fit kept by reference, those the tasks to run again read in first
+    (the run reads the rest back as it resumes). Raises
+    ``RunStateTooLargeError`` when it does not fit even so."""
+    if forked.resume is None:
+        return forked
+    data = forked.model_dump(mode="json")
+    state = data["resume"]
+    for task in state["result"]["tasks"]:
+        for field in SPEC_FIELDS:
+            task.pop(field, None)
+    if not fit(data, state["result"], workflow_id, RUN_STATE_BUDGET_BYTES, first=forked.read):
+        raise RunStateTooLargeError(
+            f"the fork's input and the state it starts from are {json_size(data)} bytes of "
+            f"JSON with every kept output by reference, over the run's budget of "
+            f"{RUN_STATE_BUDGET_BYTES} bytes: fork a run of fewer tasks"
+        )
+    return ForkedRun.model_validate(data)
 
 
 async def reuse_of(
@@ -169,7 +201,7 @@ async def read_source(
     ``temporal_run_id`` (none: its latest), the first and the last event of
     its history, read at once, and its ``state`` query when the last is not
     its end. A source that is itself a fork started with a ``fork`` input:
-    its input is the one its ``read_fork_source`` made (``read_source_answer``).
+    its input is the one its ``read_fork_source`` made (``ForkReads``).
     Raises ``InvalidForkError`` for an unknown run or execution, another
     workflow type, or a fork that has not read its own source."""
     execution = WorkflowExecution(workflow_id=run_id, run_id=temporal_run_id or "")
@@ -196,41 +228,64 @@ async def read_source(
     if len(values) != 1 or not isinstance(values[0], dict):
         raise InvalidForkError(f"the input of run {run_id!r} is not a TeamRun input")
     inp = values[0]
-    if is_fork_input(inp):
-        async with contextlib.aclosing(_events(client, execution)) as events:
-            inp = await read_source_answer(client.data_converter, events) or inp
+    if is_fork_input(inp):  # a fork's first run: the input it went on with
+        reads, read = ForkReads(), None
+        handle = client.get_workflow_handle(run_id, run_id=temporal_run_id)
+        async for event in handle.fetch_history_events(page_size=FORK_READ_PAGE):
+            read = reads.see(event)
+            if read is not None or reads.done:
+                break
+        inp = await forked_input_of(client.data_converter, read, run_id)
     result = await closed_result(client.data_converter, last)
     if result is None:  # running, or ended without a result: its state so far
-        handle = client.get_workflow_handle(run_id, run_id=temporal_run_id)
-        result = await handle.query("state", result_type=TeamRunResult)
+        result = await client.get_workflow_handle(run_id, run_id=temporal_run_id).query(
+            "state", result_type=TeamRunResult
+        )
     return ForkSource(input=inp, result=result)
 
 
-async def read_source_answer(
-    converter: DataConverter, events: AsyncIterator[HistoryEvent]
-) -> dict[str, Any] | None:
-    """The input a fork goes on with (its source's team, tasks or plan, goal
-    and options, with its own replacements; no ``resume``): what the
-    ``read_fork_source`` activity answered in the fork's history ``events``,
-    read up to ``FORK_READ_EVENTS`` events in; ``None`` when it has not
-    answered there."""
-    scheduled: set[int] = set()
-    n = 0
-    async for event in events:
-        n += 1
-        if n > FORK_READ_EVENTS:
-            break
+class ForkReads:
+    """Finds, in a fork's history read from its start, the answer of its
+    ``read_fork_source`` activity: the input it went on with. Gives up after
+    ``FORK_READ_EVENTS`` events (the read comes before any task runs)."""
+
+    def __init__(self) -> None:
+        self.scheduled: set[int] = set()
+        self.seen = 0
+        self.done = False
+
+    def see(self, event: HistoryEvent) -> Payloads | None:
+        """The activity's result when ``event`` is its completion, else ``None``."""
+        self.seen += 1
+        self.done = self.seen >= FORK_READ_EVENTS
         if event.HasField("activity_task_scheduled_event_attributes"):
-            attrs = event.activity_task_scheduled_event_attributes
-            if attrs.activity_type.name == "read_fork_source":
-                scheduled.add(event.event_id)
+            scheduled = event.activity_task_scheduled_event_attributes
+            if scheduled.activity_type.name == "read_fork_source":
+                self.scheduled.add(event.event_id)
         elif event.HasField("activity_task_completed_event_attributes"):
-            done = event.activity_task_completed_event_attributes
-            if done.scheduled_event_id in scheduled:
-                values = await converter.decode(done.result.payloads)
-                forked = ForkedRun.model_validate(values[0]) if len(values) == 1 else None
-                return forked.input if forked is not None else None
-    return None
+            completed = event.activity_task_completed_event_attributes
+            if completed.scheduled_event_id in self.scheduled:
+                return completed.result
+        return None
+
+
+async def forked_input_of(
+    converter: DataConverter, read: Payloads | None, run_id: str
+) -> dict[str, Any]:
+    """The input the fork ``run_id`` went on with, out of ``read`` (its
+    ``read_fork_source`` activity's result, ``ForkReads``). Raises
+    ``InvalidForkError`` when it has none (the fork failed before it read
+    its source, or has not read it yet)."""
+    if read is None:
+        raise InvalidForkError(
+            f"run {run_id!r} is a fork that did not read its own source (it failed first, "
+            "or has not read it yet): fork its source"
+        )
+    values = await converter.decode(read.payloads)
+    forked = values[0] if len(values) == 1 else None
+    if not isinstance(forked, dict) or not isinstance(forked.get("input"), dict):
+        raise InvalidForkError(f"the read of its source in fork {run_id!r} does not read")
+    return cast(dict[str, Any], forked["input"])
 
 
 async def closed_result(converter: DataConverter, last: HistoryEvent) -> TeamRunResult | None:
@@ -259,24 +314,6 @@ async def _edge_event(client: Client, execution: WorkflowExecution, *, first: bo
         namespace=client.namespace, execution=execution, maximum_page_size=1
     )
     return (await service.get_workflow_execution_history_reverse(reverse)).history.events[0]
-
-
-async def _events(client: Client, execution: WorkflowExecution) -> AsyncGenerator[HistoryEvent]:
-    """The events of ``execution``, oldest first, a page at a time."""
-    token = b""
-    while True:
-        request = GetWorkflowExecutionHistoryRequest(
-            namespace=client.namespace,
-            execution=execution,
-            maximum_page_size=FORK_READ_PAGE,
-            next_page_token=token,
-        )
-        page = await client.workflow_service.get_workflow_execution_history(request)
-        for event in page.history.events:
-            yield event
-        token = page.next_page_token
-        if not token:
-            return
 
 
 async def _read_back(client: Client, forked: ForkedRun) -> None:

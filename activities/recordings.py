@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -24,10 +25,13 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError, RPCStatusCode
 
+from oma.activities.fork_source import ForkReads
 from oma.core.contracts.llm import LlmTurnOutput, RequestDigest, message_chain
-from oma.core.contracts.workflow_ids import team_run_id_of
+from oma.core.contracts.workflow_ids import task_workflow_id, team_run_id_of
 from oma.core.schema.errors import InvalidForkError
 from oma.core.schema.messages import LLMMessage
+
+logger = logging.getLogger(__name__)
 
 
 class Place(NamedTuple):
@@ -140,7 +144,9 @@ def load(path: Path) -> list[WorkflowHistory]:
 
 async def fetch(client: Client, run_id: str) -> list[WorkflowHistory]:
     """The histories of the ``TeamRun`` ``run_id`` (every run of its chain)
-    and of every child those runs started. Raises ``InvalidForkError`` for an
+    and of every child those runs started; for a fork (or a run that reused
+    another's work), those of the ``AgentRun``s its kept tasks ran in, where
+    their turns are (a fork of a fork runs them again). Raises ``InvalidForkError`` for an
     unknown run."""
     try:
         latest = await client.get_workflow_handle(run_id).fetch_history()
@@ -157,12 +163,27 @@ async def fetch(client: Client, run_id: str) -> list[WorkflowHistory]:
         for event in history.events
         if event.HasField("child_workflow_execution_started_event_attributes")
     ]
+    own = {c.workflow_id for c in children}
+    kept = [k for k in await _kept_from(chain[0], client.data_converter) if k not in own]
     limit = asyncio.Semaphore(FETCHES)
 
-    async def runs_of(workflow_id: str, run: str) -> list[WorkflowHistory]:
-        """A child's history and those of the runs it continued as new in."""
+    async def runs_of(workflow_id: str, run: str | None) -> list[WorkflowHistory]:
+        """A child's history and those of the runs it continued as new in
+        (``run`` none: a kept task's ``AgentRun``, from its first run)."""
         found: list[WorkflowHistory] = []
         next_run: str | None = run
+        if run is None:
+            try:
+                async with limit:
+                    latest = await client.get_workflow_handle(workflow_id).fetch_history()
+                    next_run = latest.run_id
+                    while previous := _started(latest).continued_execution_run_id:
+                        next_run = previous
+                        handle = client.get_workflow_handle(workflow_id, run_id=previous)
+                        latest = await handle.fetch_history()
+            except RPCError as err:  # past its retention: its turns are not there to match
+                logger.warning("the recorded turns of %s not read: %s", workflow_id, err)
+                return found
         while next_run:
             async with limit:
                 handle = client.get_workflow_handle(workflow_id, run_id=next_run)
@@ -176,8 +197,28 @@ async def fetch(client: Client, run_id: str) -> list[WorkflowHistory]:
             )
         return found
 
-    fetched = await asyncio.gather(*(runs_of(c.workflow_id, c.run_id) for c in children))
+    fetched = await asyncio.gather(
+        *(runs_of(c.workflow_id, c.run_id) for c in children),
+        *(runs_of(workflow_id, None) for workflow_id in kept),
+    )
     return [*chain, *(h for runs in fetched for h in runs)]
+
+
+async def _kept_from(first: WorkflowHistory, converter: DataConverter) -> list[str]:
+    """The ``AgentRun``s of the tasks a fork (or a run with ``options.reuse``)
+    kept from other runs, whose histories hold those tasks' turns: the
+    ``reused_from`` of the state its ``read_fork_source`` answered with, in
+    the first run of its chain."""
+    reads, read = ForkReads(), None
+    for event in first.events:
+        if (read := reads.see(event)) is not None or reads.done:
+            break
+    if read is None:
+        return []
+    forked = await _decoded(converter, read.payloads)
+    tasks = ((forked.get("resume") or {}).get("result") or {}).get("tasks") or []
+    origins = [t["reused_from"] for t in tasks if isinstance(t.get("reused_from"), dict)]
+    return list(dict.fromkeys(task_workflow_id(o["run_id"], o["task_id"]) for o in origins))
 
 
 FETCHES = 16

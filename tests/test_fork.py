@@ -18,7 +18,7 @@ from temporalio.service import RPCError
 from oma.client import OpenMultiAgent
 from oma.client.fork import history_source, preview, start_fork
 from oma.core.schema.errors import InvalidForkError
-from oma.core.schema.fork import ForkInput, ForkSpec
+from oma.core.schema.fork import ForkInput, ForkSpec, parse_fork_input
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
 from oma.core.schema.task import TaskStatus
@@ -140,6 +140,80 @@ async def test_a_fork_from_a_task_reruns_it_and_everything_downstream(
     assert forked.status == "completed"
     assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t3", "t4", "t4", "t5", "t5"]
     assert [t.id for t in forked.tasks if t.reused_from is not None] == ["t1", "t2"]
+
+
+async def test_a_fork_of_a_fork_keeps_each_output_from_the_run_that_made_it(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    await failed_source(client, workflow_id, tmp_path)
+    (tmp_path / "ok").touch()
+    first = await fork(client, f"{workflow_id}-f", {"run_id": workflow_id})
+    assert first.status == "completed", first
+    # the first fork's own input is a fork's: its team and tasks are what it read
+    second = await fork(
+        client, f"{workflow_id}-ff", {"run_id": f"{workflow_id}-f", "rerun": ["t5"]}
+    )
+    assert second.status == "completed", second
+    assert second.forked_from == f"{workflow_id}-f"
+    origins = {
+        t.id: (t.reused_from.run_id, t.reused_from.task_id) for t in second.tasks if t.reused_from
+    }
+    assert origins == {
+        "t1": (workflow_id, "t1"),
+        "t2": (workflow_id, "t2"),
+        "t3": (workflow_id, "t3"),
+        "t4": (f"{workflow_id}-f", "t4"),
+    }
+    assert second.task("t5").output == "done t5 after t4\n"
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4", "t4", "t5", "t5"]
+    await assert_replays(client, f"{workflow_id}-ff")
+    # the same out of the first fork's exported history
+    exported = tmp_path / "fork.json"
+    exported.write_text(
+        (await client.get_workflow_handle(f"{workflow_id}-f").fetch_history()).to_json()
+    )
+    found, source = await history_source(exported, client.data_converter)
+    assert found == f"{workflow_id}-f"
+    assert [t["id"] for t in source.input["tasks"]] == ["t1", "t2", "t3", "t4", "t5"]
+    assert source.result.forked_from == workflow_id
+
+
+async def test_a_run_near_its_size_budget_can_be_forked(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    # 5 descriptions of 270 kB: the run fits its budget (1.5 MiB), but its
+    # fork's read carried them twice (input and task states): over 2 MB
+    team = {"name": "five", "agents": [counted_agent(tmp_path)]}
+    tasks = five_tasks()
+    for spec in tasks:
+        spec["description"] += " " + "y" * 270_000
+    source = await run_team(client, workflow_id, {"team": team, "tasks": tasks})
+    assert statuses(source)["t4"] == "failed"
+    (tmp_path / "ok").touch()
+    forked = await fork(client, f"{workflow_id}-f", {"run_id": workflow_id})
+    assert forked.status == "completed", forked.error
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4", "t4", "t5"]
+    assert forked.task("t5").output == "done t5 after t4\n"
+    assert forked.task("t4").description == tasks[3]["description"]  # the state shows it
+    await assert_replays(client, f"{workflow_id}-f")
+    # inline, out of its exported history: the task states' descriptions are left out
+    exported = tmp_path / "source.json"
+    exported.write_text((await client.get_workflow_handle(workflow_id).fetch_history()).to_json())
+    _, inline = await history_source(exported, client.data_converter)
+    again = await fork(
+        client,
+        f"{workflow_id}-h",
+        {"run_id": workflow_id, "source": inline.model_dump(mode="json")},
+    )
+    assert again.status == "completed", again.error
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4", "t4", "t4", "t5", "t5"]
+    # one that cannot fit inline is refused before it starts, naming the way out
+    inline.result.tasks[0].output = "z" * 600_000
+    too_big = parse_fork_input(
+        {"fork": {"run_id": workflow_id, "source": inline.model_dump(mode="json")}}
+    )
+    with pytest.raises(InvalidForkError, match="fork it by its workflow id"):
+        await start_fork(client, too_big, id=f"{workflow_id}-big", task_queue=TASK_QUEUE)
 
 
 async def test_an_abort_while_the_fork_reads_its_source_stops_it_before_any_task_runs(
@@ -517,6 +591,12 @@ async def test_oma_fork_refuses_an_unknown_task_before_anything_starts(
     proc = await oma(dev_server, "fork", workflow_id, "--no-worker", "--from", "t9")
     assert proc.returncode == 2
     assert f"INVALID_FORK: run '{workflow_id}' has no task 't9'" in proc.stderr
+    for flag, text in [("--team", "null"), ("--team", '{"team": null}'), ("--options", "null")]:
+        given = tmp_path / "given.json"
+        given.write_text(text)
+        proc = await oma(dev_server, "fork", workflow_id, "--no-worker", flag, str(given))
+        assert proc.returncode == 2, proc.stderr
+        assert f"{given} holds no {flag[2:]}: a JSON object" in proc.stderr
     listed = [w.id async for w in client.list_workflows(f'OmaForkedFrom="{workflow_id}"')]
     assert listed == []
 

@@ -4,15 +4,19 @@ again, and what it refuses, on a source run's input and result."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.converter import DataConverter
 
+from oma.cli.summary import print_result, reused_note
+from oma.client.fork import history_source
 from oma.core.rules.fork import ForkedRun, fork_run
-from oma.core.schema.errors import InvalidForkError
+from oma.core.schema.errors import HistoryReadError, InvalidForkError
 from oma.core.schema.fork import parse_fork_input
 from oma.core.schema.results import TeamRunResult
-from oma.core.schema.task import TaskState, TaskStatus
+from oma.core.schema.task import ReusedFrom, TaskState, TaskStatus
 from tests._runs import scripted, task
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
@@ -133,3 +137,78 @@ def test_options_given_replace_only_those_fields() -> None:
     spec = parse_fork_input({"fork": {"run_id": "src"}, "options": {"timeout_s": 30}})
     run = fork_run(spec, source, source_result(), workflow_id="fork", now=NOW)
     assert run.input["options"] == {"max_concurrency": 2, "timeout_s": 30}
+
+
+def test_a_null_in_a_fork_input_is_the_same_as_leaving_the_field_out() -> None:
+    # the stock CLI's JSON may say null for "the source's": not a crash in the activity
+    run = forked(
+        {"rerun": None, "edit": {"t3": {"title": None, "description": "again"}}, "source": None},
+        team=None,
+        coordinator=None,
+        options=None,
+    )
+    assert run.rerun == ["t3", "t4", "t5"]
+    assert run.input["team"] == SOURCE_INPUT["team"]
+    assert run.input["tasks"][2]["title"] == SOURCE_INPUT["tasks"][2]["title"]
+    assert run.input["tasks"][2]["description"] == "again"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"events": [{"eventId": "x"}]}',  # not a number: protobuf's ParseError
+        "[" * 100_000,  # nested past Python's recursion limit
+        '{"events": [{"eventType": "EVENT_TYPE_NOPE"}]}',
+    ],
+    ids=["not-a-number", "nested", "unknown-event"],
+)
+async def test_a_history_file_that_does_not_read_is_refused_with_a_clear_error(
+    tmp_path: Path, text: str
+) -> None:
+    path = tmp_path / "run.json"
+    path.write_text(text)
+    with pytest.raises(HistoryReadError, match="is not a workflow history in JSON"):
+        await history_source(path, DataConverter.default)
+
+
+def test_the_estimate_does_not_price_a_task_that_never_ran_at_zero() -> None:
+    result = source_result()  # t4 failed, t5 skipped
+    t3, t4, t5 = result.tasks[2], result.tasks[3], result.tasks[4]
+    t3.attempts, t3.cost_usd = 1, None  # a process: its cost unknown
+    t4.attempts, t4.cost_usd = 1, 0.25
+    t5.attempts, t5.cost_usd = 0, 0.0  # a skipped task: nothing spent, nothing known
+    spec = parse_fork_input({"fork": {"run_id": "src", "rerun": ["t3"]}})
+    run = fork_run(spec, SOURCE_INPUT, result, workflow_id="fork", now=NOW)
+    assert run.estimated_cost_usd == 0.25
+    assert run.cost_unknown == ["t3", "t5"]  # in task order
+
+
+def test_the_summary_says_when_a_kept_output_could_not_be_read(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    result = source_result()
+    t1 = result.tasks[0]
+    t1.output, t1.output_ref = None, "gone/t1"  # its run is past retention, say
+    t1.reused_from = ReusedFrom(run_id="gone", task_id="t1")
+    print_result(result)
+    row = next(line for line in capsys.readouterr().out.splitlines() if "│ t1 " in line)
+    assert "(not read: the result of gone/t1)" in row
+
+
+def test_the_reused_note_names_a_fork_that_kept_nothing() -> None:
+    assert reused_note("src", [None, None]) == "fork of src: every task ran here"
+    assert reused_note(None, [None]) is None
+    kept = reused_note(None, [ReusedFrom(run_id="ref", task_id="t1"), None])
+    assert kept is not None and kept.startswith("1 task(s) reused from ref, not run here")
+
+
+def test_an_unknown_task_is_named_within_bounds_however_long() -> None:
+    # the stock CLI's input is hostile: the error does not echo a 1 MB id, nor list 5,000 ids
+    source = {**SOURCE_INPUT, "tasks": [task(f"t{n}", "a") for n in range(5000)]}
+    result = TeamRunResult(success=False, status="failed", tasks=[])
+    spec = parse_fork_input({"fork": {"run_id": "src", "rerun": ["x" * 1_000_000]}})
+    with pytest.raises(InvalidForkError) as caught:
+        fork_run(spec, source, result, workflow_id="fork", now=NOW)
+    assert len(caught.value.message) < 2000
+    assert "more characters cut" in caught.value.message
+    assert "t0, t1, t2" in caught.value.message and "(and 4980 more)" in caught.value.message

@@ -104,6 +104,32 @@ async def test_a_fork_replays_recorded_turns_with_the_model_server_stopped(
     await assert_replays(client, f"{workflow_id}-miss")
 
 
+async def test_a_fork_of_a_fork_replays_the_turns_of_the_tasks_it_kept(
+    client: Client, workflow_id: str, dev_server: DevServer
+) -> None:
+    async with own_api_and_worker(client) as api:
+        api.reply_text("alpha")
+        api.reply_text("beta")
+        assert (await run(client, workflow_id, team_input())).success
+        api.stop()
+        recorded = {"options": {"models": "recorded"}}
+        first = await run(
+            client,
+            f"{workflow_id}-f",
+            {"fork": {"run_id": workflow_id, "rerun": ["t2"]}, **recorded},
+        )
+        assert first.status == "completed", first
+        # t1 was kept by the first fork: its turn is in the source's AgentRun, not the fork's
+        second = await run(
+            client,
+            f"{workflow_id}-ff",
+            {"fork": {"run_id": f"{workflow_id}-f", "rerun": ["t1"]}, **recorded},
+        )
+    assert second.status == "completed", second.task("t1").error
+    assert [t.output for t in second.tasks] == ["alpha", "beta"]
+    await assert_replays(client, f"{workflow_id}-ff")
+
+
 async def test_oma_fork_models_recorded_with_fallback_calls_the_provider_on_a_miss(
     client: Client, workflow_id: str, dev_server: DevServer
 ) -> None:

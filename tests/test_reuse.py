@@ -80,6 +80,11 @@ async def test_a_changed_prompt_reruns_exactly_that_agents_tasks_and_their_depen
     assert [t.id for t in again.tasks if t.reused_from is not None] == ["t1", "t3", "t5"]
     assert again.total_token_usage.input_tokens == 2 * 10  # what this run spent
     await assert_replays(client, f"{workflow_id}-again")
+    # the views say the reused rows' figures are not in the run's totals
+    shown = await oma(dev_server, "show", f"{workflow_id}-again")
+    assert shown.returncode == 0, shown.stderr
+    note = f"3 task(s) reused from {workflow_id}, not run here: their tokens and cost are not in"
+    assert note in " ".join(shown.stdout.split())
 
 
 async def test_a_reused_task_that_called_a_consequential_tool_says_so(

@@ -108,6 +108,22 @@ def test_a_renamed_task_with_the_same_content_is_reused() -> None:
     assert (origin.run_id, origin.task_id) == ("ref", "t5")
 
 
+def test_a_renamed_upstream_task_reruns_a_task_whose_prompt_names_its_upstream_ids() -> None:
+    # a structured dependency payload is a record with the upstream's task_id in the prompt
+    reference = run_input()
+    reference["tasks"][1]["dependency_payload"] = "structured"  # t2 reads t1 as a record
+    new = copy.deepcopy(reference)
+    new["tasks"][0]["id"] = "first"
+    for spec in new["tasks"][1:3]:
+        spec["depends_on"] = ["first"]
+    run = reuse(new, reference)
+    assert run.reused == ["first", "t3", "t5"]  # t3 reads only t1's output: same prompt
+    assert run.rerun == ["t2", "t4"]
+    assert run.reasons["t2"] == (
+        "the ids of its upstream tasks changed (its dependency_payload 'structured' shows them)"
+    )
+
+
 def test_a_task_that_reads_the_whole_memory_always_runs() -> None:
     new = run_input()
     new["tasks"][4]["memory_scope"] = "all"

@@ -46,11 +46,9 @@ def fork_command(
     ``--set``), 130 when interrupted (the fork is cancelled)."""
     raw: dict[str, Any] = {"fork": {}}
     if team is not None:
-        data = _read_json(team)
-        raw["team"] = data["team"] if isinstance(data, dict) and "team" in data else data
+        raw["team"] = _object_in(team, "team")
     if options is not None:
-        data = _read_json(options)
-        raw["options"] = data["options"] if isinstance(data, dict) and "options" in data else data
+        raw["options"] = _object_in(options, "options")
     if models is not None or on_miss is not None:
         if (models or "recorded") not in ("live", "recorded"):
             raise fail(f"--models {models!r}: live or recorded", 2)
@@ -117,6 +115,17 @@ def _parse(raw: dict[str, Any]) -> ForkInput:
         return parse_fork_input(raw)
     except OMAError as e:
         raise fail(str(e), 2) from None
+
+
+def _object_in(path: Path, key: str) -> dict[str, Any]:
+    """The JSON object ``path`` holds (or its ``key``'s, a run input's).
+    Exits 2 when it is no object: a null would mean the source's."""
+    data = _read_json(path)
+    if isinstance(data, dict) and key in data:
+        data = data[key]
+    if not isinstance(data, dict):
+        raise fail(f"{path} holds no {key}: a JSON object (or a run input with '{key}')", 2)
+    return data
 
 
 def _read_json(path: Path) -> Any:

@@ -29,6 +29,7 @@ from oma.cli.common import (
     run_async,
     run_text,
 )
+from oma.cli.summary import reused_note
 from oma.cli.viewer.model import (
     RunView,
     TaskView,
@@ -203,8 +204,8 @@ def print_view(view: RunView, whole_with: str = "oma show RUN --task ID") -> Non
     )
     if view.goal:
         console.print(run_text(f"goal: {view.goal}"))
-    if view.forked_from:
-        console.print(run_text(f"fork of {view.forked_from}: the reused tasks did not run here"))
+    if (note := reused_note(view.forked_from, [t.reused_from for t in view.tasks])) is not None:
+        console.print(run_text(note))
     if view.error:
         code = f"{view.error_code}: " if view.error_code else ""
         console.print(run_text(f"stopped: {code}{view.error}", "red"))

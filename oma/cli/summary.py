@@ -6,12 +6,14 @@ On stdout: it is the command's result (progress went to stderr).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.table import Table
 from rich.text import Text
 
 from oma.cli.common import WIDE, console, print_table, run_text, table_width
 from oma.core.schema.results import TeamRunResult
-from oma.core.schema.task import TaskState, TaskStatus
+from oma.core.schema.task import ReusedFrom, TaskState, TaskStatus
 from oma.core.schema.usage import usd
 
 TABLE_ROWS_UP_TO = 20
@@ -29,11 +31,8 @@ def print_result(result: TeamRunResult, goal_run: bool | None = None) -> None:
     error (a process's redacted stderr tail included) and the tasks skipped
     because of it."""
     _print_table(result)
-    if result.forked_from is not None:
-        reused = sum(t.reused_from is not None for t in result.tasks)
-        console.print(
-            run_text(f"fork of {result.forked_from}: {reused} task(s) reused, not run again")
-        )
+    if (note := reused_note(result.forked_from, [t.reused_from for t in result.tasks])) is not None:
+        console.print(run_text(note))
     coordinator = result.agent_results.get("coordinator")
     if coordinator is not None:
         cu = coordinator.token_usage
@@ -70,6 +69,21 @@ def print_result(result: TeamRunResult, goal_run: bool | None = None) -> None:
     print_failures(result)
 
 
+def reused_note(forked_from: str | None, origins: Sequence[ReusedFrom | None]) -> str | None:
+    """What a run's views say under its totals when it kept tasks of other
+    runs (a fork, ``options.reuse``): how many, from where, and that their
+    rows' tokens and cost are those runs', not in this run's totals."""
+    runs = sorted({o.run_id for o in origins if o is not None})
+    fork = f"fork of {forked_from}: " if forked_from else ""
+    if not runs:
+        return f"{fork}every task ran here" if fork else None
+    kept = sum(o is not None for o in origins)
+    return (
+        f"{fork}{kept} task(s) reused from {', '.join(runs)}, not run here: their tokens and "
+        "cost are not in this run's totals"
+    )
+
+
 def _print_table(result: TeamRunResult) -> None:
     listed = result.tasks
     if len(listed) > TABLE_ROWS_UP_TO:
@@ -82,6 +96,8 @@ def _print_table(result: TeamRunResult) -> None:
         if t.reused_from is not None:  # a fork's kept task: it did not run in this run
             status = "reused"
         detail = ((t.output if t.output is not None else t.error) or "").strip()
+        if t.output is None and t.output_ref is not None and t.status == TaskStatus.COMPLETED:
+            detail = f"(not read: the result of {t.output_ref})"  # e.g. past its retention
         # one line a task, cut to the terminal: the whole output is below
         # (final tasks), errors under Failures, everything in --json
         first = detail.splitlines()[0] if detail else ""

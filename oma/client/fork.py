@@ -15,17 +15,24 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from google.protobuf import json_format
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.converter import DataConverter
 
-from oma.activities.fork_source import closed_result, fork_of, read_source_answer, reuse_of
+from oma.activities.fork_source import (
+    ForkReads,
+    closed_result,
+    fork_of,
+    forked_input_of,
+    reuse_of,
+)
 from oma.client.runs import start_attributes, start_run
 from oma.core.contracts.workflow_ids import team_run_id_of
 from oma.core.rules.fork import ForkedRun
-from oma.core.schema.errors import HistoryReadError
+from oma.core.schema.errors import HistoryReadError, InvalidForkError
 from oma.core.schema.fork import ForkInput, ForkSource, is_fork_input
-from oma.core.schema.limits import check_child_ids
+from oma.core.schema.limits import RUN_STATE_BUDGET_BYTES, check_child_ids, json_size
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import TeamRunInput, parse_team_run_input
 from oma.core.schema.validation import UndecodableInput
@@ -67,8 +74,19 @@ async def start_fork(
     execution that is the latest now: its ``temporal_run_id`` is set to it,
     unless given, so that the fork does not read itself. Raises
     ``InvalidRunInputError`` for a workflow id too long for the fork's
-    tasks; the SDK's errors."""
+    tasks, ``InvalidForkError`` for a source given inline that makes the
+    input too large; the SDK's errors."""
     check_child_ids(id, ())
+    if (
+        fork.fork.source is not None
+        and (size := json_size(fork.payload())) > RUN_STATE_BUDGET_BYTES
+    ):
+        raise InvalidForkError(
+            f"the fork's input with its source inline (--history) is {size} bytes of JSON, "
+            f"over the {RUN_STATE_BUDGET_BYTES} bytes a run's input may take: fork it by its "
+            "workflow id on a server that has it (oma fork RUN_ID), where its outputs are read "
+            "by reference"
+        )
     spec = fork.fork
     if id == spec.run_id and spec.source is None and spec.temporal_run_id is None:
         latest = await client.get_workflow_handle(id).describe()
@@ -105,18 +123,24 @@ async def history_source(path: Path, converter: DataConverter) -> tuple[str, For
             raise ValueError("its first event is not WorkflowExecutionStarted")
     except OSError as e:
         raise HistoryReadError(f"cannot read {path}: {e.strerror}") from None
-    except (ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError, RecursionError, json_format.ParseError) as e:
         raise HistoryReadError(f"{path} is not a workflow history in JSON: {e}") from None
     started = first.workflow_execution_started_event_attributes
     if started.workflow_type.name != "TeamRun":
         raise HistoryReadError(f"{path} is the history of a {started.workflow_type.name}")
     inp = await _decoded(converter, started.input.payloads, path, "input")
-    if is_fork_input(inp):  # a fork's: the input its read_fork_source made
+    if is_fork_input(inp):  # a fork's first run: the input it went on with
+        reads, read = ForkReads(), None
+        for event in history.events:
+            if (read := reads.see(event)) is not None:
+                break
         try:
-            inp = await read_source_answer(converter, _each(history.events)) or inp
-        except Exception as err:  # a codec that cannot decrypt, a broken payload
-            raise HistoryReadError(f"cannot read the fork's source in {path}: {err}") from None
+            inp = await forked_input_of(converter, read, _run_id(history) or path.stem)
+        except InvalidForkError as err:
+            raise HistoryReadError(f"{path}: {err.message}") from None
     result = await _result(converter, history.events[-1], inp, path)
+    for state in result.tasks:  # what the input's tasks (or plan) say: not carried twice
+        state.title, state.description, state.depends_on = "", "", []
     return _run_id(history) or path.stem, ForkSource(input=inp, result=result)
 
 

@@ -32,7 +32,7 @@ from oma.core.schema.approvals import check_dispatch_names
 from oma.core.schema.dag import dependents_map, transitive_dependents
 from oma.core.schema.errors import InvalidForkError, OMAError
 from oma.core.schema.fork import ForkInput, is_fork_input
-from oma.core.schema.limits import check_child_ids
+from oma.core.schema.limits import check_child_ids, cut_text
 from oma.core.schema.plan import COORDINATOR, PlanArtifact
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import TeamRunInput, parse_team_run_input
@@ -208,8 +208,10 @@ def assemble(
     forked.check_size(specs)
     check_dispatch_names(forked.options.approvals, specs, team)
     check_child_ids(workflow_id, rerun)
-    known = {t.id: t for t in source.tasks}
-    costs = [known[t].cost_usd if t in known else None for t in sorted(rerun)]
+    # what a task that never started (skipped, blocked, awaiting approval) would cost is not known
+    known = {t.id: t for t in source.tasks if t.attempts or t.status == TaskStatus.COMPLETED}
+    order = [t.id for t in specs if t.id in rerun]
+    costs = [known[t].cost_usd if t in known else None for t in order]
     return ForkedRun(
         input=payload,
         resume=state,
@@ -219,7 +221,7 @@ def assemble(
         read=[t.id for t in specs if t.id in read],
         reasons={t.id: parts.reasons.get(t.id, "") for t in again},
         estimated_cost_usd=sum(c for c in costs if c is not None),
-        cost_unknown=[t for t, c in zip(sorted(rerun), costs, strict=True) if c is None],
+        cost_unknown=[t for t, c in zip(order, costs, strict=True) if c is None],
     )
 
 
@@ -279,13 +281,21 @@ def _specs(source_id: str, src: TeamRunInput, source: TeamRunResult) -> list[Tas
     return list(source.plan.tasks)
 
 
+NAMED_IDS = 20
+"""How many of the source's task ids an unknown task's error lists."""
+
+MAX_SHOWN_ID_CHARS = 200
+"""The most characters of an unknown task id its error shows (the input is hostile)."""
+
+
 def _check_known(task_id: str, ids: Sequence[str], source_id: str) -> None:
     if task_id not in ids:
         meant = did_you_mean(task_id, sorted(ids))
+        more = f" (and {len(ids) - NAMED_IDS} more)" if len(ids) > NAMED_IDS else ""
         raise InvalidForkError(
-            f"run {source_id!r} has no task {task_id!r}"
+            f"run {source_id!r} has no task {cut_text(task_id, MAX_SHOWN_ID_CHARS)!r}"
             + (f" (did you mean {meant!r}?)" if meant else "")
-            + f"; its tasks: {', '.join(ids)}"
+            + f"; its tasks: {', '.join(ids[:NAMED_IDS])}{more}"
         )
 
 
@@ -315,8 +325,9 @@ def _rerun(
 def _check_assignees(again: Sequence[TaskSpec], team: TeamConfig) -> None:
     names = sorted(a.name for a in team.agents)
     missing = [
-        f"task {t.id!r} runs again on agent {t.assignee!r}, which the fork's team does not "
-        "have" + (f" (did you mean {m!r}?)" if (m := did_you_mean(t.assignee, names)) else "")
+        f"task {t.id!r} runs again on agent {cut_text(t.assignee, MAX_SHOWN_ID_CHARS)!r}, "
+        "which the fork's team does not have"
+        + (f" (did you mean {m!r}?)" if (m := did_you_mean(t.assignee, names)) else "")
         for t in again
         if t.assignee is not None and team.agent(t.assignee) is None
     ]

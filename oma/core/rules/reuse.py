@@ -42,15 +42,21 @@ def key_parts(spec: TaskSpec, team: TeamConfig, upstream: Mapping[str, str]) -> 
     """What a task's content key is made of: ``task`` (its spec's fields),
     ``agents`` (agent name -> its whole configuration as JSON: the
     assignee, or every agent that may take a task with none) and
-    ``upstream`` (the keys of its dependencies, from ``upstream``)."""
+    ``upstream`` (the keys of its dependencies, from ``upstream``; with
+    their ids when its ``dependency_payload`` is not ``output``: its prompt
+    names them)."""
     if spec.assignee is not None:
         agents = [a for a in team.agents if a.name == spec.assignee]
     else:
         agents = [a for a in team.agents if satisfies(a, spec.requires)]
+    keys = [upstream.get(d, "") for d in spec.depends_on]
     return {
         "task": {f: getattr(spec, f) for f in SPEC_KEY_FIELDS},
         "agents": {a.name: a.model_dump(mode="json") for a in agents},
-        "upstream": [upstream.get(d, "") for d in spec.depends_on],
+        # a structured payload is a record that names each upstream task's id
+        "upstream": keys
+        if spec.dependency_payload == "output"
+        else [*zip(spec.depends_on, keys, strict=True)],
     }
 
 
@@ -194,6 +200,11 @@ def _why(
     changed = [f for f in SPEC_KEY_FIELDS if getattr(spec, f) != getattr(before, f)]
     if changed:
         return f"task changed: {', '.join(changed)}"
+    if spec.dependency_payload != "output" and spec.depends_on != before.depends_on:
+        return (
+            f"the ids of its upstream tasks changed (its dependency_payload "
+            f"{spec.dependency_payload!r} shows them)"
+        )
     mine = key_parts(spec, team, {})["agents"]
     theirs = key_parts(before, ref.team, {})["agents"]
     notes = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from oma.core.schema.errors import InvalidRunInputError
 from oma.core.schema.limits import MAX_DURATION_S, MAX_NAME_CHARS, MAX_TASK_RETRIES
@@ -23,6 +23,15 @@ from oma.core.schema.team import TeamConfig
 from oma.core.schema.validation import format_validation_error
 
 
+def _nulls_left_out(raw: Any) -> Any:
+    """``raw`` without its keys whose value is null: in a fork's input a
+    null field means what leaving it out means (the source's), and
+    ``payload`` must not carry it on to the fork's own input."""
+    if isinstance(raw, dict):
+        return {k: v for k, v in raw.items() if v is not None}
+    return raw
+
+
 class TaskEdit(BaseModel):
     """What a fork changes in one task (``oma fork --set TASK.FIELD=VALUE``):
     the fields given replace the task's. The task runs again, and so does
@@ -30,6 +39,11 @@ class TaskEdit(BaseModel):
     task graph is the source's."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls(cls, raw: Any) -> Any:
+        return _nulls_left_out(raw)
 
     title: str | None = Field(default=None, min_length=1)
     description: str | None = None
@@ -63,6 +77,11 @@ class ForkSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls(cls, raw: Any) -> Any:
+        return _nulls_left_out(raw)
+
     run_id: str = Field(
         min_length=1, description="The workflow id of the TeamRun to fork (never changed)."
     )
@@ -95,6 +114,11 @@ class ForkInput(BaseModel):
     """Input of a fork's first ``TeamRun``: the ``fork`` and what replaces the source's."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls(cls, raw: Any) -> Any:
+        return _nulls_left_out(raw)
 
     fork: ForkSpec
     team: TeamConfig | None = Field(
