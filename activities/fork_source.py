@@ -122,7 +122,8 @@ async def reuse_of(
     reference run) and the run input's errors; ``RPCError``."""
     inp = parse_team_run_input(payload)
     assert inp.options.reuse is not None
-    source = await read_source(client, inp.options.reuse.from_)
+    hint = "options.reuse.from names the run whose completed tasks to reuse"
+    source = await read_source(client, inp.options.reuse.from_, hint=hint)
     now = datetime.now(UTC)
     forked = reuse_run(payload, source.input, source.result, workflow_id=workflow_id, now=now)
     if read_outputs and forked.resume is not None:
@@ -195,7 +196,11 @@ async def fork_of(
 
 
 async def read_source(
-    client: Client, run_id: str, temporal_run_id: str | None = None
+    client: Client,
+    run_id: str,
+    temporal_run_id: str | None = None,
+    *,
+    hint: str = "oma fork --history FILE forks an exported history",
 ) -> ForkSource:
     """The ``TeamRun`` ``run_id`` as a fork reads it: its execution
     ``temporal_run_id`` (none: its latest), the first and the last event of
@@ -217,7 +222,7 @@ async def read_source(
         which = f" with Temporal run id {temporal_run_id!r}" if temporal_run_id else ""
         raise InvalidForkError(
             f"no run {run_id!r}{which} in namespace {client.namespace!r}: give the workflow id "
-            "of a TeamRun (oma fork --history FILE forks an exported history)"
+            f"of a TeamRun ({hint})"
         ) from None
     started = first.workflow_execution_started_event_attributes
     if started.workflow_type.name != "TeamRun":

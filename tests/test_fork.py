@@ -597,6 +597,13 @@ async def test_oma_fork_refuses_an_unknown_task_before_anything_starts(
         proc = await oma(dev_server, "fork", workflow_id, "--no-worker", flag, str(given))
         assert proc.returncode == 2, proc.stderr
         assert f"{given} holds no {flag[2:]}: a JSON object" in proc.stderr
+    proc = await oma(
+        dev_server, "fork", workflow_id, "--no-worker", "--models", "live", "--on-miss", "fallback"
+    )
+    assert proc.returncode == 2
+    assert "--on-miss says what a recorded turn's miss does: it needs --models recorded" in (
+        proc.stderr
+    )
     listed = [w.id async for w in client.list_workflows(f'OmaForkedFrom="{workflow_id}"')]
     assert listed == []
 

@@ -10,15 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 
 from oma.core.schema.run_events import RunEvent
 from oma.runtime.dev_server import DevServer
 from tests._approvals import WAIT_S, result_within, start_run
-from tests._runs import assert_replays, run_team, task
+from tests._runs import assert_replays, run_team, start_team, task
 from tests.anthropic_server import AnthropicServer
 from tests.test_cli_control import table_rows
-from tests.test_fork import oma
+from tests.test_fork import counted_agent, five_tasks, oma, runs
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -114,3 +115,18 @@ async def test_a_reused_task_that_called_a_consequential_tool_says_so(
         f"task d is reused: it called the consequential tool(s) deploy in {workflow_id}/d, "
         "which are not called again"
     ]
+
+
+async def test_reuse_of_an_unknown_run_fails_naming_the_option(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    team = {"name": "five", "agents": [counted_agent(tmp_path)]}
+    run_input = {"team": team, "tasks": five_tasks(), "options": {"reuse": {"from": "nope"}}}
+    handle = await start_team(client, workflow_id, run_input)
+    with pytest.raises(WorkflowFailureError) as failure:
+        await handle.result()
+    cause = failure.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "INVALID_FORK"
+    assert "no run 'nope'" in cause.message
+    assert "(options.reuse.from names the run whose completed tasks to reuse)" in cause.message
+    assert runs(tmp_path) == []

@@ -55,6 +55,10 @@ def fork_command(
         if on_miss not in (None, "strict", "fallback"):
             raise fail(f"--on-miss {on_miss!r}: strict or fallback", 2)
         chosen: Any = models or "recorded"
+        if chosen == "live" and on_miss is not None:
+            raise fail(
+                "--on-miss says what a recorded turn's miss does: it needs --models recorded", 2
+            )
         if chosen == "recorded" and on_miss is not None:
             chosen = {"on_miss": on_miss}
         raw["options"] = {**raw.get("options", {}), "models": chosen}
