@@ -338,6 +338,45 @@ async def test_bad_input_is_a_clear_error_and_the_agent_goes_on(
     assert (state["status"], state["error"]) == ("cancelled", "aborted: enough")
 
 
+async def test_lines_that_are_not_json_rpc_messages_leave_the_agent_serving(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    # JSON that is not a message ended the SDK's receive loop: an array or a
+    # string crashed the process, a `null` was taken for the end of input
+    junk = [
+        b"[1, 2, 3]",
+        b'"a string"',
+        b"5",
+        b"null",
+        b'{"jsonrpc": "2.0", "id": [1], "result": 1}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": null}',
+        b"not json at all",
+    ]
+    proc = await asyncio.create_subprocess_exec(
+        OMA,
+        "acp",
+        env=oma_env(dev_server),
+        cwd=tmp_path,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    initialize = {"jsonrpc": "2.0", "method": "initialize", "params": {"protocolVersion": 1}}
+    answers = []
+    for n, line in enumerate(junk):
+        proc.stdin.write(line + b"\n" + json.dumps({**initialize, "id": n}).encode() + b"\n")
+        await proc.stdin.drain()
+        answers.append(json.loads(await asyncio.wait_for(proc.stdout.readline(), 30)))
+    proc.stdin.close()
+    assert await asyncio.wait_for(proc.wait(), 30) == 0
+    stderr = (await proc.stderr.read()).decode()
+    assert [a["id"] for a in answers] == list(range(len(junk)))
+    assert all(a["result"]["agentCapabilities"]["loadSession"] for a in answers)
+    assert stderr.count("dropped a line from the client") == len(junk), stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+
+
 async def test_a_client_that_cannot_ask_is_told_to_approve_with_a_command(
     dev_server: DevServer, tmp_path: Path
 ) -> None:

@@ -198,3 +198,19 @@ def test_the_stop_reason_says_how_the_run_ended(
 ) -> None:
     result = TeamRunResult(success=status == "completed", status=status, tasks=[], error_code=code)  # type: ignore[arg-type]
     assert stop_reason(result, cancelled) == reason
+
+
+def test_a_line_the_sdk_cannot_take_is_dropped_or_made_a_message() -> None:
+    from oma.cli.acp_agent.stdio import checked_line
+
+    request = b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}\n'
+    assert checked_line(request) == request
+    for junk in (b"[1]\n", b"null\n", b'"x"\n', b"{oops\n", b"\n", b'{"id": {}, "result": 1}\n'):
+        assert checked_line(junk) is None, junk
+    # a response whose error is not an object (the SDK read it with .get and crashed)
+    fixed = checked_line(b'{"jsonrpc": "2.0", "id": 0, "error": "boom"}\n')
+    assert fixed is not None and json.loads(fixed) == {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "error": {"code": -32603, "message": "boom"},
+    }
