@@ -250,6 +250,41 @@ async def test_session_cancel_aborts_the_run_and_the_prompt_ends_cancelled(
     assert not (tmp_path / "notes.md").exists()
 
 
+async def test_a_cancel_sent_as_the_editor_quits_still_aborts_the_run(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    team_file = write_team(tmp_path / "team.json", team())
+    held = Pending()
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        turn = asyncio.ensure_future(
+            editor.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
+        )
+        await editor.wait_for(lambda: editor.permissions(), "the plan's permission prompt")
+        # the editor quits right after its stop button, as acpx does: the open
+        # prompt answered cancelled, the cancel, and the end of input at once
+        [asked] = [m for m in editor.wire if m.get("method") == "session/request_permission"]
+        answered = {
+            "jsonrpc": "2.0",
+            "id": asked["id"],
+            "result": {"outcome": {"outcome": "cancelled"}},
+        }
+        cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+        editor.process.stdin.write(
+            b"".join(json.dumps(m).encode() + b"\n" for m in (answered, cancel))
+        )
+        editor.process.stdin.close()
+        assert await asyncio.wait_for(editor.process.wait(), 30) == 0
+        turn.cancel()
+    handle = client.get_workflow_handle(sid)
+    for _ in range(100):
+        state = await handle.query("state")
+        if state["status"] != "running":
+            break
+        await asyncio.sleep(0.1)
+    assert (state["status"], state["error_code"]) == ("cancelled", "ABORTED")
+
+
 async def test_a_follow_up_prompt_runs_again_with_the_previous_outcome_and_sessions_list(
     dev_server: DevServer, tmp_path: Path, client: Any
 ) -> None:

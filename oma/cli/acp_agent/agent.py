@@ -142,6 +142,9 @@ class TeamAgent:
         self.sessions: dict[str, Session] = {}
         self.reviewer = Reviewer(id=_login())
         self.first_update_s: float | None = None
+        self.settling: set[asyncio.Task[None]] = set()
+        """Signals on their way to a run (``session/cancel``'s abort), which
+        the process waits for before it ends (``settle``)."""
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -331,6 +334,15 @@ class TeamAgent:
         if session is None or session.turn is None or session.turn.done():
             return
         session.cancelled = True
+        # the abort in a task of its own, started before anything is awaited:
+        # an editor that cancels and quits at once ends this handler with the
+        # connection, and the abort still reaches the run (``settle``)
+        abort = asyncio.create_task(self._abort(session))
+        self.settling.add(abort)
+        abort.add_done_callback(self.settling.discard)
+        await asyncio.shield(abort)
+
+    async def _abort(self, session: Session) -> None:
         client, _queue = await self.connect()
         handle = client.get_workflow_handle(session.id)
         with contextlib.suppress(RPCError):
@@ -338,6 +350,13 @@ class TeamAgent:
                 "abort", {"reason": "session/cancel from the editor"}, rpc_timeout=QUERY_TIMEOUT
             )
         session.escalation = asyncio.create_task(self._escalate(session, handle))
+
+    async def settle(self) -> None:
+        """Wait for the signals on their way to a run (``settling``), at most
+        ``QUERY_TIMEOUT`` each: the connection has ended, the process is
+        about to."""
+        if self.settling:
+            await asyncio.wait(set(self.settling), timeout=QUERY_TIMEOUT.total_seconds())
 
     async def _escalate(self, session: Session, handle: Any) -> None:
         turn = session.turn

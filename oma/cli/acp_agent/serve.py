@@ -54,10 +54,11 @@ async def _serve(files: ProtocolFiles, team: Path | None) -> None:
     loop.add_signal_handler(signal.SIGTERM, main.cancel)
     temporal = _Temporal()
     reader, writer = await protocol_streams(files, STDIO_LIMIT)
+    agent: Any = TeamAgent(team, temporal.connect)  # (the SDK's Agent protocol, by name)
     try:
-        agent: Any = TeamAgent(team, temporal.connect)  # (the SDK's Agent protocol, by name)
         await run_agent(agent, writer, reader, use_unstable_protocol=True)
     finally:
+        await agent.settle()  # (a cancel the editor sent as it quit reaches its run)
         await temporal.stop()
 
 
