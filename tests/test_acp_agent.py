@@ -412,6 +412,29 @@ async def test_lines_that_are_not_json_rpc_messages_leave_the_agent_serving(
     assert "Traceback" not in stderr, stderr[-3000:]
 
 
+async def test_a_session_cwd_that_is_not_an_existing_absolute_directory_is_refused(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    team_file = write_team(tmp_path / "team.json", team(approvals={}))
+    missing = tmp_path / "no" / "such" / "dir"
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
+        refused = {}
+        for cwd in (str(missing), "relative/dir", "", str(team_file)):
+            with pytest.raises(RequestError) as err:
+                await editor.conn.new_session(cwd=cwd)
+            refused[cwd] = err.value
+        with pytest.raises(RequestError) as loading:
+            await editor.conn.load_session(cwd=str(missing), session_id="team-notes-0")
+    assert {(e.code, e.data["code"]) for e in refused.values()} == {
+        (-32602, "ACP_SESSION_CWD_INVALID")
+    }
+    assert str(refused[str(missing)]).endswith(f"{missing} does not exist: the team works there")
+    assert "is not an absolute path" in str(refused["relative/dir"])
+    assert "is not a directory" in str(refused[str(team_file)])
+    assert loading.value.data["code"] == "ACP_SESSION_CWD_INVALID"
+    assert not (tmp_path / "no").exists()
+
+
 async def test_a_client_that_cannot_ask_is_told_to_approve_with_a_command(
     dev_server: DevServer, tmp_path: Path
 ) -> None:

@@ -55,7 +55,7 @@ from oma.cli.acp_agent.commands import COMMANDS, parse, run_command
 from oma.cli.acp_agent.follower import Follower
 from oma.cli.acp_agent.permissions import Rules
 from oma.cli.acp_agent.prompt import follow_up_goal, goal_of, prompt_text
-from oma.cli.acp_agent.team_file import SessionTeam, session_team
+from oma.cli.acp_agent.team_file import SessionTeam, session_dir, session_team
 from oma.core.schema.approvals import Reviewer
 from oma.core.schema.errors import (
     AcpSessionBusyError,
@@ -186,10 +186,11 @@ class TeamAgent:
         self, cwd: str, mcp_servers: list[Any] | None = None, **_: Any
     ) -> NewSessionResponse:
         with _as_rpc_error():
-            team = session_team(self.team, Path(cwd), mcp_servers)
+            where = session_dir(cwd)
+            team = session_team(self.team, where, mcp_servers)
             await self.connect()  # a server that cannot be reached fails here, not mid-prompt
         name = team.raw["team"]["name"]
-        session = Session(f"team-{name}-{uuid.uuid4().hex[:8]}", Path(cwd), team)
+        session = Session(f"team-{name}-{uuid.uuid4().hex[:8]}", where, team)
         self.sessions[session.id] = session
         self._after_response(self._offer_commands(session))
         return NewSessionResponse(session_id=session.id)
@@ -386,6 +387,7 @@ class TeamAgent:
         self, session_id: str, cwd: str, mcp_servers: list[Any] | None
     ) -> tuple[Session, Client, str | None]:
         """The session of the run ``session_id`` (its latest execution's run id)."""
+        where = session_dir(cwd)
         client, _queue = await self.connect()
         try:
             described = await client.get_workflow_handle(session_id).describe(
@@ -403,14 +405,14 @@ class TeamAgent:
                 f"{session_id!r} is a {described.workflow_type}, not a TeamRun"
             )
         try:
-            team: SessionTeam | None = session_team(self.team, Path(cwd), mcp_servers)
+            team: SessionTeam | None = session_team(self.team, where, mcp_servers)
             error = None
         except OMAError as err:
             team, error = None, err  # the run can be followed; a prompt will say this
         old = self.sessions.get(session_id)
         if old is not None:
             await old.stop()
-        session = Session(session_id, Path(cwd), team, error)
+        session = Session(session_id, where, team, error)
         if old is not None:
             session.rules = old.rules
         self.sessions[session_id] = session
