@@ -435,6 +435,21 @@ async def test_a_session_cwd_that_is_not_an_existing_absolute_directory_is_refus
     assert not (tmp_path / "no").exists()
 
 
+async def test_a_command_the_run_cannot_answer_is_a_message_not_an_error(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    # a goal of 1.5 MB: the run takes it, but its state is then over
+    # Temporal's payload limit, so the state query fails (as the run did)
+    team_file = write_team(tmp_path / "team.json", team(approvals={}))
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        await editor.conn.prompt(session_id=sid, prompt=[text_block("x" * 1_500_000)])
+        status = await editor.conn.prompt(session_id=sid, prompt=[text_block("/status")])
+    said = [u for u in editor.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"]
+    assert status.stop_reason == "end_turn"
+    assert said[-1]["content"]["text"].startswith("/status failed: the run could not answer: ")
+
+
 async def test_a_client_that_cannot_ask_is_told_to_approve_with_a_command(
     dev_server: DevServer, tmp_path: Path
 ) -> None:
