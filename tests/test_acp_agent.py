@@ -486,6 +486,37 @@ async def test_a_client_that_cannot_ask_is_told_to_approve_with_a_command(
     assert said[-1] == FINAL
 
 
+async def test_an_answer_that_is_not_an_option_decides_nothing(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    # an option id the prompt did not offer was taken for a rejection
+    team_file = write_team(tmp_path / "team.json", team(approvals={"plan": True}))
+    async with editor_with(
+        dev_server, tmp_path, "--team", str(team_file), answer=lambda call: "allow_everything"
+    ) as ed:
+        sid = (await ed.conn.new_session(cwd=str(tmp_path))).session_id
+        turn = asyncio.ensure_future(
+            ed.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
+        )
+        told = await ed.wait_for(
+            lambda: [
+                u["content"]["text"]
+                for u in ed.updates(sid)
+                if u["sessionUpdate"] == "agent_message_chunk"
+            ],
+            "the approval's message",
+        )
+        approved = await ed.conn.prompt(session_id=sid, prompt=[text_block("/approve")])
+        answer = await asyncio.wait_for(turn, 30)
+    assert told[0] == (
+        "Approval needed: Approve the plan (2 tasks) (plan). The editor's answer "
+        "'allow_everything' was not one of the options; answer with /approve plan or "
+        "/reject plan.\n"
+    )
+    assert approved.stop_reason == answer.stop_reason == "end_turn"
+    assert statuses(ed, "approval:plan") == ["pending", "completed"]
+
+
 async def test_session_close_leaves_the_run_going_and_session_resume_takes_it_up(
     dev_server: DevServer, tmp_path: Path, client: Any
 ) -> None:
