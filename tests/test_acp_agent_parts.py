@@ -130,12 +130,23 @@ def test_a_prompt_becomes_a_goal_with_its_resources_and_attachments(tmp_path: Pa
         ([text_block("  ")], "the prompt is empty"),
         ([AudioContentBlock(type="audio", data="AA==", mime_type="audio/wav")], "audio block"),
         ([image_block("not base64!", "image/png")], "not base64"),
+        # (a refused prompt's images were written before the refusal)
+        ([image_block("AA==", "image/png")] * 21, "at most 20 images"),
+        ([image_block("AA==", "image/png"), image_block("!", "image/png")], "not base64"),
+        (
+            [
+                image_block("AA==", "image/png"),
+                AudioContentBlock(type="audio", data="AA==", mime_type="audio/wav"),
+            ],
+            "audio block",
+        ),
     ],
 )
 def test_a_prompt_it_cannot_take_is_refused(tmp_path: Path, blocks: list[Any], says: str) -> None:
     with pytest.raises(InvalidMessageError) as refused:
         goal_of(blocks, tmp_path, "s", "p")
     assert says in refused.value.message
+    assert not (tmp_path / ".oma").exists()  # nothing written
 
 
 def test_agent_kinds() -> None:

@@ -56,7 +56,9 @@ def goal_of(blocks: list[Any], cwd: Path, session_id: str, turn: str) -> str:
     Raises ``InvalidMessageError`` for an audio block, an attachment that is
     not base64 or is too large, too many attachments, or a prompt with
     nothing in it."""
-    parts: list[str] = []
+    # every block is checked before an attachment is written: a prompt
+    # refused leaves nothing behind
+    parts: list[str | tuple[str, bytes, str, str | None]] = []
     attached = 0
     for block in blocks:
         kind = getattr(block, "type", "")
@@ -74,20 +76,26 @@ def goal_of(blocks: list[Any], cwd: Path, session_id: str, turn: str) -> str:
                 raise InvalidMessageError(
                     f"a prompt attaches at most {MAX_ATTACHMENTS} images and files"
                 )
-            data, mime, uri = _blob(block)
-            path = _attach(data, mime, cwd, session_id, f"{turn}-{attached}")
-            what = "image" if kind == "image" else "file"
-            source = f" from {uri}" if uri else ""
-            parts.append(f"\n[{what} attached{source}: {path} ({mime}, {len(data)} bytes)]\n")
+            parts.append(("image" if kind == "image" else "file", *_blob(block)))
         else:
             raise InvalidMessageError(
                 f"a prompt's {kind or 'unknown'} block is not supported: send text, images, "
                 "resources and resource links"
             )
-    goal = "".join(parts).strip()
-    if not goal:
+    if not "".join(p if isinstance(p, str) else "x" for p in parts).strip():
         raise InvalidMessageError("the prompt is empty: say what the team should achieve")
-    return goal
+    texts: list[str] = []
+    n = 0
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+            continue
+        n += 1
+        what, data, mime, uri = part
+        path = _attach(data, mime, cwd, session_id, f"{turn}-{n}")
+        source = f" from {uri}" if uri else ""
+        texts.append(f"\n[{what} attached{source}: {path} ({mime}, {len(data)} bytes)]\n")
+    return "".join(texts).strip()
 
 
 def _blob(block: Any) -> tuple[bytes, str, str | None]:
