@@ -285,6 +285,51 @@ async def test_a_cancel_sent_as_the_editor_quits_still_aborts_the_run(
     assert (state["status"], state["error_code"]) == ("cancelled", "ABORTED")
 
 
+async def test_a_cancel_sent_with_the_prompt_aborts_the_run_once_it_started(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    # a cancel that came while the prompt still started the run was dropped:
+    # the run went on to its end
+    team_file = write_team(tmp_path / "team.json", team())
+    async with editor_with(
+        dev_server, tmp_path, "--team", str(team_file), answer=Pending()
+    ) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        prompt = {
+            "jsonrpc": "2.0",
+            "id": 1000,
+            "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "Write the notes"}]},
+        }
+        cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+        both = b"".join(json.dumps(m).encode() + b"\n" for m in (prompt, cancel))
+        editor.process.stdin.write(both)  # the stop button right after Enter
+        [answer] = await editor.wait_for(
+            lambda: [m for m in editor.wire if m.get("id") == 1000 and "method" not in m],
+            "the prompt's answer",
+        )
+    assert answer["result"]["stopReason"] == "cancelled"
+    state = await client.get_workflow_handle(sid).query("state")
+    assert (state["status"], state["error_code"]) == ("cancelled", "ABORTED")
+
+
+async def test_prompts_sent_together_start_one_run(dev_server: DevServer, tmp_path: Path) -> None:
+    team_file = write_team(tmp_path / "team.json", team(approvals={}))
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        answers = await asyncio.gather(
+            *(editor.conn.prompt(session_id=sid, prompt=[text_block(f"Go {n}")]) for n in range(3)),
+            return_exceptions=True,
+        )
+    [ran] = [a for a in answers if not isinstance(a, Exception)]
+    assert ran.stop_reason == "end_turn"
+    refused = [a for a in answers if isinstance(a, RequestError)]
+    assert len(refused) == 2
+    # (not "started elsewhere": it was this session's own prompt)
+    assert all(r.data["code"] == "ACP_SESSION_BUSY" for r in refused)
+    assert all("the session's run" in str(r) and "is still going" in str(r) for r in refused)
+
+
 async def test_a_follow_up_prompt_runs_again_with_the_previous_outcome_and_sessions_list(
     dev_server: DevServer, tmp_path: Path, client: Any
 ) -> None:

@@ -118,9 +118,17 @@ class Session:
     background: asyncio.Task[Any] | None = None
     cancelled: bool = False
     escalation: asyncio.Task[None] | None = None
+    starting: bool = False
+    """A prompt is starting the session's run (not followed yet)."""
 
     def busy(self) -> bool:
-        return any(t is not None and not t.done() for t in (self.turn, self.background))
+        return self.starting or any(
+            t is not None and not t.done() for t in (self.turn, self.background)
+        )
+
+    def prompting(self) -> bool:
+        """Whether a prompt turn is starting or following the run."""
+        return self.starting or (self.turn is not None and not self.turn.done())
 
     async def stop(self) -> None:
         """Stop following (the run goes on)."""
@@ -292,31 +300,23 @@ class TeamAgent:
             if session.team is None:
                 assert session.team_error is not None
                 raise session.team_error
-            goal = goal_of(prompt, session.cwd, session.id, f"prompt-{uuid.uuid4().hex[:6]}")
-            previous = await self._previous(client, session)
-            if previous is not None:
-                goal = follow_up_goal(goal, *previous)
-            run_input = checked_team_run_input(session.team.run_input(goal))
-            memo = {MEMO: {"cwd": str(session.cwd), "prompt": (text or goal)[:MEMO_PROMPT_CHARS]}}
-            from oma.client import start_team_run
-
+            # busy from here (no await before): a second prompt sent at once is
+            # refused as one while the run goes, and a cancel sent at once is
+            # kept for the run once started
+            session.starting, session.cancelled = True, False
             try:
-                handle = await start_team_run(
-                    client, run_input, id=session.id, task_queue=queue, memo=memo
-                )
-            except WorkflowAlreadyStartedError:
-                raise AcpSessionBusyError(
-                    f"a run of {session.id} is already going (started elsewhere): /status "
-                    "shows it, /abort ends it"
-                ) from None
+                handle = await self._start(client, queue, session, session.team, prompt, text)
+                follower = self._follower(client, session, handle.first_execution_run_id)
+                session.turn = asyncio.create_task(follower.follow())
+            finally:
+                session.starting = False
+        if session.cancelled:
+            self._abort_soon(session)
         if session.team.notes and not session.notes_told:
             session.notes_told = True
             await self._send(
                 session, update_agent_message_text("\n".join(session.team.notes) + "\n\n")
             )
-        session.cancelled = False
-        follower = self._follower(client, session, handle.first_execution_run_id)
-        session.turn = asyncio.create_task(follower.follow())
         stopped = False
         try:
             result = await session.turn
@@ -328,20 +328,55 @@ class TeamAgent:
             result, stopped = None, True
         return PromptResponse(stop_reason=stop_reason(result, session.cancelled or stopped))
 
+    async def _start(
+        self,
+        client: Client,
+        queue: str,
+        session: Session,
+        team: SessionTeam,
+        prompt: list[Any],
+        text: str,
+    ) -> Any:
+        """Start the session's run of ``prompt``: its handle."""
+        goal = goal_of(prompt, session.cwd, session.id, f"prompt-{uuid.uuid4().hex[:6]}")
+        previous = await self._previous(client, session)
+        if previous is not None:
+            goal = follow_up_goal(goal, *previous)
+        run_input = checked_team_run_input(team.run_input(goal))
+        memo = {MEMO: {"cwd": str(session.cwd), "prompt": (text or goal)[:MEMO_PROMPT_CHARS]}}
+        from oma.client import start_team_run
+
+        try:
+            return await start_team_run(
+                client, run_input, id=session.id, task_queue=queue, memo=memo
+            )
+        except WorkflowAlreadyStartedError:
+            raise AcpSessionBusyError(
+                f"a run of {session.id} is already going (started elsewhere): /status "
+                "shows it, /abort ends it"
+            ) from None
+
     async def cancel(self, session_id: str, **_: Any) -> None:
         """``session/cancel``: abort the run (drain); cancel it through Temporal
-        if it does not settle within ``CANCEL_GRACE``."""
+        if it does not settle within ``CANCEL_GRACE``. A cancel while the
+        prompt still starts the run is kept: the run is aborted once started."""
         session = self.sessions.get(session_id)
-        if session is None or session.turn is None or session.turn.done():
+        if session is None or not session.prompting():
             return
         session.cancelled = True
-        # the abort in a task of its own, started before anything is awaited:
-        # an editor that cancels and quits at once ends this handler with the
-        # connection, and the abort still reaches the run (``settle``)
+        if session.starting:
+            return  # (``prompt`` aborts the run once it started)
+        await asyncio.shield(self._abort_soon(session))
+
+    def _abort_soon(self, session: Session) -> asyncio.Task[None]:
+        """The abort of the session's run, in a task of its own, started before
+        anything is awaited: an editor that cancels and quits at once ends the
+        cancel's handler with the connection, and the abort still reaches the
+        run (``settle``)."""
         abort = asyncio.create_task(self._abort(session))
         self.settling.add(abort)
         abort.add_done_callback(self.settling.discard)
-        await asyncio.shield(abort)
+        return abort
 
     async def _abort(self, session: Session) -> None:
         client, _queue = await self.connect()
