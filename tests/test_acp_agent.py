@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import getpass
 import json
 import os
 import signal
@@ -328,6 +329,29 @@ async def test_prompts_sent_together_start_one_run(dev_server: DevServer, tmp_pa
     # (not "started elsewhere": it was this session's own prompt)
     assert all(r.data["code"] == "ACP_SESSION_BUSY" for r in refused)
     assert all("the session's run" in str(r) and "is still going" in str(r) for r in refused)
+
+
+async def test_a_rejected_dispatch_ends_the_prompt_refused_saying_so_once(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    team_file = write_team(tmp_path / "team.json", team(approvals={"dispatch": "all"}))
+
+    def reject_the_review(call: Any) -> str:
+        return "reject_once" if call.tool_call_id == "t2" else "allow_once"
+
+    async with editor_with(
+        dev_server, tmp_path, "--team", str(team_file), answer=reject_the_review
+    ) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        answer = await editor.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
+    assert answer.stop_reason == "refusal"
+    assert [p["toolCall"]["toolCallId"] for p in editor.permissions()] == ["t1", "t2"]
+    assert statuses(editor, "t2")[-1] == "failed"
+    [final] = [u for u in editor.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"]
+    # (the error was said twice: once as how the run ended, once as its outcome)
+    assert final["content"]["text"] == (
+        f"The run ended rejected (APPROVAL_REJECTED): rejected: dispatch-t2 by {getpass.getuser()}"
+    )
 
 
 async def test_a_follow_up_prompt_runs_again_with_the_previous_outcome_and_sessions_list(

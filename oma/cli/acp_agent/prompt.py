@@ -143,15 +143,24 @@ def follow_up_goal(prompt: str, previous_prompt: str, previous: TeamRunResult) -
     )
 
 
-def outcome_text(result: TeamRunResult) -> str:
-    """What a run came to, for a person: its final output; else the outputs of
-    its tasks that no other task depends on; else why it stopped."""
+def outputs_text(result: TeamRunResult) -> str | None:
+    """What a run produced, for a person: its final output; else the outputs
+    of its tasks that no other task depends on; ``None`` when it has neither."""
     if result.final_output:
         return result.final_output
     needed = {d for t in result.tasks for d in t.depends_on}
     last = [t for t in result.tasks if t.id not in needed and t.output]
     if last:
         return "\n\n".join(f"## {t.title or t.id}\n\n{t.output}" for t in last)
+    return None
+
+
+def outcome_text(result: TeamRunResult) -> str:
+    """What a run came to, for a person: what it produced (``outputs_text``);
+    else why it stopped."""
+    produced = outputs_text(result)
+    if produced is not None:
+        return produced
     if result.error:
         return f"{result.error_code or 'error'}: {result.error}"
     return "(no output)"
