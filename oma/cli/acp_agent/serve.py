@@ -24,7 +24,9 @@ from oma.cli.acp_agent.stdio import ProtocolFiles, protocol_streams, take_stdio
 from oma.core.schema.errors import OMAError, TemporalUnavailableError
 
 STDIO_LIMIT = 50 * 1024 * 1024
-"""The largest JSON-RPC message read, in bytes (the SDK's default: a prompt with images)."""
+"""The stdin reader's buffer, in bytes (the SDK's default); a longer message
+(a prompt with large images) is read in parts, as the SDK reads it, so this
+is not a bound on a message's size."""
 
 
 def acp_command(team: Path | None, task_queue: str | None, verbose: bool) -> int:
