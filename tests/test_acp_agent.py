@@ -262,7 +262,7 @@ async def test_a_cancel_sent_as_the_editor_quits_still_aborts_the_run(
             editor.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
         )
         await editor.wait_for(lambda: editor.permissions(), "the plan's permission prompt")
-        # the editor quits right after its stop button, as acpx does: the open
+        # the editor quits right after its stop button: the open
         # prompt answered cancelled, the cancel, and the end of input at once
         [asked] = [m for m in editor.wire if m.get("method") == "session/request_permission"]
         answered = {
