@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import getpass
 import json
 import os
 import signal
@@ -250,6 +251,109 @@ async def test_session_cancel_aborts_the_run_and_the_prompt_ends_cancelled(
     assert not (tmp_path / "notes.md").exists()
 
 
+async def test_a_cancel_sent_as_the_editor_quits_still_aborts_the_run(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    team_file = write_team(tmp_path / "team.json", team())
+    held = Pending()
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        turn = asyncio.ensure_future(
+            editor.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
+        )
+        await editor.wait_for(lambda: editor.permissions(), "the plan's permission prompt")
+        # the editor quits right after its stop button: the open
+        # prompt answered cancelled, the cancel, and the end of input at once
+        [asked] = [m for m in editor.wire if m.get("method") == "session/request_permission"]
+        answered = {
+            "jsonrpc": "2.0",
+            "id": asked["id"],
+            "result": {"outcome": {"outcome": "cancelled"}},
+        }
+        cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+        editor.process.stdin.write(
+            b"".join(json.dumps(m).encode() + b"\n" for m in (answered, cancel))
+        )
+        editor.process.stdin.close()
+        assert await asyncio.wait_for(editor.process.wait(), 30) == 0
+        turn.cancel()
+    handle = client.get_workflow_handle(sid)
+    for _ in range(100):
+        state = await handle.query("state")
+        if state["status"] != "running":
+            break
+        await asyncio.sleep(0.1)
+    assert (state["status"], state["error_code"]) == ("cancelled", "ABORTED")
+
+
+async def test_a_cancel_sent_with_the_prompt_aborts_the_run_once_it_started(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    # a cancel that came while the prompt still started the run was dropped:
+    # the run went on to its end
+    team_file = write_team(tmp_path / "team.json", team())
+    async with editor_with(
+        dev_server, tmp_path, "--team", str(team_file), answer=Pending()
+    ) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        prompt = {
+            "jsonrpc": "2.0",
+            "id": 1000,
+            "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "Write the notes"}]},
+        }
+        cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+        both = b"".join(json.dumps(m).encode() + b"\n" for m in (prompt, cancel))
+        editor.process.stdin.write(both)  # the stop button right after Enter
+        [answer] = await editor.wait_for(
+            lambda: [m for m in editor.wire if m.get("id") == 1000 and "method" not in m],
+            "the prompt's answer",
+        )
+    assert answer["result"]["stopReason"] == "cancelled"
+    state = await client.get_workflow_handle(sid).query("state")
+    assert (state["status"], state["error_code"]) == ("cancelled", "ABORTED")
+
+
+async def test_prompts_sent_together_start_one_run(dev_server: DevServer, tmp_path: Path) -> None:
+    team_file = write_team(tmp_path / "team.json", team(approvals={}))
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        answers = await asyncio.gather(
+            *(editor.conn.prompt(session_id=sid, prompt=[text_block(f"Go {n}")]) for n in range(3)),
+            return_exceptions=True,
+        )
+    [ran] = [a for a in answers if not isinstance(a, Exception)]
+    assert ran.stop_reason == "end_turn"
+    refused = [a for a in answers if isinstance(a, RequestError)]
+    assert len(refused) == 2
+    # (not "started elsewhere": it was this session's own prompt)
+    assert all(r.data["code"] == "ACP_SESSION_BUSY" for r in refused)
+    assert all("the session's run" in str(r) and "is still going" in str(r) for r in refused)
+
+
+async def test_a_rejected_dispatch_ends_the_prompt_refused_saying_so_once(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    team_file = write_team(tmp_path / "team.json", team(approvals={"dispatch": "all"}))
+
+    def reject_the_review(call: Any) -> str:
+        return "reject_once" if call.tool_call_id == "t2" else "allow_once"
+
+    async with editor_with(
+        dev_server, tmp_path, "--team", str(team_file), answer=reject_the_review
+    ) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        answer = await editor.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
+    assert answer.stop_reason == "refusal"
+    assert [p["toolCall"]["toolCallId"] for p in editor.permissions()] == ["t1", "t2"]
+    assert statuses(editor, "t2")[-1] == "failed"
+    [final] = [u for u in editor.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"]
+    # (the error was said twice: once as how the run ended, once as its outcome)
+    assert final["content"]["text"] == (
+        f"The run ended rejected (APPROVAL_REJECTED): rejected: dispatch-t2 by {getpass.getuser()}"
+    )
+
+
 async def test_a_follow_up_prompt_runs_again_with_the_previous_outcome_and_sessions_list(
     dev_server: DevServer, tmp_path: Path, client: Any
 ) -> None:
@@ -338,6 +442,83 @@ async def test_bad_input_is_a_clear_error_and_the_agent_goes_on(
     assert (state["status"], state["error"]) == ("cancelled", "aborted: enough")
 
 
+async def test_lines_that_are_not_json_rpc_messages_leave_the_agent_serving(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    # JSON that is not a message ended the SDK's receive loop: an array or a
+    # string crashed the process, a `null` was taken for the end of input
+    junk = [
+        b"[1, 2, 3]",
+        b'"a string"',
+        b"5",
+        b"null",
+        b'{"jsonrpc": "2.0", "id": [1], "result": 1}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": null}',
+        b"not json at all",
+    ]
+    proc = await asyncio.create_subprocess_exec(
+        OMA,
+        "acp",
+        env=oma_env(dev_server),
+        cwd=tmp_path,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    initialize = {"jsonrpc": "2.0", "method": "initialize", "params": {"protocolVersion": 1}}
+    answers = []
+    for n, line in enumerate(junk):
+        proc.stdin.write(line + b"\n" + json.dumps({**initialize, "id": n}).encode() + b"\n")
+        await proc.stdin.drain()
+        answers.append(json.loads(await asyncio.wait_for(proc.stdout.readline(), 30)))
+    proc.stdin.close()
+    assert await asyncio.wait_for(proc.wait(), 30) == 0
+    stderr = (await proc.stderr.read()).decode()
+    assert [a["id"] for a in answers] == list(range(len(junk)))
+    assert all(a["result"]["agentCapabilities"]["loadSession"] for a in answers)
+    assert stderr.count("dropped a line from the client") == len(junk), stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+
+
+async def test_a_session_cwd_that_is_not_an_existing_absolute_directory_is_refused(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    team_file = write_team(tmp_path / "team.json", team(approvals={}))
+    missing = tmp_path / "no" / "such" / "dir"
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
+        refused = {}
+        for cwd in (str(missing), "relative/dir", "", str(team_file)):
+            with pytest.raises(RequestError) as err:
+                await editor.conn.new_session(cwd=cwd)
+            refused[cwd] = err.value
+        with pytest.raises(RequestError) as loading:
+            await editor.conn.load_session(cwd=str(missing), session_id="team-notes-0")
+    assert {(e.code, e.data["code"]) for e in refused.values()} == {
+        (-32602, "ACP_SESSION_CWD_INVALID")
+    }
+    assert str(refused[str(missing)]).endswith(f"{missing} does not exist: the team works there")
+    assert "is not an absolute path" in str(refused["relative/dir"])
+    assert "is not a directory" in str(refused[str(team_file)])
+    assert loading.value.data["code"] == "ACP_SESSION_CWD_INVALID"
+    assert not (tmp_path / "no").exists()
+
+
+async def test_a_command_the_run_cannot_answer_is_a_message_not_an_error(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    # a goal of 1.5 MB: the run takes it, but its state is then over
+    # Temporal's payload limit, so the state query fails (as the run did)
+    team_file = write_team(tmp_path / "team.json", team(approvals={}))
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        await editor.conn.prompt(session_id=sid, prompt=[text_block("x" * 1_500_000)])
+        status = await editor.conn.prompt(session_id=sid, prompt=[text_block("/status")])
+    said = [u for u in editor.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"]
+    assert status.stop_reason == "end_turn"
+    assert said[-1]["content"]["text"].startswith("/status failed: the run could not answer: ")
+
+
 async def test_a_client_that_cannot_ask_is_told_to_approve_with_a_command(
     dev_server: DevServer, tmp_path: Path
 ) -> None:
@@ -372,6 +553,37 @@ async def test_a_client_that_cannot_ask_is_told_to_approve_with_a_command(
     assert said[1].startswith("Recorded: plan approved by ")
     assert said[1].endswith(": looks good.\n")
     assert said[-1] == FINAL
+
+
+async def test_an_answer_that_is_not_an_option_decides_nothing(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    # an option id the prompt did not offer was taken for a rejection
+    team_file = write_team(tmp_path / "team.json", team(approvals={"plan": True}))
+    async with editor_with(
+        dev_server, tmp_path, "--team", str(team_file), answer=lambda call: "allow_everything"
+    ) as ed:
+        sid = (await ed.conn.new_session(cwd=str(tmp_path))).session_id
+        turn = asyncio.ensure_future(
+            ed.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
+        )
+        told = await ed.wait_for(
+            lambda: [
+                u["content"]["text"]
+                for u in ed.updates(sid)
+                if u["sessionUpdate"] == "agent_message_chunk"
+            ],
+            "the approval's message",
+        )
+        approved = await ed.conn.prompt(session_id=sid, prompt=[text_block("/approve")])
+        answer = await asyncio.wait_for(turn, 30)
+    assert told[0] == (
+        "Approval needed: Approve the plan (2 tasks) (plan). The editor's answer "
+        "'allow_everything' was not one of the options; answer with /approve plan or "
+        "/reject plan.\n"
+    )
+    assert approved.stop_reason == answer.stop_reason == "end_turn"
+    assert statuses(ed, "approval:plan") == ["pending", "completed"]
 
 
 async def test_session_close_leaves_the_run_going_and_session_resume_takes_it_up(

@@ -130,12 +130,23 @@ def test_a_prompt_becomes_a_goal_with_its_resources_and_attachments(tmp_path: Pa
         ([text_block("  ")], "the prompt is empty"),
         ([AudioContentBlock(type="audio", data="AA==", mime_type="audio/wav")], "audio block"),
         ([image_block("not base64!", "image/png")], "not base64"),
+        # (a refused prompt's images were written before the refusal)
+        ([image_block("AA==", "image/png")] * 21, "at most 20 images"),
+        ([image_block("AA==", "image/png"), image_block("!", "image/png")], "not base64"),
+        (
+            [
+                image_block("AA==", "image/png"),
+                AudioContentBlock(type="audio", data="AA==", mime_type="audio/wav"),
+            ],
+            "audio block",
+        ),
     ],
 )
 def test_a_prompt_it_cannot_take_is_refused(tmp_path: Path, blocks: list[Any], says: str) -> None:
     with pytest.raises(InvalidMessageError) as refused:
         goal_of(blocks, tmp_path, "s", "p")
     assert says in refused.value.message
+    assert not (tmp_path / ".oma").exists()  # nothing written
 
 
 def test_agent_kinds() -> None:
@@ -224,3 +235,19 @@ def test_the_stop_reason_says_how_the_run_ended(
 ) -> None:
     result = TeamRunResult(success=status == "completed", status=status, tasks=[], error_code=code)  # type: ignore[arg-type]
     assert stop_reason(result, cancelled) == reason
+
+
+def test_a_line_the_sdk_cannot_take_is_dropped_or_made_a_message() -> None:
+    from oma.cli.acp_agent.stdio import checked_line
+
+    request = b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}\n'
+    assert checked_line(request) == request
+    for junk in (b"[1]\n", b"null\n", b'"x"\n', b"{oops\n", b"\n", b'{"id": {}, "result": 1}\n'):
+        assert checked_line(junk) is None, junk
+    # a response whose error is not an object (the SDK read it with .get and crashed)
+    fixed = checked_line(b'{"jsonrpc": "2.0", "id": 0, "error": "boom"}\n')
+    assert fixed is not None and json.loads(fixed) == {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "error": {"code": -32603, "message": "boom"},
+    }

@@ -56,7 +56,7 @@ from oma.cli.acp_agent.follower import Follower
 from oma.cli.acp_agent.permissions import Rules
 from oma.cli.acp_agent.prompt import follow_up_goal, goal_of, prompt_text
 from oma.cli.acp_agent.retry import Refusal, busy, retry_of
-from oma.cli.acp_agent.team_file import SessionTeam, session_team
+from oma.cli.acp_agent.team_file import SessionTeam, session_dir, session_team
 from oma.core.schema.approvals import Reviewer
 from oma.core.schema.errors import (
     AcpSessionBusyError,
@@ -115,18 +115,26 @@ class Session:
     cwd: Path
     team: SessionTeam | None
     team_error: OMAError | None = None
-    mcp_servers: list[Any] | None = None
-    """The editor's MCP servers (``session/new``'s ``mcpServers``), for a
-    team file read again (``/retry``)."""
     rules: Rules = field(default_factory=Rules)
     notes_told: bool = False
     turn: asyncio.Task[TeamRunResult | None] | None = None
     background: asyncio.Task[Any] | None = None
     cancelled: bool = False
     escalation: asyncio.Task[None] | None = None
+    mcp_servers: list[Any] | None = None
+    """The editor's MCP servers (``session/new``'s ``mcpServers``), for a
+    team file read again (``/retry``)."""
+    starting: bool = False
+    """A prompt is starting the session's run (not followed yet)."""
 
     def busy(self) -> bool:
-        return any(t is not None and not t.done() for t in (self.turn, self.background))
+        return self.starting or any(
+            t is not None and not t.done() for t in (self.turn, self.background)
+        )
+
+    def prompting(self) -> bool:
+        """Whether a prompt turn is starting or following the run."""
+        return self.starting or (self.turn is not None and not self.turn.done())
 
     async def stop(self) -> None:
         """Stop following (the run goes on)."""
@@ -148,6 +156,9 @@ class TeamAgent:
         self.sessions: dict[str, Session] = {}
         self.reviewer = Reviewer(id=_login())
         self.first_update_s: float | None = None
+        self.settling: set[asyncio.Task[None]] = set()
+        """Signals on their way to a run (``session/cancel``'s abort), which
+        the process waits for before it ends (``settle``)."""
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -189,10 +200,11 @@ class TeamAgent:
         self, cwd: str, mcp_servers: list[Any] | None = None, **_: Any
     ) -> NewSessionResponse:
         with _as_rpc_error():
-            team = session_team(self.team, Path(cwd), mcp_servers)
+            where = session_dir(cwd)
+            team = session_team(self.team, where, mcp_servers)
             await self.connect()  # a server that cannot be reached fails here, not mid-prompt
         name = team.raw["team"]["name"]
-        session = Session(f"team-{name}-{uuid.uuid4().hex[:8]}", Path(cwd), team)
+        session = Session(f"team-{name}-{uuid.uuid4().hex[:8]}", where, team)
         session.mcp_servers = mcp_servers
         self.sessions[session.id] = session
         self._after_response(self._offer_commands(session))
@@ -297,29 +309,21 @@ class TeamAgent:
             if session.team is None:
                 assert session.team_error is not None
                 raise session.team_error
-            goal = goal_of(prompt, session.cwd, session.id, f"prompt-{uuid.uuid4().hex[:6]}")
-            previous = await self._previous(client, session)
-            if previous is not None:
-                goal = follow_up_goal(goal, *previous)
-            run_input = checked_team_run_input(session.team.run_input(goal))
-            memo = {MEMO: {"cwd": str(session.cwd), "prompt": (text or goal)[:MEMO_PROMPT_CHARS]}}
-            from oma.client import start_team_run
-
+            # busy from here (no await before): a second prompt sent at once is
+            # refused as one while the run goes, and a cancel sent at once is
+            # kept for the run once started
+            session.starting, session.cancelled = True, False
             try:
-                handle = await start_team_run(
-                    client, run_input, id=session.id, task_queue=queue, memo=memo
-                )
-            except WorkflowAlreadyStartedError:
-                raise AcpSessionBusyError(
-                    f"a run of {session.id} is already going (started elsewhere): /status "
-                    "shows it, /abort ends it"
-                ) from None
+                handle = await self._start(client, queue, session, session.team, prompt, text)
+                self._follow(client, session, handle)
+            finally:
+                session.starting = False
         if session.team.notes and not session.notes_told:
             session.notes_told = True
             await self._send(
                 session, update_agent_message_text("\n".join(session.team.notes) + "\n\n")
             )
-        return await self._follow_turn(client, session, handle.first_execution_run_id)
+        return await self._turn_end(session)
 
     async def _retry(
         self, session: Session, client: Client, queue: str, tasks: list[str], text: str
@@ -331,41 +335,51 @@ class TeamAgent:
 
         if session.busy():
             return await self._say(session, busy(session.id).text)
-        found = await retry_of(
-            client, session.id, tasks, memo_key=MEMO, team_file=lambda: self._team_now(session)
-        )
-        if isinstance(found, Refusal):
-            return await self._say(session, found.text)
-        asked = found.source_memo.get("prompt") if found.source_memo else None
-        memo = {
-            MEMO: {
-                "cwd": str(session.cwd),
-                "prompt": str(asked or found.forked.input.get("goal") or "")[:MEMO_PROMPT_CHARS],
-                "command": text.strip()[:MEMO_PROMPT_CHARS],
-            }
-        }
+        # busy from here, as a prompt's run (``prompt``)
+        session.starting, session.cancelled = True, False
         try:
-            handle = await start_fork(
-                client,
-                found.fork,
-                id=session.id,
-                task_queue=queue,
-                team=str(found.forked.input["team"]["name"]),
-                memo=memo,
+            found = await retry_of(
+                client, session.id, tasks, memo_key=MEMO, team_file=lambda: self._team_now(session)
             )
-        except WorkflowAlreadyStartedError:
-            return await self._say(session, busy(session.id, elsewhere=True).text)
-        await self._send(session, update_agent_message_text(found.said()))
-        return await self._follow_turn(client, session, handle.first_execution_run_id)
+            if isinstance(found, Refusal):
+                return await self._say(session, found.text)
+            asked = found.source_memo.get("prompt") if found.source_memo else None
+            prompt = str(asked or found.forked.input.get("goal") or "")
+            memo = {
+                MEMO: {
+                    "cwd": str(session.cwd),
+                    "prompt": prompt[:MEMO_PROMPT_CHARS],
+                    "command": text.strip()[:MEMO_PROMPT_CHARS],
+                }
+            }
+            try:
+                handle = await start_fork(
+                    client,
+                    found.fork,
+                    id=session.id,
+                    task_queue=queue,
+                    team=str(found.forked.input["team"]["name"]),
+                    memo=memo,
+                )
+            except WorkflowAlreadyStartedError:
+                return await self._say(session, busy(session.id, elsewhere=True).text)
+            await self._send(session, update_agent_message_text(found.said()))
+            self._follow(client, session, handle)
+        finally:
+            session.starting = False
+        return await self._turn_end(session)
 
-    async def _follow_turn(
-        self, client: Client, session: Session, run_id: str | None
-    ) -> PromptResponse:
-        """Follow the run the turn started (execution ``run_id``) to its end:
-        the turn's answer, its stop reason."""
-        session.cancelled = False
-        follower = self._follower(client, session, run_id)
+    def _follow(self, client: Client, session: Session, handle: Any) -> None:
+        """Follow the run ``handle`` started (``session.turn``); a cancel that
+        came while it started aborts it now."""
+        follower = self._follower(client, session, handle.first_execution_run_id)
         session.turn = asyncio.create_task(follower.follow())
+        if session.cancelled:
+            self._abort_soon(session)
+
+    async def _turn_end(self, session: Session) -> PromptResponse:
+        """The turn's answer once its run ended: its stop reason."""
+        assert session.turn is not None  # (``_follow`` set it)
         stopped = False
         try:
             result = await session.turn
@@ -388,13 +402,57 @@ class TeamAgent:
         await self._send(session, update_agent_message_text(text + "\n"))
         return PromptResponse(stop_reason="end_turn")
 
+    async def _start(
+        self,
+        client: Client,
+        queue: str,
+        session: Session,
+        team: SessionTeam,
+        prompt: list[Any],
+        text: str,
+    ) -> Any:
+        """Start the session's run of ``prompt``: its handle."""
+        goal = goal_of(prompt, session.cwd, session.id, f"prompt-{uuid.uuid4().hex[:6]}")
+        previous = await self._previous(client, session)
+        if previous is not None:
+            goal = follow_up_goal(goal, *previous)
+        run_input = checked_team_run_input(team.run_input(goal))
+        memo = {MEMO: {"cwd": str(session.cwd), "prompt": (text or goal)[:MEMO_PROMPT_CHARS]}}
+        from oma.client import start_team_run
+
+        try:
+            return await start_team_run(
+                client, run_input, id=session.id, task_queue=queue, memo=memo
+            )
+        except WorkflowAlreadyStartedError:
+            raise AcpSessionBusyError(
+                f"a run of {session.id} is already going (started elsewhere): /status "
+                "shows it, /abort ends it"
+            ) from None
+
     async def cancel(self, session_id: str, **_: Any) -> None:
         """``session/cancel``: abort the run (drain); cancel it through Temporal
-        if it does not settle within ``CANCEL_GRACE``."""
+        if it does not settle within ``CANCEL_GRACE``. A cancel while the
+        prompt still starts the run is kept: the run is aborted once started."""
         session = self.sessions.get(session_id)
-        if session is None or session.turn is None or session.turn.done():
+        if session is None or not session.prompting():
             return
         session.cancelled = True
+        if session.starting:
+            return  # (``prompt`` aborts the run once it started)
+        await asyncio.shield(self._abort_soon(session))
+
+    def _abort_soon(self, session: Session) -> asyncio.Task[None]:
+        """The abort of the session's run, in a task of its own, started before
+        anything is awaited: an editor that cancels and quits at once ends the
+        cancel's handler with the connection, and the abort still reaches the
+        run (``settle``)."""
+        abort = asyncio.create_task(self._abort(session))
+        self.settling.add(abort)
+        abort.add_done_callback(self.settling.discard)
+        return abort
+
+    async def _abort(self, session: Session) -> None:
         client, _queue = await self.connect()
         handle = client.get_workflow_handle(session.id)
         with contextlib.suppress(RPCError):
@@ -402,6 +460,13 @@ class TeamAgent:
                 "abort", {"reason": "session/cancel from the editor"}, rpc_timeout=QUERY_TIMEOUT
             )
         session.escalation = asyncio.create_task(self._escalate(session, handle))
+
+    async def settle(self) -> None:
+        """Wait for the signals on their way to a run (``settling``), at most
+        ``QUERY_TIMEOUT`` each: the connection has ended, the process is
+        about to."""
+        if self.settling:
+            await asyncio.wait(set(self.settling), timeout=QUERY_TIMEOUT.total_seconds())
 
     async def _escalate(self, session: Session, handle: Any) -> None:
         turn = session.turn
@@ -431,6 +496,7 @@ class TeamAgent:
         self, session_id: str, cwd: str, mcp_servers: list[Any] | None
     ) -> tuple[Session, Client, str | None]:
         """The session of the run ``session_id`` (its latest execution's run id)."""
+        where = session_dir(cwd)
         client, _queue = await self.connect()
         try:
             described = await client.get_workflow_handle(session_id).describe(
@@ -448,14 +514,14 @@ class TeamAgent:
                 f"{session_id!r} is a {described.workflow_type}, not a TeamRun"
             )
         try:
-            team: SessionTeam | None = session_team(self.team, Path(cwd), mcp_servers)
+            team: SessionTeam | None = session_team(self.team, where, mcp_servers)
             error = None
         except OMAError as err:
             team, error = None, err  # the run can be followed; a prompt will say this
         old = self.sessions.get(session_id)
         if old is not None:
             await old.stop()
-        session = Session(session_id, Path(cwd), team, error, mcp_servers=mcp_servers)
+        session = Session(session_id, where, team, error, mcp_servers=mcp_servers)
         if old is not None:
             session.rules = old.rules
         self.sessions[session_id] = session

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from acp.schema import AvailableCommand, AvailableCommandInput, UnstructuredCommandInput
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRejectedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.cli.acp_agent.permissions import decided_text
@@ -101,6 +101,9 @@ async def run_command(
         if err.status == RPCStatusCode.NOT_FOUND:
             return f"No run in this session yet ({workflow_id}): send a goal first."
         return f"/{name} failed: {err}"
+    except (WorkflowQueryFailedError, WorkflowQueryRejectedError) as err:
+        # the run could not answer (e.g. its state over Temporal's payload limit)
+        return f"/{name} failed: the run could not answer: {err}"
     except OMAError as err:
         return f"/{name}: {err}"
 

@@ -32,7 +32,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
 from oma.cli.acp_agent.cards import Book
 from oma.cli.acp_agent.permissions import PermissionDesk, Rules
-from oma.cli.acp_agent.prompt import outcome_text
+from oma.cli.acp_agent.prompt import outcome_text, outputs_text
 from oma.cli.common import cause
 from oma.cli.live import latest_output
 from oma.core.contracts.workflow_ids import coordinator_workflow_id, task_workflow_id
@@ -313,8 +313,8 @@ class Follower:
             code = f" ({result.error_code})" if result.error_code else ""
             error = f": {result.error}" if result.error else ""
             text = f"The run ended {result.status}{code}{error}"
-            if result.final_output or any(t.output for t in result.tasks):
-                text += f"\n\n{outcome_text(result)}"
+            if (produced := outputs_text(result)) is not None:
+                text += f"\n\n{produced}"
         chunk = update_agent_message_text(cut_text(text, FINAL_MESSAGE_CHARS))
         chunk.message_id = f"{self.workflow_id}/{self.run_id or 'latest'}/final"
         return chunk

@@ -267,12 +267,22 @@ class PermissionDesk:
             self.rules.can_ask = False
             await self._tell(request, title)
             return
+        except ValueError as err:  # pydantic's: an answer that is not a permission outcome
+            logger.warning("session/request_permission answered with no outcome: %s", err)
+            await self._tell(request, title, "The editor's answer was not one of the options")
+            return
         finally:
             self.asks.pop(request.request_id, None)
         outcome = response.outcome
         if not isinstance(outcome, AllowedOutcome):
             return  # cancelled: the request stays open in the run (/approve)
         chosen = outcome.option_id
+        if chosen not in {kind for kind, _ in OPTIONS}:
+            logger.warning("session/request_permission answered %r, not an option", chosen)
+            await self._tell(
+                request, title, f"The editor's answer {chosen[:100]!r} was not one of the options"
+            )
+            return
         value: DecisionValue = "approve" if chosen.startswith("allow") else "reject"
         if chosen.endswith("_always"):
             self.rules.always[rule_key(request)] = value
@@ -293,14 +303,16 @@ class PermissionDesk:
                 _message(f"Your {value} of {request.request_id} was not recorded: {err}")
             )
 
-    async def _tell(self, request: PendingApproval, title: str) -> None:
+    async def _tell(
+        self, request: PendingApproval, title: str, why: str = "This editor cannot ask"
+    ) -> None:
         if request.request_id in self.told:
             return
         self.told.add(request.request_id)
         rid = request.request_id
         await self.send(
             _message(
-                f"Approval needed: {title} ({rid}). This editor cannot ask; answer with "
+                f"Approval needed: {title} ({rid}). {why}; answer with "
                 f"/approve {rid} or /reject {rid}."
             )
         )

@@ -56,7 +56,9 @@ def goal_of(blocks: list[Any], cwd: Path, session_id: str, turn: str) -> str:
     Raises ``InvalidMessageError`` for an audio block, an attachment that is
     not base64 or is too large, too many attachments, or a prompt with
     nothing in it."""
-    parts: list[str] = []
+    # every block is checked before an attachment is written: a prompt
+    # refused leaves nothing behind
+    parts: list[str | tuple[str, bytes, str, str | None]] = []
     attached = 0
     for block in blocks:
         kind = getattr(block, "type", "")
@@ -74,20 +76,26 @@ def goal_of(blocks: list[Any], cwd: Path, session_id: str, turn: str) -> str:
                 raise InvalidMessageError(
                     f"a prompt attaches at most {MAX_ATTACHMENTS} images and files"
                 )
-            data, mime, uri = _blob(block)
-            path = _attach(data, mime, cwd, session_id, f"{turn}-{attached}")
-            what = "image" if kind == "image" else "file"
-            source = f" from {uri}" if uri else ""
-            parts.append(f"\n[{what} attached{source}: {path} ({mime}, {len(data)} bytes)]\n")
+            parts.append(("image" if kind == "image" else "file", *_blob(block)))
         else:
             raise InvalidMessageError(
                 f"a prompt's {kind or 'unknown'} block is not supported: send text, images, "
                 "resources and resource links"
             )
-    goal = "".join(parts).strip()
-    if not goal:
+    if not "".join(p if isinstance(p, str) else "x" for p in parts).strip():
         raise InvalidMessageError("the prompt is empty: say what the team should achieve")
-    return goal
+    texts: list[str] = []
+    n = 0
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+            continue
+        n += 1
+        what, data, mime, uri = part
+        path = _attach(data, mime, cwd, session_id, f"{turn}-{n}")
+        source = f" from {uri}" if uri else ""
+        texts.append(f"\n[{what} attached{source}: {path} ({mime}, {len(data)} bytes)]\n")
+    return "".join(texts).strip()
 
 
 def _blob(block: Any) -> tuple[bytes, str, str | None]:
@@ -135,15 +143,24 @@ def follow_up_goal(prompt: str, previous_prompt: str, previous: TeamRunResult) -
     )
 
 
-def outcome_text(result: TeamRunResult) -> str:
-    """What a run came to, for a person: its final output; else the outputs of
-    its tasks that no other task depends on; else why it stopped."""
+def outputs_text(result: TeamRunResult) -> str | None:
+    """What a run produced, for a person: its final output; else the outputs
+    of its tasks that no other task depends on; ``None`` when it has neither."""
     if result.final_output:
         return result.final_output
     needed = {d for t in result.tasks for d in t.depends_on}
     last = [t for t in result.tasks if t.id not in needed and t.output]
     if last:
         return "\n\n".join(f"## {t.title or t.id}\n\n{t.output}" for t in last)
+    return None
+
+
+def outcome_text(result: TeamRunResult) -> str:
+    """What a run came to, for a person: what it produced (``outputs_text``);
+    else why it stopped."""
+    produced = outputs_text(result)
+    if produced is not None:
+        return produced
     if result.error:
         return f"{result.error_code or 'error'}: {result.error}"
     return "(no output)"

@@ -24,7 +24,9 @@ from oma.cli.acp_agent.stdio import ProtocolFiles, protocol_streams, take_stdio
 from oma.core.schema.errors import OMAError, TemporalUnavailableError
 
 STDIO_LIMIT = 50 * 1024 * 1024
-"""The largest JSON-RPC message read, in bytes (the SDK's default: a prompt with images)."""
+"""The stdin reader's buffer, in bytes (the SDK's default); a longer message
+(a prompt with large images) is read in parts, as the SDK reads it, so this
+is not a bound on a message's size."""
 
 
 def acp_command(team: Path | None, task_queue: str | None, verbose: bool) -> int:
@@ -54,10 +56,11 @@ async def _serve(files: ProtocolFiles, team: Path | None) -> None:
     loop.add_signal_handler(signal.SIGTERM, main.cancel)
     temporal = _Temporal()
     reader, writer = await protocol_streams(files, STDIO_LIMIT)
+    agent: Any = TeamAgent(team, temporal.connect)  # (the SDK's Agent protocol, by name)
     try:
-        agent: Any = TeamAgent(team, temporal.connect)  # (the SDK's Agent protocol, by name)
         await run_agent(agent, writer, reader, use_unstable_protocol=True)
     finally:
+        await agent.settle()  # (a cancel the editor sent as it quit reaches its run)
         await temporal.stop()
 
 

@@ -22,7 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oma.core.schema.errors import InvalidRunInputError, OMAError, TeamFileNotFoundError
+from oma.core.schema.errors import (
+    AcpSessionCwdError,
+    InvalidRunInputError,
+    OMAError,
+    TeamFileNotFoundError,
+)
 from oma.core.schema.mcp import MAX_SERVER_NAME_CHARS, McpServerConfig
 from oma.core.schema.run_input import checked_team_run_input
 
@@ -46,6 +51,22 @@ class SessionTeam:
     def run_input(self, goal: str) -> dict[str, Any]:
         """The run input of a prompt: this team and ``goal``."""
         return {**self.raw, "goal": goal}
+
+
+def session_dir(cwd: str) -> Path:
+    """The session's directory, ``cwd`` as the client gave it (ACP: an
+    absolute path). Raises ``AcpSessionCwdError`` when it is not an absolute
+    path of an existing directory."""
+    path = Path(cwd)
+    if not cwd or not path.is_absolute():
+        raise AcpSessionCwdError(
+            f"the session's cwd {cwd!r} is not an absolute path: the team works in the "
+            "session's directory, so give the project's absolute path"
+        )
+    if not path.is_dir():
+        what = "is not a directory" if path.exists() else "does not exist"
+        raise AcpSessionCwdError(f"the session's cwd {cwd} {what}: the team works there")
+    return path
 
 
 def find_team_file(team: Path | None, cwd: Path) -> Path:

@@ -124,6 +124,15 @@ class AcpSessionUnknownError(InputError):
     code = "ACP_SESSION_UNKNOWN"
 
 
+class AcpSessionCwdError(InputError):
+    """An ACP client gave a session a ``cwd`` (``session/new``,
+    ``session/load``, ``session/resume``) that is not an absolute path of an
+    existing directory: the team works there, and would write into a
+    directory it created, or, for a relative path, the worker's."""
+
+    code = "ACP_SESSION_CWD_INVALID"
+
+
 class AcpSessionBusyError(InputError):
     """An ACP client sent a prompt (not a command) or ``/retry`` to a session
     whose run is still going: a session runs one team run at a time; wait for
