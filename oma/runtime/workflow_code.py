@@ -15,14 +15,15 @@ other runs with the old code (temporalio/sdk-python#607).
 ``pin()`` puts one finder first on ``sys.meta_path`` that serves every module
 of the ``oma`` package from the code object compiled the first time this
 process loaded it: the sandbox still executes each module anew for every run
-(its state stays the run's own), but reads and compiles it once, and the code
-a worker runs is the code it loaded.
+(its state stays the run's own), but finds, reads and compiles it once, and
+the code a worker runs is the code it loaded.
 """
 
 from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
 from collections.abc import Sequence
 from types import CodeType, ModuleType
@@ -47,8 +48,12 @@ class _PinnedLoader(importlib.machinery.SourceFileLoader):
 
 
 class _PinnedFinder(importlib.abc.MetaPathFinder):
-    """Finds a module of ``PACKAGE`` with the finders after it and loads it
-    with ``_PinnedLoader``."""
+    """Finds a module of ``PACKAGE`` with the finders after it, the first
+    time, and loads it with ``_PinnedLoader``; later finds of a source module
+    make its spec from where it was found (no search of the path again)."""
+
+    def __init__(self) -> None:
+        self._found: dict[str, tuple[str, list[str] | None]] = {}  # name -> (file, package path)
 
     def find_spec(
         self,
@@ -58,6 +63,14 @@ class _PinnedFinder(importlib.abc.MetaPathFinder):
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname.partition(".")[0] != PACKAGE:
             return None
+        if (found := self._found.get(fullname)) is not None:
+            origin, locations = found
+            return importlib.util.spec_from_file_location(
+                fullname,
+                origin,
+                loader=_PinnedLoader(fullname, origin),
+                submodule_search_locations=locations,
+            )
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
@@ -67,6 +80,8 @@ class _PinnedFinder(importlib.abc.MetaPathFinder):
             loader = spec.loader
             if type(loader) is importlib.machinery.SourceFileLoader:
                 spec.loader = _PinnedLoader(loader.name, loader.path)
+                locations = spec.submodule_search_locations
+                self._found[fullname] = (loader.path, list(locations) if locations else None)
             return spec
         return None
 
