@@ -11,7 +11,7 @@ anything starts and the warnings are shown.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -173,11 +173,6 @@ async def _decoded(converter: DataConverter, payloads: Any, path: Path, what: st
     if len(values) != 1 or isinstance(values[0], UndecodableInput):
         raise HistoryReadError(f"cannot read the run's {what} in {path}")
     return values[0]
-
-
-async def _each(events: Iterable[HistoryEvent]) -> AsyncIterator[HistoryEvent]:
-    for event in events:
-        yield event
 
 
 def _run_id(history: WorkflowHistory) -> str | None:
