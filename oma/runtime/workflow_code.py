@@ -92,8 +92,3 @@ def pin() -> None:
     they are configured (``oma.runtime.plugin``)."""
     if not any(isinstance(f, _PinnedFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _PinnedFinder())
-
-
-def compiled_modules() -> int:
-    """How many files this process compiled through ``pin()``'s loader (a test hook)."""
-    return len(_PinnedLoader._code)
