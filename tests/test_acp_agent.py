@@ -532,14 +532,7 @@ async def test_a_client_that_cannot_ask_is_told_to_approve_with_a_command(
         turn = asyncio.ensure_future(
             ed.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
         )
-        told = await ed.wait_for(
-            lambda: [
-                u["content"]["text"]
-                for u in ed.updates(sid)
-                if u["sessionUpdate"] == "agent_message_chunk"
-            ],
-            "the approval's message",
-        )
+        told = await ed.wait_for(lambda: said(ed, sid), "the approval's message")
         approved = await ed.conn.prompt(session_id=sid, prompt=[text_block("/approve looks good")])
         answer = await asyncio.wait_for(turn, 30)
     assert told[0] == (
@@ -547,12 +540,10 @@ async def test_a_client_that_cannot_ask_is_told_to_approve_with_a_command(
         "with /approve plan or /reject plan.\n"
     )
     assert approved.stop_reason == answer.stop_reason == "end_turn"
-    said = [
-        u["content"]["text"] for u in ed.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"
-    ]
-    assert said[1].startswith("Recorded: plan approved by ")
-    assert said[1].endswith(": looks good.\n")
-    assert said[-1] == FINAL
+    messages = said(ed, sid)
+    assert messages[1].startswith("Recorded: plan approved by ")
+    assert messages[1].endswith(": looks good.\n")
+    assert messages[-1] == FINAL
 
 
 async def test_an_answer_that_is_not_an_option_decides_nothing(
@@ -567,14 +558,7 @@ async def test_an_answer_that_is_not_an_option_decides_nothing(
         turn = asyncio.ensure_future(
             ed.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
         )
-        told = await ed.wait_for(
-            lambda: [
-                u["content"]["text"]
-                for u in ed.updates(sid)
-                if u["sessionUpdate"] == "agent_message_chunk"
-            ],
-            "the approval's message",
-        )
+        told = await ed.wait_for(lambda: said(ed, sid), "the approval's message")
         approved = await ed.conn.prompt(session_id=sid, prompt=[text_block("/approve")])
         answer = await asyncio.wait_for(turn, 30)
     assert told[0] == (
