@@ -191,10 +191,7 @@ async def test_a_killed_oma_acp_loses_nothing_and_session_load_picks_the_run_up(
     team_file = write_team(tmp_path / "team.json", team())
     held = Pending()
     async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as first:
-        sid = (await first.conn.new_session(cwd=str(tmp_path))).session_id
-        turn = asyncio.ensure_future(
-            first.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
-        )
+        sid, turn = await prompting(first, tmp_path)
         await first.wait_for(lambda: first.permissions(), "the plan's permission prompt")
         pid = first.process.pid
         os.kill(pid, signal.SIGKILL)
@@ -236,10 +233,7 @@ async def test_session_cancel_aborts_the_run_and_the_prompt_ends_cancelled(
     team_file = write_team(tmp_path / "team.json", team())
     held = Pending()
     async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
-        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
-        turn = asyncio.ensure_future(
-            editor.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
-        )
+        sid, turn = await prompting(editor, tmp_path)
         await editor.wait_for(lambda: editor.permissions(), "the plan's permission prompt")
         await editor.conn.cancel(session_id=sid)
         held.release("approval:plan", None)  # what a client answers a prompt once it cancelled
@@ -257,10 +251,7 @@ async def test_a_cancel_sent_as_the_editor_quits_still_aborts_the_run(
     team_file = write_team(tmp_path / "team.json", team())
     held = Pending()
     async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
-        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
-        turn = asyncio.ensure_future(
-            editor.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
-        )
+        sid, turn = await prompting(editor, tmp_path)
         await editor.wait_for(lambda: editor.permissions(), "the plan's permission prompt")
         # the editor quits right after its stop button: the open
         # prompt answered cancelled, the cancel, and the end of input at once
@@ -421,10 +412,7 @@ async def test_bad_input_is_a_clear_error_and_the_agent_goes_on(
     assert unopened.value.data["code"] == "ACP_SESSION_UNKNOWN"
 
     async with editor_with(dev_server, tmp_path, "--team", str(good), answer=held) as editor:
-        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
-        turn = asyncio.ensure_future(
-            editor.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
-        )
+        sid, turn = await prompting(editor, tmp_path)
         await editor.wait_for(lambda: editor.permissions(), "the plan's permission prompt")
         with pytest.raises(RequestError) as busy:
             await editor.conn.prompt(session_id=sid, prompt=[text_block("something else")])
@@ -528,10 +516,7 @@ async def test_a_client_that_cannot_ask_is_told_to_approve_with_a_command(
         raise RequestError.method_not_found("session/request_permission")
 
     async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=cannot_ask) as ed:
-        sid = (await ed.conn.new_session(cwd=str(tmp_path))).session_id
-        turn = asyncio.ensure_future(
-            ed.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
-        )
+        sid, turn = await prompting(ed, tmp_path)
         told = await ed.wait_for(lambda: said(ed, sid), "the approval's message")
         approved = await ed.conn.prompt(session_id=sid, prompt=[text_block("/approve looks good")])
         answer = await asyncio.wait_for(turn, 30)
@@ -554,10 +539,7 @@ async def test_an_answer_that_is_not_an_option_decides_nothing(
     async with editor_with(
         dev_server, tmp_path, "--team", str(team_file), answer=lambda call: "allow_everything"
     ) as ed:
-        sid = (await ed.conn.new_session(cwd=str(tmp_path))).session_id
-        turn = asyncio.ensure_future(
-            ed.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
-        )
+        sid, turn = await prompting(ed, tmp_path)
         told = await ed.wait_for(lambda: said(ed, sid), "the approval's message")
         approved = await ed.conn.prompt(session_id=sid, prompt=[text_block("/approve")])
         answer = await asyncio.wait_for(turn, 30)
@@ -576,10 +558,7 @@ async def test_session_close_leaves_the_run_going_and_session_resume_takes_it_up
     team_file = write_team(tmp_path / "team.json", team())
     held = Pending()
     async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
-        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
-        turn = asyncio.ensure_future(
-            editor.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
-        )
+        sid, turn = await prompting(editor, tmp_path)
         await editor.wait_for(lambda: editor.permissions(), "the plan's permission prompt")
         await editor.conn.close_session(session_id=sid)
         closed = await asyncio.wait_for(turn, 10)
@@ -626,10 +605,7 @@ async def test_a_cancel_that_does_not_settle_cancels_the_run_through_temporal(
     team_file = write_team(tmp_path / "team.json", slow)
     env = oma_env(dev_server, OMA_ACP_CANCEL_GRACE_S="1")
     async with editor_with(dev_server, tmp_path, "--team", str(team_file), env=env) as editor:
-        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
-        turn = asyncio.ensure_future(
-            editor.conn.prompt(session_id=sid, prompt=[text_block("Sleep")])
-        )
+        sid, turn = await prompting(editor, tmp_path, "Sleep")
         await editor.wait_for(
             lambda: (tmp_path / "pid").is_file() and (tmp_path / "pid").read_text(), "the sleeper"
         )
@@ -695,6 +671,16 @@ def build_team() -> dict[str, Any]:
 def runs_log(cwd: Path) -> list[str]:
     log = cwd / "runs.log"
     return sorted(log.read_text().split()) if log.exists() else []
+
+
+async def prompting(
+    editor: Editor, cwd: Path, text: str = "Write the notes"
+) -> tuple[str, asyncio.Future[Any]]:
+    """A new session in ``cwd`` and its prompt ``text`` on its way: the
+    session id and the prompt's answer to come."""
+    sid = (await editor.conn.new_session(cwd=str(cwd))).session_id
+    turn = asyncio.ensure_future(editor.conn.prompt(session_id=sid, prompt=[text_block(text)]))
+    return sid, turn
 
 
 def said(editor: Editor, sid: str) -> list[str]:
