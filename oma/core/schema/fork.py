@@ -11,16 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from oma.core.schema.errors import InvalidRunInputError
 from oma.core.schema.limits import MAX_DURATION_S, MAX_NAME_CHARS, MAX_TASK_RETRIES
 from oma.core.schema.plan import CoordinatorConfig
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import RunOptions
 from oma.core.schema.task import DependencyPayload, MemoryScope, TaskRequirements
 from oma.core.schema.team import TeamConfig
-from oma.core.schema.validation import format_validation_error
+from oma.core.schema.validation import parse_run_json
 
 
 def _nulls_left_out(raw: Any) -> Any:
@@ -149,8 +148,4 @@ def is_fork_input(raw: Any) -> bool:
 def parse_fork_input(raw: Any) -> ForkInput:
     """Validate a decoded JSON value as a ``ForkInput``. Raises
     ``InvalidRunInputError`` naming every bad field by its path."""
-    try:
-        return ForkInput.model_validate(raw)
-    except ValidationError as err:
-        message = format_validation_error(err, model=ForkInput)
-        raise InvalidRunInputError(f"invalid TeamRun input (a fork): {message}") from None
+    return parse_run_json(ForkInput, raw, "TeamRun input (a fork)")

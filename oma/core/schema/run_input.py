@@ -6,9 +6,9 @@ Parse user JSON with ``parse_team_run_input`` so every error names its field.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from oma.core.contracts.budget import RunBudget
 from oma.core.rules.scheduling import SchedulingStrategy, check_assignments
@@ -16,7 +16,6 @@ from oma.core.rules.team_run_state import TeamRunState
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.approvals import ApprovalOptions, check_dispatch_names, check_tool_gate_names
 from oma.core.schema.dag import validate_task_graph
-from oma.core.schema.errors import InvalidRunInputError
 from oma.core.schema.limits import (
     MAX_CONCURRENCY,
     MAX_DURATION_S,
@@ -32,9 +31,7 @@ from oma.core.schema.pricing import ModelPrice
 from oma.core.schema.results import AcpSessionInfo
 from oma.core.schema.task import TaskSpec
 from oma.core.schema.team import TeamConfig
-from oma.core.schema.validation import check_sendable, format_validation_error
-
-M = TypeVar("M", bound=BaseModel)
+from oma.core.schema.validation import check_sendable, parse_run_json
 
 
 class ReuseOptions(BaseModel):
@@ -313,21 +310,12 @@ class AgentRunInput(BaseModel):
         return RunBudget(tokens=self.token_budget, cost_usd=self.cost_budget_usd)
 
 
-def _parse(model: type[M], raw: Any, what: str) -> M:
-    try:
-        return model.model_validate(raw)
-    except ValidationError as err:
-        raise InvalidRunInputError(
-            f"invalid {what}: {format_validation_error(err, model=model)}"
-        ) from None
-
-
 def parse_team_run_input(raw: Any) -> TeamRunInput:
     """Validate a decoded JSON value as a ``TeamRunInput``.
 
     Raises ``InvalidRunInputError`` whose message names every bad field path.
     """
-    return _parse(TeamRunInput, raw, "TeamRun input")
+    return parse_run_json(TeamRunInput, raw, "TeamRun input")
 
 
 def checked_team_run_input(raw: Any) -> TeamRunInput:
@@ -356,4 +344,4 @@ def parse_agent_run_input(raw: Any) -> AgentRunInput:
     """
     if isinstance(raw, dict) and isinstance(raw.get("input"), list):
         raw = {**raw, "input": validate_messages(raw["input"], "input")}
-    return _parse(AgentRunInput, raw, "AgentRun input")
+    return parse_run_json(AgentRunInput, raw, "AgentRun input")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import types
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import pydantic_core
 from pydantic import BaseModel, ValidationError
@@ -189,3 +189,18 @@ def _is_sequence(t: Any) -> bool:
 def _is_mapping(t: Any) -> bool:
     origin = get_origin(t)
     return isinstance(origin, type) and issubclass(origin, Mapping)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_run_json(model: type[M], raw: Any, what: str) -> M:
+    """``raw`` (decoded JSON) validated as ``model``. Raises
+    ``InvalidRunInputError`` ``invalid <what>: ...`` naming every bad field by
+    its path (``format_validation_error``)."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as err:
+        raise InvalidRunInputError(
+            f"invalid {what}: {format_validation_error(err, model=model)}"
+        ) from None
