@@ -804,6 +804,9 @@ SCENARIOS: dict[str, Scenario] = {
     "team_run_reuse": reuse_by_content,
     "agent_run_recorded_turn": fork_replaying_recorded_turns,
     "agent_run_recording_miss": recording_missed,
+    # the same runs as the first two, recorded with one patch marker (ONE_MARKER)
+    "team_run_one_marker": hybrid_team,
+    "agent_run_one_marker": hybrid_team_scripted_task,
 }
 """Every file of the corpus, by its stem, and the scenario that records it."""
 

@@ -269,3 +269,62 @@ async def test_a_task_cancelled_while_its_tool_call_waits_for_approval_says_canc
     assert await status_of(client, workflow_id) == ["cancelled"]
     assert await status_of(client, f"{workflow_id}/w") == ["cancelled"]
     await assert_replays(client, workflow_id)
+
+
+def upserted(events: Any) -> list[list[str]]:
+    """The attributes each ``UpsertWorkflowSearchAttributes`` event of a history set."""
+    return [
+        sorted(
+            e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+        )
+        for e in events
+        if e.HasField("upsert_workflow_search_attributes_event_attributes")
+    ]
+
+
+async def test_a_run_records_one_patch_marker_and_keeps_the_identity_it_started_with(
+    client: Client, workflow_id: str
+) -> None:
+    # two events per patch id and a repeat of the start's attributes were
+    # paid by every task's run (issue 22: the per-task overhead)
+    handle = await start_team(
+        client,
+        workflow_id,
+        {"team": {"name": "t", "agents": [scripted("w", "ok")]}, "tasks": [task("one", "w")]},
+    )
+    assert (await team_result(handle)).status == "completed"
+    for wid in (workflow_id, f"{workflow_id}/one"):
+        events = (await client.get_workflow_handle(wid).fetch_history()).events
+        markers = [
+            e.marker_recorded_event_attributes.marker_name
+            for e in events
+            if e.HasField("marker_recorded_event_attributes")
+        ]
+        assert markers.count("core_patch") == 1, wid
+        # the patch's TemporalChangeVersion, then how the run ended
+        assert upserted(events) == [["TemporalChangeVersion"], ["OmaStatus"]], wid
+    child = (await client.get_workflow_handle(f"{workflow_id}/one").describe()).search_attributes
+    assert {k: child[k] for k in ("OmaStatus", "OmaTeam", "OmaAgent", "OmaTask")} == {
+        "OmaStatus": ["completed"],
+        "OmaTeam": ["t"],
+        "OmaAgent": ["w"],
+        "OmaTask": ["one"],
+    }
+    assert await assert_replays(client, workflow_id) == 2
+
+
+async def test_a_stock_cli_run_sets_the_identity_it_did_not_start_with(
+    client: Client, dev_server: DevServer
+) -> None:
+    wid = f"stock-identity-{uuid.uuid4().hex[:6]}"
+    run_input = json.dumps(
+        {"team": {"name": "t", "agents": [scripted("w", "ok")]}, "tasks": [task("one", "w")]}
+    )
+    await start_with_stock_cli(dev_server, "TeamRun", wid, "--input", run_input)
+    handle = client.get_workflow_handle(wid, result_type=TeamRunResult)
+    assert (await team_run_result(handle)).status == "completed"
+    events = (await handle.fetch_history()).events
+    assert ["OmaStatus", "OmaTeam"] in upserted(events)
+    described = await handle.describe()
+    assert described.search_attributes["OmaTeam"] == ["t"]
+    await assert_replays(client, wid)

@@ -88,7 +88,7 @@ class ActivityModel:
                 workflow_id=info.workflow_id, run_id=info.run_id, length=len(inp.messages)
             )
             update: dict[str, Any] = {"messages": [], "conversation": ref}
-            if workflow.patched(_patches.AGENT_BY_REFERENCE):
+            if _patches.patched(_patches.AGENT_BY_REFERENCE):
                 update |= {"agent": agent_named(inp.agent), "agent_ref": self._agent_ref()}
             if self.recorded is not None:
                 update["recorded"] = self.recorded

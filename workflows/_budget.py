@@ -85,7 +85,7 @@ def shared_budget(budget: RunBudget | None, task_id: str | None) -> SharedBudget
     parent = workflow.info().parent
     if budget is None or task_id is None or parent is None:
         return None
-    if not workflow.patched(_patches.SHARED_BUDGET):
+    if not _patches.patched(_patches.SHARED_BUDGET):
         return None
     return SharedBudget(budget, task_id, parent.workflow_id)
 
@@ -156,7 +156,7 @@ async def report_cancelled(
     parent = workflow.info().parent
     if task_id is None or parent is None:
         return
-    if not workflow.patched(_patches.CANCELLED_ATTEMPT_REPORTED):
+    if not _patches.patched(_patches.CANCELLED_ATTEMPT_REPORTED):
         return
     report = UsageReport(
         task_id=task_id,

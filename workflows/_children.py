@@ -108,7 +108,7 @@ def _partial_result(details: Sequence[Any]) -> AgentRunResult | None:
     try:
         return AgentRunResult.model_validate(first)
     except ValidationError:
-        if not workflow.patched(_patches.EVERY_TASK_SETTLES):
+        if not _patches.patched(_patches.EVERY_TASK_SETTLES):
             raise
         return None
 

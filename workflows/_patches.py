@@ -4,9 +4,18 @@ Each names a change of workflow logic that histories recorded before it do
 not contain: code under ``workflow.patched(ID)`` runs for new runs (and
 records a marker), the old path keeps replaying the runs from before.
 Never rename or reuse an id: recorded histories hold it.
+
+Each ``workflow.patched`` call that is on records a marker and an upsert of
+``TemporalChangeVersion`` in the run's history: two events per id, in every
+``AgentRun`` (one per task). So workflow code asks ``patched`` here: from
+``ONE_MARKER`` on, a run records that one marker, and every id before it is
+on without one of its own. Add a new id below ``ONE_MARKER``, outside
+``_ON_WITH_ONE_MARKER``.
 """
 
 from __future__ import annotations
+
+from temporalio import workflow
 
 AGENT_BY_REFERENCE = "llm-turn-agent-by-reference"
 """The patch from which an ``llm_turn`` input refers to the agent
@@ -75,3 +84,42 @@ UNKNOWN_ERROR_TYPE = "oma-unknown-error-type"
 (its type is the exception's class name) fails its ``AgentRun``
 ``ACTIVITY_FAILED``, the class named in the message; before it the class
 name was the run's error code, outside the catalogue (docs/errors.md)."""
+
+ONE_MARKER = "oma-one-marker"
+"""Runs from this flag on record this one marker for all the ids above: each
+is on for them (``patched``) without a marker of its own (before it, a run
+recorded a marker and an upsert for each id it asked). And a run started
+with its identity (``OmaStatus=running`` and its team, or its agent and
+task: a client or its parent run set them) does not set the same attributes
+again as it starts (``oma.workflows._visibility.identify``)."""
+
+_ON_WITH_ONE_MARKER = frozenset(
+    {
+        AGENT_BY_REFERENCE,
+        TOOL_DECISIONS_AT_THE_TASK,
+        FAILED_STATE,
+        SEARCH_ATTRIBUTES,
+        STOP_WINS_OVER_A_STEP,
+        EVERY_TASK_SETTLES,
+        LOCAL_ACTIVITY_FAILURE,
+        STOP_ENDS_RETRY_DELAY,
+        SHARED_BUDGET,
+        CANCELLED_ATTEMPT_REPORTED,
+        SEARCH_ATTRIBUTES_LEARNED,
+        STATUS_ON_EVERY_END,
+        CANCEL_IN_A_FIRST_READ,
+        UNKNOWN_ERROR_TYPE,
+    }
+)
+"""The ids ``ONE_MARKER`` stands for: every id declared before it."""
+
+
+def patched(patch_id: str) -> bool:
+    """``workflow.patched(patch_id)``, through ``ONE_MARKER``: ``True`` with
+    no marker of its own for an id before it when the run records (or, in a
+    replay, recorded) ``ONE_MARKER``. Its first call in a run decides that
+    run's ``ONE_MARKER``; a run recorded before it replays each id's own
+    marker, as it was recorded."""
+    if patch_id in _ON_WITH_ONE_MARKER and workflow.patched(ONE_MARKER):
+        return True
+    return workflow.patched(patch_id)

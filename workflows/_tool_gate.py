@@ -256,7 +256,7 @@ class AdoptedToolRequests(BackgroundSignals):
         """``DecisionForwarder``: a decision on a task's request goes to the
         task's run (from ``_patches.TOOL_DECISIONS_AT_THE_TASK`` on; before it, this run
         recorded it and ``forward`` sent it on)."""
-        return request.scope != self._approvals.gate.scope and workflow.patched(
+        return request.scope != self._approvals.gate.scope and _patches.patched(
             _patches.TOOL_DECISIONS_AT_THE_TASK
         )
 
@@ -335,7 +335,7 @@ class AdoptedToolRequests(BackgroundSignals):
         no longer open (a retry's are new ones), from ``_patches.TOOL_DECISIONS_AT_THE_TASK`` on."""
         listed = any(r.scope == child for r in self._approvals.gate.open)
         on_its_way = any(f.request.scope == child for f in self._forwarded.values())
-        if (listed or on_its_way) and workflow.patched(_patches.TOOL_DECISIONS_AT_THE_TASK):
+        if (listed or on_its_way) and _patches.patched(_patches.TOOL_DECISIONS_AT_THE_TASK):
             self.settled(child)
 
     def close_all(self, reason: str) -> None:

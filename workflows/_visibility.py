@@ -55,7 +55,7 @@ async def learn() -> None:
     can reach a replay a workflow task earlier than it reached the run, and
     the ``patched`` calls right after it would then disagree with the
     history.) Runs from before ``SEARCH_ATTRIBUTES_LEARNED`` never ask."""
-    if _started_with_status() or not workflow.patched(_patches.SEARCH_ATTRIBUTES_LEARNED):
+    if _started_with_status() or not _patches.patched(_patches.SEARCH_ATTRIBUTES_LEARNED):
         return
     try:
         out = await workflow.execute_activity(
@@ -84,7 +84,7 @@ def searchable() -> bool:
     ``OmaStatus`` or ``learn`` found them registered, and it runs (or
     replays) code from ``_patches.SEARCH_ATTRIBUTES`` on."""
     known = _started_with_status() or getattr(workflow.instance(), _LEARNED, False)
-    return known and workflow.patched(_patches.SEARCH_ATTRIBUTES)
+    return known and _patches.patched(_patches.SEARCH_ATTRIBUTES)
 
 
 def _started_with_status() -> bool:
@@ -92,10 +92,16 @@ def _started_with_status() -> bool:
 
 
 def identify(*, team: str | None = None, agent: str | None = None, task: str | None = None) -> None:
-    """Mark the run ``running`` with what it is (once, as it starts), when ``searchable``."""
-    if searchable():
-        pairs = _pairs(team=team, agent=agent, task=task)
-        workflow.upsert_search_attributes([pair.key.value_set(pair.value) for pair in pairs])
+    """Mark the run ``running`` with what it is (once, as it starts), when
+    ``searchable`` and its start did not already say so (from
+    ``_patches.ONE_MARKER`` on: a client or its parent run started it so)."""
+    if not searchable():
+        return
+    pairs = _pairs(team=team, agent=agent, task=task)
+    started = workflow.info().typed_search_attributes
+    if all(started.get(p.key) == p.value for p in pairs) and _patches.patched(_patches.ONE_MARKER):
+        return
+    workflow.upsert_search_attributes([pair.key.value_set(pair.value) for pair in pairs])
 
 
 _ENDED = "_oma_status_ended"
@@ -120,7 +126,7 @@ def cancelled(error_code: str | None = None) -> None:
     for a cancelled activity."""
     if getattr(workflow.instance(), _ENDED, False) or not searchable():
         return
-    if workflow.patched(_patches.STATUS_ON_EVERY_END):
+    if _patches.patched(_patches.STATUS_ON_EVERY_END):
         ended("cancelled", error_code)
 
 
@@ -128,7 +134,7 @@ def continuing() -> TypedSearchAttributes | None:
     """Before the run continues as new: this execution's ``OmaStatus`` says
     ``continued_as_new`` and the attributes the next one starts with say
     ``running`` (``None``: nothing to set, the next run takes this one's)."""
-    if not searchable() or not workflow.patched(_patches.STATUS_ON_EVERY_END):
+    if not searchable() or not _patches.patched(_patches.STATUS_ON_EVERY_END):
         return None
     ended("continued_as_new")
     return workflow.info().typed_search_attributes.updated(SearchAttributePair(STATUS, "running"))

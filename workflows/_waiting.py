@@ -48,7 +48,7 @@ async def unless_stopped(step: Coroutine[Any, Any, None], stopped: Callable[[], 
             with contextlib.suppress(asyncio.CancelledError, ApplicationError):
                 await task
     # (runs that failed this way before the stop won keep replaying: patched)
-    if not (stopped() and workflow.patched(_patches.STOP_WINS_OVER_A_STEP)):
+    if not (stopped() and _patches.patched(_patches.STOP_WINS_OVER_A_STEP)):
         await task
 
 
@@ -66,7 +66,7 @@ def at_deadline(deadline: datetime, expire: Callable[[], None]) -> asyncio.Task[
 async def delay_unless_stopped(seconds: float, stopped: Callable[[], bool], summary: str) -> None:
     """Wait ``seconds`` (a timer with ``summary``), or until ``stopped()``
     (runs from before ``STOP_ENDS_RETRY_DELAY`` waited the whole delay)."""
-    if workflow.patched(_patches.STOP_ENDS_RETRY_DELAY):
+    if _patches.patched(_patches.STOP_ENDS_RETRY_DELAY):
         with contextlib.suppress(asyncio.TimeoutError):
             await workflow.wait_condition(stopped, timeout=seconds, timeout_summary=summary)
     else:
@@ -77,5 +77,5 @@ def reraise_cancel(err: ActivityError) -> None:
     """Raise ``asyncio.CancelledError`` when ``err`` is an activity the run's
     own Temporal cancellation cancelled (from ``_patches.CANCEL_IN_A_FIRST_READ``
     on): a read whose failure a run may shrug off must not swallow a cancel."""
-    if isinstance(err.cause, CancelledError) and workflow.patched(_patches.CANCEL_IN_A_FIRST_READ):
+    if isinstance(err.cause, CancelledError) and _patches.patched(_patches.CANCEL_IN_A_FIRST_READ):
         raise asyncio.CancelledError() from err

@@ -112,7 +112,7 @@ class AgentRun(ApprovalHandlers):
         # match the history
         self._map_local_failures = not PROVIDERS[
             agent.resolved_provider
-        ].needs_io and workflow.patched(_patches.LOCAL_ACTIVITY_FAILURE)
+        ].needs_io and _patches.patched(_patches.LOCAL_ACTIVITY_FAILURE)
         try:
             await self._run(inp, budget)
         except asyncio.CancelledError:
@@ -256,7 +256,7 @@ class AgentRun(ApprovalHandlers):
             return asyncio.CancelledError()
         if isinstance(cause, ApplicationError):
             code, message = cause.type or ActivityFailedError.code, cause.message
-            if code not in ERRORS and workflow.patched(_patches.UNKNOWN_ERROR_TYPE):
+            if code not in ERRORS and _patches.patched(_patches.UNKNOWN_ERROR_TYPE):
                 # an exception no activity maps (its class name is the type):
                 # the catalogue's code, the class named in the message
                 code, message = ActivityFailedError.code, f"{cause.type}: {cause.message}"

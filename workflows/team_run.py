@@ -336,7 +336,7 @@ class TeamRun(TeamRunHandlers):
         except Exception as err:
             # a fault in reading the task's outcome must not leave it in
             # progress while the run goes on without it
-            if isinstance(err, workflow.NondeterminismError) or not workflow.patched(
+            if isinstance(err, workflow.NondeterminismError) or not _patches.patched(
                 _patches.EVERY_TASK_SETTLES
             ):
                 raise
@@ -487,7 +487,7 @@ class TeamRun(TeamRunHandlers):
             result.status, None if result.success else result.error_code or TaskFailedError.code
         )
         self._show_details()
-        if not result.success and workflow.patched(_patches.FAILED_STATE):
+        if not result.success and _patches.patched(_patches.FAILED_STATE):
             raise team_run_failure(self._team_name, result, sent)
         return sent
 
