@@ -216,7 +216,9 @@ async def replay_every_closed_workflow(client: Client) -> None:
 
     started = time.monotonic()
     try:
-        await plugin.replayer().replay_workflows(histories())
+        # OMA's workflow code under the sandbox's restrictions, which a
+        # worker passes it through (oma.runtime.plugin.sandboxed)
+        await plugin.replayer(strict_sandbox=True).replay_workflows(histories())
     finally:
         for pending in fetches:
             pending.cancel()

@@ -17,11 +17,13 @@ from tests.record_histories import SCENARIOS
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
 
+@pytest.mark.parametrize("strict", [False, True], ids=["worker_sandbox", "strict_sandbox"])
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
-async def test_recorded_history_replays(path: Path) -> None:
+async def test_recorded_history_replays(path: Path, strict: bool) -> None:
+    # as a worker runs it, and with OMA's code under the sandbox's restrictions
     raw = json.loads(path.read_text())
     history = WorkflowHistory.from_json(_workflow_id_of(raw) or path.stem, raw)
-    replayer = plugin.replayer()
+    replayer = plugin.replayer(strict_sandbox=strict)
     await replayer.replay_workflow(history)
 
 

@@ -16,7 +16,7 @@ from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.messages import user_text
 from oma.core.schema.providers import PROVIDERS, Provider
-from oma.workflows import _agent_ports, _options
+from oma.workflows import _agent_ports, _options, _patches
 
 
 def test_every_provider_an_agent_may_name_has_traits_and_an_adapter() -> None:
@@ -74,6 +74,7 @@ async def test_in_a_workflow_a_turn_is_a_local_activity_only_when_it_needs_no_io
 ) -> None:
     recording = RecordingWorkflow()
     monkeypatch.setattr(_agent_ports, "workflow", recording)
+    monkeypatch.setattr(_patches, "workflow", recording)  # _patches.patched asks it
     config = AgentConfig.model_validate({"name": "a", **agent})
     asked = [user_text("hi")]
     await _agent_ports.ActivityModel().turn(LlmTurnInput(agent=config, messages=asked, turn=0))

@@ -20,6 +20,7 @@ https://docs.temporal.io/develop/python/temporal-client#plugins.)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -50,7 +51,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from temporalio.client import ClientConfig
-    from temporalio.worker import Replayer, ReplayerConfig, WorkerConfig
+    from temporalio.worker import Replayer, ReplayerConfig, WorkerConfig, WorkflowRunner
 
 
 class Activities(Protocol):
@@ -109,6 +110,10 @@ class OmaPlugin(SimplePlugin, OmaClientPlugin):
     through the global tracer provider the caller set. Raises
     ``CodecKeysInvalidError`` for a malformed key list, ``TracingUnavailableError``
     when tracing is on without the ``[otel]`` extra.
+
+    The workflow sandbox passes the ``oma`` package through (``sandboxed``);
+    ``strict_sandbox`` runs OMA's workflow code under the SDK's restrictions
+    instead, as the test suite replays every run it made.
     """
 
     def __init__(
@@ -117,12 +122,14 @@ class OmaPlugin(SimplePlugin, OmaClientPlugin):
         *,
         codec_keys: Sequence[CodecKey] | Literal["env"] | None = "env",
         tracing: bool | Literal["env"] = "env",
+        strict_sandbox: bool = False,
     ) -> None:
         OmaClientPlugin.__init__(self, codec_keys=codec_keys, tracing=tracing)
         SimplePlugin.__init__(
             self, "oma", data_converter=data_converter(self.codec_keys), workflows=_with_workflows
         )
         self.oma_activities = activities
+        self.strict_sandbox = strict_sandbox
 
     def configure_client(self, config: ClientConfig) -> ClientConfig:
         config = super().configure_client(config)
@@ -130,7 +137,7 @@ class OmaPlugin(SimplePlugin, OmaClientPlugin):
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
         config = super().configure_replayer(config)
-        workflow_code.pin()
+        config["workflow_runner"] = sandboxed(config.get("workflow_runner"), self.strict_sandbox)
         return self._tracing.configure_replayer(config) if self._tracing else config
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
@@ -149,9 +156,39 @@ class OmaPlugin(SimplePlugin, OmaClientPlugin):
         config["interceptors"] = [*config.get("interceptors", ()), CredentialRedaction()]
         config = self._tracing.configure_worker(config) if self._tracing else config
         if config.get("task_queue") != self.oma_activities.session_task_queue:
+            runner = sandboxed(config.get("workflow_runner"), self.strict_sandbox)
+            config["workflow_runner"] = runner
             config = _failing_runs_it_lacks_the_key_of(config)
-            workflow_code.pin()  # the sandbox's imports of every run: compiled once
         return config
+
+
+def sandboxed(runner: WorkflowRunner | None, strict: bool) -> WorkflowRunner:
+    """The sandbox OMA's workflows run in: ``runner`` (by default the SDK's
+    ``SandboxedWorkflowRunner``) passing the ``oma`` package through.
+
+    The sandbox imports a workflow's module anew for every run it creates,
+    and every module it imports that is not passed through: for OMA that was
+    a third of a worker's CPU per ``AgentRun`` (the workflows' modules, their
+    classes and ``@workflow.defn``, about 2 ms a run; ``bench/dag_overhead.py``).
+    Passed through, a run uses the modules the worker loaded once: OMA's
+    workflow code keeps no state in a module (a run's state is its workflow
+    instance's), and loaded once it is also the code the worker started with,
+    whatever changes on disk under it (temporalio/sdk-python#607). What it
+    gives up is the sandbox's check of OMA's own code for calls a workflow
+    must not make (``datetime.now``, I/O): ``strict`` keeps that check (each
+    run re-imports OMA's modules, compiled once: ``oma.runtime.workflow_code``),
+    as the test suite's replay of every run it made does. A runner that is no
+    sandbox (``UnsandboxedWorkflowRunner``) is returned as it is."""
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+    runner = runner or SandboxedWorkflowRunner()
+    if not isinstance(runner, SandboxedWorkflowRunner):
+        return runner
+    if strict:
+        workflow_code.pin()
+        return runner
+    passed = runner.restrictions.with_passthrough_modules(workflow_code.PACKAGE)
+    return dataclasses.replace(runner, restrictions=passed)
 
 
 def _failing_runs_it_lacks_the_key_of(config: WorkerConfig) -> WorkerConfig:
@@ -167,9 +204,13 @@ def _failing_runs_it_lacks_the_key_of(config: WorkerConfig) -> WorkerConfig:
     return config
 
 
-def replayer(codec_keys: Sequence[CodecKey] | Literal["env"] | None = "env") -> Replayer:
+def replayer(
+    codec_keys: Sequence[CodecKey] | Literal["env"] | None = "env", *, strict_sandbox: bool = False
+) -> Replayer:
     """A ``Replayer`` of every OMA workflow, with the product's data converter
-    (decrypting with ``codec_keys``, by default those of ``OMA_CODEC_KEYS``)."""
+    (decrypting with ``codec_keys``, by default those of ``OMA_CODEC_KEYS``),
+    in the sandbox a worker runs them in (``strict_sandbox``: ``sandboxed``)."""
     from temporalio.worker import Replayer
 
-    return Replayer(workflows=[], plugins=[OmaPlugin(codec_keys=codec_keys)])
+    plugin = OmaPlugin(codec_keys=codec_keys, strict_sandbox=strict_sandbox)
+    return Replayer(workflows=[], plugins=[plugin])

@@ -1,22 +1,23 @@
-"""A worker's workflow code, read and compiled once per process.
+"""OMA's workflow code in a strict sandbox, read and compiled once per process.
 
 Temporal's workflow sandbox imports a workflow's module, and the packages
 above it, anew for every workflow run it creates, through Python's import
-system (``temporalio.worker.workflow_sandbox``). Each of those imports reads
-the file again and, where no bytecode cache can be read or written
+system (``temporalio.worker.workflow_sandbox``). A worker passes the ``oma``
+package through the sandbox (``oma.runtime.plugin.sandboxed``), so none of
+that happens there; a strict sandbox (``OmaPlugin(strict_sandbox=True)``,
+which the test suite replays every run it made in) keeps it, to check OMA's
+code against the sandbox's restrictions. There, each import would read the
+file again and, where no bytecode cache can be read or written
 (``PYTHONDONTWRITEBYTECODE``, a read-only install without ``.pyc`` files),
-compiles it again: in a 5,000-task ``TeamRun`` (``bench/dag_overhead.py``),
-compiling ``agent_run.py`` and ``oma/__init__.py`` for every ``AgentRun`` was
-about a tenth of the worker's CPU. And a file changed on disk under a
-running worker (a deploy that overwrites the code in place) is picked up by
-the next run's import, mid-flight, while the worker goes on replaying its
-other runs with the old code (temporalio/sdk-python#607).
+compile it again; and a file changed on disk under a running process (a
+deploy that overwrites the code in place) would be picked up by the next
+run's import, mid-flight (temporalio/sdk-python#607).
 
 ``pin()`` puts one finder first on ``sys.meta_path`` that serves every module
 of the ``oma`` package from the code object compiled the first time this
 process loaded it: the sandbox still executes each module anew for every run
 (its state stays the run's own), but finds, reads and compiles it once, and
-the code a worker runs is the code it loaded.
+the code a run executes is the code the process loaded.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ class _PinnedFinder(importlib.abc.MetaPathFinder):
 
 def pin() -> None:
     """Serve every ``oma`` module this process imports from then on from its
-    first compiled code (idempotent). A worker and a replayer call it as
-    they are configured (``oma.runtime.plugin``)."""
+    first compiled code (idempotent). A strict sandbox's worker or replayer
+    calls it as it is configured (``oma.runtime.plugin.sandboxed``)."""
     if not any(isinstance(f, _PinnedFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _PinnedFinder())
