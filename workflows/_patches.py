@@ -75,3 +75,10 @@ UNKNOWN_ERROR_TYPE = "oma-unknown-error-type"
 (its type is the exception's class name) fails its ``AgentRun``
 ``ACTIVITY_FAILED``, the class named in the message; before it the class
 name was the run's error code, outside the catalogue (docs/errors.md)."""
+
+GOAL_COPIES_COUNTED = "oma-goal-copies-counted"
+"""A goal run counts every copy of its goal and its plan against its budget
+(``TeamRunInput.check_size``), before it plans and once it has: a goal too
+large fails the run ``INVALID_RUN_INPUT`` at once; before it the goal and
+the plan were counted once, after planning, and such a run failed
+``RUN_STATE_TOO_LARGE`` at its end."""
