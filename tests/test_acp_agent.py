@@ -469,6 +469,75 @@ async def test_lines_that_are_not_json_rpc_messages_leave_the_agent_serving(
     assert "Traceback" not in stderr, stderr[-3000:]
 
 
+def peak_rss_kib(pid: int) -> int:
+    """The process's peak resident set size so far (``VmHWM``), in KiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    [line] = [line for line in status.splitlines() if line.startswith("VmHWM:")]
+    return int(line.split()[1])
+
+
+async def test_a_line_over_the_message_limit_is_refused_and_the_memory_stays_bounded(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    # a prompt of 200 MiB (ten 20 MiB images, base64) in one line: read and
+    # let go of in chunks, answered with an error naming the limit; the
+    # agent serves the next request
+    from oma.cli.acp_agent.stdio import MAX_MESSAGE_BYTES
+
+    proc = await asyncio.create_subprocess_exec(
+        OMA,
+        "acp",
+        env=oma_env(dev_server),
+        cwd=tmp_path,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        limit=1024 * 1024,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    initialize = {"jsonrpc": "2.0", "method": "initialize", "params": {"protocolVersion": 1}}
+    try:
+        proc.stdin.write(json.dumps({**initialize, "id": 1}).encode() + b"\n")
+        await proc.stdin.drain()
+        assert json.loads(await asyncio.wait_for(proc.stdout.readline(), 30))["id"] == 1
+        before = peak_rss_kib(proc.pid)
+        image = {"type": "image", "mimeType": "image/png", "data": "A" * (20 * 1024 * 1024)}
+        head = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "session/prompt",
+                "params": {"sessionId": "s", "prompt": [image] * 10},
+            }
+        ).encode()
+        size = len(head) + 1
+        assert size > 4 * MAX_MESSAGE_BYTES
+        for start in range(0, len(head), 1024 * 1024):
+            proc.stdin.write(head[start : start + 1024 * 1024])
+            await proc.stdin.drain()
+        del head
+        proc.stdin.write(b"\n" + json.dumps({**initialize, "id": 3}).encode() + b"\n")
+        await proc.stdin.drain()
+        refused = json.loads(await asyncio.wait_for(proc.stdout.readline(), 60))
+        served = json.loads(await asyncio.wait_for(proc.stdout.readline(), 30))
+        grown_kib = peak_rss_kib(proc.pid) - before
+    finally:
+        if proc.returncode is None:
+            proc.stdin.close()
+    assert await asyncio.wait_for(proc.wait(), 30) == 0
+    stderr = (await proc.stderr.read()).decode()
+    assert refused["id"] == 2 and refused["error"]["code"] == -32600, refused
+    assert refused["error"]["data"]["code"] == "ACP_MESSAGE_TOO_LARGE"
+    assert f"{size} bytes" in refused["error"]["message"]
+    assert f"at most {MAX_MESSAGE_BYTES} bytes" in refused["error"]["message"]
+    assert served["id"] == 3 and served["result"]["agentCapabilities"]["loadSession"]
+    # the first MAX_MESSAGE_BYTES of the line are held until it is past them
+    # (before the limit: 600 MiB, three times the line)
+    limit_kib = MAX_MESSAGE_BYTES // 1024
+    assert grown_kib < limit_kib + 16 * 1024, f"the peak RSS grew by {grown_kib} KiB"
+    assert "Traceback" not in stderr, stderr[-3000:]
+
+
 async def test_a_session_cwd_that_is_not_an_existing_absolute_directory_is_refused(
     dev_server: DevServer, tmp_path: Path
 ) -> None:
@@ -492,19 +561,24 @@ async def test_a_session_cwd_that_is_not_an_existing_absolute_directory_is_refus
     assert not (tmp_path / "no").exists()
 
 
-async def test_a_command_the_run_cannot_answer_is_a_message_not_an_error(
+async def test_a_prompt_whose_goal_is_too_large_for_a_run_is_refused_naming_its_limit(
     dev_server: DevServer, tmp_path: Path
 ) -> None:
-    # a goal of 1.5 MB: the run takes it, but its state is then over
-    # Temporal's payload limit, so the state query fails (as the run did)
+    # a goal of 1.5 MB: a goal run holds it three times; the run once took
+    # it and failed at its end (RUN_STATE_TOO_LARGE), its state past what a
+    # query answers
     team_file = write_team(tmp_path / "team.json", team(approvals={}))
     async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
         sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
-        await editor.conn.prompt(session_id=sid, prompt=[text_block("x" * 1_500_000)])
+        with pytest.raises(RequestError) as err:
+            await editor.conn.prompt(session_id=sid, prompt=[text_block("x" * 1_500_000)])
         status = await editor.conn.prompt(session_id=sid, prompt=[text_block("/status")])
+    assert err.value.code == -32602
+    assert err.value.data["code"] == "INVALID_RUN_INPUT"
+    assert "this run's goal may be at most" in err.value.data["message"]
     said = [u for u in editor.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"]
     assert status.stop_reason == "end_turn"
-    assert said[-1]["content"]["text"].startswith("/status failed: the run could not answer: ")
+    assert said[-1]["content"]["text"].startswith("No run in this session yet")
 
 
 async def test_a_client_that_cannot_ask_is_told_to_approve_with_a_command(

@@ -251,3 +251,25 @@ def test_a_line_the_sdk_cannot_take_is_dropped_or_made_a_message() -> None:
         "id": 0,
         "error": {"code": -32603, "message": "boom"},
     }
+
+
+def test_a_line_too_long_is_refused_by_the_id_its_first_bytes_name() -> None:
+    from oma.cli.acp_agent.stdio import TooLong, refusal
+
+    def answer(head: bytes) -> Any:
+        line = refusal(TooLong(60_000_000, head))
+        return None if line is None else json.loads(line)
+
+    refused = answer(b'{"jsonrpc": "2.0", "id": "p-7", "method": "session/prompt", "params": {"pro')
+    assert refused["id"] == "p-7" and refused["error"]["code"] == -32600
+    assert refused["error"]["data"]["code"] == "ACP_MESSAGE_TOO_LARGE"
+    assert "is 60000000 bytes" in refused["error"]["data"]["message"]
+    assert answer(b' {"id":12,"method":"x"')["id"] == 12
+    for nameless in (
+        b'{"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s", "x": "AAA',
+        b'{"params": {"id": 3, "data": "AAAA',  # an id in params is not the request's
+        b'{"id": true, "method": "x"}',
+        b"[1, 2",
+        b"\xff\xfe not json",
+    ):
+        assert answer(nameless) is None, nameless

@@ -24,13 +24,21 @@ from oma import worker as oma_worker
 from oma.cli.viewer.model import build_run_view, fetch_histories
 from oma.client.approvals import pending, upstream_outputs
 from oma.core.schema import limits
+from oma.core.schema.errors import InvalidRunInputError
 from oma.core.schema.results import TeamRunResult
+from oma.core.schema.run_input import checked_team_run_input
 from oma.core.schema.task import TaskStatus
 from oma.runtime import plugin
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
 from oma.workflows._visibility import STATUS
-from tests._approvals import Run, result_within, start_run, terminate_if_running
+from tests._approvals import (
+    Run,
+    children_started,
+    result_within,
+    start_run,
+    terminate_if_running,
+)
 from tests._orchestration import ECHO, plan_answer, planned
 from tests._runs import (
     TASK_QUEUE,
@@ -390,6 +398,84 @@ async def test_a_workflow_id_whose_task_ids_would_pass_temporals_limit_fails_at_
     )
     failure = await failure_at_once(handle, "INVALID_RUN_INPUT")
     assert "over Temporal's limit of 1000 bytes on a workflow id" in failure.message
+
+
+# -- large fields of the input ------------------------------------------------
+
+BIG_GOAL = {
+    "team": {"name": "t", "agents": [scripted("a", "done")]},
+    "goal": "g" * 1_400_000,
+    "coordinator": {"provider": "scripted", "script": [plan_answer(planned("Do", "a")), "ans"]},
+}
+"""A goal of 1.4 MB: within the payload limit, and the budget once; a goal
+run holds it three times (input, result's goal, plan's goal)."""
+
+
+async def test_a_goal_over_its_limit_fails_the_run_at_once_before_the_coordinator_plans(
+    client: Client, workflow_id: str
+) -> None:
+    # started as `temporal workflow start` would, past the client's checks
+    handle = await client.start_workflow("TeamRun", BIG_GOAL, id=workflow_id, task_queue=TASK_QUEUE)
+    failure = await failure_at_once(handle, "INVALID_RUN_INPUT")
+    assert failure.message.startswith("goal: the goal is 1400002 bytes of JSON")
+    assert "this run's goal may be at most" in failure.message
+    assert await children_started(client, workflow_id) == [], "nothing ran"
+    await assert_replays(client, workflow_id)
+
+
+async def test_a_goal_of_the_largest_size_the_refusal_states_runs_to_its_end(
+    run_of: Any, client: Client, workflow_id: str
+) -> None:
+    with pytest.raises(InvalidRunInputError) as info:
+        checked_team_run_input(BIG_GOAL)
+    most = int(info.value.message.split("may be at most ")[1].split()[0])
+    run_input = {**BIG_GOAL, "goal": "g" * (most - 2)}  # its JSON: `most` bytes
+    checked_team_run_input(run_input)
+
+    result = await result_within(await run_of(run_input), RESULT_WAIT_S)
+
+    assert (result.status, result.final_output) == ("completed", "ans")
+    assert result.goal == run_input["goal"] and result.plan and result.plan.goal == result.goal
+    _, size = await raw_result(client, workflow_id)
+    assert 2 * most < size <= limits.RUN_STATE_BUDGET_BYTES
+    await assert_replays(client, workflow_id)
+
+
+async def test_a_goal_run_recorded_before_its_goal_was_counted_thrice_replays(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A run the check lets through records no patch marker, as the runs from
+    # before it; replayed where the check refuses its goal (a smaller
+    # budget), it takes the path those runs took (the goal counted once,
+    # after planning) instead of failing, a nondeterminism.
+    run_input = {**BIG_GOAL, "goal": "g" * 10_000}
+    async with own_server_with_budget(monkeypatch, 100_000) as (client, queue):
+        handle = await start_team(client, "goal-counted", run_input, task_queue=queue)
+        result = await asyncio.wait_for(team_result(handle), RESULT_WAIT_S)
+        assert result.status == "completed"
+        history = await handle.fetch_history()
+    monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", 30_000)
+    with pytest.raises(InvalidRunInputError, match="goal may be at most"):
+        checked_team_run_input(run_input)
+    await plugin.replayer().replay_workflow(history)
+
+
+@pytest.mark.parametrize("field", ["description", "system_prompt"])
+async def test_a_task_description_or_a_system_prompt_near_the_budget_runs_to_its_end(
+    run_of: Any, client: Client, workflow_id: str, field: str
+) -> None:
+    # what the input check lets through (it counts them once) a run holds
+    # once, or in payloads of their own (the task's AgentRun, its turns)
+    big = "d" * 1_500_000
+    agent = scripted("a", "done", system_prompt=big if field == "system_prompt" else "")
+    one = task("one", "a", description=big if field == "description" else "")
+    run_input = {"team": {"name": "t", "agents": [agent]}, "tasks": [one]}
+    checked_team_run_input(run_input)
+
+    result = await result_within(await run_of(run_input), RESULT_WAIT_S)
+
+    assert (result.status, result.tasks[0].output) == ("completed", "done")
+    await assert_replays(client, workflow_id)
 
 
 # -- what cannot fit even so ----------------------------------------------------------

@@ -225,3 +225,21 @@ def test_a_description_under_the_payload_limit_but_over_the_runs_budget_is_refus
         checked_team_run_input({"team": TEAM, "tasks": tasks})
     assert "over the run's budget of 1572864 bytes" in info.value.message
     assert "its largest field is tasks[0].description (1800002 bytes)" in info.value.message
+
+
+def test_a_goal_a_run_would_hold_three_times_past_its_budget_is_refused_naming_its_limit() -> None:
+    # 1.4 MB passes the payload limit and, once, the budget; the result holds
+    # it twice and the state a run carries three times
+    from oma.core.schema.run_input import checked_team_run_input
+
+    run = {"team": TEAM, "goal": "g" * 1_400_000}
+    with pytest.raises(InvalidRunInputError) as info:
+        checked_team_run_input(run)
+    message = info.value.message
+    assert message.startswith("goal: the goal is 1400002 bytes of JSON and a goal run holds it 3")
+    assert "over the run's budget of 1572864 bytes" in message
+    most = int(message.split("this run's goal may be at most ")[1].split()[0])
+    assert 500_000 < most < 1_572_864 // 3
+    checked_team_run_input({**run, "goal": "g" * (most - 2)})  # its JSON: most bytes
+    with pytest.raises(InvalidRunInputError, match=f"may be at most {most} bytes"):
+        checked_team_run_input({**run, "goal": "g" * (most - 1)})

@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.schema.results import AgentRunResult
     from oma.core.schema.run_input import AgentRunInput, TeamRunInput
     from oma.core.schema.task import TaskSpec
-    from oma.workflows import _visibility
+    from oma.workflows import _input_checks, _visibility
     from oma.workflows._children import failed_result
 
 
@@ -73,7 +73,7 @@ class Coordinator:
                     )
                 )
         try:
-            self._inp.check_tasks(tasks)
+            _input_checks.check_plan(self._inp, tasks)
         except OMAError as err:
             raise application_error(err) from None
         return tasks

@@ -123,3 +123,11 @@ def patched(patch_id: str) -> bool:
     if patch_id in _ON_WITH_ONE_MARKER and workflow.patched(ONE_MARKER):
         return True
     return workflow.patched(patch_id)
+
+
+GOAL_COPIES_COUNTED = "oma-goal-copies-counted"
+"""A goal run counts every copy of its goal and its plan against its budget
+(``TeamRunInput.check_size``), before it plans and once it has: a goal too
+large fails the run ``INVALID_RUN_INPUT`` at once; before it the goal and
+the plan were counted once, after planning, and such a run failed
+``RUN_STATE_TOO_LARGE`` at its end."""

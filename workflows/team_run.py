@@ -39,7 +39,6 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.rules.scheduling import Scheduler
     from oma.core.rules.task_graph import TaskGraph, skip_reason
     from oma.core.rules.team_run_state import RunStop, StopKind, TeamRunState
-    from oma.core.schema import limits
     from oma.core.schema.agent_config import AgentConfig
     from oma.core.schema.approvals import Boundary
     from oma.core.schema.errors import (
@@ -59,7 +58,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from oma.core.schema.task import TaskSpec, TaskStatus
     from oma.core.schema.validation import single_input
-    from oma.workflows import _continue, _fork, _patches, _visibility
+    from oma.workflows import _continue, _fork, _input_checks, _patches, _visibility
     from oma.workflows._acp import RunSessions
     from oma.workflows._approval_waits import ApprovalWaits
     from oma.workflows._budget import RunSpending
@@ -135,11 +134,8 @@ class TeamRun(TeamRunHandlers):
         plan = self.state.result.plan
         tasks = plan.tasks if plan is not None else inp.given_tasks()  # a goal run's come later
         try:
-            if inp.resume is None:
-                # as the client checks, for a run the stock CLI started
-                limits.check_child_ids(workflow.info().workflow_id, (t.id for t in tasks))
-            if inp.resume is None and inp.goal is None:
-                inp.check_tasks(tasks)
+            if inp.resume is None:  # as the client checks, for a run the stock CLI started
+                _input_checks.check_start(inp, tasks)
             self._load(inp, tasks)
         except OMAError as err:
             self._invalid = application_error(err)

@@ -23,11 +23,6 @@ from typing import Any
 from oma.cli.acp_agent.stdio import ProtocolFiles, protocol_streams, take_stdio
 from oma.core.schema.errors import OMAError, TemporalUnavailableError
 
-STDIO_LIMIT = 50 * 1024 * 1024
-"""The stdin reader's buffer, in bytes (the SDK's default); a longer message
-(a prompt with large images) is read in parts, as the SDK reads it, so this
-is not a bound on a message's size."""
-
 
 def acp_command(team: Path | None, task_queue: str | None, verbose: bool) -> int:
     """Serve ACP on stdio until the client closes it; the exit status (0, or
@@ -55,7 +50,7 @@ async def _serve(files: ProtocolFiles, team: Path | None) -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, main.cancel)
     temporal = _Temporal()
-    reader, writer = await protocol_streams(files, STDIO_LIMIT)
+    reader, writer = await protocol_streams(files)
     agent: Any = TeamAgent(team, temporal.connect)  # (the SDK's Agent protocol, by name)
     try:
         await run_agent(agent, writer, reader, use_unstable_protocol=True)

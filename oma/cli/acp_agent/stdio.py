@@ -14,6 +14,13 @@ response whose ``error`` is not an object would end the SDK's receive loop
 (the agent process crashed, or, for ``null``, took it for the end of input),
 so such a line is dropped, as a line that is not JSON is (each with one log
 line), and an ``error`` that is not an object is made one.
+
+A line is at most ``MAX_MESSAGE_BYTES``: stdin is read in chunks of
+``READ_CHUNK_BYTES``, and a longer line is let go of as it is read (never
+held whole), then refused: a request (its ``id`` found in the line's first
+``HEAD_BYTES``) gets a JSON-RPC error ``-32600`` whose ``data.code`` is
+``ACP_MESSAGE_TOO_LARGE``; the connection goes on. So what the agent holds of
+one message is bounded, whatever the editor (or a hostile peer) sends.
 """
 
 from __future__ import annotations
@@ -27,7 +34,21 @@ import sys
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from oma.core.schema.errors import AcpMessageTooLargeError
+
 logger = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 50 * 1024 * 1024
+"""The longest line (one JSON-RPC message, its newline included) the agent
+reads from the editor, in bytes: a prompt's images and files travel in it
+(base64, a third larger than the files)."""
+
+READ_CHUNK_BYTES = 1024 * 1024
+"""The stdin reader's buffer limit, in bytes: a line is read in chunks of
+about this size (at most twice it buffered)."""
+
+HEAD_BYTES = 64 * 1024
+"""How much of a line over ``MAX_MESSAGE_BYTES`` is kept to find its ``id``."""
 
 LOGGED_LINE_CHARS = 200
 """How much of a dropped line the log shows, in characters."""
@@ -66,30 +87,49 @@ def take_stdio() -> ProtocolFiles:
 
 
 async def protocol_streams(
-    files: ProtocolFiles, limit: int
+    files: ProtocolFiles,
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """Asyncio streams over ``files`` (what ``acp.stdio_streams`` makes of
-    stdin and stdout), the reader holding at most ``limit`` bytes of one
-    message at a time and giving only the lines ``checked_line`` keeps."""
+    stdin and stdout), the reader giving only the lines ``checked_line``
+    keeps, each at most ``MAX_MESSAGE_BYTES`` (a longer one refused, module
+    docstring)."""
     from acp.stdio import _WritePipeProtocol  # the SDK's drain-aware pipe protocol
 
     loop = asyncio.get_running_loop()
-    raw = asyncio.StreamReader(limit=limit)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(raw), files.reader)
-    checked = asyncio.StreamReader(limit=limit)
-    pump = asyncio.create_task(_pump(raw, checked))
-    _PUMPS.add(pump)  # (a task only the loop refers to may be collected mid-run)
-    pump.add_done_callback(_PUMPS.discard)
     protocol = _WritePipeProtocol()
     transport, _ = await loop.connect_write_pipe(lambda: protocol, files.writer)
-    return checked, asyncio.StreamWriter(transport, protocol, None, loop)
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    raw = asyncio.StreamReader(limit=READ_CHUNK_BYTES)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(raw), files.reader)
+    # (a line in it is never longer than MAX_MESSAGE_BYTES: the SDK reads it at once)
+    checked = asyncio.StreamReader(limit=MAX_MESSAGE_BYTES)
+    pump = asyncio.create_task(_pump(raw, checked, writer))
+    _PUMPS.add(pump)  # (a task only the loop refers to may be collected mid-run)
+    pump.add_done_callback(_PUMPS.discard)
+    return checked, writer
 
 
-async def _pump(raw: asyncio.StreamReader, checked: asyncio.StreamReader) -> None:
+@dataclass(frozen=True)
+class TooLong:
+    """A line over ``MAX_MESSAGE_BYTES``: its size in bytes and its first
+    ``HEAD_BYTES``."""
+
+    size: int
+    head: bytes
+
+
+async def _pump(
+    raw: asyncio.StreamReader, checked: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
     """Move each line of ``raw`` that ``checked_line`` keeps to ``checked``,
-    then its end."""
+    then its end; refuse each line that is too long (``refusal``)."""
     try:
         while line := await _read_line(raw):
+            if isinstance(line, TooLong):
+                answer = refusal(line)
+                if answer is not None:
+                    writer.write(answer)
+                continue
             kept = checked_line(line)
             if kept is not None:
                 checked.feed_data(kept)
@@ -97,19 +137,82 @@ async def _pump(raw: asyncio.StreamReader, checked: asyncio.StreamReader) -> Non
         checked.feed_eof()
 
 
-async def _read_line(reader: asyncio.StreamReader) -> bytes:
-    """One line, however long (a line over the reader's limit is read in
-    parts, as the SDK reads it); ``b""`` at the end."""
-    parts: list[bytes] = []
+async def _read_line(reader: asyncio.StreamReader) -> bytes | TooLong:
+    """One line (``b""`` at the end), read in chunks; past
+    ``MAX_MESSAGE_BYTES`` the rest of it is read and let go of, and it is a
+    ``TooLong``."""
+    parts: list[bytes] | None = []
+    size = 0
+    head = b""
     while True:
+        ended = True
         try:
-            parts.append(await reader.readuntil(b"\n"))
-            return b"".join(parts)
+            part = await reader.readuntil(b"\n")
         except asyncio.LimitOverrunError as err:
-            parts.append(await reader.readexactly(err.consumed))
+            part, ended = await reader.readexactly(err.consumed), False
         except asyncio.IncompleteReadError as err:
-            parts.append(err.partial)
-            return b"".join(parts)
+            part = err.partial
+        size += len(part)
+        if parts is not None and size > MAX_MESSAGE_BYTES:
+            head, parts = (parts[0] if parts else part)[:HEAD_BYTES], None
+        if parts is not None:
+            parts.append(part)
+        if ended:
+            return b"".join(parts) if parts is not None else TooLong(size, head)
+
+
+def refusal(line: TooLong) -> bytes | None:
+    """The JSON-RPC error line that refuses ``line`` (``-32600``, ``data`` the
+    ``AcpMessageTooLargeError``'s code and message), or ``None`` when its
+    first bytes name no request id (a notification, or an id past them):
+    logged either way."""
+    err = AcpMessageTooLargeError(
+        f"a message from the editor is {line.size} bytes; one message (a JSON-RPC line) "
+        f"may be at most {MAX_MESSAGE_BYTES} bytes ({MAX_MESSAGE_BYTES // (1024 * 1024)} MiB): "
+        "attach large files as resource links (their paths), not their contents"
+    )
+    logger.warning("refused a line from the client: %s", err.message)
+    rpc_id = _leading_id(line.head)
+    if rpc_id is None:
+        return None
+    error = {
+        "code": -32600,
+        "message": str(err),
+        "data": {"code": err.code, "message": err.message},
+    }
+    return json.dumps({"jsonrpc": "2.0", "id": rpc_id, "error": error}).encode() + b"\n"
+
+
+def _leading_id(head: bytes) -> str | int | None:
+    """The ``id`` of the JSON object ``head`` begins (cut anywhere), when a
+    string or an integer comes before the first member that does not end in it."""
+    text = head.decode("utf-8", "ignore")
+    decoder = json.JSONDecoder()
+    at = _skip_space(text, 0)
+    if not text.startswith("{", at):
+        return None
+    at += 1
+    with contextlib.suppress(ValueError, RecursionError):
+        while True:
+            key, at = decoder.raw_decode(text, _skip_space(text, at))
+            at = _skip_space(text, at)
+            if not isinstance(key, str) or not text.startswith(":", at):
+                return None
+            value, at = decoder.raw_decode(text, _skip_space(text, at + 1))
+            if key == "id":
+                ok = isinstance(value, str | int) and not isinstance(value, bool)
+                return value if ok else None
+            at = _skip_space(text, at)
+            if not text.startswith(",", at):
+                return None
+            at += 1
+    return None
+
+
+def _skip_space(text: str, at: int) -> int:
+    while at < len(text) and text[at] in " \t\r\n":
+        at += 1
+    return at
 
 
 def checked_line(line: bytes) -> bytes | None:

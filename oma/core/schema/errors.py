@@ -133,6 +133,16 @@ class AcpSessionCwdError(InputError):
     code = "ACP_SESSION_CWD_INVALID"
 
 
+class AcpMessageTooLargeError(InputError):
+    """``oma acp``: a message from the editor (one JSON-RPC line) is over
+    ``oma.cli.acp_agent.stdio.MAX_MESSAGE_BYTES`` (50 MiB), e.g. a prompt with
+    large images: the agent lets go of it as it reads it and answers the
+    request with this error (JSON-RPC ``-32600``); the session goes on.
+    Attach large files as resource links (their paths)."""
+
+    code = "ACP_MESSAGE_TOO_LARGE"
+
+
 class AcpSessionBusyError(InputError):
     """An ACP client sent a prompt (not a command) or ``/retry`` to a session
     whose run is still going: a session runs one team run at a time; wait for

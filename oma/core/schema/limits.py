@@ -52,6 +52,17 @@ MAX_TASK_ERROR_CHARS = 2000
 """The most characters of a task's ``error`` the run's result and carried
 state hold (the task's ``AgentRun`` has it whole)."""
 
+GOAL_COPIES = 3
+"""How many times a goal run holds its goal: in its input, and in its
+result's ``goal`` and plan (``PlanArtifact.goal``), both of which it carries,
+with the input, when it continues as new. ``check_goal_size`` counts each."""
+
+PLAN_ROOM_BYTES = 64 * 1024
+"""The room a goal run keeps for its plan when it checks its goal before
+the coordinator plans (``TeamRunInput.check_size``): the plan's tasks as
+JSON, both copies (the result's ``plan`` and ``tasks``); a plan larger than
+that is checked once made."""
+
 TASK_STATE_FLOOR_BYTES = 60
 """The least JSON a settled task's carried state takes besides its id and
 assignee (``{"id","assignee","status":"completed","attempts":1}``): what
@@ -208,6 +219,38 @@ def check_run_size(carried: Any, extra_bytes: int, task_floors: Iterable[int], w
         f"continues as new, under Temporal's payload limit of {MAX_PAYLOAD_BYTES} bytes); its "
         f"largest field is {field} ({field_size} bytes): split the work into runs of fewer "
         "tasks, or put large content in a file the agent reads, and give its path"
+    )
+
+
+def check_goal_size(
+    goal_bytes: int, input_bytes: int, plan_bytes: int, floor_bytes: int, *, planned: bool
+) -> None:
+    """Raise ``InvalidRunInputError`` naming the field ``goal`` when a goal
+    run's goal of ``goal_bytes`` (its JSON), held ``GOAL_COPIES`` times,
+    takes the run past ``RUN_STATE_BUDGET_BYTES`` with the rest of its input
+    (``input_bytes``: the whole input's JSON, the goal included), its plan
+    (``plan_bytes``: both copies once ``planned``, else the room kept for
+    them) and its tasks' settled states (``floor_bytes``); the message says
+    how large this run's goal may be. (Once ``planned``, a plan and an input
+    that are larger than the goal's copies are ``check_run_size``'s to
+    report.)"""
+    plan = (
+        "the plan's two copies"
+        if planned
+        else f"the {PLAN_ROOM_BYTES} bytes kept for the plan's two copies until it is made"
+    )
+    rest = input_bytes - goal_bytes + plan_bytes + floor_bytes
+    copies = GOAL_COPIES * goal_bytes
+    budget = RUN_STATE_BUDGET_BYTES
+    if rest + copies <= budget or (planned and copies < rest):
+        return
+    raise InvalidRunInputError(
+        f"goal: the goal is {goal_bytes} bytes of JSON and a goal run holds it "
+        f"{GOAL_COPIES} times (its input, its result's goal and its plan's, all carried when "
+        f"it continues as new): with the rest of the input and {plan} ({rest} bytes) that is "
+        f"{rest + copies} bytes, over the run's budget of {budget} "
+        f"bytes; this run's goal may be at most {max((budget - rest) // GOAL_COPIES, 0)} bytes "
+        "of JSON: put large content in a file the agent reads, and give its path"
     )
 
 

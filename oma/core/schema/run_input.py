@@ -17,10 +17,13 @@ from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.approvals import ApprovalOptions, check_dispatch_names, check_tool_gate_names
 from oma.core.schema.dag import validate_task_graph
 from oma.core.schema.limits import (
+    GOAL_COPIES,
     MAX_CONCURRENCY,
     MAX_DURATION_S,
     MAX_HISTORY_EVENTS,
+    PLAN_ROOM_BYTES,
     TASK_STATE_FLOOR_BYTES,
+    check_goal_size,
     check_run_size,
     json_size,
 )
@@ -205,7 +208,7 @@ class TeamRunInput(BaseModel):
             )
         return self
 
-    def check_tasks(self, tasks: Sequence[TaskSpec]) -> None:
+    def check_tasks(self, tasks: Sequence[TaskSpec], *, every_copy: bool = True) -> None:
         """Check ``tasks`` against this run, as ``TeamRun`` does before any
         task runs (a goal run: once its plan is made).
 
@@ -213,26 +216,42 @@ class TeamRunInput(BaseModel):
         dependency, cycle), ``AssigneeRequirementsMismatchError`` or
         ``NoEligibleAgentError`` (``requires``), ``InvalidRunInputError`` (a
         dispatch approval naming no task or agent; or a run whose state could
-        not be carried: ``oma.core.schema.limits.check_run_size``).
+        not be carried: ``check_size``, which gets ``every_copy``).
         """
         validate_task_graph(tasks, (a.name for a in self.team.agents))
         check_assignments(tasks, self.team)
         check_dispatch_names(self.options.approvals, tasks, self.team)
-        self.check_size(tasks)
+        self.check_size(tasks, every_copy=every_copy)
 
-    def check_size(self, tasks: Sequence[TaskSpec]) -> None:
+    def check_size(self, tasks: Sequence[TaskSpec], *, every_copy: bool = True) -> None:
         """Raise ``InvalidRunInputError`` when this run, with ``tasks``, could
-        not carry its state when it continues as new (``check_run_size``):
-        its input as sent (``payload``), a goal run's plan, and at least
-        ``TASK_STATE_FLOOR_BYTES`` (with its id and assignee) per task."""
-        plan = 0
-        if self.goal is not None:
-            plan = sum(json_size(t.model_dump(mode="json", exclude_defaults=True)) for t in tasks)
-        floors = (
+        not carry its state when it continues as new, or return its result
+        (``check_run_size``): its input as sent (``payload``), at least
+        ``TASK_STATE_FLOOR_BYTES`` (with its id and assignee) per task, and
+        for a goal run the other copies of its goal (``GOAL_COPIES``:
+        ``check_goal_size`` names the field) and of its plan's tasks (the
+        result's ``plan`` and ``tasks``). A goal run checks before it plans
+        (no ``tasks``: ``PLAN_ROOM_BYTES`` kept for the plan) and once its
+        plan is made.
+
+        ``every_copy=False`` counts as runs recorded before
+        ``oma.workflows._patches.GOAL_COPIES_COUNTED`` did, for their replay:
+        the goal once, the plan once."""
+        floors = [
             TASK_STATE_FLOOR_BYTES + len(t.id.encode()) + len((t.assignee or "").encode())
             for t in tasks
-        )
-        check_run_size(self.payload(), plan, floors, "the TeamRun input")
+        ]
+        payload = self.payload()
+        extra = 0
+        if self.goal is not None:
+            plan = sum(json_size(t.model_dump(mode="json", exclude_defaults=True)) for t in tasks)
+            extra = plan
+            if every_copy:
+                goal = json_size(self.goal)
+                copies = 2 * plan if tasks else PLAN_ROOM_BYTES
+                check_goal_size(goal, json_size(payload), copies, sum(floors), planned=bool(tasks))
+                extra = (GOAL_COPIES - 1) * goal + copies
+        check_run_size(payload, extra, floors, "the TeamRun input")
 
     def payload(self) -> dict[str, Any]:
         """This input as a client sends it and a run carries it when it
@@ -320,7 +339,8 @@ def parse_team_run_input(raw: Any) -> TeamRunInput:
 
 def checked_team_run_input(raw: Any) -> TeamRunInput:
     """``raw`` checked as ``TeamRun`` will check it (the input's shape, then
-    the task graph and the assignments of a tasks or plan run) and as a
+    the task graph and the assignments of a tasks or plan run, a goal run's
+    size with its goal's copies: ``TeamRunInput.check_size``) and as a
     payload a worker can decode (``check_sendable``): what the client and the
     CLI do before they start anything.
 
@@ -331,6 +351,8 @@ def checked_team_run_input(raw: Any) -> TeamRunInput:
     check_sendable(run_input, "the TeamRun input", exclude_unset=True)
     if run_input.goal is None:
         run_input.check_tasks(run_input.given_tasks())
+    else:
+        run_input.check_size([])  # the goal's copies; the plan is checked once made
     return run_input
 
 
