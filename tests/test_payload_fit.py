@@ -10,7 +10,7 @@ import pytest
 from oma.core.rules.payload_fit import fit, read_batches
 from oma.core.rules.prompt import task_prompt
 from oma.core.rules.shared_memory import shared_memory
-from oma.core.rules.team_run_state import TeamRunState, read_next
+from oma.core.rules.team_run_state import carried, read_next
 from oma.core.schema import limits
 from oma.core.schema.approvals import Decision, decision_of
 from oma.core.schema.errors import (
@@ -21,6 +21,7 @@ from oma.core.schema.errors import (
 from oma.core.schema.plan import synthesis_prompt
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import EventLog
+from oma.core.schema.run_state import TeamRunState
 from oma.core.schema.task import TaskSpec, TaskState, TaskStatus
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -173,21 +174,21 @@ def test_the_carried_state_keeps_what_waiting_tasks_read_and_cuts_event_details(
     first = read_next(specs, state.result.tasks)
     assert first == {"b"}
 
-    carried = state.carried("run-1", 4000, first)
+    resume = carried(state, "run-1", 4000, first)
 
-    assert limits.json_size(carried) <= 4000
-    a, b, _ = carried["result"]["tasks"]
+    assert limits.json_size(resume) <= 4000
+    a, b, _ = resume["result"]["tasks"]
     assert (a.get("output"), a["output_ref"], b["output"]) == (None, "run-1/a", "B" * 3000)
-    assert carried["events"][0]["detail"] == limits.cut_text("stop " * 1000, 500)
-    assert len(carried["events"][0]["detail"]) <= limits.MAX_EVENT_DETAIL_CHARS
-    resumed = TeamRunState.model_validate(carried)
+    assert resume["events"][0]["detail"] == limits.cut_text("stop " * 1000, 500)
+    assert len(resume["events"][0]["detail"]) <= limits.MAX_EVENT_DETAIL_CHARS
+    resumed = TeamRunState.model_validate(resume)
     assert resumed.result.tasks[0].output_ref == "run-1/a"
 
 
 def test_a_carried_state_that_cannot_fit_stops_the_run() -> None:
     state = TeamRunState(result=result_of(done("a", "x")), started_at=NOW)
     with pytest.raises(RunStateTooLargeError, match="over the 10 bytes its budget leaves"):
-        state.carried("run-1", 10)
+        carried(state, "run-1", 10)
 
 
 def test_every_task_reads_next_when_one_still_to_run_reads_the_whole_memory() -> None:

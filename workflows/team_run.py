@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.rules.run_outcome import settle_outcome
     from oma.core.rules.scheduling import Scheduler
     from oma.core.rules.task_graph import TaskGraph, skip_reason
-    from oma.core.rules.team_run_state import RunStop, StopKind, TeamRunState
+    from oma.core.rules.team_run_state import RunStop, StopKind
     from oma.core.schema import limits
     from oma.core.schema.agent_config import AgentConfig
     from oma.core.schema.approvals import Boundary
@@ -57,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         TeamRunInput,
         parse_team_run_input,
     )
+    from oma.core.schema.run_state import TeamRunState
     from oma.core.schema.task import TaskSpec, TaskStatus
     from oma.core.schema.validation import single_input
     from oma.workflows import _continue, _fork, _patches, _visibility
@@ -109,10 +110,7 @@ class TeamRun(TeamRunHandlers):
         self._input = inp
         self._team_name = inp.team.name if inp else "?"
         self._options = inp.options if inp else RunOptions()
-        self.state = (inp and inp.resume) or TeamRunState(
-            result=TeamRunResult(success=False, status="running", tasks=[]),
-            started_at=workflow.now(),
-        )
+        self.state = (inp and inp.resume) or TeamRunState.new(workflow.now())
         self._events = RunEvents(EventLog(self.state.events))
         self._wakeup = Wakeup()  # the dispatch loop waits on it
         approvals = inp.options.approvals if inp else None

@@ -11,7 +11,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from oma.core.contracts.budget import RunBudget
-from oma.core.rules.team_run_state import TeamRunState
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.approvals import ApprovalOptions, check_dispatch_names, check_tool_gate_names
 from oma.core.schema.dag import validate_task_graph
@@ -28,6 +27,7 @@ from oma.core.schema.messages import LLMMessage
 from oma.core.schema.plan import CoordinatorConfig, PlanArtifact, check_coordinator
 from oma.core.schema.pricing import ModelPrice
 from oma.core.schema.results import AcpSessionInfo
+from oma.core.schema.run_state import TeamRunState
 from oma.core.schema.task import TaskSpec
 from oma.core.schema.team import TeamConfig, check_assignments
 from oma.core.schema.validation import check_sendable, parse_run_json
