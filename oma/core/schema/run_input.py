@@ -10,7 +10,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from oma.core.contracts.budget import RunBudget
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.approvals import ApprovalOptions, check_dispatch_names, check_tool_gate_names
 from oma.core.schema.dag import validate_task_graph
@@ -304,12 +303,6 @@ class AgentRunInput(BaseModel):
         description="Set by TeamRun: the run whose recorded turns its model turns replay "
         "(options.models, its 'from' named).",
     )
-
-    def budget(self) -> RunBudget | None:
-        """What this run may spend (``None``: no limit set)."""
-        if self.token_budget is None and self.cost_budget_usd is None:
-            return None
-        return RunBudget(tokens=self.token_budget, cost_usd=self.cost_budget_usd)
 
 
 def parse_team_run_input(raw: Any) -> TeamRunInput:
