@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.contracts.workflow_ids import task_workflow_id
     from oma.core.rules.approval_gate import dispatch_request_id, round_content
     from oma.core.rules.dispatch import Dispatcher
+    from oma.core.rules.payload_fit import sent_result
     from oma.core.rules.run_outcome import settle_outcome
     from oma.core.rules.scheduling import Scheduler
     from oma.core.rules.task_graph import TaskGraph, skip_reason
@@ -76,7 +77,7 @@ with workflow.unsafe.imports_passed_through():
 @workflow.defn(name="TeamRun")
 class TeamRun(TeamRunHandlers):
     """Runs a team over a goal, a task list or a frozen plan; returns a ``TeamRunResult``
-    as JSON (``TeamRunResult.sent``).
+    as JSON (``sent_result``).
 
     Input: a ``TeamRunInput`` as JSON, decoded as plain JSON and validated
     here, so bad input fails the workflow at once, before any task runs, with
@@ -471,11 +472,11 @@ class TeamRun(TeamRunHandlers):
         not succeed ends Failed (from ``_patches.FAILED_STATE`` on), its result in
         the failure's details, so no failed run looks successful in the Web UI.
         The result is fitted into ``RUN_STATE_BUDGET_BYTES`` first
-        (``TeamRunResult.sent``: defaults left out, outputs kept by reference);
+        (``sent_result``: defaults left out, outputs kept by reference);
         one that cannot fit fails the run ``RUN_STATE_TOO_LARGE`` without it,
         rather than fail its workflow task for good."""
         try:
-            sent = result.sent(workflow.info().workflow_id)
+            sent = sent_result(result, workflow.info().workflow_id)
             result = self.state.result = TeamRunResult.model_validate(sent)
         except OMAError as err:
             _visibility.ended("failed", err.code)
