@@ -5,10 +5,11 @@ from __future__ import annotations
 from temporalio import activity
 
 from oma.core.contracts.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
-from oma.core.schema import evaluation
+from oma.core.rules import evaluation
+from oma.core.rules.evaluation import load_evaluator
 from oma.core.schema.before_run import BeforeRunContext, apply_before_run, load_hook
 from oma.core.schema.errors import ActivityFailedError, OMAError, application_error
-from oma.core.schema.evaluation import EvaluationRecord, load_evaluator
+from oma.core.schema.evaluation import EvaluationRecord
 from oma.core.schema.message_guard import latest_user_prompt
 
 

@@ -1,4 +1,5 @@
-"""Online evaluation (oma/evaluation.py): sampling, stored payloads, running evaluators."""
+"""Online evaluation (oma/core/rules/evaluation.py, its models in
+oma/core/schema/evaluation.py): sampling, stored payloads, running evaluators."""
 
 from __future__ import annotations
 
@@ -8,16 +9,15 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from oma.core.schema.errors import InvalidHookError
-from oma.core.schema.evaluation import (
-    EvaluationConfig,
-    EvaluationRecord,
+from oma.core.rules.evaluation import (
     evaluate,
     is_sampled,
     load_evaluator,
     not_sampled,
     stored_payload,
 )
+from oma.core.schema.errors import InvalidHookError
+from oma.core.schema.evaluation import EvaluationConfig, EvaluationRecord
 from oma.core.schema.messages import LLMMessage, TextBlock, ToolUseBlock
 
 KEY = "sk-ant-api03-abcdefGHIJ_klmn-0123456789"

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from oma.core.rules.payload_fit import fit, read_batches
+from oma.core.rules.payload_fit import fit, fitted_result, read_batches, sent_result
 from oma.core.rules.prompt import task_prompt
 from oma.core.rules.shared_memory import shared_memory
-from oma.core.rules.team_run_state import TeamRunState, read_next
+from oma.core.rules.team_run_state import carried, read_next
 from oma.core.schema import limits
 from oma.core.schema.approvals import Decision, decision_of
 from oma.core.schema.errors import (
@@ -21,6 +21,7 @@ from oma.core.schema.errors import (
 from oma.core.schema.plan import synthesis_prompt
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import EventLog
+from oma.core.schema.run_state import TeamRunState
 from oma.core.schema.task import TaskSpec, TaskState, TaskStatus
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -41,8 +42,8 @@ def size(result: TeamRunResult) -> int:
 
 
 def size_without_defaults(result: TeamRunResult) -> int:
-    """The size of ``result`` with its tasks' defaults left out, as ``sent``
-    has it before it keeps any output by reference."""
+    """The size of ``result`` with its tasks' defaults left out, as
+    ``sent_result`` has it before it keeps any output by reference."""
     tasks = [
         {"id": t.id, "status": t.status.value, **t.model_dump(mode="json", exclude_defaults=True)}
         for t in result.tasks
@@ -56,7 +57,7 @@ def test_outputs_stay_in_task_order_while_they_fit_and_the_rest_are_kept_by_refe
     result = result_of(*(done(f"t{n}", chr(97 + n) * 1000) for n in range(5)))
     monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", size_without_defaults(result) - 1500)
 
-    sent = result.sent("run-1")
+    sent = sent_result(result, "run-1")
     fitted = TeamRunResult.model_validate(sent)
 
     assert limits.json_size(sent) <= limits.RUN_STATE_BUDGET_BYTES
@@ -70,7 +71,7 @@ def test_outputs_stay_in_task_order_while_they_fit_and_the_rest_are_kept_by_refe
 
 def test_a_result_within_the_budget_is_returned_as_it_is() -> None:
     result = result_of(done("t0", "x" * 10_000))
-    assert result.fitted("run-1") == result
+    assert fitted_result(result, "run-1") == result
 
 
 def test_a_result_over_the_budget_leaves_out_its_tasks_defaults_before_any_output(
@@ -81,7 +82,7 @@ def test_a_result_over_the_budget_leaves_out_its_tasks_defaults_before_any_outpu
     result.tasks[7].error_code = "TASK_FAILED"
     monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", size(result) // 2)
 
-    sent = result.sent("run-1")
+    sent = sent_result(result, "run-1")
 
     assert limits.json_size(sent) <= limits.RUN_STATE_BUDGET_BYTES
     assert sent["tasks"][0] == {
@@ -97,7 +98,7 @@ def test_a_result_over_the_budget_leaves_out_its_tasks_defaults_before_any_outpu
 
 def test_a_result_within_the_budget_keeps_every_field() -> None:
     result = result_of(done("t0", "x"))
-    assert result.sent("run-1") == result.model_dump(mode="json")
+    assert sent_result(result, "run-1") == result.model_dump(mode="json")
 
 
 def test_short_outputs_stay_in_when_a_reference_would_take_more_room(
@@ -106,7 +107,7 @@ def test_short_outputs_stay_in_when_a_reference_would_take_more_room(
     result = result_of(*(done(f"t{n}", "ok") for n in range(50)), done("big", "x" * 5000))
     monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", size_without_defaults(result) - 1000)
 
-    fitted = result.fitted("a-rather-long-run-id-of-a-team-run")
+    fitted = fitted_result(result, "a-rather-long-run-id-of-a-team-run")
 
     assert [t.id for t in fitted.tasks if t.output_ref] == ["big"]
 
@@ -154,7 +155,7 @@ def test_a_result_that_cannot_fit_even_so_says_why(monkeypatch: pytest.MonkeyPat
     result = result_of(*(done(f"task-{n}", "x") for n in range(100)))
     monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", 2000)
     with pytest.raises(RunStateTooLargeError, match=r"over the run's budget of 2000 bytes \(100"):
-        result.fitted("run-1")
+        fitted_result(result, "run-1")
 
 
 def test_the_carried_state_keeps_what_waiting_tasks_read_and_cuts_event_details() -> None:
@@ -173,21 +174,21 @@ def test_the_carried_state_keeps_what_waiting_tasks_read_and_cuts_event_details(
     first = read_next(specs, state.result.tasks)
     assert first == {"b"}
 
-    carried = state.carried("run-1", 4000, first)
+    resume = carried(state, "run-1", 4000, first)
 
-    assert limits.json_size(carried) <= 4000
-    a, b, _ = carried["result"]["tasks"]
+    assert limits.json_size(resume) <= 4000
+    a, b, _ = resume["result"]["tasks"]
     assert (a.get("output"), a["output_ref"], b["output"]) == (None, "run-1/a", "B" * 3000)
-    assert carried["events"][0]["detail"] == limits.cut_text("stop " * 1000, 500)
-    assert len(carried["events"][0]["detail"]) <= limits.MAX_EVENT_DETAIL_CHARS
-    resumed = TeamRunState.model_validate(carried)
+    assert resume["events"][0]["detail"] == limits.cut_text("stop " * 1000, 500)
+    assert len(resume["events"][0]["detail"]) <= limits.MAX_EVENT_DETAIL_CHARS
+    resumed = TeamRunState.model_validate(resume)
     assert resumed.result.tasks[0].output_ref == "run-1/a"
 
 
 def test_a_carried_state_that_cannot_fit_stops_the_run() -> None:
     state = TeamRunState(result=result_of(done("a", "x")), started_at=NOW)
     with pytest.raises(RunStateTooLargeError, match="over the 10 bytes its budget leaves"):
-        state.carried("run-1", 10)
+        carried(state, "run-1", 10)
 
 
 def test_every_task_reads_next_when_one_still_to_run_reads_the_whole_memory() -> None:

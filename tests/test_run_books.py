@@ -14,9 +14,10 @@ from oma.core.rules.scheduling import Scheduler
 from oma.core.rules.task_graph import TaskGraph
 from oma.core.rules.task_tally import TaskTally
 from oma.core.rules.team_budget import TeamBudget, count_attempt
-from oma.core.rules.team_run_state import RunStop, TeamRunState
+from oma.core.rules.team_run_state import RunStop
 from oma.core.schema.approvals import ApprovalOptions, Reviewer
 from oma.core.schema.results import AgentRunResult, TeamRunResult
+from oma.core.schema.run_state import TeamRunState
 from oma.core.schema.task import TaskSpec, TaskState, TaskStatus
 from oma.core.schema.team import TeamConfig
 from oma.core.schema.usage import TokenUsage

@@ -1,5 +1,6 @@
 """Scheduling: requirements, assignment checks, downstream counts and the four
-strategies of the ready queue (oma/scheduling.py). Pure logic, no Temporal."""
+strategies of the ready queue (oma/core/schema/team.py,
+oma/core/rules/scheduling.py). Pure logic, no Temporal."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from oma.core.rules.scheduling import Scheduler, check_assignments, downstream_counts, satisfies
+from oma.core.rules.scheduling import Scheduler, downstream_counts
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.backends import AcpBackendConfig, ProcessBackendConfig
 from oma.core.schema.dag import dependents_map
 from oma.core.schema.errors import AssigneeRequirementsMismatchError, NoEligibleAgentError
 from oma.core.schema.run_input import SchedulingStrategy
 from oma.core.schema.task import TaskRequirements, TaskSpec
-from oma.core.schema.team import TeamConfig
+from oma.core.schema.team import TeamConfig, check_assignments, satisfies
 
 
 def llm(name: str, *capabilities: str, **extra: Any) -> AgentConfig:

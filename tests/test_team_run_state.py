@@ -15,11 +15,12 @@ from oma.core.rules.approval_gate import ApprovalGate
 from oma.core.rules.dispatch import Dispatcher
 from oma.core.rules.scheduling import Scheduler
 from oma.core.rules.task_graph import TaskGraph
-from oma.core.rules.team_run_state import RunStop, TeamRunState
+from oma.core.rules.team_run_state import RunStop, carried
 from oma.core.schema.approvals import ApprovalOptions, ApprovalRequest, Boundary, Reviewer
 from oma.core.schema.results import AgentRunResult, TeamRunResult
 from oma.core.schema.run_events import EVENTS_CARRIED, EVENTS_KEPT, EventLog
 from oma.core.schema.run_input import TeamRunInput
+from oma.core.schema.run_state import TeamRunState
 from oma.core.schema.task import TaskSpec, TaskState, TaskStatus
 from oma.core.schema.team import TeamConfig
 from oma.core.schema.usage import TokenUsage
@@ -45,7 +46,7 @@ def test_the_event_log_numbers_on_from_the_carried_events_and_keeps_the_latest()
         EVENTS_KEPT + EVENTS_CARRIED + 8,
         EVENTS_KEPT + EVENTS_CARRIED + 9,
     ]
-    resumed = TeamRunState.model_validate(state.carried())
+    resumed = TeamRunState.model_validate(carried(state))
     assert len(resumed.events) == EVENTS_CARRIED
     assert EventLog(resumed.events).add("run_end", NOW).seq == EVENTS_KEPT + EVENTS_CARRIED + 10
 
@@ -56,12 +57,12 @@ def test_the_carried_state_leaves_out_what_the_specs_say_and_round_trips() -> No
         TaskState(id="a", title="A", description="long " * 50, depends_on=[], output="done"),
         TaskState(id="b", title="B", depends_on=["a"], status=TaskStatus.BLOCKED),
     ]
-    carried = state.carried()
-    assert carried["result"]["tasks"] == [
+    resume = carried(state)
+    assert resume["result"]["tasks"] == [
         {"id": "a", "output": "done"},
         {"id": "b", "status": "blocked"},
     ]
-    resumed = TeamRunState.model_validate(carried)
+    resumed = TeamRunState.model_validate(resume)
     graph = TaskGraph(
         [TaskSpec(id="a", title="A", description="long"), TaskSpec(id="b", title="B")],
         resumed.result.tasks,
@@ -76,10 +77,10 @@ def test_the_carried_state_leaves_out_what_the_specs_say_and_round_trips() -> No
 def test_a_run_resumed_from_an_older_checkpoint_reads_its_progress_and_events() -> None:
     raw = json.loads((HISTORIES / "team_run_resumed_with_open_approval.json").read_text())
     started = raw["events"][0]["workflowExecutionStartedEventAttributes"]
-    carried: dict[str, Any] = json.loads(base64.b64decode(started["input"]["payloads"][0]["data"]))
-    old = carried["resume"]
+    given: dict[str, Any] = json.loads(base64.b64decode(started["input"]["payloads"][0]["data"]))
+    old = given["resume"]
     assert "progress" in old and "next_seq" in old
-    inp = TeamRunInput.model_validate(carried)
+    inp = TeamRunInput.model_validate(given)
     assert inp.resume is not None
     assert [t.id for t in inp.resume.result.tasks] == [p["id"] for p in old["progress"]]
     assert [r.request_id for r in inp.resume.requests] == ["dispatch-gated"]

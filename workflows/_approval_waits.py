@@ -25,7 +25,6 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from oma.core.rules.approval_gate import ApprovalGate, pending_view, task_of
     from oma.core.rules.task_graph import TaskGraph
-    from oma.core.rules.team_run_state import TeamRunState
     from oma.core.schema.approvals import (
         ApprovalDecision,
         ApprovalOptions,
@@ -37,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         decision_of,
     )
     from oma.core.schema.errors import OMAError, application_error
+    from oma.core.schema.run_state import TeamRunState
     from oma.workflows._events import NO_EVENTS, EventSink
     from oma.workflows._waiting import Wakeup
 

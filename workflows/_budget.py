@@ -24,9 +24,10 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.contracts.ports import ModelPort
     from oma.core.contracts.workflow_ids import task_workflow_id
     from oma.core.rules.team_budget import TeamBudget, count_attempt
-    from oma.core.rules.team_run_state import StopKind, TeamRunState
+    from oma.core.rules.team_run_state import StopKind
     from oma.core.schema.results import AgentRunResult
     from oma.core.schema.run_input import RunOptions
+    from oma.core.schema.run_state import TeamRunState
     from oma.core.schema.task import TaskState
     from oma.core.schema.usage import TokenUsage
     from oma.workflows import _patches

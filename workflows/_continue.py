@@ -7,9 +7,10 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from oma.core.rules.task_graph import TaskGraph
-    from oma.core.rules.team_run_state import TeamRunState, read_next
+    from oma.core.rules.team_run_state import carried, read_next
     from oma.core.schema import limits
     from oma.core.schema.run_input import TeamRunInput
+    from oma.core.schema.run_state import TeamRunState
     from oma.workflows import _visibility
 
 
@@ -28,11 +29,12 @@ def continue_as_new(inp: TeamRunInput, state: TeamRunState, graph: TaskGraph) ->
     run read kept first). Raises ``RunStateTooLargeError`` when the state
     cannot fit (the run stops, rather than fail its workflow task for good);
     else never returns (``workflow.continue_as_new``)."""
-    carried = inp.payload()
+    next_input = inp.payload()
     first = read_next(graph.specs.values(), graph, everything=bool(inp.goal))
-    carried["resume"] = state.carried(
+    next_input["resume"] = carried(
+        state,
         workflow.info().workflow_id,
-        limits.RUN_STATE_BUDGET_BYTES - limits.json_size(carried),
+        limits.RUN_STATE_BUDGET_BYTES - limits.json_size(next_input),
         first,
     )
-    workflow.continue_as_new(carried, search_attributes=_visibility.continuing())
+    workflow.continue_as_new(next_input, search_attributes=_visibility.continuing())

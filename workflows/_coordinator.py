@@ -11,7 +11,6 @@ from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from oma.core.contracts.workflow_ids import coordinator_workflow_id
-    from oma.core.rules.team_run_state import TeamRunState
     from oma.core.schema.errors import (
         AgentRunFailedError,
         OMAError,
@@ -30,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from oma.core.schema.results import AgentRunResult
     from oma.core.schema.run_input import AgentRunInput, TeamRunInput
+    from oma.core.schema.run_state import TeamRunState
     from oma.core.schema.task import TaskSpec
     from oma.workflows import _input_checks, _visibility
     from oma.workflows._children import failed_result

@@ -17,10 +17,11 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from oma.core.rules.shared_memory import shared_memory
     from oma.core.rules.task_graph import TaskGraph
-    from oma.core.rules.team_run_state import RunStop, StopKind, TeamRunState
+    from oma.core.rules.team_run_state import RunStop, StopKind
     from oma.core.schema import limits
     from oma.core.schema.results import TeamRunResult
     from oma.core.schema.run_events import RunEvent
+    from oma.core.schema.run_state import TeamRunState
     from oma.workflows._approval_waits import ApprovalHandlers
     from oma.workflows._budget import RunSpending
     from oma.workflows._events import RunEvents

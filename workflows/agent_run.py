@@ -24,7 +24,7 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from oma.core.contracts.budget import RunBudget
+    from oma.core.contracts.budget import RunBudget, run_budget
     from oma.core.contracts.llm import ConversationSlice, RecordedTurns
     from oma.core.contracts.ports import AgentPorts
     from oma.core.rules.agent_run import run_agent
@@ -104,7 +104,7 @@ class AgentRun(ApprovalHandlers):
         self._approvals.gate.options = inp.approvals
         self._tool_gate.task_id = inp.task_id
         self._tool_gate.attempt = inp.attempt
-        budget = inp.budget()
+        budget = run_budget(inp)
         self._budget = shared_budget(budget, inp.task_id)
         # asked before any local activity (a scripted turn), not after one
         # fails: a local activity's outcome can reach a replay a workflow task

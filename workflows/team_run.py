@@ -35,10 +35,11 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.contracts.workflow_ids import task_workflow_id
     from oma.core.rules.approval_gate import dispatch_request_id, round_content
     from oma.core.rules.dispatch import Dispatcher
+    from oma.core.rules.payload_fit import sent_result
     from oma.core.rules.run_outcome import settle_outcome
     from oma.core.rules.scheduling import Scheduler
     from oma.core.rules.task_graph import TaskGraph, skip_reason
-    from oma.core.rules.team_run_state import RunStop, StopKind, TeamRunState
+    from oma.core.rules.team_run_state import RunStop, StopKind
     from oma.core.schema.agent_config import AgentConfig
     from oma.core.schema.approvals import Boundary
     from oma.core.schema.errors import (
@@ -56,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         TeamRunInput,
         parse_team_run_input,
     )
+    from oma.core.schema.run_state import TeamRunState
     from oma.core.schema.task import TaskSpec, TaskStatus
     from oma.core.schema.validation import single_input
     from oma.workflows import _continue, _fork, _input_checks, _patches, _visibility
@@ -74,7 +76,7 @@ with workflow.unsafe.imports_passed_through():
 @workflow.defn(name="TeamRun")
 class TeamRun(TeamRunHandlers):
     """Runs a team over a goal, a task list or a frozen plan; returns a ``TeamRunResult``
-    as JSON (``TeamRunResult.sent``).
+    as JSON (``sent_result``).
 
     Input: a ``TeamRunInput`` as JSON, decoded as plain JSON and validated
     here, so bad input fails the workflow at once, before any task runs, with
@@ -108,10 +110,7 @@ class TeamRun(TeamRunHandlers):
         self._input = inp
         self._team_name = inp.team.name if inp else "?"
         self._options = inp.options if inp else RunOptions()
-        self.state = (inp and inp.resume) or TeamRunState(
-            result=TeamRunResult(success=False, status="running", tasks=[]),
-            started_at=workflow.now(),
-        )
+        self.state = (inp and inp.resume) or TeamRunState.new(workflow.now())
         self._events = RunEvents(EventLog(self.state.events))
         self._wakeup = Wakeup()  # the dispatch loop waits on it
         approvals = inp.options.approvals if inp else None
@@ -469,11 +468,11 @@ class TeamRun(TeamRunHandlers):
         not succeed ends Failed (from ``_patches.FAILED_STATE`` on), its result in
         the failure's details, so no failed run looks successful in the Web UI.
         The result is fitted into ``RUN_STATE_BUDGET_BYTES`` first
-        (``TeamRunResult.sent``: defaults left out, outputs kept by reference);
+        (``sent_result``: defaults left out, outputs kept by reference);
         one that cannot fit fails the run ``RUN_STATE_TOO_LARGE`` without it,
         rather than fail its workflow task for good."""
         try:
-            sent = result.sent(workflow.info().workflow_id)
+            sent = sent_result(result, workflow.info().workflow_id)
             result = self.state.result = TeamRunResult.model_validate(sent)
         except OMAError as err:
             _visibility.ended("failed", err.code)

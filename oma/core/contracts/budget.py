@@ -2,9 +2,10 @@
 the tasks in flight.
 
 A ``TeamRun`` passes each task's ``AgentRun`` what is left of
-``options.max_token_budget`` and ``options.max_cost_usd``; the agent's model
-loop checks both after every model turn that asks for more tool calls, so
-that a budget holds within a long tool loop too, not only between tasks.
+``options.max_token_budget`` and ``options.max_cost_usd`` (``run_budget``
+reads them back as a ``RunBudget``); the agent's model loop checks both after
+every model turn that asks for more tool calls, so that a budget holds within
+a long tool loop too, not only between tasks.
 
 Tasks in parallel share the budget: after each model turn the task's run
 reports what it used so far (``UsageReport``, the team run's ``task_usage``
@@ -20,6 +21,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from oma.core.schema.errors import BudgetExceededError, CostBudgetExceededError, RunStoppedError
+from oma.core.schema.run_input import AgentRunInput
 from oma.core.schema.usage import TokenUsage, usd
 
 
@@ -78,3 +80,11 @@ class RunBudget(BaseModel):
             self.tokens = used.total_tokens + grant.tokens_left
         if self.cost_usd is not None and grant.cost_usd_left is not None:
             self.cost_usd = used.cost_usd + grant.cost_usd_left
+
+
+def run_budget(inp: AgentRunInput) -> RunBudget | None:
+    """What the ``AgentRun`` of ``inp`` may spend: its ``token_budget`` and
+    ``cost_budget_usd`` (``None``: no limit set)."""
+    if inp.token_budget is None and inp.cost_budget_usd is None:
+        return None
+    return RunBudget(tokens=inp.token_budget, cost_usd=inp.cost_budget_usd)

@@ -72,7 +72,7 @@ class RunHooksPort(Protocol):
         ...
 
     async def evaluate(self, inp: EvaluateInput) -> EvaluationRecord:
-        """The evaluator's record of a sampled run (``oma.core.schema.evaluation.evaluate``);
+        """The evaluator's record of a sampled run (``oma.core.rules.evaluation.evaluate``);
         raises ``InvalidHookError`` when it cannot be loaded."""
         ...
 

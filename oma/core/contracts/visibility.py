@@ -124,7 +124,7 @@ def team_run_failure(team: str, result: TeamRunResult, sent: dict[str, Any]) -> 
     """The failure a ``TeamRun`` that did not succeed ends with: typed with the
     result's ``error_code`` (``TASK_FAILED`` when only tasks failed), not
     retryable, its message ``team_run_details``, its details ``sent``: the
-    result's JSON as the run sends it (``TeamRunResult.sent``;
+    result's JSON as the run sends it (``oma.core.rules.payload_fit.sent_result``;
     ``team_run_result_of`` reads it back)."""
     return ApplicationError(
         team_run_details(team, result),

@@ -17,10 +17,10 @@ from oma.core.contracts.ports import AgentPorts
 from oma.core.contracts.process import ProcessRunInput
 from oma.core.contracts.run_hooks import EvaluateInput
 from oma.core.rules.agent_loop import run_model_loop
+from oma.core.rules.evaluation import is_sampled, not_sampled
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.agent_events import agent_start
 from oma.core.schema.errors import OMAError
-from oma.core.schema.evaluation import is_sampled, not_sampled
 from oma.core.schema.message_guard import latest_user_prompt
 from oma.core.schema.messages import LLMMessage
 from oma.core.schema.pricing import ModelPrice

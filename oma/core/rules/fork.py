@@ -26,8 +26,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, Field
 
 from oma.core.contracts.workflow_ids import task_workflow_id
-from oma.core.rules.scheduling import check_assignments
-from oma.core.rules.team_run_state import TeamRunState, read_next
+from oma.core.rules.team_run_state import read_next
 from oma.core.schema.approvals import check_dispatch_names
 from oma.core.schema.dag import dependents_map, transitive_dependents
 from oma.core.schema.errors import InvalidForkError, OMAError
@@ -36,8 +35,9 @@ from oma.core.schema.limits import check_child_ids, cut_text
 from oma.core.schema.plan import COORDINATOR, PlanArtifact
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import TeamRunInput, parse_team_run_input
+from oma.core.schema.run_state import TeamRunState
 from oma.core.schema.task import ReusedFrom, TaskSpec, TaskState, TaskStatus
-from oma.core.schema.team import TeamConfig
+from oma.core.schema.team import TeamConfig, check_assignments
 from oma.core.schema.validation import did_you_mean
 
 

@@ -1,7 +1,8 @@
 """Fitting what a ``TeamRun`` returns or carries into ``RUN_STATE_BUDGET_BYTES``.
 
-A run's result and the state it carries when it continues as new are each one
-Temporal payload (2 MB at most). What grows with the run is fitted here, on
+A run's result (``sent_result``) and the state it carries when it continues
+as new (``oma.core.rules.team_run_state.carried``) are each one Temporal
+payload (2 MB at most). What grows with the run is fitted here (``fit``), on
 the JSON about to be sent, in this order:
 
 1. outputs: kept in the JSON while they fit, the ones named ``first`` first
@@ -27,7 +28,11 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from oma.core.contracts.workflow_ids import task_workflow_id
+from oma.core.schema import limits
+from oma.core.schema.errors import RunStateTooLargeError
 from oma.core.schema.limits import MAX_TASK_ERROR_CHARS, cut_text, json_size
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.task import TaskState
 
 MIN_TEXT_CHARS = 100
 """The shortest a fit cuts a task error, a comment or an event detail."""
@@ -116,6 +121,44 @@ def _texts(
     found += [(d, "comment") for d in decisions if d.get("comment")]
     found += [(e, "detail") for e in events if e.get("detail")]
     return found
+
+
+# -- what a TeamRun returns ----------------------------------------------------
+
+
+def sent_result(result: TeamRunResult, run_id: str) -> dict[str, Any]:
+    """The JSON the ``TeamRun`` ``run_id`` returns as ``result`` (and fails
+    with, in its failure's details): at most ``RUN_STATE_BUDGET_BYTES`` of
+    it. When the whole result is over, each task leaves out the fields at
+    their defaults (``null``, ``0``, ``[]``, a zero ``token_usage``; ``id``
+    and ``status`` always stay), which ``TeamRunResult`` reads back the same;
+    then ``fit`` keeps outputs by reference and cuts texts, as needed. Raises
+    ``RunStateTooLargeError`` when even that does not fit."""
+    data = result.model_dump(mode="json")
+    budget = limits.RUN_STATE_BUDGET_BYTES  # (read when called: tests lower it)
+    if json_size(data) > budget:
+        data["tasks"] = [_without_defaults(task) for task in result.tasks]
+    if not fit(data, data, run_id, budget):
+        raise RunStateTooLargeError(
+            f"the run's result is {json_size(data)} bytes of JSON with every output "
+            f"kept by reference and its texts cut, over the run's budget of {budget} "
+            f"bytes ({len(result.tasks)} tasks): each task's outcome is in its AgentRun "
+            f"'{run_id}/<task id>'; split the work into runs of fewer tasks"
+        )
+    return data
+
+
+def fitted_result(result: TeamRunResult, run_id: str) -> TeamRunResult:
+    """``result`` as the ``TeamRun`` ``run_id`` returns it (``sent_result``),
+    read back: outputs it keeps by reference have ``output_ref`` set."""
+    return TeamRunResult.model_validate(sent_result(result, run_id))
+
+
+def _without_defaults(task: TaskState) -> dict[str, Any]:
+    """``task``'s JSON without the fields at their defaults, but its id and status."""
+    return {"id": task.id, "status": task.status.value} | task.model_dump(
+        mode="json", exclude_defaults=True
+    )
 
 
 # -- reading outputs kept by reference back ------------------------------------

@@ -27,12 +27,11 @@ from datetime import datetime
 from typing import Any
 
 from oma.core.rules.fork import Assembly, ForkedRun, assemble, parse_source_input
-from oma.core.rules.scheduling import satisfies
 from oma.core.schema.plan import CoordinatorConfig, planning_prompt
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import TeamRunInput, parse_team_run_input
 from oma.core.schema.task import TaskSpec, TaskState, TaskStatus
-from oma.core.schema.team import TeamConfig
+from oma.core.schema.team import TeamConfig, satisfies
 
 SPEC_KEY_FIELDS = ("title", "description", "assignee", "memory_scope", "dependency_payload")
 """The fields of a task's spec its content key covers."""

@@ -16,7 +16,10 @@ Strategies, as in the TypeScript original:
 Capabilities compare without regard to case. Ties among ready tasks go to the
 one that became ready first.
 
-Every strategy chooses only among agents that satisfy the task's ``requires``.
+Every strategy chooses only among agents that satisfy the task's ``requires``
+(``oma.core.schema.team.satisfies``; ``check_assignments`` there fails a run
+before it starts when a task has none).
+
 Unlike the original, whose default strategy rebuilt its reverse-dependency map
 on every comparison, the cost here is linear in the graph: downstream counts
 are computed once, and each dispatch is a heap operation.
@@ -30,58 +33,11 @@ import heapq
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Literal
 
 from oma.core.schema.agent_config import AgentConfig
-from oma.core.schema.errors import AssigneeRequirementsMismatchError, NoEligibleAgentError
-from oma.core.schema.task import TaskRequirements, TaskSpec
-from oma.core.schema.team import TeamConfig
-
-SchedulingStrategy = Literal["dependency-first", "round-robin", "least-busy", "capability-match"]
-"""``options.scheduling`` of a run input."""
-
-
-def satisfies(agent: AgentConfig, requires: TaskRequirements | None) -> bool:
-    """Whether ``agent`` has everything ``requires`` asks for (capabilities
-    compared without regard to case)."""
-    if requires is None:
-        return True
-    if requires.backend is not None and agent.kind != requires.backend:
-        return False
-    if requires.provider is not None and (
-        agent.backend is not None or agent.resolved_provider != requires.provider
-    ):
-        return False
-    return {c.lower() for c in requires.capabilities} <= {c.lower() for c in agent.capabilities}
-
-
-def check_assignments(tasks: Sequence[TaskSpec], team: TeamConfig) -> None:
-    """Raise before any task runs when a task cannot get a suitable agent.
-
-    ``AssigneeRequirementsMismatchError``: a named assignee does not satisfy
-    the task's ``requires``. ``NoEligibleAgentError``: no agent of the team
-    satisfies the ``requires`` of a task without an assignee. Each message
-    lists every such task.
-    """
-    mismatched, orphaned = [], []
-    for t in tasks:
-        if t.assignee is not None:
-            agent = team.agent(t.assignee)
-            if agent is not None and not satisfies(agent, t.requires):
-                mismatched.append(f"task {t.id!r}: {t.assignee!r} does not satisfy {_req(t)}")
-        elif not any(satisfies(a, t.requires) for a in team.agents):
-            orphaned.append(f"task {t.id!r} requires {_req(t)}")
-    if mismatched:
-        raise AssigneeRequirementsMismatchError("; ".join(mismatched))
-    if orphaned:
-        raise NoEligibleAgentError(
-            f"no agent of team {team.name!r} is eligible: {'; '.join(orphaned)}"
-        )
-
-
-def _req(task: TaskSpec) -> str:
-    assert task.requires is not None
-    return task.requires.model_dump_json(exclude_defaults=True)
+from oma.core.schema.run_input import SchedulingStrategy
+from oma.core.schema.task import TaskSpec
+from oma.core.schema.team import TeamConfig, satisfies
 
 
 def downstream_counts(

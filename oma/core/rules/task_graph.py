@@ -25,7 +25,7 @@ SETTLED = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED})
 
 SPEC_FIELDS = frozenset({"title", "description", "depends_on"})
 """The fields of a ``TaskState`` that its ``TaskSpec`` says; a carried state
-may leave them out (see ``TeamRunState.carried``)."""
+may leave them out (see ``oma.core.rules.team_run_state.carried``)."""
 
 
 def skip_reason(failed: TaskState, stop_reason: str, *, retry_stopped: bool = False) -> str:

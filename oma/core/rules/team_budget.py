@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oma.core.contracts.budget import BudgetGrant
-from oma.core.rules.team_run_state import StopKind, TeamRunState
+from oma.core.rules.team_run_state import StopKind
 from oma.core.schema.results import AgentRunResult
+from oma.core.schema.run_state import TeamRunState
 from oma.core.schema.task import TaskState
 from oma.core.schema.usage import TokenUsage, usd
 

@@ -9,10 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from oma.core.rules.payload_fit import fit
-from oma.core.schema import limits
 from oma.core.schema.approvals import ApprovalDecision
-from oma.core.schema.errors import RunStateTooLargeError
 from oma.core.schema.evaluation import EvaluationRecord
 from oma.core.schema.messages import LLMMessage
 from oma.core.schema.plan import PlanArtifact
@@ -179,37 +176,3 @@ class TeamRunResult(BaseModel):
             if t.id == task_id:
                 return t
         raise KeyError(task_id)
-
-    def fitted(self, run_id: str) -> TeamRunResult:
-        """This result as the ``TeamRun`` ``run_id`` returns it (``sent``), read
-        back: outputs it keeps by reference have ``output_ref`` set."""
-        return TeamRunResult.model_validate(self.sent(run_id))
-
-    def sent(self, run_id: str) -> dict[str, Any]:
-        """The JSON the ``TeamRun`` ``run_id`` returns (and fails with, in its
-        failure's details): at most ``RUN_STATE_BUDGET_BYTES`` of it. When the
-        whole result is over, each task leaves out the fields at their defaults
-        (``null``, ``0``, ``[]``, a zero ``token_usage``; ``id`` and ``status``
-        always stay), which ``TeamRunResult`` reads back the same; then
-        ``oma.core.rules.payload_fit`` keeps outputs by reference and cuts
-        texts, as needed. Raises ``RunStateTooLargeError`` when even that does
-        not fit."""
-        data = self.model_dump(mode="json")
-        budget = limits.RUN_STATE_BUDGET_BYTES
-        if limits.json_size(data) > budget:
-            data["tasks"] = [_without_defaults(task) for task in self.tasks]
-        if not fit(data, data, run_id, budget):
-            raise RunStateTooLargeError(
-                f"the run's result is {limits.json_size(data)} bytes of JSON with every output "
-                f"kept by reference and its texts cut, over the run's budget of {budget} "
-                f"bytes ({len(self.tasks)} tasks): each task's outcome is in its AgentRun "
-                f"'{run_id}/<task id>'; split the work into runs of fewer tasks"
-            )
-        return data
-
-
-def _without_defaults(task: TaskState) -> dict[str, Any]:
-    """``task``'s JSON without the fields at their defaults, but its id and status."""
-    return {"id": task.id, "status": task.status.value} | task.model_dump(
-        mode="json", exclude_defaults=True
-    )

@@ -10,9 +10,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from oma.core.contracts.budget import RunBudget
-from oma.core.rules.scheduling import SchedulingStrategy, check_assignments
-from oma.core.rules.team_run_state import TeamRunState
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.approvals import ApprovalOptions, check_dispatch_names, check_tool_gate_names
 from oma.core.schema.dag import validate_task_graph
@@ -32,9 +29,13 @@ from oma.core.schema.messages import LLMMessage
 from oma.core.schema.plan import CoordinatorConfig, PlanArtifact, check_coordinator
 from oma.core.schema.pricing import ModelPrice
 from oma.core.schema.results import AcpSessionInfo
+from oma.core.schema.run_state import TeamRunState
 from oma.core.schema.task import TaskSpec
-from oma.core.schema.team import TeamConfig
+from oma.core.schema.team import TeamConfig, check_assignments
 from oma.core.schema.validation import check_sendable, parse_run_json
+
+SchedulingStrategy = Literal["dependency-first", "round-robin", "least-busy", "capability-match"]
+"""``options.scheduling`` of a run input (``oma.core.rules.scheduling``)."""
 
 
 class ReuseOptions(BaseModel):
@@ -321,12 +322,6 @@ class AgentRunInput(BaseModel):
         description="Set by TeamRun: the run whose recorded turns its model turns replay "
         "(options.models, its 'from' named).",
     )
-
-    def budget(self) -> RunBudget | None:
-        """What this run may spend (``None``: no limit set)."""
-        if self.token_budget is None and self.cost_budget_usd is None:
-            return None
-        return RunBudget(tokens=self.token_budget, cost_usd=self.cost_budget_usd)
 
 
 def parse_team_run_input(raw: Any) -> TeamRunInput:
