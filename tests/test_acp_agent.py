@@ -566,16 +566,22 @@ async def test_a_prompt_whose_goal_is_too_large_for_a_run_is_refused_naming_its_
 ) -> None:
     # a goal of 1.5 MB: a goal run holds it three times; the run once took
     # it and failed at its end (RUN_STATE_TOO_LARGE), its state past what a
-    # query answers
+    # query answers. The prompt's image is not written: a refused prompt
+    # leaves nothing behind (it once was, before the goal's size was checked)
     team_file = write_team(tmp_path / "team.json", team(approvals={}))
+    image = base64.b64encode(b"\x89PNG\r\n\x1a\nnot really").decode()
     async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
         sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
         with pytest.raises(RequestError) as err:
-            await editor.conn.prompt(session_id=sid, prompt=[text_block("x" * 1_500_000)])
+            await editor.conn.prompt(
+                session_id=sid,
+                prompt=[text_block("x" * 1_500_000), image_block(image, "image/png")],
+            )
         status = await editor.conn.prompt(session_id=sid, prompt=[text_block("/status")])
     assert err.value.code == -32602
     assert err.value.data["code"] == "INVALID_RUN_INPUT"
     assert "this run's goal may be at most" in err.value.data["message"]
+    assert not (tmp_path / ".oma" / "attachments").exists()
     said = [u for u in editor.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"]
     assert status.stop_reason == "end_turn"
     assert said[-1]["content"]["text"].startswith("No run in this session yet")
