@@ -566,19 +566,80 @@ async def test_a_prompt_whose_goal_is_too_large_for_a_run_is_refused_naming_its_
 ) -> None:
     # a goal of 1.5 MB: a goal run holds it three times; the run once took
     # it and failed at its end (RUN_STATE_TOO_LARGE), its state past what a
-    # query answers
+    # query answers. The prompt's image is not written: a refused prompt
+    # leaves nothing behind (it once was, before the goal's size was checked)
     team_file = write_team(tmp_path / "team.json", team(approvals={}))
+    image = base64.b64encode(b"\x89PNG\r\n\x1a\nnot really").decode()
     async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
         sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
         with pytest.raises(RequestError) as err:
-            await editor.conn.prompt(session_id=sid, prompt=[text_block("x" * 1_500_000)])
+            await editor.conn.prompt(
+                session_id=sid,
+                prompt=[text_block("x" * 1_500_000), image_block(image, "image/png")],
+            )
         status = await editor.conn.prompt(session_id=sid, prompt=[text_block("/status")])
     assert err.value.code == -32602
     assert err.value.data["code"] == "INVALID_RUN_INPUT"
     assert "this run's goal may be at most" in err.value.data["message"]
+    assert not (tmp_path / ".oma" / "attachments").exists()
     said = [u for u in editor.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"]
     assert status.stop_reason == "end_turn"
     assert said[-1]["content"]["text"].startswith("No run in this session yet")
+
+
+async def test_a_command_the_run_cannot_answer_is_a_message_not_an_error(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    # nine process tasks print 250 000 bytes each (under a task's 256 KiB):
+    # while the run goes on, its state holds every output, past Temporal's
+    # payload limit, so its state query fails; at its end the run keeps them
+    # by reference and answers again
+    printed = 250_000
+    plan = [
+        {"title": f"Print {n}", "description": "Print.", "assignee": "printer", "depends_on": []}
+        for n in range(9)
+    ] + [{**PLAN[0], "depends_on": []}]
+    config = team(approvals={"tools": ["file_write"]})
+    config["coordinator"]["script"][0] = f"```json\n{json.dumps(plan)}\n```"
+    printer = f"import sys; sys.stdout.write('x' * {printed})"
+    config["team"]["agents"].append(
+        {
+            "name": "printer",
+            "backend": {
+                "kind": "process",
+                "command": sys.executable,
+                "args": ["-c", printer],
+                "input": "none",
+            },
+        }
+    )
+    team_file = write_team(tmp_path / "team.json", config)
+    held = Pending()
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
+        sid, turn = await prompting(editor, tmp_path)
+        # (read from its events: the editor is shown no state the run cannot send)
+        await editor.wait_for(lambda: statuses(editor, "t1"), "the run's first card")
+        for _ in range(600):
+            kinds = [e["type"] for e in await client.get_workflow_handle(sid).query("events")]
+            if kinds.count("task_complete") == 9 and "approval_request" in kinds:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"the printers did not complete: {kinds}")
+        status = await editor.conn.prompt(session_id=sid, prompt=[text_block("/status")])
+        told = said(editor, sid)[-1]
+        approved = await editor.conn.prompt(session_id=sid, prompt=[text_block("/approve")])
+        answer = await asyncio.wait_for(turn, 60)
+        after = await editor.conn.prompt(session_id=sid, prompt=[text_block("/status")])
+    assert status.stop_reason == approved.stop_reason == after.stop_reason == "end_turn"
+    assert told.startswith("/status failed: the run could not answer: "), told
+    assert answer.stop_reason == "end_turn"
+    assert said(editor, sid)[-1].startswith(f"Run {sid}: completed (Temporal: completed)\n")
+    state = await client.get_workflow_handle(sid).query("state")
+    printers = state["tasks"][:9]
+    assert [t["status"] for t in state["tasks"]] == ["completed"] * 10
+    assert all(t.get("output_ref") or len(t["output"]) == printed for t in printers)
+    assert any(t.get("output_bytes") == printed for t in printers)  # kept by reference
 
 
 async def test_a_client_that_cannot_ask_is_told_to_approve_with_a_command(

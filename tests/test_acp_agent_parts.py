@@ -115,13 +115,17 @@ def test_a_prompt_becomes_a_goal_with_its_resources_and_attachments(tmp_path: Pa
         resource_block(TextResourceContents(uri="file:///a.py", text="x = 1")),
         image_block(base64.b64encode(png).decode(), "image/png"),
     ]
-    goal = goal_of(blocks, tmp_path, "team-t-1", "p")
+    goal = goal_of(blocks, "team-t-1", "p")
     path = ".oma/attachments/team-t-1/p-1.png"
-    assert goal == (
+    assert goal.text == (
         'Fix it\n<resource uri="file:///a.py">\nx = 1\n</resource>\n\n'
         f"[image attached: {path} (image/png, 8 bytes)]"
     )
+    assert not (tmp_path / ".oma").exists()  # written once the run starts
+    goal.write(tmp_path)
     assert (tmp_path / path).read_bytes() == png
+    goal.remove(tmp_path)
+    assert not (tmp_path / path).exists()
 
 
 @pytest.mark.parametrize(
@@ -142,11 +146,10 @@ def test_a_prompt_becomes_a_goal_with_its_resources_and_attachments(tmp_path: Pa
         ),
     ],
 )
-def test_a_prompt_it_cannot_take_is_refused(tmp_path: Path, blocks: list[Any], says: str) -> None:
+def test_a_prompt_it_cannot_take_is_refused(blocks: list[Any], says: str) -> None:
     with pytest.raises(InvalidMessageError) as refused:
-        goal_of(blocks, tmp_path, "s", "p")
+        goal_of(blocks, "s", "p")
     assert says in refused.value.message
-    assert not (tmp_path / ".oma").exists()  # nothing written
 
 
 def test_agent_kinds() -> None:

@@ -411,8 +411,12 @@ class TeamAgent:
         prompt: list[Any],
         text: str,
     ) -> Any:
-        """Start the session's run of ``prompt``: its handle."""
-        goal = goal_of(prompt, session.cwd, session.id, f"prompt-{uuid.uuid4().hex[:6]}")
+        """Start the session's run of ``prompt``: its handle. The prompt's
+        attachments are written once every check passed, just before the run
+        starts, and removed when it is refused: a refused prompt leaves no
+        file behind."""
+        asked = goal_of(prompt, session.id, f"prompt-{uuid.uuid4().hex[:6]}")
+        goal = asked.text
         previous = await self._previous(client, session)
         if previous is not None:
             goal = follow_up_goal(goal, *previous)
@@ -420,15 +424,21 @@ class TeamAgent:
         memo = {MEMO: {"cwd": str(session.cwd), "prompt": (text or goal)[:MEMO_PROMPT_CHARS]}}
         from oma.client import start_team_run
 
+        # (written before the start: the run may read them at once)
+        asked.write(session.cwd)
         try:
             return await start_team_run(
                 client, run_input, id=session.id, task_queue=queue, memo=memo
             )
         except WorkflowAlreadyStartedError:
+            asked.remove(session.cwd)
             raise AcpSessionBusyError(
                 f"a run of {session.id} is already going (started elsewhere): /status "
                 "shows it, /abort ends it"
             ) from None
+        except OMAError:
+            asked.remove(session.cwd)  # (refused before anything started)
+            raise
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         """``session/cancel``: abort the run (drain); cancel it through Temporal

@@ -10,7 +10,9 @@ so each ACP content block (``session/prompt``'s ``prompt``) becomes text:
 - ``image`` and a ``resource`` with a blob: written to
   ``.oma/attachments/<session id>/`` in the session's directory and named
   in the goal by that path (an agent with the file tools can read it there);
-  at most ``MAX_ATTACHMENT_BYTES`` each, ``MAX_ATTACHMENTS`` a prompt.
+  at most ``MAX_ATTACHMENT_BYTES`` each, ``MAX_ATTACHMENTS`` a prompt. They
+  are written only once the prompt is taken (``Goal.write``, just before its
+  run starts): a prompt refused for any reason leaves no file behind.
 
 A later prompt in the same session is a follow-up run: its goal is the new
 prompt after the previous run's prompt and outcome (its final output, else
@@ -23,6 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 import mimetypes
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,53 +52,80 @@ def prompt_text(blocks: list[Any]) -> str:
     return "".join(getattr(b, "text", "") for b in blocks if getattr(b, "type", "") == "text")
 
 
-def goal_of(blocks: list[Any], cwd: Path, session_id: str, turn: str) -> str:
-    """The goal text of a prompt's ``blocks`` (module docstring), its
-    attachments written under ``cwd`` as ``<turn>-<n>.<ext>``.
+@dataclass(frozen=True)
+class Attachment:
+    """An image or blob of a prompt: ``path`` (relative to the session's
+    directory) and its decoded ``data``."""
+
+    path: Path
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Goal:
+    """A prompt as a goal: its ``text``, which names the ``attachments`` by
+    the paths they are written to (``write``)."""
+
+    text: str
+    attachments: tuple[Attachment, ...] = ()
+
+    def write(self, cwd: Path) -> None:
+        """Write the attachments under ``cwd``. Raises ``OSError`` (what it
+        wrote removed)."""
+        try:
+            for attachment in self.attachments:
+                (cwd / attachment.path).parent.mkdir(parents=True, exist_ok=True)
+                (cwd / attachment.path).write_bytes(attachment.data)
+        except OSError:
+            self.remove(cwd)
+            raise
+
+    def remove(self, cwd: Path) -> None:
+        """Remove what ``write`` wrote (the run was not started after all)."""
+        for attachment in self.attachments:
+            (cwd / attachment.path).unlink(missing_ok=True)
+
+
+def goal_of(blocks: list[Any], session_id: str, turn: str) -> Goal:
+    """The goal of a prompt's ``blocks`` (module docstring), its attachments
+    to be written as ``<turn>-<n>.<ext>`` (``Goal.write``); nothing is
+    written here.
 
     Raises ``InvalidMessageError`` for an audio block, an attachment that is
     not base64 or is too large, too many attachments, or a prompt with
     nothing in it."""
-    # every block is checked before an attachment is written: a prompt
-    # refused leaves nothing behind
-    parts: list[str | tuple[str, bytes, str, str | None]] = []
-    attached = 0
+    texts: list[str] = []
+    attachments: list[Attachment] = []
     for block in blocks:
         kind = getattr(block, "type", "")
         if kind == "text":
-            parts.append(block.text)
+            texts.append(block.text)
         elif kind == "resource_link":
             name = block.title or block.name
-            parts.append(f"\n[resource: {name} <{block.uri}>]\n")
+            texts.append(f"\n[resource: {name} <{block.uri}>]\n")
         elif kind == "resource" and hasattr(block.resource, "text"):
             uri = block.resource.uri
-            parts.append(f'\n<resource uri="{uri}">\n{block.resource.text}\n</resource>\n')
+            texts.append(f'\n<resource uri="{uri}">\n{block.resource.text}\n</resource>\n')
         elif kind in ("image", "resource"):
-            attached += 1
-            if attached > MAX_ATTACHMENTS:
+            if len(attachments) == MAX_ATTACHMENTS:
                 raise InvalidMessageError(
                     f"a prompt attaches at most {MAX_ATTACHMENTS} images and files"
                 )
-            parts.append(("image" if kind == "image" else "file", *_blob(block)))
+            data, mime, uri = _blob(block)
+            path = _path(mime, session_id, f"{turn}-{len(attachments) + 1}")
+            attachments.append(Attachment(path, data))
+            what = "image" if kind == "image" else "file"
+            source = f" from {uri}" if uri else ""
+            texts.append(f"\n[{what} attached{source}: {path} ({mime}, {len(data)} bytes)]\n")
         else:
             raise InvalidMessageError(
                 f"a prompt's {kind or 'unknown'} block is not supported: send text, images, "
                 "resources and resource links"
             )
-    if not "".join(p if isinstance(p, str) else "x" for p in parts).strip():
+    text = "".join(texts).strip()
+    if not text:
         raise InvalidMessageError("the prompt is empty: say what the team should achieve")
-    texts: list[str] = []
-    n = 0
-    for part in parts:
-        if isinstance(part, str):
-            texts.append(part)
-            continue
-        n += 1
-        what, data, mime, uri = part
-        path = _attach(data, mime, cwd, session_id, f"{turn}-{n}")
-        source = f" from {uri}" if uri else ""
-        texts.append(f"\n[{what} attached{source}: {path} ({mime}, {len(data)} bytes)]\n")
-    return "".join(texts).strip()
+    return Goal(text, tuple(attachments))
 
 
 def _blob(block: Any) -> tuple[bytes, str, str | None]:
@@ -115,14 +145,10 @@ def _blob(block: Any) -> tuple[bytes, str, str | None]:
     return data, mime or "application/octet-stream", uri
 
 
-def _attach(data: bytes, mime: str, cwd: Path, session_id: str, stem: str) -> str:
-    """Write ``data`` under the session's attachments; its path, relative to ``cwd``."""
+def _path(mime: str, session_id: str, stem: str) -> Path:
+    """Where an attachment of ``mime`` goes, relative to the session's directory."""
     ext = mimetypes.guess_extension(mime.split(";")[0].strip()) or ".bin"
-    folder = ATTACHMENTS / _safe(session_id)
-    (cwd / folder).mkdir(parents=True, exist_ok=True)
-    path = folder / f"{stem}{ext}"
-    (cwd / path).write_bytes(data)
-    return str(path)
+    return ATTACHMENTS / _safe(session_id) / f"{stem}{ext}"
 
 
 def _safe(name: str) -> str:
