@@ -167,9 +167,10 @@ def sandboxed(runner: WorkflowRunner | None, strict: bool) -> WorkflowRunner:
     ``SandboxedWorkflowRunner``) passing the ``oma`` package through.
 
     The sandbox imports a workflow's module anew for every run it creates,
-    and every module it imports that is not passed through: for OMA that was
-    a third of a worker's CPU per ``AgentRun`` (the workflows' modules, their
-    classes and ``@workflow.defn``, about 2 ms a run; ``bench/dag_overhead.py``).
+    and every module it imports that is not passed through: for OMA, the
+    workflows' modules, their classes and ``@workflow.defn`` cost 2 to 3 ms of
+    CPU per ``AgentRun``, a fifth of what a worker spends on one
+    (``bench/dag_overhead.py``).
     Passed through, a run uses the modules the worker loaded once: OMA's
     workflow code keeps no state in a module (a run's state is its workflow
     instance's), and loaded once it is also the code the worker started with,
