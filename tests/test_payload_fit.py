@@ -7,7 +7,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from oma.core.rules.payload_fit import fit, fitted_result, read_batches, sent_result
+from oma.core.rules.payload_fit import (
+    answered_events,
+    fit,
+    fitted_result,
+    read_batches,
+    sent_result,
+)
 from oma.core.rules.prompt import task_prompt
 from oma.core.rules.shared_memory import shared_memory
 from oma.core.rules.team_run_state import carried, read_next
@@ -244,6 +250,25 @@ def test_the_shared_memory_and_the_synthesis_say_where_an_output_kept_by_referen
 
 
 # -- comments, reviewers, ids --------------------------------------------------------
+
+
+# -- what a running run's queries answer -----------------------------------------
+
+
+def test_events_over_the_budget_are_answered_with_their_details_cut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    log = EventLog([])
+    for n in range(20):
+        log.add("task_failed", NOW, f"t{n}", "e" * 8_000)
+    monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", 200_000)
+    assert answered_events(log.events) is log.events  # within it: as they are
+    monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", 50_000)
+    answer = answered_events(log.events)
+    assert sum(len(e.model_dump_json()) for e in answer) <= 50_000
+    assert [(e.seq, e.task_id) for e in answer] == [(e.seq, e.task_id) for e in log.events]
+    assert all(e.detail and e.detail.endswith("more characters cut)") for e in answer)
+    assert all(e.detail == "e" * 8_000 for e in log.events)
 
 
 def test_a_long_comment_is_cut_and_the_cut_said_once() -> None:

@@ -16,13 +16,14 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.common import RawValue, SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from oma import worker as oma_worker
 from oma.cli.viewer.model import build_run_view, fetch_histories
 from oma.client.approvals import pending, upstream_outputs
+from oma.client.runs import read_outputs
 from oma.core.schema import limits
 from oma.core.schema.errors import InvalidRunInputError
 from oma.core.schema.results import TeamRunResult
@@ -309,6 +310,111 @@ async def test_two_approval_comments_of_1_1_mb_are_cut_and_the_run_completes(
     assert [len(d.comment or "") for d in result.approval_decisions] == [
         len(recorded["comment"])
     ] * 2
+    await assert_replays(client, workflow_id)
+
+
+async def test_a_running_run_holding_2_mb_of_outputs_answers_its_queries_within_the_limit(
+    run_of: Any, client: Client, workflow_id: str
+) -> None:
+    # nine process tasks print 250 000 bytes each (2.25 MB, past Temporal's
+    # 2 MB payload limit); a tenth reads them and waits on a dispatch
+    # approval (it reads their summary, memory_scope all), so the run stays
+    # open holding every output whole: its queries answer with the outputs
+    # kept by reference, and the clients read them back as they do an ended
+    # run's
+    printed = 250_000
+    outputs = {f"p{n}": chr(ord("a") + n) * printed for n in range(9)}
+    agents = [writer(f"w{n}", f"{chr(ord('a') + n)!r} * {printed}") for n in range(9)]
+    run = await run_of(
+        {
+            "team": {"name": "t", "agents": [*agents, process("echo", ECHO)]},
+            "tasks": [
+                *(task(p, f"w{n}") for n, p in enumerate(outputs)),
+                {**task("g", "echo", *outputs), "memory_scope": "all"},
+            ],
+            "options": {"max_concurrency": 9, "approvals": {"dispatch": ["g"]}},
+        }
+    )
+    request = await run.request("dispatch-g", RESULT_WAIT_S)
+    handle = client.get_workflow_handle(workflow_id)
+
+    answer = await asyncio.wait_for(handle.query("state", result_type=RawValue), 10)
+    assert len(answer.payload.data) <= limits.RUN_STATE_BUDGET_BYTES
+    state = TeamRunResult.model_validate_json(answer.payload.data)
+    assert state.status == "running"
+    assert [(t.id, t.status.value) for t in state.tasks] == [
+        *((p, "completed") for p in outputs),
+        ("g", "awaiting_approval"),
+    ]
+    kept = [t for t in state.tasks if t.output_ref is not None]
+    assert kept, "some outputs must be kept by reference"
+    for t in kept:
+        assert (t.output, t.output_ref, t.output_bytes) == (None, f"{workflow_id}/{t.id}", printed)
+    await read_outputs(client, state)  # as oma.client reads an ended run's
+    assert {t.id: t.output for t in state.tasks} == {**outputs, "g": None}
+
+    memory = await asyncio.wait_for(handle.query("shared_memory", result_type=RawValue), 10)
+    assert len(memory.payload.data) <= limits.RUN_STATE_BUDGET_BYTES
+    entries = json.loads(memory.payload.data)
+    assert sorted(entries) == [f"w{n}/task:p{n}:result" for n in range(9)]
+    assert any(v.startswith("(kept by reference: the result of ") for v in entries.values())
+    [shown] = await asyncio.wait_for(pending(handle), 10)
+    assert shown.upstream is not None
+    assert [u.preview for u in shown.upstream] == [o[:500] for o in outputs.values()]
+    assert await asyncio.wait_for(upstream_outputs(handle, shown), 30) == outputs
+    # `oma show` draws the run from its histories
+    view = await build_run_view(
+        await fetch_histories(client, workflow_id), plugin.DATA_CONVERTER, workflow_id
+    )
+    assert {t.id: t.output for t in view.tasks} == {**outputs, "g": None}
+
+    await run.decide(request)
+    result = await result_within(run, RESULT_WAIT_S)
+    assert result.status == "completed"
+    assert {t.id: t.output for t in result.tasks if t.id != "g"} == outputs
+    await assert_replays(client, workflow_id)
+
+
+async def test_a_round_request_showing_2_mb_of_outputs_answers_within_the_limit(
+    run_of: Any, client: Client, workflow_id: str
+) -> None:
+    # as above, in rounds: the second round's request shows the first
+    # round's nine outputs (2.25 MB); the pending_approvals query answers
+    # with them kept by reference, and the reviewer's decision still holds
+    printed = 250_000
+    outputs = {f"p{n}": chr(ord("a") + n) * printed for n in range(9)}
+    agents = [writer(f"w{n}", f"{chr(ord('a') + n)!r} * {printed}") for n in range(9)]
+    run = await run_of(
+        {
+            "team": {"name": "t", "agents": [*agents, process("echo", ECHO)]},
+            "tasks": [
+                *(task(p, f"w{n}") for n, p in enumerate(outputs)),
+                {**task("g", "echo", *outputs), "memory_scope": "all"},
+            ],
+            "options": {"max_concurrency": 9, "approvals": {"round": True}},
+        }
+    )
+    await run.decide(await run.request("round-1", RESULT_WAIT_S))
+    second = await run.request("round-2", RESULT_WAIT_S)
+    handle = client.get_workflow_handle(workflow_id)
+
+    answer = await asyncio.wait_for(handle.query("pending_approvals", result_type=RawValue), 10)
+    assert len(answer.payload.data) <= limits.RUN_STATE_BUDGET_BYTES
+    [shown] = json.loads(answer.payload.data)
+    completed = shown["content"]["completed"]
+    assert [(t["id"], t["status"]) for t in completed] == [(p, "completed") for p in outputs]
+    kept = [t for t in completed if "output_ref" in t]
+    assert kept, "some outputs must be kept by reference"
+    for t in kept:
+        assert "output" not in t
+        assert (t["output_ref"], t["output_bytes"]) == (f"{workflow_id}/{t['id']}", printed)
+    assert all(t["output"] == outputs[t["id"]] for t in completed if "output_ref" not in t)
+    assert shown["request_hash"] == second.request_hash
+
+    await run.decide(second)
+    result = await result_within(run, RESULT_WAIT_S)
+    assert result.status == "completed"
+    assert {t.id: t.output for t in result.tasks if t.id != "g"} == outputs
     await assert_replays(client, workflow_id)
 
 

@@ -24,6 +24,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from oma.core.rules.approval_gate import ApprovalGate, pending_view, task_of
+    from oma.core.rules.payload_fit import answered_requests
     from oma.core.rules.task_graph import TaskGraph
     from oma.core.schema.approvals import (
         ApprovalDecision,
@@ -272,9 +273,12 @@ class ApprovalHandlers:
     @workflow.query(name="pending_approvals")
     def pending_approvals(self) -> list[PendingApproval]:
         """The open approval requests, oldest first; a dispatch request with
-        the outputs of its task's dependencies (``upstream``, previews)."""
+        the outputs of its task's dependencies (``upstream``, previews); a
+        round request's outputs kept by reference if the answer would pass
+        the payload limit (``payload_fit.answered_requests``)."""
         graph = self._task_graph()
-        return [pending_view(r, graph) for r in self._approvals.gate.open]
+        views = [pending_view(r, graph) for r in self._approvals.gate.open]
+        return answered_requests(views, workflow.info().workflow_id)
 
     @workflow.signal(name="decide")
     def decide_signal(self, *args: Any) -> None:

@@ -15,11 +15,11 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from oma.core.rules.payload_fit import answered_events, fitted_result, sent_result
     from oma.core.rules.shared_memory import shared_memory
     from oma.core.rules.task_graph import TaskGraph
     from oma.core.rules.team_run_state import RunStop, StopKind
     from oma.core.schema import limits
-    from oma.core.schema.results import TeamRunResult
     from oma.core.schema.run_events import RunEvent
     from oma.core.schema.run_state import TeamRunState
     from oma.workflows._approval_waits import ApprovalHandlers
@@ -43,20 +43,26 @@ class TeamRunHandlers(ApprovalHandlers):
     """Stop the run early: ``TeamRun.stop_with``."""
 
     @workflow.query(name="state")
-    def state_query(self) -> TeamRunResult:
-        """The run so far: every task's status and output, usage, decisions."""
-        return self.state.result
+    def state_query(self) -> dict[str, Any]:
+        """The run so far, a ``TeamRunResult``'s JSON: every task's status and
+        output, usage, decisions; within ``RUN_STATE_BUDGET_BYTES`` as the
+        run's result is (``payload_fit.sent_result``: outputs kept by
+        reference, ``output_ref``, while the whole would not fit)."""
+        return sent_result(self.state.result, workflow.info().workflow_id)
 
     @workflow.query(name="events")
     def events(self, after_seq: int = -1) -> list[RunEvent]:
         """The run's events with ``seq`` above ``after_seq`` (all by default),
-        oldest first; the latest ``EVENTS_KEPT`` are kept."""
-        return self._events.log.after(after_seq)
+        oldest first; the latest ``EVENTS_KEPT`` are kept (their details cut
+        if they would pass the payload limit: ``payload_fit.answered_events``)."""
+        return answered_events(self._events.log.after(after_seq))
 
     @workflow.query(name="shared_memory")
     def shared_memory(self) -> dict[str, str]:
-        """The run's shared memory: ``<agent>/task:<id>:result`` -> output, so far."""
-        return shared_memory(self._graph)
+        """The run's shared memory: ``<agent>/task:<id>:result`` -> output, so
+        far; the outputs the ``state`` query keeps by reference read as where
+        they are (``shared_memory``)."""
+        return shared_memory(fitted_result(self.state.result, workflow.info().workflow_id).tasks)
 
     @workflow.signal(name="abort")
     def abort(self, *args: Any) -> None:

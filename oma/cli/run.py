@@ -539,7 +539,7 @@ async def _cancel_run(
     there to carry it out, wait up to ``CANCEL_DRAIN`` for the run to end; the
     result it ended with, or ``None``, having said on stderr why the run may
     still be running and how to end it."""
-    from oma.client import team_run_result
+    from oma.client import read_outputs, team_run_result
 
     wid = handle.id
     try:
@@ -572,6 +572,7 @@ async def _cancel_run(
             state: TeamRunResult = await handle.query(
                 "state", result_type=TeamRunResult, rpc_timeout=QUERY_TIMEOUT
             )
+            await read_outputs(client, state)  # those its answer kept by reference
             return state
     except TimeoutError:
         err_console.print(

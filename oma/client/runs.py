@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
@@ -142,6 +142,11 @@ async def read_outputs(client: Client, result: TeamRunResult) -> None:
     holds it whole; ``OUTPUT_READS`` at a time); ``output_ref`` stays, saying
     where it came from. An output that cannot be read (e.g. the child's
     history is past the namespace's retention) stays by reference, logged."""
+    await read_task_outputs(client, result.tasks)
+
+
+async def read_task_outputs(client: Client, tasks: Iterable[TaskState]) -> None:
+    """``read_outputs`` of some of a run's ``tasks``."""
     limit = asyncio.Semaphore(OUTPUT_READS)
 
     async def read(task: TaskState, ref: str) -> None:
@@ -153,7 +158,7 @@ async def read_outputs(client: Client, result: TeamRunResult) -> None:
                 logger.warning("the output of task %s (%s) cannot be read: %s", task.id, ref, err)
 
     await asyncio.gather(
-        *(read(t, t.output_ref) for t in result.tasks if t.output is None and t.output_ref)
+        *(read(t, t.output_ref) for t in tasks if t.output is None and t.output_ref)
     )
 
 

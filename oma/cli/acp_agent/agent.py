@@ -579,7 +579,7 @@ class TeamAgent:
     async def _previous(self, client: Client, session: Session) -> tuple[str, TeamRunResult] | None:
         """The previous run of the session: ``(its prompt, its result)``; ``None``
         before the first. Raises ``AcpSessionBusyError`` when it is still going."""
-        from oma.client import team_run_result
+        from oma.client import read_outputs, team_run_result
 
         handle = client.get_workflow_handle(session.id, result_type=TeamRunResult)
         try:
@@ -600,6 +600,7 @@ class TeamAgent:
             result = await handle.query(
                 "state", result_type=TeamRunResult, rpc_timeout=QUERY_TIMEOUT
             )
+            await read_outputs(client, result)  # those its answer kept by reference
         return previous_prompt or (result.goal or ""), result
 
     async def _replay(self, client: Client, session: Session) -> None:

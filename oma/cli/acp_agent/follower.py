@@ -119,6 +119,9 @@ class Follower:
         self.peeked: dict[str, str] = {}
         """Task id -> the latest line the last peek read, not shown yet."""
         self.peeked_thought = ""
+        self.kept: dict[str, str] = {}
+        """The outputs the ``state`` query answers by reference (a run past the
+        payload limit), read back once each: ``output_ref`` -> output."""
         self.first_update: float | None = None
         self.drawn: asyncio.Event | None = None
         """Set once the run as it stands is drawn (``session/load`` answers then)."""
@@ -197,10 +200,22 @@ class Follower:
             state: TeamRunResult = await self.query_handle.query(
                 "state", result_type=TeamRunResult, rpc_timeout=QUERY_TIMEOUT
             )
-            return state
         except Exception as err:
             logger.debug("state of %s: %s", self.workflow_id, err)
             return None
+        await self._read_kept(state)
+        return state
+
+    async def _read_kept(self, state: TeamRunResult) -> None:
+        """Put back into ``state`` the outputs it keeps by reference, as an
+        ended run's are (``oma.client.read_outputs``), each read once."""
+        from oma.client.runs import read_task_outputs
+
+        kept = [t for t in state.tasks if t.output is None and t.output_ref is not None]
+        for task in kept:
+            task.output = self.kept.get(task.output_ref or "")
+        await read_task_outputs(self.client, [t for t in kept if t.output is None])
+        self.kept |= {t.output_ref: t.output for t in kept if t.output_ref and t.output is not None}
 
     async def _result(self) -> tuple[TeamRunResult | None, str]:
         """The run's result however it ended: what it returned (its outputs

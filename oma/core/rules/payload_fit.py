@@ -29,9 +29,11 @@ from pydantic import BaseModel, Field
 
 from oma.core.contracts.workflow_ids import task_workflow_id
 from oma.core.schema import limits
+from oma.core.schema.approvals import PendingApproval
 from oma.core.schema.errors import RunStateTooLargeError
 from oma.core.schema.limits import MAX_TASK_ERROR_CHARS, cut_text, json_size
 from oma.core.schema.results import TeamRunResult
+from oma.core.schema.run_events import RunEvent
 from oma.core.schema.task import TaskState
 
 MIN_TEXT_CHARS = 100
@@ -159,6 +161,48 @@ def _without_defaults(task: TaskState) -> dict[str, Any]:
     return {"id": task.id, "status": task.status.value} | task.model_dump(
         mode="json", exclude_defaults=True
     )
+
+
+# -- what a running TeamRun's queries answer ------------------------------------
+#
+# A query's answer is one payload too: while the run goes, it holds every
+# output whole (it fits them only when it returns or continues as new), so
+# each answer that grows with the run is fitted on the way out: the ``state``
+# query answers ``sent_result`` (the JSON the run would return now), the
+# others below. A completed task's output is already in its ``AgentRun``'s
+# result (the run read it from there), so a reference holds mid-run as well,
+# and fitting an answer issues no command.
+
+
+def answered_requests(requests: list[PendingApproval], run_id: str) -> list[PendingApproval]:
+    """The ``pending_approvals`` query's answer of the ``TeamRun`` ``run_id``:
+    ``requests`` themselves when their JSON fits ``RUN_STATE_BUDGET_BYTES``,
+    else with the outputs a round request shows (its ``content``'s
+    ``completed`` tasks, ``approval_gate.round_content``) kept by reference
+    as in ``fit`` (``output_ref``, ``output_bytes``) while they do not fit.
+    ``request_hash`` stays: it is the hash of the content the run holds."""
+    budget = limits.RUN_STATE_BUDGET_BYTES
+    data = [r.model_dump(mode="json") for r in requests]
+    if json_size(data) <= budget:
+        return requests
+    for request in data:
+        content = request.get("content")
+        if request.get("boundary") == "round" and isinstance(content, dict):
+            shown = content.get("completed")
+            if isinstance(shown, list) and all(isinstance(t, dict) and "id" in t for t in shown):
+                _keep_outputs({"requests": data}, shown, run_id, budget, ())
+    return [PendingApproval.model_validate(r) for r in data]
+
+
+def answered_events(events: list[RunEvent]) -> list[RunEvent]:
+    """The ``events`` query's answer: ``events`` themselves when their JSON
+    fits ``RUN_STATE_BUDGET_BYTES``, else with their details cut (as ``fit``
+    cuts them) until it does."""
+    data = [e.model_dump(mode="json") for e in events]
+    if json_size(data) <= limits.RUN_STATE_BUDGET_BYTES:
+        return events
+    fit({"events": data}, {}, "", limits.RUN_STATE_BUDGET_BYTES, events=data)
+    return [RunEvent.model_validate(e) for e in data]
 
 
 # -- reading outputs kept by reference back ------------------------------------
