@@ -28,7 +28,7 @@ from oma.cli.viewer.model import RunView, build_run_view, fetch_histories
 from oma.runtime import plugin
 from oma.runtime.dev_server import DevServer, temporal_binary
 from oma.worker import OmaWorker
-from tests._runs import process, run_team, scripted, task
+from tests._runs import process, run_team, scripted, start_team, task
 from tests.test_cli_control import cells
 
 pytestmark = pytest.mark.e2e
@@ -478,3 +478,32 @@ async def test_the_html_page_shows_each_output_in_a_closed_details_in_headless_c
     rows = re.findall(r'<tr data-task="(\w+)">(.*?)</tr>', dom, re.S)
     tries = {t: re.findall(r"<td>(.*?)</td>", r)[7] for t, r in rows}
     assert tries == {"notes": "1", "code": "1 (2 runs)"}
+
+
+async def test_a_cancelled_runs_tasks_that_never_ran_read_skipped_not_pending(
+    client: Client, worker: OmaWorker, workflow_id: str
+) -> None:
+    # a run cancelled with Temporal ends without a result: the view builds its
+    # tasks from the histories, and a task that never started did not "wait"
+    hang = "import sys, time\nsys.stdin.read()\nprint('working', flush=True)\ntime.sleep(600)\n"
+    handle = await start_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [process("slow", hang), scripted("w", "ok")]},
+            "tasks": [task("first", "slow"), task("then", "w", "first")],
+        },
+    )
+    for _ in range(200):  # until the first task's process runs
+        view = await view_of(client, workflow_id)
+        if view.tasks and view.tasks[0].status == "in_progress":
+            break
+        await asyncio.sleep(0.05)
+    await handle.cancel()
+    for _ in range(200):
+        view = await view_of(client, workflow_id)
+        if view.execution_status != "RUNNING":
+            break
+        await asyncio.sleep(0.05)
+    assert view.execution_status == "CANCELED"
+    assert [(t.id, t.status) for t in view.tasks] == [("first", "failed"), ("then", "skipped")]

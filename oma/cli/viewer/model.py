@@ -431,7 +431,7 @@ class _Builder:
         elif execution_status not in ("RUNNING", "COMPLETED"):
             view.error = self._run_error
         children = [c for h in chain for c in await self._children(h, by_run)]
-        tasks = self._tasks(inp, result, children)
+        tasks = self._tasks(inp, result, children, ended=execution_status != "RUNNING")
         view.tasks = _in_layers(tasks)
         view.coordinator = [c for c in children if c.span.kind == "coordinator"]
         view.notes = self.notes
@@ -689,7 +689,12 @@ class _Builder:
     # -- tasks ----------------------------------------------------------------
 
     def _tasks(
-        self, inp: Any, result: TeamRunResult | None, children: list[ChildRunView]
+        self,
+        inp: Any,
+        result: TeamRunResult | None,
+        children: list[ChildRunView],
+        *,
+        ended: bool,
     ) -> list[TaskView]:
         runs: dict[str, list[ChildRunView]] = {}
         for child in children:
@@ -718,12 +723,13 @@ class _Builder:
                 )
                 if t.output is None and t.output_ref is not None and t.reused_from is None:
                     tasks[-1].output = self._kept_output(tasks[-1], t.output_ref)
-        else:  # a run still going: the tasks it was given, and the children seen so far
+        else:  # no result (still going, or cancelled, terminated): the tasks it
+            # was given, and the children seen so far
             for spec in _given_tasks(inp):
                 task_runs = runs.pop(str(spec.get("id")), [])
-                tasks.append(_task_so_far(spec, task_runs))
+                tasks.append(_task_so_far(spec, task_runs, ended))
         for task_id, task_runs in runs.items():  # a goal run's tasks before its result
-            tasks.append(_task_so_far({"id": task_id}, task_runs))
+            tasks.append(_task_so_far({"id": task_id}, task_runs, ended))
         return tasks
 
     def _kept_output(self, task: TaskView, ref: str) -> str | None:
@@ -749,9 +755,10 @@ def _given_tasks(inp: Any) -> list[dict[str, Any]]:
     return [t for t in tasks or [] if isinstance(t, dict)]
 
 
-def _task_so_far(spec: dict[str, Any], runs: list[ChildRunView]) -> TaskView:
+def _task_so_far(spec: dict[str, Any], runs: list[ChildRunView], ended: bool) -> TaskView:
     last = runs[-1].span if runs else None
-    status = "pending"
+    # a task that never started in a run that ended never ran (``skipped``)
+    status = "skipped" if ended else "pending"
     if last is not None:
         status = {"running": "in_progress", "cancelled": "failed"}.get(last.status, last.status)
     return TaskView(
