@@ -6,6 +6,7 @@ the tasks that ran)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from tests._approvals import WAIT_S, result_within, start_run
 from tests._runs import assert_replays, run_team, start_team, task
 from tests.anthropic_server import AnthropicServer
 from tests.test_cli_control import table_rows
+from tests.test_cli_live import Terminal
 from tests.test_fork import counted_agent, five_tasks, oma, runs
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -86,6 +88,22 @@ async def test_a_changed_prompt_reruns_exactly_that_agents_tasks_and_their_depen
     assert shown.returncode == 0, shown.stderr
     note = f"3 task(s) reused from {workflow_id}, not run here: their tokens and cost are not in"
     assert note in " ".join(shown.stdout.split())
+    # oma run --reuse, on a terminal, counts the reused tasks as settled from the start
+    term = Terminal(
+        dev_server,
+        "run",
+        str(changed),
+        "--reuse",
+        workflow_id,
+        "--workflow-id",
+        f"{workflow_id}-cli",
+    )
+    try:
+        assert await term.exit_code() == 0, term.screen
+    finally:
+        term.kill()
+    settled = re.findall(r"task_complete +(t\d) .*\[(\d)/5\]", term.screen)
+    assert sorted(settled) == [("t2", "4"), ("t4", "5")], term.screen
 
 
 async def test_a_reused_task_that_called_a_consequential_tool_says_so(

@@ -48,6 +48,7 @@ from oma.core.contracts.workflow_ids import coordinator_workflow_id, task_workfl
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
 from oma.core.schema.run_input import TeamRunInput
+from oma.core.schema.task import TERMINAL_STATUSES, TaskStatus
 
 PEEK_INTERVAL_S = 0.2
 """How often the live view reads its running tasks' latest output and redraws."""
@@ -62,6 +63,7 @@ PLAIN_STARTS_UP_TO = 20
 DESCRIBE_TIMEOUT = timedelta(seconds=2)
 
 _SETTLED = {"task_complete": "completed", "task_failed": "failed", "task_skipped": "skipped"}
+_UNDER_WAY = {TaskStatus.IN_PROGRESS, *TERMINAL_STATUSES}
 
 EVENT_STYLES = {
     "task_complete": "green",
@@ -104,6 +106,9 @@ class RunTracker:
         self.goal_run = inp is not None and inp.goal is not None
         self.planned = not self.goal_run
         self.ended = False
+        # a run with options.reuse decides which tasks it keeps before it
+        # starts one: its state says, once a task event has come
+        self.reusing = inp is not None and inp.resume is None and inp.options.reuse is not None
         specs = (inp.tasks or (inp.plan.tasks if inp.plan else None) or []) if inp else []
         for spec in specs:
             self.tasks[spec.id] = TaskLine(spec.id, spec.title, spec.assignee)
@@ -116,9 +121,11 @@ class RunTracker:
                     line.status = "completed"
 
     def names_unknown(self, event: RunEvent) -> bool:
-        """Whether ``event`` brings tasks this tracker does not know (a plan)."""
+        """Whether ``event`` brings tasks this tracker does not know (a plan),
+        or, the first task event of a run with ``options.reuse``, which tasks
+        it keeps."""
         return event.type == "plan_ready" or (
-            event.task_id is not None and event.task_id not in self.tasks
+            event.task_id is not None and (self.reusing or event.task_id not in self.tasks)
         )
 
     def apply(self, event: RunEvent) -> None:
@@ -145,11 +152,16 @@ class RunTracker:
         return line
 
     def learn(self, state: TeamRunResult) -> None:
-        """Titles and agents from the run's ``state``."""
+        """Titles and agents from the run's ``state``, and the tasks it reused
+        (settled ``completed`` before it ran anything)."""
         for t in state.tasks:
             line = self.tasks.get(t.id) or self.tasks.setdefault(t.id, TaskLine(t.id))
             line.title = line.title or t.title
             line.agent = line.agent or t.assignee
+            if t.reused_from is not None:
+                line.status = "completed"
+        if any(t.reused_from is not None or t.status in _UNDER_WAY for t in state.tasks):
+            self.reusing = False  # what it keeps is decided
 
     @property
     def total(self) -> int:
