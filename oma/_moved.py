@@ -86,7 +86,11 @@ MOVED: dict[str, str] = {
     "oma.core.workflow_ids": "oma.core.contracts.workflow_ids",
 }
 """Old dotted path -> the module's path now. (``oma.cli``, ``oma.client`` and
-``oma.agent`` were modules and are packages now, under the same names.)"""
+``oma.agent`` were modules and are packages now, under the same names.) An
+old path is that module: a name that has moved on since is not in it
+(``oma.core.evaluation``'s ``evaluate`` and sampling helpers are
+``oma.core.rules.evaluation``'s, ``oma.core.scheduling``'s
+``check_assignments`` is ``oma.core.schema.team``'s)."""
 
 
 class _Alias:  # an importlib.abc.Loader, without importing importlib.abc

@@ -266,7 +266,7 @@ def _product_source() -> str:
     top = Path(__file__).parent.parent
     files = [top / "worker.py", *(top / d for d in ("oma", "workflows", "activities"))]
     paths = [p for f in files for p in ([f] if f.is_file() else f.rglob("*.py"))]
-    catalogue = top / "oma" / "core" / "errors.py"
+    catalogue = top / "oma" / "core" / "schema" / "errors.py"
     return "\n".join(p.read_text() for p in paths if p.resolve() != catalogue.resolve())
 
 

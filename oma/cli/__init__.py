@@ -1,6 +1,7 @@
 """The ``oma`` command line: the typer app (``app``: ``main``, ``invoke``)
-and its commands (``run``, ``control``, ``show``, with ``common``,
-``live``, ``summary`` and the run viewer under ``viewer``), and the warm
+and its commands (``run``, ``fork``, ``control``, ``show``, ``oma acp``
+under ``acp_agent``, with ``common``, ``live``, ``summary``, ``upstream``
+and the run viewer under ``viewer``), and the warm
 forkserver the console script uses with ``OMA_FORKSERVER=1`` (``forkserver``).
 
 ``python -m oma.cli`` runs it (``oma.cli.__main__``). The app's names are

@@ -9,14 +9,15 @@ Three packages, each over the next (their own import contract in
 ``pyproject.toml``):
 
 - ``rules``: the pure logic of a run (the task graph, the approval gate,
-  dispatch and scheduling, the agent's loop and run, prompts, shared memory,
-  fitting payloads, redaction, the state a ``TeamRun`` carries);
+  dispatch and scheduling, the agent's loop and run, online evaluation,
+  prompts, shared memory, fitting payloads, redaction, what a ``TeamRun``
+  carries of its state when it continues as new, forks and reuse);
 - ``contracts``: what workflows and activities pass each other (the inputs
   and outputs of ``llm_turn``, ``process_run``, ``acp_prompt``, the run
   hooks; budgets granted to an ``AgentRun``; the ports of an agent run;
   search attributes; child workflow ids);
 - ``schema``: what a user writes and reads (the run input, agents, teams,
-  tasks, plans, messages, tools, MCP servers, approvals, results, events,
-  usage and prices, the errors) and the checks of it (sizes, shapes, the
-  task graph).
+  tasks, plans, messages, tools, MCP servers, approvals, evaluation, results,
+  the state a ``TeamRun`` carries, events, usage and prices, the errors) and
+  the checks of it (sizes, shapes, the task graph).
 """
