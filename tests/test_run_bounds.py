@@ -23,7 +23,7 @@ from temporalio.service import RPCError
 from oma import worker as oma_worker
 from oma.cli.viewer.model import build_run_view, fetch_histories
 from oma.client.approvals import pending, upstream_outputs
-from oma.client.runs import read_outputs
+from oma.client.runs import read_outputs, team_run_result
 from oma.core.schema import limits
 from oma.core.schema.errors import InvalidRunInputError
 from oma.core.schema.results import TeamRunResult
@@ -247,6 +247,53 @@ def activities_scheduled(histories: list[WorkflowHistory]) -> list[str]:
         for e in h.events
         if e.HasField("activity_task_scheduled_event_attributes")
     ]
+
+
+async def test_an_earlier_run_under_the_same_workflow_id_reads_back_its_own_kept_output(
+    run_of: Any, client: Client, workflow_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two runs one after the other under one workflow id (as `oma acp` runs
+    # a session's prompts, or a user starts a run under an id used before),
+    # each with a task t whose output the result keeps by reference: their
+    # AgentRuns share the id <workflow id>/t, so the first run's reference
+    # must name its own execution, not the latest.
+    monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", 3_000)
+    first_run_id = ""
+    for letter in "ab":
+        run = await run_of(
+            {
+                "team": {"name": "t", "agents": [writer("w", f"{letter!r} * 5_000")]},
+                "tasks": [task("t", "w")],
+            }
+        )
+        first_run_id = first_run_id or str(run.handle.first_execution_run_id)
+        assert (await result_within(run, RESULT_WAIT_S)).task("t").output == letter * 5_000
+        await assert_replays(client, workflow_id)
+
+    first = client.get_workflow_handle(workflow_id, run_id=first_run_id, result_type=TeamRunResult)
+    history = await first.fetch_history()
+    [done] = [
+        e.workflow_execution_completed_event_attributes.result.payloads[0].data
+        for e in history.events
+        if e.HasField("workflow_execution_completed_event_attributes")
+    ]
+    [kept] = TeamRunResult.model_validate_json(done).tasks
+    assert (kept.output, kept.output_ref) == (None, f"{workflow_id}/t")
+    [child] = [
+        e.child_workflow_execution_started_event_attributes.workflow_execution.run_id
+        for e in history.events
+        if e.HasField("child_workflow_execution_started_event_attributes")
+    ]
+    assert (await team_run_result(first, client)).task("t").output == "a" * 5_000
+    assert kept.output_run_id == child
+    # `oma show` of that first execution
+    view = await build_run_view(
+        await fetch_histories(client, workflow_id, first_run_id), plugin.DATA_CONVERTER
+    )
+    assert view.task("t").output == "a" * 5_000
+    # and the latest run still reads its own
+    latest = client.get_workflow_handle(workflow_id, result_type=TeamRunResult)
+    assert (await team_run_result(latest, client)).task("t").output == "b" * 5_000
 
 
 # -- reasons and comments ----------------------------------------------------
