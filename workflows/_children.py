@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
 
     from oma.core.contracts.visibility import task_summary
     from oma.core.contracts.workflow_ids import task_workflow_id
+    from oma.core.rules.payload_fit import SHORT_OUTPUT_BYTES
     from oma.core.schema.errors import AgentRunFailedError, RunCancelledError, TaskTimeoutError
     from oma.core.schema.results import AgentRunResult
     from oma.core.schema.run_input import AgentRunInput
@@ -71,9 +72,10 @@ def _noted(
 ) -> AgentRunResult:
     """``result``; when it completed, its execution is the one whose result
     holds the task's output: a reference to it names that run id, since a
-    later run under the same workflow id may start a child of the same id.
+    later run under the same workflow id may start a child of the same id
+    (an output a fit keeps inline, ``SHORT_OUTPUT_BYTES``, needs none).
     (State, not a command: replays the same.)"""
-    if result.status == "completed":
+    if result.status == "completed" and len(result.output.encode()) > SHORT_OUTPUT_BYTES:
         state.output_run_id = handle.first_execution_run_id
     return result
 

@@ -41,6 +41,12 @@ from oma.core.schema.task import TaskState
 MIN_TEXT_CHARS = 100
 """The shortest a fit cuts a task error, a comment or an event detail."""
 
+SHORT_OUTPUT_BYTES = 128
+"""An output of at most this many bytes (UTF-8) always stays inline: by
+reference it would take about as much room. So a task notes the execution
+that returned its output (``output_run_id``, 50-odd bytes of state) only
+for a longer one, and a run of thousands of short outputs carries none."""
+
 
 def fit(
     root: dict[str, Any],
@@ -80,16 +86,16 @@ def _keep_outputs(
     first: Collection[str],
     origins: Mapping[str, TaskState] | None = None,
 ) -> None:
-    """Every output by reference, then back in while they fit: first those
-    that take less room in than by reference (a short output), then the
-    others, ``first`` first, in task order. Exact: each task's JSON is
+    """Every output longer than ``SHORT_OUTPUT_BYTES`` by reference, then
+    back in while they fit: first those that take less room in than by
+    reference, then the others, ``first`` first, in task order. Exact: each task's JSON is
     measured both ways (with its ``null`` keys, in a dump that has them).
     ``origins``: the tasks' states by id, for JSON that is not a task's
     state (a round request's snapshots): where a reference points."""
     inline: dict[int, dict[str, Any]] = {}
     for n, task in enumerate(tasks):
         output = task.get("output")
-        if output is None:
+        if output is None or len(output.encode()) <= SHORT_OUTPUT_BYTES:
             continue
         inline[n] = task
         by_reference = {**task, "output": None} if "output_ref" in task else dict(task)
