@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from oma.core.rules.payload_fit import (
+    SHORT_OUTPUT_BYTES,
     answered_events,
     answered_requests,
     fit,
@@ -128,6 +129,17 @@ def test_short_outputs_stay_in_even_when_the_texts_must_be_cut() -> None:
     assert fit(root, root, "a-team-run", budget)
     assert [t.get("output") for t in tasks] == ["ok"] * 20, "no reference: each would take more"
     assert tasks[0]["error"].endswith("more characters cut)")
+
+
+def test_an_output_of_short_output_bytes_stays_in_even_with_short_ids() -> None:
+    # with ids this short a reference would be smaller: it would name no
+    # execution (a short output's task notes none), so it stays in
+    tasks = [{"id": f"t{n}", "output": "o" * SHORT_OUTPUT_BYTES} for n in range(20)]
+    root = {"tasks": tasks}
+    budget = limits.json_size(root) - 500
+
+    assert not fit(root, root, "r", budget)
+    assert all(t.get("output") and "output_ref" not in t for t in tasks)
 
 
 def test_the_outputs_waiting_tasks_read_stay_in_first() -> None:
