@@ -152,7 +152,10 @@ async def _consequential(client: Client, forked: ForkedRun) -> None:
             continue
         ref = task_workflow_id(state.reused_from.run_id, state.reused_from.task_id)
         try:
-            result = await client.get_workflow_handle(ref, result_type=AgentRunResult).result()
+            handle = client.get_workflow_handle(
+                ref, run_id=state.output_run_id, result_type=AgentRunResult
+            )
+            result = await handle.result()
         except (RPCError, WorkflowFailureError) as err:
             logger.warning("the tool calls of %s not read: %s", ref, err)
             continue
@@ -341,7 +344,9 @@ async def _read_back(client: Client, forked: ForkedRun) -> None:
 
     async def one(state: Any) -> None:
         async with limit:
-            child = client.get_workflow_handle(state.output_ref, result_type=AgentRunResult)
+            child = client.get_workflow_handle(
+                state.output_ref, run_id=state.output_run_id, result_type=AgentRunResult
+            )
             try:
                 result: AgentRunResult = await child.result()
             except (RPCError, WorkflowFailureError) as err:

@@ -15,7 +15,8 @@ from oma.core.schema.results import AgentRunResult
 @activity.defn(name="read_task_outputs")
 async def read_task_outputs(inp: ReadOutputsInput) -> ReadOutputsOutput:
     """The output of each ``AgentRun`` in ``inp.refs`` (workflow ids), from
-    its result, through this worker's Temporal client.
+    its result (of the execution ``inp.run_ids`` names, else the latest),
+    through this worker's Temporal client.
 
     Raises a non-retryable ``ApplicationError`` when a run is gone (past the
     namespace's retention) or did not complete; other errors of the server
@@ -24,7 +25,8 @@ async def read_task_outputs(inp: ReadOutputsInput) -> ReadOutputsOutput:
     client = activity.client()
     outputs: dict[str, str] = {}
     for ref in inp.refs:
-        handle = client.get_workflow_handle(ref, result_type=AgentRunResult)
+        run_id = inp.run_ids.get(ref)
+        handle = client.get_workflow_handle(ref, run_id=run_id, result_type=AgentRunResult)
         try:
             result: AgentRunResult = await handle.result()
         except WorkflowFailureError as err:

@@ -923,6 +923,7 @@ async def test_a_dispatch_request_shows_a_preview_of_each_dependencys_output(
             "output_chars": len(DRAFT),
             "output_ref": None,
             "output_bytes": None,
+            "output_run_id": None,
         }
     ]
 

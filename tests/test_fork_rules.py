@@ -79,6 +79,19 @@ def test_a_kept_task_is_completed_from_its_source_and_its_output_by_reference_un
     assert states["t1"].reused_from.model_dump() == {"run_id": "src", "task_id": "t1"}
 
 
+def test_a_kept_output_by_reference_names_the_execution_of_the_source_that_made_it() -> None:
+    # a source run under a workflow id used again later: its kept task's
+    # reference must read its own AgentRun execution, not the latest
+    source = source_result()
+    for t in source.tasks:
+        t.output_run_id = f"exec-{t.id}" if t.output is not None else None
+    spec = parse_fork_input({"fork": {"run_id": "src", "temporal_run_id": "older"}})
+    run = fork_run(spec, SOURCE_INPUT, source, workflow_id="fork", now=NOW)
+    states = {t.id: t for t in run.resume.result.tasks}
+    assert (states["t1"].output_ref, states["t1"].output_run_id) == ("src/t1", "exec-t1")
+    assert states["t4"].output_run_id is None  # runs again: no output yet
+
+
 def test_rerun_takes_everything_downstream_and_every_unfinished_task() -> None:
     run = forked({"rerun": ["t2"]})
     assert (run.reused, run.rerun) == (["t1", "t3"], ["t2", "t4", "t5"])

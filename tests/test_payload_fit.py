@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from oma.core.rules.payload_fit import (
+    SHORT_OUTPUT_BYTES,
     answered_events,
+    answered_requests,
     fit,
     fitted_result,
     read_batches,
@@ -18,7 +20,7 @@ from oma.core.rules.prompt import task_prompt
 from oma.core.rules.shared_memory import shared_memory
 from oma.core.rules.team_run_state import carried, read_next
 from oma.core.schema import limits
-from oma.core.schema.approvals import Decision, decision_of
+from oma.core.schema.approvals import Decision, PendingApproval, decision_of
 from oma.core.schema.errors import (
     DependencyPayloadTooLargeError,
     InvalidRunInputError,
@@ -28,7 +30,7 @@ from oma.core.schema.plan import synthesis_prompt
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import EventLog
 from oma.core.schema.run_state import TeamRunState
-from oma.core.schema.task import TaskSpec, TaskState, TaskStatus
+from oma.core.schema.task import ReusedFrom, TaskSpec, TaskState, TaskStatus
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -129,6 +131,17 @@ def test_short_outputs_stay_in_even_when_the_texts_must_be_cut() -> None:
     assert tasks[0]["error"].endswith("more characters cut)")
 
 
+def test_an_output_of_short_output_bytes_stays_in_even_with_short_ids() -> None:
+    # with ids this short a reference would be smaller: it would name no
+    # execution (a short output's task notes none), so it stays in
+    tasks = [{"id": f"t{n}", "output": "o" * SHORT_OUTPUT_BYTES} for n in range(20)]
+    root = {"tasks": tasks}
+    budget = limits.json_size(root) - 500
+
+    assert not fit(root, root, "r", budget)
+    assert all(t.get("output") and "output_ref" not in t for t in tasks)
+
+
 def test_the_outputs_waiting_tasks_read_stay_in_first() -> None:
     tasks = [{"id": f"t{n}", "output": "x" * 1000} for n in range(4)]
     root = {"result": {"tasks": tasks}}
@@ -148,6 +161,47 @@ def test_task_errors_and_comments_are_cut_when_outputs_are_not_enough() -> None:
     assert limits.json_size(root) <= 6000
     assert all(t["error"].endswith("more characters cut)") for t in tasks)
     assert decisions[0]["comment"].endswith("more characters cut)")
+
+
+def test_a_reference_names_the_execution_of_the_agent_run_that_made_the_output(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    own = done("a", "A" * 3000).model_copy(update={"output_run_id": "exec-a"})
+    reused = done("b", "B" * 3000).model_copy(
+        update={"output_run_id": "exec-src-b", "reused_from": ReusedFrom(run_id="src", task_id="x")}
+    )
+    monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", 2000)
+
+    a, b = fitted_result(result_of(own, reused), "run-1").tasks
+
+    assert (a.output, a.output_ref, a.output_run_id) == (None, "run-1/a", "exec-a")
+    assert (b.output, b.output_ref, b.output_run_id) == (None, "src/x", "exec-src-b")
+
+
+def test_a_round_request_keeps_its_outputs_by_reference_to_their_executions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    state = done("a", "A" * 3000).model_copy(update={"output_run_id": "exec-a"})
+    request = PendingApproval(
+        request_id="round-2",
+        boundary="round",
+        scope="run-1",
+        reason="round 2",
+        content={"round": 2, "completed": [{"id": "a", "output": "A" * 3000}], "next": []},
+        request_hash="h",
+        requested_at=NOW,
+    )
+    monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", 2000)
+
+    [answered] = answered_requests([request], "run-1", {"a": state})
+
+    [shown] = answered.content["completed"]
+    assert shown == {
+        "id": "a",
+        "output_ref": "run-1/a",
+        "output_run_id": "exec-a",
+        "output_bytes": 3000,
+    }
 
 
 def test_a_task_error_is_cut_to_its_limit_even_within_the_budget() -> None:

@@ -19,13 +19,18 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 from temporalio.common import RawValue, SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
+from temporalio.testing import ActivityEnvironment
 
 from oma import worker as oma_worker
+from oma.activities import task_outputs
 from oma.cli.viewer.model import build_run_view, fetch_histories
 from oma.client.approvals import pending, upstream_outputs
-from oma.client.runs import read_outputs
+from oma.client.fork import start_fork
+from oma.client.runs import read_outputs, team_run_result
+from oma.core.rules.payload_fit import ReadOutputsInput
 from oma.core.schema import limits
 from oma.core.schema.errors import InvalidRunInputError
+from oma.core.schema.fork import ForkInput, ForkSpec
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import checked_team_run_input
 from oma.core.schema.task import TaskStatus
@@ -56,6 +61,8 @@ pytestmark = pytest.mark.usefixtures("worker")
 RESULT_WAIT_S = 60.0
 """Long enough for ten process agents on a loaded machine; a run that wedges
 never ends, and the test then fails naming its failed workflow tasks."""
+
+DEPS = "## Results of the tasks this one depends on\n\n"
 
 WRITE = "import sys; sys.stdin.read(); sys.stdout.write({expr})"
 
@@ -247,6 +254,91 @@ def activities_scheduled(histories: list[WorkflowHistory]) -> list[str]:
         for e in h.events
         if e.HasField("activity_task_scheduled_event_attributes")
     ]
+
+
+async def test_an_earlier_run_under_the_same_workflow_id_reads_back_its_own_kept_output(
+    run_of: Any, client: Client, workflow_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two runs one after the other under one workflow id (as `oma acp` runs
+    # a session's prompts, or a user starts a run under an id used before),
+    # each with a task t whose output the result keeps by reference: their
+    # AgentRuns share the id <workflow id>/t, so the first run's reference
+    # must name its own execution, not the latest.
+    monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", 3_000)
+    first_run_id = ""
+    for letter in "ab":
+        run = await run_of(
+            {
+                "team": {"name": "t", "agents": [writer("w", f"{letter!r} * 5_000")]},
+                "tasks": [task("t", "w")],
+            }
+        )
+        first_run_id = first_run_id or str(run.handle.first_execution_run_id)
+        assert (await result_within(run, RESULT_WAIT_S)).task("t").output == letter * 5_000
+        await assert_replays(client, workflow_id)
+
+    first = client.get_workflow_handle(workflow_id, run_id=first_run_id, result_type=TeamRunResult)
+    history = await first.fetch_history()
+    [done] = [
+        e.workflow_execution_completed_event_attributes.result.payloads[0].data
+        for e in history.events
+        if e.HasField("workflow_execution_completed_event_attributes")
+    ]
+    [kept] = TeamRunResult.model_validate_json(done).tasks
+    assert (kept.output, kept.output_ref) == (None, f"{workflow_id}/t")
+    [child] = [
+        e.child_workflow_execution_started_event_attributes.workflow_execution.run_id
+        for e in history.events
+        if e.HasField("child_workflow_execution_started_event_attributes")
+    ]
+    assert (await team_run_result(first, client)).task("t").output == "a" * 5_000
+    assert kept.output_run_id == child
+    # `oma show` of that first execution
+    view = await build_run_view(
+        await fetch_histories(client, workflow_id, first_run_id), plugin.DATA_CONVERTER
+    )
+    assert view.task("t").output == "a" * 5_000
+    # and the latest run still reads its own
+    latest = client.get_workflow_handle(workflow_id, result_type=TeamRunResult)
+    assert (await team_run_result(latest, client)).task("t").output == "b" * 5_000
+    # a run reads back its kept outputs (read_task_outputs) by execution too
+    ref = f"{workflow_id}/t"
+    read = ActivityEnvironment(client).run(
+        task_outputs.read_task_outputs, ReadOutputsInput(refs=[ref], run_ids={ref: child})
+    )
+    assert (await read).outputs == {ref: "a" * 5_000}
+
+
+async def test_a_fork_of_an_earlier_execution_reads_back_that_executions_kept_output(
+    run_of: Any, client: Client, workflow_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as above, then a fork of the first execution under the same workflow
+    # id (what oma acp's /retry does) runs c again: c reads p's output kept
+    # by reference, which must be the first run's, not the second's
+    monkeypatch.setattr(limits, "RUN_STATE_BUDGET_BYTES", 4_000)
+    first_run_id = ""
+    for letter in "ab":
+        run = await run_of(
+            {
+                "team": {
+                    "name": "t",
+                    "agents": [writer("w", f"{letter!r} * 6_000"), process("echo", ECHO)],
+                },
+                "tasks": [task("p", "w"), task("c", "echo", "p")],
+            }
+        )
+        first_run_id = first_run_id or str(run.handle.first_execution_run_id)
+        assert (await result_within(run, RESULT_WAIT_S)).status == "completed"
+
+    spec = ForkSpec(run_id=workflow_id, temporal_run_id=first_run_id, rerun=["c"])
+    handle = await start_fork(client, ForkInput(fork=spec), id=workflow_id, task_queue=TASK_QUEUE)
+    forked = await team_run_result(handle, client)
+
+    assert forked.status == "completed", forked
+    assert forked.task("p").reused_from is not None
+    assert forked.task("p").output == "a" * 6_000
+    assert forked.task("c").output == f"# Task: C\n\ndo c\n\n{DEPS}### P\n{'a' * 6_000}"
+    await assert_replays(client, workflow_id)
 
 
 # -- reasons and comments ----------------------------------------------------

@@ -278,7 +278,8 @@ class ApprovalHandlers:
         the payload limit (``payload_fit.answered_requests``)."""
         graph = self._task_graph()
         views = [pending_view(r, graph) for r in self._approvals.gate.open]
-        return answered_requests(views, workflow.info().workflow_id)
+        states = {s.id: s for s in graph} if graph is not None else {}
+        return answered_requests(views, workflow.info().workflow_id, states)
 
     @workflow.signal(name="decide")
     def decide_signal(self, *args: Any) -> None:

@@ -17,20 +17,25 @@ with workflow.unsafe.imports_passed_through():
 
     from oma.core.contracts.visibility import task_summary
     from oma.core.contracts.workflow_ids import task_workflow_id
+    from oma.core.rules.payload_fit import SHORT_OUTPUT_BYTES
     from oma.core.schema.errors import AgentRunFailedError, RunCancelledError, TaskTimeoutError
     from oma.core.schema.results import AgentRunResult
     from oma.core.schema.run_input import AgentRunInput
-    from oma.core.schema.task import TaskSpec
+    from oma.core.schema.task import TaskSpec, TaskState
     from oma.workflows import _patches, _visibility
 
 
-async def attempt_task(spec: TaskSpec, run_input: AgentRunInput, team: str) -> AgentRunResult:
+async def attempt_task(
+    spec: TaskSpec, run_input: AgentRunInput, team: str, state: TaskState
+) -> AgentRunResult:
     """One attempt of task ``spec`` of a run of ``team``: an ``AgentRun`` child
     ``<run id>/<task id>`` of ``run_input`` (summary ``agent: task title``, and
     the search attributes ``OmaTeam``, ``OmaAgent``, ``OmaTask``), cancelled
     after ``spec.timeout_s`` seconds (then the result is a retryable
     ``TASK_TIMEOUT`` failure). A failed child gives its
-    partial result (``failed_result``); never raises for the child's failure."""
+    partial result (``failed_result``); never raises for the child's failure.
+    A completed attempt's execution is noted in the task's ``state``
+    (``output_run_id``)."""
     agent = run_input.agent.name
     handle = await workflow.start_child_workflow(
         "AgentRun",
@@ -44,10 +49,10 @@ async def attempt_task(spec: TaskSpec, run_input: AgentRunInput, team: str) -> A
     )
     try:
         if spec.timeout_s is None:
-            return _decoded(await handle)
+            return _noted(state, handle, _decoded(await handle))
         done, _ = await workflow.wait([handle], timeout=spec.timeout_s)
         if done:
-            return _decoded(handle.result())
+            return _noted(state, handle, _decoded(handle.result()))
     except ChildWorkflowError as err:
         return failed_result(agent, err)
     handle.cancel()
@@ -60,6 +65,19 @@ async def attempt_task(spec: TaskSpec, run_input: AgentRunInput, team: str) -> A
         error_code=TaskTimeoutError.code,
         retryable=True,
     )
+
+
+def _noted(
+    state: TaskState, handle: workflow.ChildWorkflowHandle[Any, Any], result: AgentRunResult
+) -> AgentRunResult:
+    """``result``; when it completed, its execution is the one whose result
+    holds the task's output: a reference to it names that run id, since a
+    later run under the same workflow id may start a child of the same id
+    (an output a fit keeps inline, ``SHORT_OUTPUT_BYTES``, needs none).
+    (State, not a command: replays the same.)"""
+    if result.status == "completed" and len(result.output.encode()) > SHORT_OUTPUT_BYTES:
+        state.output_run_id = handle.first_execution_run_id
+    return result
 
 
 def _decoded(raw: RawValue) -> AgentRunResult:

@@ -59,7 +59,10 @@ async def read_back(graph: TaskGraph, result: TeamRunResult) -> None:
         try:
             got = await workflow.execute_activity(
                 "read_task_outputs",
-                ReadOutputsInput(refs=batch),
+                ReadOutputsInput(
+                    refs=batch,
+                    run_ids={r: run for r in batch if (run := kept[r].output_run_id)},
+                ),
                 result_type=ReadOutputsOutput,
                 summary=f"read back {len(batch)} output(s) kept by reference",
                 **READ_OUTPUTS,

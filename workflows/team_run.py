@@ -368,7 +368,7 @@ class TeamRun(TeamRunHandlers):
             approvals=self._options.approvals,
             models=self._options.recorded(),
         )
-        return await attempt_task(spec, run_input, inp.team.name)
+        return await attempt_task(spec, run_input, inp.team.name, self._graph[spec.id])
 
     def _complete(self, task_id: str, result: AgentRunResult) -> None:
         unblocked = self._graph.complete(task_id, result.output)

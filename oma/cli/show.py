@@ -123,7 +123,10 @@ async def _read_reused(client: Client, view: RunView) -> None:
             continue
         ref = task_workflow_id(t.reused_from.run_id, t.reused_from.task_id)
         try:
-            result = await client.get_workflow_handle(ref, result_type=AgentRunResult).result()
+            handle = client.get_workflow_handle(
+                ref, run_id=t.output_run_id, result_type=AgentRunResult
+            )
+            result = await handle.result()
         except (RPCError, WorkflowFailureError) as err:
             view.notes.append(
                 f"the output of task {t.id}, reused from {ref}, cannot be read: {err}"

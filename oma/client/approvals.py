@@ -169,7 +169,10 @@ async def read_upstream_previews(client: Client, requests: list[PendingApproval]
             if up.preview is not None or ref is None:
                 continue
             try:
-                result = await client.get_workflow_handle(ref, result_type=AgentRunResult).result()
+                handle = client.get_workflow_handle(
+                    ref, run_id=up.output_run_id, result_type=AgentRunResult
+                )
+                result = await handle.result()
             except (RPCError, WorkflowFailureError) as err:
                 logger.warning(
                     "the output of %s (%s) cannot be read: %s", up.task_id, up.output_ref, err
@@ -177,7 +180,13 @@ async def read_upstream_previews(client: Client, requests: list[PendingApproval]
                 continue
             assert request.upstream is not None
             request.upstream[n] = upstream_output(
-                up.task_id, up.title, up.assignee, up.status, result.output, up.output_ref
+                up.task_id,
+                up.title,
+                up.assignee,
+                up.status,
+                result.output,
+                up.output_ref,
+                output_run_id=up.output_run_id,
             )
 
 

@@ -139,7 +139,8 @@ async def team_run_result(
 async def read_outputs(client: Client, result: TeamRunResult) -> None:
     """Read back into ``result`` every task output the run kept by reference
     (``TaskState.output_ref``: the result of the task's ``AgentRun``, which
-    holds it whole; ``OUTPUT_READS`` at a time); ``output_ref`` stays, saying
+    holds it whole, of its execution ``output_run_id``, else the latest;
+    ``OUTPUT_READS`` at a time); ``output_ref`` stays, saying
     where it came from. An output that cannot be read (e.g. the child's
     history is past the namespace's retention) stays by reference, logged."""
     await read_task_outputs(client, result.tasks)
@@ -151,7 +152,9 @@ async def read_task_outputs(client: Client, tasks: Iterable[TaskState]) -> None:
 
     async def read(task: TaskState, ref: str) -> None:
         async with limit:
-            handle = client.get_workflow_handle(ref, result_type=AgentRunResult)
+            handle = client.get_workflow_handle(
+                ref, run_id=task.output_run_id, result_type=AgentRunResult
+            )
             try:
                 task.output = (await handle.result()).output
             except (RPCError, WorkflowFailureError) as err:

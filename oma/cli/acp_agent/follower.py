@@ -119,9 +119,10 @@ class Follower:
         self.peeked: dict[str, str] = {}
         """Task id -> the latest line the last peek read, not shown yet."""
         self.peeked_thought = ""
-        self.kept: dict[str, str] = {}
+        self.kept: dict[tuple[str, str | None], str] = {}
         """The outputs the ``state`` query answers by reference (a run past the
-        payload limit), read back once each: ``output_ref`` -> output."""
+        payload limit), read back once each: ``(output_ref, output_run_id)``
+        -> output (a session's runs share task ids: the execution tells)."""
         self.first_update: float | None = None
         self.drawn: asyncio.Event | None = None
         """Set once the run as it stands is drawn (``session/load`` answers then)."""
@@ -213,9 +214,13 @@ class Follower:
 
         kept = [t for t in state.tasks if t.output is None and t.output_ref is not None]
         for task in kept:
-            task.output = self.kept.get(task.output_ref or "")
+            task.output = self.kept.get((task.output_ref or "", task.output_run_id))
         await read_task_outputs(self.client, [t for t in kept if t.output is None])
-        self.kept |= {t.output_ref: t.output for t in kept if t.output_ref and t.output is not None}
+        self.kept |= {
+            (t.output_ref, t.output_run_id): t.output
+            for t in kept
+            if t.output_ref and t.output is not None
+        }
 
     async def _result(self) -> tuple[TeamRunResult | None, str]:
         """The run's result however it ended: what it returned (its outputs

@@ -130,6 +130,11 @@ class TaskView(BaseModel):
         default=None,
         description="A fork's kept task: the run (and task) that ran it; it has no run here.",
     )
+    output_run_id: str | None = Field(
+        default=None,
+        description="The run id of the AgentRun execution that returned its output "
+        "(TaskState.output_run_id): a kept task's output is read from that execution.",
+    )
 
     @property
     def shown_status(self) -> str:
@@ -203,12 +208,14 @@ class RunView(BaseModel):
 # -- getting the histories ------------------------------------------------------
 
 
-async def fetch_histories(client: Client, workflow_id: str) -> list[WorkflowHistory]:
-    """The histories of ``workflow_id`` (its latest run and the runs it continued
-    from) and of every child those runs started (each child's continue-as-new
-    chain followed forward). Raises ``temporalio.service.RPCError`` (``NOT_FOUND``
-    for an unknown workflow id)."""
-    latest = await client.get_workflow_handle(workflow_id).fetch_history()
+async def fetch_histories(
+    client: Client, workflow_id: str, run_id: str | None = None
+) -> list[WorkflowHistory]:
+    """The histories of ``workflow_id`` (its execution ``run_id``, else its
+    latest run, and the runs it continued from) and of every child those runs
+    started (each child's continue-as-new chain followed forward). Raises
+    ``temporalio.service.RPCError`` (``NOT_FOUND`` for an unknown workflow id)."""
+    latest = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
     chain = [latest]
     while previous := _started(chain[0]).continued_execution_run_id:
         handle = client.get_workflow_handle(workflow_id, run_id=previous)
@@ -218,12 +225,12 @@ async def fetch_histories(client: Client, workflow_id: str) -> list[WorkflowHist
         for event in history.events:
             if event.HasField("child_workflow_execution_started_event_attributes"):
                 child = event.child_workflow_execution_started_event_attributes.workflow_execution
-                run_id: str | None = child.run_id
-                while run_id:
-                    handle = client.get_workflow_handle(child.workflow_id, run_id=run_id)
+                child_run: str | None = child.run_id
+                while child_run:
+                    handle = client.get_workflow_handle(child.workflow_id, run_id=child_run)
                     fetched = await handle.fetch_history()
                     histories.append(fetched)
-                    run_id = _continued_as(fetched)
+                    child_run = _continued_as(fetched)
     return histories
 
 
@@ -719,6 +726,7 @@ class _Builder:
                         cost_usd=t.cost_usd,
                         runs=runs.pop(t.id, []),
                         reused_from=t.reused_from,
+                        output_run_id=t.output_run_id,
                     )
                 )
                 if t.output is None and t.output_ref is not None and t.reused_from is None:
@@ -734,8 +742,13 @@ class _Builder:
 
     def _kept_output(self, task: TaskView, ref: str) -> str | None:
         """The output the run kept by reference at ``ref``: its ``AgentRun``'s
-        result, as the run's history recorded the child's completion."""
-        done = [r.output for r in task.runs if r.output is not None]
+        result, as the run's history recorded the child's completion (of the
+        execution ``output_run_id`` when the result names it)."""
+        done = [
+            r.output
+            for r in task.runs
+            if r.output is not None and task.output_run_id in (None, r.run_id)
+        ]
         if not done:
             self.notes.append(
                 f"the output of task {task.id} was kept by reference (the result of {ref}), "

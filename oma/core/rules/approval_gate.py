@@ -79,6 +79,7 @@ def upstream_of(graph: TaskGraph, task_id: str) -> list[UpstreamOutput]:
             dep.output,
             dep.output_ref,
             dep.output_bytes,
+            dep.output_run_id if dep.output_ref else None,
         )
         for dep in (graph[d] for d in graph[task_id].depends_on if d in graph.specs)
     ]

@@ -9,7 +9,9 @@ the JSON about to be sent, in this order:
    (those the run's waiting tasks read), then in task order; the others are
    kept by reference (``output`` none, ``output_ref`` the task's ``AgentRun``
    workflow id, whose result holds it, and ``output_bytes``; a fork's kept
-   task names the ``AgentRun`` of the run that ran it, ``reused_from``);
+   task names the ``AgentRun`` of the run that ran it, ``reused_from``); the
+   task's ``output_run_id`` names the execution (a later run under the same
+   workflow id may start children of the same ids);
 2. texts, only if that is not enough: task errors, decision comments and
    event details cut (the cut said), to shorter and shorter lengths, down to
    ``MIN_TEXT_CHARS``.
@@ -22,7 +24,7 @@ its waiting tasks read (the ``read_task_outputs`` activity).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -38,6 +40,12 @@ from oma.core.schema.task import TaskState
 
 MIN_TEXT_CHARS = 100
 """The shortest a fit cuts a task error, a comment or an event detail."""
+
+SHORT_OUTPUT_BYTES = 128
+"""An output of at most this many bytes (UTF-8) always stays inline: by
+reference it would take about as much room. So a task notes the execution
+that returned its output (``output_run_id``, 50-odd bytes of state) only
+for a longer one, and a run of thousands of short outputs carries none."""
 
 
 def fit(
@@ -76,21 +84,27 @@ def _keep_outputs(
     run_id: str,
     budget: int,
     first: Collection[str],
+    origins: Mapping[str, TaskState] | None = None,
 ) -> None:
-    """Every output by reference, then back in while they fit: first those
-    that take less room in than by reference (a short output), then the
-    others, ``first`` first, in task order. Exact: each task's JSON is
-    measured both ways (with its ``null`` keys, in a dump that has them)."""
+    """Every output longer than ``SHORT_OUTPUT_BYTES`` by reference, then
+    back in while they fit: first those that take less room in than by
+    reference, then the others, ``first`` first, in task order. Exact: each task's JSON is
+    measured both ways (with its ``null`` keys, in a dump that has them).
+    ``origins``: the tasks' states by id, for JSON that is not a task's
+    state (a round request's snapshots): where a reference points."""
     inline: dict[int, dict[str, Any]] = {}
     for n, task in enumerate(tasks):
         output = task.get("output")
-        if output is None:
+        if output is None or len(output.encode()) <= SHORT_OUTPUT_BYTES:
             continue
         inline[n] = task
         by_reference = {**task, "output": None} if "output_ref" in task else dict(task)
         if "output_ref" not in task:
             del by_reference["output"]
-        by_reference["output_ref"] = _origin(task, run_id)
+        origin = _origin_fields(origins[task["id"]]) if origins else task
+        by_reference["output_ref"] = _origin(origin, run_id)
+        if origin.get("output_run_id"):
+            by_reference["output_run_id"] = origin["output_run_id"]
         by_reference["output_bytes"] = len(output.encode())
         tasks[n] = by_reference
     cost = {n: json_size(task) - json_size(tasks[n]) for n, task in inline.items()}
@@ -111,6 +125,11 @@ def _origin(task: dict[str, Any], run_id: str) -> str:
     if isinstance(reused, dict):
         return task_workflow_id(str(reused["run_id"]), str(reused["task_id"]))
     return task_workflow_id(run_id, task["id"])
+
+
+def _origin_fields(state: TaskState) -> dict[str, Any]:
+    """What ``_origin`` and the reference read of ``state``, as its JSON has it."""
+    return state.model_dump(mode="json", include={"id", "reused_from", "output_run_id"})
 
 
 def _texts(
@@ -174,12 +193,15 @@ def _without_defaults(task: TaskState) -> dict[str, Any]:
 # and fitting an answer issues no command.
 
 
-def answered_requests(requests: list[PendingApproval], run_id: str) -> list[PendingApproval]:
+def answered_requests(
+    requests: list[PendingApproval], run_id: str, states: Mapping[str, TaskState]
+) -> list[PendingApproval]:
     """The ``pending_approvals`` query's answer of the ``TeamRun`` ``run_id``:
     ``requests`` themselves when their JSON fits ``RUN_STATE_BUDGET_BYTES``,
     else with the outputs a round request shows (its ``content``'s
     ``completed`` tasks, ``approval_gate.round_content``) kept by reference
-    as in ``fit`` (``output_ref``, ``output_bytes``) while they do not fit.
+    as in ``fit`` (``output_ref``, ``output_run_id``, ``output_bytes``, from
+    the tasks' ``states`` by id) while they do not fit.
     ``request_hash`` stays: it is the hash of the content the run holds."""
     budget = limits.RUN_STATE_BUDGET_BYTES
     data = [r.model_dump(mode="json") for r in requests]
@@ -189,8 +211,10 @@ def answered_requests(requests: list[PendingApproval], run_id: str) -> list[Pend
         content = request.get("content")
         if request.get("boundary") == "round" and isinstance(content, dict):
             shown = content.get("completed")
-            if isinstance(shown, list) and all(isinstance(t, dict) and "id" in t for t in shown):
-                _keep_outputs({"requests": data}, shown, run_id, budget, ())
+            if isinstance(shown, list) and all(
+                isinstance(t, dict) and t.get("id") in states for t in shown
+            ):
+                _keep_outputs({"requests": data}, shown, run_id, budget, (), states)
     return [PendingApproval.model_validate(r) for r in data]
 
 
@@ -212,6 +236,11 @@ class ReadOutputsInput(BaseModel):
     """Input of the ``read_task_outputs`` activity."""
 
     refs: list[str] = Field(description="AgentRun workflow ids (TaskState.output_ref).")
+    run_ids: dict[str, str] = Field(
+        default_factory=dict,
+        description="A ref -> the run id of its execution (TaskState.output_run_id); a ref "
+        "without one reads the latest execution.",
+    )
 
 
 class ReadOutputsOutput(BaseModel):

@@ -198,6 +198,11 @@ class UpstreamOutput(BaseModel):
     output_bytes: int | None = Field(
         default=None, description="With output_ref: the output's size in bytes of UTF-8."
     )
+    output_run_id: str | None = Field(
+        default=None,
+        description="With output_ref: the run id of the AgentRun execution that holds it "
+        "(TaskState.output_run_id); none: the latest.",
+    )
 
 
 def upstream_output(
@@ -208,6 +213,7 @@ def upstream_output(
     output: str | None,
     output_ref: str | None = None,
     output_bytes: int | None = None,
+    output_run_id: str | None = None,
 ) -> UpstreamOutput:
     """``UpstreamOutput`` of a dependency whose output is ``output`` (``None``:
     kept by reference at ``output_ref``), its preview cut."""
@@ -219,6 +225,7 @@ def upstream_output(
             status=status,
             output_ref=output_ref,
             output_bytes=output_bytes,
+            output_run_id=output_run_id,
         )
     return UpstreamOutput(
         task_id=task_id,
@@ -229,6 +236,7 @@ def upstream_output(
         truncated=len(output) > UPSTREAM_PREVIEW_CHARS,
         output_chars=len(output),
         output_ref=output_ref,
+        output_run_id=output_run_id,
     )
 
 

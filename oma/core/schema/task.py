@@ -164,10 +164,19 @@ class TaskState(BaseModel):
         default=None,
         description="Set when the run's result (or the state it carried) keeps the output "
         "by reference, to stay under Temporal's payload limit: the workflow id of the task's "
-        "AgentRun, whose result holds it. oma.client reads it back into output.",
+        "AgentRun, whose result holds it (its execution: output_run_id). oma.client reads it "
+        "back into output.",
     )
     output_bytes: int | None = Field(
         default=None, description="With output_ref: the output's size in bytes of UTF-8."
+    )
+    output_run_id: str | None = Field(
+        default=None,
+        description="The run id of the execution of the task's AgentRun that returned its "
+        "output (the attempt the task kept; a reused task's, in the run that ran it): "
+        "output_ref names that execution, not the latest under its workflow id, which a "
+        "later run under the same workflow id may have reused. None in runs from before it "
+        "(their output_ref reads the latest execution).",
     )
     error: str | None = None
     error_code: str | None = None
