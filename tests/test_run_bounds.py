@@ -405,6 +405,25 @@ async def test_two_approval_comments_of_1_1_mb_are_cut_and_the_run_completes(
     await assert_replays(client, workflow_id)
 
 
+PRINTED = 250_000
+"""What each of ``nine_printers``' tasks prints: nine make 2.25 MB, past Temporal's 2 MB."""
+
+
+def nine_printers() -> tuple[dict[str, str], dict[str, Any]]:
+    """Nine process tasks ``p0``..``p8`` that print ``PRINTED`` bytes each (the
+    outputs by task id), and a tenth, ``g``, that reads them all: the run's
+    ``team`` and ``tasks``."""
+    outputs = {f"p{n}": chr(ord("a") + n) * PRINTED for n in range(9)}
+    agents = [writer(f"w{n}", f"{chr(ord('a') + n)!r} * {PRINTED}") for n in range(9)]
+    return outputs, {
+        "team": {"name": "t", "agents": [*agents, process("echo", ECHO)]},
+        "tasks": [
+            *(task(p, f"w{n}") for n, p in enumerate(outputs)),
+            {**task("g", "echo", *outputs), "memory_scope": "all"},
+        ],
+    }
+
+
 async def test_a_running_run_holding_2_mb_of_outputs_answers_its_queries_within_the_limit(
     run_of: Any, client: Client, workflow_id: str
 ) -> None:
@@ -414,16 +433,10 @@ async def test_a_running_run_holding_2_mb_of_outputs_answers_its_queries_within_
     # open holding every output whole: its queries answer with the outputs
     # kept by reference, and the clients read them back as they do an ended
     # run's
-    printed = 250_000
-    outputs = {f"p{n}": chr(ord("a") + n) * printed for n in range(9)}
-    agents = [writer(f"w{n}", f"{chr(ord('a') + n)!r} * {printed}") for n in range(9)]
+    outputs, team_and_tasks = nine_printers()
     run = await run_of(
         {
-            "team": {"name": "t", "agents": [*agents, process("echo", ECHO)]},
-            "tasks": [
-                *(task(p, f"w{n}") for n, p in enumerate(outputs)),
-                {**task("g", "echo", *outputs), "memory_scope": "all"},
-            ],
+            **team_and_tasks,
             "options": {"max_concurrency": 9, "approvals": {"dispatch": ["g"]}},
         }
     )
@@ -441,7 +454,7 @@ async def test_a_running_run_holding_2_mb_of_outputs_answers_its_queries_within_
     kept = [t for t in state.tasks if t.output_ref is not None]
     assert kept, "some outputs must be kept by reference"
     for t in kept:
-        assert (t.output, t.output_ref, t.output_bytes) == (None, f"{workflow_id}/{t.id}", printed)
+        assert (t.output, t.output_ref, t.output_bytes) == (None, f"{workflow_id}/{t.id}", PRINTED)
     await read_outputs(client, state)  # as oma.client reads an ended run's
     assert {t.id: t.output for t in state.tasks} == {**outputs, "g": None}
 
@@ -473,16 +486,10 @@ async def test_a_round_request_showing_2_mb_of_outputs_answers_within_the_limit(
     # as above, in rounds: the second round's request shows the first
     # round's nine outputs (2.25 MB); the pending_approvals query answers
     # with them kept by reference, and the reviewer's decision still holds
-    printed = 250_000
-    outputs = {f"p{n}": chr(ord("a") + n) * printed for n in range(9)}
-    agents = [writer(f"w{n}", f"{chr(ord('a') + n)!r} * {printed}") for n in range(9)]
+    outputs, team_and_tasks = nine_printers()
     run = await run_of(
         {
-            "team": {"name": "t", "agents": [*agents, process("echo", ECHO)]},
-            "tasks": [
-                *(task(p, f"w{n}") for n, p in enumerate(outputs)),
-                {**task("g", "echo", *outputs), "memory_scope": "all"},
-            ],
+            **team_and_tasks,
             "options": {"max_concurrency": 9, "approvals": {"round": True}},
         }
     )
@@ -499,7 +506,7 @@ async def test_a_round_request_showing_2_mb_of_outputs_answers_within_the_limit(
     assert kept, "some outputs must be kept by reference"
     for t in kept:
         assert "output" not in t
-        assert (t["output_ref"], t["output_bytes"]) == (f"{workflow_id}/{t['id']}", printed)
+        assert (t["output_ref"], t["output_bytes"]) == (f"{workflow_id}/{t['id']}", PRINTED)
     assert all(t["output"] == outputs[t["id"]] for t in completed if "output_ref" not in t)
     assert shown["request_hash"] == second.request_hash
 
