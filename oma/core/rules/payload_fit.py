@@ -66,6 +66,10 @@ def fit(
     for task in tasks:
         if task.get("error"):
             task["error"] = cut_text(task["error"], MAX_TASK_ERROR_CHARS)
+    if json_size(root) <= budget:
+        # nothing to keep by reference or cut (what follows would put every
+        # output back): a running run's queries ask this on every poll
+        return True
     _keep_outputs(root, tasks, run_id, budget, first)
     texts = _texts(tasks, result.get("approval_decisions", []), events or [])
     cap = MAX_TASK_ERROR_CHARS
