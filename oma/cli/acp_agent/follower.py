@@ -47,6 +47,17 @@ logger = logging.getLogger(__name__)
 POLL_S = 0.1
 """How often the follower asks the run for new events, in seconds."""
 
+STATE_SHARE = 10
+"""A ``state`` query that took over ``CHEAP_STATE_S`` is asked again at the
+earliest this many times as long after it as it took: a run of thousands of
+tasks answers in tens of milliseconds of the worker's CPU
+(``payload_fit.sent_result``), which a query every ``POLL_S`` would turn
+into most of a core."""
+
+CHEAP_STATE_S = 0.05
+"""A ``state`` query that took less (a small run's, the round trip mostly)
+is asked again after the next new events, as soon as they come."""
+
 PEEK_S = 0.5
 """How often it reads the running tasks' latest output, in seconds."""
 
@@ -136,7 +147,7 @@ class Follower:
         returns. Cancelled, it withdraws its permission prompts first."""
         ended = asyncio.create_task(self._result())
         state: TeamRunResult | None = None
-        next_peek = 0.0
+        next_peek = next_state = 0.0
         peeking: asyncio.Task[None] = asyncio.create_task(asyncio.sleep(0))
         try:
             # what is still to do: the state drawn after new events (a query
@@ -148,11 +159,16 @@ class Follower:
                 new = await self._new_events()
                 stale |= bool(new)
                 approvals_changed |= any(e.type.startswith("approval") for e in new)
-                if stale and (fresh := await self._query_state()) is not None:
-                    state, stale = fresh, False
-                    await self._draw(state)
-                    if self.drawn is not None:
-                        self.drawn.set()
+                if stale and time.monotonic() >= next_state:
+                    asked = time.monotonic()
+                    fresh = await self._query_state()
+                    took = time.monotonic() - asked
+                    if fresh is not None:  # (one that failed is asked again at once)
+                        next_state = asked + (STATE_SHARE * took if took > CHEAP_STATE_S else 0)
+                        state, stale = fresh, False
+                        await self._draw(state)
+                        if self.drawn is not None:
+                            self.drawn.set()
                 if approvals_changed and not stale and self.asking.is_set():
                     approvals_changed = not await self._sync_approvals(state)
                 if state is not None:
