@@ -587,6 +587,29 @@ async def test_a_prompt_whose_goal_is_too_large_for_a_run_is_refused_naming_its_
     assert said[-1]["content"]["text"].startswith("No run in this session yet")
 
 
+async def test_a_prompt_whose_attachments_cannot_be_written_says_so_and_starts_nothing(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    # a file where the attachments' directory goes (as a full disk or a
+    # permission would, even for root): a named error, not an internal one
+    team_file = write_team(tmp_path / "team.json", team(approvals={}))
+    (tmp_path / ".oma").write_text("a file, not a directory")
+    image = base64.b64encode(b"\x89PNG\r\n\x1a\nnot really").decode()
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        with pytest.raises(RequestError) as err:
+            await editor.conn.prompt(
+                session_id=sid, prompt=[text_block("look"), image_block(image, "image/png")]
+            )
+        status = await editor.conn.prompt(session_id=sid, prompt=[text_block("/status")])
+    assert err.value.data["code"] == "ACP_ATTACHMENT_WRITE_FAILED"
+    assert f"could not be written under {tmp_path}" in err.value.data["message"]
+    assert "no run was started" in err.value.data["message"]
+    said = [u for u in editor.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"]
+    assert status.stop_reason == "end_turn"
+    assert said[-1]["content"]["text"].startswith("No run in this session yet")
+
+
 async def test_a_run_holding_more_than_the_payload_limit_is_still_shown_and_asks(
     dev_server: DevServer, tmp_path: Path, client: Any
 ) -> None:

@@ -59,6 +59,7 @@ from oma.cli.acp_agent.retry import Refusal, busy, retry_of
 from oma.cli.acp_agent.team_file import SessionTeam, session_dir, session_team
 from oma.core.schema.approvals import Reviewer
 from oma.core.schema.errors import (
+    AcpAttachmentWriteError,
     AcpSessionBusyError,
     AcpSessionUnknownError,
     InputError,
@@ -425,7 +426,13 @@ class TeamAgent:
         from oma.client import start_team_run
 
         # (written before the start: the run may read them at once)
-        asked.write(session.cwd)
+        try:
+            asked.write(session.cwd)
+        except OSError as err:
+            raise AcpAttachmentWriteError(
+                f"the prompt's attachments could not be written under {session.cwd} "
+                f"(the run reads them there): {err}; no run was started"
+            ) from None
         try:
             return await start_team_run(
                 client, run_input, id=session.id, task_queue=queue, memo=memo

@@ -169,6 +169,16 @@ class SetupError(OMAError):
     code = "SETUP_ERROR"
 
 
+class AcpAttachmentWriteError(SetupError):
+    """``oma acp`` could not write a prompt's attachment (an image, an embedded
+    resource) under the session's ``cwd``, where the run reads it: the disk
+    is full, a path component is a file, permissions. Nothing of the prompt
+    is left written and no run started: free the space or fix the path, and
+    send the prompt again."""
+
+    code = "ACP_ATTACHMENT_WRITE_FAILED"
+
+
 class TemporalUnavailableError(SetupError):
     """No Temporal server answers at the configured address and none could be started."""
 
