@@ -561,6 +561,24 @@ async def test_a_session_cwd_that_is_not_an_existing_absolute_directory_is_refus
     assert not (tmp_path / "no").exists()
 
 
+async def refused_with_an_image(
+    dev_server: DevServer, tmp_path: Path, text: str
+) -> tuple[RequestError, list[str]]:
+    """A prompt of ``text`` and an image that ``oma acp`` refuses: its error,
+    and what the agent says to ``/status`` after it (the session goes on)."""
+    team_file = write_team(tmp_path / "team.json", team(approvals={}))
+    image = base64.b64encode(b"\x89PNG\r\n\x1a\nnot really").decode()
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        with pytest.raises(RequestError) as err:
+            await editor.conn.prompt(
+                session_id=sid, prompt=[text_block(text), image_block(image, "image/png")]
+            )
+        status = await editor.conn.prompt(session_id=sid, prompt=[text_block("/status")])
+    assert status.stop_reason == "end_turn"
+    return err.value, said(editor, sid)
+
+
 async def test_a_prompt_whose_goal_is_too_large_for_a_run_is_refused_naming_its_limit(
     dev_server: DevServer, tmp_path: Path
 ) -> None:
@@ -568,23 +586,12 @@ async def test_a_prompt_whose_goal_is_too_large_for_a_run_is_refused_naming_its_
     # it and failed at its end (RUN_STATE_TOO_LARGE), its state past what a
     # query answers. The prompt's image is not written: a refused prompt
     # leaves nothing behind (it once was, before the goal's size was checked)
-    team_file = write_team(tmp_path / "team.json", team(approvals={}))
-    image = base64.b64encode(b"\x89PNG\r\n\x1a\nnot really").decode()
-    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
-        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
-        with pytest.raises(RequestError) as err:
-            await editor.conn.prompt(
-                session_id=sid,
-                prompt=[text_block("x" * 1_500_000), image_block(image, "image/png")],
-            )
-        status = await editor.conn.prompt(session_id=sid, prompt=[text_block("/status")])
-    assert err.value.code == -32602
-    assert err.value.data["code"] == "INVALID_RUN_INPUT"
-    assert "this run's goal may be at most" in err.value.data["message"]
+    err, told = await refused_with_an_image(dev_server, tmp_path, "x" * 1_500_000)
+    assert err.code == -32602
+    assert err.data["code"] == "INVALID_RUN_INPUT"
+    assert "this run's goal may be at most" in err.data["message"]
     assert not (tmp_path / ".oma" / "attachments").exists()
-    said = [u for u in editor.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"]
-    assert status.stop_reason == "end_turn"
-    assert said[-1]["content"]["text"].startswith("No run in this session yet")
+    assert told[-1].startswith("No run in this session yet")
 
 
 async def test_a_prompt_whose_attachments_cannot_be_written_says_so_and_starts_nothing(
@@ -592,22 +599,12 @@ async def test_a_prompt_whose_attachments_cannot_be_written_says_so_and_starts_n
 ) -> None:
     # a file where the attachments' directory goes (as a full disk or a
     # permission would, even for root): a named error, not an internal one
-    team_file = write_team(tmp_path / "team.json", team(approvals={}))
     (tmp_path / ".oma").write_text("a file, not a directory")
-    image = base64.b64encode(b"\x89PNG\r\n\x1a\nnot really").decode()
-    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
-        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
-        with pytest.raises(RequestError) as err:
-            await editor.conn.prompt(
-                session_id=sid, prompt=[text_block("look"), image_block(image, "image/png")]
-            )
-        status = await editor.conn.prompt(session_id=sid, prompt=[text_block("/status")])
-    assert err.value.data["code"] == "ACP_ATTACHMENT_WRITE_FAILED"
-    assert f"could not be written under {tmp_path}" in err.value.data["message"]
-    assert "no run was started" in err.value.data["message"]
-    said = [u for u in editor.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"]
-    assert status.stop_reason == "end_turn"
-    assert said[-1]["content"]["text"].startswith("No run in this session yet")
+    err, told = await refused_with_an_image(dev_server, tmp_path, "look")
+    assert err.data["code"] == "ACP_ATTACHMENT_WRITE_FAILED"
+    assert f"could not be written under {tmp_path}" in err.data["message"]
+    assert "no run was started" in err.data["message"]
+    assert told[-1].startswith("No run in this session yet")
 
 
 async def test_a_run_holding_more_than_the_payload_limit_is_still_shown_and_asks(
