@@ -77,11 +77,12 @@ async def read_fork_source(inp: ReadForkSourceInput) -> ForkedRun:
     server's errors are retried.
     """
     try:
+        own = activity.info().workflow_run_id
         if is_fork_input(inp.fork):
             fork = parse_fork_input(inp.fork)
-            forked = await fork_of(activity.client(), fork, inp.workflow_id)
+            forked = await fork_of(activity.client(), fork, inp.workflow_id, own_run_id=own)
         else:
-            forked = await reuse_of(activity.client(), inp.fork, inp.workflow_id)
+            forked = await reuse_of(activity.client(), inp.fork, inp.workflow_id, own_run_id=own)
         await _consequential(activity.client(), forked)
         return fitted(forked, inp.workflow_id)
     except OMAError as err:
@@ -113,17 +114,26 @@ def fitted(forked: ForkedRun, workflow_id: str) -> ForkedRun:
 
 
 async def reuse_of(
-    client: Client, payload: dict[str, Any], workflow_id: str, *, read_outputs: bool = True
+    client: Client,
+    payload: dict[str, Any],
+    workflow_id: str,
+    *,
+    read_outputs: bool = True,
+    own_run_id: str | None = None,
 ) -> ForkedRun:
     """The run ``workflow_id`` of ``payload`` (a ``TeamRun`` input with
     ``options.reuse``) as it goes on, keeping what its reference run did that
     would come out the same (``oma.core.rules.reuse.reuse_run``); with
-    ``read_outputs`` as ``fork_of``. Raises ``InvalidForkError`` (an unknown
-    reference run) and the run input's errors; ``RPCError``."""
+    ``read_outputs`` and ``own_run_id`` as ``fork_of``. Raises
+    ``InvalidForkError`` (an unknown reference run) and the run input's
+    errors; ``RPCError``."""
     inp = parse_team_run_input(payload)
-    assert inp.options.reuse is not None
+    reuse = inp.options.reuse
+    assert reuse is not None
     hint = "options.reuse.from names the run whose completed tasks to reuse"
-    source = await read_source(client, inp.options.reuse.from_, hint=hint)
+    source = await read_source(
+        client, reuse.from_, reuse.temporal_run_id, hint=hint, not_run_id=own_run_id
+    )
     now = datetime.now(UTC)
     forked = reuse_run(payload, source.input, source.result, workflow_id=workflow_id, now=now)
     if read_outputs and forked.resume is not None:
@@ -176,15 +186,25 @@ def _is_consequential(path: str) -> bool:
 
 
 async def fork_of(
-    client: Client, fork: ForkInput, workflow_id: str, *, read_outputs: bool = True
+    client: Client,
+    fork: ForkInput,
+    workflow_id: str,
+    *,
+    read_outputs: bool = True,
+    own_run_id: str | None = None,
 ) -> ForkedRun:
     """``fork`` as the run ``workflow_id`` goes on (``oma.core.rules.fork.fork_run``),
-    its source read through ``client`` unless given inline (``fork.fork.source``);
-    with ``read_outputs``, the kept outputs it reads read back into its state
-    (up to ``READ_BATCH_BYTES``; the rest the run reads back as it resumes).
-    Raises ``InvalidForkError`` and the run input's errors; ``RPCError``."""
+    its source read through ``client`` unless given inline (``fork.fork.source``):
+    the execution ``fork.fork.temporal_run_id`` names, else the latest but the
+    fork's own (``own_run_id``: a fork under its source's workflow id reads
+    its predecessor); with ``read_outputs``, the kept outputs it reads read
+    back into its state (up to ``READ_BATCH_BYTES``; the rest the run reads
+    back as it resumes). Raises ``InvalidForkError`` and the run input's
+    errors; ``RPCError``."""
     inline = fork.fork.source
-    source = inline or await read_source(client, fork.fork.run_id, fork.fork.temporal_run_id)
+    source = inline or await read_source(
+        client, fork.fork.run_id, fork.fork.temporal_run_id, not_run_id=own_run_id
+    )
     forked = fork_run(
         fork,
         source.input,
@@ -204,15 +224,20 @@ async def read_source(
     temporal_run_id: str | None = None,
     *,
     hint: str = "oma fork --history FILE forks an exported history",
+    not_run_id: str | None = None,
 ) -> ForkSource:
     """The ``TeamRun`` ``run_id`` as a fork reads it: its execution
-    ``temporal_run_id`` (none: its latest), the first and the last event of
-    its history, read at once, and its ``state`` query when the last is not
-    its end. A source that is itself a fork started with a ``fork`` input:
-    its input is the one its ``read_fork_source`` made (``ForkReads``).
-    Raises ``InvalidForkError`` for an unknown run or execution, another
-    workflow type, or a fork that has not read its own source."""
-    execution = WorkflowExecution(workflow_id=run_id, run_id=temporal_run_id or "")
+    ``temporal_run_id`` (none: its latest other than ``not_run_id``, the
+    reader's own execution), the first and the last event of its history,
+    read at once, and its ``state`` query when the last is not its end. A
+    source that is itself a fork started with a ``fork`` input: its input is
+    the one its ``read_fork_source`` made (``ForkReads``). The answer names
+    the execution read (``temporal_run_id``). Raises ``InvalidForkError`` for
+    an unknown run or execution, another workflow type, or a fork that has
+    not read its own source."""
+    if temporal_run_id is None:
+        temporal_run_id = await latest_execution(client, run_id, hint=hint, not_run_id=not_run_id)
+    execution = WorkflowExecution(workflow_id=run_id, run_id=temporal_run_id)
     try:
         first, last = await asyncio.gather(
             _edge_event(client, execution, first=True),
@@ -249,7 +274,41 @@ async def read_source(
         result = await client.get_workflow_handle(run_id, run_id=temporal_run_id).query(
             "state", result_type=TeamRunResult
         )
-    return ForkSource(input=inp, result=result)
+    return ForkSource(input=inp, result=result, temporal_run_id=temporal_run_id)
+
+
+async def latest_execution(
+    client: Client, run_id: str, *, hint: str, not_run_id: str | None = None
+) -> str:
+    """The Temporal run id of the latest execution of the workflow
+    ``run_id``, other than ``not_run_id`` (a run under the same workflow id
+    that reads its predecessor: then the newest other one Temporal's
+    visibility lists). Raises ``InvalidForkError`` when there is none."""
+    try:
+        latest = (await client.get_workflow_handle(run_id).describe()).run_id
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+        latest = None
+    if latest is not None and latest != not_run_id:
+        return latest
+    others = [
+        wf
+        async for wf in client.list_workflows(f"WorkflowId = {_quoted(run_id)}")
+        if wf.run_id != not_run_id and wf.id == run_id
+    ]
+    if latest is None or not others:
+        before = " before this one" if latest is not None else ""
+        raise InvalidForkError(
+            f"no run {run_id!r}{before} in namespace {client.namespace!r}: give the workflow "
+            f"id of a TeamRun ({hint})"
+        )
+    return max(others, key=lambda wf: wf.start_time).run_id
+
+
+def _quoted(value: str) -> str:
+    """``value`` as a string literal of a Temporal visibility query."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 class ForkReads:

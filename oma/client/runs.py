@@ -63,18 +63,38 @@ async def start_team_run(
     Raises ``InvalidRunInputError`` when a task's ``AgentRun`` id,
     ``<id>/<task id>``, would pass Temporal's limit on a workflow id (before
     anything starts), and the SDK's ``WorkflowAlreadyStartedError`` and
-    ``RPCError``."""
+    ``RPCError``. A run with ``options.reuse`` that names no execution reuses
+    the one that is the latest now (``temporal_run_id`` set to it): a run
+    that takes its reference's workflow id would otherwise read itself."""
     check_child_ids(id, (t.id for t in run_input.given_tasks()))
     return await start_run(
         client,
         "TeamRun",
-        run_input.payload(),
+        (await _reuse_pinned(client, run_input)).payload(),
         id=id,
         task_queue=task_queue,
         result_type=TeamRunResult,
         search_attributes=start_attributes(team=run_input.team.name),
         memo=memo,
     )
+
+
+async def _reuse_pinned(client: Client, run_input: TeamRunInput) -> TeamRunInput:
+    """``run_input`` with its ``options.reuse`` naming the execution it
+    reuses (the latest, when it names none); as given when there is no such
+    run (the run then fails ``INVALID_FORK`` naming it)."""
+    reuse = run_input.options.reuse
+    if reuse is None or reuse.temporal_run_id is not None:
+        return run_input
+    try:
+        latest = (await client.get_workflow_handle(reuse.from_).describe()).run_id
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+        return run_input
+    pinned = reuse.model_copy(update={"temporal_run_id": latest})
+    options = run_input.options.model_copy(update={"reuse": pinned})
+    return run_input.model_copy(update={"options": options})
 
 
 async def start_run(

@@ -69,6 +69,12 @@ class ForkSource(BaseModel):
     result: TeamRunResult = Field(
         description="Its result, or the state it carried when it continued as new."
     )
+    temporal_run_id: str | None = Field(
+        default=None,
+        max_length=MAX_NAME_CHARS,
+        description="The Temporal run id of the execution read (what a fork or reuse of it "
+        "names wherever it refers to that run); none: not known (an exported history).",
+    )
 
 
 class ForkSpec(BaseModel):

@@ -18,6 +18,7 @@ from oma.core.schema.limits import (
     MAX_CONCURRENCY,
     MAX_DURATION_S,
     MAX_HISTORY_EVENTS,
+    MAX_NAME_CHARS,
     PLAN_ROOM_BYTES,
     TASK_STATE_FLOOR_BYTES,
     check_goal_size,
@@ -51,6 +52,14 @@ class ReuseOptions(BaseModel):
         min_length=1,
         description="The workflow id of the TeamRun whose completed tasks this run may reuse.",
     )
+    temporal_run_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_NAME_CHARS,
+        description="The Temporal run id of its execution to reuse; none: the latest "
+        "execution of 'from' other than this run's own (oma run --reuse sets it to the latest "
+        "when it starts the run, so a run under the same workflow id reads its predecessor).",
+    )
 
 
 class RecordedModels(BaseModel):
@@ -67,6 +76,13 @@ class RecordedModels(BaseModel):
         min_length=1,
         description="The TeamRun whose turns are replayed; default: the run forked "
         "(a fork's source), else options.reuse's.",
+    )
+    temporal_run_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_NAME_CHARS,
+        description="The Temporal run id of the execution of 'from' whose turns are "
+        "replayed; none: the one a fork or reuse read (options.reuse's), else the latest.",
     )
     on_miss: Literal["strict", "fallback"] = Field(
         default="strict",
@@ -154,8 +170,12 @@ class RunOptions(BaseModel):
         if self.models == "live":
             return None
         given = self.models if isinstance(self.models, RecordedModels) else RecordedModels()
-        source = given.from_ or (self.reuse.from_ if self.reuse is not None else None)
-        return given.model_copy(update={"from_": source}) if source else None
+        if given.from_ is not None:
+            return given
+        if self.reuse is None:
+            return None
+        execution = self.reuse.temporal_run_id
+        return given.model_copy(update={"from_": self.reuse.from_, "temporal_run_id": execution})
 
 
 class TeamRunInput(BaseModel):
