@@ -135,7 +135,14 @@ async def reuse_of(
         client, reuse.from_, reuse.temporal_run_id, hint=hint, not_run_id=own_run_id
     )
     now = datetime.now(UTC)
-    forked = reuse_run(payload, source.input, source.result, workflow_id=workflow_id, now=now)
+    forked = reuse_run(
+        payload,
+        source.input,
+        source.result,
+        workflow_id=workflow_id,
+        now=now,
+        reference_execution=source.temporal_run_id,
+    )
     if read_outputs and forked.resume is not None:
         await _read_back(client, forked)
     return forked
@@ -212,6 +219,7 @@ async def fork_of(
         workflow_id=workflow_id,
         now=datetime.now(UTC),
         by_reference=inline is None,
+        source_execution=source.temporal_run_id,
     )
     if read_outputs and inline is None and forked.resume is not None:
         await _read_back(client, forked)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -524,9 +525,18 @@ async def test_oma_fork_sets_a_task_warns_of_a_dropped_agent_and_shows_what_it_r
     view = json.loads(shown.stdout)
     assert view["forked_from"] == workflow_id
     reused = {t["id"]: (t["reused_from"], t["output"]) for t in view["tasks"] if t["reused_from"]}
+    execution = (await client.get_workflow_handle(workflow_id).describe()).run_id
+    keys = {task_id: origin.pop("content_key") for task_id, (origin, _) in reused.items()}
+    assert all(re.fullmatch("[0-9a-f]{64}", key) for key in keys.values()), keys
     assert reused == {
-        "t1": ({"run_id": workflow_id, "task_id": "t1"}, "done t1 after -\n"),
-        "t3": ({"run_id": workflow_id, "task_id": "t3"}, "done t3 after t1\n"),
+        "t1": (
+            {"run_id": workflow_id, "task_id": "t1", "temporal_run_id": execution},
+            "done t1 after -\n",
+        ),
+        "t3": (
+            {"run_id": workflow_id, "task_id": "t3", "temporal_run_id": execution},
+            "done t3 after t1\n",
+        ),
     }
     terminal = await oma(dev_server, "show", fork_id)
     assert f"fork of {workflow_id}" in terminal.stdout

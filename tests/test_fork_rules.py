@@ -12,10 +12,12 @@ from temporalio.converter import DataConverter
 
 from oma.cli.summary import print_result, reused_note
 from oma.client.fork import history_source
+from oma.core.rules.content_key import content_keys
 from oma.core.rules.fork import ForkedRun, fork_run
 from oma.core.schema.errors import HistoryReadError, InvalidForkError
 from oma.core.schema.fork import parse_fork_input
 from oma.core.schema.results import TeamRunResult
+from oma.core.schema.run_input import parse_team_run_input
 from oma.core.schema.task import ReusedFrom, TaskState, TaskStatus
 from tests._runs import scripted, task
 
@@ -68,25 +70,68 @@ def test_without_rerun_the_tasks_that_did_not_complete_run_again() -> None:
     assert run.resume.result.forked_from == "src"
 
 
+LONG = "x" * 200
+"""An output over SHORT_OUTPUT_BYTES: a fork may keep it by reference."""
+
+
+def long_outputs(result: TeamRunResult) -> TeamRunResult:
+    """``result`` with every output long, each from an execution of its own."""
+    for t in result.tasks:
+        if t.output is not None:
+            t.output, t.output_run_id = f"{t.id} {LONG}", f"exec-{t.id}"
+    return result
+
+
 def test_a_kept_task_is_completed_from_its_source_and_its_output_by_reference_unless_read() -> None:
-    run = forked({})
+    spec = parse_fork_input({"fork": {"run_id": "src"}})
+    run = fork_run(
+        spec,
+        SOURCE_INPUT,
+        long_outputs(source_result()),
+        workflow_id="fork",
+        now=NOW,
+        source_execution="exec-src",
+    )
     states = {t.id: t for t in run.resume.result.tasks}
     assert run.read == ["t2", "t3"]  # t4 reads them
     assert (states["t1"].output, states["t1"].output_ref) == (None, "src/t1")
-    assert states["t1"].output_bytes == len("out t1")
-    assert (states["t2"].output, states["t2"].output_ref) == ("out t2", None)
+    assert states["t1"].output_bytes == len(f"t1 {LONG}")
+    assert (states["t2"].output, states["t2"].output_ref) == (f"t2 {LONG}", None)
     assert states["t1"].reused_from is not None
-    assert states["t1"].reused_from.model_dump() == {"run_id": "src", "task_id": "t1"}
+    source = parse_team_run_input(SOURCE_INPUT)
+    made = content_keys(source.given_tasks(), source.team)["t1"]  # the key it was made with
+    assert states["t1"].reused_from.model_dump() == {
+        "run_id": "src",
+        "task_id": "t1",
+        "temporal_run_id": "exec-src",
+        "content_key": made,
+    }
+
+
+def test_a_short_kept_output_stays_inline_and_one_of_an_unknown_execution_too() -> None:
+    # a reference names its execution, always: one that cannot stays inline
+    source = long_outputs(source_result(failed="t5"))
+    source.tasks[1].output = "short"  # t2
+    source.tasks[2].output_run_id = None  # t3: a run from before output_run_id
+    run = fork_run(
+        parse_fork_input({"fork": {"run_id": "src"}}),
+        SOURCE_INPUT,
+        source,
+        workflow_id="fork",
+        now=NOW,
+    )
+    states = {t.id: t for t in run.resume.result.tasks}
+    assert run.read == ["t4"]
+    assert (states["t1"].output, states["t1"].output_ref) == (None, "src/t1")
+    assert (states["t2"].output, states["t2"].output_ref) == ("short", None)
+    assert (states["t3"].output, states["t3"].output_ref) == (f"t3 {LONG}", None)
 
 
 def test_a_kept_output_by_reference_names_the_execution_of_the_source_that_made_it() -> None:
     # a source run under a workflow id used again later: its kept task's
     # reference must read its own AgentRun execution, not the latest
-    source = source_result()
-    for t in source.tasks:
-        t.output_run_id = f"exec-{t.id}" if t.output is not None else None
     spec = parse_fork_input({"fork": {"run_id": "src", "temporal_run_id": "older"}})
-    run = fork_run(spec, SOURCE_INPUT, source, workflow_id="fork", now=NOW)
+    run = fork_run(spec, SOURCE_INPUT, long_outputs(source_result()), workflow_id="fork", now=NOW)
     states = {t.id: t for t in run.resume.result.tasks}
     assert (states["t1"].output_ref, states["t1"].output_run_id) == ("src/t1", "exec-t1")
     assert states["t4"].output_run_id is None  # runs again: no output yet
@@ -132,11 +177,13 @@ def test_a_completed_run_without_a_task_to_run_again_is_refused() -> None:
 
 
 def test_a_forks_kept_task_names_the_run_that_ran_it() -> None:
-    first = forked({})
+    spec = parse_fork_input({"fork": {"run_id": "src"}})
+    first = fork_run(spec, SOURCE_INPUT, long_outputs(source_result()), workflow_id="fork", now=NOW)
     result = first.resume.result.model_copy(deep=True)
     for t in result.tasks:
         t.status = TaskStatus.COMPLETED
-        t.output = t.output or f"out {t.id}"
+        t.output = t.output or f"{t.id} {LONG}"
+        t.output_run_id = t.output_run_id or f"exec-{t.id}"
     spec = parse_fork_input({"fork": {"run_id": "fork", "rerun": ["t5"]}})
     again = fork_run(spec, {**first.input}, result, workflow_id="fork2", now=NOW)
     states = {t.id: t for t in again.resume.result.tasks}

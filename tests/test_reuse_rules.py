@@ -7,7 +7,10 @@ import copy
 from datetime import UTC, datetime
 from typing import Any
 
-from oma.core.rules.reuse import content_keys, reuse_run
+from oma.core.rules.content_key import content_keys
+from oma.core.rules.fork import fork_run
+from oma.core.rules.reuse import reuse_run
+from oma.core.schema.fork import parse_fork_input
 from oma.core.schema.plan import PlanArtifact
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import parse_team_run_input
@@ -175,3 +178,48 @@ def test_a_goal_run_with_another_goal_plans_anew_and_reuses_nothing() -> None:
     assert run.resume is None
     assert run.note is not None
     assert run.note.startswith("the goal changed: the run plans anew")
+
+
+def forked_with(team_input: dict[str, Any], source: dict[str, Any], rerun: list[str]) -> Any:
+    """The fork ``ref`` of ``source`` (completed) with ``team_input``'s team, as its
+    input and state read back: what a run that reuses the fork reads."""
+    spec = parse_fork_input({"fork": {"run_id": "src", "rerun": rerun}, "team": team_input["team"]})
+    fork = fork_run(spec, source, completed(source), workflow_id="ref", now=NOW)
+    assert fork.resume is not None
+    result = fork.resume.result.model_copy(deep=True)
+    for t in result.tasks:  # the fork ran what it did not keep
+        t.status, t.output = TaskStatus.COMPLETED, t.output or f"out {t.id} in the fork"
+    return fork.input, result
+
+
+def test_a_task_a_fork_kept_is_matched_on_the_key_it_was_made_with() -> None:
+    # the fork ran t2 and t4 with b's new prompt, and kept the rest, made with the old one
+    fork_input, fork_result = forked_with(run_input("B2"), run_input("B1"), ["t2"])
+    run = reuse(run_input("B2"), fork_input, result=fork_result)
+    assert (run.reused, run.rerun) == (["t1", "t2", "t3", "t4", "t5"], [])
+    # a's prompt changed in the fork: what it kept was made with A1, so it runs again
+    changed = copy.deepcopy(run_input("B1"))
+    changed["team"]["agents"][0]["system_prompt"] = "A2"
+    fork_input, fork_result = forked_with(changed, run_input("B1"), ["t5"])
+    run = reuse(changed, fork_input, result=fork_result)
+    assert run.reused == ["t5"]  # the only one the fork made with A2
+    assert run.reasons["t1"] == "its output in run ref was made in run src with other inputs"
+    # and a run with the source's team reuses what the fork kept, as made in src
+    run = reuse(run_input("B1"), fork_input, result=fork_result)
+    assert run.reused == ["t1", "t2", "t3", "t4"]
+    assert run.resume is not None
+    origin = run.resume.result.task("t1").reused_from
+    assert origin is not None and origin.run_id == "src"
+
+
+def test_a_task_kept_before_keys_were_carried_matches_nothing() -> None:
+    fork_input, fork_result = forked_with(run_input("B1"), run_input("B1"), ["t5"])
+    for t in fork_result.tasks:
+        if t.reused_from is not None:
+            t.reused_from.content_key = None
+    run = reuse(run_input("B1"), fork_input, result=fork_result)
+    assert run.reused == ["t5"]
+    assert run.reasons["t1"] == (
+        "run ref kept it from run src without the key of what made it (a run from before "
+        "keys were carried)"
+    )

@@ -19,13 +19,15 @@ goal run keeps its plan; its synthesis runs again.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
 from oma.core.contracts.workflow_ids import task_workflow_id
+from oma.core.rules.content_key import made_keys, made_plan_key
+from oma.core.rules.payload_fit import SHORT_OUTPUT_BYTES
 from oma.core.rules.team_run_state import read_next
 from oma.core.schema.approvals import check_dispatch_names
 from oma.core.schema.dag import dependents_map, transitive_dependents
@@ -91,13 +93,17 @@ def fork_run(
     workflow_id: str,
     now: datetime,
     by_reference: bool = True,
+    source_execution: str | None = None,
 ) -> ForkedRun:
     """The fork ``workflow_id`` of the run ``fork.fork.run_id``, whose input
     was ``source_input`` (the JSON its start recorded) and whose result (or
-    state so far) is ``source``. ``by_reference``: the kept outputs that no
-    task to run again reads leave the state, by reference to their
-    ``AgentRun`` (a source read from the server; one given inline keeps
-    them, its children may be elsewhere).
+    state so far) is ``source``; ``source_execution`` the Temporal run id of
+    the execution read, which each task kept from it names. ``by_reference``:
+    the kept outputs over ``SHORT_OUTPUT_BYTES`` that no task to run again
+    reads leave the state, by reference to their ``AgentRun`` (a source read
+    from the server; one given inline keeps them, its children may be
+    elsewhere). Each kept task carries the content key it was made with,
+    and a kept plan its plan key (``oma.core.rules.content_key``).
 
     Raises ``InvalidForkError`` (an unknown task, with the nearest id; a task
     to run again whose assignee the team lacks; a goal run without a plan;
@@ -120,6 +126,7 @@ def fork_run(
     payload["options"] = options
     specs = _specs(source_id, src, source)
     states = {t.id: t for t in source.tasks}
+    keys = made_keys(specs, src.team, states)  # before edits: what made the source's work
     ids = [t.id for t in specs]
     for task_id in [*(fork.fork.rerun or []), *fork.fork.edit]:
         _check_known(task_id, ids, source_id)
@@ -143,12 +150,22 @@ def fork_run(
         )
     reasons = _fork_reasons(fork, specs, states, rerun, source_id)
     kept = {t.id: states[t.id] for t in specs if t.id not in rerun}
-    return assemble(
-        Assembly(payload, src.goal, specs, kept, reasons, source, source_id, source_id),
-        workflow_id=workflow_id,
-        now=now,
-        by_reference=by_reference,
+    # an edited plan is no coordinator's: nothing planned it
+    plan_key = made_plan_key(src, source) if src.goal is not None and not fork.fork.edit else None
+    parts = Assembly(
+        payload,
+        src.goal,
+        specs,
+        kept,
+        reasons,
+        source,
+        source_id,
+        source_id,
+        execution=source_execution,
+        keys=keys,
+        plan_content_key=plan_key,
     )
+    return assemble(parts, workflow_id=workflow_id, now=now, by_reference=by_reference)
 
 
 class Assembly(NamedTuple):
@@ -165,6 +182,12 @@ class Assembly(NamedTuple):
     source: TeamRunResult
     source_id: str
     forked_from: str | None
+    execution: str | None = None
+    """The Temporal run id of the execution of ``source_id`` read."""
+    keys: Mapping[str, str | None] = {}
+    """The source's task id -> the content key its outcome was made with."""
+    plan_content_key: str | None = None
+    """A goal run keeping the source's plan: the key it was made with."""
 
 
 def assemble(
@@ -181,10 +204,7 @@ def assemble(
     again = [t for t in specs if t.id in rerun]
     _check_assignees(again, team)
     check_assignments(again, team)
-    task_states = [
-        _rerun_state(t, rerun) if t.id in rerun else _kept(kept[t.id], parts.source_id, t.id)
-        for t in specs
-    ]
+    task_states = [_rerun_state(t, rerun) if t.id in rerun else _kept(parts, t.id) for t in specs]
     read = read_next(specs, task_states, everything=parts.goal is not None) - rerun
     if by_reference:
         for task_state in task_states:
@@ -201,6 +221,7 @@ def assemble(
         tasks=task_states,
         plan=plan,
         forked_from=parts.forked_from,
+        plan_content_key=parts.plan_content_key if plan is not None else None,
     )
     turns = _planning_turns(source) if plan is not None else 0
     state = TeamRunState(result=result, started_at=now, coordinator_turns=turns)
@@ -352,12 +373,19 @@ def _rerun_state(spec: TaskSpec, rerun: set[str]) -> TaskState:
     )
 
 
-def _kept(source: TaskState, source_id: str, task_id: str) -> TaskState:
+def _kept(parts: Assembly, task_id: str) -> TaskState:
     """A task the fork keeps, ``task_id``: its outcome as the source's task
-    has it, marked with the run that ran it (a task the source kept itself
-    names its own origin, whose ``AgentRun`` holds the output)."""
+    has it, marked with the run (and execution) that ran it and the key it
+    was made with (a task the source kept itself names its own origin, whose
+    ``AgentRun`` holds the output, and carries its key)."""
+    source = parts.kept[task_id]
     kept = source.model_copy(update={"id": task_id})  # (shallow: only its own fields change)
-    kept.reused_from = kept.reused_from or ReusedFrom(run_id=source_id, task_id=source.id)
+    kept.reused_from = kept.reused_from or ReusedFrom(
+        run_id=parts.source_id,
+        task_id=source.id,
+        temporal_run_id=parts.execution,
+        content_key=parts.keys.get(source.id),
+    )
     if kept.output_ref is not None:
         kept.output_ref = origin_ref(kept)
     return kept
@@ -370,8 +398,18 @@ def origin_ref(state: TaskState) -> str:
 
 
 def _by_reference(state: TaskState) -> None:
-    if state.output is not None and state.reused_from is not None:
-        state.output_ref, state.output_bytes = origin_ref(state), len(state.output.encode())
+    """A kept output by reference to its ``AgentRun``, when it is longer than
+    ``SHORT_OUTPUT_BYTES`` and its execution is known (``output_run_id``):
+    a shorter one takes about as much room inline, and a reference without
+    its execution would read whatever run last took the workflow id."""
+    output = state.output
+    if (
+        output is not None
+        and state.reused_from is not None
+        and state.output_run_id is not None
+        and len(output.encode()) > SHORT_OUTPUT_BYTES
+    ):
+        state.output_ref, state.output_bytes = origin_ref(state), len(output.encode())
         state.output = None
 
 

@@ -1,81 +1,43 @@
 """Reuse by content: a run that keeps the outputs of another run's tasks that
 would come out the same (``options.reuse``, ``oma run --reuse RUN_ID``).
 
-A task's **content key** is a hash of what its output depends on: its spec
-(``title``, ``description``, ``assignee``, ``memory_scope``,
-``dependency_payload``), the whole configuration of its agent (provider,
-model, system prompt, tools, MCP servers, backend command, ...; a task with
-no assignee: of every agent that may take it) and the keys of the upstream
-tasks whose outputs it reads. A task whose key equals that of a task the
-reference run completed keeps that task's outcome; any other runs, and so
-does everything downstream of it (its key changes with its upstream's). A
+A task whose content key (``oma.core.rules.content_key``) equals the key of
+the inputs that made a task the reference run completed keeps that task's
+outcome; any other runs, and so does everything downstream of it (its key
+changes with its upstream's). The reference's keys are the ones its work was
+made with: a task it kept from another run (it is a fork, or reused) is
+matched on the key carried from there, never on the reference's own input. A
 task that reads the whole shared memory (``memory_scope`` ``all``) always
 runs: what it reads depends on what finished before it.
 
-A goal run reuses the reference's plan when it would plan the same: the same
-goal, coordinator and planning prompt (the team as the coordinator sees it);
-otherwise it plans anew and reuses nothing. Pure: the ``read_fork_source``
-activity reads the reference run and calls ``reuse_run``.
+A goal run reuses the reference's plan when it would plan the same: its
+plan key (goal, coordinator, planning prompt) equals the one the reference's
+plan was made with; otherwise it plans anew and reuses nothing. Pure: the
+``read_fork_source`` activity reads the reference run and calls
+``reuse_run``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from oma.core.rules.content_key import (
+    SPEC_KEY_FIELDS,
+    content_keys,
+    dependencies_first,
+    key_parts,
+    made_keys,
+    made_plan_key,
+    plan_key,
+)
 from oma.core.rules.fork import Assembly, ForkedRun, assemble, parse_source_input
 from oma.core.schema.plan import CoordinatorConfig, planning_prompt
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import TeamRunInput, parse_team_run_input
 from oma.core.schema.task import TaskSpec, TaskState, TaskStatus
-from oma.core.schema.team import TeamConfig, satisfies
-
-SPEC_KEY_FIELDS = ("title", "description", "assignee", "memory_scope", "dependency_payload")
-"""The fields of a task's spec its content key covers."""
-
-
-def key_parts(spec: TaskSpec, team: TeamConfig, upstream: Mapping[str, str]) -> dict[str, Any]:
-    """What a task's content key is made of: ``task`` (its spec's fields),
-    ``agents`` (agent name -> its whole configuration as JSON: the
-    assignee, or every agent that may take a task with none) and
-    ``upstream`` (the keys of its dependencies, from ``upstream``; with
-    their ids when its ``dependency_payload`` is not ``output``: its prompt
-    names them)."""
-    if spec.assignee is not None:
-        agents = [a for a in team.agents if a.name == spec.assignee]
-    else:
-        agents = [a for a in team.agents if satisfies(a, spec.requires)]
-    keys = [upstream.get(d, "") for d in spec.depends_on]
-    return {
-        "task": {f: getattr(spec, f) for f in SPEC_KEY_FIELDS},
-        "agents": {a.name: a.model_dump(mode="json") for a in agents},
-        # a structured payload is a record that names each upstream task's id
-        "upstream": keys
-        if spec.dependency_payload == "output"
-        else [*zip(spec.depends_on, keys, strict=True)],
-    }
-
-
-def content_keys(specs: Sequence[TaskSpec], team: TeamConfig) -> dict[str, str]:
-    """Task id -> content key (a SHA-256, hex), in dependency order."""
-    by_id = {t.id: t for t in specs}
-    keys: dict[str, str] = {}
-
-    def key(task_id: str) -> str:
-        if task_id not in keys:
-            spec = by_id[task_id]
-            for d in spec.depends_on:
-                key(d)
-            parts = key_parts(spec, team, keys)
-            keys[task_id] = _hash(parts)
-        return keys[task_id]
-
-    for t in specs:
-        key(t.id)
-    return keys
+from oma.core.schema.team import TeamConfig
 
 
 def reuse_run(
@@ -86,11 +48,14 @@ def reuse_run(
     workflow_id: str,
     now: datetime,
     by_reference: bool = True,
+    reference_execution: str | None = None,
 ) -> ForkedRun:
     """The run ``workflow_id`` (its input ``payload``, with ``options.reuse``)
-    keeping every task whose content key equals that of a task the reference
-    run (``reference_input``, ``reference``) completed. ``resume`` is none
-    when a goal run plans anew (``note`` says why): nothing is kept.
+    keeping every task whose content key equals the made key of a task the
+    reference run (``reference_input``, ``reference``; its execution
+    ``reference_execution``, which each kept task names) completed.
+    ``resume`` is none when a goal run plans anew (``note`` says why):
+    nothing is kept.
 
     Raises ``InvalidForkError`` (the reference is no ``TeamRun`` input) and
     what a run input's checks raise."""
@@ -98,28 +63,30 @@ def reuse_run(
     assert inp.options.reuse is not None
     ref_id = inp.options.reuse.from_
     ref, _ = parse_source_input(ref_id, reference_input)
+    kept_plan = None
     if inp.goal is not None:
-        why = _plans_anew(inp, ref, reference)
+        why = _plans_anew(inp, ref, reference, ref_id)
         if why is not None:
             return ForkedRun(input=payload, resume=None, note=why)
         assert reference.plan is not None
         specs = list(reference.plan.tasks)
+        kept_plan = plan_key(inp)
     else:
         specs = list(inp.given_tasks())
     ref_specs = list(reference.plan.tasks) if ref.goal is not None and reference.plan else []
     ref_specs = ref_specs or list(ref.given_tasks())
     ref_states = {t.id: t for t in reference.tasks}
     keys = content_keys(specs, inp.team)
-    ref_keys = content_keys(ref_specs, ref.team)
-    done: dict[str, str] = {}  # a reference key -> the task that has it, completed
+    ref_keys = made_keys(ref_specs, ref.team, ref_states)
+    done: dict[str, str] = {}  # a made key -> the reference's task that has it, completed
     for t in ref_specs:
-        state = ref_states.get(t.id)
-        if state is not None and state.status == TaskStatus.COMPLETED:
-            done.setdefault(ref_keys[t.id], t.id)
+        state, key = ref_states.get(t.id), ref_keys[t.id]
+        if state is not None and state.status == TaskStatus.COMPLETED and key is not None:
+            done.setdefault(key, t.id)
     kept: dict[str, TaskState] = {}
     reasons: dict[str, str] = {}
     ref_by_id = {t.id: t for t in ref_specs}
-    for t in _dependencies_first(specs):
+    for t in dependencies_first(specs):
         found = done.get(keys[t.id])
         if t.memory_scope == "all":
             reasons[t.id] = "it reads the whole shared memory (memory_scope 'all')"
@@ -127,53 +94,53 @@ def reuse_run(
             kept[t.id] = ref_states[found]
         else:
             reasons[t.id] = _why(t, kept, inp.team, ref, ref_by_id, ref_states, ref_id)
-    parts = Assembly(payload, inp.goal, specs, kept, reasons, reference, ref_id, None)
+    parts = Assembly(
+        payload,
+        inp.goal,
+        specs,
+        kept,
+        reasons,
+        reference,
+        ref_id,
+        None,
+        execution=reference_execution,
+        keys=ref_keys,
+        plan_content_key=kept_plan,
+    )
     return assemble(parts, workflow_id=workflow_id, now=now, by_reference=by_reference)
 
 
-def _dependencies_first(specs: Sequence[TaskSpec]) -> list[TaskSpec]:
-    """``specs`` with every task after its dependencies (the graph was checked: no cycle)."""
-    by_id = {t.id: t for t in specs}
-    order: list[TaskSpec] = []
-    seen: set[str] = set()
-    for root in specs:
-        stack = [(root, False)]
-        while stack:
-            task, expanded = stack.pop()
-            if task.id in seen:
-                continue
-            if expanded:
-                seen.add(task.id)
-                order.append(task)
-                continue
-            stack.append((task, True))
-            stack.extend((by_id[d], False) for d in reversed(task.depends_on) if d not in seen)
-    return order
-
-
-def _plans_anew(inp: TeamRunInput, ref: TeamRunInput, reference: TeamRunResult) -> str | None:
+def _plans_anew(
+    inp: TeamRunInput, ref: TeamRunInput, reference: TeamRunResult, ref_id: str
+) -> str | None:
     """Why a goal run cannot reuse the reference's plan, or ``None``."""
     assert inp.goal is not None
     if ref.goal is None or reference.plan is None:
         return "the reference run has no plan: the run plans anew and reuses nothing"
+    if made_plan_key(ref, reference) == plan_key(inp):
+        return None
     mine, theirs = inp.coordinator or CoordinatorConfig(), ref.coordinator or CoordinatorConfig()
     asked = planning_prompt(inp.team, inp.goal, mine.instructions)
     before = planning_prompt(ref.team, ref.goal, theirs.instructions)
-    if asked != before or mine.model_dump() != theirs.model_dump():
-        changed = [
-            name
-            for name, differs in (
-                ("goal", inp.goal != ref.goal),
-                ("coordinator", mine.model_dump() != theirs.model_dump()),
-                ("team as the coordinator sees it", asked != before and inp.goal == ref.goal),
-            )
-            if differs
-        ]
+    changed = [
+        name
+        for name, differs in (
+            ("goal", inp.goal != ref.goal),
+            ("coordinator", mine.model_dump() != theirs.model_dump()),
+            ("team as the coordinator sees it", asked != before and inp.goal == ref.goal),
+        )
+        if differs
+    ]
+    if changed:
         return (
             f"the {', '.join(changed)} changed: the run plans anew and reuses nothing of the "
             "reference run"
         )
-    return None
+    origin = f"run {reference.forked_from}" if reference.forked_from else "another run"
+    return (
+        f"run {ref_id} kept its plan from {origin}, where it was made with other inputs (or "
+        "edited it): the run plans anew and reuses nothing of the reference run"
+    )
 
 
 def _why(
@@ -219,9 +186,14 @@ def _why(
                 if mine[name].get(k) != theirs[name].get(k)
             ]
             notes.append(f"agent {name!r} changed: {', '.join(fields)}")
-    return "; ".join(notes) or "its upstream outputs differ"
-
-
-def _hash(parts: Mapping[str, Any]) -> str:
-    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    if notes:
+        return "; ".join(notes)
+    origin = state.reused_from
+    if origin is not None and origin.content_key is None:
+        return (
+            f"run {ref_id} kept it from run {origin.run_id} without the key of what made it "
+            "(a run from before keys were carried)"
+        )
+    if origin is not None:
+        return f"its output in run {ref_id} was made in run {origin.run_id} with other inputs"
+    return "its upstream outputs differ"

@@ -169,6 +169,12 @@ class TeamRunResult(BaseModel):
         default=None,
         description="A fork: the workflow id of the TeamRun it was forked from (docs/fork.md).",
     )
+    plan_content_key: str | None = Field(
+        default=None,
+        description="A goal run that kept another run's plan (a fork, a reuse): the content "
+        "key of what planned it (goal, coordinator, planning prompt), carried from the run "
+        "whose coordinator made it; none for a plan this run made, or one a fork edited.",
+    )
 
     def task(self, task_id: str) -> TaskState:
         """The task ``task_id``; raises ``KeyError`` when the run has none."""

@@ -142,6 +142,18 @@ class ReusedFrom(BaseModel):
 
     run_id: str = Field(description="The workflow id of the TeamRun that ran the task.")
     task_id: str
+    temporal_run_id: str | None = Field(
+        default=None,
+        description="The Temporal run id of that TeamRun's execution (the one read by the "
+        "fork or reuse that first kept the task); none in runs from before it, or a source "
+        "given inline (an exported history).",
+    )
+    content_key: str | None = Field(
+        default=None,
+        description="The content key of the inputs that made the output (docs/fork.md, "
+        "'Reuse by content'), carried from the run that ran the task; none when not known "
+        "(kept before keys were carried): reuse then never matches it.",
+    )
 
 
 class TaskState(BaseModel):
