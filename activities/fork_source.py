@@ -52,6 +52,7 @@ from oma.core.schema.limits import (
 )
 from oma.core.schema.results import AgentRunResult, TeamRunResult
 from oma.core.schema.run_input import parse_team_run_input
+from oma.core.schema.task import ReusedFrom
 from oma.core.schema.team import TeamConfig
 from oma.core.schema.tools import CUSTOM_TOOL_PATH
 
@@ -156,6 +157,7 @@ async def _consequential(client: Client, forked: ForkedRun) -> None:
     if forked.resume is None:
         return
     team = TeamConfig.model_validate(forked.input["team"])
+    children: dict[tuple[str, str], dict[str, str]] = {}
     for state in forked.resume.result.tasks:
         agent = team.agent(state.assignee or "")
         if state.reused_from is None or agent is None:
@@ -169,9 +171,10 @@ async def _consequential(client: Client, forked: ForkedRun) -> None:
             continue
         ref = task_workflow_id(state.reused_from.run_id, state.reused_from.task_id)
         try:
-            handle = client.get_workflow_handle(
-                ref, run_id=state.output_run_id, result_type=AgentRunResult
+            execution = state.output_run_id or await _child_execution(
+                client, state.reused_from, ref, children
             )
+            handle = client.get_workflow_handle(ref, run_id=execution, result_type=AgentRunResult)
             result = await handle.result()
         except (RPCError, WorkflowFailureError) as err:
             logger.warning("the tool calls of %s not read: %s", ref, err)
@@ -183,6 +186,51 @@ async def _consequential(client: Client, forked: ForkedRun) -> None:
                 f"task {state.id} is reused: it called the consequential tool(s) "
                 f"{', '.join(called)} in {ref}, which are not called again"
             )
+
+
+async def _child_execution(
+    client: Client,
+    origin: ReusedFrom,
+    child_id: str,
+    seen: dict[tuple[str, str], dict[str, str]],
+) -> str | None:
+    """The run id of the ``AgentRun`` ``child_id`` that the ``TeamRun``
+    execution ``origin`` names started (its last, for a task retried), read
+    from that execution's history and, back along a chain that continued as
+    new, its predecessors'; ``seen`` caches each history's children. ``None``
+    when ``origin`` names no execution (a run from before it: the latest is
+    read) or none started it."""
+    run_id = origin.temporal_run_id
+    while run_id:
+        key = (origin.run_id, run_id)
+        if key not in seen:
+            seen[key] = await _children_of(client, origin.run_id, run_id)
+        found = seen[key].get(child_id)
+        if found is not None:
+            return found
+        run_id = seen[key].get(_CONTINUED_FROM)
+    return None
+
+
+_CONTINUED_FROM = ""
+"""The key ``_children_of`` answers an execution's predecessor under (no child id is empty)."""
+
+
+async def _children_of(client: Client, workflow_id: str, run_id: str) -> dict[str, str]:
+    """Child workflow id -> the run id of its last execution the ``TeamRun``
+    execution started, and ``_CONTINUED_FROM`` -> the execution it continued
+    from, if any."""
+    found: dict[str, str] = {}
+    handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+    async for event in handle.fetch_history_events():
+        if event.HasField("workflow_execution_started_event_attributes"):
+            previous = event.workflow_execution_started_event_attributes.continued_execution_run_id
+            if previous:
+                found[_CONTINUED_FROM] = previous
+        elif event.HasField("child_workflow_execution_started_event_attributes"):
+            started = event.child_workflow_execution_started_event_attributes.workflow_execution
+            found[started.workflow_id] = started.run_id
+    return found
 
 
 def _is_consequential(path: str) -> bool:

@@ -22,6 +22,7 @@ from oma.core.rules.team_run_state import carried, read_next
 from oma.core.schema import limits
 from oma.core.schema.approvals import Decision, PendingApproval, decision_of
 from oma.core.schema.errors import (
+    DependencyOutputUnavailableError,
     DependencyPayloadTooLargeError,
     InvalidRunInputError,
     RunStateTooLargeError,
@@ -277,13 +278,15 @@ def kept(task_id: str, nbytes: int) -> TaskState:
     return state
 
 
-def test_a_dependent_of_an_output_kept_by_reference_fails_saying_where_it_is() -> None:
+def test_a_dependent_of_an_output_not_read_back_fails_saying_where_it_is_and_why() -> None:
+    # the run reads back every kept output its waiting tasks read: one left failed to read
     spec = TaskSpec(id="w", title="W", depends_on=["r"])
-    with pytest.raises(DependencyPayloadTooLargeError) as info:
+    with pytest.raises(DependencyOutputUnavailableError) as info:
         task_prompt(spec, [kept("r", 2000)], {})
-    assert info.value.message.startswith(
-        "task 'w' reads the output of dependency 'r' (2000 bytes), which the run kept by "
-        "reference (the result of run-1/r) when it continued as new"
+    assert info.value.message == (
+        "task 'w' reads the output of dependency 'r' (2000 bytes), which the run keeps by "
+        "reference in the result of run-1/r; it could not be read back: that run is gone "
+        "(past the namespace's retention, or deleted); run 'r' again (oma fork RUN_ID --from r)"
     )
 
 

@@ -11,13 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from oma.client.runs import read_outputs
 from oma.core.schema.results import TeamRunResult
 from oma.runtime.dev_server import DevServer
-from tests._runs import assert_replays, run_team, task, team_result
+from tests._approvals import WAIT_S, eventually, result_within, start_run
+from tests._runs import assert_replays, run_team, start_team, task, team_result
 from tests.test_cli_control import table_rows
 from tests.test_fork import GOAL_PLAN, fork, oma
 
@@ -215,3 +219,89 @@ async def test_a_run_under_its_references_workflow_id_reuses_its_predecessor(
         client, workflow_id, {**answers(tmp_path), "options": {"reuse": {"from": workflow_id}}}
     )
     assert [t.reused_from is not None for t in third.tasks] == [True, True], third
+
+
+def deployer(cwd: Path, *script: Any) -> dict[str, Any]:
+    agent = {
+        "name": "deployer",
+        "provider": "scripted",
+        "script": list(script),
+        "tools": ["tests.tools:deploy"],
+        "cwd": str(cwd),
+    }
+    return {"team": {"name": "t", "agents": [agent]}, "tasks": [task("d", "deployer")]}
+
+
+async def test_a_reused_consequential_call_is_read_from_the_execution_that_made_it(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    deploy = {"type": "tool_use", "id": "u1", "name": "deploy", "input": {"environment": "prod"}}
+    deployed = deployer(tmp_path, [deploy], "ok")  # a short output: it travels inline
+    run = await start_run(client, workflow_id, deployed)
+    await run.decide(await run.request("tool-d-1"))
+    assert (await result_within(run, WAIT_S)).success
+    first = (await client.get_workflow_handle(workflow_id).describe()).run_id
+    # the id used again, by a run whose task d calls nothing
+    assert (await run_team(client, workflow_id, deployer(tmp_path, "nothing to do"))).success
+    reuse = {"from": workflow_id, "temporal_run_id": first}
+    again = await run_team(
+        client, f"{workflow_id}-again", {**deployed, "options": {"reuse": reuse}}
+    )
+    reused = again.task("d")
+    assert reused.reused_from is not None and reused.reused_from.temporal_run_id == first
+    assert reused.reused_consequential == ["deploy"]
+
+
+async def test_a_fork_whose_inline_source_has_a_cycle_fails_invalid_task_graph(
+    client: Client, workflow_id: str
+) -> None:
+    team = {"name": "t", "agents": [{"name": "a", "provider": "scripted", "script": ["x"]}]}
+    looped = [task("t1", "a", "t2"), task("t2", "a", "t1")]
+    source = {
+        "input": {"team": team, "tasks": looped},
+        "result": {"success": False, "status": "failed", "tasks": []},
+    }
+    handle = await start_team(client, workflow_id, {"fork": {"run_id": "x", "source": source}})
+    with pytest.raises(WorkflowFailureError) as failure:
+        await handle.result()
+    cause = failure.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "INVALID_TASK_GRAPH"
+    assert cause.message == (
+        "the task graph of run 'x' is invalid: dependency cycle: t1 -> t2 -> t1"
+    )
+
+
+async def test_a_fork_reading_a_kept_output_whose_run_is_gone_says_so(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    # t1 -> t2, t3 fails: the fork F1 keeps t1 and t2 by reference (nothing it runs reads them)
+    (tmp_path / "answer").write_text("x" * 300)
+    run_input = answers(tmp_path)
+    run_input["tasks"] = [task("t1", "a"), task("t2", "a", "t1"), task("t3", "b")]
+    source = await run_team(client, workflow_id, run_input)
+    assert source.task("t3").status == "failed"
+    # the dev server deletes a closed run some 30 s after it is asked: ask now, fork meanwhile
+    await client.workflow_service.delete_workflow_execution(
+        DeleteWorkflowExecutionRequest(
+            namespace=client.namespace,
+            workflow_execution=WorkflowExecution(workflow_id=f"{workflow_id}/t1"),
+        )
+    )
+    (tmp_path / "ok").write_text("fine")
+    f1 = await fork(client, f"{workflow_id}-f1", {"run_id": workflow_id})
+    assert f1.success and f1.task("t1").output_ref == f"{workflow_id}/t1", f1
+    await eventually(lambda: gone(client, f"{workflow_id}/t1"), "t1's AgentRun deleted", 90)
+    f2 = await fork(client, f"{workflow_id}-f2", {"run_id": f"{workflow_id}-f1", "rerun": ["t2"]})
+    t2 = f2.task("t2")
+    assert t2.error_code == "DEPENDENCY_OUTPUT_UNAVAILABLE", t2
+    assert t2.error is not None
+    assert f"in the result of {workflow_id}/t1 (execution " in t2.error
+    assert f"made in run {workflow_id}); it could not be read back: that run is gone" in t2.error
+
+
+async def gone(client: Client, workflow_id: str) -> bool | None:
+    try:
+        await client.get_workflow_handle(workflow_id).describe()
+    except RPCError:
+        return True
+    return None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -117,25 +118,26 @@ def made_plan_key(inp: TeamRunInput, result: TeamRunResult) -> str | None:
 
 
 def dependencies_first(specs: Sequence[TaskSpec]) -> list[TaskSpec]:
-    """``specs`` with every task after its dependencies (the graph was
-    checked: no cycle; a dependency not in ``specs`` is passed over)."""
+    """``specs`` with every task after its dependencies, in their order
+    otherwise (Kahn's algorithm: linear, and it ends on any graph; a
+    dependency not in ``specs`` is passed over, a task on a cycle left
+    out). Check the graph first (``validate_task_graph``): a run's is."""
     by_id = {t.id: t for t in specs}
+    waiting = {t.id: 0 for t in specs}
+    dependents: dict[str, list[str]] = {}
+    for t in by_id.values():
+        for d in set(t.depends_on) & by_id.keys():
+            waiting[t.id] += 1
+            dependents.setdefault(d, []).append(t.id)
+    ready = deque(t for t in by_id.values() if waiting[t.id] == 0)
     order: list[TaskSpec] = []
-    seen: set[str] = set()
-    for root in specs:
-        stack = [(root, False)]
-        while stack:
-            task, expanded = stack.pop()
-            if task.id in seen:
-                continue
-            if expanded:
-                seen.add(task.id)
-                order.append(task)
-                continue
-            stack.append((task, True))
-            stack.extend(
-                (by_id[d], False) for d in reversed(task.depends_on) if d not in seen and d in by_id
-            )
+    while ready:
+        task = ready.popleft()
+        order.append(task)
+        for n in dependents.get(task.id, ()):
+            waiting[n] -= 1
+            if waiting[n] == 0:
+                ready.append(by_id[n])
     return order
 
 

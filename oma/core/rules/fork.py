@@ -30,8 +30,8 @@ from oma.core.rules.content_key import made_keys, made_plan_key
 from oma.core.rules.payload_fit import SHORT_OUTPUT_BYTES
 from oma.core.rules.team_run_state import read_next
 from oma.core.schema.approvals import check_dispatch_names
-from oma.core.schema.dag import dependents_map, transitive_dependents
-from oma.core.schema.errors import InvalidForkError, OMAError
+from oma.core.schema.dag import dependents_map, transitive_dependents, validate_task_graph
+from oma.core.schema.errors import DagValidationError, InvalidForkError, OMAError
 from oma.core.schema.fork import ForkInput, is_fork_input
 from oma.core.schema.limits import check_child_ids, cut_text
 from oma.core.schema.plan import COORDINATOR, PlanArtifact
@@ -125,6 +125,7 @@ def fork_run(
         options["models"] = {**(models if isinstance(models, dict) else {}), "from": source_id}
     payload["options"] = options
     specs = _specs(source_id, src, source)
+    checked_graph(specs, src.team, f"run {source_id!r}")
     states = {t.id: t for t in source.tasks}
     keys = made_keys(specs, src.team, states)  # before edits: what made the source's work
     ids = [t.id for t in specs]
@@ -271,6 +272,16 @@ def _fork_reasons(
             upstream = next(d for d in t.depends_on if d in rerun)
             reasons[t.id] = f"depends on {upstream}, which runs again"
     return reasons
+
+
+def checked_graph(specs: Sequence[TaskSpec], team: TeamConfig, whose: str) -> None:
+    """Check the task graph of a run read back (a source given inline is the
+    user's JSON, a plan a model's): ``DagValidationError``
+    (``INVALID_TASK_GRAPH``) naming ``whose`` it is, as a run's own."""
+    try:
+        validate_task_graph(specs, (a.name for a in team.agents))
+    except DagValidationError as err:
+        raise DagValidationError(f"the task graph of {whose} is invalid: {err.message}") from None
 
 
 def parse_source_input(source_id: str, raw: dict[str, Any]) -> tuple[TeamRunInput, dict[str, Any]]:

@@ -7,7 +7,11 @@ import json
 from collections.abc import Mapping, Sequence
 
 from oma.core.rules.shared_memory import memory_summary
-from oma.core.schema.errors import DependencyPayloadTooLargeError
+from oma.core.schema.errors import (
+    DependencyOutputUnavailableError,
+    DependencyPayloadTooLargeError,
+    OMAError,
+)
 from oma.core.schema.limits import MAX_DEPENDENCY_PAYLOAD_BYTES
 from oma.core.schema.task import TaskSpec, TaskState
 
@@ -80,7 +84,7 @@ def _capped(task: TaskSpec, what: str, payload: str) -> str:
     return payload
 
 
-def _kept_by_reference(task: TaskSpec, dep: TaskState) -> DependencyPayloadTooLargeError:
+def _kept_by_reference(task: TaskSpec, dep: TaskState) -> OMAError:
     size = dep.output_bytes or 0
     if size > MAX_DEPENDENCY_PAYLOAD_BYTES:
         return DependencyPayloadTooLargeError(
@@ -88,9 +92,13 @@ def _kept_by_reference(task: TaskSpec, dep: TaskState) -> DependencyPayloadTooLa
             f"payload may be at most {MAX_DEPENDENCY_PAYLOAD_BYTES} bytes: have the agent "
             "write large results to files and output their paths"
         )
-    return DependencyPayloadTooLargeError(
+    # the run read back every output under the cap its waiting tasks read: this one failed
+    where = [f"execution {dep.output_run_id}"] if dep.output_run_id else []
+    where += [f"made in run {dep.reused_from.run_id}"] if dep.reused_from is not None else []
+    shown = f" ({', '.join(where)})" if where else ""
+    return DependencyOutputUnavailableError(
         f"task {task.id!r} reads the output of dependency {dep.id!r} ({size} bytes), which "
-        f"the run kept by reference (the result of {dep.output_ref}) when it continued as "
-        "new: the outputs its waiting tasks read were more than its state may carry; have "
-        "the agents write large results to files and output their paths"
+        f"the run keeps by reference in the result of {dep.output_ref}{shown}; it could not "
+        "be read back: that run is gone (past the namespace's retention, or deleted); run "
+        f"{dep.id!r} again (oma fork RUN_ID --from {dep.id})"
     )

@@ -32,7 +32,7 @@ from oma.core.rules.content_key import (
     made_plan_key,
     plan_key,
 )
-from oma.core.rules.fork import Assembly, ForkedRun, assemble, parse_source_input
+from oma.core.rules.fork import Assembly, ForkedRun, assemble, checked_graph, parse_source_input
 from oma.core.schema.plan import CoordinatorConfig, planning_prompt
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import TeamRunInput, parse_team_run_input
@@ -75,6 +75,8 @@ def reuse_run(
         specs = list(inp.given_tasks())
     ref_specs = list(reference.plan.tasks) if ref.goal is not None and reference.plan else []
     ref_specs = ref_specs or list(ref.given_tasks())
+    checked_graph(specs, inp.team, "this run")
+    checked_graph(ref_specs, ref.team, f"run {ref_id!r}")
     ref_states = {t.id: t for t in reference.tasks}
     keys = content_keys(specs, inp.team)
     ref_keys = made_keys(ref_specs, ref.team, ref_states)

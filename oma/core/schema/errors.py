@@ -329,6 +329,17 @@ class DependencyPayloadTooLargeError(RunError):
     code = "DEPENDENCY_PAYLOAD_TOO_LARGE"
 
 
+class DependencyOutputUnavailableError(RunError):
+    """A task reads a dependency's output that its run keeps by reference (a
+    fork's kept task, a run that continued as new), and the ``AgentRun``
+    result that holds it could not be read back: the run that made it is gone
+    (past the namespace's retention, or deleted). The task fails without
+    running; its dependents are skipped. Run the dependency again (``oma fork
+    RUN --from TASK``)."""
+
+    code = "DEPENDENCY_OUTPUT_UNAVAILABLE"
+
+
 class ScriptExhaustedError(RunError):
     """A ``scripted`` agent was asked for more turns than its ``script`` holds."""
 
