@@ -264,8 +264,8 @@ async def follow_start(
             await _cancel_and_wait(await asyncio.wait_for(start, QUERY_TIMEOUT.seconds))
         raise
     err_console.print(run_text(f"started TeamRun {wid} on task queue {task_queue!r}", "dim"))
-    progress = Progress(handle, run_view(client, handle, inp))
     server = ServerWatch(client, wid)
+    progress = Progress(handle, run_view(client, handle, inp), server)
     follow = asyncio.create_task(progress.follow())
     watch = asyncio.create_task(_say_when_no_worker_polls(client, task_queue))
     stuck = asyncio.create_task(_say_when_stuck(client, handle))
@@ -317,7 +317,9 @@ async def _result_across_outages(
 
     while True:
         try:
-            return await team_run_result(handle, client)
+            result = await team_run_result(handle, client)
+            server.answered()
+            return result
         except (RPCError, RPCTimeoutOrCancelledError) as err:
             if not server_gone(err):
                 raise
@@ -458,11 +460,19 @@ async def _workflow_task_failure(client: Client, workflow_id: str) -> str:
 class Progress:
     """Shows a run's events on stderr, as the ``events`` query returns them
     (polled with ``after_seq``, so each is shown once), through ``view``: a
-    live display or plain lines (``oma.cli.live``; plain lines by default)."""
+    live display or plain lines (``oma.cli.live``; plain lines by default).
+    An answer is news for ``server`` (a ``ServerWatch``), if any: after an
+    outage, it says the server is back before the events that follow."""
 
-    def __init__(self, handle: WorkflowHandle[Any, Any], view: RunView | None = None) -> None:
+    def __init__(
+        self,
+        handle: WorkflowHandle[Any, Any],
+        view: RunView | None = None,
+        server: ServerWatch | None = None,
+    ) -> None:
         self.handle = handle
         self.view: RunView = view or PlainView()
+        self.server = server
         self.after_seq = -1
         self.hinted: set[str] = set()
 
@@ -526,6 +536,8 @@ class Progress:
         events: list[RunEvent] = await self.handle.query(
             "events", self.after_seq, result_type=list[RunEvent], rpc_timeout=timeout
         )
+        if self.server is not None:
+            self.server.answered()
         tracker = self.view.tracker
         if any(tracker.names_unknown(e) for e in events if e.seq > self.after_seq):
             # a goal run's plan, a resumed run: the titles come with its state

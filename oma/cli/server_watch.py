@@ -56,9 +56,10 @@ class ServerWatch:
     changes: one line when it stops (the run ``workflow_id`` goes on there,
     followed again once it is back), one when it answers again.
 
-    ``watch`` asks every ``WATCH_INTERVAL_S`` until cancelled; ``lost`` is
-    what a call that failed with ``server_gone`` reports; ``answering`` waits
-    until the server answers (at once when it does)."""
+    ``watch`` asks every ``WATCH_INTERVAL_S`` until cancelled; ``lost`` and
+    ``answered`` are what other calls to the server report (a failure that is
+    ``server_gone``, an answer); ``answering`` waits until the server answers
+    (at once when it does)."""
 
     def __init__(self, client: Client, workflow_id: str) -> None:
         self.client = client
@@ -88,7 +89,7 @@ class ServerWatch:
         except (RPCError, RPCTimeoutOrCancelledError) as err:
             self.lost(err)
             return False
-        self._back()
+        self.answered()
         return True
 
     async def answers(self) -> bool:
@@ -136,7 +137,8 @@ class ServerWatch:
             "bold yellow",
         )
 
-    def _back(self) -> None:
+    def answered(self) -> None:
+        """The server answered a call: say so if it did not before."""
         if not self.unreachable:
             return
         self._up.set()
