@@ -56,10 +56,10 @@ class ServerWatch:
     changes: one line when it stops (the run ``workflow_id`` goes on there,
     followed again once it is back), one when it answers again.
 
-    ``watch`` asks every ``WATCH_INTERVAL_S`` until cancelled; ``lost`` and
-    ``answered`` are what other calls to the server report (a failure that is
-    ``server_gone``, an answer); ``answering`` waits until the server answers
-    (at once when it does)."""
+    ``watch`` asks every ``WATCH_INTERVAL_S`` until cancelled, ``probe``
+    once; ``answered`` is what another call to the server reports when it
+    got an answer; ``answering`` waits until the server answers (at once
+    when it does)."""
 
     def __init__(self, client: Client, workflow_id: str) -> None:
         self.client = client
@@ -87,7 +87,7 @@ class ServerWatch:
         try:
             await self._ask()
         except (RPCError, RPCTimeoutOrCancelledError) as err:
-            self.lost(err)
+            self._lost(err)
             return False
         self.answered()
         return True
@@ -106,7 +106,7 @@ class ServerWatch:
             GetSystemInfoRequest(), retry=False, timeout=PROBE_TIMEOUT
         )
 
-    def lost(self, err: BaseException) -> None:
+    def _lost(self, err: BaseException) -> None:
         """The server did not answer a call (``err``): say so, once until it
         answers again."""
         if self.unreachable:
