@@ -1,7 +1,8 @@
 """The ``oma`` command line: the typer app (``app``: ``main``, ``invoke``)
 and its commands (``run``, ``fork``, ``control``, ``show``, ``oma acp``
-under ``acp_agent``, with ``common``, ``live``, ``summary``, ``upstream``
-and the run viewer under ``viewer``), and the warm
+under ``acp_agent``, with ``common``, ``live``, ``server_watch``,
+``summary``, ``upstream`` and the run viewer under ``viewer``; ``_help``
+gives every command its usage line and ``oma --version``), and the warm
 forkserver the console script uses with ``OMA_FORKSERVER=1`` (``forkserver``).
 
 ``python -m oma.cli`` runs it (``oma.cli.__main__``). The app's names are

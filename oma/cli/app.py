@@ -30,7 +30,9 @@ from typing import Annotated, Any
 
 import typer
 
-app = typer.Typer(
+from oma.cli._help import OmaTyper
+
+app = OmaTyper(
     help="OMA on Temporal: multi-agent team runs as durable Temporal workflows.",
     # plain help: rich's help formatter alone costs more than `oma --help` may take
     rich_markup_mode=None,
@@ -40,11 +42,28 @@ app = typer.Typer(
 DEV_DB = Path(".oma") / "temporal.db"
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from oma.cli._help import package_version
+
+        print(f"oma {package_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
 def options(
     verbose: Annotated[
         bool,
         typer.Option("-v", "--verbose", help="Show the Temporal SDK's log lines on stderr."),
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print oma's version and exit.",
+            is_eager=True,
+            callback=_print_version,
+        ),
     ] = False,
 ) -> None:
     """OMA on Temporal: multi-agent team runs as durable Temporal workflows."""

@@ -41,6 +41,7 @@ from oma.cli.common import (
     run_text,
 )
 from oma.cli.live import PlainView, RunView, run_view
+from oma.cli.server_watch import WATCH_INTERVAL_S, ServerWatch, server_gone
 from oma.cli.summary import print_error_code, print_result
 from oma.cli.upstream import live_lines
 from oma.core.rules.fork import ForkedRun
@@ -250,8 +251,6 @@ async def follow_start(
     """Start the ``TeamRun`` ``wid`` (``starting``: its start call), then follow
     it as ``start_and_follow`` says; ``inp`` is the input it runs (for the live
     view: its tasks)."""
-    from oma.client import team_run_result
-
     start = asyncio.ensure_future(starting)
     try:
         handle = await asyncio.shield(start)
@@ -265,16 +264,22 @@ async def follow_start(
             await _cancel_and_wait(await asyncio.wait_for(start, QUERY_TIMEOUT.seconds))
         raise
     err_console.print(run_text(f"started TeamRun {wid} on task queue {task_queue!r}", "dim"))
-    progress = Progress(handle, run_view(client, handle, inp))
+    server = ServerWatch(client, wid)
+    progress = Progress(handle, run_view(client, handle, inp), server)
     follow = asyncio.create_task(progress.follow())
     watch = asyncio.create_task(_say_when_no_worker_polls(client, task_queue))
     stuck = asyncio.create_task(_say_when_stuck(client, handle))
+    answers = asyncio.create_task(server.watch())
     try:
-        result = await team_run_result(handle, client)
+        result = await _result_across_outages(handle, client, server)
     except asyncio.CancelledError:
+        follow.cancel()
+        if server.unreachable or not await server.answers():
+            # the cancellation could not reach the run, which goes on
+            server.left_running()
+            raise
         # Ctrl-C or SIGTERM: the run would otherwise go on (or come back
         # with the next embedded server); cancel it and let it drain
-        follow.cancel()
         err_console.print(run_text(f"interrupted: cancelling TeamRun {wid}"))
         ended = await _cancel_run(client, handle, task_queue)
         if ended is not None and on_interrupt is not None:
@@ -282,13 +287,45 @@ async def follow_start(
         raise
     except WorkflowFailureError as err:
         raise fail(f"TeamRun {wid} did not complete: {cause(err)}") from None
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise fail(
+                f"TeamRun {wid} is not on the Temporal server at {server.address} any more: "
+                f"the server came back without it (one that keeps its histories in memory, "
+                f"as `temporal server start-dev` without --db-filename, loses them when it stops)"
+            ) from None
+        raise fail(f"cannot follow TeamRun {wid}: {err} (`oma show {wid}` shows it)") from None
     finally:
-        for task in (follow, watch, stuck):
+        for task in (follow, watch, stuck, answers):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
     await progress.finish()
     return result
+
+
+async def _result_across_outages(
+    handle: WorkflowHandle[Any, TeamRunResult], client: Client, server: ServerWatch
+) -> TeamRunResult:
+    """``team_run_result`` of ``handle``, waited for across the times its
+    server does not answer (a restart, a dropped connection: the run goes on
+    on the server, so this waits until the server is back, ``server`` saying
+    so, and asks again). Raises as ``team_run_result`` does, and ``RPCError``
+    when the server answers but refuses (e.g. ``NOT_FOUND``: a server that
+    came back without the run)."""
+    from oma.client import team_run_result
+
+    while True:
+        try:
+            result = await team_run_result(handle, client)
+            server.answered()
+            return result
+        except (RPCError, RPCTimeoutOrCancelledError) as err:
+            if not server_gone(err):
+                raise
+        if await server.probe():  # it answers: the call failed on its way
+            await asyncio.sleep(WATCH_INTERVAL_S)
+        await server.answering()
 
 
 async def _worker_polls(client: Client, task_queue: str) -> bool | None:
@@ -308,7 +345,7 @@ async def _worker_polls(client: Client, task_queue: str) -> bool | None:
         described = await client.workflow_service.describe_task_queue(
             request, timeout=QUERY_TIMEOUT
         )
-    except RPCError:
+    except (RPCError, RPCTimeoutOrCancelledError):
         return None
     return bool(described.pollers)
 
@@ -369,7 +406,7 @@ async def _say_when_stuck(client: Client, handle: WorkflowHandle[Any, Any]) -> N
             children = described.raw_description.pending_children[:MAX_CHILDREN_CHECKED]
             for child in children:
                 await _say_when_child_stuck(client, handle.id, child.workflow_id, said)
-        except RPCError:
+        except (RPCError, RPCTimeoutOrCancelledError):
             continue
 
 
@@ -423,11 +460,19 @@ async def _workflow_task_failure(client: Client, workflow_id: str) -> str:
 class Progress:
     """Shows a run's events on stderr, as the ``events`` query returns them
     (polled with ``after_seq``, so each is shown once), through ``view``: a
-    live display or plain lines (``oma.cli.live``; plain lines by default)."""
+    live display or plain lines (``oma.cli.live``; plain lines by default).
+    An answer is news for ``server`` (a ``ServerWatch``), if any: after an
+    outage, it says the server is back before the events that follow."""
 
-    def __init__(self, handle: WorkflowHandle[Any, Any], view: RunView | None = None) -> None:
+    def __init__(
+        self,
+        handle: WorkflowHandle[Any, Any],
+        view: RunView | None = None,
+        server: ServerWatch | None = None,
+    ) -> None:
         self.handle = handle
         self.view: RunView = view or PlainView()
+        self.server = server
         self.after_seq = -1
         self.hinted: set[str] = set()
 
@@ -491,6 +536,8 @@ class Progress:
         events: list[RunEvent] = await self.handle.query(
             "events", self.after_seq, result_type=list[RunEvent], rpc_timeout=timeout
         )
+        if self.server is not None:
+            self.server.answered()
         tracker = self.view.tracker
         if any(tracker.names_unknown(e) for e in events if e.seq > self.after_seq):
             # a goal run's plan, a resumed run: the titles come with its state
