@@ -47,6 +47,18 @@ AWAITING_APPROVAL = "awaiting_approval"
 """``OmaStatus`` while a run runs and an approval request of it is open (a
 team run's own, or a tool request of one of its tasks' runs)."""
 
+STATUSES = (
+    RUNNING,
+    AWAITING_APPROVAL,
+    "completed",
+    "failed",
+    "rejected",
+    "cancelled",
+    "planned",
+    "continued_as_new",
+)
+"""Every value ``OmaStatus`` takes on a ``TeamRun`` (an ``AgentRun``'s are among them)."""
+
 RUN_ATTRIBUTES = (OMA_STATUS, OMA_TEAM, OMA_AGENT, OMA_TASK, OMA_ERROR_CODE)
 """The attributes every run may set: a namespace that lacks one gets none."""
 
