@@ -558,6 +558,47 @@ async def tool_call_approved_at_the_team_run(client: Client, workflow_id: str) -
     return _kept(run)
 
 
+async def awaiting_approval(client: Client, workflow_id: str) -> Kept:
+    """A task's gated ``file_write`` call approved at the team run, then the
+    dispatch of its dependent approved: ``OmaStatus`` goes
+    ``awaiting_approval``, ``running``, ``awaiting_approval``, ``running``,
+    ``completed`` (``_patches.AWAITING_APPROVAL_STATUS``). (The task's run is
+    not kept: its tool request's hash is made from its own workflow id,
+    ``<run id>/draft``, which a file's stem cannot be.)"""
+    with tempfile.TemporaryDirectory(prefix="oma-record-") as tmp:
+        write = {
+            "type": "tool_use",
+            "id": "u1",
+            "name": "file_write",
+            "input": {"path": "notes.md", "content": "1.4.0"},
+        }
+        writer = {
+            "name": "writer",
+            "provider": "scripted",
+            "script": [[write], "drafted"],
+            "tools": ["readwrite"],
+            "cwd": tmp,
+        }
+        run = await _start(
+            client,
+            workflow_id,
+            {
+                "team": _team(writer, scripted("publisher", "published")),
+                "tasks": [task("draft", "writer"), task("publish", "publisher", "draft")],
+                "options": {"approvals": {"tools": ["file_write"], "dispatch": ["publish"]}},
+            },
+        )
+        await run.decide(await run.request("tool-draft-1", WAIT_S), reviewer="recorder")
+        await run.decide(await run.request("dispatch-publish", WAIT_S), reviewer="recorder")
+        result = await run.result()
+    assert result.status == "completed", result
+    assert _decisions(result) == [
+        ("tool-draft-1", "approve", "update"),
+        ("dispatch-publish", "approve", "update"),
+    ]
+    return _kept(run)
+
+
 # -- ACP agents -----------------------------------------------------------------
 
 
@@ -807,6 +848,7 @@ SCENARIOS: dict[str, Scenario] = {
     # the same runs as the first two, recorded with one patch marker (ONE_MARKER)
     "team_run_one_marker": hybrid_team,
     "agent_run_one_marker": hybrid_team_scripted_task,
+    "team_run_awaiting_approval": awaiting_approval,
 }
 """Every file of the corpus, by its stem, and the scenario that records it."""
 

@@ -54,6 +54,7 @@ def test_the_corpus_holds_team_runs_of_each_kind_and_both_agent_kinds() -> None:
         "team_run_reuse",
         "agent_run_recorded_turn",
         "agent_run_recording_miss",
+        "team_run_awaiting_approval",
     }
 
 

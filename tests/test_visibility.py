@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.converter import DataConverter
 
 from oma import worker as oma_worker
 from oma.client import OpenMultiAgent, start_run, team_run_result
@@ -20,6 +21,7 @@ from oma.core.schema.results import TeamRunResult
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer
 from oma.workflows._visibility import start_attributes
+from tests._approvals import WAIT_S, eventually
 from tests._approvals import start_run as start_approval_run
 from tests._runs import (
     TASK_QUEUE,
@@ -328,3 +330,131 @@ async def test_a_stock_cli_run_sets_the_identity_it_did_not_start_with(
     described = await handle.describe()
     assert described.search_attributes["OmaTeam"] == ["t"]
     await assert_replays(client, wid)
+
+
+def statuses_set(events: Any) -> list[str]:
+    """Every ``OmaStatus`` a history's upserts set, in order."""
+    converter = DataConverter.default.payload_converter
+    return [
+        converter.from_payload(fields["OmaStatus"], str)
+        for e in events
+        if e.HasField("upsert_workflow_search_attributes_event_attributes")
+        and "OmaStatus"
+        in (
+            fields
+            := e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+        )
+    ]
+
+
+async def current_details(client: Client, workflow_id: str) -> str:
+    metadata = await client.get_workflow_handle(workflow_id).query("__temporal_workflow_metadata")
+    return str(metadata.current_details)
+
+
+async def status_becomes(client: Client, workflow_id: str, status: str) -> None:
+    async def probe() -> bool | None:
+        return True if await status_of(client, workflow_id) == [status] else None
+
+    await eventually(probe, f"OmaStatus of {workflow_id} to be {status}", WAIT_S)
+
+
+WAITS_FOR_RELEASE = (
+    "import pathlib, sys, time; sys.stdin.read(); flag = pathlib.Path(sys.argv[1])\n"
+    "while not flag.exists(): time.sleep(0.05)\n"
+    "print('released')"
+)
+
+
+async def test_a_run_waiting_on_a_dispatch_approval_says_awaiting_approval_until_decided(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    release = tmp_path / "release"
+    run = await start_approval_run(
+        client,
+        workflow_id,
+        {
+            "team": {
+                "name": "t",
+                "agents": [
+                    scripted("w", "drafted"),
+                    process("p", WAITS_FOR_RELEASE, args=["-c", WAITS_FOR_RELEASE, str(release)]),
+                ],
+            },
+            "tasks": [
+                task("draft", "w"),
+                task("publish", "w", "draft"),
+                task("after", "p", "publish"),
+            ],
+            "options": {"approvals": {"dispatch": ["publish"]}},
+        },
+    )
+    request = await run.request("dispatch-publish")
+    await status_becomes(client, workflow_id, "awaiting_approval")
+    # the details name the request: the Web UI's detail page, `temporal workflow describe`
+    assert await current_details(client, workflow_id) == (
+        "t: 3 tasks, awaiting approval: dispatch-publish; 1 settled"
+    )
+    rows = await listed_by(client, f'WorkflowId="{workflow_id}" AND OmaStatus="awaiting_approval"')
+    assert rows == [workflow_id]
+
+    await run.decide(request)
+    # `after` waits for its release: the run runs, and no request is open
+    await run.state_where(lambda s: s.task("after").status == "in_progress", "after to start")
+    await status_becomes(client, workflow_id, "running")
+    assert await current_details(client, workflow_id) == "t: 3 tasks, running (2 settled)"
+
+    release.write_text("go")
+    assert (await run.result()).status == "completed"
+    events = (await run.handle.fetch_history()).events
+    assert statuses_set(events) == ["awaiting_approval", "running", "completed"]
+    await assert_replays(client, workflow_id)
+
+
+async def listed_by(client: Client, query: str) -> list[str]:
+    """The workflow ids ``query`` lists, once it lists any (visibility lags a little)."""
+
+    async def probe() -> list[str] | None:
+        ids = [w.id async for w in client.list_workflows(query)]
+        return ids or None
+
+    return await eventually(probe, f"a run listed by {query}", WAIT_S)
+
+
+async def test_a_task_waiting_on_a_tool_approval_makes_its_team_run_await_approval(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    write = {"type": "tool_use", "id": "u1", "name": "file_write"}
+    writer = {
+        "name": "writer",
+        "provider": "scripted",
+        "script": [[write | {"input": {"path": "out.txt", "content": "hi"}}], "done"],
+        "tools": ["readwrite"],
+        "cwd": str(tmp_path),
+    }
+    run = await start_approval_run(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [writer]},
+            "tasks": [task("w", "writer")],
+            "options": {"approvals": {"tools": ["file_write"]}},
+        },
+    )
+    request = await run.request("tool-w-1")
+    # the request is the task's run's, forwarded to the team run: both wait
+    await status_becomes(client, workflow_id, "awaiting_approval")
+    await status_becomes(client, f"{workflow_id}/w", "awaiting_approval")
+    assert await current_details(client, workflow_id) == (
+        "t: 1 task, awaiting approval: tool-w-1 (file_write); 0 settled"
+    )
+    assert await current_details(client, f"{workflow_id}/w") == (
+        "awaiting approval: tool-w-1 (file_write)"
+    )
+
+    await run.decide(request)
+    assert (await run.result()).status == "completed"
+    for wid in (workflow_id, f"{workflow_id}/w"):
+        events = (await client.get_workflow_handle(wid).fetch_history()).events
+        assert statuses_set(events) == ["awaiting_approval", "running", "completed"], wid
+    await assert_replays(client, workflow_id)

@@ -131,3 +131,10 @@ GOAL_COPIES_COUNTED = "oma-goal-copies-counted"
 large fails the run ``INVALID_RUN_INPUT`` at once; before it the goal and
 the plan were counted once, after planning, and such a run failed
 ``RUN_STATE_TOO_LARGE`` at its end."""
+
+AWAITING_APPROVAL_STATUS = "oma-awaiting-approval-status"
+"""``OmaStatus`` says ``awaiting_approval`` while any approval request of the
+run is open (a team run's own, its tasks' tool requests, an agent run's), and
+``running`` again once none is (``oma.workflows._visibility.show_waiting``);
+before it a waiting run said ``running``. Asked when a run's first request
+opens: a run that never waits records no marker."""

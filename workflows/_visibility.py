@@ -8,11 +8,13 @@ attributes), which proves the namespace has them, or when it asked the
 server as it started (``learn``: a run started with the stock ``temporal
 workflow start``). The upserts are workflow
 commands: behind the ``_patches.SEARCH_ATTRIBUTES`` flag, so histories recorded before
-them replay.
+them replay (``awaiting_approval`` behind ``_patches.AWAITING_APPROVAL_STATUS``).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -27,9 +29,12 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from oma.core.contracts import visibility
     from oma.core.contracts.visibility import (
+        AWAITING_APPROVAL,
+        RUNNING,
         RegisteredSearchAttributesInput,
         RegisteredSearchAttributesOutput,
     )
+    from oma.core.rules.approval_gate import ApprovalGate
     from oma.workflows import _patches
     from oma.workflows._waiting import reraise_cancel
 
@@ -110,13 +115,51 @@ _ENDED = "_oma_status_ended"
 
 def ended(status: str, error_code: str | None = None) -> None:
     """Set the run's final ``OmaStatus`` (and ``OmaErrorCode``), when ``searchable``."""
+    setattr(workflow.instance(), _ENDED, True)  # and show_waiting stops
     if not searchable():
         return
     updates = [STATUS.value_set(status)]
     if error_code:
         updates.append(ERROR_CODE.value_set(error_code))
     workflow.upsert_search_attributes(updates)
-    setattr(workflow.instance(), _ENDED, True)
+
+
+def _has_ended() -> bool:
+    return bool(getattr(workflow.instance(), _ENDED, False))
+
+
+async def show_waiting(gate: ApprovalGate, show_details: Callable[[], None]) -> None:
+    """While the run runs (a task of its own, started as it starts): each
+    time its open approval requests change (``gate.changes``),
+    ``show_details()`` names them, and ``OmaStatus`` says
+    ``awaiting_approval`` while any is open, ``running`` once none is, when
+    the run is ``searchable``. Stops once ``ended`` set how the run ended.
+
+    The upserts are commands: runs from before
+    ``_patches.AWAITING_APPROVAL_STATUS`` replay without them; the patch is
+    asked when the first request opens, so a run that never waits records
+    no marker. A request opened and closed within one workflow task changes
+    nothing."""
+    seen, shown = -1, False
+    while not _has_ended():
+        if gate.changes != seen:
+            seen = gate.changes
+            show_details()
+            waiting = bool(gate.open)
+            if waiting != shown and _may_show_waiting():
+                status = AWAITING_APPROVAL if waiting else RUNNING
+                workflow.upsert_search_attributes([STATUS.value_set(status)])
+                shown = waiting
+        await workflow.wait_condition(functools.partial(_changed, gate, seen))
+
+
+def _changed(gate: ApprovalGate, seen: int) -> bool:
+    return gate.changes != seen or _has_ended()
+
+
+def _may_show_waiting() -> bool:
+    # (a run from before the patch keeps saying running)
+    return searchable() and _patches.patched(_patches.AWAITING_APPROVAL_STATUS)
 
 
 def cancelled(error_code: str | None = None) -> None:

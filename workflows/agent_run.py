@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.contracts.budget import RunBudget, run_budget
     from oma.core.contracts.llm import ConversationSlice, RecordedTurns
     from oma.core.contracts.ports import AgentPorts
+    from oma.core.contracts.visibility import awaiting_requests
     from oma.core.rules.agent_run import run_agent
     from oma.core.rules.approval_gate import ApprovalGate
     from oma.core.schema.agent_config import AgentConfig
@@ -92,6 +93,7 @@ class AgentRun(ApprovalHandlers):
         self._tools = ActivityTools(self._tool_gate.ask)
         self._budget: SharedBudget | None = None
         self._map_local_failures = False
+        self._waiting: asyncio.Task[None] | None = None  # _visibility.show_waiting
 
     @workflow.run
     async def run(self, *args: Any) -> AgentRunResult:
@@ -99,6 +101,10 @@ class AgentRun(ApprovalHandlers):
         inp = _validated(args)
         agent = inp.agent
         _visibility.identify(agent=agent.name, task=inp.task_id)
+        # OmaStatus and the details follow its open tool requests (awaiting_approval)
+        self._waiting = asyncio.create_task(
+            _visibility.show_waiting(self._approvals.gate, self._show_details)
+        )
         self._result = AgentRunResult(agent=agent.name, status="completed")
         self._result.approval_decisions = self._decisions
         self._approvals.gate.options = inp.approvals
@@ -238,6 +244,11 @@ class AgentRun(ApprovalHandlers):
             hooks=ActivityRunHooks(),
             on_event=self._events.append,
         )
+
+    def _show_details(self) -> None:
+        # the Web UI's detail page: the tool requests that wait, if any
+        # (metadata, not a command)
+        workflow.set_current_details(awaiting_requests(self._approvals.gate.open))
 
     def _settle_conversation(self) -> None:
         # the query keeps the whole conversation; the result, its latest part

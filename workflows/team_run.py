@@ -103,6 +103,7 @@ class TeamRun(TeamRunHandlers):
             self._invalid = application_error(err)
             inp = self._fork = None
         self._stop = RunStop()  # kept by _setup: an abort may come while a fork reads
+        self._waiting: asyncio.Task[None] | None = None  # _visibility.show_waiting
         self._setup(inp)
 
     def _setup(self, inp: TeamRunInput | None) -> None:
@@ -152,6 +153,10 @@ class TeamRun(TeamRunHandlers):
         options = inp.options
         _visibility.identify(team=inp.team.name)
         self._show_details()
+        # OmaStatus and the details follow the open requests (awaiting_approval)
+        self._waiting = asyncio.create_task(
+            _visibility.show_waiting(self._approvals.gate, self._show_details)
+        )
         if (timeout_s := options.timeout_s) is not None:
             reason = f"the run passed options.timeout_s ({timeout_s:g} s)"
             deadline = self.state.started_at + timedelta(seconds=timeout_s)
@@ -491,4 +496,6 @@ class TeamRun(TeamRunHandlers):
         # metadata, not a command: no patch needed; the tally, not a recount
         # of every task, says how many settled (O(1) per settle)
         settled = self._graph.tally.ended
-        workflow.set_current_details(team_run_details(self._team_name, self.state.result, settled))
+        awaiting = self._approvals.gate.open
+        details = team_run_details(self._team_name, self.state.result, settled, awaiting)
+        workflow.set_current_details(details)

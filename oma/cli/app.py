@@ -319,18 +319,50 @@ WorkflowIdArgument = Annotated[str, typer.Argument(help="The TeamRun's workflow 
 
 @app.command()
 def approvals(
-    workflow_id: WorkflowIdArgument,
+    workflow_id: Annotated[
+        str | None,
+        typer.Argument(help="The TeamRun's workflow id (default: every run that waits)."),
+    ] = None,
     full: Annotated[
         bool,
         typer.Option("--full", help="Print the whole output of each task a dispatch would act on."),
     ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the requests as JSON.")] = False,
 ) -> None:
-    """List the open approval requests of a running TeamRun (the pending_approvals query):
+    """List open approval requests: of one running TeamRun (the pending_approvals query),
     what each reviews and, for a dispatch, its dependencies' outputs (previews; --full:
-    whole)."""
+    whole); without WORKFLOW_ID, every open request on the server: run, request, what it
+    approves, since when (the runs whose OmaStatus is awaiting_approval)."""
+    if workflow_id is None:
+        if full:
+            raise _fail("--full needs a WORKFLOW_ID: the run whose outputs to print", 2)
+        from oma.cli.listing import approvals_command
+
+        approvals_command(as_json)
+        return
     from oma.cli.control import approvals as list_approvals
 
-    list_approvals(workflow_id, full)
+    list_approvals(workflow_id, full, as_json)
+
+
+@app.command("list")
+def list_runs(
+    status: Annotated[
+        str | None,
+        typer.Option(
+            help="Only runs with this OmaStatus: running, awaiting_approval, completed, "
+            "failed, rejected, cancelled, planned, continued_as_new."
+        ),
+    ] = None,
+    team: Annotated[str | None, typer.Option(help="Only runs of this team (OmaTeam).")] = None,
+    limit: Annotated[int, typer.Option(help="How many runs, at most.", min=1, max=1000)] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
+) -> None:
+    """List the newest team runs on the server, newest first: workflow id, status
+    (OmaStatus), team, start time. Their AgentRun children are left out."""
+    from oma.cli.listing import list_command
+
+    list_command(status, team, limit, as_json)
 
 
 @app.command()

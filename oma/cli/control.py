@@ -7,6 +7,7 @@ Imported by ``oma.cli.app`` only when one of those commands runs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime, timedelta
@@ -98,11 +99,11 @@ def _query_errors(handle: WorkflowHandle[Any, Any], name: str) -> Iterator[None]
         raise fail(f"the {name} query of TeamRun {handle.id} failed: {e.message}") from None
 
 
-def approvals(workflow_id: str, full: bool = False) -> None:
-    """``oma approvals``: the open approval requests of a running TeamRun (the
+def approvals(workflow_id: str, full: bool = False, as_json: bool = False) -> None:
+    """``oma approvals RUN``: the open approval requests of a running TeamRun (the
     ``pending_approvals`` query), a table and then the content each reviews;
     a dispatch's dependencies' outputs as previews, or whole with ``full``
-    (``upstream_outputs``)."""
+    (``upstream_outputs``); ``as_json``: the query's answer as JSON."""
 
     async def go() -> tuple[list[PendingApproval], dict[str, dict[str, str | None]]]:
         async with _running_team_run(workflow_id) as (_, handle):
@@ -116,6 +117,9 @@ def approvals(workflow_id: str, full: bool = False) -> None:
             return pending, whole
 
     pending, whole = run_async(go())
+    if as_json:
+        print(json.dumps([r.model_dump(mode="json") for r in pending], indent=2))
+        return
     if not pending:
         console.print(run_text(f"TeamRun {workflow_id}: no open approval requests"))
         return

@@ -2,7 +2,8 @@
 Temporal and awaits their results.
 
 By concern: ``api`` (``OpenMultiAgent``), ``runs`` (starting a run with its
-search attributes, reading a ``TeamRun``'s result), ``approvals`` (the
+search attributes, reading a ``TeamRun``'s result), ``listing`` (finding runs
+and open requests through Temporal's visibility), ``approvals`` (the
 ``pending_approvals`` query, the ``decide`` update, the review by Python
 callbacks) and ``embedded`` (the dev server and in-process worker when no
 server listens). The names below are imported on first use (PEP 562), so
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from oma.client.api import OpenMultiAgent
     from oma.client.approvals import CALLBACK_REVIEWER_ID, POLL_INTERVAL_S, CallbackReview
     from oma.client.embedded import EMBEDDED_DB, serving
+    from oma.client.listing import list_team_runs, open_approvals
     from oma.client.runs import (
         OUTPUT_READS,
         read_outputs,
@@ -37,6 +39,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "oma.client.api": ("OpenMultiAgent",),
     "oma.client.approvals": ("CALLBACK_REVIEWER_ID", "POLL_INTERVAL_S", "CallbackReview"),
     "oma.client.embedded": ("EMBEDDED_DB", "serving"),
+    "oma.client.listing": ("list_team_runs", "open_approvals"),
     "oma.client.runs": (
         "OUTPUT_READS",
         "read_outputs",
@@ -65,6 +68,8 @@ __all__ = [
     "OpenMultiAgent",
     "answer_decision",
     "call_approval_callback",
+    "list_team_runs",
+    "open_approvals",
     "read_outputs",
     "serving",
     "start_attributes",

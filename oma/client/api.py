@@ -29,6 +29,7 @@ from oma.client.approvals import (
     upstream_outputs,
 )
 from oma.client.embedded import serving
+from oma.client.listing import list_team_runs, open_approvals
 from oma.client.runs import (
     start_attributes,
     start_run,
@@ -45,6 +46,7 @@ from oma.core.schema.approvals import (
     Reviewer,
 )
 from oma.core.schema.errors import ApprovalConflictError, ApprovalUnknownRequestError
+from oma.core.schema.listing import OpenApprovals, TeamRunListing
 from oma.core.schema.message_guard import to_messages
 from oma.core.schema.plan import CoordinatorConfig, PlanArtifact
 from oma.core.schema.results import AgentRunResult, TeamRunResult
@@ -365,6 +367,24 @@ class OpenMultiAgent:
         if result.plan is None:
             raise stopped_error(result)
         return result.plan
+
+    # -- finding runs ----------------------------------------------------------
+
+    async def list_team_runs(
+        self, *, status: str | None = None, team: str | None = None, limit: int = 20
+    ) -> list[TeamRunListing]:
+        """The ``limit`` newest team runs of the namespace, newest first, as
+        Temporal's visibility lists them (``OmaStatus``, ``OmaTeam``, ...);
+        only those with ``OmaStatus`` ``status`` and ``OmaTeam`` ``team``,
+        when given (``oma.client.listing.list_team_runs``: what it raises).
+        """
+        return await list_team_runs(await self.client(), status=status, team=team, limit=limit)
+
+    async def open_approvals(self, *, rpc_timeout: timedelta | None = None) -> OpenApprovals:
+        """Every open approval request of the namespace, oldest first, at
+        the runs whose ``OmaStatus`` is ``awaiting_approval``
+        (``oma.client.listing.open_approvals``: what it raises)."""
+        return await open_approvals(await self.client(), rpc_timeout=rpc_timeout)
 
     # -- approvals and abort -------------------------------------------------
 

@@ -11,18 +11,20 @@ workflow describe``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 from temporalio.exceptions import ApplicationError
 
+from oma.core.schema.approvals import ApprovalRequest
 from oma.core.schema.errors import TaskFailedError
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TERMINAL_STATUSES, TaskState, TaskStatus
 
 OMA_STATUS = "OmaStatus"
-"""``running`` while a run runs, then its result's ``status`` (a ``TeamRun``'s
+"""``running`` while a run runs (``awaiting_approval`` while any of its
+approval requests is open), then its result's ``status`` (a ``TeamRun``'s
 ``completed``, ``failed``, ``rejected``, ``cancelled``, ``planned``; an
 ``AgentRun``'s ``completed``, ``failed``, ``cancelled``; ``continued_as_new`` on an execution
 that went on in a new one)."""
@@ -38,6 +40,24 @@ OMA_ERROR_CODE = "OmaErrorCode"
 OMA_FORKED_FROM = "OmaForkedFrom"
 """A fork (``oma fork``): the workflow id of the run it was forked from
 (``OmaForkedFrom="<run id>"`` lists every fork of a run)."""
+
+RUNNING = "running"
+"""``OmaStatus`` while a run runs and no approval request of it is open."""
+AWAITING_APPROVAL = "awaiting_approval"
+"""``OmaStatus`` while a run runs and an approval request of it is open (a
+team run's own, or a tool request of one of its tasks' runs)."""
+
+STATUSES = (
+    RUNNING,
+    AWAITING_APPROVAL,
+    "completed",
+    "failed",
+    "rejected",
+    "cancelled",
+    "planned",
+    "continued_as_new",
+)
+"""Every value ``OmaStatus`` takes on a ``TeamRun`` (an ``AgentRun``'s are among them)."""
 
 RUN_ATTRIBUTES = (OMA_STATUS, OMA_TEAM, OMA_AGENT, OMA_TASK, OMA_ERROR_CODE)
 """The attributes every run may set: a namespace that lacks one gets none."""
@@ -59,7 +79,7 @@ def start_values(
     ``running``, then ``OmaTeam``, ``OmaAgent``, ``OmaTask`` and
     ``OmaForkedFrom`` where given (the client's and a parent run's
     ``start_attributes``)."""
-    values = {OMA_STATUS: "running"}
+    values = {OMA_STATUS: RUNNING}
     given = ((OMA_TEAM, team), (OMA_AGENT, agent), (OMA_TASK, task), (OMA_FORKED_FROM, forked_from))
     for name, value in given:
         if value:
@@ -102,22 +122,55 @@ def task_summary(agent: str, task_id: str, title: str) -> str:
     return shorten(f"{agent}: {title or task_id}")
 
 
-def team_run_details(team: str, result: TeamRunResult, settled: int | None = None) -> str:
+def team_run_details(
+    team: str,
+    result: TeamRunResult,
+    settled: int | None = None,
+    awaiting: Sequence[ApprovalRequest] = (),
+) -> str:
     """A ``TeamRun`` in one line: ``hybrid-dev: 3 tasks, failed: code
     (PROCESS_FAILED: exited 3)``: the team, the task count, the status, and
     for a run that did not succeed what failed (the failed tasks, or why the
     run stopped). While it runs: how many tasks settled, ``settled`` when
     given (the run's ``TaskTally.ended``: O(1), where counting the tasks
-    costs the size of the run)."""
+    costs the size of the run), and the open requests ``awaiting`` a
+    decision (``hybrid-dev: 3 tasks, awaiting approval: dispatch-review; 1
+    settled``, ``awaiting_requests``)."""
     count = len(result.tasks)
     head = f"{team}: {count} task{'' if count == 1 else 's'}"
     if result.status == "running":
         if settled is None:
             settled = sum(1 for t in result.tasks if t.status in TERMINAL_STATUSES)
+        if awaiting:
+            line = f"{head}, {awaiting_requests(awaiting)}" + (
+                f"; {settled} settled" if count else ""
+            )
+            return shorten(line, 2 * SUMMARY_CHARS)
         return f"{head}, running ({settled} settled)" if count else f"{head}, running"
     if result.success:
         return f"{head}, {result.status}"
     return shorten(f"{head}, {result.status}: {_what_failed(result)}", 2 * SUMMARY_CHARS)
+
+
+AWAITING_NAMED = 3
+"""How many open requests a run's details name (the others are counted)."""
+
+
+def awaiting_requests(requests: Sequence[ApprovalRequest]) -> str:
+    """``awaiting approval: dispatch-publish, tool-code-1 (bash) and 2 more``:
+    the first ``AWAITING_NAMED`` open requests by id (a tool request with its
+    tool), as a run's current details name them; ``""`` for none."""
+    if not requests:
+        return ""
+    named = [_request_name(r) for r in requests[:AWAITING_NAMED]]
+    more = len(requests) - AWAITING_NAMED
+    return "awaiting approval: " + ", ".join(named) + (f" and {more} more" if more > 0 else "")
+
+
+def _request_name(request: ApprovalRequest) -> str:
+    tool = request.content.get("tool") if isinstance(request.content, dict) else None
+    name = shorten(request.request_id, 80)
+    return f"{name} ({shorten(str(tool), 80)})" if request.boundary == "tool" and tool else name
 
 
 def team_run_failure(team: str, result: TeamRunResult, sent: dict[str, Any]) -> ApplicationError:

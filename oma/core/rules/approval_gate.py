@@ -118,7 +118,9 @@ class ApprovalGate:
     ``pending_approvals`` query and the result's ``approval_decisions``); the
     gate changes them in place. It also remembers every request made since
     it was built, so a decision on a request that closed without one is told
-    so rather than that the request is unknown.
+    so rather than that the request is unknown. ``changes`` counts the
+    changes of the open requests (one opened, adopted or closed), so a
+    watcher knows the list changed without comparing it.
     """
 
     def __init__(
@@ -134,6 +136,7 @@ class ApprovalGate:
         self.decisions = decisions
         self._requests = {r.request_id: r for r in open_requests}
         self._decided = {d.request_id: d for d in decisions}
+        self.changes = 0
 
     def request(
         self, request_id: str, boundary: Boundary, content: Any, reason: str, now: datetime
@@ -153,6 +156,7 @@ class ApprovalGate:
         )
         self._requests[request_id] = request
         self.open.append(request)
+        self.changes += 1
         return request
 
     def check(self, decision: Decision, closed_because: str) -> ApprovalRequest:
@@ -224,6 +228,7 @@ class ApprovalGate:
         self._requests[request.request_id] = request
         if not self.is_open(request.request_id):
             self.open.append(request)
+            self.changes += 1
 
     def note(self, record: ApprovalDecision) -> None:
         """Record the decision the run that made an adopted request recorded
@@ -247,7 +252,10 @@ class ApprovalGate:
 
     def close(self, request_id: str) -> None:
         """The request takes no more decisions (decided, or the run stopped)."""
-        self.open[:] = [r for r in self.open if r.request_id != request_id]
+        kept = [r for r in self.open if r.request_id != request_id]
+        if len(kept) != len(self.open):
+            self.open[:] = kept
+            self.changes += 1
 
     def gates_dispatch(self, task_id: str, agent: str | None) -> bool:
         """Whether ``options.approvals.dispatch`` gates this task (run by

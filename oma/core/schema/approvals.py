@@ -253,6 +253,31 @@ class PendingApproval(ApprovalRequest):
     upstream: list[UpstreamOutput] | None = None
 
 
+APPROVES_CHARS = 80
+"""How long each name (a task id, a tool's name) in ``approves`` may grow."""
+
+
+def approves(request: ApprovalRequest) -> str:
+    """What ``request`` approves, in a few words a reviewer scans a list
+    with: ``plan``, ``round 2``, ``dispatch publish`` (the task),
+    ``tool file_write (task w)`` (the tool, and the task whose run calls
+    it); each name cut to ``APPROVES_CHARS``."""
+    content = request.content if isinstance(request.content, dict) else {}
+
+    def named(key: str) -> str | None:
+        value = content.get(key)
+        return None if value is None else cut_text(str(value), APPROVES_CHARS)
+
+    if request.boundary == "round":
+        return f"round {named('round') or '?'}"
+    if request.boundary == "dispatch":
+        return f"dispatch {named('id') or '?'}"
+    if request.boundary == "tool":
+        task = named("task")
+        return f"tool {named('tool') or '?'}" + (f" (task {task})" if task else "")
+    return str(request.boundary)
+
+
 class ApprovalDecision(BaseModel):
     """A recorded decision, as the result's ``approval_decisions`` lists it.
 

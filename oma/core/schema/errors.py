@@ -192,6 +192,17 @@ class TemporalConfigError(SetupError):
     code = "TEMPORAL_CONFIG_INVALID"
 
 
+class SearchAttributesMissingError(SetupError):
+    """A command that finds runs through Temporal's visibility (``oma list``
+    with ``--status`` or ``--team``, ``oma approvals`` without a run id, their
+    Python calls) asked a namespace that has not registered the search
+    attributes OMA's runs set (``OmaStatus``, ``OmaTeam``, ...): register them
+    as docs/visibility.md says (``temporal operator search-attribute create``;
+    the embedded dev server registers them at every start)."""
+
+    code = "SEARCH_ATTRIBUTES_MISSING"
+
+
 class MissingCredentialsError(SetupError):
     """A provider needs a credential (e.g. ``ANTHROPIC_API_KEY``) that the
     worker's environment does not have. Credentials never travel in run input."""
