@@ -35,7 +35,7 @@ from oma.activities.tools.custom import load_custom_tool
 from oma.core.contracts.visibility import team_run_result_of
 from oma.core.contracts.workflow_ids import task_workflow_id
 from oma.core.rules.fork import ForkedRun, ReadForkSourceInput, fork_run
-from oma.core.rules.payload_fit import READ_BATCH_BYTES, fit
+from oma.core.rules.payload_fit import READ_BATCH_BYTES, SHORT_OUTPUT_BYTES, fit
 from oma.core.rules.reuse import reuse_run
 from oma.core.rules.task_graph import SPEC_FIELDS
 from oma.core.schema.errors import (
@@ -106,10 +106,13 @@ def fitted(forked: ForkedRun, workflow_id: str) -> ForkedRun:
         for field in SPEC_FIELDS:
             task.pop(field, None)
     if not fit(data, state["result"], workflow_id, RUN_STATE_BUDGET_BYTES, first=forked.read):
+        what = "fork" if forked.resume.result.forked_from else "run reusing another's tasks"
         raise RunStateTooLargeError(
-            f"the fork's input and the state it starts from are {json_size(data)} bytes of "
-            f"JSON with every kept output by reference, over the run's budget of "
-            f"{RUN_STATE_BUDGET_BYTES} bytes: fork a run of fewer tasks"
+            f"the {what}'s input and the state it starts from are {json_size(data)} bytes of "
+            f"JSON ({len(forked.reused)} kept task(s), every kept output over "
+            f"{SHORT_OUTPUT_BYTES} bytes by reference), over the run's budget of "
+            f"{RUN_STATE_BUDGET_BYTES} bytes: a kept task carries some 400 bytes "
+            "(docs/fork.md, 'How many tasks a fork keeps'); fork or reuse a run of fewer tasks"
         )
     return ForkedRun.model_validate(data)
 

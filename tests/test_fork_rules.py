@@ -10,12 +10,14 @@ from typing import Any
 import pytest
 from temporalio.converter import DataConverter
 
+from oma.activities.fork_source import fitted
 from oma.cli.summary import print_result, reused_note
 from oma.client.fork import history_source
 from oma.core.rules.content_key import content_keys
 from oma.core.rules.fork import ForkedRun, fork_run
-from oma.core.schema.errors import HistoryReadError, InvalidForkError
+from oma.core.schema.errors import HistoryReadError, InvalidForkError, RunStateTooLargeError
 from oma.core.schema.fork import parse_fork_input
+from oma.core.schema.limits import RUN_STATE_BUDGET_BYTES, json_size
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import parse_team_run_input
 from oma.core.schema.task import ReusedFrom, TaskState, TaskStatus
@@ -272,3 +274,52 @@ def test_an_unknown_task_is_named_within_bounds_however_long() -> None:
     assert len(caught.value.message) < 2000
     assert "more characters cut" in caught.value.message
     assert "t0, t1, t2" in caught.value.message and "(and 4980 more)" in caught.value.message
+
+
+def big_source(tasks: int) -> tuple[dict[str, Any], TeamRunResult]:
+    """A run of ``tasks`` tasks, the last failed, each output short, as ``oma run`` names them."""
+    specs = [task(f"t{n:05}", "a", description=f"do task {n}") for n in range(tasks)]
+    states = [
+        TaskState(
+            id=s["id"],
+            assignee="a",
+            status=TaskStatus.COMPLETED,
+            output=f"done {s['id']}",
+            attempts=1,
+            token_usage={"input_tokens": 1200, "output_tokens": 300},
+            cost_usd=0.0081,
+        )
+        for s in specs
+    ]
+    states[-1].status, states[-1].output = TaskStatus.FAILED, None
+    source = {"team": {"name": "t", "agents": [scripted("a", "x")]}, "tasks": specs}
+    return source, TeamRunResult(success=False, status="failed", tasks=states)
+
+
+def test_a_fork_of_a_run_of_thousands_of_tasks_fits_the_state_a_run_carries() -> None:
+    source, result = big_source(3300)
+    spec = parse_fork_input({"fork": {"run_id": "team-demo-1a2b3c4d"}})
+    run = fork_run(
+        spec,
+        source,
+        result,
+        workflow_id="team-demo-1a2b3c4d-fork-5e6f7a8b",
+        now=NOW,
+        source_execution="019af3c2-5b1e-7d2a-9c4f-0e1d2c3b4a59",
+    )
+    sent = fitted(run, "team-demo-1a2b3c4d-fork-5e6f7a8b")
+    assert len(sent.reused) == 3299
+    assert json_size(sent.model_dump(mode="json")) < RUN_STATE_BUDGET_BYTES
+    assert sent.resume is not None and sent.resume.result.tasks[0].output == "done t00000"
+
+
+def test_a_fork_too_large_to_carry_is_refused_naming_what_a_kept_task_takes() -> None:
+    source, result = big_source(6000)
+    spec = parse_fork_input({"fork": {"run_id": "team-demo-1a2b3c4d"}})
+    run = fork_run(spec, source, result, workflow_id="f", now=NOW, source_execution="e" * 36)
+    with pytest.raises(RunStateTooLargeError) as refused:
+        fitted(run, "f")
+    assert "(5999 kept task(s), every kept output over 128 bytes by reference)" in str(
+        refused.value
+    )
+    assert "a kept task carries some 400 bytes" in str(refused.value)

@@ -23,6 +23,7 @@ from temporalio.converter import DataConverter
 from oma.activities.fork_source import (
     ForkReads,
     closed_result,
+    fitted,
     fork_of,
     forked_input_of,
     reuse_of,
@@ -41,8 +42,12 @@ from oma.core.schema.validation import UndecodableInput
 async def preview(client: Client, fork: ForkInput, workflow_id: str) -> ForkedRun:
     """What the fork ``workflow_id`` keeps and runs again, as its run will
     make it (``oma.activities.fork_source.fork_of``, no output read back).
-    Raises ``InvalidForkError`` and the run input's errors."""
-    return await fork_of(client, fork, workflow_id, read_outputs=False)
+    Raises ``InvalidForkError``, the run input's errors, and
+    ``RunStateTooLargeError`` for a fork whose state its run could not carry
+    (``fitted``): before anything starts."""
+    forked = await fork_of(client, fork, workflow_id, read_outputs=False)
+    fitted(forked, workflow_id)
+    return forked
 
 
 def forked_input(forked: ForkedRun) -> TeamRunInput:
@@ -53,8 +58,11 @@ def forked_input(forked: ForkedRun) -> TeamRunInput:
 async def reuse_preview(client: Client, payload: dict[str, Any], workflow_id: str) -> ForkedRun:
     """What the run ``workflow_id`` of ``payload`` (with ``options.reuse``)
     keeps of its reference run and runs, and why, as its run will make it (no
-    output read back). Raises ``InvalidForkError`` and the run input's errors."""
-    return await reuse_of(client, payload, workflow_id, read_outputs=False)
+    output read back). Raises ``InvalidForkError``, the run input's errors and
+    ``RunStateTooLargeError`` (as ``preview``)."""
+    forked = await reuse_of(client, payload, workflow_id, read_outputs=False)
+    fitted(forked, workflow_id)
+    return forked
 
 
 async def start_fork(

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_serializer
 
 from oma.core.contracts.workflow_ids import task_workflow_id
 from oma.core.rules.content_key import made_keys, made_plan_key
@@ -83,6 +83,13 @@ class ForkedRun(BaseModel):
         description="The tasks to run again whose cost the source does not know (not priced, "
         "or not run there).",
     )
+
+    @field_serializer("resume", when_used="json")
+    def _compact(self, resume: TeamRunState | None) -> dict[str, Any] | None:
+        # the state in JSON (the activity's answer, a payload of at most 2 MB) without the
+        # fields at their defaults, as a run carries it when it continues as new: a kept
+        # task of thousands takes a third of the room
+        return None if resume is None else resume.model_dump(mode="json", exclude_defaults=True)
 
 
 def fork_run(
