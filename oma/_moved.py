@@ -32,7 +32,6 @@ MOVED: dict[str, str] = {
     # the in-process agent
     "oma._agent_ports": "oma.agent.ports",
     # the runtime
-    "oma._key_failure": "oma.runtime.key_failure",
     "oma._logging": "oma.runtime.logs",
     "oma._span_attributes": "oma.runtime.span_attributes",
     "oma.codec": "oma.runtime.codec",

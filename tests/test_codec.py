@@ -15,8 +15,8 @@ import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 
-from oma.core.schema.errors import CodecKeysInvalidError
-from oma.runtime.codec import AesGcmCodec, keys_from_env, new_key, parse_keys
+from oma.core.schema.errors import CodecKeyMissingError, CodecKeysInvalidError
+from oma.runtime.codec import AesGcmCodec, WorkerCodec, keys_from_env, new_key, parse_keys
 from oma.runtime.codec_server import codec_app, serve
 from oma.runtime.dev_server import free_port
 
@@ -82,8 +82,60 @@ async def test_a_payload_that_does_not_decrypt_comes_back_marked_not_raised() ->
 
     back = (await other_a.decode([sealed]))[0]
 
+    # another process may hold the right key under that id: a key missing here
     assert back.data == sealed.data
-    assert back.metadata["oma-decode-error"].startswith(b"the payload does not decrypt with key id")
+    assert back.metadata["oma-missing-key"].startswith(
+        b"the payload does not decrypt with the key OMA_CODEC_KEYS holds as key id 'a'"
+    )
+
+
+async def test_a_plaintext_payload_comes_back_as_it_is() -> None:
+    plain = json_payload('{"written": "before encryption was turned on"}')
+
+    back = (await AesGcmCodec(parse_keys(new_key("k"))).decode([plain]))[0]
+
+    assert back == plain
+
+
+@pytest.mark.parametrize("worker_keys", [None, "other"], ids=["no-key", "other-key"])
+async def test_a_worker_codec_raises_codec_key_missing_naming_the_key_id(
+    worker_keys: str | None,
+) -> None:
+    sealed = (await AesGcmCodec(parse_keys(new_key("k1"))).encode([json_payload("1")]))[0]
+    inner = AesGcmCodec(parse_keys(new_key(worker_keys))) if worker_keys else None
+
+    with pytest.raises(CodecKeyMissingError) as caught:
+        await WorkerCodec(inner).decode([json_payload("2"), sealed])
+
+    assert str(caught.value).startswith(
+        "CODEC_KEY_MISSING: the payload is encrypted with key id 'k1'"
+    )
+    assert "the workflow task is retried until one takes it" in str(caught.value)
+
+
+async def test_a_worker_codec_reads_plaintext_and_leaves_a_malformed_ciphertext_marked() -> None:
+    keys = parse_keys(new_key("k"))
+    plain, short = json_payload("1"), sealed_as("k", b"\x01\x02\x03")
+    sealed = (await AesGcmCodec(keys).encode([plain]))[0]
+
+    back = await WorkerCodec(AesGcmCodec(keys)).decode([plain, sealed, short])
+    keyless = await WorkerCodec(None).decode([plain, short])
+
+    assert back[:2] == [plain, plain]
+    assert back[2].metadata["oma-decode-error"].startswith(b"the payload encrypted with key id")
+    assert keyless[0] == plain
+    assert keyless[1] == short  # unmarked: no key can read it, whoever looks
+
+
+async def test_a_worker_codec_does_not_take_a_clients_own_reason_for_a_missing_key() -> None:
+    forged = sealed_as("nobody", b"\x00" * 40)
+    forged.metadata["oma-missing-key"] = b"click here"
+
+    with pytest.raises(CodecKeyMissingError) as caught:
+        await WorkerCodec(None).decode([forged])
+
+    assert "click here" not in str(caught.value)
+    assert "encrypted with key id 'nobody'" in str(caught.value)
 
 
 def test_oma_codec_key_prints_a_usable_entry() -> None:
@@ -317,6 +369,51 @@ async def test_the_codec_server_gives_back_a_malformed_ciphertext_as_it_is(
         status, body = r.status, await r.json()
 
     assert (status, body) == (200, {"payloads": [wire(short)]})
+
+
+@pytest.mark.parametrize(
+    ("payload", "named"),
+    [
+        ({"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "YWJj!!!!"}, "data"),
+        ({"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "\u00e9"}, "data"),
+        ({"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "YWJjZ"}, "data"),
+        ({"metadata": {"encoding": "anNvbi9w bGFpbg=="}, "data": "MQ=="}, "metadata 'encoding'"),
+    ],
+    ids=["punctuation", "non-ascii", "one-char-group", "metadata"],
+)
+async def test_the_codec_server_refuses_data_or_metadata_that_is_not_base64(
+    server: tuple[str, AesGcmCodec], payload: dict[str, object], named: str
+) -> None:
+    url, _ = server
+    body = {"payloads": [wire(json_payload("1")), payload]}
+    async with aiohttp.ClientSession() as http:
+        for path in ("/decode", "/encode"):
+            async with http.post(
+                f"{url}{path}", json=body, headers={"Authorization": f"Bearer {TOKEN}"}
+            ) as r:
+                status, text = r.status, await r.text()
+
+            assert (status, text) == (
+                400,
+                f'expected {{"payloads": [...]}} of protobuf JSON payloads: the {named} of '
+                "payload 1 is not base64",
+            )
+
+
+async def test_the_codec_server_reads_url_safe_and_unpadded_base64(
+    server: tuple[str, AesGcmCodec],
+) -> None:
+    url, _ = server
+    # protobuf JSON accepts either alphabet, with or without padding
+    body = {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg"}, "data": "-_8"}]}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"{url}/decode", json=body, headers={"Authorization": f"Bearer {TOKEN}"}) as r,
+    ):
+        status, answer = r.status, await r.json()
+
+    assert status == 200
+    assert answer["payloads"][0]["data"] == base64.b64encode(b"\xfb\xff").decode()
 
 
 async def test_the_codec_server_refuses_a_non_ascii_token_as_a_wrong_one(

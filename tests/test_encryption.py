@@ -14,14 +14,21 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from google.protobuf.message import Message
 from temporalio.api.common.v1 import Payload
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowQueryFailedError,
+)
 from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError, TerminatedError
+from temporalio.exceptions import ApplicationError
 
 from oma import worker as oma_worker
 from oma.cli.viewer.model import build_run_view
@@ -33,7 +40,8 @@ from oma.runtime.connection import Connection
 from oma.runtime.converter import data_converter
 from oma.runtime.dev_server import DevServer, free_port, is_listening, temporal_binary
 from oma.runtime.plugin import OmaPlugin
-from tests._approvals import Run, eventually, result_within, start_run
+from oma.workflows._visibility import start_attributes
+from tests._approvals import Run, eventually, result_within, start_run, terminate_if_running
 from tests._runs import (
     ENCRYPTED_NAMESPACE,
     TASK_QUEUE,
@@ -203,20 +211,29 @@ async def test_history_holds_no_plaintext_and_the_codec_server_decodes_it(
         await replayer.replay_workflow(history)
 
 
-async def test_a_client_without_the_key_cannot_start_a_run(
-    dev_server: DevServer, enc_worker: oma_worker.OmaWorker, workflow_id: str
+async def test_a_client_without_the_key_starts_a_run_whose_worker_encrypts_what_it_writes(
+    dev_server: DevServer, enc_client: Client, enc_worker: oma_worker.OmaWorker, workflow_id: str
 ) -> None:
     keyless = await connect(dev_server, None)
+    m = markers()
 
-    with pytest.raises(WorkflowFailureError) as caught:
-        await keyless.execute_workflow(
-            "TeamRun", marked_run(markers()), id=workflow_id, task_queue=QUEUE
-        )
+    handle = await keyless.start_workflow(
+        "TeamRun", marked_run(m), id=workflow_id, task_queue=QUEUE, result_type=TeamRunResult
+    )
+    result = await team_result(
+        enc_client.get_workflow_handle(workflow_id, result_type=TeamRunResult)
+    )
 
-    cause = caught.value.cause
-    assert isinstance(cause, ApplicationError)
-    assert cause.type == "PAYLOAD_NOT_ENCRYPTED"
-    assert cause.message.startswith("this worker encrypts every payload (OMA_CODEC_KEYS)")
+    # the input went in plaintext, as its client sent it; nothing the worker
+    # wrote is readable without the key, the client's own result included
+    assert result.task("write").output == f"{m['output']}\n"
+    shown = await temporal_show(dev_server, workflow_id)
+    child = await temporal_show(dev_server, f"{workflow_id}/fail")
+    assert m["input"] in shown
+    assert [v for v in (m["output"], m["error"]) if v in shown or v in child] == []
+    with pytest.raises(CodecKeyMissingError):
+        await team_result(handle)
+    await replay_with_key_a(enc_client, workflow_id)
 
 
 async def test_a_client_without_the_key_reading_a_result_gets_a_clear_error(
@@ -235,7 +252,7 @@ async def test_a_client_without_the_key_reading_a_result_gets_a_clear_error(
 
 
 @pytest.mark.parametrize("worker_keys", [None, KEY_B], ids=["no-key", "wrong-key"])
-async def test_a_worker_without_the_key_fails_the_run_instead_of_wedging(
+async def test_a_run_no_worker_holds_the_key_of_waits_for_one_that_does(
     dev_server: DevServer,
     enc_client: Client,
     anthropic_server: AnthropicServer,
@@ -243,23 +260,31 @@ async def test_a_worker_without_the_key_fails_the_run_instead_of_wedging(
     worker_keys: str | None,
 ) -> None:
     queue = f"{QUEUE}-{uuid.uuid4().hex[:6]}"
-    keyless = await connect(dev_server, parse_keys(worker_keys) if worker_keys else None)
+    lacking = await connect(dev_server, parse_keys(worker_keys) if worker_keys else None)
     activities = worker_activities(queue, anthropic_server.base_url)
+    handle = await enc_client.start_workflow(
+        "TeamRun",
+        marked_run(markers()),
+        id=workflow_id,
+        task_queue=queue,
+        result_type=TeamRunResult,
+        task_timeout=TASK_TIMEOUT,
+    )
+    run = Run(handle)
 
-    async with oma_worker.build_worker(keyless, queue, activities):
-        with pytest.raises(WorkflowFailureError) as caught:
-            await asyncio.wait_for(
-                enc_client.execute_workflow(
-                    "TeamRun", marked_run(markers()), id=workflow_id, task_queue=queue
-                ),
-                timeout=60,
-            )
+    try:
+        async with oma_worker.build_worker(lacking, queue, activities):
+            failure = await workflow_task_failure(run)
+            status = (await handle.describe()).status
+        async with oma_worker.build_worker(enc_client, queue, activities):
+            result = await result_within(run, 30)
+    finally:
+        await terminate_if_running(run)
 
-    cause = caught.value.cause
-    assert isinstance(cause, ApplicationError)
-    assert cause.type == "CODEC_KEY_MISSING"
-    assert "encrypted with key id 'key-a'" in cause.message
-    assert "set OMA_CODEC_KEYS" in cause.message
+    assert failure.startswith("CODEC_KEY_MISSING: the payload is encrypted with key id 'key-a'")
+    assert status == WorkflowExecutionStatus.RUNNING
+    assert result.task("write").status == "completed"
+    await replay_with_key_a(enc_client, workflow_id)
 
 
 async def test_rotation_decodes_and_replays_a_history_recorded_under_the_old_key(
@@ -391,7 +416,7 @@ async def test_a_decide_signal_with_a_short_ciphertext_is_refused_and_the_run_go
         return events[0].detail if events else None
 
     detail = await eventually(refused, "the approval_refused event", 15)
-    assert detail.startswith(f"(no request_id): CODEC_KEY_MISSING: {SHORT_REASON}")
+    assert detail.startswith(f"(no request_id): CIPHERTEXT_INVALID: {SHORT_REASON}")
     await run.decide((await run.pending())[0])
     assert (await result_within(run, 15)).status == "completed"
     await replay_with_key_a(enc_client, workflow_id)
@@ -409,33 +434,146 @@ async def test_an_abort_signal_with_a_short_ciphertext_aborts_instead_of_wedging
     await replay_with_key_a(enc_client, workflow_id)
 
 
+@pytest.mark.parametrize("worker_keys", [KEY_A, None], ids=["with-key", "no-key"])
 @pytest.mark.parametrize("workflow_type", ["TeamRun", "AgentRun"])
 async def test_a_start_with_a_short_ciphertext_fails_naming_what_is_wrong(
     dev_server: DevServer,
-    enc_worker: oma_worker.OmaWorker,
+    anthropic_server: AnthropicServer,
     enc_client: Client,
     workflow_id: str,
     workflow_type: str,
+    worker_keys: str | None,
 ) -> None:
+    # no key can read it: every worker, with a key or none, fails the run alike
+    queue = f"{QUEUE}-{uuid.uuid4().hex[:6]}"
+    worker_client = await connect(dev_server, parse_keys(worker_keys) if worker_keys else None)
+    activities = worker_activities(queue, anthropic_server.base_url)
     keyless = await connect(dev_server, None)
 
-    with pytest.raises(WorkflowFailureError) as caught:
-        await asyncio.wait_for(
-            keyless.execute_workflow(
-                workflow_type, short_ciphertext(), id=workflow_id, task_queue=QUEUE
-            ),
-            timeout=30,
-        )
+    async with oma_worker.build_worker(worker_client, queue, activities):
+        with pytest.raises(WorkflowFailureError) as caught:
+            await asyncio.wait_for(
+                keyless.execute_workflow(
+                    workflow_type, short_ciphertext(), id=workflow_id, task_queue=queue
+                ),
+                timeout=30,
+            )
 
     cause = caught.value.cause
     assert isinstance(cause, ApplicationError)
-    assert cause.type == "CODEC_KEY_MISSING"
-    assert cause.message.startswith(SHORT_REASON)
+    assert cause.type == "CIPHERTEXT_INVALID"
+    assert cause.message == SHORT_REASON
     await replay_with_key_a(enc_client, workflow_id)
 
 
-@pytest.mark.parametrize("worker_keys", [None, KEY_B], ids=["no-key", "wrong-key"])
-async def test_a_worker_without_the_key_fails_a_run_already_in_progress(
+TASK_TIMEOUT = timedelta(seconds=2)
+"""The workflow task timeout of the runs a worker without their key meets:
+after its first failure the SDK lets each retry of the workflow task time out
+instead of failing it again, so a worker with the key gets the run's next
+task only when this has passed (10 s by default)."""
+
+WAITING_RUN = {
+    "team": {"name": "t", "agents": [scripted("w", "done", "done")]},
+    # task a has run (its child workflow is in the history) when b waits
+    "tasks": [task("a", "w"), task("b", "w", "a")],
+    "options": {"approvals": {"dispatch": ["b"]}},
+}
+
+
+async def start_waiting_run(client: Client, workflow_id: str, queue: str) -> Run:
+    """``WAITING_RUN``, started by ``client`` (its keys, or none) on ``queue``."""
+    handle = await client.start_workflow(
+        "TeamRun",
+        WAITING_RUN,
+        id=workflow_id,
+        task_queue=queue,
+        result_type=TeamRunResult,
+        search_attributes=start_attributes(team="t"),
+        task_timeout=TASK_TIMEOUT,
+    )
+    return Run(handle)
+
+
+async def workflow_task_failure(run: Run) -> str:
+    """The message of the run's first failed workflow task, once there is one."""
+
+    async def probe() -> str | None:
+        history = await run.handle.fetch_history()
+        failed = [
+            e.workflow_task_failed_event_attributes.failure.message
+            for e in history.events
+            if e.HasField("workflow_task_failed_event_attributes")
+        ]
+        return failed[0] if failed else None
+
+    return await eventually(probe, "a failed workflow task", 15)
+
+
+def payloads(events: Any) -> list[Payload]:
+    """Every payload in ``events`` but search attributes (Temporal indexes
+    them, so they are never encrypted) and markers (the SDK's core writes a
+    patch id there itself)."""
+    found: list[Payload] = []
+
+    def walk(message: Message) -> None:
+        if isinstance(message, Payload):
+            found.append(message)
+            return
+        for field, value in message.ListFields():
+            if field.message_type is None or field.name == "search_attributes":
+                continue
+            if field.message_type.GetOptions().map_entry:
+                values = list(value.values())
+            else:
+                values = [value] if isinstance(value, Message) else list(value)
+            for v in values:
+                if isinstance(v, Message):
+                    walk(v)
+
+    for event in events:
+        if not event.HasField("marker_recorded_event_attributes"):
+            walk(event)
+    return found
+
+
+def encodings(found: list[Payload]) -> set[bytes]:
+    return {p.metadata.get("encoding", b"") for p in found}
+
+
+def key_ids(found: list[Payload]) -> set[bytes]:
+    return {p.metadata.get("encryption-key-id", b"") for p in found}
+
+
+async def test_turning_encryption_on_keeps_a_run_waiting_for_an_approval(
+    dev_server: DevServer, anthropic_server: AnthropicServer, workflow_id: str
+) -> None:
+    queue = f"{QUEUE}-{uuid.uuid4().hex[:6]}"
+    activities = worker_activities(queue, anthropic_server.base_url)
+    plain = await connect(dev_server, None)
+    async with oma_worker.build_worker(plain, queue, activities):
+        await (await start_waiting_run(plain, workflow_id, queue)).request("dispatch-b")
+    switched_at = len((await plain.get_workflow_handle(workflow_id).fetch_history()).events)
+    # the procedure of docs/security.md: every worker and client gets the key
+    client = await connect(dev_server, KEYS_A)
+    run = Run(client.get_workflow_handle(workflow_id, result_type=TeamRunResult))
+
+    try:
+        async with oma_worker.build_worker(client, queue, activities):
+            [request] = await run.pending()  # a query: the plaintext history replayed
+            await run.decide(request)
+            result = await result_within(run, 30)
+    finally:
+        await terminate_if_running(run)
+
+    assert (request.request_id, result.status) == ("dispatch-b", "completed")
+    events = (await client.get_workflow_handle(workflow_id).fetch_history()).events
+    assert encodings(payloads(events[:switched_at])) == {b"json/plain"}
+    assert encodings(payloads(events[switched_at:])) == {b"binary/encrypted"}
+    await replay_with_key_a(client, workflow_id)
+
+
+@pytest.mark.parametrize("worker_keys", [KEY_B, None], ids=["rotated-out", "no-key"])
+async def test_a_worker_without_the_key_of_a_run_in_progress_leaves_it_to_one_with_the_key(
     dev_server: DevServer,
     enc_client: Client,
     anthropic_server: AnthropicServer,
@@ -444,30 +582,43 @@ async def test_a_worker_without_the_key_fails_a_run_already_in_progress(
 ) -> None:
     queue = f"{QUEUE}-{uuid.uuid4().hex[:6]}"
     activities = worker_activities(queue, anthropic_server.base_url)
-    # task a has run (its child workflow is in the history) when b waits
-    run_input = {
-        "team": {"name": "t", "agents": [scripted("w", "done", "done")]},
-        "tasks": [task("a", "w"), task("b", "w", "a")],
-        "options": {"approvals": {"dispatch": ["b"]}},
-    }
     async with oma_worker.build_worker(enc_client, queue, activities):
-        run = await start_run(enc_client, workflow_id, run_input, task_queue=queue)
-        request = await run.request("dispatch-b")
-    # the worker with the key is gone; one without it takes the run's next task
-    keyless = await connect(dev_server, parse_keys(worker_keys) if worker_keys else None)
-    async with oma_worker.build_worker(keyless, queue, activities):
-        await run.signal_decision(request)
-        with pytest.raises(WorkflowFailureError) as caught:
-            await asyncio.wait_for(run.handle.result(), timeout=30)
+        request = await (await start_waiting_run(enc_client, workflow_id, queue)).request(
+            "dispatch-b"
+        )
+    rotated_at = len((await enc_client.get_workflow_handle(workflow_id).fetch_history()).events)
+    # key-b comes in to encrypt; key-a stays, to read
+    rotated_keys = parse_keys(f"{KEY_B},{KEY_A}")
+    rotated = await connect(dev_server, rotated_keys)
+    run = Run(rotated.get_workflow_handle(workflow_id, result_type=TeamRunResult))
+    lacking = await connect(dev_server, parse_keys(worker_keys) if worker_keys else None)
 
-    # the worker cannot replay the run to fail it (Temporal would call that a
-    # nondeterminism error): it terminates it, naming the key it needs
-    cause = caught.value.cause
-    assert isinstance(cause, TerminatedError)
-    assert cause.message.startswith(
-        "CODEC_KEY_MISSING: the payload is encrypted with key id 'key-a'"
-    )
-    assert "set OMA_CODEC_KEYS" in cause.message
+    try:
+        async with oma_worker.build_worker(lacking, queue, activities):
+            with pytest.raises(WorkflowQueryFailedError) as query:
+                await run.pending()
+            await run.signal_decision(request)
+            failure = await workflow_task_failure(run)
+            status = (await run.handle.describe()).status
+            shown = await temporal_show(dev_server, workflow_id)
+        async with oma_worker.build_worker(rotated, queue, activities):
+            result = await result_within(run, 30)
+    finally:
+        await terminate_if_running(run)
+
+    needs_a = "CODEC_KEY_MISSING: the payload is encrypted with key id 'key-a'"
+    assert str(query.value).startswith(needs_a)
+    assert failure.startswith(needs_a)
+    assert "set OMA_CODEC_KEYS (or OMA_CODEC_KEYS_FILE) to a list holding it" in failure
+    assert failure in shown  # the stock CLI, without the key
+    assert status == WorkflowExecutionStatus.RUNNING
+    assert result.status == "completed"
+    events = (await rotated.get_workflow_handle(workflow_id).fetch_history()).events
+    assert key_ids(payloads(events[:rotated_at])) == {b"key-a"}
+    assert key_ids(payloads(events[rotated_at:])) == {b"key-b"}
+    replayer = plugin.replayer(codec_keys=rotated_keys)
+    for history in await histories_of(rotated, workflow_id):
+        await replayer.replay_workflow(history)
 
 
 async def test_oma_show_reads_an_encrypted_run_whole_its_local_model_turns_included(

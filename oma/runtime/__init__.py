@@ -3,7 +3,6 @@ worker) stands on: the connection to Temporal (``connection``), the data
 converter (``converter``) and the plugins that install it (``client_plugin``
 on a client, ``plugin`` on a worker or a replayer), the payload codec and its HTTP server
 (``codec``, ``codec_server``), tracing (``tracing``, ``span_attributes``),
-the embedded dev server (``dev_server``), log routing (``logs``), the
-message of a missing codec key (``key_failure``) and the approval callbacks
-(``approval_callbacks``). Over the workflows and activities, under the entry
+the embedded dev server (``dev_server``), log routing (``logs``) and the
+approval callbacks (``approval_callbacks``). Over the workflows and activities, under the entry
 points."""

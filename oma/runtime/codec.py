@@ -20,6 +20,15 @@ Keys: ``OMA_CODEC_KEYS`` = ``key_id:base64_key[,key_id:base64_key...]``
 (32-byte keys, standard or URL-safe base64), or ``OMA_CODEC_KEYS_FILE`` naming
 a file holding the same (commas or newlines between entries). The first key
 encrypts; all of them decrypt. ``oma codec-key`` prints a new entry.
+
+A payload that arrives unencrypted is read as it is: a run recorded before
+encryption was turned on goes on under a worker that encrypts. A payload this
+process holds no key for is one another process may read, so a worker never
+ends a run for it: its codec (``WorkerCodec``) fails the workflow task with
+``CODEC_KEY_MISSING`` naming the key id, and the run waits for a worker that
+holds the key. Only a ciphertext no key can read (too short to hold a nonce and
+a tag, no key id, or decrypting to something that is not a payload: a client
+sent it) reaches the workflow, which refuses it (``CIPHERTEXT_INVALID``).
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
-from oma.core.schema.errors import CodecKeysInvalidError
+from oma.core.schema.errors import CodecKeyMissingError, CodecKeysInvalidError
 
 ENCRYPTED_ENCODING = b"binary/encrypted"
 """``encoding`` metadata of an encrypted payload (the value Temporal's samples use)."""
@@ -46,13 +55,15 @@ KEY_ID_METADATA = "encryption-key-id"
 """Metadata naming the key a payload is encrypted with."""
 
 DECODE_ERROR_METADATA = "oma-decode-error"
-"""Set by ``AesGcmCodec.decode`` on an encrypted payload it could not decrypt
-(the reason, UTF-8): the payload converter turns it into ``CodecKeyMissingError``
-rather than the codec failing a workflow task forever."""
+"""Set by ``AesGcmCodec.decode`` on an encrypted payload no key can read (the
+reason, UTF-8): the payload converter turns it into ``CiphertextInvalidError``,
+which fails a run started with it and refuses a signal or update carrying it."""
 
-PLAINTEXT_METADATA = "oma-plaintext"
-"""Set by ``AesGcmCodec.decode`` on a payload that arrived unencrypted: the
-payload converter refuses it as a workflow, signal or update input."""
+MISSING_KEY_METADATA = "oma-missing-key"
+"""Set by ``AesGcmCodec.decode`` on an encrypted payload this process holds no
+key for, or whose key under that id does not decrypt it (the reason, UTF-8):
+a client reads it as ``CodecKeyMissingError``; a worker's codec
+(``WorkerCodec``) raises that instead, failing the workflow task."""
 
 KEY_BYTES = 32
 """AES-256: 32-byte keys."""
@@ -156,17 +167,17 @@ class AesGcmCodec(PayloadCodec):
     """Encrypts every payload with the first key; decrypts with the key its
     metadata names.
 
-    ``decode`` never raises for a payload it cannot read, because a raising
-    codec fails a worker's workflow task over and over (a wedged run), and a
-    signal's payload stays in history, so every replay would raise again: an
-    encrypted payload whose key id it does not hold, that is too short to hold
-    a nonce and a tag, whose tag does not verify, or whose plaintext is not a
-    ``Payload`` comes back as it is with ``DECODE_ERROR_METADATA`` saying why; a
-    plaintext payload comes back with ``PLAINTEXT_METADATA``. The product's
-    payload converter (``oma.runtime.plugin``) turns both into a clear error:
-    ``CodecKeyMissingError`` / ``PayloadNotEncryptedError`` for a workflow,
-    signal or update input, ``CodecKeyMissingError`` raised for a typed decode
-    (a result a client reads).
+    ``decode`` never raises, because a client, ``oma show`` and the codec
+    server must show what they can of a history whatever is in it: a payload
+    that arrived unencrypted comes back as it is; an encrypted payload whose
+    key id this codec does not hold, or whose tag does not verify under the
+    key it holds under that id, comes back as it is with
+    ``MISSING_KEY_METADATA`` saying why; one no key can read (no key id, too
+    short to hold a nonce and a tag, or whose plaintext is not a ``Payload``)
+    with ``DECODE_ERROR_METADATA``. The product's payload converter
+    (``oma.runtime.converter``) turns them into ``CodecKeyMissingError`` and
+    ``CiphertextInvalidError``; on a worker, ``WorkerCodec`` raises the first
+    before any workflow code sees the payload.
     """
 
     def __init__(self, keys: Sequence[CodecKey]) -> None:
@@ -195,64 +206,155 @@ class AesGcmCodec(PayloadCodec):
         )
 
     def decrypt(self, payload: Payload) -> Payload:
-        """The original payload of an encrypted one; see the class for what
-        comes back when it cannot be decrypted or was not encrypted."""
+        """The original payload of an encrypted one, or ``payload`` itself when
+        it is not encrypted; see the class for what comes back when it cannot
+        be decrypted."""
         if payload.metadata.get("encoding") != ENCRYPTED_ENCODING:
-            marked = Payload()
-            marked.CopyFrom(payload)
-            marked.metadata[PLAINTEXT_METADATA] = b"1"
-            return marked
-        key_id = payload.metadata.get(KEY_ID_METADATA, b"").decode(errors="replace")
+            return payload
+        payload = _unmarked(payload)
+        if (fault := _malformed(payload)) is not None:
+            return _marked(payload, DECODE_ERROR_METADATA, fault)
+        key_id = _key_id(payload)
         cipher = self._ciphers.get(key_id)
         if cipher is None:
             held = ", ".join(repr(k.key_id) for k in self.keys)
-            return _undecryptable(
+            return _marked(
                 payload,
+                MISSING_KEY_METADATA,
                 f"the payload is encrypted with key id {key_id!r}; OMA_CODEC_KEYS holds {held}",
             )
         data = payload.data
-        if len(data) < NONCE_BYTES + TAG_BYTES:
-            # AESGCM raises ValueError for a nonce under 8 bytes: never let any
-            # bytes a client sends reach it unchecked
-            return _undecryptable(
-                payload,
-                f"the payload encrypted with key id {key_id!r} is {len(data)} bytes, shorter "
-                f"than a nonce and a tag ({NONCE_BYTES + TAG_BYTES} bytes): {_NOT_OURS}",
-            )
         try:
             plain = cipher.decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], None)
         except InvalidTag:
-            return _undecryptable(
+            # another process may hold the right key under this id (a worker
+            # given the wrong one): not a reason to end a run
+            return _marked(
                 payload,
-                f"the payload does not decrypt with key id {key_id!r}: the key under that id "
-                "is not the one it was encrypted with, or the payload was altered",
+                MISSING_KEY_METADATA,
+                f"the payload does not decrypt with the key OMA_CODEC_KEYS holds as key id "
+                f"{key_id!r}: that key is not the one it was encrypted with, or the payload "
+                "was altered",
             )
         try:
             return Payload.FromString(plain)
         except DecodeError:
-            return _undecryptable(
+            return _marked(
                 payload,
+                DECODE_ERROR_METADATA,
                 f"the payload decrypts with key id {key_id!r} but holds no Temporal payload: "
                 f"{_NOT_OURS}",
             )
 
 
+class WorkerCodec(PayloadCodec):
+    """The codec of a worker and a replayer: ``codec`` (``None``: encryption
+    off, payloads pass as they are), except that ``decode`` raises
+    ``CodecKeyMissingError`` for an encrypted payload this process holds no key
+    for (``missing_key_reason``).
+
+    The SDK decodes a workflow activation's payloads before any workflow code
+    runs, and an exception there fails the workflow task (not the run):
+    ``temporalio.worker._workflow``. The server retries the task, the run waits
+    untouched, and the first worker that holds the key completes it. The
+    failure's message, ``CODEC_KEY_MISSING: <why>; ...``, is left unencrypted
+    (``oma.runtime.converter.OmaEncryptingFailureConverter``): it is what
+    ``temporal workflow describe`` and the Web UI show of the failed task. A
+    legacy query's activation fails the same way: the query is answered with
+    that failure and the run is left as it is.
+    """
+
+    def __init__(self, codec: PayloadCodec | None) -> None:
+        self.codec = codec
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads) if self.codec is None else await self.codec.encode(payloads)
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        if self.codec is None:
+            decoded = [_unmarked(p) for p in payloads]
+        else:
+            decoded = await self.codec.decode(payloads)
+        for payload in decoded:
+            if (reason := missing_key_reason(payload)) is not None:
+                raise CodecKeyMissingError(
+                    f"{reason}; this worker leaves the run to a worker that holds that key "
+                    "(the workflow task is retried until one takes it): set OMA_CODEC_KEYS "
+                    "(or OMA_CODEC_KEYS_FILE) to a list holding it"
+                )
+        return decoded
+
+
 def undecryptable_reason(payload: Payload) -> str | None:
-    """Why ``payload`` could not be read for lack of a key, or ``None`` when it
-    is not an encrypted payload left undecrypted. An encrypted payload that
-    reached the payload converter without passing a codec (a process with no
-    ``OMA_CODEC_KEYS``) has a reason too."""
+    """Why ``payload`` cannot be read here (``missing_key_reason`` or
+    ``malformed_reason``), or ``None`` when it is not an encrypted payload
+    left undecrypted."""
+    return missing_key_reason(payload) or malformed_reason(payload)
+
+
+def missing_key_reason(payload: Payload) -> str | None:
+    """Why ``payload`` is encrypted with a key this process does not hold, or
+    ``None``. An encrypted payload that reached here without passing an
+    ``AesGcmCodec`` (a process with no ``OMA_CODEC_KEYS``) is one, unless no
+    key could read it anyway (``malformed_reason``)."""
+    if payload.metadata.get("encoding") != ENCRYPTED_ENCODING:
+        return None
+    reason = payload.metadata.get(MISSING_KEY_METADATA)
+    if reason is not None:
+        return reason.decode(errors="replace")
+    if DECODE_ERROR_METADATA in payload.metadata or _malformed(payload) is not None:
+        return None
+    return (
+        f"the payload is encrypted with key id {_key_id(payload)!r} and OMA_CODEC_KEYS is not set"
+    )
+
+
+def malformed_reason(payload: Payload) -> str | None:
+    """Why no key can read ``payload``, an encrypted payload (a ciphertext a
+    client made up), or ``None``."""
     if payload.metadata.get("encoding") != ENCRYPTED_ENCODING:
         return None
     reason = payload.metadata.get(DECODE_ERROR_METADATA)
-    if reason is not None:
-        return reason.decode(errors="replace")
-    key_id = payload.metadata.get(KEY_ID_METADATA, b"").decode(errors="replace")
-    return f"the payload is encrypted with key id {key_id!r} and OMA_CODEC_KEYS is not set"
+    return reason.decode(errors="replace") if reason is not None else _malformed(payload)
 
 
-def _undecryptable(payload: Payload, reason: str) -> Payload:
+def _key_id(payload: Payload) -> str:
+    return payload.metadata.get(KEY_ID_METADATA, b"").decode(errors="replace")
+
+
+def _malformed(payload: Payload) -> str | None:
+    """What makes the encrypted ``payload`` unreadable by any key, judged
+    without one (so every process judges it alike), or ``None``."""
+    key_id = _key_id(payload)
+    if not key_id:
+        return f"the payload is marked encrypted but names no key id: {_NOT_OURS}"
+    size = len(payload.data)
+    if size < NONCE_BYTES + TAG_BYTES:
+        # AESGCM raises ValueError for a nonce under 8 bytes: never let any
+        # bytes a client sends reach it unchecked
+        return (
+            f"the payload encrypted with key id {key_id!r} is {size} bytes, shorter than a "
+            f"nonce and a tag ({NONCE_BYTES + TAG_BYTES} bytes): {_NOT_OURS}"
+        )
+    return None
+
+
+def _unmarked(payload: Payload) -> Payload:
+    """``payload`` without the marks only a codec sets (a client could send
+    them, to put its own words in a worker's failure)."""
+    if MISSING_KEY_METADATA not in payload.metadata and DECODE_ERROR_METADATA not in (
+        payload.metadata
+    ):
+        return payload
+    clean = Payload()
+    clean.CopyFrom(payload)
+    clean.metadata.pop(MISSING_KEY_METADATA, None)
+    clean.metadata.pop(DECODE_ERROR_METADATA, None)
+    return clean
+
+
+def _marked(payload: Payload, mark: str, reason: str) -> Payload:
     marked = Payload()
     marked.CopyFrom(payload)
-    marked.metadata[DECODE_ERROR_METADATA] = reason.encode()
+    marked.metadata[mark] = reason.encode()
     return marked

@@ -25,7 +25,9 @@ its own request limits and threading around an async codec.
 from __future__ import annotations
 
 import hmac
+import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from urllib.parse import urlsplit
 
@@ -33,7 +35,7 @@ from aiohttp import web
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
-from oma.runtime.codec import DECODE_ERROR_METADATA, PLAINTEXT_METADATA, AesGcmCodec
+from oma.runtime.codec import DECODE_ERROR_METADATA, MISSING_KEY_METADATA, AesGcmCodec
 
 DEFAULT_PORT = 8081
 """The port Temporal's codec server samples use."""
@@ -84,9 +86,10 @@ def codec_app(
     (text, not JSON: see the module's docstring). ``loopback_only`` answers 403
     to a request whose ``Host`` is not a loopback name, so a web page that
     rebinds its own DNS name to 127.0.0.1 cannot read what this server decodes.
-    A body that is not ``{"payloads": [...]}`` of protobuf JSON payloads is a
-    400 with the reason. Payloads ``decode`` cannot decrypt (a key this server
-    does not hold) come back as they are, still encrypted.
+    A body that is not ``{"payloads": [...]}`` of protobuf JSON payloads, or
+    one whose ``data`` or a ``metadata`` value is not base64, is a 400 with the
+    reason. Payloads ``decode`` cannot decrypt (a key this server does not
+    hold) come back as they are, still encrypted.
     """
     origins = ui_origins([ui_origin] if isinstance(ui_origin, str) else ui_origin or ())
 
@@ -179,11 +182,44 @@ async def _payloads(request: web.Request) -> Payloads:
     except UnicodeDecodeError:
         raise web.HTTPBadRequest(text="the body is not UTF-8 text") from None
     try:
-        return json_format.Parse(text, Payloads(), ignore_unknown_fields=True)
-    except (json_format.ParseError, RecursionError) as err:
+        body = json.loads(text)
+        if not isinstance(body, dict):
+            raise ValueError("the body is not a JSON object")
+        _check_base64(body.get("payloads"))
+        return json_format.ParseDict(body, Payloads(), ignore_unknown_fields=True)
+    except (ValueError, json_format.ParseError, RecursionError) as err:
         raise web.HTTPBadRequest(
             text=f'expected {{"payloads": [...]}} of protobuf JSON payloads: {err}'
         ) from None
+
+
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]*={0,2}")
+"""Standard or URL-safe base64, padded or not: what protobuf JSON accepts for
+``bytes`` (https://protobuf.dev/programming-guides/json/)."""
+
+
+def _check_base64(payloads: object) -> None:
+    """Raise ``ValueError`` naming the first ``data`` or ``metadata`` value of
+    ``payloads`` (a protobuf JSON list) that is not base64. The protobuf parser
+    does not check: it skips what is not base64, so ``"!!"`` reads as no
+    bytes at all, and the payload would come back 200 and empty."""
+    if not isinstance(payloads, list):
+        return  # not a list: the protobuf parser says so
+    for n, payload in enumerate(payloads):
+        if not isinstance(payload, dict):
+            continue
+        metadata = payload.get("metadata")
+        fields = [("data", payload.get("data"))]
+        if isinstance(metadata, dict):
+            fields += [(f"metadata {key!r}", value) for key, value in metadata.items()]
+        for name, value in fields:
+            if isinstance(value, str) and not _is_base64(value):
+                raise ValueError(f"the {name} of payload {n} is not base64")
+
+
+def _is_base64(text: str) -> bool:
+    # a last group of one character holds no whole byte
+    return _BASE64.fullmatch(text) is not None and len(text.rstrip("=")) % 4 != 1
 
 
 def _answer(payloads: list[Payload]) -> web.Response:
@@ -195,8 +231,8 @@ def _answer(payloads: list[Payload]) -> web.Response:
 
 def _shown(payload: Payload) -> Payload:
     """A decoded payload without the codec's in-process marks."""
-    if PLAINTEXT_METADATA in payload.metadata or DECODE_ERROR_METADATA in payload.metadata:
+    if MISSING_KEY_METADATA in payload.metadata or DECODE_ERROR_METADATA in payload.metadata:
         payload = Payload(metadata=dict(payload.metadata), data=payload.data)
-        payload.metadata.pop(PLAINTEXT_METADATA, None)
+        payload.metadata.pop(MISSING_KEY_METADATA, None)
         payload.metadata.pop(DECODE_ERROR_METADATA, None)
     return payload

@@ -2,9 +2,10 @@
 arguments, with the AES-GCM payload codec when ``OMA_CODEC_KEYS`` is set.
 
 Every process that talks to Temporal uses it, through ``OmaClientPlugin``
-(a client) or ``OmaPlugin`` (a worker, a replayer). It is a module of its own
-so that a client imports no part of the Temporal worker
-(``temporalio.worker``, which ``temporalio.plugin`` pulls in).
+(a client) or ``OmaPlugin`` (a worker, a replayer, which decode through
+``worker_data_converter``). It is a module of its own so that a client imports
+no part of the Temporal worker (``temporalio.worker``, which
+``temporalio.plugin`` pulls in).
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
-from oma.core.schema.errors import CodecKeyMissingError, PayloadNotEncryptedError
+from oma.core.schema.errors import CiphertextInvalidError, CodecKeyMissingError
 from oma.core.schema.validation import UndecodableInput
 from oma.runtime.codec import (
-    PLAINTEXT_METADATA,
     AesGcmCodec,
     CodecKey,
+    WorkerCodec,
+    malformed_reason,
+    missing_key_reason,
     undecryptable_reason,
 )
 
@@ -45,12 +48,13 @@ class OmaPayloadConverter(PydanticPayloadConverter):
     workflow task that fails and is retried forever ("Failed decoding
     arguments"). Typed decodes (results, queries) raise as before.
 
-    Payloads the codec (``oma.runtime.codec.AesGcmCodec``) could not decrypt, or that
-    reached a process without ``OMA_CODEC_KEYS`` still encrypted, become
-    ``CodecKeyMissingError``: carried by the ``UndecodableInput`` of an untyped
-    argument, raised for a typed decode. A plaintext payload the codec marked
-    becomes a ``PayloadNotEncryptedError`` input when untyped: a worker with
-    encryption on runs nothing a client without the key sent.
+    An encrypted payload left unread becomes, carried by the
+    ``UndecodableInput`` of an untyped argument or raised for a typed decode,
+    ``CodecKeyMissingError`` when this process lacks its key (a client: a
+    worker's codec, ``WorkerCodec``, fails the workflow task before any
+    workflow code sees it) and ``CiphertextInvalidError`` when no key can read
+    it (``oma.runtime.codec.malformed_reason``). A plaintext payload is read as
+    it is, with or without encryption on.
     """
 
     def from_payloads(
@@ -58,23 +62,14 @@ class OmaPayloadConverter(PydanticPayloadConverter):
     ) -> list[Any]:
         if type_hints is not None:
             for payload in payloads:
-                if (reason := undecryptable_reason(payload)) is not None:
-                    raise CodecKeyMissingError(_missing_key(reason))
+                if (error := _unreadable(payload)) is not None:
+                    raise error
             return super().from_payloads(payloads, type_hints)
         return [self._decoded(payload) for payload in payloads]
 
     def _decoded(self, payload: Payload) -> Any:
-        if (reason := undecryptable_reason(payload)) is not None:
-            return UndecodableInput(reason, CodecKeyMissingError(_missing_key(reason)))
-        if PLAINTEXT_METADATA in payload.metadata:
-            return UndecodableInput(
-                "not encrypted",
-                PayloadNotEncryptedError(
-                    "this worker encrypts every payload (OMA_CODEC_KEYS) and refuses a "
-                    "plaintext input: give the client that sent it the same OMA_CODEC_KEYS "
-                    "(the temporal CLI: --codec-endpoint pointed at `oma codec-server`)"
-                ),
-            )
+        if (error := _unreadable(payload)) is not None:
+            return UndecodableInput(error.message, error)
         try:
             return super().from_payloads([payload])[0]
         except ValidationError as err:  # pydantic's JSON parser: "Invalid JSON: ..."
@@ -83,8 +78,17 @@ class OmaPayloadConverter(PydanticPayloadConverter):
             return UndecodableInput(str(err) or type(err).__name__)
 
 
-KEY_ERROR_CODES = frozenset({CodecKeyMissingError.code, PayloadNotEncryptedError.code})
-"""The codes of the errors a process that lacks a run's key raises."""
+def _unreadable(payload: Payload) -> CodecKeyMissingError | CiphertextInvalidError | None:
+    if (reason := missing_key_reason(payload)) is not None:
+        return CodecKeyMissingError(_missing_key(reason))
+    if (reason := malformed_reason(payload)) is not None:
+        return CiphertextInvalidError(reason)
+    return None
+
+
+KEY_ERROR_CODES = frozenset({CodecKeyMissingError.code, CiphertextInvalidError.code})
+"""The codes of the errors about a payload a process cannot decrypt: their
+messages hold key ids and advice only, and stay readable without the key."""
 
 
 def _missing_key(reason: str) -> str:
@@ -109,7 +113,12 @@ class OmaFailureConverter(DefaultFailureConverter):
     stack trace are encrypted (``encoded_attributes``) and cannot be decrypted
     here reads "the failure's message is encrypted: <why>; set OMA_CODEC_KEYS
     ..." instead of the bare "Encoded failure" Temporal shows. Its ``type``
-    (the OMA error code) is never encrypted, so a caller still learns it."""
+    (the OMA error code) is never encrypted, so a caller still learns it.
+
+    A ``CodecKeyMissingError`` a worker's codec raised (``WorkerCodec``)
+    becomes a failure of type ``CODEC_KEY_MISSING`` whose message is the
+    error's ``CODEC_KEY_MISSING: ...`` line: the failed workflow task's
+    failure, as ``temporal workflow describe`` and the Web UI show it."""
 
     def from_failure(self, failure: Failure, payload_converter: PayloadConverter) -> BaseException:
         if failure.HasField("encoded_attributes"):
@@ -122,23 +131,37 @@ class OmaFailureConverter(DefaultFailureConverter):
                 failure = explained
         return super().from_failure(failure, payload_converter)
 
+    def to_failure(
+        self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure
+    ) -> None:
+        super().to_failure(exception, payload_converter, failure)
+        if isinstance(exception, CodecKeyMissingError):
+            failure.application_failure_info.type = exception.code
+        message = _key_error_message(exception)
+        if message is not None and failure.HasField("encoded_attributes"):
+            # key ids and advice only, for the very process that lacks the key
+            failure.ClearField("encoded_attributes")
+            failure.message = message
+
+
+def _key_error_message(exception: BaseException) -> str | None:
+    """The message of a failure about a payload that cannot be decrypted."""
+    if isinstance(exception, CodecKeyMissingError):
+        return str(exception)
+    if isinstance(exception, ApplicationError) and exception.type in KEY_ERROR_CODES:
+        return exception.message
+    return None
+
 
 class OmaEncryptingFailureConverter(
     OmaFailureConverter, DefaultFailureConverterWithEncodedAttributes
 ):
     """``OmaFailureConverter`` that also moves failure messages and stack
     traces into an encoded payload, so the codec encrypts them; except the
-    messages of ``CODEC_KEY_MISSING`` and ``PAYLOAD_NOT_ENCRYPTED``, which hold
+    messages of ``CODEC_KEY_MISSING`` and ``CIPHERTEXT_INVALID``, which hold
     key ids and advice only and must be readable by the very process that
-    lacks the key (the client that started the run)."""
-
-    def to_failure(
-        self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure
-    ) -> None:
-        super().to_failure(exception, payload_converter, failure)
-        if isinstance(exception, ApplicationError) and exception.type in KEY_ERROR_CODES:
-            failure.ClearField("encoded_attributes")
-            failure.message = exception.message
+    lacks the key (the client that started the run, the operator reading a
+    failed workflow task)."""
 
 
 DATA_CONVERTER = DataConverter(
@@ -160,3 +183,13 @@ def data_converter(keys: Sequence[CodecKey] | None) -> DataConverter:
         payload_codec=AesGcmCodec(keys),
         failure_converter_class=OmaEncryptingFailureConverter,
     )
+
+
+def worker_data_converter(converter: DataConverter) -> DataConverter:
+    """``converter`` as a worker (or a replayer) decodes with it: its codec
+    wrapped in ``oma.runtime.codec.WorkerCodec``, which fails the workflow task,
+    never the run, on a payload this process holds no key for. A client keeps
+    ``converter`` itself, whose codec never raises, to show what it can."""
+    if isinstance(converter.payload_codec, WorkerCodec):
+        return converter
+    return dataclasses.replace(converter, payload_codec=WorkerCodec(converter.payload_codec))

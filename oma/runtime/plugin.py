@@ -33,9 +33,9 @@ from oma.runtime.codec import CodecKey
 from oma.runtime.converter import (
     DATA_CONVERTER,
     ENCRYPTED_FAILURE,
-    KEY_ERROR_CODES,
     codec_key_error,
     data_converter,
+    worker_data_converter,
 )
 
 __all__ = [
@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from temporalio.client import ClientConfig
+    from temporalio.client import Client, ClientConfig
     from temporalio.worker import Replayer, ReplayerConfig, WorkerConfig, WorkflowRunner
 
 
@@ -111,6 +111,11 @@ class OmaPlugin(SimplePlugin, OmaClientPlugin):
     ``CodecKeysInvalidError`` for a malformed key list, ``TracingUnavailableError``
     when tracing is on without the ``[otel]`` extra.
 
+    A worker and a replayer decode with ``worker_data_converter``: a payload
+    this process holds no key for fails the workflow task, never the run
+    (``oma.runtime.codec.WorkerCodec``). A worker gets it through a client of
+    its own, the client it is given with only that codec changed.
+
     The workflow sandbox passes the ``oma`` package through (``sandboxed``);
     ``strict_sandbox`` runs OMA's workflow code under the SDK's restrictions
     instead, as the test suite replays every run it made.
@@ -137,12 +142,14 @@ class OmaPlugin(SimplePlugin, OmaClientPlugin):
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
         config = super().configure_replayer(config)
+        config["data_converter"] = worker_data_converter(config["data_converter"])
         config["workflow_runner"] = sandboxed(config.get("workflow_runner"), self.strict_sandbox)
         return self._tracing.configure_replayer(config) if self._tracing else config
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         if self.oma_activities is None:
             return config
+        config["client"] = _decoding_as_a_worker(config["client"])
         config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         config["default_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         if config.get("task_queue") == self.oma_activities.session_task_queue:
@@ -158,7 +165,6 @@ class OmaPlugin(SimplePlugin, OmaClientPlugin):
         if config.get("task_queue") != self.oma_activities.session_task_queue:
             runner = sandboxed(config.get("workflow_runner"), self.strict_sandbox)
             config["workflow_runner"] = runner
-            config = _failing_runs_it_lacks_the_key_of(config)
         return config
 
 
@@ -192,17 +198,28 @@ def sandboxed(runner: WorkflowRunner | None, strict: bool) -> WorkflowRunner:
     return dataclasses.replace(runner, restrictions=passed)
 
 
-def _failing_runs_it_lacks_the_key_of(config: WorkerConfig) -> WorkerConfig:
-    """A worker that lacks the key of a run already in progress ends it with
-    ``CODEC_KEY_MISSING`` (``oma.runtime.key_failure``) instead of retrying, forever,
-    a workflow task its replay cannot complete."""
-    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+def _decoding_as_a_worker(client: Client) -> Client:
+    """``client`` with its data converter as a worker decodes
+    (``worker_data_converter``): the same connection, namespace and
+    interceptors. The SDK takes a worker's data converter from its client
+    (``Worker`` reads ``config["client"]``), and the caller's client keeps its
+    own, whose codec never raises, for what it reads itself."""
+    import temporalio.client
 
-    from oma.runtime.key_failure import KeyFailureRunner
-
-    runner = config.get("workflow_runner") or SandboxedWorkflowRunner()
-    config["workflow_runner"] = KeyFailureRunner(runner, KEY_ERROR_CODES, config["client"])
-    return config
+    config = client.config(active_config=True)
+    converter = worker_data_converter(config["data_converter"])
+    if converter is config["data_converter"]:
+        return client
+    # its plugins configured it already: built again without them, so that
+    # none puts its own converter back
+    return temporalio.client.Client(
+        config["service_client"],
+        namespace=config["namespace"],
+        data_converter=converter,
+        interceptors=config["interceptors"],
+        default_workflow_query_reject_condition=config["default_workflow_query_reject_condition"],
+        header_codec_behavior=config["header_codec_behavior"],
+    )
 
 
 def replayer(

@@ -243,10 +243,13 @@ class CodecKeysInvalidError(SetupError):
 class CodecKeyMissingError(SetupError):
     """A payload is encrypted with a key this process does not hold: it has no
     ``OMA_CODEC_KEYS`` at all, or not the key id the payload names (a key
-    rotated out too early, another deployment's key). Set ``OMA_CODEC_KEYS``
-    to a list that includes that key id. A worker fails the run with it (its
-    input could not be read) instead of retrying the workflow task; a client
-    raises it when it reads a result or a failure."""
+    rotated out too early, another deployment's key), or another key under
+    that id. Set ``OMA_CODEC_KEYS`` to a list that includes that key id. A
+    worker fails the workflow task with it, never the run: the run waits,
+    untouched, until a worker that holds the key takes the task (visible
+    meanwhile in ``temporal workflow describe`` and the Web UI); a query that
+    worker answers fails with it. A client raises it when it reads a result or
+    a failure."""
 
     code = "CODEC_KEY_MISSING"
 
@@ -261,13 +264,15 @@ class TracingUnavailableError(SetupError):
     code = "TRACING_UNAVAILABLE"
 
 
-class PayloadNotEncryptedError(InputError):
-    """A worker with encryption on (``OMA_CODEC_KEYS``) received a workflow,
-    signal or update input in plaintext: the client that sent it has no
-    ``OMA_CODEC_KEYS`` (or the ``temporal`` CLI was run without
-    ``--codec-endpoint``). The input is refused so nothing runs on it."""
+class CiphertextInvalidError(InputError):
+    """A workflow, signal or update input is marked encrypted
+    (``binary/encrypted``) but no key can read it: it names no key id, it is
+    too short to hold a nonce and a tag, or it decrypts to something that is
+    not a Temporal payload. A client made it up; OMA's codec never writes one.
+    A run started with it fails; a ``decide`` signal carrying it is refused
+    (an ``approval_refused`` event)."""
 
-    code = "PAYLOAD_NOT_ENCRYPTED"
+    code = "CIPHERTEXT_INVALID"
 
 
 # -- a run that failed -----------------------------------------------------------

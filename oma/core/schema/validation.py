@@ -20,11 +20,11 @@ class UndecodableInput:
     """An argument a handler takes untyped (``*args``) whose payload the
     worker could not decode: not JSON, JSON nested deeper than the decoder
     reads, a lone UTF-16 surrogate escape such as ``"\\ud800"``. The
-    product's payload converter (``oma.runtime.plugin``) passes it on instead of
+    product's payload converter (``oma.runtime.converter``) passes it on instead of
     failing the workflow task for good; ``single_input`` refuses it, with
-    ``error`` when the converter knows a more precise one (an encrypted
-    payload without its key, ``CodecKeyMissingError``; a plaintext payload
-    where encryption is required, ``PayloadNotEncryptedError``)."""
+    ``error`` when the converter knows a more precise one (a ciphertext no key
+    can read, ``CiphertextInvalidError``; on a client, an encrypted payload
+    without its key, ``CodecKeyMissingError``)."""
 
     def __init__(self, reason: str, error: OMAError | None = None) -> None:
         self.reason = reason
