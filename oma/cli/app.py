@@ -135,10 +135,18 @@ def run(
             "estimated cost of what runs again; start nothing.",
         ),
     ] = False,
+    items: Annotated[
+        Path | None,
+        typer.Option(
+            help="A JSONL file, one JSON object a line: the items FILE's task_template makes "
+            "one task each of (docs/orchestration.md, 'Many tasks from one template').",
+        ),
+    ] = None,
 ) -> None:
     """Validate FILE, start a TeamRun, follow its events, and print the tasks and the output.
 
-    FILE has a team and exactly one of goal, tasks or plan. Its custom tools
+    FILE has a team and exactly one of goal, tasks (and, or instead, a
+    task_template with its items, or --items) or plan. Its custom tools
     and hooks are imported, by the worker in this process, from the --path
     directories, OMA_PATH's and the working directory. Exits 0 when the run
     succeeded, 1 when it did not, 2 when FILE is invalid, 130 when
@@ -147,7 +155,7 @@ def run(
     from oma.cli.run import run_command
 
     _user_code(path)
-    run_command(file, as_json, workflow_id, worker, reuse, dry_run)
+    run_command(file, as_json, workflow_id, worker, reuse, dry_run, items)
 
 
 @app.command()

@@ -109,7 +109,7 @@ class RunTracker:
         # a run with options.reuse decides which tasks it keeps before it
         # starts one: its state says, once a task event has come
         self.reusing = inp is not None and inp.resume is None and inp.options.reuse is not None
-        specs = (inp.tasks or (inp.plan.tasks if inp.plan else None) or []) if inp else []
+        specs = inp.given_tasks() if inp else []
         for spec in specs:
             self.tasks[spec.id] = TaskLine(spec.id, spec.title, spec.assignee)
         if inp is not None and inp.resume is not None:  # a fork: its tasks and what it kept

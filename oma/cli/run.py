@@ -74,12 +74,14 @@ def run_command(
     worker: bool | None,
     reuse: str | None = None,
     dry_run: bool = False,
+    items: Path | None = None,
 ) -> None:
     """``oma run``: exits 0 when the run succeeded, 1 when it did not, 2 when
     FILE is invalid, 130 when interrupted (the run is cancelled). ``reuse``:
     ``options.reuse.from``; ``dry_run``: print what the run would reuse and
-    run again (``print_dry_run``) and start nothing."""
-    inp = read_run_input(file)
+    run again (``print_dry_run``) and start nothing; ``items``: a JSONL file
+    of the items FILE's ``task_template`` makes tasks of."""
+    inp = read_run_input(file, items)
     if reuse is not None:
         given = ReuseOptions.model_validate({"from": reuse})
         inp = inp.model_copy(update={"options": inp.options.model_copy(update={"reuse": given})})
@@ -142,17 +144,61 @@ async def temporal(
         yield client, served.task_queue
 
 
-def read_run_input(file: Path) -> TeamRunInput:
+def read_run_input(file: Path, items: Path | None = None) -> TeamRunInput:
     """FILE as a ``TeamRunInput``, checked as the workflow will check it
-    (``checked_team_run_input``); exits 2 when it is not one."""
+    (``checked_team_run_input``), its ``items`` read from the JSONL file
+    ``items`` when given (``items_json``); exits 2 when it is not one."""
     try:
         raw = run_input_json(file)
+        if items is not None:
+            if not isinstance(raw, dict) or "task_template" not in raw:
+                raise InvalidRunInputError(
+                    f"--items fills the task_template of {file}, which has none"
+                )
+            if "items" in raw:
+                raise InvalidRunInputError(
+                    f"{file} has 'items' already: give them in the file or with --items"
+                )
+            raw["items"] = items_json(items)
     except InvalidRunInputError as e:
         raise fail(e.message, 2) from None
     try:
         return checked_team_run_input(raw)
     except OMAError as e:
         raise fail(f"{file}: {e}", 2) from None
+
+
+def items_json(file: Path) -> list[Any]:
+    """The items in the JSONL file FILE: one JSON object per line (blank
+    lines skipped). Raises ``InvalidRunInputError`` naming the line that is
+    not one, or saying the file has none."""
+    items: list[Any] = []
+    try:
+        with file.open(encoding="utf-8") as lines:
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    item = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise InvalidRunInputError(
+                        f"{file} line {number} is not valid JSON: {e.msg} (column {e.colno})"
+                    ) from None
+                if not isinstance(item, dict):
+                    raise InvalidRunInputError(
+                        f"{file} line {number} is not a JSON object: an item is one object a "
+                        "line, its fields filling the task_template's {field}s"
+                    )
+                items.append(item)
+    except OSError as e:
+        raise InvalidRunInputError(f"cannot read {file}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise InvalidRunInputError(f"{file} is not UTF-8 text") from None
+    except RecursionError:
+        raise InvalidRunInputError(f"{file} nests its JSON too deep to read") from None
+    if not items:
+        raise InvalidRunInputError(f"{file} holds no item (one JSON object a line)")
+    return items
 
 
 def run_input_json(file: Path) -> Any:

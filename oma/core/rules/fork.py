@@ -145,10 +145,12 @@ def fork_run(
         specs[n] = TaskSpec.model_validate(fields | changed)
     if fork.fork.edit and src.goal is None:
         tasks = [t.model_dump(mode="json", exclude_unset=True) for t in specs]
-        if "tasks" in payload:
-            payload["tasks"] = tasks
-        else:
+        if "plan" in payload:
             payload["plan"] = {**payload["plan"], "tasks": tasks}
+        else:  # (tasks made from a template are written out: one of them changed)
+            payload.pop("task_template", None)
+            payload.pop("items", None)
+            payload["tasks"] = tasks
     roots = _roots(fork, specs, states)
     rerun = _rerun(specs, states, [*roots, *fork.fork.edit])
     if not rerun and (src.goal is None or source.final_output is not None):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.approvals import ApprovalOptions, check_dispatch_names, check_tool_gate_names
@@ -32,6 +32,7 @@ from oma.core.schema.pricing import ModelPrice
 from oma.core.schema.results import AcpSessionInfo
 from oma.core.schema.run_state import TeamRunState
 from oma.core.schema.task import TaskSpec
+from oma.core.schema.task_template import expand
 from oma.core.schema.team import TeamConfig, check_assignments
 from oma.core.schema.validation import check_sendable, parse_run_json
 
@@ -180,13 +181,26 @@ class RunOptions(BaseModel):
 
 class TeamRunInput(BaseModel):
     """Input of the ``TeamRun`` workflow: a team and exactly one of ``goal``
-    (a coordinator plans the tasks), ``tasks``, or a frozen ``plan``."""
+    (a coordinator plans the tasks), ``tasks`` (and, or instead, tasks made
+    from ``task_template`` and ``items``), or a frozen ``plan``."""
 
     model_config = ConfigDict(extra="forbid")
 
     team: TeamConfig
     goal: str | None = Field(default=None, min_length=1)
     tasks: list[TaskSpec] | None = Field(default=None, min_length=1)
+    task_template: TaskSpec | None = Field(
+        default=None,
+        description="A task whose id, title, description, assignee and depends_on entries "
+        "may hold {field} placeholders: one task is made of it per item (after 'tasks', if "
+        "any; oma.core.schema.task_template).",
+    )
+    items: list[dict[str, Any]] | None = Field(
+        default=None,
+        min_length=1,
+        description="With task_template: one object per task, whose fields fill its "
+        "placeholders (oma run --items FILE.jsonl reads them from a JSONL file).",
+    )
     plan: PlanArtifact | None = None
     coordinator: CoordinatorConfig | None = Field(
         default=None, description="A goal run: the model that plans and synthesizes."
@@ -195,14 +209,27 @@ class TeamRunInput(BaseModel):
     resume: TeamRunState | None = Field(
         default=None, description="Set by the run itself when it continues as new."
     )
+    _made: list[TaskSpec] = PrivateAttr(default_factory=list)
+    """The tasks made from ``task_template`` and ``items``."""
 
     @model_validator(mode="after")
     def _one_source(self) -> TeamRunInput:
-        given = [k for k in ("goal", "tasks", "plan") if getattr(self, k) is not None]
+        if (self.task_template is None) != (self.items is None):
+            raise ValueError(
+                "'task_template' and 'items' go together: one task is made of the template "
+                "per item (oma run --items FILE.jsonl reads the items from a file)"
+            )
+        sources = {
+            "goal": self.goal,
+            "tasks": self.tasks,
+            "task_template": None if self.tasks else self.task_template,
+            "plan": self.plan,
+        }
+        given = [k for k, v in sources.items() if v is not None]
         if len(given) != 1:
             raise ValueError(
-                "give exactly one of 'goal', 'tasks' or 'plan'"
-                + (f" (got {', '.join(given)})" if given else "")
+                "give exactly one of 'goal', 'tasks' (or 'task_template' and 'items') or "
+                "'plan'" + (f" (got {', '.join(given)})" if given else "")
             )
         if self.goal is not None and not self.goal.strip():
             raise ValueError("'goal' is blank: say what the team should achieve")
@@ -227,6 +254,8 @@ class TeamRunInput(BaseModel):
             raise ValueError(
                 "options.approvals.plan reviews a coordinator's plan: it needs a 'goal'"
             )
+        if self.task_template is not None and self.items is not None:
+            self._made = expand(self.task_template, self.items)
         return self
 
     def check_tasks(self, tasks: Sequence[TaskSpec], *, every_copy: bool = True) -> None:
@@ -281,7 +310,10 @@ class TeamRunInput(BaseModel):
         return self.model_dump(mode="json", exclude_unset=True, exclude={"resume"})
 
     def given_tasks(self) -> list[TaskSpec]:
-        """The tasks of a ``tasks`` or ``plan`` run (empty for a goal run)."""
+        """The tasks of a ``tasks`` or ``plan`` run (empty for a goal run):
+        ``tasks``, then those made from ``task_template`` and ``items``."""
+        if self._made:
+            return [*(self.tasks or []), *self._made]
         if self.tasks is not None:
             return self.tasks
         return self.plan.tasks if self.plan is not None else []
