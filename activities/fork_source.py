@@ -212,6 +212,7 @@ async def fork_of(
         workflow_id=workflow_id,
         now=datetime.now(UTC),
         by_reference=inline is None,
+        source_run_id=source.temporal_run_id,
     )
     if read_outputs and inline is None and forked.resume is not None:
         await _read_back(client, forked)

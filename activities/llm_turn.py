@@ -19,7 +19,7 @@ from temporalio import activity
 
 from oma.activities.providers import ModelProvider, default_providers, provider_for
 from oma.activities.recordings import Recording, Recordings, task_of
-from oma.activities.tool_call import tool_traits
+from oma.activities.tool_call import offered_tools, tool_traits
 from oma.core.contracts.llm import (
     AgentRef,
     ConversationRef,
@@ -27,6 +27,7 @@ from oma.core.contracts.llm import (
     LlmTurnInput,
     LlmTurnOutput,
     RequestDigest,
+    legacy_digest,
     price_turn,
     request_digest,
 )
@@ -75,9 +76,9 @@ class LlmActivities:
         if inp.conversation is not None:
             inp = inp.model_copy(update={"messages": await _conversation(inp.conversation)})
         request = None
-        if PROVIDERS[inp.agent.resolved_provider].needs_io:
-            request = request_digest(inp.agent, inp.messages)
         try:
+            if PROVIDERS[inp.agent.resolved_provider].needs_io:
+                request = request_digest(inp.agent, inp.messages, offered_tools(inp.agent))
             replayed = await self._replayed(inp, request) if request is not None else None
             if replayed is not None:
                 return replayed
@@ -98,19 +99,23 @@ class LlmActivities:
         if self.replay is not None:
             recording, on_miss = self.replay, self.on_miss
         elif inp.recorded is not None:
-            recording = await self.recordings.of(activity.client(), inp.recorded.run_id)
-            on_miss = inp.recorded.on_miss
+            recorded = inp.recorded
+            recording = await self.recordings.of(
+                activity.client(), recorded.run_id, recorded.temporal_run_id
+            )
+            on_miss = recorded.on_miss
         else:
             return None
-        found = recording.answer(request)
+        legacy = legacy_digest(request, inp.agent)
+        found = recording.answer(request, legacy)
         task = task_of(activity.info().workflow_id or "")
         if found is None:
             if on_miss == "fallback":
                 return None
             raise RecordingMissError(
-                f"agent {inp.agent.name!r}, task {task!r}, model turn {inp.turn + 1}: run "
-                f"{recording.run_id} recorded no turn with this request: "
-                f"{recording.difference(request, inp.messages, task)}"
+                f"agent {inp.agent.name!r}, task {task!r}, model turn {inp.turn + 1}: "
+                f"{recording.name} recorded no turn with this request: "
+                f"{recording.difference(request, inp.messages, task, legacy)}"
             )
         answer, place = found
         usage = answer.usage.model_copy(update={"cost_usd": 0.0, "unpriced": []})
@@ -119,6 +124,7 @@ class LlmActivities:
                 "usage": usage,
                 "request": request,
                 "recorded_from": place.workflow_id,
+                "recorded_from_run_id": place.run_id,
                 "tool_traits": tool_traits(inp.agent),
             }
         )

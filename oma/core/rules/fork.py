@@ -91,8 +91,10 @@ def fork_run(
     workflow_id: str,
     now: datetime,
     by_reference: bool = True,
+    source_run_id: str | None = None,
 ) -> ForkedRun:
-    """The fork ``workflow_id`` of the run ``fork.fork.run_id``, whose input
+    """The fork ``workflow_id`` of the run ``fork.fork.run_id`` (its execution
+    ``source_run_id``, a Temporal run id: the one read), whose input
     was ``source_input`` (the JSON its start recorded) and whose result (or
     state so far) is ``source``. ``by_reference``: the kept outputs that no
     task to run again reads leave the state, by reference to their
@@ -115,8 +117,12 @@ def fork_run(
     options.pop("plan_only", None)  # a planned run's fork runs its plan
     models = options.get("models")
     if models == "recorded" or (isinstance(models, dict) and not models.get("from")):
-        # a fork replays its source's model turns unless told another run
-        options["models"] = {**(models if isinstance(models, dict) else {}), "from": source_id}
+        # a fork replays its source's model turns unless told another run:
+        # the execution it read, not whichever is the latest when a turn asks
+        recorded = {**(models if isinstance(models, dict) else {}), "from": source_id}
+        if source_run_id is not None:
+            recorded["temporal_run_id"] = source_run_id
+        options["models"] = recorded
     payload["options"] = options
     specs = _specs(source_id, src, source)
     states = {t.id: t for t in source.tasks}
