@@ -27,9 +27,11 @@ from oma.core.contracts.llm import (
     LlmTurnInput,
     LlmTurnOutput,
     RequestDigest,
+    ToolsDigest,
     legacy_digest,
     price_turn,
     request_digest,
+    tools_digest,
 )
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.errors import OMAError, RecordingMissError, application_error
@@ -56,6 +58,8 @@ class LlmActivities:
         self.providers: Mapping[str, ModelProvider] = providers or default_providers()
         self.agents: OrderedDict[str, AgentConfig] = OrderedDict()
         """The agent configs turns referred to, by digest, most recent last."""
+        self.tools: OrderedDict[str, ToolsDigest] = OrderedDict()
+        """The digests of the tools those agents offer, by the agent's digest."""
         self.replay = replay
         """Answers every turn of this worker from these recorded turns
         (``oma.testing.recorded``), ``on_miss`` saying what a miss does."""
@@ -78,7 +82,7 @@ class LlmActivities:
         request = None
         try:
             if PROVIDERS[inp.agent.resolved_provider].needs_io:
-                request = request_digest(inp.agent, inp.messages, offered_tools(inp.agent))
+                request = request_digest(inp.agent, inp.messages, self._tools(inp))
             replayed = await self._replayed(inp, request) if request is not None else None
             if replayed is not None:
                 return replayed
@@ -128,6 +132,20 @@ class LlmActivities:
                 "tool_traits": tool_traits(inp.agent),
             }
         )
+
+    def _tools(self, inp: LlmTurnInput) -> ToolsDigest:
+        """The digests of the tools ``inp.agent`` offers, kept by its config's
+        digest: this worker loads a custom tool once, so one config offers
+        the same definitions for the worker's life."""
+        if inp.agent_ref is None:
+            return tools_digest(offered_tools(inp.agent))
+        key = inp.agent_ref.sha256
+        digest = self.tools.get(key) or tools_digest(offered_tools(inp.agent))
+        self.tools[key] = digest
+        self.tools.move_to_end(key)
+        while len(self.tools) > AGENT_CACHE_SIZE:
+            self.tools.popitem(last=False)
+        return digest
 
     async def _agent(self, ref: AgentRef) -> AgentConfig:
         """The agent ``ref`` names: from the cache, else the run's ``agent`` query."""

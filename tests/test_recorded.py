@@ -177,8 +177,8 @@ def tool_team(tool: str) -> dict[str, Any]:
 
 
 def write_module(path: Path, source: str) -> None:
-    """Write the module ``path`` and have the next tool call load it anew, as
-    a restarted worker would (a worker imports a custom tool once)."""
+    """Write the module ``path`` and have the next worker load it anew, as a
+    restarted worker process would (a process imports a custom tool once)."""
     path.write_text(source)
     sys.modules.pop(path.stem, None)
     importlib.invalidate_caches()
@@ -200,14 +200,15 @@ async def test_a_custom_tool_whose_schema_and_docstring_changed_misses_naming_th
         api.reply_text("A it is")
         source = await run(client, workflow_id, tool_team("rec_changed_tool:lookup"))
         assert source.success, source
+    # the same import path: two more parameters and another docstring; a new worker
+    write_module(
+        module,
+        "def lookup(key: str, table: str = 'main', exact: bool = True) -> str:\n"
+        '    """Look a key up in a table, exactly or by its prefix."""\n'
+        "    return key.upper()\n",
+    )
+    async with own_api_and_worker(client) as api:
         api.stop()
-        # the same import path: two more parameters and another docstring
-        write_module(
-            module,
-            "def lookup(key: str, table: str = 'main', exact: bool = True) -> str:\n"
-            '    """Look a key up in a table, exactly or by its prefix."""\n'
-            "    return key.upper()\n",
-        )
         forked = await run(
             client,
             f"{workflow_id}-f",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -158,25 +158,42 @@ def message_chain(messages: list[LLMMessage]) -> list[str]:
     return chain
 
 
+class ToolsDigest(NamedTuple):
+    """The digests of the tools a turn offers (``RequestDigest.tools`` and
+    ``tool_digests``)."""
+
+    tools: str
+    each: dict[str, str]
+
+
+def tools_digest(tools: list[dict[str, Any]]) -> ToolsDigest:
+    """The digests of ``tools``, the tool definitions the provider is sent
+    (``name``, ``description``, ``input_schema``:
+    ``oma.activities.tool_call.offered_tools``), in order. (A listing of a
+    thousand MCP tools, ~1 MB of JSON, takes tens of milliseconds: the
+    ``llm_turn`` activity keeps it per agent.)"""
+    each = (
+        {str(t.get("name")): _digest(_canonical(t), TOOL_DIGEST_CHARS) for t in tools}
+        if len(tools) <= TOOL_DIGESTS_MAX
+        else {}
+    )
+    return ToolsDigest(_digest(_canonical(tools)), each)
+
+
 def request_digest(
-    agent: AgentConfig, messages: list[LLMMessage], tools: list[dict[str, Any]]
+    agent: AgentConfig, messages: list[LLMMessage], tools: ToolsDigest
 ) -> RequestDigest:
     """The ``RequestDigest`` of a turn of ``agent`` on ``messages`` (the
-    whole conversation, as the provider gets it) offering ``tools``: the tool
-    definitions the provider is sent (``name``, ``description``,
-    ``input_schema``: ``oma.activities.tool_call.offered_tools``)."""
+    whole conversation, as the provider gets it) offering the tools
+    ``tools`` digests (``tools_digest``)."""
     return RequestDigest(
         model=f"{agent.resolved_provider}/{agent.resolved_model}",
         system=_digest(agent.system_prompt),
-        tools=_digest(_canonical(tools)),
+        tools=tools.tools,
         messages=len(messages),
         chain=message_chain(messages)[-1],
         version=DIGEST_VERSION,
-        tool_digests=(
-            {str(t.get("name")): _digest(_canonical(t), TOOL_DIGEST_CHARS) for t in tools}
-            if len(tools) <= TOOL_DIGESTS_MAX
-            else {}
-        ),
+        tool_digests=tools.each,
     )
 
 
