@@ -139,6 +139,10 @@ async def reuse_of(
         client, reuse.from_, reuse.temporal_run_id, hint=hint, not_run_id=own_run_id
     )
     now = datetime.now(UTC)
+    if reuse.temporal_run_id is None and source.temporal_run_id is not None:
+        # the run goes on naming the execution it read (its recorded turns too)
+        pinned = {**payload["options"]["reuse"], "temporal_run_id": source.temporal_run_id}
+        payload = {**payload, "options": {**payload["options"], "reuse": pinned}}
     forked = reuse_run(
         payload,
         source.input,

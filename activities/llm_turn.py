@@ -19,7 +19,7 @@ from temporalio import activity
 
 from oma.activities.providers import ModelProvider, default_providers, provider_for
 from oma.activities.recordings import Recording, Recordings, task_of
-from oma.activities.tool_call import tool_traits
+from oma.activities.tool_call import offered_tools, tool_traits
 from oma.core.contracts.llm import (
     AgentRef,
     ConversationRef,
@@ -27,8 +27,11 @@ from oma.core.contracts.llm import (
     LlmTurnInput,
     LlmTurnOutput,
     RequestDigest,
+    ToolsDigest,
+    legacy_digest,
     price_turn,
     request_digest,
+    tools_digest,
 )
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.errors import OMAError, RecordingMissError, application_error
@@ -55,6 +58,8 @@ class LlmActivities:
         self.providers: Mapping[str, ModelProvider] = providers or default_providers()
         self.agents: OrderedDict[str, AgentConfig] = OrderedDict()
         """The agent configs turns referred to, by digest, most recent last."""
+        self.tools: OrderedDict[str, ToolsDigest] = OrderedDict()
+        """The digests of the tools those agents offer, by the agent's digest."""
         self.replay = replay
         """Answers every turn of this worker from these recorded turns
         (``oma.testing.recorded``), ``on_miss`` saying what a miss does."""
@@ -75,9 +80,9 @@ class LlmActivities:
         if inp.conversation is not None:
             inp = inp.model_copy(update={"messages": await _conversation(inp.conversation)})
         request = None
-        if PROVIDERS[inp.agent.resolved_provider].needs_io:
-            request = request_digest(inp.agent, inp.messages)
         try:
+            if PROVIDERS[inp.agent.resolved_provider].needs_io:
+                request = request_digest(inp.agent, inp.messages, self._tools(inp))
             replayed = await self._replayed(inp, request) if request is not None else None
             if replayed is not None:
                 return replayed
@@ -98,19 +103,23 @@ class LlmActivities:
         if self.replay is not None:
             recording, on_miss = self.replay, self.on_miss
         elif inp.recorded is not None:
-            recording = await self.recordings.of(activity.client(), inp.recorded.run_id)
-            on_miss = inp.recorded.on_miss
+            recorded = inp.recorded
+            recording = await self.recordings.of(
+                activity.client(), recorded.run_id, recorded.temporal_run_id
+            )
+            on_miss = recorded.on_miss
         else:
             return None
-        found = recording.answer(request)
+        legacy = legacy_digest(request, inp.agent)
+        found = recording.answer(request, legacy)
         task = task_of(activity.info().workflow_id or "")
         if found is None:
             if on_miss == "fallback":
                 return None
             raise RecordingMissError(
-                f"agent {inp.agent.name!r}, task {task!r}, model turn {inp.turn + 1}: run "
-                f"{recording.run_id} recorded no turn with this request: "
-                f"{recording.difference(request, inp.messages, task)}"
+                f"agent {inp.agent.name!r}, task {task!r}, model turn {inp.turn + 1}: "
+                f"{recording.name} recorded no turn with this request: "
+                f"{recording.difference(request, inp.messages, task, legacy)}"
             )
         answer, place = found
         usage = answer.usage.model_copy(update={"cost_usd": 0.0, "unpriced": []})
@@ -119,9 +128,24 @@ class LlmActivities:
                 "usage": usage,
                 "request": request,
                 "recorded_from": place.workflow_id,
+                "recorded_from_run_id": place.run_id,
                 "tool_traits": tool_traits(inp.agent),
             }
         )
+
+    def _tools(self, inp: LlmTurnInput) -> ToolsDigest:
+        """The digests of the tools ``inp.agent`` offers, kept by its config's
+        digest: this worker loads a custom tool once, so one config offers
+        the same definitions for the worker's life."""
+        if inp.agent_ref is None:
+            return tools_digest(offered_tools(inp.agent))
+        key = inp.agent_ref.sha256
+        digest = self.tools.get(key) or tools_digest(offered_tools(inp.agent))
+        self.tools[key] = digest
+        self.tools.move_to_end(key)
+        while len(self.tools) > AGENT_CACHE_SIZE:
+            self.tools.popitem(last=False)
+        return digest
 
     async def _agent(self, ref: AgentRef) -> AgentConfig:
         """The agent ``ref`` names: from the cache, else the run's ``agent`` query."""

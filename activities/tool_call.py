@@ -162,6 +162,14 @@ def _attempts_left(inp: ToolCallInput) -> bool:
     return attempt < inp.traits.max_attempts
 
 
+def offered_tools(agent: AgentConfig) -> list[dict[str, Any]]:
+    """The tools a model turn of ``agent`` is sent (``tool_definitions``;
+    none for an agent that names no tool and lists no MCP tool): what the
+    providers send and a turn's ``RequestDigest`` digests. Raises
+    ``InvalidHookError`` for a custom tool this worker cannot load."""
+    return tool_definitions(agent) if agent.tools or agent.mcp_tools else []
+
+
 def tool_definitions(agent: AgentConfig) -> list[dict[str, Any]]:
     """The agent's tools as the Anthropic Messages API's ``tools``
     (``name``, ``description``, ``input_schema``), in declaration order, its

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from oma.activities.llm_turn import LlmActivities
-from oma.activities.recordings import Recording, fetch, load, recording_of
+from oma.activities.recordings import Recording, load, read, recording_of
 from oma.client.api import OpenMultiAgent
 from oma.runtime.codec import keys_from_env
 from oma.runtime.connection import Connection
@@ -34,6 +34,7 @@ async def recorded(
     *,
     on_miss: Literal["strict", "fallback"] = "strict",
     task_queue: str = "oma-recorded",
+    temporal_run_id: str | None = None,
 ) -> AsyncIterator[OpenMultiAgent]:
     """An ``OpenMultiAgent`` whose runs' model turns are answered from the
     turns ``source`` recorded, on a Temporal dev server of its own (in
@@ -43,7 +44,8 @@ async def recorded(
     workflow show --workflow-id ID --output json``) of a ``TeamRun`` and its
     ``AgentRun`` children, whose histories hold the model turns; or the
     workflow id of a ``TeamRun`` on the server Temporal's environment
-    configuration names (``TEMPORAL_ADDRESS``, ...), read from there first.
+    configuration names (``TEMPORAL_ADDRESS``, ...), read from there first:
+    its execution ``temporal_run_id`` (a Temporal run id; none: its latest).
 
     A turn whose request (model, system prompt, tools, messages) a recorded
     turn made gets its answer, usage and stop reason; any other fails its
@@ -53,7 +55,7 @@ async def recorded(
     for unreadable files, ``InvalidForkError`` for an unknown run id, and
     ``TemporalUnavailableError`` when the dev server cannot start.
     """
-    replay = await recording(source)
+    replay = await recording(source, temporal_run_id)
     with DevServer(port=free_port(), started_by="oma.testing.recorded") as server:
         client = await Connection.local(server.address, task_queue).connect()
         activities = Activities(
@@ -64,11 +66,12 @@ async def recorded(
             yield OpenMultiAgent(client=client, task_queue=task_queue)
 
 
-async def recording(source: str | Path) -> Recording:
-    """The model turns ``source`` recorded (see ``recorded``)."""
+async def recording(source: str | Path, temporal_run_id: str | None = None) -> Recording:
+    """The model turns ``source`` (its execution ``temporal_run_id``) recorded
+    (see ``recorded``)."""
     path = Path(source)
     if path.exists():
         converter = data_converter(keys_from_env())
         return await recording_of(load(path), converter, str(source))
     client = await Connection.from_env().connect()
-    return await recording_of(await fetch(client, str(source)), client.data_converter, str(source))
+    return await read(client, str(source), temporal_run_id)

@@ -235,7 +235,9 @@ class AgentRun(ApprovalHandlers):
     def _ports(self, inp: AgentRunInput) -> AgentPorts:
         if inp.models is not None and inp.models.from_:  # the turns a fork replays
             self._model.recorded = RecordedTurns(
-                run_id=inp.models.from_, on_miss=inp.models.on_miss
+                run_id=inp.models.from_,
+                temporal_run_id=inp.models.temporal_run_id,
+                on_miss=inp.models.on_miss,
             )
         return AgentPorts(
             model=BudgetedModel(self._model, self._budget) if self._budget else self._model,

@@ -27,7 +27,7 @@ from oma.activities.providers._http import (
     retry_after_s,
 )
 from oma.activities.providers._progress import OnEvent, streamed_text_heartbeats
-from oma.activities.tool_call import tool_definitions
+from oma.activities.tool_call import offered_tools
 from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
 from oma.core.schema.agent_events import TextDelta, ToolCallEvent
 from oma.core.schema.errors import MissingCredentialsError, ProviderError
@@ -193,7 +193,7 @@ def _request(inp: LlmTurnInput) -> dict[str, Any]:
         "max_tokens": agent.max_tokens or DEFAULT_MAX_TOKENS,
         "messages": messages,
     }
-    tools = tool_definitions(agent) if agent.tools or agent.mcp_tools else []
+    tools = offered_tools(agent)
     caching = bool(tools) if agent.prompt_caching is None else agent.prompt_caching
     if agent.system_prompt and caching:
         text = {"type": "text", "text": agent.system_prompt, "cache_control": CACHE_BREAKPOINT}

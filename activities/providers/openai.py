@@ -34,7 +34,7 @@ from oma.activities.providers._http import (
     retry_after_s,
 )
 from oma.activities.providers._progress import OnEvent, streamed_text_heartbeats
-from oma.activities.tool_call import tool_definitions
+from oma.activities.tool_call import offered_tools
 from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
 from oma.core.schema.agent_events import TextDelta, ToolCallEvent
 from oma.core.schema.errors import InvalidMessageError, MissingCredentialsError, ProviderError
@@ -242,7 +242,7 @@ def _request(inp: LlmTurnInput, at_openai: bool) -> dict[str, Any]:
                     "parameters": tool["input_schema"],
                 },
             }
-            for tool in tool_definitions(agent)
+            for tool in offered_tools(agent)
         ]
     return request
 

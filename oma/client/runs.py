@@ -17,7 +17,7 @@ from oma.core.contracts.visibility import start_values, team_run_result_of
 from oma.core.schema.errors import OMAError, error_for
 from oma.core.schema.limits import check_child_ids
 from oma.core.schema.results import AgentRunResult, TeamRunResult
-from oma.core.schema.run_input import TeamRunInput
+from oma.core.schema.run_input import RecordedModels, TeamRunInput
 from oma.core.schema.task import TaskState
 from oma.runtime.converter import codec_key_error
 
@@ -65,12 +65,14 @@ async def start_team_run(
     anything starts), and the SDK's ``WorkflowAlreadyStartedError`` and
     ``RPCError``. A run with ``options.reuse`` that names no execution reuses
     the one that is the latest now (``temporal_run_id`` set to it): a run
-    that takes its reference's workflow id would otherwise read itself."""
+    that takes its reference's workflow id would otherwise read itself; so
+    does one whose ``options.models`` names a run but no execution."""
     check_child_ids(id, (t.id for t in run_input.given_tasks()))
+    pinned = await _models_pinned(client, await _reuse_pinned(client, run_input))
     return await start_run(
         client,
         "TeamRun",
-        (await _reuse_pinned(client, run_input)).payload(),
+        pinned.payload(),
         id=id,
         task_queue=task_queue,
         result_type=TeamRunResult,
@@ -94,6 +96,27 @@ async def _reuse_pinned(client: Client, run_input: TeamRunInput) -> TeamRunInput
         return run_input
     pinned = reuse.model_copy(update={"temporal_run_id": latest})
     options = run_input.options.model_copy(update={"reuse": pinned})
+    return run_input.model_copy(update={"options": options})
+
+
+async def _models_pinned(client: Client, run_input: TeamRunInput) -> TeamRunInput:
+    """``run_input`` with its ``options.models`` naming the execution whose
+    model turns it replays (the latest, when it names a run but no
+    execution); as given when there is no such run (its turns then fail
+    ``INVALID_FORK`` naming it)."""
+    models = run_input.options.models
+    if not isinstance(models, RecordedModels) or models.from_ is None:
+        return run_input
+    if models.temporal_run_id is not None:
+        return run_input
+    try:
+        latest = (await client.get_workflow_handle(models.from_).describe()).run_id
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+        return run_input
+    pinned = models.model_copy(update={"temporal_run_id": latest})
+    options = run_input.options.model_copy(update={"models": pinned})
     return run_input.model_copy(update={"options": options})
 
 

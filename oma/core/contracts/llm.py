@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
+import json
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -69,9 +70,16 @@ class ConversationSlice(BaseModel):
 class RecordedTurns(BaseModel):
     """Where a turn's answer comes from when a run replays recorded model turns
     (``options.models`` ``recorded``): the model turns of the ``TeamRun``
-    ``run_id`` (and its children), by request (``RequestDigest``)."""
+    ``run_id``'s execution ``temporal_run_id`` (and its children), by
+    request (``RequestDigest``)."""
 
     run_id: str = Field(min_length=1)
+    temporal_run_id: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The Temporal run id of the execution of run_id whose turns are replayed "
+        "(options.models.temporal_run_id); none (a run from before): the latest.",
+    )
     on_miss: Literal["strict", "fallback"] = Field(
         default="strict",
         description="strict: a request the recording lacks fails the task (RECORDING_MISS); "
@@ -83,28 +91,62 @@ DIGEST_CHARS = 16
 """Hex characters of each digest of a request (64 bits: enough to tell a
 run's requests apart, short enough to record with every turn)."""
 
+DIGEST_VERSION = 2
+"""The form of the ``RequestDigest`` this code makes: its ``tools`` digest
+the tool definitions the provider is sent. Version 1 (recorded before it had
+a version) digested the agent's tool configuration, in which a custom tool is
+its import path: a tool whose parameters or docstring changed kept its
+digest."""
+
+TOOL_DIGESTS_MAX = 32
+"""The most tools a request digests one by one (``RequestDigest.tool_digests``):
+what a miss names; an agent offering more (an MCP server's listing) records
+only the digest of them all."""
+
+TOOL_DIGEST_CHARS = 8
+"""Hex characters of one tool's digest: it only tells which tool changed."""
+
 
 class RequestDigest(BaseModel):
     """What a model turn asked, as digests: the model, the system prompt, the
-    tools, and the messages (how many, and a chain over them: ``chain`` of
-    ``messages`` messages is the digest of the one of ``messages - 1`` and
-    of the last message). Recorded with the turn's answer
-    (``LlmTurnOutput.request``); two turns with equal digests made the same
-    request (``oma.activities.recordings``)."""
+    tools as the provider is sent them, and the messages (how many, and a
+    chain over them: ``chain`` of ``messages`` messages is the digest of the
+    one of ``messages - 1`` and of the last message). Recorded with the
+    turn's answer (``LlmTurnOutput.request``); two turns with equal digests
+    of one ``version`` made the same request (``oma.activities.recordings``)."""
 
     model: str = Field(description="<provider>/<model>, readable.")
     system: str
-    tools: str
+    tools: str = Field(
+        description="Version 2: the digest of the tool definitions sent (each tool's name, "
+        "description and input schema, in order); 1: of the agent's tool configuration."
+    )
     messages: int = Field(ge=0)
     chain: str
+    version: int = Field(
+        default=1,
+        ge=1,
+        description="The form of the digest (DIGEST_VERSION); 1: a turn recorded before "
+        "digests had a version, whose tools digest holds a custom tool's import path only.",
+    )
+    tool_digests: dict[str, str] = Field(
+        default_factory=dict,
+        description="Version 2, for an agent offering at most TOOL_DIGESTS_MAX tools: each "
+        "tool's digest, by name (what a miss names).",
+    )
 
     @property
-    def key(self) -> tuple[str, str, str, int, str]:
-        return (self.model, self.system, self.tools, self.messages, self.chain)
+    def key(self) -> tuple[int, str, str, str, int, str]:
+        return (self.version, self.model, self.system, self.tools, self.messages, self.chain)
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_CHARS]
+def _digest(text: str, chars: int = DIGEST_CHARS) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:chars]
+
+
+def chain_after(chain: str, message: LLMMessage) -> str:
+    """The chain of a conversation whose chain is ``chain``, after ``message``."""
+    return _digest(chain + _digest(message.model_dump_json()))
 
 
 def message_chain(messages: list[LLMMessage]) -> list[str]:
@@ -112,25 +154,70 @@ def message_chain(messages: list[LLMMessage]) -> list[str]:
     ``i`` messages (element 0, of none: ``""``)."""
     chain = [""]
     for message in messages:
-        chain.append(_digest(chain[-1] + _digest(message.model_dump_json())))
+        chain.append(chain_after(chain[-1], message))
     return chain
 
 
-TOOL_FIELDS = frozenset({"tools", "allowed_tools", "disallowed_tools", "mcp_tools"})
-"""The fields of an agent's config that say which tools a model turn offers."""
+class ToolsDigest(NamedTuple):
+    """The digests of the tools a turn offers (``RequestDigest.tools`` and
+    ``tool_digests``)."""
+
+    tools: str
+    each: dict[str, str]
 
 
-def request_digest(agent: AgentConfig, messages: list[LLMMessage]) -> RequestDigest:
+def tools_digest(tools: list[dict[str, Any]]) -> ToolsDigest:
+    """The digests of ``tools``, the tool definitions the provider is sent
+    (``name``, ``description``, ``input_schema``:
+    ``oma.activities.tool_call.offered_tools``), in order. (A listing of a
+    thousand MCP tools, ~1 MB of JSON, takes tens of milliseconds: the
+    ``llm_turn`` activity keeps it per agent.)"""
+    each = (
+        {str(t.get("name")): _digest(_canonical(t), TOOL_DIGEST_CHARS) for t in tools}
+        if len(tools) <= TOOL_DIGESTS_MAX
+        else {}
+    )
+    return ToolsDigest(_digest(_canonical(tools)), each)
+
+
+def request_digest(
+    agent: AgentConfig, messages: list[LLMMessage], tools: ToolsDigest
+) -> RequestDigest:
     """The ``RequestDigest`` of a turn of ``agent`` on ``messages`` (the
-    whole conversation, as the provider gets it)."""
-    tools = agent.model_dump_json(include=set(TOOL_FIELDS))
+    whole conversation, as the provider gets it) offering the tools
+    ``tools`` digests (``tools_digest``)."""
     return RequestDigest(
         model=f"{agent.resolved_provider}/{agent.resolved_model}",
         system=_digest(agent.system_prompt),
-        tools=_digest(tools),
+        tools=tools.tools,
         messages=len(messages),
         chain=message_chain(messages)[-1],
+        version=DIGEST_VERSION,
+        tool_digests=tools.each,
     )
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+NO_TOOLS = _digest(_canonical([]))
+"""The ``tools`` digest (version 2) of a turn that offers no tool."""
+
+LEGACY_TOOL_FIELDS = frozenset({"tools", "allowed_tools", "disallowed_tools", "mcp_tools"})
+"""The fields of an agent's config a version 1 digest digested as its tools."""
+
+
+def legacy_digest(request: RequestDigest, agent: AgentConfig) -> RequestDigest | None:
+    """``request`` (of a turn of ``agent``) in the form of version 1, when
+    that form says all a turn offered: no tool at all (its tools digest then
+    says the agent's configuration offered none, which no tool's code can
+    change). None when the turn offers tools: a version 1 digest cannot tell
+    whether they changed, so a recording of that form has no answer to it."""
+    if request.tools != NO_TOOLS:
+        return None
+    tools = agent.model_dump_json(include=set(LEGACY_TOOL_FIELDS))
+    return request.model_copy(update={"tools": _digest(tools), "version": 1})
 
 
 class LlmTurnInput(BaseModel):
@@ -182,6 +269,11 @@ class LlmTurnOutput(BaseModel):
         default=None,
         description="A replayed turn: the AgentRun whose recorded answer this is; the "
         "provider was not called.",
+    )
+    recorded_from_run_id: str | None = Field(
+        default=None,
+        description="A replayed turn: the Temporal run id of the execution of recorded_from "
+        "whose answer this is (none: read from exported histories that do not say).",
     )
 
 

@@ -105,7 +105,8 @@ def fork_run(
     """The fork ``workflow_id`` of the run ``fork.fork.run_id``, whose input
     was ``source_input`` (the JSON its start recorded) and whose result (or
     state so far) is ``source``; ``source_execution`` the Temporal run id of
-    the execution read, which each task kept from it names. ``by_reference``:
+    the execution read, which each task kept from it names, and recorded
+    model turns (``--models recorded``) are replayed from. ``by_reference``:
     the kept outputs over ``SHORT_OUTPUT_BYTES`` that no task to run again
     reads leave the state, by reference to their ``AgentRun`` (a source read
     from the server; one given inline keeps them, its children may be
@@ -128,8 +129,12 @@ def fork_run(
     options.pop("plan_only", None)  # a planned run's fork runs its plan
     models = options.get("models")
     if models == "recorded" or (isinstance(models, dict) and not models.get("from")):
-        # a fork replays its source's model turns unless told another run
-        options["models"] = {**(models if isinstance(models, dict) else {}), "from": source_id}
+        # a fork replays its source's model turns unless told another run:
+        # the execution it read, not whichever is the latest when a turn asks
+        recorded = {**(models if isinstance(models, dict) else {}), "from": source_id}
+        if source_execution is not None:
+            recorded["temporal_run_id"] = source_execution
+        options["models"] = recorded
     payload["options"] = options
     specs = _specs(source_id, src, source)
     checked_graph(specs, src.team, f"run {source_id!r}")
