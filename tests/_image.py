@@ -238,11 +238,13 @@ def install(layout: Layout, venv: Path) -> None:
     # a plain path entry: the editable install of this checkout (its own .pth) stays out
     Path(site, "deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
     pip = [sys.executable, "-m", "pip", "--python", str(python), "install"]
+    env = os.environ | layout.dockerfile.env  # ENV applies to the RUN steps after it
     for step in layout.dockerfile.run_steps():
         if step[:2] == ["pip", "install"]:
             subprocess.run(
                 [*pip, "--no-deps", "--no-build-isolation", "--quiet", *step[2:]],
                 cwd=layout.root,
+                env=env,
                 check=True,
             )
     layout.venv = venv

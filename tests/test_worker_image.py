@@ -219,6 +219,20 @@ async def test_the_python_api_example_runs_on_the_image_worker(
     assert not (project / ".oma" / "temporal.db").exists(), "it must use the cluster"
 
 
+def test_the_installed_package_has_its_bytecode(layout: Layout) -> None:
+    # the sandbox re-imports the workflow modules for every run: without .pyc
+    # files (PYTHONDONTWRITEBYTECODE keeps the worker from writing them) it
+    # would compile them each time
+    assert layout.venv is not None
+    [package] = layout.venv.glob("lib/python*/site-packages/oma")
+    sources = {p.relative_to(package).with_suffix("") for p in package.rglob("*.py")}
+    compiled = {
+        p.relative_to(package).parent.parent / p.name.split(".")[0]
+        for p in package.rglob("__pycache__/*.pyc")
+    }
+    assert sources and sources <= compiled
+
+
 async def test_the_image_worker_stops_on_sigterm_as_docker_stop_asks(
     layout: Layout, dev_server: DevServer
 ) -> None:
