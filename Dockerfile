@@ -3,8 +3,12 @@
 FROM python:3.11-slim
 
 # Logs reach `docker logs` immediately; no .pyc files written at run time.
+# OMA_PATH: the worker imports a team's custom tools, hooks and evaluators from /app/team
+# (docs/tools.md, "Custom tools"); docker-compose.yml mounts the team's code there, a derived
+# image copies it in.
 ENV PYTHONUNBUFFERED=1 \
-    PYTHONDONTWRITEBYTECODE=1
+    PYTHONDONTWRITEBYTECODE=1 \
+    OMA_PATH=/app/team
 
 WORKDIR /app
 
@@ -16,15 +20,18 @@ COPY workflows ./workflows
 COPY worker.py ./
 COPY examples ./examples
 
+# pip compiles the installed package's bytecode: the Temporal sandbox re-imports the
+# workflow modules for every workflow run, and without .pyc files it recompiles them each time.
 RUN pip install --no-cache-dir '.[otel]'
-# Bytecode at build time: the Temporal sandbox re-imports the workflow modules
-# for every workflow run, and without .pyc files it recompiles them each time.
-RUN python -m compileall -q /app
 
-# Run as an unprivileged user; it owns the working directory so run-time state (.oma/,
-# scratch files of process agents) can be written there, while the code stays root-owned.
+# Run as an unprivileged user. It owns the working directory, so run-time state (.oma/) can
+# be written there, and scratch/, where the examples' agents work (their `cwd` is relative to
+# the worker's working directory); the code, and team/, stay root-owned.
 RUN useradd --create-home --uid 10001 oma \
-    && chown oma:oma /app
+    && mkdir -p scratch team \
+    && chown oma:oma . scratch
 USER oma
 
-CMD ["python", "worker.py"]
+# `oma worker`, not `python worker.py`: it adds OMA_PATH and the working directory to the
+# import path (the installed package stays first), and ends cleanly on SIGTERM (`docker stop`).
+CMD ["oma", "worker"]
