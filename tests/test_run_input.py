@@ -54,7 +54,8 @@ def test_options_that_only_apply_to_a_goal_are_refused_without_one() -> None:
 
 def test_exactly_one_source_of_tasks() -> None:
     assert refusal(goal="g", tasks=TASKS).endswith(
-        "give exactly one of 'goal', 'tasks' (or 'task_template' and 'items') or 'plan' (got goal, tasks)"
+        "give exactly one of 'goal', 'tasks' (or 'task_template' and 'items') or 'plan' "
+        "(got goal, tasks)"
     )
     assert refusal().endswith(
         "give exactly one of 'goal', 'tasks' (or 'task_template' and 'items') or 'plan'"
