@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 from acp import RequestError, image_block, text_block
 
+from oma.cli.acp_agent.cards import CARD_OUTPUT_CHARS
+from oma.core.schema.limits import cut_text
 from oma.runtime.dev_server import DevServer
 from tests._acp_editor import OMA, Editor, allow_once, editor_with, oma_env, write_team
 from tests._procs import alive
@@ -84,6 +86,19 @@ def statuses(editor: Editor, call_id: str) -> list[str]:
     return [
         u["status"] for u in editor.updates() if u.get("toolCallId") == call_id and u.get("status")
     ]
+
+
+def card_texts(editor: Editor, call_id: str) -> list[tuple[str, str]]:
+    """The text of each update of a tool call that gave its content, with the
+    call's status then: ``(status, text)``, in order."""
+    status, texts = "", []
+    for u in editor.updates():
+        if u.get("toolCallId") != call_id:
+            continue
+        status = u.get("status") or status
+        if u.get("content"):
+            texts.append((status, u["content"][0]["content"]["text"]))
+    return texts
 
 
 def last_index(kinds: list[str], prefix: str) -> int:
@@ -614,7 +629,11 @@ async def test_a_run_holding_more_than_the_payload_limit_is_still_shown_and_asks
     # while the run goes on, its state holds every output whole, past
     # Temporal's payload limit; its state query answers with outputs kept by
     # reference, so /status answers, the editor sees every task complete
-    # with its output (read back), and the writer's tool call still asks
+    # with its output (read back), and the writer's tool call still asks.
+    # One printer lingers after its output until the test saw its card in
+    # progress, as a busy machine shows every printer: there its card holds
+    # its latest line (a heartbeat's), not its output (the test once took
+    # that line for an output cut wrong, and failed on a loaded machine)
     printed = 250_000
     plan = [
         {"title": f"Print {n}", "description": "Print.", "assignee": "printer", "depends_on": []}
@@ -622,7 +641,14 @@ async def test_a_run_holding_more_than_the_payload_limit_is_still_shown_and_asks
     ] + [{**PLAN[0], "depends_on": []}]
     config = team(approvals={"tools": ["file_write"]})
     config["coordinator"]["script"][0] = f"```json\n{json.dumps(plan)}\n```"
-    printer = f"import sys; sys.stdout.write('x' * {printed})"
+    printer = (
+        f"import os, sys, time; sys.stdout.write('x' * {printed}); sys.stdout.flush()\n"
+        "try:\n    os.close(os.open('lingers', os.O_CREAT | os.O_EXCL))\n"
+        "except FileExistsError:\n    sys.exit()\n"
+        "for _ in range(1200):\n"
+        "    if os.path.exists('go'):\n        break\n"
+        "    time.sleep(0.05)\n"
+    )
     config["team"]["agents"].append(
         {
             "name": "printer",
@@ -639,6 +665,12 @@ async def test_a_run_holding_more_than_the_payload_limit_is_still_shown_and_asks
     printers = [f"t{n}" for n in range(1, 10)]
     async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
         sid, turn = await prompting(editor, tmp_path)
+        await editor.wait_for(
+            lambda: any(s == "in_progress" for t in printers for s, _ in card_texts(editor, t)),
+            "a printer's card in progress, with its latest line",
+            60,
+        )
+        (tmp_path / "go").touch()
         await editor.wait_for(
             lambda: all(statuses(editor, t)[-1:] == ["completed"] for t in printers),
             "every printer's card completed",
@@ -659,10 +691,19 @@ async def test_a_run_holding_more_than_the_payload_limit_is_still_shown_and_asks
         assert f"\n- {t} Print {n} · printer: completed\n" in told
     assert "\n- t10 Write notes · writer: in_progress\n" in told
     assert asked["toolCall"]["title"] == "writer: file_write in task t10"
-    # each printer's card shows its output (cut to a card's length), not a reference
+    # each printer's card shows, while it runs, its latest line (at most the
+    # 200 characters of a heartbeat), then its output (cut to a card's
+    # length), never a reference
     shown = [u for u in editor.updates(sid) if u.get("toolCallId") in printers and u.get("content")]
     assert shown and "is in the result of" not in json.dumps(shown)
-    assert all("x" * 1000 in json.dumps(u["content"]) for u in shown)
+    whole = cut_text("x" * printed, CARD_OUTPUT_CHARS)
+    for t in printers:
+        texts = card_texts(editor, t)
+        assert texts[-1] == ("completed", whole)
+        assert {text for status, text in texts if status == "completed"} == {whole}
+        lines = [text for status, text in texts if status != "completed"]
+        assert all(0 < len(line) <= 200 and line == "x" * len(line) for line in lines), lines
+    assert any(status == "in_progress" for t in printers for status, _ in card_texts(editor, t))
     assert said(editor, sid)[-1] == FINAL
     assert (tmp_path / "notes.md").read_text() == "hello\n"
 
