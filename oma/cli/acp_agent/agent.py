@@ -102,6 +102,11 @@ carries the cancellation out)."""
 LOAD_DRAW_S = 10.0
 """How long ``session/load`` waits for the run to be drawn before it answers."""
 
+ENDED_RUN_DRAW_S = 10.0
+"""How long a prompt waits for the follower of a reattached run that has
+ended (``session/load``, ``session/resume``) to send its last updates before
+it starts the next run (then the follower is stopped)."""
+
 QUERY_TIMEOUT = timedelta(seconds=10)
 
 Connect = Callable[[], Awaitable[tuple[Client, str]]]
@@ -127,11 +132,6 @@ class Session:
     team file read again (``/retry``)."""
     starting: bool = False
     """A prompt is starting the session's run (not followed yet)."""
-
-    def busy(self) -> bool:
-        return self.starting or any(
-            t is not None and not t.done() for t in (self.turn, self.background)
-        )
 
     def prompting(self) -> bool:
         """Whether a prompt turn is starting or following the run."""
@@ -239,11 +239,18 @@ class TeamAgent:
             session, client, run_id = await self._attach(session_id, cwd, mcp_servers)
         follower = self._follower(client, session, run_id)
 
-        async def follow() -> None:
-            await self._offer_commands(session)
-            session.background = asyncio.create_task(follower.follow())
+        async def follow() -> TeamRunResult | None:
+            try:
+                await self._offer_commands(session)
+            except Exception:
+                logger.exception("after a response")
+                return None
+            return await follower.follow()
 
-        self._after_response(follow())
+        # (a task created now starts once the response is queued: _after_response;
+        # it is the session's at once, so a prompt sent right after the response
+        # finds it: _follower_done)
+        session.background = asyncio.create_task(follow())
         return ResumeSessionResponse()
 
     async def list_sessions(
@@ -302,11 +309,8 @@ class TeamAgent:
                 said = await run_command(client, session.id, *command, self.reviewer)
                 await self._send(session, update_agent_message_text(said + "\n"))
                 return PromptResponse(stop_reason="end_turn")
-            if session.busy():
-                raise AcpSessionBusyError(
-                    f"the session's run {session.id} is still going: wait for it, or end it "
-                    "with /abort (or cancel); /status shows it"
-                )
+            if session.prompting():
+                raise _still_going(session)
             if session.team is None:
                 assert session.team_error is not None
                 raise session.team_error
@@ -315,6 +319,7 @@ class TeamAgent:
             # kept for the run once started
             session.starting, session.cancelled = True, False
             try:
+                await self._follower_done(client, session)
                 handle = await self._start(client, queue, session, session.team, prompt, text)
                 self._follow(client, session, handle)
             finally:
@@ -334,11 +339,15 @@ class TeamAgent:
         run; a message and ``end_turn`` when it starts nothing."""
         from oma.client.fork import start_fork
 
-        if session.busy():
+        if session.prompting():
             return await self._say(session, busy(session.id).text)
         # busy from here, as a prompt's run (``prompt``)
         session.starting, session.cancelled = True, False
         try:
+            try:
+                await self._follower_done(client, session)
+            except AcpSessionBusyError:
+                return await self._say(session, busy(session.id).text)
             found = await retry_of(
                 client, session.id, tasks, memo_key=MEMO, team_file=lambda: self._team_now(session)
             )
@@ -369,6 +378,25 @@ class TeamAgent:
         finally:
             session.starting = False
         return await self._turn_end(session)
+
+    async def _follower_done(self, client: Client, session: Session) -> None:
+        """Before a prompt's run: the follower ``session/load`` or
+        ``session/resume`` started (``session.background``) ends once its run
+        has ended, after its last updates (waited for at most
+        ``ENDED_RUN_DRAW_S``, then stopped), so that it neither counts as the
+        run still going nor draws the next run. Raises
+        ``AcpSessionBusyError`` while the session's run still goes."""
+        follower = session.background
+        if follower is None or follower.done():
+            return
+        described = await client.get_workflow_handle(session.id).describe(
+            rpc_timeout=QUERY_TIMEOUT
+        )
+        if described.status == WorkflowExecutionStatus.RUNNING:
+            raise _still_going(session)
+        await asyncio.wait({follower}, timeout=ENDED_RUN_DRAW_S)
+        if not follower.done():
+            await session.stop()  # (no prompt turn is following: this stops the follower)
 
     def _follow(self, client: Client, session: Session, handle: Any) -> None:
         """Follow the run ``handle`` started (``session.turn``); a cancel that
@@ -651,6 +679,13 @@ class TeamAgent:
             chunk = update_agent_message_text(said)
             chunk.message_id = f"{session.id}/{wf.run_id}/final"
             await self._send(session, chunk)
+
+
+def _still_going(session: Session) -> AcpSessionBusyError:
+    return AcpSessionBusyError(
+        f"the session's run {session.id} is still going: wait for it, or end it "
+        "with /abort (or cancel); /status shows it"
+    )
 
 
 def cancel_grace_s() -> float:
