@@ -360,6 +360,40 @@ async def test_a_rejected_dispatch_ends_the_prompt_refused_saying_so_once(
     )
 
 
+async def test_a_plan_that_fails_ends_the_turn_saying_the_run_failed(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    # a run that failed INVALID_PLAN (no valid plan after the correction
+    # turn) has no result: the editor was told "The run ended cancelled",
+    # with stopReason cancelled, and the next prompt's context said so too
+    config = team(approvals={})
+    config["coordinator"]["script"] = ["No plan, sorry.", "Still no plan."] * 2
+    team_file = write_team(tmp_path / "team.json", config)
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        first = await editor.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
+        told = said(editor, sid)
+        again = await editor.conn.prompt(session_id=sid, prompt=[text_block("Try again")])
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as loaded:
+        await loaded.conn.load_session(cwd=str(tmp_path), session_id=sid)
+        await loaded.wait_for(lambda: said(loaded, sid)[1:], "both runs' answers")
+        replayed = said(loaded, sid)
+    assert (first.stop_reason, again.stop_reason) == ("end_turn", "end_turn")
+    # session/load replays the first run's outcome, and draws the second as it ended
+    assert replayed[0].startswith("INVALID_PLAN: the coordinator's plan is invalid"), replayed
+    assert replayed[1].startswith("The run ended failed (INVALID_PLAN): "), replayed
+    assert len(told) == 1
+    assert told[0].startswith(
+        "The run ended failed (INVALID_PLAN): the coordinator's plan is invalid after one "
+        "correction turn: "
+    ), told
+    state = await client.get_workflow_handle(sid).query("state")
+    assert (
+        "That run ended failed. Its outcome:\n\nINVALID_PLAN: the coordinator's plan"
+        in (state["goal"])
+    )
+
+
 async def test_a_follow_up_prompt_runs_again_with_the_previous_outcome_and_sessions_list(
     dev_server: DevServer, tmp_path: Path, client: Any
 ) -> None:

@@ -52,9 +52,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from oma.cli.acp_agent.cards import agent_kinds, stop_reason
 from oma.cli.acp_agent.commands import COMMANDS, parse, run_command
-from oma.cli.acp_agent.follower import Follower
+from oma.cli.acp_agent.follower import Follower, ended_as
 from oma.cli.acp_agent.permissions import Rules
-from oma.cli.acp_agent.prompt import follow_up_goal, goal_of, prompt_text
+from oma.cli.acp_agent.prompt import follow_up_goal, goal_of, outcome_text, prompt_text
 from oma.cli.acp_agent.retry import Refusal, busy, retry_of
 from oma.cli.acp_agent.team_file import SessionTeam, session_dir, session_team
 from oma.core.schema.approvals import Reviewer
@@ -389,9 +389,7 @@ class TeamAgent:
         follower = session.background
         if follower is None or follower.done():
             return
-        described = await client.get_workflow_handle(session.id).describe(
-            rpc_timeout=QUERY_TIMEOUT
-        )
+        described = await client.get_workflow_handle(session.id).describe(rpc_timeout=QUERY_TIMEOUT)
         if described.status == WorkflowExecutionStatus.RUNNING:
             raise _still_going(session)
         await asyncio.wait({follower}, timeout=ENDED_RUN_DRAW_S)
@@ -614,8 +612,6 @@ class TeamAgent:
     async def _previous(self, client: Client, session: Session) -> tuple[str, TeamRunResult] | None:
         """The previous run of the session: ``(its prompt, its result)``; ``None``
         before the first. Raises ``AcpSessionBusyError`` when it is still going."""
-        from oma.client import read_outputs, team_run_result
-
         handle = client.get_workflow_handle(session.id, result_type=TeamRunResult)
         try:
             described = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
@@ -629,21 +625,13 @@ class TeamAgent:
             )
         mine = (await described.memo()).get(MEMO)
         previous_prompt = str(mine.get("prompt") or "") if isinstance(mine, dict) else ""
-        try:
-            result = await team_run_result(handle, client)
-        except WorkflowFailureError:
-            result = await handle.query(
-                "state", result_type=TeamRunResult, rpc_timeout=QUERY_TIMEOUT
-            )
-            await read_outputs(client, result)  # those its answer kept by reference
+        result = await _ended_result(client, handle)
         return previous_prompt or (result.goal or ""), result
 
     async def _replay(self, client: Client, session: Session) -> None:
         """Send each run of the session, oldest first, as its prompt (a user
         message) and, but for the latest (which the follower draws), its
         final message."""
-        from oma.client import team_run_result
-
         runs: list[tuple[str, Any]] = []
         chained = ""
         if "'" in session.id or "\\" in session.id:
@@ -670,15 +658,31 @@ class TeamAgent:
                 session.id, run_id=wf.run_id, result_type=TeamRunResult
             )
             try:
-                result = await team_run_result(handle, client)
-                from oma.cli.acp_agent.prompt import outcome_text
-
-                said = outcome_text(result)
+                said = outcome_text(await _ended_result(client, handle))
             except Exception as err:
                 said = f"(this run's result cannot be read: {err})"
             chunk = update_agent_message_text(said)
             chunk.message_id = f"{session.id}/{wf.run_id}/final"
             await self._send(session, chunk)
+
+
+async def _ended_result(client: Client, handle: Any) -> TeamRunResult:
+    """The result of the ended ``TeamRun`` execution ``handle``: what it
+    returned, else its last ``state`` as it ended (``ended_as``: a run
+    cancelled through Temporal, one that failed without a result), with the
+    outputs it kept by reference read back. Raises what reading them raises
+    (``CodecKeyMissingError``, ``RPCError``)."""
+    from oma.client import read_outputs, team_run_result
+
+    try:
+        return await team_run_result(handle, client)
+    except WorkflowFailureError as err:
+        result: TeamRunResult = await handle.query(
+            "state", result_type=TeamRunResult, rpc_timeout=QUERY_TIMEOUT
+        )
+        ended_as(result, err.cause)
+        await read_outputs(client, result)
+        return result
 
 
 def _still_going(session: Session) -> AcpSessionBusyError:

@@ -29,6 +29,7 @@ from typing import Any
 from acp import update_agent_message_text, update_agent_thought_text
 from acp.schema import ToolKind
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError
 
 from oma.cli.acp_agent.cards import Book
 from oma.cli.acp_agent.permissions import PermissionDesk, Rules
@@ -240,20 +241,20 @@ class Follower:
 
     async def _result(self) -> tuple[TeamRunResult | None, str]:
         """The run's result however it ended: what it returned (its outputs
-        kept by reference read back), else, cancelled or terminated through
-        Temporal, its last ``state``; ``(None, why)`` when neither can be read."""
+        kept by reference read back), else (cancelled or terminated through
+        Temporal, or failed before it had a result) its last ``state`` as it
+        ended (``ended_as``); ``(None, why)`` when neither can be read."""
         from oma.client import team_run_result
 
         try:
             return await team_run_result(self.result_handle, self.client), ""
         except WorkflowFailureError as err:
-            why = cause(err)
+            failure, why = err.cause, cause(err)
         except Exception as err:  # e.g. a key this process lacks (CODEC_KEY_MISSING)
             return None, str(err)
         state = await self._query_state()
-        if state is not None and state.status == "running":
-            state.status = "cancelled"
-            state.error = state.error or why
+        if state is not None:
+            ended_as(state, failure)
         return state, why
 
     async def _sync_approvals(self, state: TeamRunResult | None) -> bool:
@@ -354,6 +355,28 @@ class Follower:
         chunk = update_agent_message_text(cut_text(text, FINAL_MESSAGE_CHARS))
         chunk.message_id = f"{self.workflow_id}/{self.run_id or 'latest'}/final"
         return chunk
+
+
+def ended_as(state: TeamRunResult, failure: BaseException | None) -> None:
+    """Make ``state``, the last ``state`` of a run that ended without a
+    result (still ``running`` there), say how it ended with ``failure``
+    (the ``WorkflowFailureError``'s cause): ``cancelled`` when Temporal
+    cancelled or terminated it; else ``failed``, with the failure's code (an
+    ``ApplicationError``'s type: ``INVALID_PLAN`` for a plan still invalid
+    after its correction turn) and message."""
+    if state.status != "running":
+        return
+    state.success = False
+    if isinstance(failure, CancelledError | TerminatedError):
+        state.status = "cancelled"
+        state.error = state.error or cause(failure)
+        return
+    state.status = "failed"
+    if isinstance(failure, ApplicationError):
+        state.error_code = state.error_code or failure.type
+        state.error = state.error or failure.message
+    elif failure is not None:
+        state.error = state.error or cause(failure)
 
 
 async def _latest(client: Client, workflow_id: str) -> str:
