@@ -394,6 +394,41 @@ async def test_a_plan_that_fails_ends_the_turn_saying_the_run_failed(
     )
 
 
+async def test_a_dispatch_decided_elsewhere_is_withdrawn_and_its_card_says_who_decided(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    # the withdrawn editor's card went on saying "waiting for approval"
+    # while the task ran: nothing said who had decided
+    from oma.client.approvals import pending, send_decision
+    from oma.core.schema.approvals import Reviewer
+
+    config = team(approvals={"dispatch": ["writer"], "tools": ["file_write"]})
+    team_file = write_team(tmp_path / "team.json", config)
+    held = Pending()
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
+        sid, turn = await prompting(editor, tmp_path)
+        [asked] = await editor.wait_for(lambda: editor.permissions(), "the dispatch's prompt")
+        handle = client.get_workflow_handle(sid)
+        [request] = await pending(handle)
+        bob = Reviewer(id="bob", display_name="bob via Zed")
+        await send_decision(handle, request, "approve", bob, None)
+        [withdrawn] = await editor.wait_for(
+            lambda: [m for m in editor.wire if m.get("method") == "$/cancel_request"],
+            "the dispatch's prompt withdrawn",
+        )
+        await editor.wait_for(lambda: editor.permissions()[1:], "the writer's tool call asked")
+        shown = card_texts(editor, "t1")
+        held.release("approval:tool-t1-1", "allow_once")
+        answer = await asyncio.wait_for(turn, 30)
+    assert asked["toolCall"]["toolCallId"] == "t1"
+    asked_id = next(m["id"] for m in editor.wire if m.get("method") == "session/request_permission")
+    assert withdrawn["params"] == {"requestId": asked_id}
+    assert shown[0] == ("pending", "waiting for approval")
+    assert "approved by bob via Zed" in [text for _, text in shown[1:]], shown
+    assert answer.stop_reason == "end_turn"
+    assert statuses(editor, "t1")[-1] == "completed"
+
+
 async def test_a_follow_up_prompt_runs_again_with_the_previous_outcome_and_sessions_list(
     dev_server: DevServer, tmp_path: Path, client: Any
 ) -> None:

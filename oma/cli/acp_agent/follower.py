@@ -32,11 +32,12 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError
 
 from oma.cli.acp_agent.cards import Book
-from oma.cli.acp_agent.permissions import PermissionDesk, Rules
+from oma.cli.acp_agent.permissions import PermissionDesk, Rules, decided_text
 from oma.cli.acp_agent.prompt import outcome_text, outputs_text
 from oma.cli.common import cause
 from oma.cli.live import latest_output
 from oma.core.contracts.workflow_ids import coordinator_workflow_id, task_workflow_id
+from oma.core.rules.approval_gate import dispatch_request_id
 from oma.core.schema.approvals import PendingApproval, Reviewer
 from oma.core.schema.limits import cut_text
 from oma.core.schema.results import TeamRunResult
@@ -291,8 +292,12 @@ class Follower:
                 update_agent_thought_text(cut_text(_plan_thought(state), PLAN_THOUGHT_CHARS))
             )
         updates += self.book.plan_update(state)
+        decisions = {d.request_id: d for d in state.approval_decisions}
         for task in state.tasks:
-            updates += self.book.card_updates(task, self.kinds, self.latest.get(task.id, ""))
+            dispatch = decisions.get(dispatch_request_id(task.id))
+            decided = decided_text(dispatch) if dispatch is not None else ""
+            latest = self.latest.get(task.id, "")
+            updates += self.book.card_updates(task, self.kinds, latest, decided)
         updates += self.book.usage_update(state, self.token_budget)
         for update in updates:
             await self._send(update)
