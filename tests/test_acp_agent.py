@@ -292,6 +292,52 @@ async def test_a_cancel_sent_as_the_editor_quits_still_aborts_the_run(
     assert (state["status"], state["error_code"]) == ("cancelled", "ABORTED")
 
 
+async def test_an_allow_that_comes_after_the_cancel_starts_nothing(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    # the stop button, then an "allow" the editor sent after it: the
+    # decision raced the abort, and the task ran in about half the tries;
+    # eight sessions at once, so that the race, if it is there, is seen
+    team_file = write_team(tmp_path / "team.json", team(approvals={"dispatch": ["writer"]}))
+    cwds = [tmp_path / f"s{n}" for n in range(8)]
+    async with editor_with(
+        dev_server, tmp_path, "--team", str(team_file), answer=Pending()
+    ) as editor:
+        sessions = []
+        for cwd in cwds:
+            cwd.mkdir()
+            sessions.append(await prompting(editor, cwd))
+        sids = [sid for sid, _ in sessions]
+        asked = await editor.wait_for(
+            lambda: len(editor.permissions()) == len(sids) and editor.permissions(),
+            "every session's dispatch prompt",
+        )
+        requests = {
+            m["params"]["sessionId"]: m["id"]
+            for m in editor.wire
+            if m.get("method") == "session/request_permission"
+        }
+        for sid in sids:
+            cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+            allow = {
+                "jsonrpc": "2.0",
+                "id": requests[sid],
+                "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}},
+            }
+            editor.process.stdin.write(
+                b"".join(json.dumps(m).encode() + b"\n" for m in (cancel, allow))
+            )
+        answers = await asyncio.wait_for(asyncio.gather(*(turn for _, turn in sessions)), 60)
+    assert {p["toolCall"]["toolCallId"] for p in asked} == {"t1"}
+    assert [a.stop_reason for a in answers] == ["cancelled"] * len(sids)
+    for sid, cwd in zip(sids, cwds, strict=True):
+        state = await client.get_workflow_handle(sid).query("state")
+        assert (state["status"], state["error_code"]) == ("cancelled", "ABORTED")
+        assert state["tasks"][0]["status"] == "skipped"
+        assert not (cwd / "notes.md").exists()
+        assert state["approval_decisions"] == []  # the late allow was not sent
+
+
 async def test_a_cancel_sent_with_the_prompt_aborts_the_run_once_it_started(
     dev_server: DevServer, tmp_path: Path, client: Any
 ) -> None:

@@ -584,6 +584,8 @@ class TeamAgent:
             rules=session.rules,
             kinds=agent_kinds(raw.get("team")),
             token_budget=options.get("max_token_budget"),
+            # (a prompt's follower: no answer decides once its turn was cancelled)
+            deciding=lambda: not session.cancelled,
         )
 
     async def _send(self, session: Session, update: Any) -> None:

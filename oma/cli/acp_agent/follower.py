@@ -85,7 +85,9 @@ class Follower:
 
     ``send`` sends one session update; ``conn`` is the SDK's
     ``AgentSideConnection`` (for permission prompts); ``kinds`` maps agent
-    names to their cards' kind; ``token_budget`` sizes the usage meter."""
+    names to their cards' kind; ``token_budget`` sizes the usage meter;
+    ``deciding`` says whether the editor's answers may still decide
+    (``PermissionDesk``)."""
 
     def __init__(
         self,
@@ -100,6 +102,7 @@ class Follower:
         rules: Rules,
         kinds: dict[str, ToolKind],
         token_budget: int | None,
+        deciding: Callable[[], bool] = lambda: True,
     ) -> None:
         self.client = client
         self.workflow_id = workflow_id
@@ -121,6 +124,7 @@ class Follower:
             kinds,
             send,
             lambda: set(self.book.cards),
+            deciding,
         )
         self.after_seq = -1
         self.announced: set[str] | None = set()
