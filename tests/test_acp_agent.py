@@ -1123,3 +1123,104 @@ async def test_retry_refuses_with_a_message_and_starts_nothing(
     # nothing started: the session's latest run is still the one that ran
     assert (await client.get_workflow_handle(sid).describe()).run_id == ran.run_id
     assert runs_log(tmp_path) == ["build", "docs", "prepare"]
+
+
+# -- session/fork: a session that branches another's latest run ---------------------------
+
+
+async def test_session_fork_branches_the_latest_run_into_a_session_of_its_own(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    team_file = write_team(tmp_path / "team.json", team(approvals={}))
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        with pytest.raises(RequestError) as no_run:
+            await editor.conn.fork_session(cwd=str(tmp_path), session_id=sid)
+        await editor.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
+        forked_run = await client.get_workflow_handle(sid).describe()
+        fid = (await editor.conn.fork_session(cwd=str(tmp_path), session_id=sid)).session_id
+        # the session forked goes on with a run of its own; the fork branches where it was
+        await editor.conn.prompt(session_id=sid, prompt=[text_block("Add a date")])
+        forked = await editor.conn.prompt(session_id=fid, prompt=[text_block("Add a title")])
+        with pytest.raises(RequestError) as unknown:
+            await editor.conn.fork_session(cwd=str(tmp_path), session_id="team-nobody-0")
+    capabilities = editor.wire[0]["result"]["agentCapabilities"]["sessionCapabilities"]
+    assert capabilities["fork"] == {}
+    assert fid.startswith(f"{sid}-fork-") and len(fid) == len(sid) + len("-fork-") + 8
+    assert forked.stop_reason == "end_turn"
+    assert said(editor, fid) == [FINAL]
+    state = await client.get_workflow_handle(fid).query("state")
+    assert state["goal"] == (
+        "Earlier in this session the team was asked:\n\nWrite the notes\n\n"
+        f"That run ended completed. Its outcome:\n\n{FINAL}\n\n"
+        "Now, building on that:\n\nAdd a title"
+    )
+    # the session forked kept its runs: the one forked, then its own follow-up
+    runs = [wf async for wf in client.list_workflows(f"WorkflowId = '{sid}'")]
+    assert forked_run.run_id in {wf.run_id for wf in runs} and len(runs) == 2
+    assert (no_run.value.code, no_run.value.data["code"]) == (-32602, "ACP_SESSION_NO_RUN")
+    assert no_run.value.data["message"] == (
+        f"session {sid!r} has no run yet: a fork branches the session's latest run; prompt "
+        "the session first, or open a new session"
+    )
+    assert (unknown.value.code, unknown.value.data["code"]) == (-32002, "ACP_SESSION_UNKNOWN")
+    assert "no team run 'team-nobody-0' on this Temporal server" in unknown.value.data["message"]
+
+
+async def test_retry_in_a_forked_session_forks_the_run_it_branches(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    team_file = write_team(tmp_path / "team.json", build_team())
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        await editor.conn.prompt(session_id=sid, prompt=[text_block("Build it")])
+        failed = await client.get_workflow_handle(sid).describe()
+        fid = (await editor.conn.fork_session(cwd=str(tmp_path), session_id=sid)).session_id
+        (tmp_path / "ok").touch()
+        retried = await editor.conn.prompt(session_id=fid, prompt=[text_block("/retry")])
+    assert retried.stop_reason == "end_turn"
+    assert said(editor, fid)[0] == "Retrying t2, t3; keeping t1, t4.\n\n"
+    assert said(editor, fid)[-1] == FINAL
+    assert runs_log(tmp_path) == ["build", "build", "docs", "prepare", "ship"]
+    # the fork is a TeamRun of the forked session's id, forked from the session's run
+    state = await client.get_workflow_handle(fid).query("state")
+    assert (state["status"], state["forked_from"]) == ("completed", sid)
+    kept = state["tasks"][0]["reused_from"]
+    assert (kept["run_id"], kept["task_id"]) == (sid, "t1")
+    assert kept["temporal_run_id"] == failed.run_id  # the execution the fork pinned
+    # the session forked is untouched
+    source = await client.get_workflow_handle(sid).describe()
+    assert (source.run_id, source.status.name) == (failed.run_id, "FAILED")
+
+
+async def test_retry_in_a_fork_of_a_run_still_going_keeps_what_has_settled(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    asked: list[str] = []
+
+    def hold_the_first(call: Any) -> Any:
+        # the source's ship waits for its approval; the fork's is allowed
+        asked.append(call.tool_call_id)
+        return asyncio.get_running_loop().create_future() if len(asked) == 1 else "allow_once"
+
+    (tmp_path / "ok").touch()
+    team_file = write_team(tmp_path / "team.json", build_team())
+    async with editor_with(
+        dev_server, tmp_path, "--team", str(team_file), answer=hold_the_first
+    ) as editor:
+        sid, turn = await prompting(editor, tmp_path, "Build it")
+        await editor.wait_for(
+            lambda: editor.permissions() and statuses(editor, "t4")[-1:] == ["completed"],
+            "the ship's dispatch prompt, and the docs done",
+        )
+        fid = (await editor.conn.fork_session(cwd=str(tmp_path), session_id=sid)).session_id
+        retried = await editor.conn.prompt(session_id=fid, prompt=[text_block("/retry")])
+        await editor.conn.cancel(session_id=sid)
+        stopped = await asyncio.wait_for(turn, 30)
+    assert (retried.stop_reason, stopped.stop_reason) == ("end_turn", "cancelled")
+    assert said(editor, fid)[0] == "Retrying t3; keeping t1, t2, t4.\n\n"
+    assert asked == ["t3", "t3"]
+    assert runs_log(tmp_path) == ["build", "docs", "prepare", "ship"]  # ship: in the fork only
+    state = await client.get_workflow_handle(fid).query("state")
+    assert (state["status"], state["forked_from"]) == ("completed", sid)
+    assert [t["reused_from"] is not None for t in state["tasks"]] == [True, True, False, True]

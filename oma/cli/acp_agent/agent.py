@@ -6,7 +6,9 @@ id is the workflow id of its ``TeamRun``: the first prompt starts the run,
 a later prompt starts a new run of the same workflow id (a follow-up, which
 reads the previous run's outcome: ``oma.cli.acp_agent.prompt``), so a
 session and its runs are one workflow id in Temporal, and ``session/load``
-of that id finds them from any process. The protocol's rules kept here: no
+of that id finds them from any process; ``session/fork`` makes a session
+whose runs branch from this one's latest (``oma.cli.acp_agent.session_fork``).
+The protocol's rules kept here: no
 update before the ``session/new`` (or ``session/resume``) response, none
 after a prompt's response; those sent after a response are started only
 once it is queued (``_after_response``).
@@ -31,6 +33,7 @@ from acp.helpers import update_available_commands
 from acp.schema import (
     AgentCapabilities,
     CloseSessionResponse,
+    ForkSessionResponse,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
@@ -42,6 +45,7 @@ from acp.schema import (
     ResumeSessionResponse,
     SessionCapabilities,
     SessionCloseCapabilities,
+    SessionForkCapabilities,
     SessionInfo,
     SessionListCapabilities,
     SessionResumeCapabilities,
@@ -56,6 +60,7 @@ from oma.cli.acp_agent.follower import Follower, ended_as
 from oma.cli.acp_agent.permissions import Rules
 from oma.cli.acp_agent.prompt import follow_up_goal, goal_of, outcome_text, prompt_text
 from oma.cli.acp_agent.retry import Refusal, busy, retry_of
+from oma.cli.acp_agent.session_fork import Branch, branch_of, fork_id
 from oma.cli.acp_agent.team_file import SessionTeam, session_dir, session_team
 from oma.core.schema.approvals import Reviewer
 from oma.core.schema.errors import (
@@ -132,6 +137,8 @@ class Session:
     team file read again (``/retry``)."""
     starting: bool = False
     """A prompt is starting the session's run (not followed yet)."""
+    branch: Branch | None = None
+    """A forked session's branch: the run its first run starts from."""
 
     def prompting(self) -> bool:
         """Whether a prompt turn is starting or following the run."""
@@ -189,6 +196,7 @@ class TeamAgent:
                     list=SessionListCapabilities(),
                     resume=SessionResumeCapabilities(),
                     close=SessionCloseCapabilities(),
+                    fork=SessionForkCapabilities(),
                 ),
             ),
             agent_info=Implementation(name="oma", title="OMA team", version=_version()),
@@ -252,6 +260,34 @@ class TeamAgent:
         # finds it: _follower_done)
         session.background = asyncio.create_task(follow())
         return ResumeSessionResponse()
+
+    async def fork_session(
+        self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **_: Any
+    ) -> ForkSessionResponse:
+        """A new session, ``<session id>-fork-<8 hex>``, whose runs branch from
+        the latest run of ``session_id`` (``oma.cli.acp_agent.session_fork``):
+        its first prompt is a follow-up of that run, its ``/retry`` a fork
+        of it. Nothing starts until then."""
+        with _as_rpc_error():
+            where = session_dir(cwd)
+            client, _queue = await self.connect()
+            known = self.sessions.get(session_id)
+            branch = await branch_of(
+                client,
+                session_id,
+                opened=known is not None,
+                branch=known.branch if known is not None else None,
+            )
+            try:
+                team: SessionTeam | None = session_team(self.team, where, mcp_servers)
+                error = None
+            except OMAError as err:
+                team, error = None, err  # (/retry of a run another client started needs none)
+        session = Session(fork_id(session_id), where, team, error, mcp_servers=mcp_servers)
+        session.branch = branch
+        self.sessions[session.id] = session
+        self._after_response(self._offer_commands(session))
+        return ForkSessionResponse(session_id=session.id)
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **_: Any
@@ -349,7 +385,12 @@ class TeamAgent:
             except AcpSessionBusyError:
                 return await self._say(session, busy(session.id).text)
             found = await retry_of(
-                client, session.id, tasks, memo_key=MEMO, team_file=lambda: self._team_now(session)
+                client,
+                session.id,
+                tasks,
+                memo_key=MEMO,
+                team_file=lambda: self._team_now(session),
+                branch=session.branch,
             )
             if isinstance(found, Refusal):
                 return await self._say(session, found.text)
@@ -613,14 +654,27 @@ class TeamAgent:
 
     async def _previous(self, client: Client, session: Session) -> tuple[str, TeamRunResult] | None:
         """The previous run of the session: ``(its prompt, its result)``; ``None``
-        before the first. Raises ``AcpSessionBusyError`` when it is still going."""
+        before the first; before a forked session's first, the run it
+        branches. Raises ``AcpSessionBusyError`` when it is still going."""
         handle = client.get_workflow_handle(session.id, result_type=TeamRunResult)
         try:
             described = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
         except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            if session.branch is None:
                 return None
-            raise
+            branch = session.branch
+            handle = client.get_workflow_handle(
+                branch.workflow_id, run_id=branch.run_id, result_type=TeamRunResult
+            )
+            described = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
+            if described.status == WorkflowExecutionStatus.RUNNING:
+                raise AcpSessionBusyError(
+                    f"the run this session was forked from ({branch.workflow_id}) is still "
+                    "going: its outcome is what the first prompt builds on; wait for it, or "
+                    "/retry to fork it as it stands"
+                ) from None
         if described.status == WorkflowExecutionStatus.RUNNING:
             raise AcpSessionBusyError(
                 f"a run of {session.id} is already going (started elsewhere): /status shows it"
