@@ -136,7 +136,7 @@ class AcpSessionNoRunError(InputError):
 
 class AcpSessionCwdError(InputError):
     """An ACP client gave a session a ``cwd`` (``session/new``,
-    ``session/load``, ``session/resume``) that is not an absolute path of an
+    ``session/load``, ``session/resume``, ``session/fork``) that is not an absolute path of an
     existing directory: the team works there, and would write into a
     directory it created, or, for a relative path, the worker's."""
 
