@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 from acp import RequestError, image_block, text_block
 
+from oma.cli.acp_agent.cards import CARD_OUTPUT_CHARS
+from oma.core.schema.limits import cut_text
 from oma.runtime.dev_server import DevServer
 from tests._acp_editor import OMA, Editor, allow_once, editor_with, oma_env, write_team
 from tests._procs import alive
@@ -84,6 +86,19 @@ def statuses(editor: Editor, call_id: str) -> list[str]:
     return [
         u["status"] for u in editor.updates() if u.get("toolCallId") == call_id and u.get("status")
     ]
+
+
+def card_texts(editor: Editor, call_id: str) -> list[tuple[str, str]]:
+    """The text of each update of a tool call that gave its content, with the
+    call's status then: ``(status, text)``, in order."""
+    status, texts = "", []
+    for u in editor.updates():
+        if u.get("toolCallId") != call_id:
+            continue
+        status = u.get("status") or status
+        if u.get("content"):
+            texts.append((status, u["content"][0]["content"]["text"]))
+    return texts
 
 
 def last_index(kinds: list[str], prefix: str) -> int:
@@ -277,6 +292,52 @@ async def test_a_cancel_sent_as_the_editor_quits_still_aborts_the_run(
     assert (state["status"], state["error_code"]) == ("cancelled", "ABORTED")
 
 
+async def test_an_allow_that_comes_after_the_cancel_starts_nothing(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    # the stop button, then an "allow" the editor sent after it: the
+    # decision raced the abort, and the task ran in about half the tries;
+    # eight sessions at once, so that the race, if it is there, is seen
+    team_file = write_team(tmp_path / "team.json", team(approvals={"dispatch": ["writer"]}))
+    cwds = [tmp_path / f"s{n}" for n in range(8)]
+    async with editor_with(
+        dev_server, tmp_path, "--team", str(team_file), answer=Pending()
+    ) as editor:
+        sessions = []
+        for cwd in cwds:
+            cwd.mkdir()
+            sessions.append(await prompting(editor, cwd))
+        sids = [sid for sid, _ in sessions]
+        asked = await editor.wait_for(
+            lambda: len(editor.permissions()) == len(sids) and editor.permissions(),
+            "every session's dispatch prompt",
+        )
+        requests = {
+            m["params"]["sessionId"]: m["id"]
+            for m in editor.wire
+            if m.get("method") == "session/request_permission"
+        }
+        for sid in sids:
+            cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+            allow = {
+                "jsonrpc": "2.0",
+                "id": requests[sid],
+                "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}},
+            }
+            editor.process.stdin.write(
+                b"".join(json.dumps(m).encode() + b"\n" for m in (cancel, allow))
+            )
+        answers = await asyncio.wait_for(asyncio.gather(*(turn for _, turn in sessions)), 60)
+    assert {p["toolCall"]["toolCallId"] for p in asked} == {"t1"}
+    assert [a.stop_reason for a in answers] == ["cancelled"] * len(sids)
+    for sid, cwd in zip(sids, cwds, strict=True):
+        state = await client.get_workflow_handle(sid).query("state")
+        assert (state["status"], state["error_code"]) == ("cancelled", "ABORTED")
+        assert state["tasks"][0]["status"] == "skipped"
+        assert not (cwd / "notes.md").exists()
+        assert state["approval_decisions"] == []  # the late allow was not sent
+
+
 async def test_a_cancel_sent_with_the_prompt_aborts_the_run_once_it_started(
     dev_server: DevServer, tmp_path: Path, client: Any
 ) -> None:
@@ -343,6 +404,75 @@ async def test_a_rejected_dispatch_ends_the_prompt_refused_saying_so_once(
     assert final["content"]["text"] == (
         f"The run ended rejected (APPROVAL_REJECTED): rejected: dispatch-t2 by {getpass.getuser()}"
     )
+
+
+async def test_a_plan_that_fails_ends_the_turn_saying_the_run_failed(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    # a run that failed INVALID_PLAN (no valid plan after the correction
+    # turn) has no result: the editor was told "The run ended cancelled",
+    # with stopReason cancelled, and the next prompt's context said so too
+    config = team(approvals={})
+    config["coordinator"]["script"] = ["No plan, sorry.", "Still no plan."] * 2
+    team_file = write_team(tmp_path / "team.json", config)
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        first = await editor.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
+        told = said(editor, sid)
+        again = await editor.conn.prompt(session_id=sid, prompt=[text_block("Try again")])
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as loaded:
+        await loaded.conn.load_session(cwd=str(tmp_path), session_id=sid)
+        await loaded.wait_for(lambda: said(loaded, sid)[1:], "both runs' answers")
+        replayed = said(loaded, sid)
+    assert (first.stop_reason, again.stop_reason) == ("end_turn", "end_turn")
+    # session/load replays the first run's outcome, and draws the second as it ended
+    assert replayed[0].startswith("INVALID_PLAN: the coordinator's plan is invalid"), replayed
+    assert replayed[1].startswith("The run ended failed (INVALID_PLAN): "), replayed
+    assert len(told) == 1
+    assert told[0].startswith(
+        "The run ended failed (INVALID_PLAN): the coordinator's plan is invalid after one "
+        "correction turn: "
+    ), told
+    state = await client.get_workflow_handle(sid).query("state")
+    assert (
+        "That run ended failed. Its outcome:\n\nINVALID_PLAN: the coordinator's plan"
+        in (state["goal"])
+    )
+
+
+async def test_a_dispatch_decided_elsewhere_is_withdrawn_and_its_card_says_who_decided(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    # the withdrawn editor's card went on saying "waiting for approval"
+    # while the task ran: nothing said who had decided
+    from oma.client.approvals import pending, send_decision
+    from oma.core.schema.approvals import Reviewer
+
+    config = team(approvals={"dispatch": ["writer"], "tools": ["file_write"]})
+    team_file = write_team(tmp_path / "team.json", config)
+    held = Pending()
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
+        sid, turn = await prompting(editor, tmp_path)
+        [asked] = await editor.wait_for(lambda: editor.permissions(), "the dispatch's prompt")
+        handle = client.get_workflow_handle(sid)
+        [request] = await pending(handle)
+        bob = Reviewer(id="bob", display_name="bob via Zed")
+        await send_decision(handle, request, "approve", bob, None)
+        [withdrawn] = await editor.wait_for(
+            lambda: [m for m in editor.wire if m.get("method") == "$/cancel_request"],
+            "the dispatch's prompt withdrawn",
+        )
+        await editor.wait_for(lambda: editor.permissions()[1:], "the writer's tool call asked")
+        shown = card_texts(editor, "t1")
+        held.release("approval:tool-t1-1", "allow_once")
+        answer = await asyncio.wait_for(turn, 30)
+    assert asked["toolCall"]["toolCallId"] == "t1"
+    asked_id = next(m["id"] for m in editor.wire if m.get("method") == "session/request_permission")
+    assert withdrawn["params"] == {"requestId": asked_id}
+    assert shown[0] == ("pending", "waiting for approval")
+    assert "approved by bob via Zed" in [text for _, text in shown[1:]], shown
+    assert answer.stop_reason == "end_turn"
+    assert statuses(editor, "t1")[-1] == "completed"
 
 
 async def test_a_follow_up_prompt_runs_again_with_the_previous_outcome_and_sessions_list(
@@ -614,7 +744,11 @@ async def test_a_run_holding_more_than_the_payload_limit_is_still_shown_and_asks
     # while the run goes on, its state holds every output whole, past
     # Temporal's payload limit; its state query answers with outputs kept by
     # reference, so /status answers, the editor sees every task complete
-    # with its output (read back), and the writer's tool call still asks
+    # with its output (read back), and the writer's tool call still asks.
+    # One printer lingers after its output until the test saw its card in
+    # progress, as a busy machine shows every printer: there its card holds
+    # its latest line (a heartbeat's), not its output (the test once took
+    # that line for an output cut wrong, and failed on a loaded machine)
     printed = 250_000
     plan = [
         {"title": f"Print {n}", "description": "Print.", "assignee": "printer", "depends_on": []}
@@ -622,7 +756,14 @@ async def test_a_run_holding_more_than_the_payload_limit_is_still_shown_and_asks
     ] + [{**PLAN[0], "depends_on": []}]
     config = team(approvals={"tools": ["file_write"]})
     config["coordinator"]["script"][0] = f"```json\n{json.dumps(plan)}\n```"
-    printer = f"import sys; sys.stdout.write('x' * {printed})"
+    printer = (
+        f"import os, sys, time; sys.stdout.write('x' * {printed}); sys.stdout.flush()\n"
+        "try:\n    os.close(os.open('lingers', os.O_CREAT | os.O_EXCL))\n"
+        "except FileExistsError:\n    sys.exit()\n"
+        "for _ in range(1200):\n"
+        "    if os.path.exists('go'):\n        break\n"
+        "    time.sleep(0.05)\n"
+    )
     config["team"]["agents"].append(
         {
             "name": "printer",
@@ -639,6 +780,12 @@ async def test_a_run_holding_more_than_the_payload_limit_is_still_shown_and_asks
     printers = [f"t{n}" for n in range(1, 10)]
     async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
         sid, turn = await prompting(editor, tmp_path)
+        await editor.wait_for(
+            lambda: any(s == "in_progress" for t in printers for s, _ in card_texts(editor, t)),
+            "a printer's card in progress, with its latest line",
+            60,
+        )
+        (tmp_path / "go").touch()
         await editor.wait_for(
             lambda: all(statuses(editor, t)[-1:] == ["completed"] for t in printers),
             "every printer's card completed",
@@ -659,10 +806,19 @@ async def test_a_run_holding_more_than_the_payload_limit_is_still_shown_and_asks
         assert f"\n- {t} Print {n} · printer: completed\n" in told
     assert "\n- t10 Write notes · writer: in_progress\n" in told
     assert asked["toolCall"]["title"] == "writer: file_write in task t10"
-    # each printer's card shows its output (cut to a card's length), not a reference
+    # each printer's card shows, while it runs, its latest line (at most the
+    # 200 characters of a heartbeat), then its output (cut to a card's
+    # length), never a reference
     shown = [u for u in editor.updates(sid) if u.get("toolCallId") in printers and u.get("content")]
     assert shown and "is in the result of" not in json.dumps(shown)
-    assert all("x" * 1000 in json.dumps(u["content"]) for u in shown)
+    whole = cut_text("x" * printed, CARD_OUTPUT_CHARS)
+    for t in printers:
+        texts = card_texts(editor, t)
+        assert texts[-1] == ("completed", whole)
+        assert {text for status, text in texts if status == "completed"} == {whole}
+        lines = [text for status, text in texts if status != "completed"]
+        assert all(0 < len(line) <= 200 and line == "x" * len(line) for line in lines), lines
+    assert any(status == "in_progress" for t in printers for status, _ in card_texts(editor, t))
     assert said(editor, sid)[-1] == FINAL
     assert (tmp_path / "notes.md").read_text() == "hello\n"
 
@@ -967,3 +1123,104 @@ async def test_retry_refuses_with_a_message_and_starts_nothing(
     # nothing started: the session's latest run is still the one that ran
     assert (await client.get_workflow_handle(sid).describe()).run_id == ran.run_id
     assert runs_log(tmp_path) == ["build", "docs", "prepare"]
+
+
+# -- session/fork: a session that branches another's latest run ---------------------------
+
+
+async def test_session_fork_branches_the_latest_run_into_a_session_of_its_own(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    team_file = write_team(tmp_path / "team.json", team(approvals={}))
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        with pytest.raises(RequestError) as no_run:
+            await editor.conn.fork_session(cwd=str(tmp_path), session_id=sid)
+        await editor.conn.prompt(session_id=sid, prompt=[text_block("Write the notes")])
+        forked_run = await client.get_workflow_handle(sid).describe()
+        fid = (await editor.conn.fork_session(cwd=str(tmp_path), session_id=sid)).session_id
+        # the session forked goes on with a run of its own; the fork branches where it was
+        await editor.conn.prompt(session_id=sid, prompt=[text_block("Add a date")])
+        forked = await editor.conn.prompt(session_id=fid, prompt=[text_block("Add a title")])
+        with pytest.raises(RequestError) as unknown:
+            await editor.conn.fork_session(cwd=str(tmp_path), session_id="team-nobody-0")
+    capabilities = editor.wire[0]["result"]["agentCapabilities"]["sessionCapabilities"]
+    assert capabilities["fork"] == {}
+    assert fid.startswith(f"{sid}-fork-") and len(fid) == len(sid) + len("-fork-") + 8
+    assert forked.stop_reason == "end_turn"
+    assert said(editor, fid) == [FINAL]
+    state = await client.get_workflow_handle(fid).query("state")
+    assert state["goal"] == (
+        "Earlier in this session the team was asked:\n\nWrite the notes\n\n"
+        f"That run ended completed. Its outcome:\n\n{FINAL}\n\n"
+        "Now, building on that:\n\nAdd a title"
+    )
+    # the session forked kept its runs: the one forked, then its own follow-up
+    runs = [wf async for wf in client.list_workflows(f"WorkflowId = '{sid}'")]
+    assert forked_run.run_id in {wf.run_id for wf in runs} and len(runs) == 2
+    assert (no_run.value.code, no_run.value.data["code"]) == (-32602, "ACP_SESSION_NO_RUN")
+    assert no_run.value.data["message"] == (
+        f"session {sid!r} has no run yet: a fork branches the session's latest run; prompt "
+        "the session first, or open a new session"
+    )
+    assert (unknown.value.code, unknown.value.data["code"]) == (-32002, "ACP_SESSION_UNKNOWN")
+    assert "no team run 'team-nobody-0' on this Temporal server" in unknown.value.data["message"]
+
+
+async def test_retry_in_a_forked_session_forks_the_run_it_branches(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    team_file = write_team(tmp_path / "team.json", build_team())
+    async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
+        sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
+        await editor.conn.prompt(session_id=sid, prompt=[text_block("Build it")])
+        failed = await client.get_workflow_handle(sid).describe()
+        fid = (await editor.conn.fork_session(cwd=str(tmp_path), session_id=sid)).session_id
+        (tmp_path / "ok").touch()
+        retried = await editor.conn.prompt(session_id=fid, prompt=[text_block("/retry")])
+    assert retried.stop_reason == "end_turn"
+    assert said(editor, fid)[0] == "Retrying t2, t3; keeping t1, t4.\n\n"
+    assert said(editor, fid)[-1] == FINAL
+    assert runs_log(tmp_path) == ["build", "build", "docs", "prepare", "ship"]
+    # the fork is a TeamRun of the forked session's id, forked from the session's run
+    state = await client.get_workflow_handle(fid).query("state")
+    assert (state["status"], state["forked_from"]) == ("completed", sid)
+    kept = state["tasks"][0]["reused_from"]
+    assert (kept["run_id"], kept["task_id"]) == (sid, "t1")
+    assert kept["temporal_run_id"] == failed.run_id  # the execution the fork pinned
+    # the session forked is untouched
+    source = await client.get_workflow_handle(sid).describe()
+    assert (source.run_id, source.status.name) == (failed.run_id, "FAILED")
+
+
+async def test_retry_in_a_fork_of_a_run_still_going_keeps_what_has_settled(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    asked: list[str] = []
+
+    def hold_the_first(call: Any) -> Any:
+        # the source's ship waits for its approval; the fork's is allowed
+        asked.append(call.tool_call_id)
+        return asyncio.get_running_loop().create_future() if len(asked) == 1 else "allow_once"
+
+    (tmp_path / "ok").touch()
+    team_file = write_team(tmp_path / "team.json", build_team())
+    async with editor_with(
+        dev_server, tmp_path, "--team", str(team_file), answer=hold_the_first
+    ) as editor:
+        sid, turn = await prompting(editor, tmp_path, "Build it")
+        await editor.wait_for(
+            lambda: editor.permissions() and statuses(editor, "t4")[-1:] == ["completed"],
+            "the ship's dispatch prompt, and the docs done",
+        )
+        fid = (await editor.conn.fork_session(cwd=str(tmp_path), session_id=sid)).session_id
+        retried = await editor.conn.prompt(session_id=fid, prompt=[text_block("/retry")])
+        await editor.conn.cancel(session_id=sid)
+        stopped = await asyncio.wait_for(turn, 30)
+    assert (retried.stop_reason, stopped.stop_reason) == ("end_turn", "cancelled")
+    assert said(editor, fid)[0] == "Retrying t3; keeping t1, t2, t4.\n\n"
+    assert asked == ["t3", "t3"]
+    assert runs_log(tmp_path) == ["build", "docs", "prepare", "ship"]  # ship: in the fork only
+    state = await client.get_workflow_handle(fid).query("state")
+    assert (state["status"], state["forked_from"]) == ("completed", sid)
+    assert [t["reused_from"] is not None for t in state["tasks"]] == [True, True, False, True]

@@ -5,6 +5,7 @@ worker: `acpx --agent 'oma acp --team …' --format json --approve-all exec`."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 
 from oma.runtime.dev_server import DevServer
 from tests._acp_editor import OMA, write_team
+from tests._procs import alive
 from tests._runs import TASK_QUEUE
 from tests.test_acp_agent import FINAL, team
 
@@ -34,29 +36,38 @@ def _acpx_installed() -> None:
     )
 
 
-async def test_acpx_runs_a_goal_and_shows_the_plan_tasks_and_answer(
-    dev_server: DevServer, tmp_path: Path
-) -> None:
-    team_file = write_team(tmp_path / "team.json", team(approvals={"plan": True}))
+async def acpx(
+    dev_server: DevServer, cwd: Path, team_file: Path, *args: str
+) -> list[dict[str, Any]]:
+    """Run ``acpx --agent 'oma acp --team TEAM_FILE' --format json ARGS`` in
+    ``cwd`` (its sessions kept under ``cwd``), which must succeed: every
+    JSON-RPC message it prints."""
     env = {
         "PATH": f"{Path(OMA).parent}{os.pathsep}{os.environ['PATH']}",
-        "HOME": str(tmp_path),  # acpx keeps its sessions there
+        "HOME": str(cwd),  # acpx keeps its sessions there
         "TEMPORAL_ADDRESS": dev_server.address,
         "OMA_TASK_QUEUE": TASK_QUEUE,
     }
     command = [str(NODE), str(ACPX), "--agent", f"oma acp --team {team_file}", "--format", "json"]
     ran = await asyncio.to_thread(
         subprocess.run,
-        [*command, "--approve-all", "exec", "Write the notes"],
-        cwd=tmp_path,
+        [*command, *args],
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
         timeout=90,
         check=False,
     )
-    assert ran.returncode == 0, ran.stderr[-2000:]
-    wire = [json.loads(line) for line in ran.stdout.splitlines() if line.startswith("{")]
+    assert ran.returncode == 0, (ran.stdout[-2000:], ran.stderr[-2000:])
+    return [json.loads(line) for line in ran.stdout.splitlines() if line.startswith("{")]
+
+
+async def test_acpx_runs_a_goal_and_shows_the_plan_tasks_and_answer(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    team_file = write_team(tmp_path / "team.json", team(approvals={"plan": True}))
+    wire = await acpx(dev_server, tmp_path, team_file, "--approve-all", "exec", "Write the notes")
     updates: list[dict[str, Any]] = [
         m["params"]["update"] for m in wire if m.get("method") == "session/update"
     ]
@@ -87,3 +98,69 @@ async def test_acpx_runs_a_goal_and_shows_the_plan_tasks_and_answer(
     stop = next(m for m in wire if m.get("result", {}).get("stopReason"))
     assert stop["result"]["stopReason"] == "end_turn"
     assert (tmp_path / "notes.md").read_text() == "hello\n"
+
+
+def queue_owners(home: Path) -> list[int]:
+    """The pids of acpx's live queue owners (its lock files under ``home``)."""
+    pids = []
+    for lock in (home / ".acpx" / "queues").glob("*.lock"):
+        with contextlib.suppress(OSError, ValueError):
+            pids.append(int(json.loads(lock.read_text())["pid"]))
+    return [pid for pid in pids if alive(pid)]
+
+
+async def test_acpx_prompts_a_persistent_session_again_after_its_queue_owner_has_gone(
+    dev_server: DevServer, tmp_path: Path, client: Any
+) -> None:
+    # acpx keeps a persistent session's agent in a queue owner that ends when
+    # idle (--ttl); the next prompt starts a new `oma acp` and reattaches
+    # with session/resume. That `oma acp` took its own follower of the ended
+    # run for the run still going: ACP_SESSION_BUSY for every later prompt
+    team_file = write_team(tmp_path / "team.json", team(approvals={}))
+    prompts = ["Write the notes", "Add a title", "Add a date"]
+    await acpx(dev_server, tmp_path, team_file, "sessions", "new")
+    turns = []
+    for text in prompts:
+        turns.append(await acpx(dev_server, tmp_path, team_file, "--ttl", "0.2", "prompt", text))
+        for _ in range(200):
+            if not queue_owners(tmp_path):
+                break
+            await asyncio.sleep(0.05)
+        assert not queue_owners(tmp_path), "the queue owner is still there"
+
+    [opened] = [m for m in turns[0] if m.get("method") == "session/new"]
+    sid = next(m for m in turns[0] if m.get("id") == opened["id"] and "result" in m)["result"][
+        "sessionId"
+    ]
+    finals: list[str] = []
+    for n, wire in enumerate(turns):
+        methods = [m["method"] for m in wire if "method" in m and "id" in m]
+        # a new `oma acp` each time, reattached to the session after the first
+        assert methods == [
+            "initialize",
+            "session/new" if n == 0 else "session/resume",
+            "session/prompt",
+        ], methods
+        updates = [m["params"] for m in wire if m.get("method") == "session/update"]
+        asked = [
+            m["params"] for m in wire if m.get("method") in ("session/resume", "session/prompt")
+        ]
+        assert {m["sessionId"] for m in updates + asked} == {sid}
+        stop = next(m for m in wire if "stopReason" in m.get("result", {}))
+        assert stop["result"]["stopReason"] == "end_turn"
+        chunks = [
+            p["update"] for p in updates if p["update"]["sessionUpdate"] == "agent_message_chunk"
+        ]
+        assert chunks[-1]["content"]["text"] == FINAL
+        finals.append(chunks[-1]["messageId"])
+        # (before it, a reattached session may draw the run it found: the previous answer)
+        assert {c["messageId"] for c in chunks[:-1]} <= set(finals[:-1])
+    assert len(set(finals)) == len(prompts)  # each prompt's answer is its own run's
+    # three runs of the session's workflow id, each a follow-up of the one before
+    runs = [wf async for wf in client.list_workflows(f"WorkflowId = '{sid}'")]
+    assert len(runs) == 3
+    state = await client.get_workflow_handle(sid).query("state")
+    assert state["goal"].startswith(
+        f"Earlier in this session the team was asked:\n\n{prompts[1]}\n\nThat run ended completed."
+    )
+    assert state["goal"].endswith(f"Now, building on that:\n\n{prompts[2]}")

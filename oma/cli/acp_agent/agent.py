@@ -6,7 +6,9 @@ id is the workflow id of its ``TeamRun``: the first prompt starts the run,
 a later prompt starts a new run of the same workflow id (a follow-up, which
 reads the previous run's outcome: ``oma.cli.acp_agent.prompt``), so a
 session and its runs are one workflow id in Temporal, and ``session/load``
-of that id finds them from any process. The protocol's rules kept here: no
+of that id finds them from any process; ``session/fork`` makes a session
+whose runs branch from this one's latest (``oma.cli.acp_agent.session_fork``).
+The protocol's rules kept here: no
 update before the ``session/new`` (or ``session/resume``) response, none
 after a prompt's response; those sent after a response are started only
 once it is queued (``_after_response``).
@@ -31,6 +33,7 @@ from acp.helpers import update_available_commands
 from acp.schema import (
     AgentCapabilities,
     CloseSessionResponse,
+    ForkSessionResponse,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
@@ -42,6 +45,7 @@ from acp.schema import (
     ResumeSessionResponse,
     SessionCapabilities,
     SessionCloseCapabilities,
+    SessionForkCapabilities,
     SessionInfo,
     SessionListCapabilities,
     SessionResumeCapabilities,
@@ -52,10 +56,11 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from oma.cli.acp_agent.cards import agent_kinds, stop_reason
 from oma.cli.acp_agent.commands import COMMANDS, parse, run_command
-from oma.cli.acp_agent.follower import Follower
+from oma.cli.acp_agent.follower import Follower, ended_as
 from oma.cli.acp_agent.permissions import Rules
-from oma.cli.acp_agent.prompt import follow_up_goal, goal_of, prompt_text
+from oma.cli.acp_agent.prompt import follow_up_goal, goal_of, outcome_text, prompt_text
 from oma.cli.acp_agent.retry import Refusal, busy, retry_of
+from oma.cli.acp_agent.session_fork import Branch, branch_of, fork_id
 from oma.cli.acp_agent.team_file import SessionTeam, session_dir, session_team
 from oma.core.schema.approvals import Reviewer
 from oma.core.schema.errors import (
@@ -102,6 +107,11 @@ carries the cancellation out)."""
 LOAD_DRAW_S = 10.0
 """How long ``session/load`` waits for the run to be drawn before it answers."""
 
+ENDED_RUN_DRAW_S = 10.0
+"""How long a prompt waits for the follower of a reattached run that has
+ended (``session/load``, ``session/resume``) to send its last updates before
+it starts the next run (then the follower is stopped)."""
+
 QUERY_TIMEOUT = timedelta(seconds=10)
 
 Connect = Callable[[], Awaitable[tuple[Client, str]]]
@@ -127,11 +137,8 @@ class Session:
     team file read again (``/retry``)."""
     starting: bool = False
     """A prompt is starting the session's run (not followed yet)."""
-
-    def busy(self) -> bool:
-        return self.starting or any(
-            t is not None and not t.done() for t in (self.turn, self.background)
-        )
+    branch: Branch | None = None
+    """A forked session's branch: the run its first run starts from."""
 
     def prompting(self) -> bool:
         """Whether a prompt turn is starting or following the run."""
@@ -189,6 +196,7 @@ class TeamAgent:
                     list=SessionListCapabilities(),
                     resume=SessionResumeCapabilities(),
                     close=SessionCloseCapabilities(),
+                    fork=SessionForkCapabilities(),
                 ),
             ),
             agent_info=Implementation(name="oma", title="OMA team", version=_version()),
@@ -239,12 +247,47 @@ class TeamAgent:
             session, client, run_id = await self._attach(session_id, cwd, mcp_servers)
         follower = self._follower(client, session, run_id)
 
-        async def follow() -> None:
-            await self._offer_commands(session)
-            session.background = asyncio.create_task(follower.follow())
+        async def follow() -> TeamRunResult | None:
+            try:
+                await self._offer_commands(session)
+            except Exception:
+                logger.exception("after a response")
+                return None
+            return await follower.follow()
 
-        self._after_response(follow())
+        # (a task created now starts once the response is queued: _after_response;
+        # it is the session's at once, so a prompt sent right after the response
+        # finds it: _follower_done)
+        session.background = asyncio.create_task(follow())
         return ResumeSessionResponse()
+
+    async def fork_session(
+        self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **_: Any
+    ) -> ForkSessionResponse:
+        """A new session, ``<session id>-fork-<8 hex>``, whose runs branch from
+        the latest run of ``session_id`` (``oma.cli.acp_agent.session_fork``):
+        its first prompt is a follow-up of that run, its ``/retry`` a fork
+        of it. Nothing starts until then."""
+        with _as_rpc_error():
+            where = session_dir(cwd)
+            client, _queue = await self.connect()
+            known = self.sessions.get(session_id)
+            branch = await branch_of(
+                client,
+                session_id,
+                opened=known is not None,
+                branch=known.branch if known is not None else None,
+            )
+            try:
+                team: SessionTeam | None = session_team(self.team, where, mcp_servers)
+                error = None
+            except OMAError as err:
+                team, error = None, err  # (/retry of a run another client started needs none)
+        session = Session(fork_id(session_id), where, team, error, mcp_servers=mcp_servers)
+        session.branch = branch
+        self.sessions[session.id] = session
+        self._after_response(self._offer_commands(session))
+        return ForkSessionResponse(session_id=session.id)
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **_: Any
@@ -302,11 +345,8 @@ class TeamAgent:
                 said = await run_command(client, session.id, *command, self.reviewer)
                 await self._send(session, update_agent_message_text(said + "\n"))
                 return PromptResponse(stop_reason="end_turn")
-            if session.busy():
-                raise AcpSessionBusyError(
-                    f"the session's run {session.id} is still going: wait for it, or end it "
-                    "with /abort (or cancel); /status shows it"
-                )
+            if session.prompting():
+                raise _still_going(session)
             if session.team is None:
                 assert session.team_error is not None
                 raise session.team_error
@@ -315,6 +355,7 @@ class TeamAgent:
             # kept for the run once started
             session.starting, session.cancelled = True, False
             try:
+                await self._follower_done(client, session)
                 handle = await self._start(client, queue, session, session.team, prompt, text)
                 self._follow(client, session, handle)
             finally:
@@ -334,13 +375,22 @@ class TeamAgent:
         run; a message and ``end_turn`` when it starts nothing."""
         from oma.client.fork import start_fork
 
-        if session.busy():
+        if session.prompting():
             return await self._say(session, busy(session.id).text)
         # busy from here, as a prompt's run (``prompt``)
         session.starting, session.cancelled = True, False
         try:
+            try:
+                await self._follower_done(client, session)
+            except AcpSessionBusyError:
+                return await self._say(session, busy(session.id).text)
             found = await retry_of(
-                client, session.id, tasks, memo_key=MEMO, team_file=lambda: self._team_now(session)
+                client,
+                session.id,
+                tasks,
+                memo_key=MEMO,
+                team_file=lambda: self._team_now(session),
+                branch=session.branch,
             )
             if isinstance(found, Refusal):
                 return await self._say(session, found.text)
@@ -369,6 +419,23 @@ class TeamAgent:
         finally:
             session.starting = False
         return await self._turn_end(session)
+
+    async def _follower_done(self, client: Client, session: Session) -> None:
+        """Before a prompt's run: the follower ``session/load`` or
+        ``session/resume`` started (``session.background``) ends once its run
+        has ended, after its last updates (waited for at most
+        ``ENDED_RUN_DRAW_S``, then stopped), so that it neither counts as the
+        run still going nor draws the next run. Raises
+        ``AcpSessionBusyError`` while the session's run still goes."""
+        follower = session.background
+        if follower is None or follower.done():
+            return
+        described = await client.get_workflow_handle(session.id).describe(rpc_timeout=QUERY_TIMEOUT)
+        if described.status == WorkflowExecutionStatus.RUNNING:
+            raise _still_going(session)
+        await asyncio.wait({follower}, timeout=ENDED_RUN_DRAW_S)
+        if not follower.done():
+            await session.stop()  # (no prompt turn is following: this stops the follower)
 
     def _follow(self, client: Client, session: Session, handle: Any) -> None:
         """Follow the run ``handle`` started (``session.turn``); a cancel that
@@ -558,6 +625,8 @@ class TeamAgent:
             rules=session.rules,
             kinds=agent_kinds(raw.get("team")),
             token_budget=options.get("max_token_budget"),
+            # (a prompt's follower: no answer decides once its turn was cancelled)
+            deciding=lambda: not session.cancelled,
         )
 
     async def _send(self, session: Session, update: Any) -> None:
@@ -585,37 +654,40 @@ class TeamAgent:
 
     async def _previous(self, client: Client, session: Session) -> tuple[str, TeamRunResult] | None:
         """The previous run of the session: ``(its prompt, its result)``; ``None``
-        before the first. Raises ``AcpSessionBusyError`` when it is still going."""
-        from oma.client import read_outputs, team_run_result
-
+        before the first; before a forked session's first, the run it
+        branches. Raises ``AcpSessionBusyError`` when it is still going."""
         handle = client.get_workflow_handle(session.id, result_type=TeamRunResult)
         try:
             described = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
         except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            if session.branch is None:
                 return None
-            raise
+            branch = session.branch
+            handle = client.get_workflow_handle(
+                branch.workflow_id, run_id=branch.run_id, result_type=TeamRunResult
+            )
+            described = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
+            if described.status == WorkflowExecutionStatus.RUNNING:
+                raise AcpSessionBusyError(
+                    f"the run this session was forked from ({branch.workflow_id}) is still "
+                    "going: its outcome is what the first prompt builds on; wait for it, or "
+                    "/retry to fork it as it stands"
+                ) from None
         if described.status == WorkflowExecutionStatus.RUNNING:
             raise AcpSessionBusyError(
                 f"a run of {session.id} is already going (started elsewhere): /status shows it"
             )
         mine = (await described.memo()).get(MEMO)
         previous_prompt = str(mine.get("prompt") or "") if isinstance(mine, dict) else ""
-        try:
-            result = await team_run_result(handle, client)
-        except WorkflowFailureError:
-            result = await handle.query(
-                "state", result_type=TeamRunResult, rpc_timeout=QUERY_TIMEOUT
-            )
-            await read_outputs(client, result)  # those its answer kept by reference
+        result = await _ended_result(client, handle)
         return previous_prompt or (result.goal or ""), result
 
     async def _replay(self, client: Client, session: Session) -> None:
         """Send each run of the session, oldest first, as its prompt (a user
         message) and, but for the latest (which the follower draws), its
         final message."""
-        from oma.client import team_run_result
-
         runs: list[tuple[str, Any]] = []
         chained = ""
         if "'" in session.id or "\\" in session.id:
@@ -642,15 +714,38 @@ class TeamAgent:
                 session.id, run_id=wf.run_id, result_type=TeamRunResult
             )
             try:
-                result = await team_run_result(handle, client)
-                from oma.cli.acp_agent.prompt import outcome_text
-
-                said = outcome_text(result)
+                said = outcome_text(await _ended_result(client, handle))
             except Exception as err:
                 said = f"(this run's result cannot be read: {err})"
             chunk = update_agent_message_text(said)
             chunk.message_id = f"{session.id}/{wf.run_id}/final"
             await self._send(session, chunk)
+
+
+async def _ended_result(client: Client, handle: Any) -> TeamRunResult:
+    """The result of the ended ``TeamRun`` execution ``handle``: what it
+    returned, else its last ``state`` as it ended (``ended_as``: a run
+    cancelled through Temporal, one that failed without a result), with the
+    outputs it kept by reference read back. Raises what reading them raises
+    (``CodecKeyMissingError``, ``RPCError``)."""
+    from oma.client import read_outputs, team_run_result
+
+    try:
+        return await team_run_result(handle, client)
+    except WorkflowFailureError as err:
+        result: TeamRunResult = await handle.query(
+            "state", result_type=TeamRunResult, rpc_timeout=QUERY_TIMEOUT
+        )
+        ended_as(result, err.cause)
+        await read_outputs(client, result)
+        return result
+
+
+def _still_going(session: Session) -> AcpSessionBusyError:
+    return AcpSessionBusyError(
+        f"the session's run {session.id} is still going: wait for it, or end it "
+        "with /abort (or cancel); /status shows it"
+    )
 
 
 def cancel_grace_s() -> float:

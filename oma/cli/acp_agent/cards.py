@@ -9,9 +9,10 @@ A run's ``state`` (a ``TeamRunResult``) becomes:
 - one tool call per task (``toolCallId`` = the task id), its ``kind`` from
   its agent (``agent_kinds``), its ``status`` ``pending`` (waiting on
   dependencies or an approval) → ``in_progress`` → ``completed`` or
-  ``failed`` (a skipped task too, saying so), its ``content`` the latest
-  line of output while it runs, then its output (or its error; a task a
-  fork kept: the run it was reused from, then its output);
+  ``failed`` (a skipped task too, saying so), its ``content`` who decided
+  its dispatch approval once decided, the latest line of output while it
+  runs, then its output (or its error; a task a fork kept: the run it was
+  reused from, then its output);
 - a ``usage_update``: the run's tokens (``used``), its token budget or,
   without one, the tokens used (``size``), and its known cost in USD.
 
@@ -93,8 +94,12 @@ class Card:
     text: str
 
 
-def card_of(task: TaskState, kinds: dict[str, ToolKind], latest: str = "") -> Card:
-    """The card of ``task``; ``latest`` is its latest line of output while it runs."""
+def card_of(
+    task: TaskState, kinds: dict[str, ToolKind], latest: str = "", decided: str = ""
+) -> Card:
+    """The card of ``task``; ``latest`` is its latest line of output while it
+    runs, ``decided`` who decided its dispatch approval (what it says until
+    then: the request's prompt may be withdrawn, decided elsewhere)."""
     title = f"{task.title or task.id} ({task.assignee})" if task.assignee else task.title or task.id
     status = _CARD_STATUS[task.status]
     if task.status == TaskStatus.COMPLETED:
@@ -106,11 +111,11 @@ def card_of(task: TaskState, kinds: dict[str, ToolKind], latest: str = "") -> Ca
     elif task.status == TaskStatus.SKIPPED:
         text = f"skipped: {task.error}" if task.error else "skipped"
     elif task.status == TaskStatus.AWAITING_APPROVAL:
-        text = "waiting for approval"
+        text = decided or "waiting for approval"
     elif task.status == TaskStatus.IN_PROGRESS:
-        text = latest
+        text = latest or decided
     else:
-        text = ""
+        text = decided
     return Card(
         title, kinds.get(task.assignee or "", "other"), status, cut_text(text, CARD_OUTPUT_CHARS)
     )
@@ -163,12 +168,12 @@ class Book:
         return [update_plan(plan_entry(c, status=s) for c, s in entries)]
 
     def card_updates(
-        self, task: TaskState, kinds: dict[str, ToolKind], latest: str = ""
+        self, task: TaskState, kinds: dict[str, ToolKind], latest: str = "", decided: str = ""
     ) -> list[Any]:
         """A ``tool_call`` for a task not shown yet, a ``tool_call_update`` of
-        what changed for one shown; nothing when nothing did."""
-        card = card_of(task, kinds, latest)
-        if task.status == TaskStatus.IN_PROGRESS and not latest and task.id in self.cards:
+        what changed for one shown; nothing when nothing did (``card_of``)."""
+        card = card_of(task, kinds, latest, decided)
+        if task.status == TaskStatus.IN_PROGRESS and not card.text and task.id in self.cards:
             card = Card(card.title, card.kind, card.status, self.cards[task.id].text)
         shown = self.cards.get(task.id)
         if shown == card:

@@ -29,13 +29,15 @@ from typing import Any
 from acp import update_agent_message_text, update_agent_thought_text
 from acp.schema import ToolKind
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError
 
 from oma.cli.acp_agent.cards import Book
-from oma.cli.acp_agent.permissions import PermissionDesk, Rules
+from oma.cli.acp_agent.permissions import PermissionDesk, Rules, decided_text
 from oma.cli.acp_agent.prompt import outcome_text, outputs_text
 from oma.cli.common import cause
 from oma.cli.live import latest_output
 from oma.core.contracts.workflow_ids import coordinator_workflow_id, task_workflow_id
+from oma.core.rules.approval_gate import dispatch_request_id
 from oma.core.schema.approvals import PendingApproval, Reviewer
 from oma.core.schema.limits import cut_text
 from oma.core.schema.results import TeamRunResult
@@ -83,7 +85,9 @@ class Follower:
 
     ``send`` sends one session update; ``conn`` is the SDK's
     ``AgentSideConnection`` (for permission prompts); ``kinds`` maps agent
-    names to their cards' kind; ``token_budget`` sizes the usage meter."""
+    names to their cards' kind; ``token_budget`` sizes the usage meter;
+    ``deciding`` says whether the editor's answers may still decide
+    (``PermissionDesk``)."""
 
     def __init__(
         self,
@@ -98,6 +102,7 @@ class Follower:
         rules: Rules,
         kinds: dict[str, ToolKind],
         token_budget: int | None,
+        deciding: Callable[[], bool] = lambda: True,
     ) -> None:
         self.client = client
         self.workflow_id = workflow_id
@@ -119,6 +124,7 @@ class Follower:
             kinds,
             send,
             lambda: set(self.book.cards),
+            deciding,
         )
         self.after_seq = -1
         self.announced: set[str] | None = set()
@@ -240,20 +246,20 @@ class Follower:
 
     async def _result(self) -> tuple[TeamRunResult | None, str]:
         """The run's result however it ended: what it returned (its outputs
-        kept by reference read back), else, cancelled or terminated through
-        Temporal, its last ``state``; ``(None, why)`` when neither can be read."""
+        kept by reference read back), else (cancelled or terminated through
+        Temporal, or failed before it had a result) its last ``state`` as it
+        ended (``ended_as``); ``(None, why)`` when neither can be read."""
         from oma.client import team_run_result
 
         try:
             return await team_run_result(self.result_handle, self.client), ""
         except WorkflowFailureError as err:
-            why = cause(err)
+            failure, why = err.cause, cause(err)
         except Exception as err:  # e.g. a key this process lacks (CODEC_KEY_MISSING)
             return None, str(err)
         state = await self._query_state()
-        if state is not None and state.status == "running":
-            state.status = "cancelled"
-            state.error = state.error or why
+        if state is not None:
+            ended_as(state, failure)
         return state, why
 
     async def _sync_approvals(self, state: TeamRunResult | None) -> bool:
@@ -290,8 +296,12 @@ class Follower:
                 update_agent_thought_text(cut_text(_plan_thought(state), PLAN_THOUGHT_CHARS))
             )
         updates += self.book.plan_update(state)
+        decisions = {d.request_id: d for d in state.approval_decisions}
         for task in state.tasks:
-            updates += self.book.card_updates(task, self.kinds, self.latest.get(task.id, ""))
+            dispatch = decisions.get(dispatch_request_id(task.id))
+            decided = decided_text(dispatch) if dispatch is not None else ""
+            latest = self.latest.get(task.id, "")
+            updates += self.book.card_updates(task, self.kinds, latest, decided)
         updates += self.book.usage_update(state, self.token_budget)
         for update in updates:
             await self._send(update)
@@ -354,6 +364,28 @@ class Follower:
         chunk = update_agent_message_text(cut_text(text, FINAL_MESSAGE_CHARS))
         chunk.message_id = f"{self.workflow_id}/{self.run_id or 'latest'}/final"
         return chunk
+
+
+def ended_as(state: TeamRunResult, failure: BaseException | None) -> None:
+    """Make ``state``, the last ``state`` of a run that ended without a
+    result (still ``running`` there), say how it ended with ``failure``
+    (the ``WorkflowFailureError``'s cause): ``cancelled`` when Temporal
+    cancelled or terminated it; else ``failed``, with the failure's code (an
+    ``ApplicationError``'s type: ``INVALID_PLAN`` for a plan still invalid
+    after its correction turn) and message."""
+    if state.status != "running":
+        return
+    state.success = False
+    if isinstance(failure, CancelledError | TerminatedError):
+        state.status = "cancelled"
+        state.error = state.error or cause(failure)
+        return
+    state.status = "failed"
+    if isinstance(failure, ApplicationError):
+        state.error_code = state.error_code or failure.type
+        state.error = state.error or failure.message
+    elif failure is not None:
+        state.error = state.error or cause(failure)
 
 
 async def _latest(client: Client, workflow_id: str) -> str:

@@ -11,7 +11,10 @@ another client, ``on_timeout``) is withdrawn from the editor
 (``$/cancel_request``) and its card says who decided. A client that cannot
 ask (it answers ``session/request_permission`` with an error) is told in a
 message to answer with ``/approve`` or ``/reject``; the request stays
-``pending`` in the run until then.
+``pending`` in the run until then. Once the editor cancelled the prompt
+turn (``session/cancel``), nothing it answers decides anything, nor does a
+session rule, and a request opened later is not asked: the run is being
+stopped, and an "allow" sent after the stop button must not start work.
 
 The request's card: a dispatch is asked on its task's tool call (the task
 id); a plan, a round or a tool call gets a tool call of its own,
@@ -169,7 +172,9 @@ class PermissionDesk:
 
     ``sync`` takes the run's open requests after each change; ``close``
     withdraws every prompt still open. ``conn`` is the SDK's
-    ``AgentSideConnection``; ``send`` sends one session update."""
+    ``AgentSideConnection``; ``send`` sends one session update; ``deciding``
+    says whether the editor's answers may still decide (false once it
+    cancelled the prompt turn)."""
 
     def __init__(
         self,
@@ -181,8 +186,10 @@ class PermissionDesk:
         kinds: dict[str, ToolKind],
         send: Send,
         shown_cards: Callable[[], set[str]],
+        deciding: Callable[[], bool] = lambda: True,
     ) -> None:
         self.conn = conn
+        self.deciding = deciding
         self.session_id = session_id
         self.handle = handle
         self.reviewer = reviewer
@@ -231,6 +238,8 @@ class PermissionDesk:
                     raw_input=request.content,
                 )
             )
+        if not self.deciding():
+            return  # (the turn was cancelled: the run is being stopped)
         rule = self.rules.always.get(rule_key(request))
         if rule is not None:
             await self._decide(request, rule, "answered by an 'always' choice of this session")
@@ -291,6 +300,11 @@ class PermissionDesk:
     async def _decide(
         self, request: PendingApproval, value: DecisionValue, comment: str | None
     ) -> None:
+        if not self.deciding():
+            logger.info(
+                "%s of %s not sent: the editor cancelled the prompt turn", value, request.request_id
+            )
+            return
         try:
             await send_decision(self.handle, request, value, self.reviewer, comment)
         except (ApprovalConflictError, ApprovalUnknownRequestError) as err:

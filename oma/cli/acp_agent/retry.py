@@ -8,6 +8,11 @@ again what did not complete (``oma fork`` without ``--from``). The fork
 names the execution it retries (``fork.temporal_run_id``): by the workflow
 id alone it would read itself once it starts.
 
+A session forked from another (``session/fork``) that has no run of its
+own yet retries the run it branches (``oma.cli.acp_agent.session_fork``):
+a fork of that run under the new session's id, even while it still goes (it
+keeps what has settled).
+
 A run this session's ``oma acp`` started (its memo says so) is retried with
 the session's team file read again, so a fix to an agent's prompt or
 configuration applies to the tasks that run again; any other run (one
@@ -23,9 +28,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from oma.cli.acp_agent.session_fork import Branch
 from oma.client.fork import preview
 from oma.core.rules.fork import ForkedRun
 from oma.core.schema.errors import AcpSessionBusyError, OMAError
@@ -81,25 +87,28 @@ async def retry_of(
     *,
     memo_key: str,
     team_file: Callable[[], dict[str, Any]],
+    branch: Branch | None = None,
 ) -> Retry | Refusal:
     """The retry of the latest run of ``workflow_id`` from ``tasks`` (none:
     what did not complete), checked as its run will check it
     (``oma.client.fork.preview``); ``team_file`` gives the session's team
     file as it is now (a run input without its goal; it raises
-    ``OMAError``), used for a run whose memo has ``memo_key``. A
-    ``Refusal`` when there is no run yet, the run still goes, the team file
-    has errors, or the fork cannot be made (``INVALID_FORK``: an unknown
-    task with the nearest id, nothing to run again, ...)."""
-    handle = client.get_workflow_handle(workflow_id)
+    ``OMAError``), used for a run whose memo has ``memo_key``. Without a run
+    of ``workflow_id``, the retry of ``branch``, the run a forked session
+    branches. A ``Refusal`` when there is no run yet, the session's run
+    still goes, the team file has errors, or the fork cannot be made
+    (``INVALID_FORK``: an unknown task with the nearest id, nothing to run
+    again, ...)."""
     try:
-        described = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
-        if described.status == WorkflowExecutionStatus.RUNNING:
+        described = await _source(client, workflow_id, branch)
+        source_id = described.id
+        if source_id == workflow_id and described.status == WorkflowExecutionStatus.RUNNING:
             return busy(workflow_id, elsewhere=True)
         mine = (await described.memo()).get(memo_key)
         memo = mine if isinstance(mine, dict) else None
         raw: dict[str, Any] = {
             "fork": {
-                "run_id": workflow_id,
+                "run_id": source_id,
                 "temporal_run_id": described.run_id,
                 **({"rerun": tasks} if tasks else {}),
             }
@@ -116,3 +125,17 @@ async def retry_of(
     except OMAError as err:
         return Refusal(f"/retry: {err}")
     return Retry(fork, forked, described.run_id, memo)
+
+
+async def _source(
+    client: Client, workflow_id: str, branch: Branch | None
+) -> WorkflowExecutionDescription:
+    """The execution a retry forks: the latest of ``workflow_id``, else the
+    one ``branch`` pins. Raises ``RPCError`` (``NOT_FOUND``: neither)."""
+    try:
+        return await client.get_workflow_handle(workflow_id).describe(rpc_timeout=QUERY_TIMEOUT)
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND or branch is None:
+            raise
+    pinned = client.get_workflow_handle(branch.workflow_id, run_id=branch.run_id)
+    return await pinned.describe(rpc_timeout=QUERY_TIMEOUT)

@@ -117,16 +117,26 @@ class TeamFileNotFoundError(InputError):
 
 class AcpSessionUnknownError(InputError):
     """An ACP client named a session ``oma acp`` does not know: no ``TeamRun``
-    has that workflow id (``session/load``, ``session/resume``), or no
-    ``session/new`` or ``session/load`` opened it on this connection
-    (``session/prompt``, ``session/cancel``, ``session/close``)."""
+    has that workflow id (``session/load``, ``session/resume``,
+    ``session/fork``), or no ``session/new`` or ``session/load`` opened it on
+    this connection (``session/prompt``, ``session/cancel``,
+    ``session/close``)."""
 
     code = "ACP_SESSION_UNKNOWN"
 
 
+class AcpSessionNoRunError(InputError):
+    """An ACP client asked ``oma acp`` to fork (``session/fork``) a session
+    that has no run yet: a fork branches the session's latest run, and its
+    first prompt has not started one. Prompt the session first, or open a
+    new one."""
+
+    code = "ACP_SESSION_NO_RUN"
+
+
 class AcpSessionCwdError(InputError):
     """An ACP client gave a session a ``cwd`` (``session/new``,
-    ``session/load``, ``session/resume``) that is not an absolute path of an
+    ``session/load``, ``session/resume``, ``session/fork``) that is not an absolute path of an
     existing directory: the team works there, and would write into a
     directory it created, or, for a relative path, the worker's."""
 
