@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
@@ -26,7 +26,7 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
-from oma.core.schema.errors import CiphertextInvalidError, CodecKeyMissingError
+from oma.core.schema.errors import ERRORS, CiphertextInvalidError, CodecKeyMissingError
 from oma.core.schema.validation import UndecodableInput
 from oma.runtime.codec import (
     AesGcmCodec,
@@ -118,7 +118,15 @@ class OmaFailureConverter(DefaultFailureConverter):
     A ``CodecKeyMissingError`` a worker's codec raised (``WorkerCodec``)
     becomes a failure of type ``CODEC_KEY_MISSING`` whose message is the
     error's ``CODEC_KEY_MISSING: ...`` line: the failed workflow task's
-    failure, as ``temporal workflow describe`` and the Web UI show it."""
+    failure, as ``temporal workflow describe`` and the Web UI show it.
+
+    An ``ApplicationError`` typed with an OMA error code (``ERRORS``: a
+    ``TeamRun`` that did not succeed, an invalid input, a provider's error)
+    is an outcome OMA reports, not a crash of its code: its failure carries
+    the message, the type and the details, and no Python stack trace (which
+    Temporal records from the frames that raised it, and the Web UI and
+    ``temporal workflow result`` show before the details). Any other
+    exception keeps its stack."""
 
     def from_failure(self, failure: Failure, payload_converter: PayloadConverter) -> BaseException:
         if failure.HasField("encoded_attributes"):
@@ -134,6 +142,8 @@ class OmaFailureConverter(DefaultFailureConverter):
     def to_failure(
         self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure
     ) -> None:
+        if _reported(exception):
+            exception = _without_stack(exception)
         super().to_failure(exception, payload_converter, failure)
         if isinstance(exception, CodecKeyMissingError):
             failure.application_failure_info.type = exception.code
@@ -142,6 +152,33 @@ class OmaFailureConverter(DefaultFailureConverter):
             # key ids and advice only, for the very process that lacks the key
             failure.ClearField("encoded_attributes")
             failure.message = message
+
+
+def _reported(exception: BaseException) -> TypeGuard[ApplicationError]:
+    """Whether ``exception`` is an OMA error raised as the failure it reports
+    (not one read back from a failure, which keeps what it carries)."""
+    return (
+        isinstance(exception, ApplicationError)
+        and exception.failure is None
+        and exception.type in ERRORS
+    )
+
+
+def _without_stack(err: ApplicationError) -> ApplicationError:
+    """``err`` as a failure with no stack trace: the same message, details,
+    type, retry settings and cause, never raised (Temporal's failure converter
+    records a stack from an exception's ``__traceback__`` only)."""
+    bare = ApplicationError(
+        err.message,
+        *err.details,
+        type=err.type,
+        non_retryable=err.non_retryable,
+        next_retry_delay=err.next_retry_delay,
+        category=err.category,
+    )
+    bare.__cause__ = err.__cause__ or (None if err.__suppress_context__ else err.__context__)
+    bare.__suppress_context__ = True
+    return bare
 
 
 def _key_error_message(exception: BaseException) -> str | None:
