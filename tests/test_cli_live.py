@@ -44,15 +44,19 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\r")
 
 
 class Terminal:
-    """`oma ARGS` with stdout and stderr on a pseudo-terminal of 150x40, as a
-    user's shell runs it; ``screen`` is everything it wrote, ANSI sequences
-    removed."""
+    """`oma ARGS` with stdout and stderr on a pseudo-terminal of ``columns``x40
+    (150 by default), as a user's shell runs it; ``screen`` is everything it
+    wrote, ANSI sequences removed."""
 
     def __init__(
-        self, dev_server: DevServer, *args: str, env: dict[str, str] | None = None
+        self,
+        dev_server: DevServer,
+        *args: str,
+        env: dict[str, str] | None = None,
+        columns: int = 150,
     ) -> None:
         master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 150, 0, 0))
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
         env = {**(env or cli_env(dev_server)), "TERM": "xterm-256color"}
         env.pop("NO_COLOR", None)
         self.proc = subprocess.Popen(
@@ -277,3 +281,57 @@ async def test_plain_output_of_a_large_run_prints_about_one_line_per_task(
     assert table_rows(proc.stdout) == []
     assert "and 25 completed task(s) not listed (--json has all)" in proc.stdout
     assert len(proc.stderr.splitlines()) < 25 + 10
+
+
+ECHO_THEN_RESULT = (
+    "import sys\n"
+    "print('task: ' + sys.stdin.readline().strip())\n"
+    "print('wrote: slugify.py, test_slugify.py')\n"
+    "print('test: python3 test_slugify.py -> 7 checks passed')\n"
+    "print()\n"
+)
+"""A process that echoes its prompt's first line first and ends with its result."""
+
+
+async def test_the_task_table_shows_the_last_line_of_an_output_readable_at_80_columns(
+    dev_server: DevServer, workflow_id: str, tmp_path: Path
+) -> None:
+    run_input = {
+        "team": {"name": "t", "agents": [process("coder", ECHO_THEN_RESULT)]},
+        "tasks": [{**task("code", "coder"), "title": "Write slugify"}],
+    }
+    term = Terminal(
+        dev_server,
+        "run",
+        "--no-worker",
+        "--workflow-id",
+        workflow_id,
+        input_file(tmp_path, run_input),
+        columns=80,
+    )
+    try:
+        assert await term.exit_code() == 0, term.screen
+    finally:
+        term.kill()
+    # the summary's row (the live view's rows, above it, have no status)
+    [row] = [line for line in term.screen.splitlines() if re.match(r"code .* completed ", line)]
+    assert len(row) <= 80, row
+    # every short column whole, and the output column shows 28 characters of the result
+    shown = re.fullmatch(r"code +Write slugify +coder +completed +\S+ +(.+)", row)
+    assert shown is not None, row
+    output = shown.group(1).strip()
+    assert len(output) >= 28 and output.endswith("…"), row
+    assert "test: python3 test_slugify.py -> 7 checks passed".startswith(output[:-1]), row
+
+
+async def test_the_piped_task_table_shows_the_last_line_of_an_output_whole(
+    dev_server: DevServer, workflow_id: str, tmp_path: Path
+) -> None:
+    run_input = {
+        "team": {"name": "t", "agents": [process("coder", ECHO_THEN_RESULT)]},
+        "tasks": [{**task("code", "coder"), "title": "Write slugify"}],
+    }
+    proc = await oma_run(dev_server, workflow_id, tmp_path, run_input)
+    assert proc.returncode == 0, proc.stderr
+    [row] = table_rows(proc.stdout)
+    assert row[-1] == "test: python3 test_slugify.py -> 7 checks passed"

@@ -7,7 +7,10 @@ On stdout: it is the command's result (progress went to stderr).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -24,7 +27,8 @@ TABLE_ROWS_UP_TO = 20
 def print_result(result: TeamRunResult, goal_run: bool | None = None) -> None:
     """The task table (one line a task: id, title, assignee, status (and
     attempts when more than one; ``reused`` for a task a fork kept), tokens
-    in/out, cost, the first line of its output or error), for a fork the run
+    in/out, cost, the last non-empty line of its output or the first of its
+    error; borderless on a narrow terminal, ``_layout``), for a fork the run
     it was forked from, the tokens and the cost, the run's error code, the final
     output (a goal run's synthesized answer, else the outputs of the completed
     tasks nothing depends on), then **Failures**: each failed task's whole
@@ -95,27 +99,37 @@ def _print_table(result: TeamRunResult) -> None:
         status = t.status.value if t.attempts <= 1 else f"{t.status.value} ({t.attempts}x)"
         if t.reused_from is not None:  # a fork's kept task: it did not run in this run
             status = "reused"
-        detail = ((t.output if t.output is not None else t.error) or "").strip()
-        if t.output is None and t.output_ref is not None and t.status == TaskStatus.COMPLETED:
-            detail = f"(not read: the result of {t.output_ref})"  # e.g. past its retention
-        # one line a task, cut to the terminal: the whole output is below
-        # (final tasks), errors under Failures, everything in --json
-        first = detail.splitlines()[0] if detail else ""
-        cells = [t.id, t.title, t.assignee or "-", status, usage, cost, first]
+        cells = [t.id, t.title, t.assignee or "-", status, usage, cost, _detail(t)]
         rows.append([run_text(cell) for cell in cells])
-    table = Table(title=f"TeamRun: {result.status}")
-    widths = _widths(rows)
-    for (col, _), width in zip(_COLUMNS, widths, strict=True):
-        table.add_column(col, no_wrap=True, overflow="ellipsis", min_width=width, max_width=width)
-    rest = max(table_width() - sum(widths) - _FRAME, 16)
+    layout = _layout(rows)
+    table = Table(title=f"TeamRun: {result.status}", **layout.table_options)
+    widths = _widths([[r[i] for i in layout.shown] for r in rows], layout)
+    for i, width in zip(layout.shown, widths, strict=True):
+        name = _COLUMNS[i][0]
+        table.add_column(name, no_wrap=True, overflow="ellipsis", min_width=width, max_width=width)
+    rest = max(table_width() - sum(widths) - layout.frame, OUTPUT_MIN_WIDTH)
     table.add_column("output or error", no_wrap=True, overflow="ellipsis", max_width=rest)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*[row[i] for i in layout.shown], row[-1])
     if len(listed) < len(result.tasks):
         table.caption = (
             f"and {len(result.tasks) - len(listed)} completed task(s) not listed (--json has all)"
         )
     print_table(table)
+
+
+def _detail(task: TaskState) -> str:
+    """One line for a task's row: the last non-empty line of its output (where
+    a process or an agent usually ends with its result; its first often echoes
+    the prompt), else the first line of its error (what went wrong; a stderr
+    tail follows it)."""
+    if task.output is None and task.output_ref is not None and task.status == TaskStatus.COMPLETED:
+        return f"(not read: the result of {task.output_ref})"  # e.g. past its retention
+    if task.output is not None:
+        lines = [line for line in task.output.splitlines() if line.strip()]
+        return lines[-1].strip() if lines else ""
+    error = (task.error or "").strip()
+    return error.splitlines()[0] if error else ""
 
 
 _COLUMNS = [
@@ -128,23 +142,70 @@ _COLUMNS = [
 ]
 """The table's columns before the output, and the most characters each shows."""
 
-_FRAME = 3 * len(_COLUMNS) + 4
-"""The characters of a row that are borders and padding."""
+OUTPUT_MIN_WIDTH = 28
+"""On a terminal, the least the output column shows: the table gives up its
+borders, then its tokens column (the totals and ``--json`` have them), then
+narrows ids, titles and assignees to keep it."""
 
 
-def _widths(rows: list[list[Text]]) -> list[int]:
-    """The short columns' widths: their content's, up to their caps on a
-    terminal, then the widest of task, title and assignee narrowed until the
-    output column has at least 16 characters of the terminal's width. Not on
-    a terminal, their content's."""
-    fitted = console.is_terminal  # elsewhere (a pipe, a file) every cell stays whole
-    widths = [
-        min(max([len(col), *(r[i].cell_len for r in rows)]), cap if fitted else WIDE)
-        for i, (col, cap) in enumerate(_COLUMNS)
-    ]
-    room = table_width() - _FRAME - 16
+@dataclass(frozen=True)
+class _Layout:
+    """Which of ``_COLUMNS`` a table shows, the characters of a row that are
+    borders and padding, and rich's options for it."""
+
+    shown: tuple[int, ...]
+    frame: int
+    table_options: dict[str, Any]
+
+
+_BOXED = _Layout(tuple(range(len(_COLUMNS))), 3 * len(_COLUMNS) + 4, {})
+"""Every column, boxed: a pipe, a file, a wide terminal."""
+
+
+def _borderless(shown: tuple[int, ...]) -> _Layout:
+    """``shown`` and the output column two spaces apart, a rule under the heading."""
+    options = {"box": box.SIMPLE_HEAD, "show_edge": False, "pad_edge": False}
+    return _Layout(shown, 2 * len(shown), {**options, "collapse_padding": True})
+
+
+def _layout(rows: list[list[Text]]) -> _Layout:
+    """The boxed table, unless on a terminal too narrow for it to show
+    ``OUTPUT_MIN_WIDTH`` of the output: then borderless, and without the
+    tokens column if that is not enough either."""
+    if not console.is_terminal:
+        return _BOXED
+    tokens = next(i for i, (name, _) in enumerate(_COLUMNS) if name == "tokens")
+    for layout in (
+        _BOXED,
+        _borderless(_BOXED.shown),
+        _borderless(tuple(i for i in _BOXED.shown if i != tokens)),
+    ):
+        natural = sum(_natural([[r[i] for i in layout.shown] for r in rows], layout))
+        if table_width() - natural - layout.frame >= OUTPUT_MIN_WIDTH:
+            return layout
+    return layout
+
+
+def _natural(rows: list[list[Text]], layout: _Layout) -> list[int]:
+    """The shown columns' widths: their content's, up to their caps on a
+    terminal; elsewhere (a pipe, a file) every cell stays whole."""
+    fitted = console.is_terminal
+    widths = []
+    for i, column in enumerate(layout.shown):
+        name, cap = _COLUMNS[column]
+        widths.append(min(max([len(name), *(r[i].cell_len for r in rows)]), cap if fitted else WIDE))
+    return widths
+
+
+def _widths(rows: list[list[Text]], layout: _Layout) -> list[int]:
+    """The shown columns' widths (``_natural``), then the widest of task,
+    title and assignee narrowed until the output column has at least
+    ``OUTPUT_MIN_WIDTH`` characters of the terminal's width."""
+    widths = _natural(rows, layout)
+    narrowed = [i for i, column in enumerate(layout.shown) if column < 3]  # id, title, assignee
+    room = table_width() - layout.frame - OUTPUT_MIN_WIDTH
     while sum(widths) > room:
-        i = max((0, 1, 2), key=lambda i: widths[i])
+        i = max(narrowed, key=lambda i: widths[i])
         if widths[i] <= 6:
             break
         widths[i] -= 1
