@@ -8,7 +8,11 @@ NPM_STAMP := tests/npm/node_modules/.installed
 
 .PHONY: venv demo test test-fast lint typecheck bench clean chromium
 
+# pip is quiet: say first what it does and for how long
 $(STAMP): pyproject.toml
+	@echo "installing OMA into $(VENV) (first use, or pyproject.toml changed): pip installs the"
+	@echo "Temporal SDK, CLI and dev server, pydantic, the model and protocol SDKs and the test"
+	@echo "tools (about 500 MB); about two minutes the first time, quiet until it is done"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'

@@ -409,6 +409,8 @@ async def test_oma_approvals_lists_the_request_and_oma_approve_lets_the_task_run
         "never",
     ]
     assert cells(lines[row + 1]) == [requested.strftime("%H:%M:%S")]
+    # the one request, named: the command to copy
+    assert f"decide with: oma approve|reject {workflow_id} dispatch-x" in lines
     # then what it reviews: the task, as the run holds it
     content = listed.stdout.split(" dispatch-x (dispatch) ")[1].split("decide with:")[0]
     assert (

@@ -105,10 +105,10 @@ async def test_a_failed_run_shows_its_message_and_result_and_no_stack_in_the_cli
     page = f"http://127.0.0.1:{ui_port}/namespaces/default/workflows/{workflow_id}"
     text = ""
     for _ in range(3):  # a JS app: give its fetches virtual time, once more if they lagged
+        browser = chromium_command(tmp_path / "profile")
         dumped = await asyncio.to_thread(
             subprocess.run,
-            [*chromium_command(tmp_path / "profile"), "--virtual-time-budget=20000", "--dump-dom"]
-            + [page],
+            [*browser, "--virtual-time-budget=20000", "--dump-dom", page],
             capture_output=True,
             text=True,
             timeout=90,

@@ -507,3 +507,29 @@ async def test_a_cancelled_runs_tasks_that_never_ran_read_skipped_not_pending(
         await asyncio.sleep(0.05)
     assert view.execution_status == "CANCELED"
     assert [(t.id, t.status) for t in view.tasks] == [("first", "failed"), ("then", "skipped")]
+
+
+async def test_oma_show_reads_one_more_line_a_cost_in_dollars_and_a_run_still_going(
+    client: Client, worker: OmaWorker, dev_server: DevServer
+) -> None:
+    workflow_id = f"words-{uuid.uuid4().hex[:8]}"
+    five = "\n".join(f"line {i}" for i in range(1, 6))
+    run_input = {"team": {"name": "t", "agents": [scripted("w", five)]}, "tasks": [task("n", "w")]}
+    assert (await run_team(client, workflow_id, run_input)).success
+    shown = await oma_show(dev_server, workflow_id)
+    assert shown.returncode == 0, shown.stderr
+    assert "  … 1 more line" in shown.stdout.splitlines()
+    assert re.search(r"UTC, took \d", shown.stdout), shown.stdout
+    one = await oma_show(dev_server, workflow_id, "--task", "n")
+    assert "cost: $0.00" in one.stdout.splitlines(), one.stdout
+
+    waiting = f"{workflow_id}-waits"
+    gated = {**run_input, "options": {"approvals": {"dispatch": ["n"]}}}
+    handle = await start_team(client, waiting, gated)
+    try:
+        shown = await oma_show(dev_server, waiting)
+        assert shown.returncode == 0, shown.stderr
+        assert re.search(r"UTC, running for \d+\.\d+ s, ", shown.stdout), shown.stdout
+        assert "took still running" not in shown.stdout
+    finally:
+        await handle.terminate("test over")

@@ -8,6 +8,7 @@ Imported by ``oma.cli.app`` only when one of those commands runs.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime, timedelta
@@ -139,7 +140,8 @@ def approvals(workflow_id: str, full: bool = False, as_json: bool = False) -> No
     print_table(table)
     for r in pending:
         _print_request_content(r, whole.get(r.request_id), workflow_id)
-    console.print(run_text(f"decide with: oma approve|reject {workflow_id} REQUEST_ID"))
+    which = shlex.quote(pending[0].request_id) if len(pending) == 1 else "REQUEST_ID"
+    console.print(run_text(f"decide with: oma approve|reject {shlex.quote(workflow_id)} {which}"))
 
 
 def _utc(at: datetime) -> str:

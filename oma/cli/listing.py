@@ -8,6 +8,7 @@ Imported by ``oma.cli.app`` only when one of those commands runs.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -97,12 +98,7 @@ def _print_open_approvals(found: OpenApprovals) -> None:
                 age((now - r.requested_at).total_seconds()),
             )
         print_table(table)
-        console.print(
-            run_text(
-                "decide with: oma approve|reject RUN REQUEST_ID; "
-                "what each reviews: oma approvals RUN"
-            )
-        )
+        console.print(run_text(_decide_with(found)))
         agent_runs = sorted({r.workflow_id for r in found.requests if r.workflow_type != "TeamRun"})
         if agent_runs:
             console.print(
@@ -117,6 +113,19 @@ def _print_open_approvals(found: OpenApprovals) -> None:
                 f"more runs wait than one listing asks: see oma list --status {AWAITING_APPROVAL}"
             )
         )
+
+
+def _decide_with(found: OpenApprovals) -> str:
+    """How to decide the requests listed: the very command when there is one."""
+    if len(found.requests) != 1:
+        return (
+            "decide with: oma approve|reject RUN REQUEST_ID; what each reviews: oma approvals RUN"
+        )
+    run, request = shlex.quote(found.requests[0].workflow_id), found.requests[0].request_id
+    return (
+        f"decide with: oma approve|reject {run} {shlex.quote(request)}; "
+        f"what it reviews: oma approvals {run}"
+    )
 
 
 async def _asking(ask: Callable[[Client], Awaitable[T]]) -> T:

@@ -11,7 +11,7 @@ directories of ``temporal workflow show --output json`` output). Imported by
 from __future__ import annotations
 
 import shlex
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich import box
@@ -186,7 +186,10 @@ def print_view(view: RunView, whole_with: str = "oma show RUN --task ID") -> Non
     coordinator's steps, each task's output (collapsed; ``whole_with``: the
     command that shows one whole), and each failed task's full error (stderr
     tail included)."""
-    took = seconds_text(view.duration_s) if view.duration_s is not None else "still running"
+    if view.duration_s is not None:
+        took = f"took {seconds_text(view.duration_s)}"
+    else:
+        took = f"running for {seconds_text((datetime.now(UTC) - view.started_at).total_seconds())}"
     header = Text.assemble(
         ("TeamRun ", "bold"),
         run_text(view.workflow_id, "bold"),
@@ -201,7 +204,7 @@ def print_view(view: RunView, whole_with: str = "oma show RUN --task ID") -> Non
         cost += f" + unknown ({', '.join(view.cost_unknown)})"
     console.print(
         run_text(
-            f"started {view.started_at:%Y-%m-%d %H:%M:%S} UTC, took {took}, "
+            f"started {view.started_at:%Y-%m-%d %H:%M:%S} UTC, {took}, "
             f"{usage.total_tokens} tokens, {cost}"
         )
     )
@@ -234,8 +237,8 @@ def _print_outputs(view: RunView, whole_with: str) -> None:
         for line in lines[:OUTPUT_LINES]:
             cut = "…" if len(line) > OUTPUT_LINE_CHARS else ""
             console.print(run_text(f"  {line[:OUTPUT_LINE_CHARS]}{cut}"))
-        if len(lines) > OUTPUT_LINES:
-            console.print(run_text(f"  … {len(lines) - OUTPUT_LINES} more lines", "dim"))
+        if (more := len(lines) - OUTPUT_LINES) > 0:
+            console.print(run_text(f"  … {more} more line{'' if more == 1 else 's'}", "dim"))
 
 
 def print_task(view: RunView, task_id: str) -> None:
@@ -255,7 +258,7 @@ def print_task(view: RunView, task_id: str) -> None:
         f"tries: {t.tries}",
         f"took: {seconds_text(t.duration_s) or '-'}",
         f"tokens: {t.token_usage.total_tokens}",
-        f"cost $: {'?' if t.cost_usd is None else f'{t.cost_usd:.4f}'}",
+        f"cost: {'?' if t.cost_usd is None else usd(t.cost_usd)}",
     ]
     if t.reused_from is not None:
         facts.append(f"reused from: {t.reused_from.run_id} (task {t.reused_from.task_id})")

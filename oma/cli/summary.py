@@ -193,7 +193,9 @@ def _natural(rows: list[list[Text]], layout: _Layout) -> list[int]:
     widths = []
     for i, column in enumerate(layout.shown):
         name, cap = _COLUMNS[column]
-        widths.append(min(max([len(name), *(r[i].cell_len for r in rows)]), cap if fitted else WIDE))
+        widths.append(
+            min(max([len(name), *(r[i].cell_len for r in rows)]), cap if fitted else WIDE)
+        )
     return widths
 
 
