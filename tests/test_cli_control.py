@@ -688,7 +688,10 @@ async def test_oma_approvals_with_nothing_listening_fails_and_starts_no_server(
     env = {**os.environ, "TEMPORAL_ADDRESS": address}
     proc = await run_cmd(OMA, "approvals", "some-run", cwd=tmp_path, env=env)
     assert proc.returncode == 1
-    assert f"error: nothing listens on {address}: start `oma dev`" in proc.stderr
+    assert proc.stderr.startswith(
+        f"error: TEMPORAL_UNAVAILABLE: nothing listens on {address}, and {tmp_path} holds no "
+        ".oma/temporal.db"
+    ), proc.stderr
     assert not is_listening(address)
     assert not (tmp_path / ".oma").exists()
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from oma.runtime.dev_server import DevServer
+from oma.runtime.dev_server import DevServer, free_port, is_listening
 from tests._runs import TASK_QUEUE, scripted, task
 from tests.test_cli import OMA
 
@@ -167,4 +167,67 @@ async def test_oma_help_run_and_show_leave_no_process_behind_by_default(
     assert "draft" in shown["stdout"]
     assert shown["left"] == [], "`oma show` left processes behind"
 
+    assert not list(runtime_dir.rglob("*.sock")), "a forkserver listens"
+
+
+async def test_the_commands_that_read_runs_find_oma_runs_embedded_server_and_stop_it_after(
+    tmp_path: Path, runtime_dir: Path
+) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": address,
+        "OMA_TASK_QUEUE": "oma-embedded-reads",
+        "XDG_RUNTIME_DIR": str(runtime_dir),
+    }
+    env.pop("OMA_FORKSERVER", None)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    missing = await watched("show", "nope", cwd=elsewhere, env=env)
+    assert missing["code"] == 1
+    assert (
+        f"TEMPORAL_UNAVAILABLE: nothing listens on {address}, and {elsewhere} holds no"
+        in (missing["stderr"])
+    )
+    assert not (elsewhere / ".oma").exists(), "nothing to read: no server started"
+
+    run_input = {
+        "team": {"name": "embedded", "agents": [scripted("writer", "a draft")]},
+        "tasks": [task("draft", "writer")],
+    }
+    (tmp_path / "run.json").write_text(json.dumps(run_input))
+    workflow_id = f"embedded-reads-{uuid.uuid4().hex[:8]}"
+    ran = await watched("run", "--workflow-id", workflow_id, "run.json", cwd=tmp_path, env=env)
+    assert ran["code"] == 0, ran["stderr"]
+    assert not is_listening(address) and ran["left"] == []
+
+    said = f"starting the embedded Temporal dev server on port {address.rpartition(':')[2]}"
+    shown = await watched("show", workflow_id, cwd=tmp_path, env=env)
+    assert shown["code"] == 0, shown["stderr"]
+    assert said in shown["stderr"]
+    assert f"TeamRun {workflow_id}  team embedded  completed" in shown["stdout"]
+    assert "a draft" in shown["stdout"]
+    assert shown["left"] == [] and not is_listening(address), "`oma show` left its server"
+
+    listed = await watched("list", cwd=tmp_path, env=env)
+    assert listed["code"] == 0, listed["stderr"]
+    assert workflow_id in listed["stdout"] and "completed" in listed["stdout"]
+    assert listed["left"] == [] and not is_listening(address), "`oma list` left its server"
+
+    waiting = await watched("approvals", cwd=tmp_path, env=env)
+    assert waiting["code"] == 0, waiting["stderr"]
+    assert "no open approval requests in namespace 'default'" in waiting["stdout"]
+    assert waiting["left"] == [] and not is_listening(address)
+
+    one = await watched("approvals", workflow_id, cwd=tmp_path, env=env)
+    assert one["code"] == 1
+    assert f"TeamRun {workflow_id} has already ended (COMPLETED)" in one["stderr"]
+    assert f"see `oma show {workflow_id}`" in one["stderr"]
+    assert one["left"] == [] and not is_listening(address)
+
+    forked = await watched("fork", workflow_id, "--from", "draft", cwd=tmp_path, env=env)
+    assert forked["code"] == 0, forked["stderr"]
+    assert f"fork of {workflow_id}: keeps none; runs draft again" in forked["stderr"]
+    assert "TeamRun: completed" in forked["stdout"]
+    assert forked["left"] == [] and not is_listening(address), "`oma fork` left its server"
     assert not list(runtime_dir.rglob("*.sock")), "a forkserver listens"

@@ -222,7 +222,8 @@ async def test_oma_list_and_approvals_with_nothing_listening_fail_and_start_no_s
         proc = await run_cmd(OMA, *args, cwd=tmp_path, env=env)
         assert proc.returncode == 1
         assert proc.stderr.startswith(
-            f"error: TEMPORAL_UNAVAILABLE: nothing listens on {address}: start `oma dev`"
+            f"error: TEMPORAL_UNAVAILABLE: nothing listens on {address}, and {tmp_path} holds "
+            "no .oma/temporal.db"
         ), proc.stderr
     assert not is_listening(address)
     assert not (tmp_path / ".oma").exists()

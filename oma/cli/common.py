@@ -13,7 +13,8 @@ import errno
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from rich.text import Text
 
 if TYPE_CHECKING:
     from rich.table import Table
+    from temporalio.client import Client
 
     from oma.runtime.connection import Connection
 
@@ -142,6 +144,39 @@ def connection() -> Connection:
         return Connection.from_env()
     except OMAError as e:
         raise fail(str(e)) from None
+
+
+@asynccontextmanager
+async def runs_server(started_by: str, elsewhere: str = "") -> AsyncIterator[Client]:
+    """A client of the server that holds the runs, for a command that reads
+    them (``oma show``, ``oma list``, ``oma approvals``): the server at the
+    configured address; or, when nothing listens there and the working
+    directory holds the embedded server's histories (``.oma/temporal.db``,
+    where ``oma run`` started it), that embedded dev server, started here
+    without a worker (``started_by`` names the command to a second one) and
+    stopped on exit. Exits 1 with one line when neither is there
+    (``elsewhere``: another way to the run, e.g. ``--history``), or the
+    server cannot start."""
+    from oma.client.embedded import EMBEDDED_DB, serving
+    from oma.core.schema.errors import TemporalUnavailableError
+    from oma.runtime.dev_server import is_listening, split_address
+
+    conn = connection()
+    if not is_listening(conn.address):
+        if not EMBEDDED_DB.is_file():
+            unavailable = TemporalUnavailableError(
+                f"nothing listens on {conn.address}, and {Path.cwd()} holds no {EMBEDDED_DB} "
+                "(the runs `oma run` keeps when it starts the embedded server): start `oma dev` "
+                "(or point TEMPORAL_ADDRESS at the Temporal server that holds the runs), or run "
+                f"this where `oma run` ran{elsewhere}"
+            )
+            raise fail(str(unavailable))
+        _, port = split_address(conn.address)
+        err_console.print(
+            f"[dim]starting the embedded Temporal dev server on port {port} ({EMBEDDED_DB})[/]"
+        )
+    async with serving(conn, worker=False, started_by=started_by) as (client, _):
+        yield client
 
 
 def run_async(coro: Any) -> Any:

@@ -1,6 +1,7 @@
 """``oma approvals``, ``oma approve``, ``oma reject`` and ``oma abort``:
 talk to a ``TeamRun`` that is already going, on a server that is already
-running (nothing is started here: an embedded server would not hold the run).
+running (nothing is started for a decision or an abort; ``oma approvals``, which
+only reads, finds a run in the embedded server ``oma run`` left too).
 
 Imported by ``oma.cli.app`` only when one of those commands runs.
 """
@@ -27,7 +28,16 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma.cli.common import cause, connection, console, fail, print_table, run_async, run_text
+from oma.cli.common import (
+    cause,
+    connection,
+    console,
+    fail,
+    print_table,
+    run_async,
+    run_text,
+    runs_server,
+)
 from oma.cli.run import QUERY_TIMEOUT
 from oma.cli.summary import print_result
 from oma.cli.upstream import output_lines, upstream_header
@@ -50,24 +60,37 @@ UPDATE_TIMEOUT = timedelta(seconds=30)
 
 @asynccontextmanager
 async def _running_team_run(
-    workflow_id: str,
+    workflow_id: str, reading: str | None = None
 ) -> AsyncIterator[tuple[Client, WorkflowHandle[Any, Any]]]:
     """A client and a handle on the running ``TeamRun`` ``workflow_id``, on the
     server and namespace ``oma.runtime.connection`` configures.
 
-    Connect only: a decision or an abort goes to a run that is already going,
-    so nothing is started here (an embedded server would not hold the run).
+    A decision or an abort goes to a run that is already going, on a server
+    that is running: nothing is started for one. A command that only reads
+    (``reading``, its name: ``oma approvals``) also finds a run in the
+    embedded server ``oma run`` left (``runs_server``), which is then closed.
     Fails with a clear error when nothing listens, when there is no such
     workflow, when it is not a ``TeamRun``, or when it has already closed.
     """
+    if reading is not None:
+        async with runs_server(reading) as client:
+            yield client, await _team_run(client, workflow_id)
+        return
     conn = connection()
-    address, namespace = conn.address, conn.namespace
+    address = conn.address
     if not is_listening(address):
         raise fail(
             f"nothing listens on {address}: start `oma dev` (or point TEMPORAL_ADDRESS at the "
             "Temporal server that holds the run)"
         )
     client = await conn.connect()  # TemporalUnavailableError: one line (run_async)
+    yield client, await _team_run(client, workflow_id)
+
+
+async def _team_run(client: Client, workflow_id: str) -> WorkflowHandle[Any, Any]:
+    """The handle of the running ``TeamRun`` ``workflow_id``; exits 1 with one
+    line when there is none."""
+    namespace = client.namespace
     handle = client.get_workflow_handle(workflow_id, result_type=TeamRunResult)
     try:
         described = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
@@ -81,9 +104,9 @@ async def _running_team_run(
         status = described.status.name if described.status else "closed"
         raise fail(
             f"TeamRun {workflow_id} has already ended ({status}): it takes no more "
-            f"decisions or signals; see `temporal workflow result --workflow-id {workflow_id}`"
+            f"decisions or signals; see `oma show {shlex.quote(workflow_id)}`"
         )
-    yield client, handle
+    return handle
 
 
 @contextmanager
@@ -107,7 +130,7 @@ def approvals(workflow_id: str, full: bool = False, as_json: bool = False) -> No
     (``upstream_outputs``); ``as_json``: the query's answer as JSON."""
 
     async def go() -> tuple[list[PendingApproval], dict[str, dict[str, str | None]]]:
-        async with _running_team_run(workflow_id) as (_, handle):
+        async with _running_team_run(workflow_id, reading="oma approvals") as (_, handle):
             with _query_errors(handle, "pending_approvals"):
                 pending = await pending_requests(handle, QUERY_TIMEOUT)
             whole = {}

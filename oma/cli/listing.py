@@ -1,6 +1,7 @@
 """``oma list`` and ``oma approvals`` without a run id: runs found through
-Temporal's visibility (``oma.client.listing``), on a server that is already
-running (nothing is started here: an embedded server would hold no run).
+Temporal's visibility (``oma.client.listing``), on the server that holds the
+runs, or the embedded one ``oma run`` left, started for the listing and
+stopped (``oma.cli.common.runs_server``).
 
 Imported by ``oma.cli.app`` only when one of those commands runs.
 """
@@ -18,13 +19,21 @@ from rich.table import Table
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from oma.cli.common import connection, console, err_console, fail, print_table, run_async, run_text
+from oma.cli.common import (
+    connection,
+    console,
+    err_console,
+    fail,
+    print_table,
+    run_async,
+    run_text,
+    runs_server,
+)
 from oma.cli.run import QUERY_TIMEOUT
 from oma.client.listing import check_listing, list_team_runs, open_approvals
 from oma.core.contracts.visibility import AWAITING_APPROVAL, RUNNING
-from oma.core.schema.errors import OMAError, TemporalUnavailableError
+from oma.core.schema.errors import OMAError
 from oma.core.schema.listing import OpenApprovals, TeamRunListing
-from oma.runtime.dev_server import is_listening
 
 T = TypeVar("T")
 
@@ -37,7 +46,9 @@ def list_command(status: str | None, team: str | None, limit: int, as_json: bool
     except OMAError as err:
         raise fail(str(err), 2) from None
     runs: list[TeamRunListing] = run_async(
-        _asking(lambda client: list_team_runs(client, status=status, team=team, limit=limit))
+        _asking(
+            lambda client: list_team_runs(client, status=status, team=team, limit=limit), "oma list"
+        )
     )
     if as_json:
         print(json.dumps([r.model_dump(mode="json") for r in runs], indent=2))
@@ -64,7 +75,7 @@ def approvals_command(as_json: bool) -> None:
     namespace, oldest first (or JSON: an ``OpenApprovals``). Exits 1 when a
     waiting run did not answer."""
     found: OpenApprovals = run_async(
-        _asking(lambda client: open_approvals(client, rpc_timeout=QUERY_TIMEOUT))
+        _asking(lambda client: open_approvals(client, rpc_timeout=QUERY_TIMEOUT), "oma approvals")
     )
     if as_json:
         print(found.model_dump_json(indent=2))
@@ -128,21 +139,17 @@ def _decide_with(found: OpenApprovals) -> str:
     )
 
 
-async def _asking(ask: Callable[[Client], Awaitable[T]]) -> T:
-    """``ask`` of a client connected to the server that holds the runs;
-    every error ends the command with one line."""
-    conn = connection()
-    try:
-        if not is_listening(conn.address):
-            raise TemporalUnavailableError(
-                f"nothing listens on {conn.address}: start `oma dev` (or point TEMPORAL_ADDRESS "
-                "at the Temporal server that holds the runs)"
-            )
-        return await ask(await conn.connect())
-    except OMAError as err:
-        raise fail(str(err)) from None
-    except RPCError as err:
-        raise fail(f"Temporal refused the listing: {err}") from None
+async def _asking(ask: Callable[[Client], Awaitable[T]], command: str) -> T:
+    """``ask`` of a client of the server that holds the runs (the embedded one
+    ``oma run`` left, started for it: ``runs_server``); every error ends
+    ``command`` with one line."""
+    async with runs_server(command) as client:
+        try:
+            return await ask(client)
+        except OMAError as err:
+            raise fail(str(err)) from None
+        except RPCError as err:
+            raise fail(f"Temporal refused the listing: {err}") from None
 
 
 def _filters(status: str | None, team: str | None) -> str:

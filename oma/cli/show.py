@@ -2,8 +2,9 @@
 Temporal histories (``oma.cli.viewer.model``), on the terminal (rich) or as one
 self-contained HTML page (``oma.cli.viewer.html``).
 
-From a server (``oma.runtime.connection``: nothing is started, the run must be on a
-server that is running) or from exported histories (``--history``, files or
+From a server (``oma.runtime.connection``; where nothing listens, the embedded
+server over ``.oma/temporal.db`` that ``oma run`` left, started for the reading
+and stopped: ``oma.cli.common.runs_server``) or from exported histories (``--history``, files or
 directories of ``temporal workflow show --output json`` output). Imported by
 ``oma.cli.app`` only when ``oma show`` runs.
 """
@@ -21,13 +22,13 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.cli.common import (
-    connection,
     console,
     err_console,
     fail,
     print_table,
     run_async,
     run_text,
+    runs_server,
 )
 from oma.cli.summary import reused_note
 from oma.cli.viewer.model import (
@@ -44,7 +45,6 @@ from oma.core.schema.results import AgentRunResult
 from oma.core.schema.usage import usd
 from oma.runtime.codec import keys_from_env
 from oma.runtime.converter import data_converter
-from oma.runtime.dev_server import is_listening
 
 OUTPUT_LINES = 4
 """How many lines of each task's output the terminal view shows."""
@@ -92,9 +92,10 @@ def show_command(
     async def go() -> RunView:
         if histories:
             return await build_run_view(load_histories(histories), converter, workflow_id)
-        client, found = await _from_server(workflow_id or "")
-        view = await build_run_view(found, converter, workflow_id)
-        await _read_reused(client, view)
+        async with runs_server("oma show", ", or give exported histories with --history") as client:
+            found = await _from_server(client, workflow_id or "")
+            view = await build_run_view(found, converter, workflow_id)
+            await _read_reused(client, view)
         return view
 
     try:
@@ -135,26 +136,20 @@ async def _read_reused(client: Client, view: RunView) -> None:
         t.output = result.output
 
 
-async def _from_server(workflow_id: str) -> tuple[Client, list[WorkflowHistory]]:
-    conn = connection()
-    if not is_listening(conn.address):
-        raise fail(
-            f"nothing listens on {conn.address}: start `oma dev` (or point TEMPORAL_ADDRESS at "
-            "the Temporal server that holds the run), or give exported histories with --history"
-        )
-    client = await conn.connect()
+async def _from_server(client: Client, workflow_id: str) -> list[WorkflowHistory]:
     try:
         found = await fetch_histories(client, workflow_id)
     except RPCError as e:
         if e.status == RPCStatusCode.NOT_FOUND:
-            raise fail(f"no workflow {workflow_id!r} in namespace {conn.namespace!r}") from None
+            namespace = client.namespace
+            raise fail(f"no workflow {workflow_id!r} in namespace {namespace!r}") from None
         raise fail(f"cannot read the history of {workflow_id!r}: {e}") from None
     kind = found[0].events[0].workflow_execution_started_event_attributes.workflow_type.name
     if kind != "TeamRun":
         parent = team_run_id_of(workflow_id)
         hint = f": show its team run, `oma show {parent}`" if parent else ""
         raise fail(f"workflow {workflow_id!r} is not a TeamRun (its type is {kind}){hint}")
-    return client, found
+    return found
 
 
 def _write_html(view: RunView, path: Path) -> None:
