@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from oma.runtime.dev_server import DevServer, free_port
+from tests._procs import Processes
 
 pytestmark = pytest.mark.e2e
 
@@ -150,3 +151,56 @@ def test_an_oma_path_entry_that_is_not_a_directory_is_refused_by_name(
     proc = oma_run(dev_server, project, "run.json", OMA_PATH=missing)
     assert proc.returncode == 2
     assert proc.stderr == f"error: OMA_PATH names {missing!r}, which is not a directory\n"
+
+
+def started_worker(processes: Processes, dev_server: DevServer, cwd: Path, *args: str) -> str:
+    """`oma worker ARGS` in ``cwd`` on a task queue of its own, once it serves it: the queue."""
+    queue = f"user-code-{free_port()}"
+    env = {k: v for k, v in os.environ.items() if k != "OMA_PATH"}
+    env |= {"TEMPORAL_ADDRESS": dev_server.address, "OMA_TASK_QUEUE": queue}
+    worker = processes.start(
+        [OMA, "worker", *args], cwd=cwd, env=env, stdout=subprocess.PIPE, text=True
+    )
+    assert worker.stdout is not None
+    banner = worker.stdout.readline()
+    assert banner.startswith("OMA worker on task queue"), banner
+    return queue
+
+
+def oma_run_on(
+    dev_server: DevServer, queue: str, cwd: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """``oma run --json ARGS`` in ``cwd`` on ``queue``, where a worker is already up."""
+    env = {k: v for k, v in os.environ.items() if k != "OMA_PATH"}
+    env |= {"TEMPORAL_ADDRESS": dev_server.address, "OMA_TASK_QUEUE": queue}
+    return subprocess.run(
+        [OMA, "run", "--json", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_oma_run_path_with_a_worker_already_up_says_it_does_not_apply(
+    dev_server: DevServer, project: Path, tmp_path: Path, processes: Processes
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    queue = started_worker(processes, dev_server, elsewhere)
+    proc = oma_run_on(dev_server, queue, project, "--path", str(project), "run.json")
+    assert proc.returncode == 1, proc.stderr
+    assert (
+        f"warning: --path {project} does not apply: a server listens on {dev_server.address}, "
+        "so this command runs no worker, and the worker that serves the run (`oma dev`, "
+        "`oma worker`) imports its custom tools"
+    ) in " ".join(proc.stderr.split())
+    (task,) = json.loads(proc.stdout)["tasks"]
+    assert task["error_code"] == "INVALID_HOOK"  # the worker up cannot import myteam
+
+
+def test_a_worker_already_up_started_with_path_imports_the_runs_tools(
+    dev_server: DevServer, project: Path, tmp_path: Path, processes: Processes
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    queue = started_worker(processes, dev_server, elsewhere, "--path", str(project))
+    proc = oma_run_on(dev_server, queue, elsewhere, str(project / "run.json"))
+    assert_tool_and_hook_ran(project, proc)
+    assert "warning" not in proc.stderr

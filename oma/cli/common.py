@@ -117,9 +117,11 @@ def run_text(value: object, style: str = "") -> Text:
 
 
 class Settings:
-    """The global options (``oma -v``), set once by the app's callback."""
+    """The global options (``oma -v``), set once by the app's callback, and
+    the command's ``--path`` directories (``add_user_code_paths``)."""
 
     verbose = False
+    user_paths: tuple[Path, ...] = ()
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -217,6 +219,7 @@ def add_user_code_paths(paths: Sequence[Path] = ()) -> None:
     ``mcp.py`` or ``anthropic/`` cannot shadow a library the worker imports
     later; one already on ``sys.path`` (``PYTHONPATH``) stays where it is. An
     ``OMA_PATH`` entry that is not a directory exits 2, naming it."""
+    Settings.user_paths = tuple(paths)
     from_env = [Path(p) for p in os.environ.get(USER_CODE_VAR, "").split(os.pathsep) if p]
     for named in from_env:
         if not named.is_dir():

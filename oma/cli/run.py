@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shlex
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -31,6 +32,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.cli.common import (
+    Settings,
     cause,
     connection,
     console,
@@ -140,8 +142,26 @@ async def temporal(
             )
         _, port = split_address(conn.address)
         err_console.print(f"[dim]starting the embedded Temporal dev server on port {port}[/]")
+    elif with_worker is not True and Settings.user_paths:
+        _path_does_not_apply(conn.address, Settings.user_paths)
     async with serving(conn, worker=with_worker, started_by=started_by) as (client, served):
         yield client, served.task_queue
+
+
+def _path_does_not_apply(address: str, paths: tuple[Path, ...]) -> None:
+    """Warn that ``--path`` reaches no worker: a server listens at ``address``,
+    so this command runs none, and the worker already up imports the run's
+    tools, hooks and evaluators from its own path."""
+    given = " ".join(f"--path {shlex.quote(str(p))}" for p in paths)
+    err_console.print(
+        run_text(
+            f"warning: {given} does not apply: a server listens on {address}, so this command "
+            "runs no worker, and the worker that serves the run (`oma dev`, `oma worker`) "
+            "imports its custom tools, hooks and evaluators from its own directory, --path and "
+            f"OMA_PATH: start that worker with {given} (or in that directory)",
+            "bold yellow",
+        )
+    )
 
 
 def read_run_input(file: Path, items: Path | None = None) -> TeamRunInput:
