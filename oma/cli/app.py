@@ -98,8 +98,10 @@ PathOption = Annotated[
     list[Path] | None,
     typer.Option(
         "--path",
-        help="A directory to import the run's custom tools, hooks and evaluators from "
-        "(repeatable; before OMA_PATH's and the working directory, which are searched too).",
+        help="A directory this command's worker imports the run's custom tools, hooks and "
+        "evaluators from (repeatable; before OMA_PATH's and the working directory, which are "
+        "searched too). oma run, plan and fork run a worker only when they start the embedded "
+        "server: with a worker already up, give it to that worker.",
         exists=True,
         file_okay=False,
         resolve_path=True,
@@ -147,8 +149,9 @@ def run(
 
     FILE has a team and exactly one of goal, tasks (and, or instead, a
     task_template with its items, or --items) or plan. Its custom tools
-    and hooks are imported, by the worker in this process, from the --path
-    directories, OMA_PATH's and the working directory. Exits 0 when the run
+    and hooks are imported, by the worker in this process (when it starts the
+    embedded server), from the --path directories, OMA_PATH's and the working
+    directory; a worker already up imports them from its own. Exits 0 when the run
     succeeded, 1 when it did not, 2 when FILE is invalid, 130 when
     interrupted (the run is cancelled).
     """
