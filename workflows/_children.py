@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.contracts.visibility import task_summary
     from oma.core.contracts.workflow_ids import task_workflow_id
     from oma.core.rules.payload_fit import SHORT_OUTPUT_BYTES
+    from oma.core.rules.team_run_state import CANCELLED_WITH_RUN
     from oma.core.schema.errors import AgentRunFailedError, RunCancelledError, TaskTimeoutError
     from oma.core.schema.results import AgentRunResult
     from oma.core.schema.run_input import AgentRunInput
@@ -95,7 +96,7 @@ def failed_result(agent: str, err: ChildWorkflowError) -> AgentRunResult:
         return AgentRunResult(
             agent=agent,
             status="cancelled",
-            error="cancelled with the run",
+            error=CANCELLED_WITH_RUN,
             error_code=RunCancelledError.code,
         )
     if isinstance(cause, ApplicationError):

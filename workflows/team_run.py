@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.rules.run_outcome import settle_outcome
     from oma.core.rules.scheduling import Scheduler
     from oma.core.rules.task_graph import TaskGraph, skip_reason
-    from oma.core.rules.team_run_state import RunStop, StopKind
+    from oma.core.rules.team_run_state import CANCELLED_REASON, RunStop, StopKind
     from oma.core.schema.agent_config import AgentConfig
     from oma.core.schema.approvals import Boundary
     from oma.core.schema.errors import (
@@ -431,6 +431,7 @@ class TeamRun(TeamRunHandlers):
         if stop == "timeout":
             for in_flight in self._in_flight.values():
                 in_flight.cancel()
+        self._show_details()
         self._wakeup.set()
 
     def _check_continue_as_new(self) -> None:
@@ -450,7 +451,7 @@ class TeamRun(TeamRunHandlers):
         # Temporal cancellation: cancel the children in flight (their
         # activities are cancelled in turn), wait for them to settle, and skip
         # everything that never started.
-        self._stop.reason = "the run was cancelled"
+        self._stop.reason = CANCELLED_REASON
         for in_flight in self._in_flight.values():
             in_flight.cancel()
         if self._in_flight:
@@ -497,5 +498,6 @@ class TeamRun(TeamRunHandlers):
         # of every task, says how many settled (O(1) per settle)
         settled = self._graph.tally.ended
         awaiting = self._approvals.gate.open
-        details = team_run_details(self._team_name, self.state.result, settled, awaiting)
+        stopping = self._stop.reason if self._stop.stopped else None
+        details = team_run_details(self._team_name, self.state.result, settled, awaiting, stopping)
         workflow.set_current_details(details)

@@ -44,6 +44,7 @@ from oma.cli.upstream import output_lines, upstream_header
 from oma.client import OpenMultiAgent, team_run_result
 from oma.client.approvals import pending as pending_requests
 from oma.client.approvals import upstream_outputs
+from oma.client.runs import ABORT_SIGNAL, abort_sent
 from oma.core.schema.approvals import (
     ApprovalDecision,
     ApprovalRequest,
@@ -275,17 +276,28 @@ def abort(workflow_id: str, reason: str | None, wait: bool) -> None:
     async def go() -> TeamRunResult | None:
         async with _running_team_run(workflow_id) as (client, handle):
             try:
-                await handle.signal(
-                    "abort", {"reason": reason} if reason else {}, rpc_timeout=QUERY_TIMEOUT
-                )
+                earlier = await abort_sent(client, workflow_id)
+                if earlier is None:
+                    payload = {"reason": reason} if reason else {}
+                    await handle.signal(ABORT_SIGNAL, payload, rpc_timeout=QUERY_TIMEOUT)
             except RPCError as err:
                 raise fail(f"the abort signal did not reach TeamRun {workflow_id}: {err}") from None
-            console.print(
-                run_text(
-                    f"abort sent to TeamRun {workflow_id}: no new task starts, tasks in flight "
-                    "finish, the rest are skipped, and the run ends cancelled"
+            if earlier is not None:
+                why = f" ({earlier.reason})" if earlier.reason else ""
+                console.print(
+                    run_text(
+                        f"TeamRun {workflow_id} is already being aborted: an abort{why} reached "
+                        f"it at {earlier.at:%H:%M:%S} UTC and is pending while the tasks in "
+                        "flight settle; nothing more sent"
+                    )
                 )
-            )
+            else:
+                console.print(
+                    run_text(
+                        f"abort sent to TeamRun {workflow_id}: no new task starts, tasks in "
+                        "flight finish, the rest are skipped, and the run ends cancelled"
+                    )
+                )
             if not wait:
                 return None
             return await team_run_result(handle, client)

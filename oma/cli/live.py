@@ -106,6 +106,8 @@ class RunTracker:
         self.goal_run = inp is not None and inp.goal is not None
         self.planned = not self.goal_run
         self.ended = False
+        self.aborting: str | None = None
+        """The reason of the abort the run drains for (its ``abort`` event), if any."""
         # a run with options.reuse decides which tasks it keeps before it
         # starts one: its state says, once a task event has come
         self.reusing = inp is not None and inp.resume is None and inp.options.reuse is not None
@@ -133,6 +135,8 @@ class RunTracker:
             self.planned = True
         elif event.type == "run_end":
             self.ended = True
+        elif event.type == "abort":
+            self.aborting = event.detail or "abort signal"
         if event.task_id is None:
             return
         line = self.task(event.task_id)
@@ -331,6 +335,9 @@ class LiveView:
             ProgressBar(total=max(tracker.total, 1), completed=tracker.settled, width=30),
             Text(f"{tracker.settled}/{tracker.total} tasks settled"),
             Text(f"{tracker.failed} failed", style="red") if tracker.failed else Text(""),
+            run_text(f"aborting ({tracker.aborting}): the tasks in flight settle", "red")
+            if tracker.aborting
+            else Text(""),
         )
         rows = Table.grid(padding=(0, 1))
         for _ in range(4):  # id, title, agent, elapsed

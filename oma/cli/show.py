@@ -210,6 +210,8 @@ def print_view(view: RunView, whole_with: str = "oma show RUN --task ID") -> Non
     if view.error:
         code = f"{view.error_code}: " if view.error_code else ""
         console.print(run_text(f"stopped: {code}{view.error}", "red"))
+    elif view.aborting is not None:
+        console.print(run_text(view.aborting, "red"))
     print_table(_task_table(view))
     if view.coordinator:
         print_table(_coordinator_table(view))

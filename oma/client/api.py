@@ -31,6 +31,7 @@ from oma.client.approvals import (
 from oma.client.embedded import serving
 from oma.client.listing import list_team_runs, open_approvals
 from oma.client.runs import (
+    ABORT_SIGNAL,
     start_attributes,
     start_run,
     start_team_run,
@@ -498,7 +499,7 @@ class OpenMultiAgent:
         there is no such running workflow.
         """
         client = await self.client()
-        await client.get_workflow_handle(workflow_id).signal("abort", {"reason": reason})
+        await client.get_workflow_handle(workflow_id).signal(ABORT_SIGNAL, {"reason": reason})
 
     # -- awaiting a team run -------------------------------------------------
 

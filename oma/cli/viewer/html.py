@@ -141,6 +141,8 @@ def _header(view: RunView) -> str:
     if view.error:
         code = f"{view.error_code}: " if view.error_code else ""
         parts.append(f'<p class="error">{_e(code + view.error)}</p>')
+    elif view.aborting is not None:
+        parts.append(f'<p class="error">{_e(view.aborting)}</p>')
     for note in view.notes:
         parts.append(f'<p class="note">{_e(note)}</p>')
     parts.append("</header>")

@@ -36,10 +36,13 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError, FailureError
 
+from oma.client.runs import abort_input, abort_reason
 from oma.core.contracts.workflow_ids import team_run_id_of
-from oma.core.schema.errors import HistoryReadError
+from oma.core.rules.task_graph import skip_reason
+from oma.core.rules.team_run_state import CANCELLED_REASON, CANCELLED_WITH_RUN
+from oma.core.schema.errors import HistoryReadError, RunCancelledError
 from oma.core.schema.results import TeamRunResult
-from oma.core.schema.task import ReusedFrom
+from oma.core.schema.task import ReusedFrom, TaskState, TaskStatus
 from oma.core.schema.usage import TokenUsage
 from oma.core.schema.validation import UndecodableInput
 from oma.runtime.codec import ENCRYPTED_ENCODING
@@ -185,6 +188,12 @@ class RunView(BaseModel):
     cost_unknown: list[str] = Field(default_factory=list)
     final_output: str | None = None
     forked_from: str | None = Field(default=None, description="A fork: the run it forked.")
+    abort_at: datetime | None = Field(
+        default=None,
+        description="When the first abort signal reached the run (`oma abort`): while it "
+        "still runs, it is draining (no new task starts, the tasks in flight settle).",
+    )
+    abort_reason: str | None = Field(default=None, description="That signal's reason.")
     tasks: list[TaskView] = Field(default_factory=list, description="In layer order.")
     coordinator: list[ChildRunView] = Field(default_factory=list)
     notes: list[str] = Field(
@@ -196,6 +205,19 @@ class RunView(BaseModel):
         if self.closed_at is None:
             return None
         return (self.closed_at - self.started_at).total_seconds()
+
+    @property
+    def aborting(self) -> str | None:
+        """``aborting: no longer needed (abort signal at +12.3 s): ...`` for a
+        run an abort signal reached that still runs (draining); else ``None``."""
+        if self.abort_at is None or self.execution_status != "RUNNING":
+            return None
+        why = f": {self.abort_reason}" if self.abort_reason else ""
+        at = seconds_text((self.abort_at - self.started_at).total_seconds())
+        return (
+            f"aborting{why} (abort signal at +{at}): no new task starts, the tasks in flight "
+            "settle, the rest are skipped"
+        )
 
     def task(self, task_id: str) -> TaskView:
         """The task ``task_id``; raises ``KeyError``."""
@@ -437,8 +459,11 @@ class _Builder:
             view.forked_from = result.forked_from
         elif execution_status not in ("RUNNING", "COMPLETED"):
             view.error = self._run_error
+        await self._abort(chain, view)
         children = [c for h in chain for c in await self._children(h, by_run)]
         tasks = self._tasks(inp, result, children, ended=execution_status != "RUNNING")
+        if result is None and execution_status == "CANCELED":
+            _as_cancelled(tasks)
         view.tasks = _in_layers(tasks)
         view.coordinator = [c for c in children if c.span.kind == "coordinator"]
         view.notes = self.notes
@@ -475,6 +500,15 @@ class _Builder:
             ordered.append(nxt)
             previous = _run_id(nxt)
         return ordered or chain
+
+    async def _abort(self, chain: Sequence[WorkflowHistory], view: RunView) -> None:
+        """The first ``abort`` signal of the run's chain, into ``view``."""
+        for history in chain:
+            for event in history.events:
+                if (payloads := abort_input(event)) is not None:
+                    view.abort_at = _time(event)
+                    view.abort_reason = await abort_reason(self.converter, payloads)
+                    return
 
     async def _forked_input(self, history: WorkflowHistory) -> dict[str, Any] | None:
         """A fork's input as it goes on (its team, tasks, the state it
@@ -787,6 +821,40 @@ def _task_so_far(spec: dict[str, Any], runs: list[ChildRunView], ended: bool) ->
         backend_attempts=sum(r.backend_attempts for r in runs),
         runs=runs,
     )
+
+
+def _as_cancelled(tasks: list[TaskView]) -> None:
+    """The tasks of a run cancelled through Temporal (no result) with the
+    reasons its ``state`` query gives: a task whose ``AgentRun`` was cancelled
+    with it failed ``CANCELLED``, ``cancelled with the run``
+    (``CANCELLED_WITH_RUN``); a task it never started skipped, because a
+    dependency failed of its own (as the run skipped it then: ``skip_reason``),
+    else ``skipped: the run was cancelled`` (``CANCELLED_REASON``)."""
+    by_id = {t.id: t for t in tasks}
+    for t in tasks:
+        if t.status == "failed" and t.runs and t.runs[-1].span.status == "cancelled":
+            t.error, t.error_code = CANCELLED_WITH_RUN, RunCancelledError.code
+
+    def reason(task: TaskView, seen: frozenset[str]) -> str:
+        for dep in (by_id.get(d) for d in task.depends_on if d not in seen):
+            if dep is None:
+                continue
+            if dep.status == "failed":
+                failed = TaskState(
+                    id=dep.id, title=dep.title, status=TaskStatus.FAILED, error_code=dep.error_code
+                )
+                said = skip_reason(failed, CANCELLED_REASON)
+            elif dep.status == "skipped":
+                said = dep.error or reason(dep, seen | {task.id})
+            else:
+                continue
+            if said != f"skipped: {CANCELLED_REASON}":
+                return said
+        return f"skipped: {CANCELLED_REASON}"
+
+    for t in tasks:
+        if t.status == "skipped" and not t.runs and t.error is None:
+            t.error = reason(t, frozenset({t.id}))
 
 
 def _in_layers(tasks: list[TaskView]) -> list[TaskView]:

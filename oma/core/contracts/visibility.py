@@ -127,6 +127,7 @@ def team_run_details(
     result: TeamRunResult,
     settled: int | None = None,
     awaiting: Sequence[ApprovalRequest] = (),
+    stopping: str | None = None,
 ) -> str:
     """A ``TeamRun`` in one line: ``hybrid-dev: 3 tasks, failed: code
     (PROCESS_FAILED: exited 3)``: the team, the task count, the status, and
@@ -135,12 +136,18 @@ def team_run_details(
     given (the run's ``TaskTally.ended``: O(1), where counting the tasks
     costs the size of the run), and the open requests ``awaiting`` a
     decision (``hybrid-dev: 3 tasks, awaiting approval: dispatch-review; 1
-    settled``, ``awaiting_requests``)."""
+    settled``, ``awaiting_requests``); once it stopped early and drains
+    (``stopping``, why: ``aborted: no longer needed``), that it is stopping
+    (``hybrid-dev: 3 tasks, stopping (aborted: no longer needed): the tasks
+    in flight settle; 1 settled``)."""
     count = len(result.tasks)
     head = f"{team}: {count} task{'' if count == 1 else 's'}"
     if result.status == "running":
         if settled is None:
             settled = sum(1 for t in result.tasks if t.status in TERMINAL_STATUSES)
+        if stopping:
+            line = f"{head}, stopping ({stopping}): the tasks in flight settle; {settled} settled"
+            return shorten(line, 2 * SUMMARY_CHARS)
         if awaiting:
             line = f"{head}, {awaiting_requests(awaiting)}" + (
                 f"; {settled} settled" if count else ""

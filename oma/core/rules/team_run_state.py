@@ -26,6 +26,15 @@ from oma.core.schema.run_events import EVENTS_CARRIED
 from oma.core.schema.run_state import TeamRunState
 from oma.core.schema.task import TERMINAL_STATUSES, TaskSpec, TaskState
 
+CANCELLED_REASON = "the run was cancelled"
+"""Why a run cancelled through Temporal (``temporal workflow cancel``) stopped:
+after ``skipped: ``, the error of the tasks it never started. The run returns
+no result: ``oma show`` reads its tasks' reasons back from its history."""
+
+CANCELLED_WITH_RUN = "cancelled with the run"
+"""The error (``CANCELLED``) of a task whose ``AgentRun`` the run's
+cancellation cancelled (or cut short without a reason of its own)."""
+
 StopKind = Literal["aborted", "rejected", "budget", "cost_budget", "timeout", "too_large"]
 """Why a run stopped early (a Temporal cancellation aside)."""
 
@@ -63,7 +72,7 @@ class RunStop:
         """``result`` of a task the stop cancelled: ``RUN_TIMEOUT`` after
         ``options.timeout_s``, else ``CANCELLED`` (Temporal cancellation)."""
         error = RunTimeoutError if self.kind == "timeout" else RunCancelledError
-        reason = self.reason or "cancelled with the run"
+        reason = self.reason or CANCELLED_WITH_RUN
         return result.model_copy(update={"error": reason, "error_code": error.code})
 
     def outcome(self) -> tuple[TeamRunStatus, str] | None:
