@@ -30,7 +30,7 @@ from oma.cli.common import (
     run_text,
     runs_server,
 )
-from oma.cli.summary import reused_note
+from oma.cli.summary import recorded_note, reused_note
 from oma.cli.viewer.model import (
     RunView,
     TaskView,
@@ -207,6 +207,8 @@ def print_view(view: RunView, whole_with: str = "oma show RUN --task ID") -> Non
         console.print(run_text(f"goal: {view.goal}"))
     if (note := reused_note(view.forked_from, [t.reused_from for t in view.tasks])) is not None:
         console.print(run_text(note))
+    if view.recorded_turns:
+        console.print(run_text(recorded_note(view.recorded_turns)))
     if view.error:
         code = f"{view.error_code}: " if view.error_code else ""
         console.print(run_text(f"stopped: {code}{view.error}", "red"))
@@ -245,9 +247,7 @@ def print_task(view: RunView, task_id: str) -> None:
     if t is None:
         known = ", ".join(t.id for t in view.tasks) or "none"
         raise fail(f"TeamRun {view.workflow_id} has no task {task_id!r} (tasks: {known})")
-    console.print(
-        Text.assemble(("task ", "bold"), run_text(t.id, "bold"), "  ", _styled(t.shown_status))
-    )
+    console.print(Text.assemble(("task ", "bold"), run_text(t.id, "bold"), "  ", _with_mark(t)))
     facts = [
         f"title: {t.title}",
         f"assignee: {t.assignee or '-'}",
@@ -259,6 +259,8 @@ def print_task(view: RunView, task_id: str) -> None:
     ]
     if t.reused_from is not None:
         facts.append(f"reused from: {t.reused_from.run_id} (task {t.reused_from.task_id})")
+    if t.recorded_mark:
+        facts.append(f"recorded: {t.recorded_turns} model turn(s), no provider called")
     for fact in facts:
         console.print(run_text(fact))
     if t.output is not None:
@@ -284,7 +286,7 @@ def _task_table(view: RunView) -> Table:
             run_text(f"{'  ' * t.layer}{t.id}"),
             run_text(t.title),
             run_text(t.assignee or ""),
-            _styled(t.shown_status),
+            _with_mark(t),
             run_text(", ".join(t.depends_on)),
             _offset(view, t.started_at),
             seconds_text(t.duration_s),
@@ -292,6 +294,14 @@ def _task_table(view: RunView) -> Table:
             "?" if t.cost_usd is None else usd(t.cost_usd, view.total_cost_usd),
         )
     return table
+
+
+def _with_mark(t: TaskView) -> Text:
+    """The task's status, and ``, recorded`` when a recording answered its turns."""
+    status = _styled(t.shown_status)
+    if t.recorded_mark:
+        status.append(f", {t.recorded_mark}", style="dim")
+    return status
 
 
 def _coordinator_table(view: RunView) -> Table:

@@ -26,7 +26,8 @@ TABLE_ROWS_UP_TO = 20
 
 def print_result(result: TeamRunResult, goal_run: bool | None = None) -> None:
     """The task table (one line a task: id, title, assignee, status (and
-    attempts when more than one; ``reused`` for a task a fork kept), tokens
+    attempts when more than one; ``reused`` for a task a fork kept, ``recorded``
+    for one whose model turns came from a recording), tokens
     in/out, cost, the last non-empty line of its output or the first of its
     error; borderless on a narrow terminal, ``_layout``), for a fork the run
     it was forked from, the tokens and the cost, the run's error code, the final
@@ -58,6 +59,8 @@ def print_result(result: TeamRunResult, goal_run: bool | None = None) -> None:
     console.print(
         f"total cost: {usd(result.total_cost_usd)}{unknown}", highlight=False, markup=False
     )
+    if result.recorded_turns:
+        console.print(recorded_note(result.recorded_turns), highlight=False, markup=False)
     print_error_code(result)
     if goal_run is None:
         goal_run = result.goal is not None
@@ -71,6 +74,16 @@ def print_result(result: TeamRunResult, goal_run: bool | None = None) -> None:
                 console.rule(run_text(f"output of {t.id} ({t.title})"))
                 console.print(run_text(t.output))
     print_failures(result)
+
+
+def recorded_note(turns: int) -> str:
+    """What a run's views say under its totals when model turns were answered
+    from a recording (``options.models`` ``recorded``): how many, and that
+    no provider was called for them."""
+    return (
+        f"recorded: {turns} model turn{'' if turns == 1 else 's'} answered from the recording, "
+        "no provider called (the tokens are the recording's, the cost zero)"
+    )
 
 
 def reused_note(forked_from: str | None, origins: Sequence[ReusedFrom | None]) -> str | None:
@@ -99,6 +112,8 @@ def _print_table(result: TeamRunResult) -> None:
         status = t.status.value if t.attempts <= 1 else f"{t.status.value} ({t.attempts}x)"
         if t.reused_from is not None:  # a fork's kept task: it did not run in this run
             status = "reused"
+        elif t.recorded_turns:  # its model turns came from a recording, not a provider
+            status = f"{status}, recorded"
         cells = [t.id, t.title, t.assignee or "-", status, usage, cost, _detail(t)]
         rows.append([run_text(cell) for cell in cells])
     layout = _layout(rows)
@@ -136,7 +151,7 @@ _COLUMNS = [
     ("task", 16),
     ("title", 24),
     ("assignee", 16),
-    ("status", 18),
+    ("status", 20),
     ("tokens", 16),
     ("cost", 10),
 ]

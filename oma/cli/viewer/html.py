@@ -129,6 +129,7 @@ def _header(view: RunView) -> str:
         *([("forked from", view.forked_from)] if view.forked_from else []),
         ("tokens", f"{usage.total_tokens}"),
         ("cost", cost),
+        *([("recorded model turns", str(view.recorded_turns))] if view.recorded_turns else []),
     ]
     dl = "".join(f"<span><b>{_e(k)}</b> {_e(v)}</span>" for k, v in facts)
     parts = [
@@ -157,6 +158,11 @@ def _detail_of_task(view: RunView, t: TaskView) -> dict[str, Any]:
     lines = [
         f"task {t.id}: {t.title}",
         f"status: {t.shown_status}",
+        *(
+            [f"recorded: {t.recorded_turns} model turn(s), no provider called"]
+            if t.recorded_mark
+            else []
+        ),
         f"assignee: {t.assignee or '-'}",
         f"depends on: {', '.join(t.depends_on) or '-'}",
         f"tries: {t.tries}",
@@ -255,7 +261,8 @@ def _dag_svg(view: RunView, details: list[dict[str, Any]]) -> str:
         index = len(details)
         details.append(_detail_of_task(view, t))
         took = seconds_text(t.duration_s) if t.duration_s is not None else ""
-        sub = " · ".join(p for p in (t.assignee or "", t.shown_status, took) if p)
+        parts = (t.assignee or "", t.shown_status, t.recorded_mark, took)
+        sub = " · ".join(p for p in parts if p)
         text_fill = "#222" if t.status in ("skipped", "pending", "blocked") else "#fff"
         nodes.append(
             f'<g class="node pick" data-task="{_e(t.id)}" data-detail="{index}" '
@@ -423,7 +430,8 @@ def _task_table(view: RunView) -> str:
             _e(t.title),
             _e(t.assignee or ""),
             f'<span class="badge" style="background:{_color(t.shown_status)}">'
-            f"{_e(t.shown_status)}</span>",
+            f"{_e(t.shown_status)}</span>"
+            + (f' <span class="mark">{_e(t.recorded_mark)}</span>' if t.recorded_mark else ""),
             _e(", ".join(t.depends_on)),
             _e(_offset(view, t.started_at)),
             _e(took),
@@ -504,6 +512,7 @@ h2{font-size:16px;margin:0 0 8px}
 h3{font-size:14px;margin:0 0 4px}
 .facts span{margin-right:18px;color:#444} .facts b{color:#777;font-weight:600}
 .badge{color:#fff;border-radius:10px;padding:1px 9px;font-size:12px;font-weight:600}
+.mark{color:#555;font-size:90%}
 .error{color:#a00;white-space:pre-wrap} .note{color:#8a6d00} .goal{margin:6px 0}
 main{display:flex;gap:16px;padding:16px 20px;align-items:flex-start}
 .left{flex:1;min-width:0}

@@ -73,6 +73,10 @@ class Span(BaseModel):
     error_code: str | None = None
     token_usage: TokenUsage | None = None
     detail: str | None = Field(default=None, description="A command line, a tool's input, ...")
+    recorded_from: str | None = Field(
+        default=None,
+        description="A model turn answered from a recording: the AgentRun that recorded it.",
+    )
 
     @property
     def duration_s(self) -> float | None:
@@ -138,11 +142,22 @@ class TaskView(BaseModel):
         description="The run id of the AgentRun execution that returned its output "
         "(TaskState.output_run_id): a kept task's output is read from that execution.",
     )
+    recorded_turns: int = Field(
+        default=0,
+        description="Its model turns answered from a recording, not by a provider "
+        "(TaskState.recorded_turns; while it runs, its turns' recorded_from).",
+    )
 
     @property
     def shown_status(self) -> str:
         """Its status as the views show it: ``reused`` for a task a fork kept."""
         return "reused" if self.reused_from is not None else self.status
+
+    @property
+    def recorded_mark(self) -> str:
+        """``recorded`` beside its status when a recording answered its model
+        turns (a task of this run, not one a fork kept); else ``""``."""
+        return "recorded" if self.recorded_turns and self.reused_from is None else ""
 
     @property
     def tries(self) -> str:
@@ -186,6 +201,9 @@ class RunView(BaseModel):
     total_token_usage: TokenUsage = Field(default_factory=TokenUsage)
     total_cost_usd: float = 0.0
     cost_unknown: list[str] = Field(default_factory=list)
+    recorded_turns: int = Field(
+        default=0, description="Model turns answered from a recording (TeamRunResult's)."
+    )
     final_output: str | None = None
     forked_from: str | None = Field(default=None, description="A fork: the run it forked.")
     abort_at: datetime | None = Field(
@@ -466,6 +484,11 @@ class _Builder:
             _as_cancelled(tasks)
         view.tasks = _in_layers(tasks)
         view.coordinator = [c for c in children if c.span.kind == "coordinator"]
+        if result is not None:
+            view.recorded_turns = result.recorded_turns
+        else:  # what its turns so far say
+            steps = sum(_recorded(c) for c in view.coordinator)
+            view.recorded_turns = steps + sum(t.recorded_turns for t in view.tasks)
         view.notes = self.notes
         return view
 
@@ -761,6 +784,7 @@ class _Builder:
                         runs=runs.pop(t.id, []),
                         reused_from=t.reused_from,
                         output_run_id=t.output_run_id,
+                        recorded_turns=t.recorded_turns,
                     )
                 )
                 if t.output is None and t.output_ref is not None and t.reused_from is None:
@@ -820,7 +844,13 @@ def _task_so_far(spec: dict[str, Any], runs: list[ChildRunView], ended: bool) ->
         attempts=len(runs),
         backend_attempts=sum(r.backend_attempts for r in runs),
         runs=runs,
+        recorded_turns=sum(_recorded(r) for r in runs),
     )
+
+
+def _recorded(run: ChildRunView) -> int:
+    """How many of ``run``'s model turns were answered from a recording."""
+    return sum(1 for s in run.activities if s.kind == "llm_turn" and s.recorded_from)
 
 
 def _as_cancelled(tasks: list[TaskView]) -> None:
@@ -941,6 +971,11 @@ def _add_output(span: Span, out: dict[str, Any]) -> None:
         ]
         if tools:
             parts.append(f"asks for {', '.join(map(str, tools))}")
+        recorded = out.get("recorded_from")
+        if isinstance(recorded, str) and recorded:
+            span.recorded_from = recorded
+            span.label = f"{span.label} (recorded)"
+            parts.append(f"recorded: answered from {recorded}, no provider called")
         span.detail = "; ".join(p for p in parts if p)
     elif span.kind in ("tool_call", "mcp_call"):
         content = _short(out.get("content") or "", 2000)

@@ -103,6 +103,8 @@ async def run_model_loop(
         )
         result.turns = turn + 1
         result.token_usage += out.usage
+        if out.recorded_from is not None:
+            result.recorded_turns += 1
         conversation.append(LLMMessage(role="assistant", content=out.content))
         result.messages = conversation
         tool_uses = [b for b in out.content if isinstance(b, ToolUseBlock)]

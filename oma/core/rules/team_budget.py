@@ -86,4 +86,6 @@ def count_attempt(state: TeamRunState, task: TaskState, result: AgentRunResult) 
     task.token_usage += result.token_usage
     task.cost_usd = task.token_usage.cost_usd if task.token_usage.cost_known else None
     task.backend_attempts += result.backend_attempts
+    task.recorded_turns += result.recorded_turns
+    state.result.recorded_turns += result.recorded_turns
     state.add_usage(result.token_usage)

@@ -73,6 +73,12 @@ class AgentRunResult(BaseModel):
         "ACP error), so the command or the prompt turn may have run that many times. "
         "0 for an LLM agent, or when the run ended before its backend ran.",
     )
+    recorded_turns: int = Field(
+        default=0,
+        description="Model turns answered from a recorded run (options.models 'recorded': "
+        "the turn's recorded_from), not by the provider; their tokens are the recording's, "
+        "their cost zero.",
+    )
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     token_usage: TokenUsage = Field(default_factory=TokenUsage)
     budget_exceeded: bool = False
@@ -149,6 +155,11 @@ class TeamRunResult(BaseModel):
         "usage summed; messages left out).",
     )
     total_token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    recorded_turns: int = Field(
+        default=0,
+        description="Model turns of this run (tasks and coordinator) answered from a "
+        "recorded run, not by a provider: their tokens are in total_token_usage at no cost.",
+    )
     total_cost_usd: float = Field(
         default=0.0,
         description="What the run cost, in US dollars, as far as it is known (tasks and "

@@ -109,10 +109,12 @@ class TeamRunState(BaseModel):
         turns, and its usage in the run's; ``result.agent_results["coordinator"]``
         sums the steps (messages left out)."""
         self.coordinator_turns += run.turns
+        self.result.recorded_turns += run.recorded_turns
         self.add_usage(run.token_usage)
         earlier = self.result.agent_results.get(COORDINATOR)
         summary = run.model_copy(update={"messages": []})
         if earlier is not None:
             summary.turns += earlier.turns
+            summary.recorded_turns += earlier.recorded_turns
             summary.token_usage = earlier.token_usage + run.token_usage
         self.result.agent_results[COORDINATOR] = summary

@@ -199,6 +199,11 @@ class TaskState(BaseModel):
         "over the task's attempts. More than attempts when Temporal ran a process or ACP "
         "turn again within one attempt.",
     )
+    recorded_turns: int = Field(
+        default=0,
+        description="Model turns of its attempts answered from a recorded run "
+        "(options.models 'recorded'), not by the provider.",
+    )
     token_usage: TokenUsage = Field(default_factory=TokenUsage)
     cost_usd: float | None = Field(
         default=0.0,
