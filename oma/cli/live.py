@@ -372,7 +372,7 @@ async def latest_output(client: Client, workflow_id: str) -> str:
     described = await client.get_workflow_handle(workflow_id).describe(rpc_timeout=DESCRIBE_TIMEOUT)
     found: list[tuple[float, str]] = []
     for pending in described.raw_description.pending_activities:
-        retry = _retrying(pending)
+        retry = _retrying(pending, await _failure_message(client, pending.last_failure))
         if retry:
             found.append((pending.last_attempt_complete_time.ToNanoseconds(), retry))
             continue
@@ -393,21 +393,37 @@ OVERSIZED_FAILURE = "Failure exceeds size limit."
 kept under its size limit, the original failure as its cause."""
 
 
-def _retrying(pending: Any) -> str:
+async def _failure_message(client: Client, failure: Any) -> str:
+    """The message of a pending activity's last failure (a ``Failure``), as
+    this client reads it: decrypted with its keys when the failure's message
+    is encrypted (``encoded_attributes``: Temporal's bare ``Encoded failure``
+    otherwise), or saying which key it lacks (``OmaFailureConverter``). A
+    failure over the server's size limit (a provider SDK's long chain of
+    causes and stack traces) is kept as ``Failure exceeds size limit.`` with
+    the original as its cause: the cause's."""
+    while failure.message == OVERSIZED_FAILURE and failure.HasField("cause"):
+        failure = failure.cause
+    if not failure.HasField("encoded_attributes"):
+        return str(failure.message)
+    try:
+        decoded = await client.data_converter.decode_failure(failure)
+    except Exception:  # best effort: the message as the server has it
+        return str(failure.message)
+    return str(getattr(decoded, "message", None) or decoded)
+
+
+def _retrying(pending: Any, failure: str) -> str:
     """``retrying the model provider: attempt 3, PROVIDER_ERROR: ...`` for
     a pending activity (``PendingActivityInfo``) whose last attempt failed
-    and whose next one has not begun to report: waiting out Temporal's retry
-    backoff (an unreachable ``base_url`` is retried for about 16 s), or
-    started and not heartbeated yet. ``""`` otherwise."""
+    (``failure``: its message, ``_failure_message``) and whose next one has
+    not begun to report: waiting out Temporal's retry backoff (an unreachable
+    ``base_url`` is retried for about 16 s), or started and not heartbeated
+    yet. ``""`` otherwise."""
     from temporalio.api.enums.v1 import PendingActivityState
 
     last = pending.last_failure
-    # a failure over the server's size limit (a provider SDK's long chain of
-    # causes and stack traces) is kept as "Failure exceeds size limit." with
-    # the original as its cause
     while last.message == OVERSIZED_FAILURE and last.HasField("cause"):
         last = last.cause
-    failure = last.message
     if pending.attempt < 2 or not failure:
         return ""
     code = last.application_failure_info.type

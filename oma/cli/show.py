@@ -193,15 +193,8 @@ def print_view(view: RunView, whole_with: str = "oma show RUN --task ID") -> Non
         f"  (Temporal: {view.execution_status})",
     )
     console.print(header)
-    usage = view.total_token_usage
-    cost = usd(view.total_cost_usd)
-    if view.cost_unknown:
-        cost += f" + unknown ({', '.join(view.cost_unknown)})"
     console.print(
-        run_text(
-            f"started {view.started_at:%Y-%m-%d %H:%M:%S} UTC, {took}, "
-            f"{usage.total_tokens} tokens, {cost}"
-        )
+        run_text(f"started {view.started_at:%Y-%m-%d %H:%M:%S} UTC, {took}, {totals(view)}")
     )
     if view.goal:
         console.print(run_text(f"goal: {view.goal}"))
@@ -220,6 +213,18 @@ def print_view(view: RunView, whole_with: str = "oma show RUN --task ID") -> Non
     _print_outputs(view, whole_with)
     _print_failures(view)
     _print_skipped(view)
+
+
+def totals(view: RunView) -> str:
+    """``14 tokens, $0.00`` (``+ unknown (...)`` what the cost leaves out); when
+    the run's totals cannot be known (no result read), that they are unknown,
+    and why: never zero."""
+    if view.total_token_usage is None or view.total_cost_usd is None:
+        return f"tokens and cost unknown ({view.totals_unknown or 'no result read'})"
+    cost = usd(view.total_cost_usd)
+    if view.cost_unknown:
+        cost += f" + unknown ({', '.join(view.cost_unknown)})"
+    return f"{view.total_token_usage.total_tokens} tokens, {cost}"
 
 
 def _print_outputs(view: RunView, whole_with: str) -> None:
@@ -254,7 +259,7 @@ def print_task(view: RunView, task_id: str) -> None:
         f"depends on: {', '.join(t.depends_on) or '-'}",
         f"tries: {t.tries}",
         f"took: {seconds_text(t.duration_s) or '-'}",
-        f"tokens: {t.token_usage.total_tokens}",
+        f"tokens: {'unknown' if t.token_usage is None else t.token_usage.total_tokens}",
         f"cost: {'?' if t.cost_usd is None else usd(t.cost_usd)}",
     ]
     if t.reused_from is not None:

@@ -24,7 +24,7 @@ from temporalio.converter import (
     DefaultFailureConverterWithEncodedAttributes,
     PayloadConverter,
 )
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, FailureError
 
 from oma.core.schema.errors import ERRORS, CiphertextInvalidError, CodecKeyMissingError
 from oma.core.schema.validation import UndecodableInput
@@ -123,10 +123,10 @@ class OmaFailureConverter(DefaultFailureConverter):
     An ``ApplicationError`` typed with an OMA error code (``ERRORS``: a
     ``TeamRun`` that did not succeed, an invalid input, a provider's error)
     is an outcome OMA reports, not a crash of its code: its failure carries
-    the message, the type and the details, and no Python stack trace (which
-    Temporal records from the frames that raised it, and the Web UI and
-    ``temporal workflow result`` show before the details). Any other
-    exception keeps its stack."""
+    the message, the type and the details, and its causes', and no Python
+    stack trace (which Temporal records from the frames that raised it, and
+    the Web UI and ``temporal workflow result`` show before the details).
+    Any other exception keeps its stack."""
 
     def from_failure(self, failure: Failure, payload_converter: PayloadConverter) -> BaseException:
         if failure.HasField("encoded_attributes"):
@@ -164,19 +164,42 @@ def _reported(exception: BaseException) -> TypeGuard[ApplicationError]:
     )
 
 
+BARE_CAUSES = 20
+"""How deep ``_without_stack`` follows a chain of causes (the rest is left out)."""
+
+
 def _without_stack(err: ApplicationError) -> ApplicationError:
-    """``err`` as a failure with no stack trace: the same message, details,
-    type, retry settings and cause, never raised (Temporal's failure converter
-    records a stack from an exception's ``__traceback__`` only)."""
-    bare = ApplicationError(
-        err.message,
-        *err.details,
-        type=err.type,
-        non_retryable=err.non_retryable,
-        next_retry_delay=err.next_retry_delay,
-        category=err.category,
-    )
-    bare.__cause__ = err.__cause__ or (None if err.__suppress_context__ else err.__context__)
+    """``err`` as a failure with no stack trace, nor any in its causes: the
+    same messages, types, details and retry settings, never raised (Temporal's
+    failure converter records a stack from an exception's ``__traceback__``
+    only; a provider SDK's chain of causes with theirs grows past the size the
+    server keeps of a pending activity's last failure, 4 KB, which then keeps
+    none of their messages encrypted). The stacks stay in the worker's log."""
+    bare = _bare(err, BARE_CAUSES)
+    assert isinstance(bare, ApplicationError)
+    return bare
+
+
+def _bare(exc: BaseException | None, depth: int) -> BaseException | None:
+    if exc is None or depth <= 0:
+        return None
+    if isinstance(exc, FailureError) and (
+        exc.failure is not None or not isinstance(exc, ApplicationError)
+    ):
+        return exc  # read back from a failure, or Temporal's own: as it is
+    if isinstance(exc, ApplicationError):
+        bare = ApplicationError(
+            exc.message,
+            *exc.details,
+            type=exc.type,
+            non_retryable=exc.non_retryable,
+            next_retry_delay=exc.next_retry_delay,
+            category=exc.category,
+        )
+    else:  # as Temporal's converter makes one of any exception, its stack aside
+        bare = ApplicationError(str(exc), type=type(exc).__name__)
+    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    bare.__cause__ = _bare(cause, depth - 1)
     bare.__suppress_context__ = True
     return bare
 

@@ -117,7 +117,7 @@ def _offset(view: RunView, at: datetime | None) -> str:
 
 def _header(view: RunView) -> str:
     usage = view.total_token_usage
-    cost = usd(view.total_cost_usd)
+    cost = "unknown" if view.total_cost_usd is None else usd(view.total_cost_usd)
     if view.cost_unknown:
         cost += f" (not counted: {', '.join(view.cost_unknown)})"
     facts = [
@@ -127,7 +127,7 @@ def _header(view: RunView) -> str:
         ("duration", seconds_text(view.duration_s) if view.duration_s is not None else "running"),
         ("tasks", str(len(view.tasks))),
         *([("forked from", view.forked_from)] if view.forked_from else []),
-        ("tokens", f"{usage.total_tokens}"),
+        ("tokens", "unknown" if usage is None else f"{usage.total_tokens}"),
         ("cost", cost),
         *([("recorded model turns", str(view.recorded_turns))] if view.recorded_turns else []),
     ]
@@ -168,7 +168,7 @@ def _detail_of_task(view: RunView, t: TaskView) -> dict[str, Any]:
         f"tries: {t.tries}",
         f"start: {_offset(view, t.started_at) or '-'}",
         f"duration: {seconds_text(t.duration_s) if t.duration_s is not None else '-'}",
-        f"tokens: {t.token_usage.total_tokens}",
+        f"tokens: {'unknown' if t.token_usage is None else t.token_usage.total_tokens}",
         f"cost: {'unknown' if t.cost_usd is None else usd(t.cost_usd)}",
     ]
     if t.reused_from is not None:

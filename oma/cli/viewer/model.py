@@ -129,7 +129,11 @@ class TaskView(BaseModel):
         description="Process and ACP agents: how many times Temporal ran the command or turn "
         "over all attempts (more than attempts when it ran one again: at least once).",
     )
-    token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    token_usage: TokenUsage | None = Field(
+        default_factory=TokenUsage,
+        description="What it used; null when unknown (no result read: its run's result or a "
+        "child's cannot be decrypted, or it is still going).",
+    )
     cost_usd: float | None = None
     layer: int = Field(default=0, description="0: no dependencies; else 1 + its deepest's.")
     runs: list[ChildRunView] = Field(default_factory=list, description="One per attempt.")
@@ -198,8 +202,17 @@ class RunView(BaseModel):
     closed_at: datetime | None = None
     error: str | None = None
     error_code: str | None = None
-    total_token_usage: TokenUsage = Field(default_factory=TokenUsage)
-    total_cost_usd: float = 0.0
+    total_token_usage: TokenUsage | None = Field(
+        default=None,
+        description="The run's totals, from its result; null when unknown (it has no result "
+        "yet, none at all, or one that cannot be read: an encrypted run without the key).",
+    )
+    total_cost_usd: float | None = Field(default=None, description="Null when unknown.")
+    totals_unknown: str | None = Field(
+        default=None,
+        description="Why the totals are unknown: 'its result cannot be read', 'it has no "
+        "result yet', 'it ended without a result'.",
+    )
     cost_unknown: list[str] = Field(default_factory=list)
     recorded_turns: int = Field(
         default=0, description="Model turns answered from a recording (TeamRunResult's)."
@@ -404,6 +417,7 @@ class _Builder:
         self.converter = converter
         self.notes: list[str] = []
         self._run_error: str | None = None
+        self._result_unread = False
 
     async def decode(self, payloads: Payloads, what: str) -> Any:
         """The first payload as plain JSON data (dicts, lists), or ``None``.
@@ -477,6 +491,14 @@ class _Builder:
             view.forked_from = result.forked_from
         elif execution_status not in ("RUNNING", "COMPLETED"):
             view.error = self._run_error
+        if result is None:
+            view.totals_unknown = (
+                "its result cannot be read"
+                if self._result_unread
+                else "it has no result yet"
+                if execution_status == "RUNNING"
+                else "it ended without a result"
+            )
         await self._abort(chain, view)
         children = [c for h in chain for c in await self._children(h, by_run)]
         tasks = self._tasks(inp, result, children, ended=execution_status != "RUNNING")
@@ -489,7 +511,7 @@ class _Builder:
         else:  # what its turns so far say
             steps = sum(_recorded(c) for c in view.coordinator)
             view.recorded_turns = steps + sum(t.recorded_turns for t in view.tasks)
-        view.notes = self.notes
+        view.notes = _grouped(self.notes)
         return view
 
     def _team_run_chain(
@@ -558,11 +580,13 @@ class _Builder:
         if event.HasField("workflow_execution_completed_event_attributes"):
             attrs = event.workflow_execution_completed_event_attributes
             raw = await self.decode(attrs.result, "the run's result")
+            self._result_unread = raw is None
         elif event.HasField("workflow_execution_failed_event_attributes"):
-            message, code, raw = await self.failure(
-                event.workflow_execution_failed_event_attributes.failure
-            )
+            failure = event.workflow_execution_failed_event_attributes.failure
+            message, code, raw = await self.failure(failure)
             self._run_error = f"{code}: {message}" if code else message
+            carried = bool(failure.application_failure_info.details.payloads)
+            self._result_unread = carried and raw is None
         elif event.HasField("workflow_execution_timed_out_event_attributes"):
             self._run_error = "the workflow timed out"
         elif event.HasField("workflow_execution_terminated_event_attributes"):
@@ -815,6 +839,37 @@ class _Builder:
         return done[-1] if done else None
 
 
+GROUPED_NAMED = 3
+"""How many of the parts a grouped note names (the others are counted)."""
+
+
+def _grouped(notes: list[str]) -> list[str]:
+    """``notes`` with the ``cannot read X: why`` ones of the same ``why`` as
+    one: ``cannot read 11 parts of the run (the run's input, the run's
+    result, the input of run/a and 8 more): why``; the others as they are,
+    in order."""
+    prefix = "cannot read "
+    parts: dict[str, list[str]] = {}
+    for note in notes:
+        what, sep, why = note.removeprefix(prefix).partition(": ")
+        if note.startswith(prefix) and sep:
+            parts.setdefault(why, []).append(what)
+    out: list[str] = []
+    for note in notes:
+        what, sep, why = note.removeprefix(prefix).partition(": ")
+        if not note.startswith(prefix) or not sep:
+            out.append(note)
+        elif (whats := parts.pop(why, None)) is not None:
+            if len(whats) == 1:
+                out.append(note)
+                continue
+            named = ", ".join(dict.fromkeys(whats[:GROUPED_NAMED]))
+            more = len(whats) - GROUPED_NAMED
+            named += f" and {more} more" if more > 0 else ""
+            out.append(f"{prefix}{len(whats)} parts of the run ({named}): {why}")
+    return out
+
+
 def _given_tasks(inp: Any) -> list[dict[str, Any]]:
     if not isinstance(inp, dict):
         return []
@@ -832,6 +887,9 @@ def _task_so_far(spec: dict[str, Any], runs: list[ChildRunView], ended: bool) ->
     status = "skipped" if ended else "pending"
     if last is not None:
         status = {"running": "in_progress", "cancelled": "failed"}.get(last.status, last.status)
+    usages = [r.span.token_usage for r in runs]
+    known = [u for u in usages if u is not None]
+    usage = sum(known, TokenUsage()) if len(known) == len(usages) else None
     return TaskView(
         id=str(spec["id"]),
         title=str(spec.get("title") or ""),
@@ -840,6 +898,8 @@ def _task_so_far(spec: dict[str, Any], runs: list[ChildRunView], ended: bool) ->
         status=status,
         error=last.error if last else None,
         error_code=last.error_code if last else None,
+        token_usage=usage,
+        cost_usd=usage.cost_usd if usage is not None and usage.cost_known else None,
         output=runs[-1].output if runs else None,
         attempts=len(runs),
         backend_attempts=sum(r.backend_attempts for r in runs),
