@@ -174,7 +174,9 @@ def _without_stack(err: ApplicationError) -> ApplicationError:
     failure converter records a stack from an exception's ``__traceback__``
     only; a provider SDK's chain of causes with theirs grows past the size the
     server keeps of a pending activity's last failure, 4 KB, which then keeps
-    none of their messages encrypted). The stacks stay in the worker's log."""
+    none of their messages encrypted). The causes keep their messages and
+    types, which say what went wrong; the error's own message is written for
+    a user."""
     bare = _bare(err, BARE_CAUSES)
     assert isinstance(bare, ApplicationError)
     return bare
