@@ -1,13 +1,19 @@
 """What a newcomer meets first: `make demo`'s first run says what it installs
-and for how long before pip goes quiet, and docs/editors.md's install line for
-acpx gives it the Node 22 it needs."""
+and for how long before pip goes quiet, docs/editors.md's install line for
+acpx gives it the Node 22 it needs, and counts read as English."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
+
+from temporalio.exceptions import ApplicationError
+
+from oma.runtime.logs import OneLineExpectedFailures
 
 ROOT = Path(__file__).resolve().parent.parent
 NPM = ROOT / "tests" / "npm" / "node_modules"
@@ -44,3 +50,14 @@ def test_the_editors_doc_installs_the_latest_acpx_with_a_node_22_of_its_own() ->
     assert node.stdout.startswith("v22."), node.stdout
     acpx = subprocess.run(["acpx", "--version"], env=env, capture_output=True, text=True)
     assert acpx.returncode == 0 and re.fullmatch(r"\d+\.\d+\.\d+\n", acpx.stdout), acpx
+
+
+def test_a_worker_logs_an_expected_failure_of_two_lines_with_one_more_line() -> None:
+    formatter = OneLineExpectedFailures("%(message)s")
+    try:
+        raise ApplicationError("exited with status 3\nstderr: oops", type="PROCESS_FAILED")
+    except ApplicationError:
+        record = logging.LogRecord(
+            "temporalio.activity", logging.WARNING, "", 0, "failed", None, sys.exc_info()
+        )
+    assert formatter.format(record) == "failed: PROCESS_FAILED: exited with status 3 [+1 line]"

@@ -38,7 +38,8 @@ class OneLineExpectedFailures(logging.Formatter):
         one.exc_info = None
         one.exc_text = None
         lines = code_and_message.strip().splitlines() or [""]
-        more = f" [+{len(lines) - 1} lines]" if len(lines) > 1 else ""
+        extra = len(lines) - 1
+        more = f" [+{extra} line{'' if extra == 1 else 's'}]" if extra else ""
         one.msg = f"{record.getMessage()}: {lines[0]}{more}"
         one.args = None
         return super().format(one)
