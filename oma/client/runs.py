@@ -21,7 +21,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from oma.core.contracts.visibility import start_values, team_run_result_of
 from oma.core.schema.errors import OMAError, error_for
-from oma.core.schema.limits import check_child_ids
+from oma.core.schema.limits import MAX_REASON_CHARS, check_child_ids, cut_text
 from oma.core.schema.results import AgentRunResult, TeamRunResult
 from oma.core.schema.run_input import RecordedModels, TeamRunInput
 from oma.core.schema.task import TaskState
@@ -258,8 +258,9 @@ async def abort_sent(client: Client, workflow_id: str) -> AbortSent | None:
 
 
 async def abort_reason(converter: DataConverter, payloads: Payloads) -> str | None:
-    """The ``reason`` of an ``abort`` signal's input (``{"reason": ...}``);
-    ``None`` without one or when it cannot be read (a key this process lacks)."""
+    """The ``reason`` of an ``abort`` signal's input (``{"reason": ...}``),
+    cut to ``MAX_REASON_CHARS`` as the run records it; ``None`` without one or
+    when it cannot be read (a key this process lacks)."""
     first = list(payloads.payloads)[:1]
     try:
         if first and first[0].metadata.get("encoding") == ENCRYPTED_ENCODING:
@@ -269,4 +270,6 @@ async def abort_reason(converter: DataConverter, payloads: Payloads) -> str | No
     except Exception:  # best effort: an abort without its reason still says it was sent
         return None
     reason = value.get("reason") if isinstance(value, dict) else None
-    return reason if isinstance(reason, str) and reason else None
+    if not isinstance(reason, str) or not reason:
+        return None
+    return cut_text(reason, MAX_REASON_CHARS)  # as the run records it
