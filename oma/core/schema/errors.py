@@ -168,6 +168,14 @@ class HistoryReadError(InputError):
     code = "HISTORY_UNREADABLE"
 
 
+class ReplayTargetError(InputError):
+    """``oma replay --at`` or ``--break-at`` names a point the history does not
+    have: an event id past its end, a task that never started or completed, an
+    approval request never decided, a coordinator step that never ran."""
+
+    code = "REPLAY_TARGET_UNKNOWN"
+
+
 # -- the environment ----------------------------------------------------------
 
 
