@@ -100,15 +100,15 @@ class ReplayProbe:
     ``on_stop(activation, workflow_modules)`` is called just before the
     workflow code handles it (``pdb_stop`` stops in the first line of
     workflow code that runs). ``on_activation(activation, query)`` is called
-    after each workflow task, with ``query(name)`` answering the workflow's
-    query ``name`` at that point (``oma replay --trace``)."""
+    after each workflow task, with ``query(name, *args)`` answering the
+    workflow's query ``name`` at that point (``oma replay --trace``)."""
 
     def __init__(
         self,
         queries: Sequence[str] = (),
         stop_at: Sequence[int] = (),
         on_stop: Callable[[Activation, tuple[str, ...]], None] | None = None,
-        on_activation: Callable[[Activation, Callable[[str], Any]], None] | None = None,
+        on_activation: Callable[[Activation, Callable[..., Any]], None] | None = None,
     ) -> None:
         self.queries = tuple(queries)
         self.answers: dict[str, Any] = {}
@@ -186,7 +186,7 @@ class _Observed(WorkflowInstance):
             seen.failure = completion.failed.failure.message
         probe.activations.append(seen)
         if probe.on_activation is not None:
-            probe.on_activation(seen, lambda name: self.query(act, name))
+            probe.on_activation(seen, lambda name, *args: self.query(act, name, *args))
         return completion
 
     def query(self, last: WorkflowActivation, name: str, *args: Any) -> Any:

@@ -126,7 +126,7 @@ def arrived(event: HistoryEvent, run_id: str) -> str | None:
     if which in closed:
         return f"{child(attrs.workflow_execution.workflow_id, run_id)} {closed[which]}"
     if which == "child_workflow_execution_started_event_attributes":
-        return None
+        return f"{child(attrs.workflow_execution.workflow_id, run_id)} is running"
     if which == "activity_task_completed_event_attributes":
         return "an activity's result"
     if which in ("activity_task_failed_event_attributes", "activity_task_timed_out_event_attributes"):
