@@ -468,13 +468,13 @@ def show(
 @app.command()
 def replay(
     run: Annotated[
-        str,
+        str | None,
         typer.Argument(
             help="A history from `temporal workflow show --output json`, or a workflow id "
             "on the server.",
             metavar="RUN_OR_FILE",
         ),
-    ],
+    ] = None,
     workflow_id: Annotated[
         str | None,
         typer.Option(help="The run's workflow id (default: read from the history's children)."),
@@ -511,7 +511,7 @@ def replay(
     from oma.cli.debug.command import ReplayAsked, replay_debug
 
     asked = ReplayAsked(run, workflow_id, run_id, at, as_json, trace, debug, break_at, ide)
-    if asked.debugging or not Path(run).is_file():
+    if run is None or asked.debugging or not Path(run).is_file():
         return replay_debug(asked)
     history = Path(run)
     from temporalio.client import WorkflowHistory

@@ -101,7 +101,10 @@ class ReplayProbe:
     workflow code handles it (``pdb_stop`` stops in the first line of
     workflow code that runs). ``on_activation(activation, query)`` is called
     after each workflow task, with ``query(name, *args)`` answering the
-    workflow's query ``name`` at that point (``oma replay --trace``)."""
+    workflow's query ``name`` at that point (``oma replay --trace``).
+    ``should_stop``, when given, decides instead of ``stop_at`` whether to
+    stop before the workflow task of a ``WorkflowTaskStarted`` event id (an
+    IDE's breakpoints, which change while the replay runs)."""
 
     def __init__(
         self,
@@ -109,6 +112,7 @@ class ReplayProbe:
         stop_at: Sequence[int] = (),
         on_stop: Callable[[Activation, tuple[str, ...]], None] | None = None,
         on_activation: Callable[[Activation, Callable[..., Any]], None] | None = None,
+        should_stop: Callable[[int], bool] | None = None,
     ) -> None:
         self.queries = tuple(queries)
         self.answers: dict[str, Any] = {}
@@ -116,6 +120,7 @@ class ReplayProbe:
         self.stop_at = sorted(stop_at)
         self.on_stop = on_stop
         self.on_activation = on_activation
+        self.should_stop = should_stop
         self.workflow_modules: tuple[str, ...] = ()
         self._pending: list[tuple[str, str, Origin]] = []
 
@@ -130,6 +135,8 @@ class ReplayProbe:
         return taken
 
     def _due_stop(self, history_length: int) -> bool:
+        if self.on_stop is not None and self.should_stop is not None:
+            return self.should_stop(history_length)
         if self.on_stop is None or not self.stop_at or history_length < self.stop_at[0]:
             return False
         self.stop_at = [s for s in self.stop_at if s > history_length]

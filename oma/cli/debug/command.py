@@ -26,7 +26,7 @@ class ReplayAsked:
     """What ``oma replay`` was asked: the run (a history file, or a workflow
     id on the server, ``run_id`` its execution) and the mode."""
 
-    run: str
+    run: str | None
     workflow_id: str | None = None
     run_id: str | None = None
     at: str | None = None
@@ -50,6 +50,10 @@ def replay_debug(asked: ReplayAsked) -> None:
         raise fail("give one of --at, --trace, --debug/--break-at, --ide", 2)
     if asked.as_json and not (asked.at or asked.trace):
         raise fail("--json goes with --at or --trace", 2)
+    if asked.break_at and not asked.debug:
+        raise fail("--break-at goes with --debug", 2)
+    if asked.run is None and not asked.ide:
+        raise fail("give a history file or a workflow id (RUN_OR_FILE)", 2)
     try:
         if asked.ide:
             from oma.cli.debug.ide import serve_ide
@@ -101,6 +105,7 @@ async def load(asked: ReplayAsked) -> Debugged:
     else a workflow id on the server (``--run-id``: that execution, else its
     latest). Raises ``HistoryReadError``; exits 1 when the server cannot be
     reached or has no such workflow."""
+    assert asked.run is not None
     path = Path(asked.run)
     if path.is_file():
         return read_file(path, asked.workflow_id)
@@ -136,4 +141,5 @@ def explain_mismatch(source: Path | str, history: WorkflowHistory, failure: Exce
 
 
 def echo(text: str) -> None:
+    """One line of run data on the terminal."""
     console.print(run_text(text))

@@ -187,6 +187,14 @@ class SetupError(OMAError):
     code = "SETUP_ERROR"
 
 
+class ReplayDebuggerError(SetupError):
+    """``oma replay --ide``: the Temporal Workflow Replay Debugger (VS Code)
+    does not answer at ``TEMPORAL_DEBUGGER_PLUGIN_URL``, or serves no workflow
+    history (none loaded in its panel)."""
+
+    code = "REPLAY_DEBUGGER_UNREACHABLE"
+
+
 class AcpAttachmentWriteError(SetupError):
     """``oma acp`` could not write a prompt's attachment (an image, an embedded
     resource) under the session's ``cwd``, where the run reads it: the disk
