@@ -138,7 +138,9 @@ def test_a_point_the_history_does_not_have_is_refused_with_its_code(at: str, say
 
 
 def test_oma_replay_at_prints_the_state_as_json() -> None:
-    proc = oma("replay", str(corpus("team_run_hybrid_scripted")), "--at", "task_start:code", "--json")
+    proc = oma(
+        "replay", str(corpus("team_run_hybrid_scripted")), "--at", "task_start:code", "--json"
+    )
     assert proc.returncode == 0, proc.stderr
     shown = json.loads(proc.stdout)
     assert shown["workflow_id"] == "hybrid-dev-demo"
@@ -272,8 +274,11 @@ def extension() -> Iterator[tuple[str, type[_Extension]]]:
     raw = json.loads(corpus("team_run_hybrid_scripted").read_text())
     message = History()
     ParseDict(raw, message, ignore_unknown_fields=True)
-    handler = type("Handler", (_Extension,), {"history": message.SerializeToString(),
-                                              "breakpoints": [19], "highlighted": []})
+    handler = type(
+        "Handler",
+        (_Extension,),
+        {"history": message.SerializeToString(), "breakpoints": [19], "highlighted": []},
+    )
     server = HTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

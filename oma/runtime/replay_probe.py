@@ -104,7 +104,9 @@ class ReplayProbe:
     workflow's query ``name`` at that point (``oma replay --trace``).
     ``should_stop``, when given, decides instead of ``stop_at`` whether to
     stop before the workflow task of a ``WorkflowTaskStarted`` event id (an
-    IDE's breakpoints, which change while the replay runs)."""
+    IDE's breakpoints, which change while the replay runs). ``origins``: record
+    where each command was issued (a walk of the stack per command: off
+    unless asked, as ``oma replay``'s mismatch report asks)."""
 
     def __init__(
         self,
@@ -113,6 +115,7 @@ class ReplayProbe:
         on_stop: Callable[[Activation, tuple[str, ...]], None] | None = None,
         on_activation: Callable[[Activation, Callable[..., Any]], None] | None = None,
         should_stop: Callable[[int], bool] | None = None,
+        origins: bool = False,
     ) -> None:
         self.queries = tuple(queries)
         self.answers: dict[str, Any] = {}
@@ -121,6 +124,7 @@ class ReplayProbe:
         self.on_stop = on_stop
         self.on_activation = on_activation
         self.should_stop = should_stop
+        self.origins = origins
         self.workflow_modules: tuple[str, ...] = ()
         self._pending: list[tuple[str, str, Origin]] = []
 
@@ -213,7 +217,9 @@ class _Observed(WorkflowInstance):
                 answer = command.respond_to_query
                 if answer.HasField("failed"):
                     return {"error": answer.failed.message}
-                return DATA_CONVERTER.payload_converter.from_payloads([answer.succeeded.response])[0]
+                return DATA_CONVERTER.payload_converter.from_payloads([answer.succeeded.response])[
+                    0
+                ]
         return {"error": completion.failed.failure.message or "no answer"}
 
     def get_serialization_context(self, command_info: Any) -> Any:
@@ -299,7 +305,7 @@ def probe_replayer(probe: ReplayProbe, *, debug_mode: bool = False, codec: bool 
         workflows=[],
         plugins=[plugin],
         workflow_runner=ProbingRunner(probe=probe),
-        interceptors=[_ProbeInterceptor(probe)],
+        interceptors=[_ProbeInterceptor(probe)] if probe.origins else [],
         debug_mode=debug_mode,
     )
 
@@ -344,4 +350,3 @@ def pdb_stop(activation: Activation, workflow_modules: tuple[str, ...]) -> None:
     )
     debugger = WorkflowPdb(workflow_modules)
     debugger.set_trace(sys._getframe(1))
-

@@ -134,7 +134,8 @@ def explain_mismatch(source: Path | str, history: WorkflowHistory, failure: Exce
     from oma.cli.debug.why import explain
 
     try:
-        return run_async(explain(Debugged(history, str(source)), failure))
+        said: str = run_async(explain(Debugged(history, str(source)), failure))
+        return said
     except Exception as err:  # the explanation is best effort: the mismatch stands
         print(f"(could not say more about the mismatch: {err})", file=sys.stderr)
         return f"{source} no longer replays against the current workflow code: {failure}"

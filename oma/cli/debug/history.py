@@ -23,10 +23,20 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHistory
 
-from oma.core.contracts.workflow_ids import coordinator_workflow_id, task_workflow_id, team_run_id_of
+from oma.core.contracts.workflow_ids import (
+    coordinator_workflow_id,
+    task_workflow_id,
+    team_run_id_of,
+)
 from oma.core.schema.errors import HistoryReadError, ReplayTargetError
 
-NAMED_TARGETS = ("task_start:TASK", "task_complete:TASK", "approval:REQUEST_ID", "plan", "synthesis")
+NAMED_TARGETS = (
+    "task_start:TASK",
+    "task_complete:TASK",
+    "approval:REQUEST_ID",
+    "plan",
+    "synthesis",
+)
 """The names ``--at`` and ``--break-at`` take besides an event id."""
 
 

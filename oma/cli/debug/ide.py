@@ -101,8 +101,10 @@ class Extension:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S):
                 pass
         except OSError as err:
-            print(f"oma replay: the replay debugger did not take event {event_id}: {err}",
-                  file=sys.stderr)
+            print(
+                f"oma replay: the replay debugger did not take event {event_id}: {err}",
+                file=sys.stderr,
+            )
 
 
 def _stop_in_ide(activation: Activation, workflow_modules: tuple[str, ...]) -> None:

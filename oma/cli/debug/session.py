@@ -31,4 +31,3 @@ async def replay(
     history = debugged.history if upto is None else cut(debugged.history, upto)
     replayer = probe_replayer(probe, debug_mode=debug_mode, codec=encrypted(history))
     return await replayer.replay_workflow(history, raise_on_replay_failure=False)
-

@@ -93,7 +93,10 @@ def print_state(found: StateAt) -> None:
     console.print(Text("open approval requests:", style="bold"), run_text(str(len(pending))))
     for request in pending:
         console.print(
-            run_text(f"  {request.get('request_id')} ({request.get('boundary')}): {request.get('reason')}")
+            run_text(
+                f"  {request.get('request_id')} ({request.get('boundary')}): "
+                f"{request.get('reason')}"
+            )
         )
 
 
@@ -131,9 +134,7 @@ def _team_run(state: dict[str, Any], answers: dict[str, Any]) -> None:
         console.print(run_text(f"  {key} = {_short(value)}"))
     decisions = state.get("approval_decisions") or []
     for decision in decisions:
-        console.print(
-            run_text(f"decided: {decision.get('request_id')} {decision.get('decision')}")
-        )
+        console.print(run_text(f"decided: {decision.get('request_id')} {decision.get('decision')}"))
 
 
 def _agent_run(state: dict[str, Any]) -> None:

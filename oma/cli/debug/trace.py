@@ -135,9 +135,7 @@ def print_trace(debugged: Debugged, as_json: bool) -> None:
     )
     for step in steps:
         console.print(
-            Text.assemble(
-                (f"event {step.workflow_task}", "bold"), " ", run_text(step.time, "dim")
-            )
+            Text.assemble((f"event {step.workflow_task}", "bold"), " ", run_text(step.time, "dim"))
         )
         for said in step.arrived:
             console.print(Text.assemble("  ", ("<", "cyan"), " ", run_text(said)))

@@ -32,7 +32,7 @@ PATCHES_FILE = "oma/workflows/_patches.py"
 
 async def explain(debugged: Debugged, failure: BaseException) -> str:
     """The message for ``failure``, a mismatch of ``debugged``'s replay."""
-    probe = ReplayProbe()
+    probe = ReplayProbe(origins=True)
     result = await replay(debugged, probe)
     failure = result.replay_failure or failure
     found = _EVENT_IN_ERROR.search(str(failure))

@@ -129,7 +129,10 @@ def arrived(event: HistoryEvent, run_id: str) -> str | None:
         return f"{child(attrs.workflow_execution.workflow_id, run_id)} is running"
     if which == "activity_task_completed_event_attributes":
         return "an activity's result"
-    if which in ("activity_task_failed_event_attributes", "activity_task_timed_out_event_attributes"):
+    if which in (
+        "activity_task_failed_event_attributes",
+        "activity_task_timed_out_event_attributes",
+    ):
         return "an activity failed"
     if which == "activity_task_canceled_event_attributes":
         return "an activity was cancelled"
@@ -168,7 +171,11 @@ def issued(command: Any, run_id: str) -> str | None:
         return f"a patch marker ({attrs.patch_id})"
     if which == "signal_external_workflow_execution":
         target = attrs.WhichOneof("target")
-        to = attrs.child_workflow_id if target == "child_workflow_id" else attrs.workflow_execution.workflow_id
+        to = (
+            attrs.child_workflow_id
+            if target == "child_workflow_id"
+            else attrs.workflow_execution.workflow_id
+        )
         return f"{signal(attrs.signal_name)} sent to {child(to, run_id)}"
     if which == "request_cancel_external_workflow_execution":
         return f"{child(attrs.workflow_execution.workflow_id, run_id)} asked to cancel"
