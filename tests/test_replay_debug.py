@@ -327,3 +327,31 @@ def test_a_changed_workflow_is_told_the_event_the_line_and_the_patch_to_add() ->
     assert f"Issued at tests/_changed_team_run.py:{CHANGED_LINE} in _attempt" in said
     assert "_patches.patched(_patches.ATTEMPT_CHANGED)" in said
     assert "below AWAITING_APPROVAL_STATUS (the last one)" in said
+
+
+# -- the viewer's time scrubber --------------------------------------------------
+
+
+async def test_the_scrubber_moments_follow_starts_closes_and_the_cascade() -> None:
+    from oma.cli.viewer.html import render_html
+    from oma.cli.viewer.model import build_run_view, load_histories
+    from oma.cli.viewer.scrubber import moments
+    from oma.runtime.converter import DATA_CONVERTER
+
+    histories = load_histories([corpus("team_run_failed_task_cascade")])
+    view = await build_run_view(histories, DATA_CONVERTER)
+    changes = [(m["task"], m["status"]) for m in moments(view)]
+    assert changes == [
+        ("root", "in_progress"),
+        ("root", "completed"),
+        ("sibling", "in_progress"),
+        ("bad", "in_progress"),
+        ("sibling", "completed"),
+        ("bad", "failed"),
+        ("child", "skipped"),
+        ("grandchild", "skipped"),
+    ]
+    memory = [m["memory"][0] for m in moments(view) if "memory" in m]
+    assert memory == ["ok/task:root:result", "ok/task:sibling:result"]
+    page = render_html(view)
+    assert '<input type="range" id="scrub" min="0" max="8" value="8"' in page
