@@ -46,7 +46,11 @@ def moments(view: RunView) -> list[dict[str, Any]]:
             last = attempt == len(t.runs)
             status = t.status if last else run.span.status
             if run.span.closed_at is not None:
-                change = {"task": t.id, "status": status, "label": f"task {t.id} {status}"}
+                change: dict[str, Any] = {
+                    "task": t.id,
+                    "status": status,
+                    "label": f"task {t.id} {status}",
+                }
                 if last and t.status == "completed":
                     change["memory"] = [_key(t), _cut(t.output or "")]
                 add(run.span.closed_at, change)
