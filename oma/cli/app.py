@@ -467,12 +467,11 @@ def show(
 
 @app.command()
 def replay(
-    run: Annotated[
+    run_or_file: Annotated[
         str | None,
         typer.Argument(
             help="A history from `temporal workflow show --output json`, or a workflow id "
-            "on the server.",
-            metavar="RUN_OR_FILE",
+            "on the server."
         ),
     ] = None,
     workflow_id: Annotated[
@@ -510,6 +509,7 @@ def replay(
     where and why. --at, --trace, --debug: replay to debug (docs/debugging.md)."""
     from oma.cli.debug.command import ReplayAsked, replay_debug
 
+    run = run_or_file
     asked = ReplayAsked(run, workflow_id, run_id, at, as_json, trace, debug, break_at, ide)
     if run is None or asked.debugging or not Path(run).is_file():
         return replay_debug(asked)
