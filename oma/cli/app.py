@@ -470,15 +470,53 @@ def show(
 
 @app.command()
 def replay(
-    history: Annotated[
-        Path, typer.Argument(help="A history from `temporal workflow show --output json`.")
-    ],
+    run_or_file: Annotated[
+        str | None,
+        typer.Argument(
+            help="A history from `temporal workflow show --output json`, or a workflow id "
+            "on the server."
+        ),
+    ] = None,
     workflow_id: Annotated[
         str | None,
         typer.Option(help="The run's workflow id (default: read from the history's children)."),
     ] = None,
+    run_id: Annotated[
+        str | None, typer.Option(help="With a workflow id: this execution (default: latest).")
+    ] = None,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            help="Print the state there: an event id, task_start:TASK, task_complete:TASK, "
+            "approval:REQUEST_ID, plan or synthesis."
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="--at, --trace: as JSON.")] = False,
+    trace: Annotated[
+        bool, typer.Option(help="Print what the code decided at each workflow task.")
+    ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option(help="One thread, no deadlock timeout: breakpoint() and an IDE stop."),
+    ] = False,
+    break_at: Annotated[
+        str | None,
+        typer.Option(help="With --debug: stop in the workflow code at this point (as --at)."),
+    ] = None,
+    ide: Annotated[
+        bool,
+        typer.Option(help="Replay for the Temporal Workflow Replay Debugger (VS Code)."),
+    ] = False,
 ) -> None:
-    """Replay HISTORY against the current workflow code; exit 1 on a mismatch."""
+    """Replay a run against the current workflow code; exit 1 on a mismatch, saying
+    where and why. --at, --trace, --debug: replay to debug (docs/debugging.md)."""
+    from oma.cli.debug.command import ReplayAsked, replay_debug
+
+    run = run_or_file
+    asked = ReplayAsked(run, workflow_id, run_id, at, as_json, trace, debug, break_at, ide)
+    if run is None or asked.debugging or not Path(run).is_file():
+        return replay_debug(asked)
+    history = Path(run)
     from temporalio.client import WorkflowHistory
 
     from oma.cli.common import console
@@ -511,10 +549,9 @@ def replay(
 
     result = _run_async(go())
     if result.replay_failure is not None:
-        mismatch = ReplayMismatchError(
-            f"{history} no longer replays against the current workflow code: "
-            f"{result.replay_failure}"
-        )
+        from oma.cli.debug.command import explain_mismatch
+
+        mismatch = ReplayMismatchError(explain_mismatch(history, parsed, result.replay_failure))
         raise _fail(str(mismatch))
     console.print(f"{history}: replayed {len(parsed.events)} events, no mismatch")
 

@@ -30,6 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from oma.cli.viewer.model import ChildRunView, RunView, Span, TaskView, seconds_text
+from oma.cli.viewer.scrubber import scrubber_html
 from oma.core.schema.usage import usd
 
 STATUS_COLORS = {
@@ -80,6 +81,7 @@ def render_html(view: RunView) -> str:
             _header(view),
             '<main><div class="left">',
             _section("Task DAG", _dag_svg(view, details)),
+            _section("Time", scrubber_html(view, STATUS_COLORS)),
             _section("Waterfall", _waterfall_svg(view, details)),
             _section("Tasks", _task_table(view)),
             _section("Outputs", _outputs(view)),

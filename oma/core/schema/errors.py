@@ -168,6 +168,14 @@ class HistoryReadError(InputError):
     code = "HISTORY_UNREADABLE"
 
 
+class ReplayTargetError(InputError):
+    """``oma replay --at`` or ``--break-at`` names a point the history does not
+    have: an event id past its end, a task that never started or completed, an
+    approval request never decided, a coordinator step that never ran."""
+
+    code = "REPLAY_TARGET_UNKNOWN"
+
+
 # -- the environment ----------------------------------------------------------
 
 
@@ -177,6 +185,14 @@ class SetupError(OMAError):
     on a worker): nothing is wrong with the run itself."""
 
     code = "SETUP_ERROR"
+
+
+class ReplayDebuggerError(SetupError):
+    """``oma replay --ide``: the Temporal Workflow Replay Debugger (VS Code)
+    does not answer at ``TEMPORAL_DEBUGGER_PLUGIN_URL``, or serves no workflow
+    history (none loaded in its panel)."""
+
+    code = "REPLAY_DEBUGGER_UNREACHABLE"
 
 
 class AcpAttachmentWriteError(SetupError):
