@@ -3,7 +3,9 @@
 ``python worker.py`` or ``oma worker``. Where it connects comes from
 Temporal's environment configuration (``oma.runtime.connection``: a profile file,
 ``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, ``TEMPORAL_API_KEY``, TLS) and
-``OMA_TASK_QUEUE`` (``oma``). Model credentials (``ANTHROPIC_API_KEY``) are
+``OMA_TASK_QUEUE`` (``oma``); with ``TEMPORAL_DEPLOYMENT_NAME`` and
+``TEMPORAL_WORKER_BUILD_ID``, it serves that build of a Worker Deployment
+(``oma.runtime.deployment``, docs/operations.md). Model credentials (``ANTHROPIC_API_KEY``) are
 read here, by the activities, and never travel in workflow input; where they
 may be sent is the operator's ``OMA_CREDENTIALS`` (docs/security.md).
 
@@ -23,7 +25,8 @@ from types import TracebackType
 from typing import Any, Literal
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from oma.activities._credentials import CredentialPolicy
 from oma.activities.acp.pool import SessionPool
@@ -41,6 +44,7 @@ from oma.activities.visibility import VisibilityActivities
 from oma.runtime.client_plugin import OmaClientPlugin
 from oma.runtime.codec import keys_from_env
 from oma.runtime.connection import Connection
+from oma.runtime.deployment import BUILD_ID_VAR, DEPLOYMENT_NAME_VAR, deployment_from_env
 from oma.runtime.plugin import OmaPlugin
 
 
@@ -109,15 +113,35 @@ class OmaWorker:
     it runs, the sessions and servers of runs that have ended are closed
     however they ended (the reaper, ``oma.activities.pinned``); on the way
     out every one this worker holds is closed. Use ``async with`` or ``run()``.
+
+    With ``deployment``, the worker on ``task_queue`` serves that Worker
+    Deployment Version (Temporal's Worker Versioning: ``oma.runtime.deployment``);
+    the one on this process's own queue stays unversioned: what is routed there
+    must reach this process's sessions, whatever build the run that routes it
+    is on.
     """
 
-    def __init__(self, client: Client, task_queue: str, activities: Activities, **kwargs: Any):
+    def __init__(
+        self,
+        client: Client,
+        task_queue: str,
+        activities: Activities,
+        *,
+        deployment: WorkerDeploymentVersion | None = None,
+        **kwargs: Any,
+    ):
         self.client = client
         self.activities = activities
+        self.deployment = deployment
         serving = serving_client(client, activities)
         self.workers = [
-            Worker(serving, task_queue=queue, **kwargs)
-            for queue in (task_queue, activities.session_task_queue)
+            Worker(
+                serving,
+                task_queue=task_queue,
+                deployment_config=None if deployment is None else deployment_config(deployment),
+                **kwargs,
+            ),
+            Worker(serving, task_queue=activities.session_task_queue, **kwargs),
         ]
         self._stack: AsyncExitStack | None = None
 
@@ -168,33 +192,73 @@ def serving_client(client: Client, activities: Activities) -> Client:
     return Client(**config)
 
 
+def deployment_config(version: WorkerDeploymentVersion) -> WorkerDeploymentConfig:
+    """A versioned worker's configuration: ``version``, its runs ``PINNED``.
+
+    Pinned: a run finishes on the build it started on, its approvals waiting
+    days on the code that asked for them, and a task's ``AgentRun`` runs on
+    its team run's build; a ``TeamRun`` moves to the current build when it
+    continues as new (``oma.workflows._continue``). The worker's default, not
+    ``workflow.defn(versioning_behavior=...)``: an unversioned worker (SDK
+    1.35, server 1.32) sends a workflow's declared behaviour with its
+    continue-as-new, which the server refuses, and the run's workflow task
+    fails for good."""
+    return WorkerDeploymentConfig(
+        version=version,
+        use_worker_versioning=True,
+        default_versioning_behavior=VersioningBehavior.PINNED,
+    )
+
+
 def build_worker(
-    client: Client, task_queue: str, activities: Activities | None = None, **kwargs: Any
+    client: Client,
+    task_queue: str,
+    activities: Activities | None = None,
+    *,
+    deployment: WorkerDeploymentVersion | None = None,
+    **kwargs: Any,
 ) -> OmaWorker:
-    """An ``OmaWorker`` for ``task_queue`` serving every OMA workflow and activity."""
+    """An ``OmaWorker`` for ``task_queue`` serving every OMA workflow and
+    activity; with ``deployment``, that Worker Deployment Version of them."""
     return OmaWorker(
         client,
         task_queue,
         activities or Activities(session_task_queue=session_task_queue(task_queue)),
+        deployment=deployment,
         **kwargs,
     )
 
 
-async def main(connection: Connection | None = None) -> None:
-    """Connect (``Connection.from_env()`` by default) and serve until cancelled.
-    Log lines go to stderr, an expected task failure as one line
-    (``oma.runtime.logs``)."""
+async def main(
+    connection: Connection | None = None, deployment: WorkerDeploymentVersion | None = None
+) -> None:
+    """Connect (``Connection.from_env()`` by default) and serve until
+    cancelled, as ``deployment`` (by default the version
+    ``TEMPORAL_DEPLOYMENT_NAME`` and ``TEMPORAL_WORKER_BUILD_ID`` name, if
+    any: ``oma.runtime.deployment``). Log lines go to stderr, an expected task
+    failure as one line (``oma.runtime.logs``). Raises
+    ``WorkerDeploymentInvalidError`` for a half-set or refused version."""
     from oma.runtime.logs import route_logs
 
     route_logs(None)
     connection = connection or Connection.from_env()
+    deployment = deployment or deployment_from_env()
     client = await connection.connect()
-    worker = build_worker(client, connection.task_queue)
+    worker = build_worker(client, connection.task_queue, deployment=deployment)
     print(
         f"OMA worker on task queue {connection.task_queue!r} at {connection.address} "
         f"(namespace {connection.namespace!r})",
         flush=True,
     )
+    if deployment is not None:
+        name, build = deployment.deployment_name, deployment.build_id
+        print(
+            f"serving build {build!r} of worker deployment {name!r} "
+            f"({DEPLOYMENT_NAME_VAR}, {BUILD_ID_VAR}): new runs start on it while it is the "
+            f"deployment's current version (temporal worker deployment set-current-version "
+            f"--deployment-name {name} --build-id {build})",
+            flush=True,
+        )
     await worker.run()
 
 

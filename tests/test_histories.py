@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowHistory
 
-from oma.cli.app import _workflow_id_of
+from oma.cli.replay import workflow_id_of
 from oma.runtime import plugin
 from tests.record_histories import SCENARIOS
 
@@ -22,7 +22,7 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 async def test_recorded_history_replays(path: Path, strict: bool) -> None:
     # as a worker runs it, and with OMA's code under the sandbox's restrictions
     raw = json.loads(path.read_text())
-    history = WorkflowHistory.from_json(_workflow_id_of(raw) or path.stem, raw)
+    history = WorkflowHistory.from_json(workflow_id_of(raw) or path.stem, raw)
     replayer = plugin.replayer(strict_sandbox=strict)
     await replayer.replay_workflow(history)
 

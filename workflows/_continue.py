@@ -28,7 +28,9 @@ def continue_as_new(inp: TeamRunInput, state: TeamRunState, graph: TaskGraph) ->
     the two within ``RUN_STATE_BUDGET_BYTES`` (the outputs the tasks still to
     run read kept first). Raises ``RunStateTooLargeError`` when the state
     cannot fit (the run stops, rather than fail its workflow task for good);
-    else never returns (``workflow.continue_as_new``)."""
+    else never returns (``workflow.continue_as_new``). On a versioned worker
+    the next run starts on the deployment's current build, not this run's
+    (``ContinueAsNewVersioningBehavior.AUTO_UPGRADE``)."""
     next_input = inp.payload()
     first = read_next(graph.specs.values(), graph, everything=bool(inp.goal))
     next_input["resume"] = carried(
@@ -37,4 +39,18 @@ def continue_as_new(inp: TeamRunInput, state: TeamRunState, graph: TaskGraph) ->
         limits.RUN_STATE_BUDGET_BYTES - limits.json_size(next_input),
         first,
     )
-    workflow.continue_as_new(next_input, search_attributes=_visibility.continuing())
+    workflow.continue_as_new(
+        next_input,
+        search_attributes=_visibility.continuing(),
+        initial_versioning_behavior=_upgrading(),
+    )
+
+
+def _upgrading() -> workflow.ContinueAsNewVersioningBehavior | None:
+    """On a versioned worker, the next run starts on the deployment's current
+    build, not on the one this run is pinned to: the carried state is what
+    the two builds share. An unversioned worker sends none (the server
+    refuses a versioning behaviour from a worker that has no deployment)."""
+    if workflow.info().get_current_deployment_version() is None:
+        return None
+    return workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE

@@ -7,7 +7,7 @@ server that is already running; ``dev``, ``worker`` and ``replay`` serve and
 debug runs.
 
 This module is the thin typer app only: each command imports what it needs
-when it runs (``oma.cli.run``, ``oma.cli.control``, ``oma.worker``, the
+when it runs (``oma.cli.run``, ``oma.cli.control``, ``oma.cli.replay``, ``oma.worker``, the
 Temporal SDK), so ``oma --help`` and a mistyped option answer without loading
 any of it. Every command connects through ``oma.runtime.connection`` (Temporal's
 environment configuration: a profile file, ``TEMPORAL_ADDRESS``,
@@ -22,7 +22,6 @@ which has imported the SDK and the models already (``oma.cli.forkserver``).
 from __future__ import annotations
 
 import getpass
-import json
 import os
 import sys
 from pathlib import Path
@@ -507,126 +506,77 @@ def replay(
         bool,
         typer.Option(help="Replay for the Temporal Workflow Replay Debugger (VS Code)."),
     ] = False,
+    open_runs: Annotated[
+        bool,
+        typer.Option(
+            "--open",
+            help="Replay every open TeamRun and AgentRun on the server instead of one run.",
+        ),
+    ] = False,
+    query: Annotated[
+        str | None,
+        typer.Option(
+            help="With --open: only the runs this visibility query also matches "
+            "(e.g. 'TaskQueue=\"oma\"').",
+        ),
+    ] = None,
+    limit: Annotated[
+        int,
+        typer.Option(help="With --open: replay at most this many runs (1 to 10000).", min=1),
+    ] = 1000,
 ) -> None:
     """Replay a run against the current workflow code; exit 1 on a mismatch, saying
-    where and why. --at, --trace, --debug: replay to debug (docs/debugging.md)."""
+    where and why. --at, --trace, --debug: replay to debug (docs/debugging.md).
+    --open: every open run on the server, the check before new workflow code
+    serves runs in flight (docs/operations.md)."""
     from oma.cli.debug.command import ReplayAsked, replay_debug
 
     run = run_or_file
     asked = ReplayAsked(run, workflow_id, run_id, at, as_json, trace, debug, break_at, ide)
+    if open_runs:
+        if run is not None or workflow_id or run_id or asked.debugging or as_json:
+            raise _fail("--open replays the open runs, alone: give no run and no other mode", 2)
+        from oma.cli.replay import replay_open
+
+        return replay_open(query, limit)
+    if query is not None or limit != 1000:
+        raise _fail("--query and --limit go with --open", 2)
     if run is None or asked.debugging or not Path(run).is_file():
         return replay_debug(asked)
-    history = Path(run)
-    from temporalio.client import WorkflowHistory
+    from oma.cli.replay import replay_file
 
-    from oma.cli.common import console
-    from oma.core.schema.errors import OMAError, ReplayMismatchError
-    from oma.runtime import plugin
-
-    try:
-        raw = json.loads(history.read_text())
-        if not isinstance(raw, dict) or not raw.get("events"):
-            raise ValueError("expected an object with a non-empty 'events' list")
-        wid = workflow_id or _workflow_id_of(raw) or history.stem
-        parsed = WorkflowHistory.from_json(wid, raw)
-        if not parsed.events[0].HasField("workflow_execution_started_event_attributes"):
-            raise ValueError("its first event is not WorkflowExecutionStarted")
-    except OSError as e:
-        raise _fail(f"cannot read {history}: {e.strerror}", 2) from None
-    except (ValueError, KeyError, TypeError) as e:
-        raise _fail(f"{history} is not a workflow history in JSON: {e}", 2) from None
-    try:
-        _check_codec_keys(parsed)
-        # a run recorded before encryption was turned on holds no encrypted
-        # payload: with OMA_CODEC_KEYS set its plaintext input would be
-        # refused, and the replay report a mismatch that is not one
-        replayer = plugin.replayer() if _any_encrypted(parsed) else plugin.replayer(None)
-    except OMAError as e:
-        raise _fail(str(e)) from None
-
-    async def go() -> Any:
-        return await replayer.replay_workflow(parsed, raise_on_replay_failure=False)
-
-    result = _run_async(go())
-    if result.replay_failure is not None:
-        from oma.cli.debug.command import explain_mismatch
-
-        mismatch = ReplayMismatchError(explain_mismatch(history, parsed, result.replay_failure))
-        raise _fail(str(mismatch))
-    console.print(f"{history}: replayed {len(parsed.events)} events, no mismatch")
-
-
-def _check_codec_keys(history: Any) -> None:
-    """Raise ``CodecKeyMissingError`` when the history's input is encrypted with
-    a key ``OMA_CODEC_KEYS`` does not hold: the replay would otherwise report a
-    mismatch (the run failing on an unreadable input) instead of the cause."""
-    from oma.core.schema.errors import CodecKeyMissingError
-    from oma.runtime.codec import AesGcmCodec, keys_from_env, undecryptable_reason
-
-    started = history.events[0].workflow_execution_started_event_attributes
-    for payload in started.input.payloads:
-        keys = keys_from_env()
-        shown = AesGcmCodec(keys).decrypt(payload) if keys else payload
-        reason = undecryptable_reason(shown)
-        if reason is not None:
-            raise CodecKeyMissingError(
-                f"cannot replay: {reason}; set OMA_CODEC_KEYS (or OMA_CODEC_KEYS_FILE) "
-                "to a list holding that key"
-            )
-
-
-def _any_encrypted(history: Any) -> bool:
-    """Whether a payload anywhere in ``history``'s events is encrypted (its
-    ``encoding`` is ``binary/encrypted``, ``oma.runtime.codec``)."""
-    from google.protobuf.message import Message
-    from temporalio.api.common.v1 import Payload
-
-    from oma.runtime.codec import ENCRYPTED_ENCODING
-
-    def walk(message: Message) -> bool:
-        if isinstance(message, Payload):
-            return message.metadata.get("encoding") == ENCRYPTED_ENCODING
-        for field, value in message.ListFields():
-            if field.message_type is None:
-                continue
-            if field.message_type.GetOptions().map_entry:
-                values = value.values()
-            else:
-                values = [value] if isinstance(value, Message) else value
-            if any(isinstance(v, Message) and walk(v) for v in values):
-                return True
-        return False
-
-    return any(walk(event) for event in history.events)
-
-
-def _workflow_id_of(history: Any) -> str | None:
-    """The exported history does not carry the workflow id, but a TeamRun names
-    its children after it (``<id>/<task id>``, ``<id>/coordinator/<step>``);
-    read it back from the first one."""
-    from oma.core.contracts.workflow_ids import team_run_id_of
-
-    for event in history.get("events", []):
-        attrs = event.get("startChildWorkflowExecutionInitiatedEventAttributes")
-        if attrs:
-            wid = team_run_id_of(str(attrs.get("workflowId", "")))
-            if wid:
-                return wid
-    return None
+    replay_file(Path(run), workflow_id)
 
 
 @app.command()
 def worker(path: PathOption = None) -> None:
     """Run a worker (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE or a TEMPORAL_PROFILE; OMA_TASK_QUEUE).
 
+    With TEMPORAL_DEPLOYMENT_NAME and TEMPORAL_WORKER_BUILD_ID it serves that
+    build of a Worker Deployment, its runs pinned to it (docs/operations.md).
+
     Custom tools, hooks and evaluators are imported from the --path
     directories, OMA_PATH's and the working directory (docs/tools.md)."""
+    deployment = _worker_deployment()
     from oma.cli.common import connection, route_sdk_logs
     from oma.worker import main as worker_main
 
     _user_code(path)
     route_sdk_logs(to_stderr=True)  # a worker's console is its log
-    _run_async(worker_main(connection()))
+    _run_async(worker_main(connection(), deployment))
+
+
+def _worker_deployment() -> Any:
+    """The worker's Worker Deployment Version (``TEMPORAL_DEPLOYMENT_NAME``,
+    ``TEMPORAL_WORKER_BUILD_ID``: docs/operations.md), or ``None``; one line
+    and exit 1 for a half-set or refused one, before anything connects."""
+    from oma.core.schema.errors import OMAError
+    from oma.runtime.deployment import deployment_from_env
+
+    try:
+        return deployment_from_env()
+    except OMAError as e:
+        raise _fail(str(e)) from None
 
 
 PORT: dict[str, Any] = {"min": 1, "max": 65535}
@@ -666,6 +616,7 @@ def dev(
     directories, OMA_PATH's and the working directory (docs/tools.md)."""
     # refused before the worker's heavy imports: a misconfiguration answers at once
     codec = _dev_codec_app(codec_server, ui_port) if codec_server is not False else None
+    deployment = _worker_deployment()
     if codec is not None and codec_port in (port, ui_port):
         which = "the dev server's (--port)" if codec_port == port else "the Web UI's (--ui-port)"
         raise _fail(f"--codec-port {codec_port} is {which}: give the codec endpoint another", 2)
@@ -711,7 +662,7 @@ def dev(
 
         runner = await serve(codec, "127.0.0.1", codec_port) if codec is not None else None
         try:
-            await worker_main(conn)
+            await worker_main(conn, deployment)
         finally:
             if runner is not None:
                 await runner.cleanup()

@@ -235,3 +235,43 @@ def _listing(execution: WorkflowExecution) -> TeamRunListing:
         started_at=execution.start_time,
         closed_at=execution.close_time,
     )
+
+
+OPEN_RUN_TYPES = ("TeamRun", "AgentRun")
+"""The workflow types ``open_runs`` lists: every workflow OMA's workers run."""
+
+MAX_OPEN_RUNS = 10_000
+"""The most open runs ``open_runs`` returns at once."""
+
+
+async def open_runs(
+    client: Client, *, query: str | None = None, limit: int = 1000
+) -> tuple[list[WorkflowExecution], bool]:
+    """The open (``ExecutionStatus="Running"``) executions of ``TeamRun`` and
+    ``AgentRun`` in ``client``'s namespace that also match ``query`` (a
+    visibility query, ANDed), at most ``limit`` of them, in the server's
+    order; and whether more match (the list stopped short).
+
+    Raises ``InputError`` for a ``limit`` outside 1..``MAX_OPEN_RUNS`` or a
+    ``query`` the server refuses (its message says why);
+    ``SearchAttributesMissingError`` when ``query`` names an OMA attribute
+    the namespace has not registered; ``temporalio.service.RPCError`` for any
+    other refusal.
+    """
+    if not 1 <= limit <= MAX_OPEN_RUNS:
+        raise InputError(f"limit {limit} is out of range: give 1 to {MAX_OPEN_RUNS}")
+    types = " OR ".join(f'WorkflowType="{name}"' for name in OPEN_RUN_TYPES)
+    clauses = [f"({types})", 'ExecutionStatus="Running"']
+    if query is not None and query.strip():
+        clauses.append(f"({query})")
+    found: list[WorkflowExecution] = []
+    try:
+        async for execution in _executions(client, " AND ".join(clauses), min(limit + 1, 1000)):
+            if len(found) == limit:
+                return found, True
+            found.append(execution)
+    except RPCError as err:
+        if err.status == RPCStatusCode.INVALID_ARGUMENT and query:
+            raise InputError(f"the server refused the query {query!r}: {err.message}") from None
+        raise
+    return found, False

@@ -218,6 +218,16 @@ class TemporalConfigError(SetupError):
     code = "TEMPORAL_CONFIG_INVALID"
 
 
+class WorkerDeploymentInvalidError(SetupError):
+    """A worker's Worker Deployment Version is half set or one the server
+    refuses: ``TEMPORAL_DEPLOYMENT_NAME`` without ``TEMPORAL_WORKER_BUILD_ID``
+    (or the reverse), a value over 255 bytes or starting with ``__``, a
+    deployment name holding ``.`` or ``:``. Raised before the worker
+    connects (docs/operations.md)."""
+
+    code = "WORKER_DEPLOYMENT_INVALID"
+
+
 class SearchAttributesMissingError(SetupError):
     """A command that finds runs through Temporal's visibility (``oma list``
     with ``--status`` or ``--team``, ``oma approvals`` without a run id, their
