@@ -169,24 +169,34 @@ async def set_current(dev_server: DevServer, deployment: str, build: str) -> Non
 
 
 async def start_worker(
-    processes: Processes, dev_server: DevServer, build: str, task_queue: str, deployment: str
-) -> str:
-    """A worker of ``build`` serving that build of ``deployment``, once it
-    says so (its banner's second line)."""
-    env = env_for(dev_server, task_queue, **{DEPLOYMENT_NAME_VAR: deployment, BUILD_ID_VAR: build})
+    processes: Processes,
+    dev_server: DevServer,
+    code: str,
+    task_queue: str,
+    deployment: str | None,
+    build: str | None = None,
+) -> subprocess.Popen[str]:
+    """A worker of ``code`` (``tests._builds``: ``old`` or ``new``) serving it
+    as build ``build`` (by default ``code``) of ``deployment`` (``None``: an
+    unversioned worker), once it says so."""
+    versioning = {}
+    if deployment is not None:
+        versioning = {DEPLOYMENT_NAME_VAR: deployment, BUILD_ID_VAR: build or code}
     proc = processes.start(
-        [sys.executable, "-m", "tests._builds", build, "worker"],
+        [sys.executable, "-m", "tests._builds", code, "worker"],
         cwd=ROOT,
-        env=env,
+        env=env_for(dev_server, task_queue, **versioning),
         stdout=subprocess.PIPE,
         text=True,
     )
     assert proc.stdout is not None
     banner = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), WAIT_S)
     assert banner.startswith("OMA worker on task queue"), banner
-    versioned = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), WAIT_S)
-    assert f"serving build {build!r} of worker deployment {deployment!r}" in versioned, versioned
-    return versioned
+    if deployment is not None:
+        versioned = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), WAIT_S)
+        serving = f"serving build {build or code!r} of worker deployment {deployment!r}"
+        assert serving in versioned, versioned
+    return proc
 
 
 async def test_a_new_build_rolls_out_under_runs_waiting_for_approval_on_the_old_one(
@@ -250,6 +260,34 @@ async def test_a_new_build_rolls_out_under_runs_waiting_for_approval_on_the_old_
     assert on_new.returncode == 0, on_new.stderr
     on_old = await oma_as("old", dev_server, "replay", str(exported), task_queue=queue)
     assert on_old.returncode == 1 and "REPLAY_MISMATCH" in on_old.stderr
+
+
+async def test_turning_versioning_on_moves_the_runs_in_flight_to_the_first_build(
+    client: Client, dev_server: DevServer, processes: Processes, workflow_id: str
+) -> None:
+    queue = f"versioning-on-{uuid.uuid4().hex[:8]}{FOREIGN_QUEUE_SUFFIX}"
+    deployment = f"versioning-on-{uuid.uuid4().hex[:8]}"
+    unversioned = await start_worker(processes, dev_server, "old", queue, None)
+    run = await start_run(client, workflow_id, approval_input(), queue)
+    await run.request("dispatch-publish")
+
+    # the check first: the first build replays the unversioned runs
+    query = f'TaskQueue="{queue}" AND TemporalWorkerDeploymentVersion IS NULL'
+    checked = await oma_as("old", dev_server, "replay", "--open", "--query", query)
+    assert checked.returncode == 0, checked.stderr
+    assert "replayed 1 open" in checked.stdout
+    await start_worker(processes, dev_server, "old", queue, deployment, build="v1")
+    await set_current(dev_server, deployment, "v1")
+    unversioned.terminate()
+    assert await asyncio.to_thread(unversioned.wait, WAIT_S) is not None
+
+    await approve(run)
+    assert (await result_within(run, ROLLOUT_S)).status == "completed"
+    history = await run.handle.fetch_history()
+    assert builds(history) == {"", "v1"}  # up to the approval unversioned, then v1
+    replayer = plugin.replayer(strict_sandbox=True)
+    for each in await histories_of(client, run.id):
+        await replayer.replay_workflow(each)
 
 
 def test_a_worker_with_both_deployment_settings_serves_that_version() -> None:
