@@ -317,6 +317,7 @@ def test_a_deployment_the_server_would_refuse_is_refused_first(
         deployment_from_env(env)
 
 
+@pytest.mark.e2e  # runs the `oma` command
 def test_oma_worker_with_half_a_deployment_exits_with_one_line() -> None:
     env = {**os.environ, DEPLOYMENT_NAME_VAR: "oma"}
     env.pop(BUILD_ID_VAR, None)
