@@ -310,7 +310,10 @@ def test_ide_mode_says_when_the_extension_does_not_answer() -> None:
 
 
 def test_a_changed_workflow_is_told_the_event_the_line_and_the_patch_to_add() -> None:
-    from tests._changed_team_run import CHANGED_LINE
+    # read, not imported: importing it changes TeamRun in this process, and so
+    # the session's worker and every replay after this test
+    changed = (Path(__file__).parent / "_changed_team_run.py").read_text().splitlines()
+    changed_line = next(n for n, line in enumerate(changed, 1) if "execute_activity" in line)
 
     proc = python_oma("tests._changed_team_run", "replay", str(corpus("team_run_hybrid_scripted")))
     assert proc.returncode == 1
@@ -324,7 +327,7 @@ def test_a_changed_workflow_is_told_the_event_the_line_and_the_patch_to_add() ->
         "The code instead: asking whether the namespace has the search attributes "
         "(registered_search_attributes) scheduled." in said
     )
-    assert f"Issued at tests/_changed_team_run.py:{CHANGED_LINE} in _attempt" in said
+    assert f"Issued at tests/_changed_team_run.py:{changed_line} in _attempt" in said
     assert "_patches.patched(_patches.ATTEMPT_CHANGED)" in said
     assert "below AWAITING_APPROVAL_STATUS (the last one)" in said
 
