@@ -150,7 +150,7 @@ async def test_oma_replay_open_refuses_a_query_the_server_refuses(
     assert "INVALID_INPUT: the server refused the query 'WorkflowId =='" in refused.stderr
     both = await oma_as("old", dev_server, "replay", "run.json", "--open")
     assert both.returncode == 2
-    assert "give a HISTORY file or --open (one of the two)" in both.stderr
+    assert "--open replays the open runs, alone: give no run and no other mode" in both.stderr
 
 
 async def set_current(dev_server: DevServer, deployment: str, build: str) -> None:

@@ -278,6 +278,12 @@ def _report(runs: list[OpenRun], more: bool, query: str | None, limit: int) -> N
                 run_text(r.error),
             )
         print_table(table)
+        console.print(
+            run_text(
+                "why each breaks, and the patch to add: oma replay WORKFLOW_ID --run-id RUN_ID "
+                "(docs/debugging.md)"
+            )
+        )
     for r in unchecked:
         which = f"{r.execution.id} (run {r.execution.run_id})"
         err_console.print(run_text(f"warning: {which} not replayed: {r.error}"))
