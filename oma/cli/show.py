@@ -85,7 +85,7 @@ def show_command(
     if task_id is not None and (html is not None or as_json):
         raise fail("--task prints one task on the terminal: leave out --html and --json", 2)
     try:
-        converter = data_converter(keys_from_env())
+        converter = data_converter(keys_from_env(), connection().store)
     except OMAError as e:
         raise fail(str(e)) from None
 
