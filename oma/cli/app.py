@@ -691,7 +691,7 @@ def dev(
 
     conn = connection()
     store = conn.at(conn.address, db).store
-    codec = _dev_codec_app(codec_server, ui_port, store) if codec_server is not False else None
+    codec = _dev_codec_app(ui_port, store) if codec_server is not False else None
 
     from oma.worker import main as worker_main
 
@@ -778,10 +778,10 @@ def _codec_socket(port: int | None) -> Any:
     return bound(0)
 
 
-def _dev_codec_app(asked: bool | None, ui_port: int, store: Any) -> Any:
-    """The codec endpoint ``oma dev`` serves (an aiohttp application), or
-    ``None`` when it has nothing to decode (no ``OMA_CODEC_KEYS`` and no
-    payload store: not ``oma dev``'s case, which always has one).
+def _dev_codec_app(ui_port: int, store: Any) -> Any:
+    """The codec endpoint ``oma dev`` serves (an aiohttp application): it reads
+    ``store``'s payloads back (``oma dev`` always has a store: its own, or
+    ``OMA_PAYLOAD_STORE``'s) and, with ``OMA_CODEC_KEYS``, decrypts.
 
     No token, loopback only, CORS for the dev UI under both of its names: the
     dev UI cannot send a token (``CODEC_TOKEN_IN_DEV``), and whoever reaches
@@ -795,14 +795,6 @@ def _dev_codec_app(asked: bool | None, ui_port: int, store: Any) -> Any:
         keys = keys_from_env()
     except OMAError as e:
         raise _fail(str(e)) from None
-    if keys is None and store is None:
-        if asked:
-            raise _fail(
-                "oma dev --codec-server needs OMA_CODEC_KEYS (or OMA_CODEC_KEYS_FILE) or a "
-                "payload store",
-                2,
-            )
-        return None
     if keys is not None and "OMA_CODEC_SERVER_TOKEN" in os.environ:
         raise _fail(CODEC_TOKEN_IN_DEV, 2)
     return codec_app(
