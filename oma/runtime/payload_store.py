@@ -188,7 +188,8 @@ def external_storage(store: PayloadStore | None) -> ExternalStorage:
     )
 
 
-_REFERENCE_TYPE = ExternalStorageReference.DESCRIPTOR.full_name.encode()
+REFERENCE_TYPE = ExternalStorageReference.DESCRIPTOR.full_name.encode()
+"""The ``messageType`` of a reference to a stored payload (``reference_of``)."""
 _REFERENCES = JSONProtoPayloadConverter()
 
 
@@ -198,7 +199,7 @@ def reference_of(payload: Payload) -> ExternalStorageReference | None:
     the driver's name and its claim), or ``None`` for any other payload."""
     if payload.metadata.get("encoding") != b"json/protobuf":
         return None
-    if payload.metadata.get("messageType") != _REFERENCE_TYPE:
+    if payload.metadata.get("messageType") != REFERENCE_TYPE:
         return None
     try:
         found = _REFERENCES.from_payload(payload, ExternalStorageReference)
