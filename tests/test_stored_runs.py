@@ -37,7 +37,7 @@ from oma.runtime import plugin
 from oma.runtime.codec import ENCRYPTED_ENCODING, new_key, parse_keys
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port, free_ports, is_listening, temporal_binary
-from oma.runtime.payload_store import THRESHOLD_BYTES, PayloadStore, reference_of
+from oma.runtime.payload_store import PayloadStore, reference_of
 from oma.runtime.plugin import OmaPlugin
 from tests._approvals import eventually, result_within, start_run, terminate_if_running
 from tests._procs import Processes
@@ -569,7 +569,3 @@ def test_a_malformed_store_stops_a_worker_before_it_connects() -> None:
         proc.stderr.replace("\n", " ")
     )
     assert "Traceback" not in proc.stderr
-
-
-def test_the_threshold_is_the_sdks_default() -> None:
-    assert THRESHOLD_BYTES == 256 * 1024
