@@ -22,7 +22,7 @@ COPY examples ./examples
 
 # pip compiles the installed package's bytecode: the Temporal sandbox re-imports the
 # workflow modules for every workflow run, and without .pyc files it recompiles them each time.
-RUN pip install --no-cache-dir '.[otel]'
+RUN pip install --no-cache-dir '.[otel,s3]'
 
 # Run as an unprivileged user. It owns the working directory, so run-time state (.oma/) can
 # be written there, and scratch/, where the examples' agents work (their `cwd` is relative to

@@ -45,6 +45,7 @@ from oma.runtime.client_plugin import OmaClientPlugin
 from oma.runtime.codec import keys_from_env
 from oma.runtime.connection import Connection
 from oma.runtime.deployment import BUILD_ID_VAR, DEPLOYMENT_NAME_VAR, deployment_from_env
+from oma.runtime.payload_store import store_from_env
 from oma.runtime.plugin import OmaPlugin
 
 
@@ -180,15 +181,19 @@ def serving_client(client: Client, activities: Activities) -> Client:
     ``OmaPlugin``): a worker built
     on it serves OMA's workflows and these activities (the SDK takes a
     worker's plugins from its client, and warns when a worker repeats one).
-    The worker keeps the client's encryption keys and tracing
-    (``OmaClientPlugin.codec_keys``, ``OmaClientPlugin.tracing``)."""
+    The worker keeps the client's encryption keys, payload store and tracing
+    (``OmaClientPlugin.codec_keys``, ``.payload_store``, ``.tracing``)."""
     config = client.config()
     plugins = config.get("plugins", ())
     own = [p for p in plugins if isinstance(p, OmaClientPlugin)]
     others = [p for p in plugins if not isinstance(p, OmaClientPlugin)]
     keys = own[0].codec_keys if own else keys_from_env()
+    store = own[0].payload_store if own else store_from_env()
     tracing: bool | Literal["env"] = own[0].tracing if own else "env"
-    config["plugins"] = [*others, OmaPlugin(activities, codec_keys=keys, tracing=tracing)]
+    config["plugins"] = [
+        *others,
+        OmaPlugin(activities, codec_keys=keys, payload_store=store, tracing=tracing),
+    ]
     return Client(**config)
 
 

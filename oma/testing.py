@@ -71,7 +71,7 @@ async def recording(source: str | Path, temporal_run_id: str | None = None) -> R
     (see ``recorded``)."""
     path = Path(source)
     if path.exists():
-        converter = data_converter(keys_from_env())
+        converter = data_converter(keys_from_env(), Connection.from_env().store)
         return await recording_of(load(path), converter, str(source))
     client = await Connection.from_env().connect()
     return await read(client, str(source), temporal_run_id)

@@ -26,6 +26,11 @@ ENCRYPTED_NAMESPACE = "oma-encrypted"
 """The dev server's namespace for runs with encrypted payloads (tests/test_encryption.py)."""
 
 
+STORED_NAMESPACE = "oma-stored"
+"""The dev server's namespace for runs whose payloads are kept in a payload
+store (tests/test_payload_store.py): the session's replay has no store."""
+
+
 FOREIGN_QUEUE_SUFFIX = "-foreign"
 """A task queue whose name ends so serves workflows of another shape than
 OMA's (a test's own ``AgentRun``): the session-end replay leaves its runs

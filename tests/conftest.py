@@ -28,9 +28,16 @@ from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
 from oma.workflows import _options
 from tests._procs import Processes
-from tests._runs import ENCRYPTED_NAMESPACE, FOREIGN_QUEUE_SUFFIX, TASK_QUEUE, worker_activities
+from tests._runs import (
+    ENCRYPTED_NAMESPACE,
+    FOREIGN_QUEUE_SUFFIX,
+    STORED_NAMESPACE,
+    TASK_QUEUE,
+    worker_activities,
+)
 from tests.anthropic_server import AnthropicServer
 from tests.openai_server import OpenAIServer
+from tests.s3_server import S3Server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -147,9 +154,28 @@ def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     # Encrypted runs live in their own namespace, so the session's replay of
     # every closed workflow (``replay_every_closed_workflow``, no keys) does
     # not meet them; tests/test_encryption.py replays them with their keys.
+    # So do runs whose payloads are kept in a payload store (tests/test_payload_store.py).
     with DevServer(
-        port=free_port(), log_file=log, dynamic_config=updates, namespaces=[ENCRYPTED_NAMESPACE]
+        port=free_port(),
+        log_file=log,
+        dynamic_config=updates,
+        namespaces=[ENCRYPTED_NAMESPACE, STORED_NAMESPACE],
     ) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A real S3-compatible server (moto's server mode, a process of its own)
+    on 127.0.0.1, with the bucket ``S3Server.bucket``, and the AWS variables
+    every boto3 client of this process (and of the processes it starts) reads
+    to reach it: the payload store's S3 driver finds it as it would find any
+    S3-compatible server."""
+    log = tmp_path_factory.mktemp("s3") / "moto.log"
+    with S3Server(log) as server, pytest.MonkeyPatch.context() as env:
+        for name, value in server.environ().items():
+            env.setenv(name, value)
+        server.create_bucket(server.bucket)
         yield server
 
 

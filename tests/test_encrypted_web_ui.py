@@ -53,22 +53,6 @@ def test_oma_dev_says_its_web_ui_cannot_send_a_codec_token(tmp_path: Path) -> No
     assert not is_listening(f"127.0.0.1:{port}"), "refused before the dev server started"
 
 
-def test_oma_dev_codec_server_without_keys_says_what_it_needs(tmp_path: Path) -> None:
-    port, ui_port = free_ports(2)
-    proc = oma_dev(
-        "--port",
-        str(port),
-        "--ui-port",
-        str(ui_port),
-        "--codec-server",
-        env=dev_env(),
-        cwd=tmp_path,
-    )
-
-    assert proc.returncode == 2
-    assert "oma dev --codec-server needs OMA_CODEC_KEYS" in proc.stderr
-
-
 @pytest.mark.parametrize(
     ("args", "said"),
     [

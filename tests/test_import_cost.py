@@ -7,13 +7,15 @@ imported hides a module."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
-HEAVY = ("anthropic", "openai", "mcp", "acp", "temporalio.worker")
-"""The modules that cost most of a second of CPU each (``python -X importtime``)."""
+HEAVY = ("anthropic", "openai", "mcp", "acp", "temporalio.worker", "boto3")
+"""The modules that cost most of a second of CPU each (``python -X importtime``);
+boto3 (the S3 payload store's) a few tenths."""
 
 
 def _loaded_after(code: str) -> list[str]:
@@ -92,6 +94,58 @@ def test_a_worker_imports_each_sdk_at_its_first_use_off_its_event_loop() -> None
         [sys.executable, "-c", FIRST_USES], capture_output=True, text=True, check=True
     ).stdout
     assert json.loads(out) == {"acp": False, "anthropic": False, "mcp": False, "openai": False}
+
+
+def test_a_client_and_a_worker_with_an_s3_store_import_boto3_at_the_first_payload() -> None:
+    code = (
+        "import os\n"
+        "os.environ['OMA_PAYLOAD_STORE'] = 's3://oma-payloads/p'\n"
+        "import oma.worker\n"
+        "from oma.runtime.client_plugin import OmaClientPlugin\n"
+        "plugin = OmaClientPlugin()\n"
+        "plugin.configure_client({})\n"
+        "oma.worker.Activities(session_task_queue='q')\n"
+    )
+    assert _loaded_after(code) == ["temporalio.worker"]
+
+
+FIRST_PAYLOAD = """
+import asyncio, json, sys, threading
+from importlib.abc import MetaPathFinder
+
+on_loop = {}
+
+class Where(MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "boto3":
+            on_loop.setdefault(name, threading.current_thread() is threading.main_thread())
+        return None
+
+sys.meta_path.insert(0, Where())
+
+from oma.runtime.converter import data_converter
+from oma.runtime.payload_store import PayloadStore
+
+converter = data_converter(None, PayloadStore.parse("s3://oma-payloads/p"))
+
+async def main():
+    try:
+        await converter.encode(["x" * 300_000])
+    except Exception:
+        pass  # no server at the endpoint: boto3 was imported before the request
+
+asyncio.run(main())
+print(json.dumps(on_loop))
+"""
+
+
+def test_the_s3_store_imports_boto3_at_its_first_payload_off_the_event_loop() -> None:
+    env = {**os.environ, "AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_MAX_ATTEMPTS": "1"}
+    env |= {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_REGION": "us-east-1"}
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_PAYLOAD], capture_output=True, text=True, check=True, env=env
+    ).stdout
+    assert json.loads(out) == {"boto3": False}
 
 
 def test_an_agent_on_the_scripted_provider_runs_without_the_provider_sdks() -> None:

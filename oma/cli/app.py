@@ -604,37 +604,43 @@ def dev(
         typer.Option(
             "--codec-server/--no-codec-server",
             help="Serve the codec endpoint on 127.0.0.1 and point the Web UI at it, so it "
-            "shows encrypted payloads decoded (default: when OMA_CODEC_KEYS is set).",
+            "shows stored and encrypted payloads as they were sent (default: on).",
         ),
     ] = None,
-    codec_port: Annotated[int, typer.Option(help="Port of the codec endpoint.", **PORT)] = 8081,
+    codec_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Port of the codec endpoint (default: 8081, or a free port when 8081 is taken).",
+            **PORT,
+        ),
+    ] = None,
 ) -> None:
-    """Start the embedded Temporal dev server (SQLite under .oma/) and a worker;
-    with OMA_CODEC_KEYS, a codec endpoint the Web UI decodes payloads with.
+    """Start the embedded Temporal dev server (SQLite under .oma/, large payloads in
+    .oma/payloads/) and a worker, and a codec endpoint the Web UI reads stored
+    (and, with OMA_CODEC_KEYS, encrypted) payloads through.
 
     The worker imports custom tools, hooks and evaluators from the --path
     directories, OMA_PATH's and the working directory (docs/tools.md)."""
     # refused before the worker's heavy imports: a misconfiguration answers at once
-    codec = _dev_codec_app(codec_server, ui_port) if codec_server is not False else None
     deployment = _worker_deployment()
-    if codec is not None and codec_port in (port, ui_port):
+    if codec_port is not None and codec_port in (port, ui_port):
         which = "the dev server's (--port)" if codec_port == port else "the Web UI's (--ui-port)"
         raise _fail(f"--codec-port {codec_port} is {which}: give the codec endpoint another", 2)
 
     from oma.cli.common import STATE_DIR, connection, console, route_sdk_logs
     from oma.core.schema.errors import OMAError
-    from oma.runtime.dev_server import DevServer, is_listening
+    from oma.runtime.dev_server import DevServer
+
+    conn = connection()
+    store = conn.at(conn.address, db).store
+    codec = _dev_codec_app(ui_port, store) if codec_server is not False else None
+
     from oma.worker import main as worker_main
 
     _user_code(path)
     route_sdk_logs(to_stderr=True)  # a worker's console is its log
-    conn = connection()
-    if codec is not None and is_listening(f"127.0.0.1:{codec_port}", 0.2):
-        raise _fail(
-            f"port {codec_port} is already in use: choose the codec endpoint's port with "
-            "--codec-port, or start without it (--no-codec-server)"
-        )
-    codec_url = f"http://127.0.0.1:{codec_port}" if codec is not None else None
+    sock = _codec_socket(codec_port) if codec is not None else None
+    codec_url = f"http://127.0.0.1:{sock.getsockname()[1]}" if sock is not None else None
     server = DevServer(
         port=port,
         ui_port=ui_port,
@@ -647,20 +653,26 @@ def dev(
     try:
         server.start()
     except OMAError as e:
+        if sock is not None:
+            sock.close()
         raise _fail(str(e)) from None
-    conn = conn.at(server.address)
+    conn = conn.at(server.address, db)
     console.print(
         f"Temporal dev server at {server.address} (namespace {conn.namespace!r}); "
         f"Web UI at {server.ui_url}"
     )
     if codec_url:
         console.print(f"Codec endpoint at {codec_url}: the Web UI shows payloads decoded.")
+    if store is not None:
+        console.print(
+            f"Payloads of {store.threshold_bytes // 1024} KiB or more are kept in {store.url}."
+        )
     console.print(f"Worker running on task queue {conn.task_queue!r}. Ctrl-C stops both.")
 
     async def go() -> None:
-        from oma.runtime.codec_server import serve
+        from oma.runtime.codec_server import serve_on
 
-        runner = await serve(codec, "127.0.0.1", codec_port) if codec is not None else None
+        runner = await serve_on(codec, sock) if codec is not None and sock is not None else None
         try:
             await worker_main(conn, deployment)
         finally:
@@ -675,13 +687,48 @@ def dev(
         server.stop()
 
 
-def _dev_codec_app(asked: bool | None, ui_port: int) -> Any:
-    """The codec endpoint ``oma dev`` serves (an aiohttp application), or
-    ``None`` when it serves none: not asked for, and no ``OMA_CODEC_KEYS``.
+DEFAULT_CODEC_PORT = 8081
+
+
+def _codec_socket(port: int | None) -> Any:
+    """A socket bound on 127.0.0.1 for ``oma dev``'s codec endpoint, before the
+    dev server starts (it is told the endpoint's URL): ``port``, refused when
+    taken; with none, ``DEFAULT_CODEC_PORT``, or a free port when that is
+    taken (two ``oma dev`` on one machine)."""
+    import errno
+    import socket
+
+    def bound(at: int) -> socket.socket:
+        sock = socket.socket()
+        try:
+            sock.bind(("127.0.0.1", at))
+        except OSError:
+            sock.close()
+            raise
+        return sock
+
+    try:
+        return bound(DEFAULT_CODEC_PORT if port is None else port)
+    except OSError as err:
+        if err.errno != errno.EADDRINUSE:
+            raise _fail(f"cannot listen on 127.0.0.1:{port}: {err.strerror}") from None
+        if port is not None:
+            raise _fail(
+                f"port {port} is already in use: choose the codec endpoint's port with "
+                "--codec-port, or start without it (--no-codec-server)"
+            ) from None
+    return bound(0)
+
+
+def _dev_codec_app(ui_port: int, store: Any) -> Any:
+    """The codec endpoint ``oma dev`` serves (an aiohttp application): it reads
+    ``store``'s payloads back (``oma dev`` always has a store: its own, or
+    ``OMA_PAYLOAD_STORE``'s) and, with ``OMA_CODEC_KEYS``, decrypts.
 
     No token, loopback only, CORS for the dev UI under both of its names: the
     dev UI cannot send a token (``CODEC_TOKEN_IN_DEV``), and whoever reaches
-    127.0.0.1 can already start runs on this worker, which holds the keys."""
+    127.0.0.1 can already start runs on this worker, which holds the keys and
+    reads the store."""
     from oma.core.schema.errors import OMAError
     from oma.runtime.codec import AesGcmCodec, keys_from_env
     from oma.runtime.codec_server import codec_app
@@ -690,13 +737,14 @@ def _dev_codec_app(asked: bool | None, ui_port: int) -> Any:
         keys = keys_from_env()
     except OMAError as e:
         raise _fail(str(e)) from None
-    if keys is None:
-        if asked:
-            raise _fail("oma dev --codec-server needs OMA_CODEC_KEYS (or OMA_CODEC_KEYS_FILE)", 2)
-        return None
-    if "OMA_CODEC_SERVER_TOKEN" in os.environ:
+    if keys is not None and "OMA_CODEC_SERVER_TOKEN" in os.environ:
         raise _fail(CODEC_TOKEN_IN_DEV, 2)
-    return codec_app(AesGcmCodec(keys), ui_origin=f"http://127.0.0.1:{ui_port}", loopback_only=True)
+    return codec_app(
+        AesGcmCodec(keys) if keys is not None else None,
+        store=store,
+        ui_origin=f"http://127.0.0.1:{ui_port}",
+        loopback_only=True,
+    )
 
 
 @app.command("codec-key")
@@ -737,21 +785,28 @@ def codec_server(
         ),
     ] = None,
 ) -> None:
-    """Serve Temporal's codec endpoints (/encode, /decode) with OMA_CODEC_KEYS,
-    for the Web UI's Codec Server setting and `temporal ... --codec-endpoint`."""
+    """Serve Temporal's codec endpoints (/encode, /decode) with OMA_CODEC_KEYS and
+    the payload store (OMA_PAYLOAD_STORE), for the Web UI's Codec Server setting
+    and `temporal ... --codec-endpoint`."""
     import asyncio
 
     from oma.cli.common import console, route_sdk_logs
     from oma.core.schema.errors import OMAError
     from oma.runtime.codec import AesGcmCodec, keys_from_env
     from oma.runtime.codec_server import LOOPBACK_HOSTS, codec_app, serve, ui_origins
+    from oma.runtime.connection import Connection
 
     try:
         keys = keys_from_env()
+        store = Connection.from_env().store
     except OMAError as e:
         raise _fail(str(e)) from None
-    if keys is None:
-        raise _fail("oma codec-server needs OMA_CODEC_KEYS (or OMA_CODEC_KEYS_FILE)", 2)
+    if keys is None and store is None:
+        raise _fail(
+            "oma codec-server needs OMA_CODEC_KEYS (or OMA_CODEC_KEYS_FILE) or "
+            "OMA_PAYLOAD_STORE: it has nothing to decode",
+            2,
+        )
     # an empty token (a `--token "$TOKEN"` of an unset variable) must not
     # quietly turn authentication off: only leaving both unset does
     source = "--token"
@@ -766,15 +821,22 @@ def codec_server(
     token = token.strip() if token is not None else None
     route_sdk_logs(to_stderr=True)  # a server's console is its log: refusals show there
     loopback = host in LOOPBACK_HOSTS or host == "::1"
-    app = codec_app(AesGcmCodec(keys), ui_origin=ui_origin, token=token, loopback_only=loopback)
+    app = codec_app(
+        AesGcmCodec(keys) if keys is not None else None,
+        store=store,
+        ui_origin=ui_origin,
+        token=token,
+        loopback_only=loopback,
+    )
     allowed = ", ".join(sorted(ui_origins(ui_origin or ())))
 
     async def go() -> None:
         runner = await serve(app, host, port)
         try:
-            ids = ", ".join(k.key_id for k in keys)
+            ids = ", ".join(k.key_id for k in keys) if keys is not None else "none"
+            kept = f"; payloads stored in {store.url}" if store is not None else ""
             console.print(
-                f"OMA codec server at http://{host}:{port} (keys {ids}"
+                f"OMA codec server at http://{host}:{port} (keys {ids}{kept}"
                 f"{'; bearer token required' if token else ''}"
                 f"{f'; CORS for {allowed}' if allowed else ''})"
             )

@@ -27,6 +27,7 @@ from oma.cli.common import connection, console, err_console, fail, print_table, 
 from oma.client.listing import OPEN_RUN_TYPES, open_runs
 from oma.core.schema.errors import CodecKeyMissingError, OMAError, ReplayMismatchError
 from oma.runtime import plugin
+from oma.runtime.connection import Connection
 
 FETCHES_AT_ONCE = 8
 """How many histories ``oma replay --open`` fetches at once; it holds no more
@@ -58,10 +59,9 @@ def replay_file(history: Path, workflow_id: str | None) -> None:
         raise fail(f"{history} is not a workflow history in JSON: {e}", 2) from None
     try:
         check_codec_keys(parsed)
-        # a run recorded before encryption was turned on holds no encrypted
-        # payload: with OMA_CODEC_KEYS set its plaintext input would be
-        # refused, and the replay report a mismatch that is not one
-        replayer = plugin.replayer() if any_encrypted(parsed) else plugin.replayer(None)
+        # (a worker's codec reads plaintext too: a run recorded before
+        # encryption was turned on replays with the keys set)
+        replayer = plugin.replayer(payload_store=Connection.from_env().store)
     except OMAError as e:
         raise fail(str(e)) from None
 
@@ -93,31 +93,6 @@ def check_codec_keys(history: WorkflowHistory) -> None:
                 f"cannot replay: {reason}; set OMA_CODEC_KEYS (or OMA_CODEC_KEYS_FILE) "
                 "to a list holding that key"
             )
-
-
-def any_encrypted(history: WorkflowHistory) -> bool:
-    """Whether a payload anywhere in ``history``'s events is encrypted (its
-    ``encoding`` is ``binary/encrypted``, ``oma.runtime.codec``)."""
-    from google.protobuf.message import Message
-    from temporalio.api.common.v1 import Payload
-
-    from oma.runtime.codec import ENCRYPTED_ENCODING
-
-    def walk(message: Message) -> bool:
-        if isinstance(message, Payload):
-            return message.metadata.get("encoding") == ENCRYPTED_ENCODING
-        for field, value in message.ListFields():
-            if field.message_type is None:
-                continue
-            if field.message_type.GetOptions().map_entry:
-                values = value.values()
-            else:
-                values = [value] if isinstance(value, Message) else value
-            if any(isinstance(v, Message) and walk(v) for v in values):
-                return True
-        return False
-
-    return any(walk(event) for event in history.events)
 
 
 def workflow_id_of(history: Any) -> str | None:
@@ -173,7 +148,7 @@ def replay_open(query: str | None, limit: int) -> None:
     breaks, 1 when one does or could not be replayed (a key
     ``OMA_CODEC_KEYS`` lacks, a run gone meanwhile), 2 for a refused query."""
     try:
-        replayer = plugin.replayer()
+        replayer = plugin.replayer(payload_store=Connection.from_env().store)
     except OMAError as e:
         raise fail(str(e)) from None
 

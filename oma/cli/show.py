@@ -22,6 +22,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.cli.common import (
+    connection,
     console,
     err_console,
     fail,
@@ -85,7 +86,7 @@ def show_command(
     if task_id is not None and (html is not None or as_json):
         raise fail("--task prints one task on the terminal: leave out --html and --json", 2)
     try:
-        converter = data_converter(keys_from_env())
+        converter = data_converter(keys_from_env(), connection().store)
     except OMAError as e:
         raise fail(str(e)) from None
 
@@ -94,7 +95,8 @@ def show_command(
             return await build_run_view(load_histories(histories), converter, workflow_id)
         async with runs_server("oma show", ", or give exported histories with --history") as client:
             found = await _from_server(client, workflow_id or "")
-            view = await build_run_view(found, converter, workflow_id)
+            # the client's: the same, with the store of the server it found
+            view = await build_run_view(found, client.data_converter, workflow_id)
             await _read_reused(client, view)
         return view
 

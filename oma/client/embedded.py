@@ -7,18 +7,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from temporalio.client import Client
 
 from oma.core.schema.errors import TemporalUnavailableError
-from oma.runtime.connection import Connection
+from oma.runtime.connection import EMBEDDED_DB, Connection
 from oma.runtime.dev_server import DevServer, is_listening, split_address
 from oma.runtime.logs import forward_core_logs
 
-EMBEDDED_DB = Path(".oma") / "temporal.db"
-"""Where ``OpenMultiAgent.embedded`` keeps the embedded dev server's histories
-(relative to the working directory: the file ``oma run`` and ``oma dev`` use)."""
+__all__ = ["EMBEDDED_DB", "serving"]
 
 
 @asynccontextmanager
@@ -30,7 +27,8 @@ async def serving(
 
     When nothing listens at the address (a port on this machine), the
     embedded Temporal dev server starts there (histories in ``EMBEDDED_DB``,
-    its log beside it; ``started_by`` names who started it for a second one
+    its log and, unless ``OMA_PAYLOAD_STORE`` names another, its payload
+    store, ``.oma/payloads``, beside it; ``started_by`` names who started it for a second one
     to say) with a worker in this process, and both stop on exit. When a
     server listens, it only connects. ``worker`` True or False runs a worker
     in this process, or none, in either case.

@@ -19,6 +19,7 @@ import temporalio.client
 
 from oma.runtime.codec import CodecKey, keys_from_env
 from oma.runtime.converter import data_converter
+from oma.runtime.payload_store import PayloadStore, store_from_env
 from oma.runtime.tracing import enabled_by_env, tracing_plugin
 
 if TYPE_CHECKING:
@@ -32,10 +33,14 @@ class OmaClientPlugin(temporalio.client.Plugin):
 
     ``codec_keys`` are the encryption keys (``oma.runtime.codec``); by default those
     of ``OMA_CODEC_KEYS`` / ``OMA_CODEC_KEYS_FILE``, none when neither is set.
-    ``tracing`` adds OpenTelemetry spans (``oma.runtime.tracing``): by default when
+    ``payload_store`` is where payloads over the threshold go
+    (``oma.runtime.payload_store``); by default the one ``OMA_PAYLOAD_STORE``
+    names, none when it is unset (``Connection.connect`` gives the embedded
+    server's). ``tracing`` adds OpenTelemetry spans (``oma.runtime.tracing``): by default when
     ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (exporting there); with ``True``,
     through the global tracer provider the caller set. Raises
-    ``CodecKeysInvalidError`` for a malformed key list, ``TracingUnavailableError``
+    ``CodecKeysInvalidError`` for a malformed key list, ``PayloadStoreInvalidError``
+    for a malformed store, ``TracingUnavailableError``
     when tracing is on without the ``[otel]`` extra.
     """
 
@@ -43,9 +48,11 @@ class OmaClientPlugin(temporalio.client.Plugin):
         self,
         *,
         codec_keys: Sequence[CodecKey] | Literal["env"] | None = "env",
+        payload_store: PayloadStore | Literal["env"] | None = "env",
         tracing: bool | Literal["env"] = "env",
     ) -> None:
         self.codec_keys = keys_from_env() if codec_keys == "env" else codec_keys
+        self.payload_store = store_from_env() if payload_store == "env" else payload_store
         self.tracing = enabled_by_env() if tracing == "env" else tracing
         self._tracing = tracing_plugin(from_env=tracing == "env") if self.tracing else None
 
@@ -53,7 +60,7 @@ class OmaClientPlugin(temporalio.client.Plugin):
         return "oma"
 
     def configure_client(self, config: ClientConfig) -> ClientConfig:
-        config["data_converter"] = data_converter(self.codec_keys)
+        config["data_converter"] = data_converter(self.codec_keys, self.payload_store)
         return self._tracing.configure_client(config) if self._tracing else config
 
     async def connect_service_client(

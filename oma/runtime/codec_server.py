@@ -1,4 +1,5 @@
-"""``oma codec-server``: Temporal's remote codec endpoints over OMA's payload codec.
+"""``oma codec-server``: Temporal's remote codec endpoints over OMA's payload
+codec and payload store.
 
 The Temporal Web UI ("Codec Server" setting) and ``temporal ...
 --codec-endpoint URL`` send ``POST URL/decode`` (and ``/encode``) with a JSON
@@ -8,6 +9,12 @@ values and ``data`` base64), and read the same shape back
 an ``X-Namespace`` header and, with ``--codec-auth``, an ``Authorization``
 header; the Web UI sends them from the browser, so the server answers the
 CORS preflight (``OPTIONS``) for the configured UI origins.
+
+A payload kept in the payload store (``oma.runtime.payload_store``: the
+history holds a reference) is read from the store on ``/decode`` and given
+back decoded, so the Web UI and the CLI show what was stored, not the
+reference; ``/encode`` encrypts and stores nothing (what it gives back is
+sent inline, as the CLI would have sent it).
 
 A refused request is answered 401 at once, with a plain-text body, and logged
 (logger ``oma.codec_server``) as it happens, because neither caller says why:
@@ -28,6 +35,7 @@ import hmac
 import json
 import logging
 import re
+import socket
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from urllib.parse import urlsplit
 
@@ -36,6 +44,7 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
 from oma.runtime.codec import DECODE_ERROR_METADATA, MISSING_KEY_METADATA, AesGcmCodec
+from oma.runtime.payload_store import PayloadStore, external_storage, retrieve
 
 DEFAULT_PORT = 8081
 """The port Temporal's codec server samples use."""
@@ -72,8 +81,9 @@ def ui_origins(origins: Iterable[str]) -> frozenset[str]:
 
 
 def codec_app(
-    codec: AesGcmCodec,
+    codec: AesGcmCodec | None,
     *,
+    store: PayloadStore | None = None,
     ui_origin: str | Collection[str] | None = None,
     token: str | None = None,
     loopback_only: bool = False,
@@ -88,9 +98,14 @@ def codec_app(
     rebinds its own DNS name to 127.0.0.1 cannot read what this server decodes.
     A body that is not ``{"payloads": [...]}`` of protobuf JSON payloads, or
     one whose ``data`` or a ``metadata`` value is not base64, is a 400 with the
-    reason. Payloads ``decode`` cannot decrypt (a key this server does not
-    hold) come back as they are, still encrypted.
+    reason. ``codec`` (``None``: no encryption) decodes and encodes; a
+    reference to a payload kept in ``store`` is read from it first, on
+    ``decode``. Payloads ``decode`` cannot decrypt (a key this server does not
+    hold) come back as they are, still encrypted; a reference it cannot follow
+    (no such store, the payload gone) as it is, and the server's console says
+    why.
     """
+    storage = external_storage(store)
     origins = ui_origins([ui_origin] if isinstance(ui_origin, str) else ui_origin or ())
 
     @web.middleware
@@ -123,12 +138,21 @@ def codec_app(
         return response
 
     async def encode(request: web.Request) -> web.Response:
-        payloads = await _payloads(request)
-        return _answer(await codec.encode(payloads.payloads))
+        payloads = list((await _payloads(request)).payloads)
+        return _answer(await codec.encode(payloads) if codec is not None else payloads)
 
     async def decode(request: web.Request) -> web.Response:
-        payloads = await _payloads(request)
-        return _answer([_shown(p) for p in await codec.decode(payloads.payloads)])
+        payloads = [await _retrieved(p) for p in (await _payloads(request)).payloads]
+        decoded = await codec.decode(payloads) if codec is not None else payloads
+        return _answer([_shown(p) for p in decoded])
+
+    async def _retrieved(payload: Payload) -> Payload:
+        try:
+            [found] = await retrieve(storage, [payload])
+        except Exception as err:  # never a 500: the caller shows the reference
+            log.warning("a stored payload left as its reference: %s", err)
+            return payload
+        return found
 
     async def preflight(request: web.Request) -> web.Response:
         return web.Response(status=204)
@@ -148,6 +172,16 @@ async def serve(app: web.Application, host: str, port: int) -> web.AppRunner:
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
+    return runner
+
+
+async def serve_on(app: web.Application, sock: socket.socket) -> web.AppRunner:
+    """Start ``app`` on ``sock``, a socket already bound (``oma dev`` binds its
+    endpoint's before the dev server starts, which it tells the URL); the
+    caller cleans the runner up."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
     return runner
 
 

@@ -10,16 +10,21 @@ the TOML profile file (``TEMPORAL_CONFIG_FILE``, default
 Temporal Cloud namespace (an API key, or mTLS certificates) works as it does
 for the ``temporal`` CLI. With nothing configured: ``localhost:7233``,
 namespace ``default``. The task queue is OMA's own setting,
-``OMA_TASK_QUEUE`` (default ``oma``).
+``OMA_TASK_QUEUE`` (default ``oma``), and so is the payload store,
+``OMA_PAYLOAD_STORE`` (``oma.runtime.payload_store``): with none, a process
+that talks to the embedded dev server (no address configured, or the server
+it started) keeps large payloads beside that server's database.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
@@ -27,10 +32,16 @@ from temporalio.envconfig import ClientConfig, ClientConnectConfig
 
 from oma.core.schema.errors import TemporalConfigError, TemporalUnavailableError
 from oma.runtime.client_plugin import OmaClientPlugin
+from oma.runtime.payload_store import PayloadStore, store_from_env
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_TASK_QUEUE = "oma"
+
+EMBEDDED_DB = Path(".oma") / "temporal.db"
+"""Where the embedded dev server keeps its histories (relative to the working
+directory: the file ``oma run`` and ``oma dev`` use); its payload store is
+beside it (``PayloadStore.beside``)."""
 
 STARTING_SERVER_WAIT_S = 15.0
 """How long ``Connection.connect`` waits for a server that is still starting."""
@@ -42,18 +53,27 @@ class Connection:
 
     ``config`` holds the keyword arguments of ``temporalio.client.Client.connect``
     (``target_host``, ``namespace``, and ``api_key``, ``tls``,
-    ``rpc_metadata`` when configured).
+    ``rpc_metadata`` when configured). ``payload_store`` is the store
+    ``OMA_PAYLOAD_STORE`` names; ``embedded_db``, the database of the
+    embedded dev server this connection talks to (when it does), beside which
+    its payloads go when no store is named (``store``).
     """
 
     config: Mapping[str, Any]
     task_queue: str = DEFAULT_TASK_QUEUE
+    payload_store: PayloadStore | None = None
+    embedded_db: Path | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Connection:
         """The connection the environment (and its profile file) configures.
+        With no address configured, or the address of the embedded dev server
+        started in this directory (the lock file beside ``EMBEDDED_DB`` names
+        it), it is that server's (``embedded_db``: its payload store too).
 
         Raises ``TemporalConfigError`` when the profile file cannot be read
-        or parsed, or names no such profile.
+        or parsed, or names no such profile; ``PayloadStoreInvalidError`` for a
+        malformed ``OMA_PAYLOAD_STORE``.
         """
         env = os.environ if environ is None else environ
         try:
@@ -72,7 +92,12 @@ class Connection:
             "namespace": DEFAULT_NAMESPACE,
             **loaded,
         }
-        return cls(config, env.get("OMA_TASK_QUEUE") or DEFAULT_TASK_QUEUE)
+        return cls(
+            config,
+            env.get("OMA_TASK_QUEUE") or DEFAULT_TASK_QUEUE,
+            payload_store=store_from_env(env),
+            embedded_db=EMBEDDED_DB if _embedded(loaded.get("target_host")) else None,
+        )
 
     @classmethod
     def local(
@@ -91,10 +116,20 @@ class Connection:
     def namespace(self) -> str:
         return str(self.config["namespace"])
 
-    def at(self, address: str) -> Connection:
-        """The same namespace and task queue on a local server at ``address``
-        (the embedded dev server: plain TCP, no credentials)."""
-        return Connection.local(address, self.task_queue, self.namespace)
+    @property
+    def store(self) -> PayloadStore | None:
+        """The payload store of this connection's processes: ``payload_store``,
+        else the embedded dev server's beside ``embedded_db``, else none."""
+        if self.payload_store is not None or self.embedded_db is None:
+            return self.payload_store
+        return PayloadStore.beside(self.embedded_db)
+
+    def at(self, address: str, embedded_db: Path = EMBEDDED_DB) -> Connection:
+        """The same namespace, task queue and payload store on the embedded dev
+        server at ``address`` (plain TCP, no credentials) whose histories are
+        in ``embedded_db``."""
+        local = Connection.local(address, self.task_queue, self.namespace)
+        return replace(local, payload_store=self.payload_store, embedded_db=embedded_db)
 
     async def connect(self, **kwargs: Any) -> Client:
         """A client with ``OmaClientPlugin`` (the product's data converter).
@@ -105,13 +140,16 @@ class Connection:
         ``Client.connect`` (e.g. more ``plugins``; an ``OmaClientPlugin`` or
         ``OmaPlugin`` among them,
         e.g. one with its own ``codec_keys``, replaces the default one, which
-        reads ``OMA_CODEC_KEYS``). Raises ``TemporalUnavailableError`` when no
+        reads ``OMA_CODEC_KEYS``, and whose payload store is ``store``, or
+        ``OMA_PAYLOAD_STORE``'s). Raises ``TemporalUnavailableError`` when no
         server answers at ``address`` (one line: the address and what to
-        start), ``CodecKeysInvalidError`` for a malformed key list.
+        start), ``CodecKeysInvalidError`` for a malformed key list,
+        ``PayloadStoreInvalidError`` for a malformed store.
         """
         given = list(kwargs.pop("plugins", ()))
         if not any(isinstance(p, OmaClientPlugin) for p in given):
-            given = [OmaClientPlugin(), *given]
+            store = self.store
+            given = [OmaClientPlugin(payload_store=store if store is not None else "env"), *given]
         deadline = time.monotonic() + STARTING_SERVER_WAIT_S
         while True:
             try:
@@ -124,6 +162,26 @@ class Connection:
                         f"TEMPORAL_ADDRESS at yours ({_first_line(err)})"
                     ) from None
             await asyncio.sleep(0.25)
+
+
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+def _embedded(address: str | None) -> bool:
+    """Whether ``address`` (``None``: none configured) is the embedded dev
+    server's: the default, or the address the lock file beside ``EMBEDDED_DB``
+    names (``oma dev --port N`` in this directory; ``oma.runtime.dev_server``
+    writes it)."""
+    if not address:
+        return True
+    try:
+        held = json.loads(EMBEDDED_DB.with_name(EMBEDDED_DB.name + ".lock").read_text())
+        embedded = str(held["address"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    host, _, port = address.rpartition(":")
+    its_host, _, its_port = embedded.rpartition(":")
+    return port == its_port and (host == its_host or {host, its_host} <= _LOOPBACK)
 
 
 def _first_line(err: BaseException) -> str:

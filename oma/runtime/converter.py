@@ -1,5 +1,7 @@
 """The product's data converter: pydantic JSON payloads, lenient for untyped
-arguments, with the AES-GCM payload codec when ``OMA_CODEC_KEYS`` is set.
+arguments, with the AES-GCM payload codec when ``OMA_CODEC_KEYS`` is set and
+payloads over the threshold kept in the payload store (``OMA_PAYLOAD_STORE``,
+``oma.runtime.payload_store``).
 
 Every process that talks to Temporal uses it, through ``OmaClientPlugin``
 (a client) or ``OmaPlugin`` (a worker, a replayer, which decode through
@@ -23,10 +25,19 @@ from temporalio.converter import (
     DefaultFailureConverter,
     DefaultFailureConverterWithEncodedAttributes,
     PayloadConverter,
+    StorageDriver,
+    StorageDriverSelectContext,
 )
 from temporalio.exceptions import ApplicationError, FailureError
 
-from oma.core.schema.errors import ERRORS, CiphertextInvalidError, CodecKeyMissingError
+from oma.core.schema.errors import (
+    ERRORS,
+    CiphertextInvalidError,
+    CodecKeyMissingError,
+    PayloadStoreMissingError,
+    StoredPayloadInvalidError,
+    StoredPayloadMissingError,
+)
 from oma.core.schema.validation import UndecodableInput
 from oma.runtime.codec import (
     AesGcmCodec,
@@ -36,6 +47,7 @@ from oma.runtime.codec import (
     missing_key_reason,
     undecryptable_reason,
 )
+from oma.runtime.payload_store import PayloadStore, external_storage
 
 
 class OmaPayloadConverter(PydanticPayloadConverter):
@@ -89,6 +101,15 @@ def _unreadable(payload: Payload) -> CodecKeyMissingError | CiphertextInvalidErr
 KEY_ERROR_CODES = frozenset({CodecKeyMissingError.code, CiphertextInvalidError.code})
 """The codes of the errors about a payload a process cannot decrypt: their
 messages hold key ids and advice only, and stay readable without the key."""
+
+STORE_ERRORS = (PayloadStoreMissingError, StoredPayloadMissingError, StoredPayloadInvalidError)
+"""The errors about a stored payload a process cannot read: a worker fails
+the workflow task with them (the SDK reads references before any workflow
+code runs), and their messages name the store, the file or the bucket and
+key (what the history's reference holds in plaintext already) and advice,
+so they stay readable without the key too."""
+
+_PLAIN_MESSAGE_CODES = KEY_ERROR_CODES | {e.code for e in STORE_ERRORS}
 
 
 def _missing_key(reason: str) -> str:
@@ -145,7 +166,7 @@ class OmaFailureConverter(DefaultFailureConverter):
         if _reported(exception):
             exception = _without_stack(exception)
         super().to_failure(exception, payload_converter, failure)
-        if isinstance(exception, CodecKeyMissingError):
+        if isinstance(exception, (CodecKeyMissingError, *STORE_ERRORS)):
             failure.application_failure_info.type = exception.code
         message = _key_error_message(exception)
         if message is not None and failure.HasField("encoded_attributes"):
@@ -208,9 +229,9 @@ def _bare(exc: BaseException | None, depth: int) -> BaseException | None:
 
 def _key_error_message(exception: BaseException) -> str | None:
     """The message of a failure about a payload that cannot be decrypted."""
-    if isinstance(exception, CodecKeyMissingError):
+    if isinstance(exception, (CodecKeyMissingError, *STORE_ERRORS)):
         return str(exception)
-    if isinstance(exception, ApplicationError) and exception.type in KEY_ERROR_CODES:
+    if isinstance(exception, ApplicationError) and exception.type in _PLAIN_MESSAGE_CODES:
         return exception.message
     return None
 
@@ -223,28 +244,56 @@ class OmaEncryptingFailureConverter(
     messages of ``CODEC_KEY_MISSING`` and ``CIPHERTEXT_INVALID``, which hold
     key ids and advice only and must be readable by the very process that
     lacks the key (the client that started the run, the operator reading a
-    failed workflow task)."""
+    failed workflow task), and those of the stored payload errors
+    (``STORE_ERRORS``)."""
 
 
 DATA_CONVERTER = DataConverter(
-    payload_converter_class=OmaPayloadConverter, failure_converter_class=OmaFailureConverter
+    payload_converter_class=OmaPayloadConverter,
+    failure_converter_class=OmaFailureConverter,
+    external_storage=external_storage(None),
 )
-"""The product's data converter without encryption: pydantic JSON, lenient
-for untyped arguments."""
+"""The product's data converter without encryption and without a payload
+store: pydantic JSON, lenient for untyped arguments; a stored payload met
+raises ``PayloadStoreMissingError``."""
 
 
-def data_converter(keys: Sequence[CodecKey] | None) -> DataConverter:
-    """``DATA_CONVERTER`` when ``keys`` is ``None``; otherwise the same with the
-    AES-GCM payload codec of ``keys`` (``oma.runtime.codec``) and the failure converter
-    that moves failure messages and stack traces into an encoded payload
-    (``temporalio.converter.DefaultFailureConverterWithEncodedAttributes``)."""
+def data_converter(
+    keys: Sequence[CodecKey] | None, store: PayloadStore | None = None
+) -> DataConverter:
+    """``DATA_CONVERTER`` when ``keys`` and ``store`` are ``None``; otherwise
+    the same with the AES-GCM payload codec of ``keys`` (``oma.runtime.codec``)
+    and the failure converter that moves failure messages and stack traces
+    into an encoded payload
+    (``temporalio.converter.DefaultFailureConverterWithEncodedAttributes``),
+    and payloads of ``store.threshold_bytes`` or more kept in ``store``
+    (``oma.runtime.payload_store.external_storage``; the SDK encodes first,
+    so what is stored is encrypted)."""
+    converter = DATA_CONVERTER
+    if store is not None:
+        converter = dataclasses.replace(converter, external_storage=external_storage(store))
     if keys is None:
-        return DATA_CONVERTER
+        return converter
     return dataclasses.replace(
-        DATA_CONVERTER,
+        converter,
         payload_codec=AesGcmCodec(keys),
         failure_converter_class=OmaEncryptingFailureConverter,
     )
+
+
+def replaying_data_converter(converter: DataConverter) -> DataConverter:
+    """``converter`` for a replayer: it reads stored payloads from the store as
+    a worker does, and stores none (a replay sends nothing anywhere)."""
+    storage = converter.external_storage
+    if storage is None:
+        return converter
+    return dataclasses.replace(
+        converter, external_storage=dataclasses.replace(storage, driver_selector=_store_none)
+    )
+
+
+def _store_none(context: StorageDriverSelectContext, payload: Payload) -> StorageDriver | None:
+    return None
 
 
 def worker_data_converter(converter: DataConverter) -> DataConverter:

@@ -35,8 +35,10 @@ from oma.runtime.converter import (
     ENCRYPTED_FAILURE,
     codec_key_error,
     data_converter,
+    replaying_data_converter,
     worker_data_converter,
 )
+from oma.runtime.payload_store import PayloadStore
 
 __all__ = [
     "DATA_CONVERTER",
@@ -105,10 +107,14 @@ class OmaPlugin(SimplePlugin, OmaClientPlugin):
 
     ``codec_keys`` are the encryption keys (``oma.runtime.codec``); by default those
     of ``OMA_CODEC_KEYS`` / ``OMA_CODEC_KEYS_FILE``, none when neither is set.
+    ``payload_store`` is where payloads over the threshold go
+    (``oma.runtime.payload_store``); by default ``OMA_PAYLOAD_STORE``'s, none
+    when it is unset; a replayer reads from it and stores nothing.
     ``tracing`` adds OpenTelemetry spans (``oma.runtime.tracing``): by default when
     ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (exporting there); with ``True``,
     through the global tracer provider the caller set. Raises
-    ``CodecKeysInvalidError`` for a malformed key list, ``TracingUnavailableError``
+    ``CodecKeysInvalidError`` for a malformed key list, ``PayloadStoreInvalidError``
+    for a malformed store, ``TracingUnavailableError``
     when tracing is on without the ``[otel]`` extra.
 
     A worker and a replayer decode with ``worker_data_converter``: a payload
@@ -126,12 +132,18 @@ class OmaPlugin(SimplePlugin, OmaClientPlugin):
         activities: Activities | None = None,
         *,
         codec_keys: Sequence[CodecKey] | Literal["env"] | None = "env",
+        payload_store: PayloadStore | Literal["env"] | None = "env",
         tracing: bool | Literal["env"] = "env",
         strict_sandbox: bool = False,
     ) -> None:
-        OmaClientPlugin.__init__(self, codec_keys=codec_keys, tracing=tracing)
+        OmaClientPlugin.__init__(
+            self, codec_keys=codec_keys, payload_store=payload_store, tracing=tracing
+        )
         SimplePlugin.__init__(
-            self, "oma", data_converter=data_converter(self.codec_keys), workflows=_with_workflows
+            self,
+            "oma",
+            data_converter=data_converter(self.codec_keys, self.payload_store),
+            workflows=_with_workflows,
         )
         self.oma_activities = activities
         self.strict_sandbox = strict_sandbox
@@ -142,7 +154,8 @@ class OmaPlugin(SimplePlugin, OmaClientPlugin):
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
         config = super().configure_replayer(config)
-        config["data_converter"] = worker_data_converter(config["data_converter"])
+        converter = replaying_data_converter(config["data_converter"])
+        config["data_converter"] = worker_data_converter(converter)
         config["workflow_runner"] = sandboxed(config.get("workflow_runner"), self.strict_sandbox)
         return self._tracing.configure_replayer(config) if self._tracing else config
 
@@ -223,12 +236,19 @@ def _decoding_as_a_worker(client: Client) -> Client:
 
 
 def replayer(
-    codec_keys: Sequence[CodecKey] | Literal["env"] | None = "env", *, strict_sandbox: bool = False
+    codec_keys: Sequence[CodecKey] | Literal["env"] | None = "env",
+    *,
+    payload_store: PayloadStore | Literal["env"] | None = "env",
+    strict_sandbox: bool = False,
 ) -> Replayer:
     """A ``Replayer`` of every OMA workflow, with the product's data converter
-    (decrypting with ``codec_keys``, by default those of ``OMA_CODEC_KEYS``),
-    in the sandbox a worker runs them in (``strict_sandbox``: ``sandboxed``)."""
+    (decrypting with ``codec_keys``, by default those of ``OMA_CODEC_KEYS``;
+    reading stored payloads from ``payload_store``, by default
+    ``OMA_PAYLOAD_STORE``'s), in the sandbox a worker runs them in
+    (``strict_sandbox``: ``sandboxed``)."""
     from temporalio.worker import Replayer
 
-    plugin = OmaPlugin(codec_keys=codec_keys, strict_sandbox=strict_sandbox)
+    plugin = OmaPlugin(
+        codec_keys=codec_keys, payload_store=payload_store, strict_sandbox=strict_sandbox
+    )
     return Replayer(workflows=[], plugins=[plugin])

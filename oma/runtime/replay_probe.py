@@ -26,7 +26,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio import workflow
 from temporalio.bridge.proto.workflow_activation import QueryWorkflow, WorkflowActivation
@@ -44,6 +44,7 @@ from temporalio.worker._workflow_instance import WorkflowInstance, WorkflowInsta
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from oma.runtime.converter import DATA_CONVERTER
+from oma.runtime.payload_store import PayloadStore
 
 if TYPE_CHECKING:
     from temporalio.worker import Replayer, SignalExternalWorkflowInput
@@ -287,10 +288,17 @@ class _ProbeInterceptor(Interceptor):
         return Inbound
 
 
-def probe_replayer(probe: ReplayProbe, *, debug_mode: bool = False, codec: bool = True) -> Replayer:
+def probe_replayer(
+    probe: ReplayProbe,
+    *,
+    debug_mode: bool = False,
+    codec: bool = True,
+    payload_store: PayloadStore | Literal["env"] | None = "env",
+) -> Replayer:
     """A ``Replayer`` of every OMA workflow (``oma.runtime.plugin.replayer``'s:
     the product's data converter, decrypting with ``OMA_CODEC_KEYS`` when
-    ``codec``, and the worker's sandbox) that ``probe`` looks into.
+    ``codec`` and reading stored payloads from ``payload_store``, by default
+    ``OMA_PAYLOAD_STORE``'s, and the worker's sandbox) that ``probe`` looks into.
     ``debug_mode``: the SDK's (``Replayer(debug_mode=True)``): each workflow
     task runs on the calling thread with no deadlock timeout, so ``pdb`` and
     an IDE's breakpoints can hold it, and ``breakpoint()`` in workflow code
@@ -300,7 +308,7 @@ def probe_replayer(probe: ReplayProbe, *, debug_mode: bool = False, codec: bool 
     from oma.runtime.plugin import OmaPlugin, workflows
 
     probe.workflow_modules = tuple(sorted({"oma.workflows", *(w.__module__ for w in workflows())}))
-    plugin = OmaPlugin(codec_keys="env" if codec else None)
+    plugin = OmaPlugin(codec_keys="env" if codec else None, payload_store=payload_store)
     return Replayer(
         workflows=[],
         plugins=[plugin],

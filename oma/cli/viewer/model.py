@@ -46,6 +46,7 @@ from oma.core.schema.task import ReusedFrom, TaskState, TaskStatus
 from oma.core.schema.usage import TokenUsage
 from oma.core.schema.validation import UndecodableInput
 from oma.runtime.codec import ENCRYPTED_ENCODING
+from oma.runtime.payload_store import external_storage, reference_of, retrieve
 
 
 class Span(BaseModel):
@@ -427,11 +428,15 @@ class _Builder:
         worker must refuse a client's plaintext input; a reader runs nothing, and
         plaintext is what it meets in every encrypted run (the SDK core writes a
         local activity marker's own ``data`` unencoded) and in a run recorded
-        before encryption was turned on."""
+        before encryption was turned on. A reference to a stored payload is
+        read from the payload store first (``oma.runtime.payload_store``)."""
         if not payloads.payloads:
             return None
         first = payloads.payloads[0]
         try:
+            if reference_of(first) is not None:
+                storage = self.converter.external_storage or external_storage(None)
+                [first] = await retrieve(storage, [first])
             if first.metadata.get("encoding") == ENCRYPTED_ENCODING:
                 value = (await self.converter.decode([first]))[0]
             else:

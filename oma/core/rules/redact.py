@@ -86,6 +86,8 @@ CREDENTIAL_ENV_NAMES: set[str] = {
     "OPENAI_API_KEY",
     "TEMPORAL_API_KEY",
     "OMA_CODEC_KEYS",
+    # the S3 payload store's (OMA_PAYLOAD_STORE=s3://...; AWS_SESSION_TOKEN is a *_TOKEN)
+    "AWS_SECRET_ACCESS_KEY",
 }
 """Environment variables that hold a credential whatever their name looks
 like: the names the provider adapters and the connection read. The one

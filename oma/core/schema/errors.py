@@ -300,6 +300,60 @@ class TracingUnavailableError(SetupError):
     code = "TRACING_UNAVAILABLE"
 
 
+class PayloadStoreInvalidError(SetupError):
+    """``OMA_PAYLOAD_STORE`` is not ``file:///absolute/path`` or
+    ``s3://bucket[/prefix]``, or names an S3 store on a process without the
+    ``[s3]`` extra (boto3). Raised when a process builds its data converter,
+    before it talks to Temporal (docs/orchestration.md, "Where large payloads
+    go")."""
+
+    code = "PAYLOAD_STORE_INVALID"
+
+
+class PayloadStoreUnavailableError(SetupError):
+    """The payload store cannot take a payload over the threshold: the store's
+    directory does not exist or is not writable, the bucket does not exist,
+    the credentials are refused, the S3 server does not answer. A worker fails
+    the workflow task (or the activity attempt) with it, never the run: fix
+    the store and the task is retried."""
+
+    code = "PAYLOAD_STORE_UNAVAILABLE"
+
+
+class PayloadStoreMissingError(SetupError):
+    """A payload was kept in a payload store (its history holds a reference)
+    and this process has no store of that kind: no ``OMA_PAYLOAD_STORE`` (and
+    not the embedded server's default), or a store of the other kind. Give
+    every client and worker of the namespace the same ``OMA_PAYLOAD_STORE``.
+    A worker fails the workflow task with it, never the run: the run waits
+    for a worker that has the store. A client raises it when it reads a
+    result, a query's answer or a history."""
+
+    code = "PAYLOAD_STORE_MISSING"
+
+
+class StoredPayloadMissingError(SetupError):
+    """This process's payload store does not hold a payload a history refers
+    to, or cannot give it: the file or object was deleted, the process is
+    given another directory, bucket or prefix than the process that stored
+    it, or the store refused the read. The message names the store and the
+    file or the bucket and key. A worker fails the workflow task with it,
+    never the run."""
+
+    code = "STORED_PAYLOAD_MISSING"
+
+
+class StoredPayloadInvalidError(InputError):
+    """A reference to a stored payload that this process refuses: its key is
+    not one OMA's store writes (a path that would leave the store's
+    directory, an S3 key outside the store's prefix), or the bytes the store
+    holds under it do not have the SHA-256 the reference names (altered). A
+    history's references are written by whoever can reach the namespace, so
+    nothing is read outside the configured store."""
+
+    code = "STORED_PAYLOAD_INVALID"
+
+
 class CiphertextInvalidError(InputError):
     """A workflow, signal or update input is marked encrypted
     (``binary/encrypted``) but no key can read it: it names no key id, it is
