@@ -106,7 +106,8 @@ _JS = """
   var at = document.getElementById('scrub-at');
   var memory = document.getElementById('scrub-memory');
   var nodes = {};
-  document.querySelectorAll('#dag .node').forEach(function(n){
+  // a DAG's nodes, or the status map's squares (a many-task run's page)
+  document.querySelectorAll('#dag .node, #status-map rect[data-task]').forEach(function(n){
     nodes[n.getAttribute('data-task')] = n;
   });
   function show(){
@@ -121,7 +122,7 @@ _JS = """
       var n = nodes[k];
       if (!n) continue;
       n.setAttribute('data-status', status[k]);
-      var rect = n.querySelector('rect');
+      var rect = n.tagName.toLowerCase() === 'rect' ? n : n.querySelector('rect');
       if (rect) rect.setAttribute('fill', data.colors[status[k]] || '#999999');
     }
     var shown = upto ? data.moments[upto - 1] : null;
