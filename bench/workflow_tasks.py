@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, TimeoutType, WorkflowTaskFailedCause
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkflowRunner
 
@@ -39,6 +39,8 @@ class WorkflowTasks:
     """Where the longest is: its workflow id and started event id, ``wf#id``."""
     failed: int = 0
     """Tasks that failed or timed out."""
+    failures: list[str] = field(default_factory=list)
+    """Each of those: where, and its cause or timeout type."""
 
     @property
     def longest_s(self) -> float:
@@ -62,7 +64,15 @@ class WorkflowTasks:
             if seconds > self.longest_s:
                 self.longest_at = f"{workflow_id}#{begin.event_id}"
             self.seconds.append(seconds)
-            self.failed += event.event_type != EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+            if event.event_type != EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+                self.failed += 1
+                ended = getattr(event, attrs)
+                why = (
+                    TimeoutType.Name(ended.timeout_type)
+                    if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
+                    else f"{WorkflowTaskFailedCause.Name(ended.cause)}: {ended.failure.message}"
+                )
+                self.failures.append(f"{workflow_id}#{begin.event_id} after {seconds:.1f} s: {why}")
         return self
 
     def line(self) -> str:
@@ -86,6 +96,8 @@ class Activations:
     and which run's was the longest."""
 
     cpu_s: list[float] = field(default_factory=list)
+    wall_s: list[float] = field(default_factory=list)
+    """The same activations' wall time (their thread's wait for the GIL included)."""
     first_cpu_s: list[float] = field(default_factory=list)
     """Each run's first activation (it reads the run's input), also in ``cpu_s``."""
     longest_at: str = ""
@@ -104,7 +116,9 @@ class Activations:
             f"{len(self.cpu_s)} activations, {sum(self.cpu_s):.2f} s CPU in all, median "
             f"{_quantile(self.cpu_s, 0.5) * 1000:.1f} ms, p99 {self.p99_s * 1000:.1f} ms, the "
             f"longest {self.longest_s * 1000:.0f} ms ({self.longest_at}); a run's first "
-            f"{max(self.first_cpu_s, default=0) * 1000:.0f} ms at most"
+            f"{max(self.first_cpu_s, default=0) * 1000:.0f} ms at most; wall time: p99 "
+            f"{_quantile(self.wall_s, 0.99) * 1000:.1f} ms, the longest "
+            f"{max(self.wall_s, default=0) * 1000:.0f} ms"
         )
 
 
@@ -150,12 +164,13 @@ class _TimedInstance:
         self._first = True
 
     def activate(self, act: Any) -> Any:
-        start = time.thread_time()
+        start, wall = time.thread_time(), time.perf_counter()
         try:
             return self._inner.activate(act)
         finally:
             cpu = time.thread_time() - start
             activations = self._activations
+            activations.wall_s.append(time.perf_counter() - wall)
             if cpu > max(activations.cpu_s, default=0.0):
                 activations.longest_at = self._id
             activations.cpu_s.append(cpu)
