@@ -313,7 +313,8 @@ async def bench(address: str, model_url: str, calls: int, sizes: list[int]) -> s
         print(
             f"(d) {size} tool calls, anthropic provider: {turns} turns read "
             f"{reads.messages:,} messages in {reads.queries} conversation queries "
-            f"({reads.messages / turns:.1f} a turn; the conversation ends at {2 * turns}) "
+            f"({reads.messages / turns:.1f} a turn; the last turn's conversation holds "
+            f"{2 * size + 1}) "
             f"({time.perf_counter() - start:.1f} s, {time.process_time() - cpu:.1f} s CPU of "
             f"this process); {tasks.line()}",
             flush=True,
