@@ -100,7 +100,7 @@ def render_html(view: RunView) -> str:
             _header(view),
             '<main><div class="left">',
             drawn,
-            _section("Time", scrubber_html(view, STATUS_COLORS)),
+            _section("Time", _scrubber(view, page)),
             _section("Waterfall", _waterfall_svg(view, page.tasks, details)),
             _section("Tasks", _task_table(view, page)),
             _section("Outputs", _outputs(page.tasks)),
@@ -120,6 +120,14 @@ def render_html(view: RunView) -> str:
         data=data.replace("<", "\\u003c"),
         js=_JS,
     )
+
+
+def _scrubber(view: RunView, page: Page) -> str:
+    if page.whole:
+        return scrubber_html(view, STATUS_COLORS)
+    whole = {t.id for t in page.tasks}
+    drawn = {t.id for t in view.tasks[:MAP_MOST]}
+    return scrubber_html(view, STATUS_COLORS, whole, drawn)
 
 
 def _e(text: Any) -> str:
