@@ -3,7 +3,9 @@
 An ``AgentRun`` sends its conversation by reference (``LlmTurnInput.conversation``):
 the activity reads the messages through the run's ``conversation`` query, in
 slices of at most ``QUERY_SLICE_BYTES``, so a long tool loop's history holds
-each message once rather than once per turn (docs/tools.md, "History"). The
+each message once rather than once per turn (docs/tools.md, "History"); the
+worker keeps what it read, so a turn reads only the messages added since the
+run's previous turn it served (``oma.activities._conversations``). The
 agent's config (``LlmTurnInput.agent_ref``: an MCP listing of a thousand
 tools is hundreds of KB) likewise: read through the run's ``agent`` query
 once, then from this worker's cache, by its digest.
@@ -17,13 +19,12 @@ from typing import Any, Literal
 
 from temporalio import activity
 
+from oma.activities._conversations import Conversations
 from oma.activities.providers import ModelProvider, default_providers, provider_for
 from oma.activities.recordings import Recording, Recordings, task_of
 from oma.activities.tool_call import offered_tools, tool_traits
 from oma.core.contracts.llm import (
     AgentRef,
-    ConversationRef,
-    ConversationSlice,
     LlmTurnInput,
     LlmTurnOutput,
     RequestDigest,
@@ -35,7 +36,6 @@ from oma.core.contracts.llm import (
 )
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.errors import OMAError, RecordingMissError, application_error
-from oma.core.schema.messages import LLMMessage
 from oma.core.schema.providers import PROVIDERS
 
 
@@ -51,6 +51,7 @@ class LlmActivities:
         *,
         replay: Recording | None = None,
         on_miss: Literal["strict", "fallback"] = "strict",
+        conversations: Conversations | None = None,
     ) -> None:
         # by default each adapter is built, and its SDK imported, in a thread
         # at its provider's first turn (``provider_for``): a worker whose runs
@@ -65,6 +66,8 @@ class LlmActivities:
         (``oma.testing.recorded``), ``on_miss`` saying what a miss does."""
         self.on_miss = on_miss
         self.recordings = Recordings()
+        self.conversations = conversations or Conversations()
+        """What this worker read of its runs' conversations."""
 
     @activity.defn(name="llm_turn")
     async def llm_turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
@@ -77,12 +80,14 @@ class LlmActivities:
         """
         if inp.agent_ref is not None:
             inp = inp.model_copy(update={"agent": await self._agent(inp.agent_ref)})
+        chain = None
         if inp.conversation is not None:
-            inp = inp.model_copy(update={"messages": await _conversation(inp.conversation)})
+            messages, chain = await self.conversations.read(activity.client(), inp.conversation)
+            inp = inp.model_copy(update={"messages": messages})
         request = None
         try:
             if PROVIDERS[inp.agent.resolved_provider].needs_io:
-                request = request_digest(inp.agent, inp.messages, self._tools(inp))
+                request = request_digest(inp.agent, inp.messages, self._tools(inp), chain)
             replayed = await self._replayed(inp, request) if request is not None else None
             if replayed is not None:
                 return replayed
@@ -166,22 +171,3 @@ _AGENT_OR_NONE: Any = AgentConfig | None  # the SDK's result_type is annotated a
 
 AGENT_CACHE_SIZE = 64
 """Agent configs a worker keeps (an MCP listing of 1,000 tools is ~0.5 MB)."""
-
-QUERY_SLICE_BYTES = 1024 * 1024
-"""The most JSON one ``conversation`` query returns (Temporal caps a message at 4 MB)."""
-
-
-async def _conversation(ref: ConversationRef) -> list[LLMMessage]:
-    """The first ``ref.length`` messages of the run, read through its query."""
-    handle = activity.client().get_workflow_handle(ref.workflow_id, run_id=ref.run_id)
-    messages: list[LLMMessage] = []
-    while len(messages) < ref.length:
-        part: list[LLMMessage] = await handle.query(
-            "conversation",
-            ConversationSlice(start=len(messages), end=ref.length, max_bytes=QUERY_SLICE_BYTES),
-            result_type=list[LLMMessage],
-        )
-        if not part:
-            raise RuntimeError(f"the conversation of {ref.workflow_id} ended before {ref.length}")
-        messages += part
-    return messages

@@ -15,8 +15,13 @@ It does so at each size of ``--sizes`` (default 200, 800 and 5,000 tasks).
 Each gets a small warm-up run first. For each it prints the wall time, the
 milliseconds per task, the history events per task (every run of the parent,
 which continues as new past ``options.history_event_limit`` events, plus every
-child's), the longest history of the parent, and the CPU per task of this
-process (worker and client) and of the dev server. On a small machine the run
+child's), the longest history of the parent, the CPU per task of this
+process (worker and client) and of the dev server, and the parent's workflow
+tasks: the longest (``WorkflowTaskStarted`` to ``Completed``, a worker's wait
+for a thread included) and its activations' CPU (median, p99 and the longest,
+which is a run's first: it reads the run's input; ``workflow_tasks.py``). A
+workflow task's work must not grow with the run's size, and the longest must
+stay far under the 10 s workflow task timeout. On a small machine the run
 is CPU-bound, worker and server sharing the cores, so other load on the
 machine moves the wall times: compare the CPU columns too, or use
 ``--repeat`` (medians). The summary ends with one line per size::
@@ -25,6 +30,8 @@ machine moves the wall times: compare the CPU columns too, or use
     ratio_vs_child_floor=<x/z> cpu_ratio_vs_child_floor=<c>
     team_run_histories=<runs> longest_team_run_history=<events>
     encrypted_per_task_ms=<e> ratio_encrypted_vs_plain=<e/x>
+    longest_team_run_workflow_task_ms=<w> longest_team_run_activation_cpu_ms=<a>
+    team_run_activation_cpu_p99_ms=<p>
 
 ``cpu_ratio_vs_child_floor`` is the same ratio of the CPU per task (this
 process's and the dev server's together): it moves less than the wall time
@@ -50,6 +57,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import activity
+from workflow_tasks import ActivationClock, Activations, WorkflowTasks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -177,14 +185,22 @@ def team_run_input(chains: int, length: int) -> dict[str, Any]:
 
 
 class Measurement:
-    """One timed run: wall time, history events and CPU used."""
+    """One timed run: wall time, history events and CPU used, the parent's
+    workflow tasks and their activations."""
 
     def __init__(
-        self, name: str, tasks: int, seconds: float, counts: tuple[int, int, int, int], cpu: Any
+        self,
+        name: str,
+        tasks: int,
+        seconds: float,
+        counts: tuple[int, int, int, int],
+        cpu: Any,
+        workflow_tasks: tuple[WorkflowTasks, Activations],
     ) -> None:
         self.name, self.tasks, self.seconds = name, tasks, seconds
         self.events, self.histories, self.runs, self.longest = counts
         self.worker_cpu_s, self.server_cpu_s = cpu
+        self.workflow_tasks, self.activations = workflow_tasks
 
     @property
     def ms_per_task(self) -> float:
@@ -199,16 +215,23 @@ class Measurement:
             f"({self.events} events in {self.histories} histories, the workflow's own "
             f"{self.runs} run(s), the longest {self.longest} events) "
             f"cpu_ms_per_task worker={self.worker_cpu_s * per:.2f} "
-            f"server={self.server_cpu_s * per:.2f}"
+            f"server={self.server_cpu_s * per:.2f}\n"
+            f"{'':<15} its workflow tasks: {self.workflow_tasks.line()}\n"
+            f"{'':<15} their activations: {self.activations.line()}"
         )
 
 
-async def count_events(client: Any, workflow_id: str) -> tuple[int, int, int, int]:
+async def count_events(
+    client: Any, workflow_id: str
+) -> tuple[tuple[int, int, int, int], WorkflowTasks]:
     """Events in the history of ``workflow_id`` plus those of every child it
     started (read from its ``ChildWorkflowExecutionStarted`` events), over
     every run of it (continue-as-new); returns ``(events, histories, runs,
-    events in the longest run's history)``."""
+    events in the longest run's history)`` and the workflow tasks of its runs."""
     runs = await run_histories(client, workflow_id)
+    tasks = WorkflowTasks()
+    for run in runs:
+        tasks.add(workflow_id, run)
     children = [
         e.child_workflow_execution_started_event_attributes.workflow_execution
         for run in runs
@@ -224,7 +247,7 @@ async def count_events(client: Any, workflow_id: str) -> tuple[int, int, int, in
 
     counts = await asyncio.gather(*(child_events(x) for x in children))
     parents = [len(run.events) for run in runs]
-    return sum(parents) + sum(counts), len(runs) + len(children), len(runs), max(parents)
+    return (sum(parents) + sum(counts), len(runs) + len(children), len(runs), max(parents)), tasks
 
 
 async def run_histories(client: Any, workflow_id: str) -> list[Any]:
@@ -303,6 +326,17 @@ RUNNERS: dict[str, Any] = {
 }
 """Each takes the clients (``plain``, ``encrypted``) and a shape."""
 
+WORKFLOW_TYPES = {
+    "team_run": "TeamRun",
+    "floor_activity": "BenchFloorActivities",
+    "floor_child": "BenchFloorChildren",
+    "team_run_codec": "TeamRun",
+}
+"""The type of each runner's parent workflow, whose activations are timed."""
+
+CLOCK = ActivationClock()
+"""Times every activation of the bench's workers (cleared before each measurement)."""
+
 
 async def measure(
     clients: dict[str, Any], name: str, shape: Shape, server_pid: int | None
@@ -310,13 +344,15 @@ async def measure(
     """Run ``name`` on ``shape``; time it, then count its history events."""
     chains, length = shape
     client = clients["encrypted" if name == "team_run_codec" else "plain"]
+    CLOCK.by_type.clear()
     cpu0, server0 = time.process_time(), process_cpu_s(server_pid)
     start = time.perf_counter()
     wf_id = await RUNNERS[name](clients, chains, length)
     seconds = time.perf_counter() - start
     cpu = (time.process_time() - cpu0, process_cpu_s(server_pid) - server0)
-    events, histories, runs, longest = await count_events(client, wf_id)
-    return Measurement(name, chains * length, seconds, (events, histories, runs, longest), cpu)
+    activations = CLOCK.by_type[WORKFLOW_TYPES[name]]
+    counts, tasks = await count_events(client, wf_id)
+    return Measurement(name, chains * length, seconds, counts, cpu, (tasks, activations))
 
 
 async def bench(
@@ -349,6 +385,7 @@ async def bench(
         activities=[noop],
         max_concurrent_workflow_tasks=MAX_CONCURRENT_WORKFLOW_TASKS,
         max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+        plugins=[CLOCK],
     )
     encrypted_activities = oma_worker.Activities(
         session_task_queue=oma_worker.session_task_queue(ENCRYPTED_TASK_QUEUE)
@@ -358,6 +395,7 @@ async def bench(
         task_queue=ENCRYPTED_TASK_QUEUE,
         max_concurrent_workflow_tasks=MAX_CONCURRENT_WORKFLOW_TASKS,
         max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+        plugins=[CLOCK],
     )
     rows: list[list[Measurement]] = []
     try:
@@ -489,7 +527,10 @@ def main() -> None:
             f"floor_child_ms={z:.2f} ratio_vs_child_floor={x / z:.2f} "
             f"cpu_ratio_vs_child_floor={cpu:.2f} "
             f"team_run_histories={team.runs} longest_team_run_history={team.longest} "
-            f"encrypted_per_task_ms={e:.2f} ratio_encrypted_vs_plain={e / x:.2f}",
+            f"encrypted_per_task_ms={e:.2f} ratio_encrypted_vs_plain={e / x:.2f} "
+            f"longest_team_run_workflow_task_ms={team.workflow_tasks.longest_s * 1000:.0f} "
+            f"longest_team_run_activation_cpu_ms={team.activations.longest_s * 1000:.0f} "
+            f"team_run_activation_cpu_p99_ms={team.activations.p99_s * 1000:.1f}",
             flush=True,
         )
 

@@ -11,11 +11,22 @@ server and one in-process worker:
     3x at every size; the 300-call run must complete);
 (c) wall time of 5 concurrent 1-second tool calls in one turn (target at
     most 1.5 s; the run's first and last events, so the turn around them
-    counts too).
+    counts too);
+(d) the same loop of the largest size with the ``anthropic`` provider,
+    against a local Messages API (``tests/anthropic_server.py``, in a
+    process of its own): its ``llm_turn`` activities read the conversation
+    through the run's ``conversation`` query, counted here (a turn should
+    read only the messages added since the previous one).
 
+For (b) and (d) it prints every workflow task's time (``WorkflowTaskStarted``
+to ``WorkflowTaskCompleted``, local activities included) and this process's
+CPU (worker and client): a workflow task's time must not grow with the
+conversation (target: the longest far under the 10 s workflow task timeout).
 The last line is::
 
-    tool_call_ratio=… history_ratio_20=… history_ratio_100=… history_ratio_300=… parallel_5x1s_s=…
+    tool_call_ratio=… history_ratio_20=… history_ratio_100=… history_ratio_300=…
+    longest_workflow_task_20_ms=… … longest_workflow_task_api_300_ms=…
+    conversation_messages_read_per_turn=… parallel_5x1s_s=…
 
 Run from the repository root, with the venv active: ``python bench/tool_loop.py``.
 """
@@ -27,6 +38,7 @@ import asyncio
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +46,8 @@ import uuid
 from typing import Any
 
 from temporalio import activity
+from temporalio.client import Interceptor, OutboundInterceptor, QueryWorkflowInput
+from workflow_tasks import WorkflowTasks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -65,6 +79,32 @@ async def nap(seconds: float, n: int) -> str:
     await asyncio.sleep(seconds)
     return f"slept {{n}}"
 ''',
+    # the model of (d): asks for page n after n tool results, as many as
+    # its first message says ("read N pages"), then answers
+    "oma_bench_model": """
+import sys
+
+from tests.anthropic_server import AnthropicServer, TextReply, ToolUseReply
+
+
+def first_text(message):
+    content = message["content"]
+    return content if isinstance(content, str) else content[0]["text"]
+
+
+def answer(body):
+    messages = body["messages"]
+    pages = int(first_text(messages[0]).split()[1])
+    done = sum(message["role"] == "user" for message in messages) - 1
+    if done < pages:
+        return ToolUseReply("page", {"number": done}, id=f"toolu_{done:04d}")
+    return TextReply("read them all")
+
+
+with AnthropicServer(answer, keep_requests=False) as api:
+    print(api.base_url, flush=True)
+    sys.stdin.read()
+""",
     "oma_bench_tool_floor": """
 from datetime import timedelta
 
@@ -107,8 +147,9 @@ async def timed_calls(client: Any, name: str, arg: dict[str, Any], count: int) -
     return time.perf_counter() - start
 
 
-async def history_ratio(client: Any, calls: int) -> tuple[float, int, int]:
-    """Run the loop; ``(history bytes / conversation bytes, history, conversation)``."""
+async def history_ratio(client: Any, calls: int) -> tuple[float, int, int, WorkflowTasks]:
+    """Run the loop; ``(history bytes / conversation bytes, history,
+    conversation, its workflow tasks)``."""
     from oma.core.schema.results import AgentRunResult
 
     script: list[Any] = [[tool_use(f"u{n}", "page", number=n)] for n in range(calls)]
@@ -134,6 +175,7 @@ async def history_ratio(client: Any, calls: int) -> tuple[float, int, int]:
     # the events as the server stores them (protobuf), not their JSON export,
     # whose base64 payloads are a third larger
     history_bytes = sum(event.ByteSize() for event in history.events)
+    tasks = WorkflowTasks().add(wid, history)
     conversation: list[Any] = []
     while True:  # in slices: a query answer is capped like any payload (2 MB)
         part = await handle.query("conversation", {"start": len(conversation)})
@@ -141,7 +183,55 @@ async def history_ratio(client: Any, calls: int) -> tuple[float, int, int]:
             break
         conversation += part
     content_bytes = len(json.dumps(conversation))
-    return history_bytes / content_bytes, history_bytes, content_bytes
+    return history_bytes / content_bytes, history_bytes, content_bytes, tasks
+
+
+class ConversationReads(Interceptor):
+    """A client interceptor counting the ``conversation`` queries made through
+    the client (the worker's: its ``llm_turn`` activities') and the messages
+    they returned."""
+
+    def __init__(self) -> None:
+        self.queries = 0
+        self.messages = 0
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        return _Counting(next, self)
+
+
+class _Counting(OutboundInterceptor):
+    def __init__(self, next: OutboundInterceptor, reads: ConversationReads) -> None:
+        super().__init__(next)
+        self._reads = reads
+
+    async def query_workflow(self, input: QueryWorkflowInput) -> Any:
+        result = await super().query_workflow(input)
+        if input.query == "conversation":
+            self._reads.queries += 1
+            self._reads.messages += len(result)
+        return result
+
+
+async def model_loop(client: Any, calls: int) -> WorkflowTasks:
+    """(d): the loop of ``calls`` tool calls with the ``anthropic`` provider;
+    its workflow tasks."""
+    agent = {
+        "name": "reader",
+        "provider": "anthropic",
+        "tools": ["oma_bench_tools:page"],
+        "max_turns": calls + 1,
+        "max_repeated_tool_calls": calls + 1,
+    }
+    wid = f"bench-model-{calls}-{uuid.uuid4().hex[:8]}"
+    result = await client.execute_workflow(
+        "AgentRun",
+        {"agent": agent, "input": f"read {calls} pages"},
+        id=wid,
+        task_queue=TASK_QUEUE,
+    )
+    assert result["status"] == "completed" and result["turns"] == calls + 1, result
+    history = await client.get_workflow_handle(wid).fetch_history()
+    return WorkflowTasks().add(wid, history)
 
 
 async def parallel(client: Any) -> float:
@@ -162,18 +252,22 @@ async def parallel(client: Any) -> float:
     return (last - first).total_seconds()
 
 
-async def bench(address: str, calls: int, sizes: list[int]) -> str:
+async def bench(address: str, model_url: str, calls: int, sizes: list[int]) -> str:
     import oma_bench_tool_floor  # type: ignore[import-not-found]
+    from temporalio.client import Client
     from temporalio.worker import Worker
 
     from oma import worker as oma_worker
     from oma.core.schema.tools import ToolCallInput, ToolRef
     from oma.runtime.connection import Connection
+    from tests._runs import worker_activities
 
     client = await Connection.local(address, TASK_QUEUE).connect()
-    activities = oma_worker.Activities(session_task_queue=oma_worker.session_task_queue(TASK_QUEUE))
+    activities = worker_activities(TASK_QUEUE, model_url)
+    reads = ConversationReads()
+    counted = Client(**{**client.config(), "interceptors": [reads]})
     worker = Worker(
-        oma_worker.serving_client(client, activities),
+        oma_worker.serving_client(counted, activities),
         task_queue=TASK_QUEUE,
         workflows=[oma_bench_tool_floor.Calls],
         activities=[bare],
@@ -198,20 +292,44 @@ async def bench(address: str, calls: int, sizes: list[int]) -> str:
             flush=True,
         )
         ratios: dict[int, float] = {}
+        longest: dict[int, float] = {}
         for size in sizes:
-            start = time.perf_counter()
-            ratios[size], history_bytes, content_bytes = await history_ratio(client, size)
+            start, cpu = time.perf_counter(), time.process_time()
+            ratios[size], history_bytes, content_bytes, tasks = await history_ratio(client, size)
+            longest[size] = tasks.longest_s
             print(
                 f"(b) {size} tool calls: history {history_bytes:,} bytes, conversation "
                 f"{content_bytes:,} bytes, ratio {ratios[size]:.2f} "
-                f"({time.perf_counter() - start:.1f} s)",
+                f"({time.perf_counter() - start:.1f} s, {time.process_time() - cpu:.1f} s "
+                f"CPU of this process); {tasks.line()}",
                 flush=True,
             )
         wall = await parallel(client)
         print(f"(c) 5 concurrent 1-second tool calls in one turn: {wall:.2f} s", flush=True)
+        size = max(sizes)
+        start, cpu = time.perf_counter(), time.process_time()
+        tasks = await model_loop(client, size)
+        turns = size + 1
+        print(
+            f"(d) {size} tool calls, anthropic provider: {turns} turns read "
+            f"{reads.messages:,} messages in {reads.queries} conversation queries "
+            f"({reads.messages / turns:.1f} a turn; the last turn's conversation holds "
+            f"{2 * size + 1}) "
+            f"({time.perf_counter() - start:.1f} s, {time.process_time() - cpu:.1f} s CPU of "
+            f"this process); {tasks.line()}",
+            flush=True,
+        )
     await activities.acp_pool.close_all()
-    history = " ".join(f"history_ratio_{size}={r:.2f}" for size, r in ratios.items())
-    return f"tool_call_ratio={ratio:.2f} {history} parallel_5x1s_s={wall:.2f}"
+    history = " ".join(f"history_ratio_{n}={r:.2f}" for n, r in ratios.items())
+    longest_ms = " ".join(
+        f"longest_workflow_task_{n}_ms={seconds * 1000:.0f}" for n, seconds in longest.items()
+    )
+    return (
+        f"tool_call_ratio={ratio:.2f} {history} {longest_ms} "
+        f"longest_workflow_task_api_{size}_ms={tasks.longest_s * 1000:.0f} "
+        f"conversation_messages_read_per_turn={reads.messages / turns:.1f} "
+        f"parallel_5x1s_s={wall:.2f}"
+    )
 
 
 def main() -> None:
@@ -230,10 +348,22 @@ def main() -> None:
     sys.path.insert(0, directory)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"machine: {os.cpu_count()} CPUs, load average {load}", flush=True)
+    model = subprocess.Popen(
+        [sys.executable, "-c", "import oma_bench_model"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, directory])},
+    )
     try:
+        assert model.stdout is not None
+        model_url = model.stdout.readline().strip()
         with DevServer(port=free_port()) as server:
-            line = asyncio.run(bench(server.address, args.calls, sizes))
+            line = asyncio.run(bench(server.address, model_url, args.calls, sizes))
     finally:
+        model.kill()
+        model.wait()
         shutil.rmtree(directory, ignore_errors=True)
     print(line, flush=True)
 

@@ -31,8 +31,16 @@ class LocalApiServer(Generic[ReplyT, RequestT]):
     handler: type[BaseHTTPRequestHandler]
     fallback: ReplyT
 
-    def __init__(self, default_responder: Callable[[dict[str, Any]], ReplyT] | None = None) -> None:
+    def __init__(
+        self,
+        default_responder: Callable[[dict[str, Any]], ReplyT] | None = None,
+        *,
+        keep_requests: bool = True,
+    ) -> None:
         self.default_responder = default_responder
+        self.keep_requests = keep_requests
+        """Whether ``requests`` keeps what was received (a benchmark's
+        hundreds of megabytes of conversations need not be)."""
         self._lock = threading.Lock()
         self._replies: deque[ReplyT] = deque()
         self._requests: list[RequestT] = []
@@ -104,7 +112,8 @@ class LocalApiServer(Generic[ReplyT, RequestT]):
 
     def _record(self, request: RequestT) -> str:
         with self._lock:
-            self._requests.append(request)
+            if self.keep_requests:
+                self._requests.append(request)
             self._request_count += 1
             return f"req_test_{self._request_count:04d}"
 

@@ -86,5 +86,5 @@ async def test_in_a_workflow_a_turn_is_a_local_activity_only_when_it_needs_no_io
     if kind == "activity":  # the conversation and the agent go by reference (linear history)
         assert (sent.messages, sent.conversation.length) == ([], 1)
         assert sent.agent_ref is not None and sent.agent.system_prompt == ""
-    else:  # a local activity's input is not recorded: the messages go along
+    else:  # a local activity's input is not recorded: the latest message goes along
         assert (sent.messages, sent.conversation) == (asked, None)

@@ -24,7 +24,14 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHistory
 from temporalio.exceptions import ApplicationError
 
-from oma.cli.viewer.model import RunView, build_run_view, fetch_histories
+from oma.cli.viewer import paging
+from oma.cli.viewer.model import (
+    RunView,
+    add_activities,
+    build_run_view,
+    fetch_histories,
+    server_histories,
+)
 from oma.runtime import plugin
 from oma.runtime.dev_server import DevServer, temporal_binary
 from oma.worker import OmaWorker
@@ -162,6 +169,40 @@ async def test_a_failed_run_recorded_before_the_failed_state_reads_the_same(
     assert before.model_dump(exclude={"execution_status"}) == now.model_dump(
         exclude={"execution_status"}
     )
+
+
+async def test_a_view_reads_the_histories_of_only_the_tasks_it_shows_whole(
+    client: Client, failed_run: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as a many-task run is read: the tasks from the team run's own history,
+    # then the activities of the tasks its page shows whole
+    monkeypatch.setattr(paging, "WHOLE_TASKS", 1)
+    monkeypatch.setattr(paging, "MOST_TASKS", 1)
+    read: list[str] = []
+    fetch = server_histories(client)
+
+    async def counted(workflow_id: str, run_id: str) -> WorkflowHistory | None:
+        read.append(workflow_id)
+        return await fetch(workflow_id, run_id)
+
+    chain = await fetch_histories(client, failed_run, children=False)
+    view = await build_run_view(chain, plugin.DATA_CONVERTER, failed_run, counted, activities=False)
+
+    assert read == []
+    whole = await view_of(client, failed_run)
+    assert view.model_dump(exclude={"tasks"}) == whole.model_dump(exclude={"tasks"})
+    assert [(t.id, t.status, t.output, t.error) for t in view.tasks] == [
+        (t.id, t.status, t.output, t.error) for t in whole.tasks
+    ]
+    assert [r.activities for t in view.tasks for r in t.runs] == [[], []]
+    page = paging.page_of(view)
+    assert ([t.id for t in page.tasks], dict(page.left)) == (
+        ["code"],
+        {"completed": 1, "skipped": 1},
+    )
+    await add_activities(view, page.tasks[0].runs, plugin.DATA_CONVERTER, counted)
+    assert read == [f"{failed_run}/code"]
+    assert view.task("code").runs == whole.task("code").runs
 
 
 # -- the terminal -------------------------------------------------------------

@@ -4,7 +4,9 @@ oma/core/rules/scheduling.py). Pure logic, no Temporal."""
 
 from __future__ import annotations
 
+import random
 import time
+import tracemalloc
 from collections.abc import Sequence
 from typing import Any
 
@@ -218,6 +220,54 @@ def test_downstream_counts_do_not_depend_on_input_order() -> None:
     tasks = [task("d", "b", "c"), task("c", "a"), task("b", "a"), task("a")]
 
     assert counts(tasks) == {"a": 3, "b": 1, "c": 1, "d": 0}
+
+
+def reachable(tasks: Sequence[TaskSpec]) -> dict[str, int]:
+    """The downstream counts by walking from every task: slow and plainly right."""
+    dependents = dependents_map(tasks)
+    found = {}
+    for t in tasks:
+        seen: set[str] = set()
+        walk = list(dependents[t.id])
+        while walk:
+            d = walk.pop()
+            if d not in seen:
+                seen.add(d)
+                walk.extend(dependents[d])
+        found[t.id] = len(seen)
+    return found
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_downstream_counts_are_exact_on_any_graph(seed: int) -> None:
+    # chains, trees, fan-ins and overlaps: each task depends on up to
+    # `most` of the earlier ones, given in shuffled order
+    rng = random.Random(seed)
+    most = rng.choice([1, 1, 2, 3, 8])
+    odds = rng.random() * 0.3
+    tasks = []
+    for i in range(rng.randint(1, 60)):
+        earlier = [f"t{j}" for j in range(i) if rng.random() < odds]
+        rng.shuffle(earlier)
+        tasks.append(task(f"t{i}", *earlier[:most]))
+    rng.shuffle(tasks)
+
+    assert counts(tasks) == reachable(tasks)
+
+
+def test_downstream_counts_of_a_long_chain_keep_no_set_per_task() -> None:
+    # a set of descendants per task would hold 20,000 * 20,000 / 2 bits (25 MB)
+    tasks = [task(f"t{i}", *([f"t{i - 1}"] if i else [])) for i in range(20_000)]
+    dependents = dependents_map(tasks)
+    tracemalloc.start()
+    try:
+        result = downstream_counts(tasks, dependents)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    assert (result["t0"], result["t12345"], result["t19999"]) == (19_999, 7_654, 0)
+    assert peak < 12 * 1024 * 1024, f"{peak:,} bytes"
 
 
 # Scheduler: dependency-first

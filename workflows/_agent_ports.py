@@ -100,9 +100,13 @@ class ActivityModel:
                 **_options.LLM_TURN,
             )
         else:
+            # an instant provider reads the latest message only
+            # (``ProviderTraits.needs_io``): the whole conversation would be
+            # serialized, scanned and decoded by every turn's local activity,
+            # inside the workflow task, whose time then grew with the run
             out = await workflow.execute_local_activity(
                 "llm_turn",
-                inp,
+                inp.model_copy(update={"messages": inp.messages[-1:]}),
                 result_type=LlmTurnOutput,
                 summary=_turn_summary(inp),
                 **_options.LLM_TURN_LOCAL,

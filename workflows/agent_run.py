@@ -210,7 +210,9 @@ class AgentRun(ApprovalHandlers):
         it once the run ended. ``part`` says which messages: from ``start``
         to ``end``, as many as fit ``max_bytes`` of JSON (at least one);
         without it (``temporal workflow query --type conversation``), from
-        the first, up to 1 MiB."""
+        the first, up to 1 MiB. The conversation only grows: a message once
+        answered is the same at every later query of this run, so a worker
+        keeps what it read (``oma.activities._conversations``)."""
         part = part or ConversationSlice()
         messages = self._model.conversation[part.start : part.end]
         size = 0

@@ -19,6 +19,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
+from temporalio.converter import DataConverter
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.cli.common import (
@@ -33,13 +34,17 @@ from oma.cli.common import (
 )
 from oma.cli.summary import recorded_note, reused_note
 from oma.cli.viewer.model import (
+    ChildHistory,
     RunView,
     TaskView,
+    add_activities,
     build_run_view,
     fetch_histories,
     load_histories,
     seconds_text,
+    server_histories,
 )
+from oma.cli.viewer.paging import page_of
 from oma.core.contracts.workflow_ids import task_workflow_id, team_run_id_of
 from oma.core.schema.errors import HistoryReadError, OMAError
 from oma.core.schema.results import AgentRunResult
@@ -52,6 +57,10 @@ OUTPUT_LINES = 4
 
 OUTPUT_LINE_CHARS = 160
 """How much of each of those lines it shows."""
+
+MAX_INDENT = 8
+"""The deepest a task's id is indented by its layer (a chain of 1,000 tasks
+would push the table off the screen)."""
 
 STATUS_STYLES = {
     "completed": "green",
@@ -95,8 +104,14 @@ def show_command(
             return await build_run_view(load_histories(histories), converter, workflow_id)
         async with runs_server("oma show", ", or give exported histories with --history") as client:
             found = await _from_server(client, workflow_id or "")
-            # the client's: the same, with the store of the server it found
-            view = await build_run_view(found, client.data_converter, workflow_id)
+            try:
+                # the client's converter: the same, with the store of the server it found
+                fetch = server_histories(client)
+                view = await _read_view(
+                    found, client.data_converter, workflow_id or "", fetch, as_json, html
+                )
+            except RPCError as e:
+                raise fail(f"cannot read the histories of {workflow_id!r}: {e}") from None
             await _read_reused(client, view)
         return view
 
@@ -116,6 +131,28 @@ def show_command(
         source = " ".join(f"--history {shlex.quote(str(h))}" for h in histories)
         run = shlex.quote(workflow_id) if workflow_id else ""
         print_view(view, " ".join(p for p in ("oma show", run, source, "--task ID") if p))
+
+
+async def _read_view(
+    found: list[WorkflowHistory],
+    converter: DataConverter,
+    workflow_id: str,
+    fetch: ChildHistory,
+    as_json: bool,
+    html: Path | None,
+) -> RunView:
+    """The view of the run whose own histories are ``found``. Its tasks are
+    there; a task's activities are in its child's history, read for the tasks
+    shown whole only (``oma.cli.viewer.paging``): the terminal view of a
+    many-task run reads none, its page those it draws; ``--json`` has all."""
+    view = await build_run_view(found, converter, workflow_id, fetch, activities=False)
+    page = page_of(view)
+    if page.whole or as_json:
+        return await build_run_view(found, converter, workflow_id, fetch)
+    if html is not None:
+        runs = [*(r for t in page.tasks for r in t.runs), *view.coordinator]
+        await add_activities(view, runs, converter, fetch)
+    return view
 
 
 async def _read_reused(client: Client, view: RunView) -> None:
@@ -140,7 +177,7 @@ async def _read_reused(client: Client, view: RunView) -> None:
 
 async def _from_server(client: Client, workflow_id: str) -> list[WorkflowHistory]:
     try:
-        found = await fetch_histories(client, workflow_id)
+        found = await fetch_histories(client, workflow_id, children=False)
     except RPCError as e:
         if e.status == RPCStatusCode.NOT_FOUND:
             namespace = client.namespace
@@ -209,12 +246,17 @@ def print_view(view: RunView, whole_with: str = "oma show RUN --task ID") -> Non
         console.print(run_text(f"stopped: {code}{view.error}", "red"))
     elif view.aborting is not None:
         console.print(run_text(view.aborting, "red"))
-    print_table(_task_table(view))
+    page = page_of(view)
+    print_table(_task_table(view, page.tasks))
+    if not page.whole:
+        console.print(
+            run_text(f"… {page.left_text()}: one whole with {whole_with}, all with --json", "dim")
+        )
     if view.coordinator:
         print_table(_coordinator_table(view))
-    _print_outputs(view, whole_with)
-    _print_failures(view)
-    _print_skipped(view)
+    _print_outputs(page.tasks, whole_with)
+    _print_failures(view, page.tasks)
+    _print_skipped(page.tasks)
 
 
 def totals(view: RunView) -> str:
@@ -229,10 +271,10 @@ def totals(view: RunView) -> str:
     return f"{view.total_token_usage.total_tokens} tokens, {cost}"
 
 
-def _print_outputs(view: RunView, whole_with: str) -> None:
+def _print_outputs(tasks: list[TaskView], whole_with: str) -> None:
     """Each task's output, collapsed to its first ``OUTPUT_LINES`` lines (each
     cut to ``OUTPUT_LINE_CHARS``); ``whole_with`` says how to see one whole."""
-    done = [t for t in view.tasks if t.output is not None]
+    done = [t for t in tasks if t.output is not None]
     if not done:
         return
     console.print(Text.assemble(("Outputs", "bold"), run_text(f" (whole: {whole_with})", "dim")))
@@ -281,16 +323,16 @@ def print_task(view: RunView, task_id: str) -> None:
             console.print(run_text(line), soft_wrap=True)
 
 
-def _task_table(view: RunView) -> Table:
+def _task_table(view: RunView, tasks: list[TaskView]) -> Table:
     table = Table(title="tasks, in dependency order", box=box.SIMPLE_HEAD, title_justify="left")
     columns = ("task", "title", "assignee", "status", "after", "start", "took", "tries", "cost")
     for name in columns:
         # on a narrow terminal the free text wraps; ids, statuses and figures stay whole
         free = name in ("title", "after")
         table.add_column(name, overflow="fold", no_wrap=not free, min_width=8 if free else None)
-    for t in view.tasks:
+    for t in tasks:
         table.add_row(
-            run_text(f"{'  ' * t.layer}{t.id}"),
+            run_text(f"{'  ' * min(t.layer, MAX_INDENT)}{t.id}"),
             run_text(t.title),
             run_text(t.assignee or ""),
             _with_mark(t),
@@ -328,8 +370,8 @@ def _coordinator_table(view: RunView) -> Table:
     return table
 
 
-def _print_failures(view: RunView) -> None:
-    failed: list[TaskView] = [t for t in view.tasks if t.status == "failed"]
+def _print_failures(view: RunView, tasks: list[TaskView]) -> None:
+    failed: list[TaskView] = [t for t in tasks if t.status == "failed"]
     steps = [c for c in view.coordinator if c.span.status == "failed"]
     if not failed and not steps:
         return
@@ -346,8 +388,8 @@ def _print_failures(view: RunView) -> None:
             console.print(run_text(f"  {line}"), soft_wrap=True)
 
 
-def _print_skipped(view: RunView) -> None:
-    skipped = [t for t in view.tasks if t.status == "skipped"]
+def _print_skipped(tasks: list[TaskView]) -> None:
+    skipped = [t for t in tasks if t.status == "skipped"]
     if skipped:
         console.print(Text("Skipped", style="bold yellow"))
     for t in skipped:

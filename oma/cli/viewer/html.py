@@ -19,6 +19,12 @@ offline. It shows:
 
 Clicking a node or a bar shows its details in the side panel; on load the
 panel shows the first failed task (or the first task).
+
+A run of more tasks than ``oma.cli.viewer.paging.WHOLE_TASKS`` gets a page
+of a bounded size: a status map draws every task (up to ``MAP_MOST``) as a
+square of its status's color, and the DAG is left out; the waterfall, the
+table, the outputs and the failures hold the tasks the page shows whole
+(``paging.page_of``), the others counted (a 5,000-task run's page was 13 MB).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from datetime import datetime
 from typing import Any
 
 from oma.cli.viewer.model import ChildRunView, RunView, Span, TaskView, seconds_text
+from oma.cli.viewer.paging import Page, page_of
 from oma.cli.viewer.scrubber import scrubber_html
 from oma.core.schema.usage import usd
 
@@ -69,6 +76,12 @@ OUTPUT_SUMMARY_CHARS = 120
 """How much of an output's first line its collapsed ``<details>`` shows."""
 
 
+MAP_CELL, MAP_COLUMNS = 10, 64
+"""The status map: each task a square of ``MAP_CELL`` pixels, ``MAP_COLUMNS`` a line."""
+
+MAP_MOST = 20_000
+"""The most tasks the status map draws (the others are counted)."""
+
 NODE_W, NODE_H, COL_GAP, ROW_GAP = 210, 60, 70, 22
 LABEL_W, BARS_W, ROW_H = 270, 480, 22
 
@@ -76,16 +89,22 @@ LABEL_W, BARS_W, ROW_H = 270, 480, 22
 def render_html(view: RunView) -> str:
     """The page for ``view``, as one string of HTML."""
     details: list[dict[str, Any]] = []
+    page = page_of(view)
+    drawn = (
+        _section("Task DAG", _dag_svg(view, details))
+        if page.whole
+        else _section("Tasks by status", _status_map(view, page))
+    )
     body = "\n".join(
         [
             _header(view),
             '<main><div class="left">',
-            _section("Task DAG", _dag_svg(view, details)),
-            _section("Time", scrubber_html(view, STATUS_COLORS)),
-            _section("Waterfall", _waterfall_svg(view, details)),
-            _section("Tasks", _task_table(view)),
-            _section("Outputs", _outputs(view)),
-            _section("Failures", _failures(view)),
+            drawn,
+            _section("Time", _scrubber(view, page)),
+            _section("Waterfall", _waterfall_svg(view, page.tasks, details)),
+            _section("Tasks", _task_table(view, page)),
+            _section("Outputs", _outputs(page.tasks)),
+            _section("Failures", _failures(view, page.tasks)),
             '</div><aside id="details"><h2>Details</h2>'
             '<p class="hint">Click a task or a bar.</p><pre id="detail-text"></pre></aside>',
             "</main>",
@@ -101,6 +120,14 @@ def render_html(view: RunView) -> str:
         data=data.replace("<", "\\u003c"),
         js=_JS,
     )
+
+
+def _scrubber(view: RunView, page: Page) -> str:
+    if page.whole:
+        return scrubber_html(view, STATUS_COLORS)
+    whole = {t.id for t in page.tasks}
+    drawn = {t.id for t in view.tasks[:MAP_MOST]}
+    return scrubber_html(view, STATUS_COLORS, whole, drawn)
 
 
 def _e(text: Any) -> str:
@@ -292,18 +319,18 @@ def _cut(text: str, limit: int) -> str:
 # -- the waterfall --------------------------------------------------------------
 
 
-def _waterfall_rows(view: RunView) -> list[tuple[int, str, Any]]:
-    """(depth, kind, item): tasks, their child runs and activities, and the
+def _waterfall_rows(view: RunView, tasks: list[TaskView]) -> list[tuple[int, str, Any]]:
+    """(depth, kind, item): ``tasks``, their child runs and activities, and the
     coordinator's steps, in order of start (tasks that never ran last)."""
     groups: list[tuple[datetime | None, int, list[tuple[int, str, Any]]]] = []
-    for order, t in enumerate(view.tasks):
+    for order, t in enumerate(tasks):
         rows: list[tuple[int, str, Any]] = [(0, "task", t)]
         for child in t.runs:
             if len(t.runs) > 1:
                 rows.append((1, "run", child))
             rows.extend((2 if len(t.runs) > 1 else 1, "span", a) for a in child.activities)
         groups.append((t.started_at, order, rows))
-    for order, child in enumerate(view.coordinator, start=len(view.tasks)):
+    for order, child in enumerate(view.coordinator, start=len(tasks)):
         rows = [(0, "run", child), *((1, "span", a) for a in child.activities)]
         groups.append((child.span.started_at, order, rows))
     never = [g for g in groups if g[0] is None]
@@ -320,8 +347,8 @@ def _ticks(span_s: float) -> list[float]:
     return [i * step for i in range(int(span_s / step) + 1)]
 
 
-def _waterfall_svg(view: RunView, details: list[dict[str, Any]]) -> str:
-    rows = _waterfall_rows(view)
+def _waterfall_svg(view: RunView, tasks: list[TaskView], details: list[dict[str, Any]]) -> str:
+    rows = _waterfall_rows(view, tasks)
     ends = [view.closed_at] if view.closed_at else []
     for _, kind, item in rows:
         span = _span_of(kind, item)
@@ -408,7 +435,7 @@ def _bounds(kind: str, item: Any) -> tuple[datetime | None, datetime | None]:
 # -- tables ---------------------------------------------------------------------
 
 
-def _task_table(view: RunView) -> str:
+def _task_table(view: RunView, page: Page) -> str:
     head = "".join(
         f"<th>{h}</th>"
         for h in (
@@ -424,7 +451,7 @@ def _task_table(view: RunView) -> str:
         )
     )
     rows = []
-    for t in view.tasks:
+    for t in page.tasks:
         cost = "unknown" if t.cost_usd is None else usd(t.cost_usd, view.total_cost_usd)
         took = seconds_text(t.duration_s) if t.duration_s is not None else ""
         cells = [
@@ -443,14 +470,55 @@ def _task_table(view: RunView) -> str:
         rows.append(
             f'<tr data-task="{_e(t.id)}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
         )
-    return f'<table class="tasks"><tr>{head}</tr>{"".join(rows)}</table>'
+    more = "" if page.whole else f'<p class="hint">{_e(page.left_text())}: {_MORE}</p>'
+    return f'<table class="tasks"><tr>{head}</tr>{"".join(rows)}</table>{more}'
 
 
-def _outputs(view: RunView) -> str:
+_MORE = "oma show RUN --task ID shows one whole, oma show RUN --json has them all."
+
+
+def _status_map(view: RunView, page: Page) -> str:
+    """Every task (the first ``MAP_MOST``) as a square of its status's color,
+    in the view's order (dependency layers), with its id and status as a
+    tooltip; a count of each status above it."""
+    counts: dict[str, int] = {}
+    for t in view.tasks:
+        counts[t.shown_status] = counts.get(t.shown_status, 0) + 1
+    legend = "".join(
+        f'<span><i style="background:{_color(k)}"></i>{_e(k)} {n:,}</span>'
+        for k, n in counts.items()
+    )
+    drawn = view.tasks[:MAP_MOST]
+    lines = math.ceil(len(drawn) / MAP_COLUMNS)
+    width, height = MAP_COLUMNS * MAP_CELL, lines * MAP_CELL
+    cells = "".join(
+        f'<rect data-task="{_e(t.id)}" x="{i % MAP_COLUMNS * MAP_CELL}" '
+        f'y="{i // MAP_COLUMNS * MAP_CELL}" width="{MAP_CELL - 1}" height="{MAP_CELL - 1}" '
+        f'fill="{_color(t.shown_status)}">'
+        f"<title>{_e(t.id)}: {_e(t.shown_status)}</title></rect>"
+        for i, t in enumerate(drawn)
+    )
+    cut = len(view.tasks) - len(drawn)
+    notes = [
+        f"{len(view.tasks):,} tasks, in dependency order, each a square (its id and status "
+        f"on hover); this page shows {len(page.tasks):,} of them whole: those that failed or "
+        "have not ended, then the first."
+    ]
+    if cut:
+        notes.append(f"The map stops at {MAP_MOST:,} tasks: {cut:,} more are not drawn.")
+    return (
+        f'<div class="legend">{legend}</div>'
+        + "".join(f'<p class="hint">{_e(n)}</p>' for n in notes)
+        + f'<svg id="status-map" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}">{cells}</svg>'
+    )
+
+
+def _outputs(tasks: list[TaskView]) -> str:
     """Each task's output as a ``<details>``: closed, its summary the task and
     the output's first line; opened, the whole output."""
     parts = []
-    for t in view.tasks:
+    for t in tasks:
         if t.output is None:
             continue
         first = next((line.strip() for line in t.output.splitlines() if line.strip()), "")
@@ -464,8 +532,8 @@ def _outputs(view: RunView) -> str:
     return "".join(parts) or '<p class="hint">None.</p>'
 
 
-def _failures(view: RunView) -> str:
-    failed = [t for t in view.tasks if t.status == "failed"]
+def _failures(view: RunView, tasks: list[TaskView]) -> str:
+    failed = [t for t in tasks if t.status == "failed"]
     failed_steps = [c for c in view.coordinator if c.span.status == "failed"]
     if not failed and not failed_steps:
         return '<p class="hint">None.</p>'

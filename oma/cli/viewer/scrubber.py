@@ -12,7 +12,9 @@ adds it as a section of its own (its data and script inside it).
 
 from __future__ import annotations
 
+import html
 import json
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -77,11 +79,30 @@ def _skipped_at(t: TaskView, closed_at: dict[str, datetime | None]) -> datetime 
     return min(times) if times else None  # type: ignore[type-var]
 
 
-def scrubber_html(view: RunView, colors: dict[str, str]) -> str:
+def scrubber_html(
+    view: RunView,
+    colors: dict[str, str],
+    whole: Collection[str] | None = None,
+    drawn: Collection[str] | None = None,
+) -> str:
     """The scrubber's section content: a range input over ``moments``, the
     moment's words, the shared memory then; ``colors`` fill the DAG's nodes
-    by status (``html.STATUS_COLORS``)."""
+    by status (``html.STATUS_COLORS``). A many-task run's page
+    (``oma.cli.viewer.paging``) gives the tasks it shows whole (``whole``)
+    and those its status map draws (``drawn``): the moments are the drawn
+    tasks', and only the whole ones' carry words (the page makes them from
+    the task and the status) and a shared memory entry, so the page stays
+    small (5,000 tasks' moments were 1.2 MB)."""
     changes = moments(view)
+    heading = "Shared memory then"
+    if whole is not None:
+        keep = set(drawn) if drawn is not None else None
+        changes = [m for m in changes if keep is None or m["task"] in keep]
+        for m in changes:
+            if m["task"] not in whole:
+                del m["label"]
+                m.pop("memory", None)
+        heading += f" (of the {len(whole):,} tasks shown whole)"
     if not changes:
         return '<p class="hint">No moment to scrub (no task ran).</p>'
     start = {t.id: ("reused" if t.reused_from is not None else "pending") for t in view.tasks}
@@ -92,7 +113,7 @@ def scrubber_html(view: RunView, colors: dict[str, str]) -> str:
     return (
         f'<input type="range" id="scrub" min="0" max="{last}" value="{last}" '
         'style="width:100%" aria-label="the run at a moment">'
-        '<p id="scrub-at" class="hint"></p><h3>Shared memory then</h3>'
+        f'<p id="scrub-at" class="hint"></p><h3>{html.escape(heading)}</h3>'
         '<pre id="scrub-memory"></pre>'
         f'<script type="application/json" id="scrub-data">{data}</script>'
         f"<script>{_JS}</script>"
@@ -106,7 +127,8 @@ _JS = """
   var at = document.getElementById('scrub-at');
   var memory = document.getElementById('scrub-memory');
   var nodes = {};
-  document.querySelectorAll('#dag .node').forEach(function(n){
+  // a DAG's nodes, or the status map's squares (a many-task run's page)
+  document.querySelectorAll('#dag .node, #status-map rect[data-task]').forEach(function(n){
     nodes[n.getAttribute('data-task')] = n;
   });
   function show(){
@@ -121,11 +143,12 @@ _JS = """
       var n = nodes[k];
       if (!n) continue;
       n.setAttribute('data-status', status[k]);
-      var rect = n.querySelector('rect');
+      var rect = n.tagName.toLowerCase() === 'rect' ? n : n.querySelector('rect');
       if (rect) rect.setAttribute('fill', data.colors[status[k]] || '#999999');
     }
     var shown = upto ? data.moments[upto - 1] : null;
-    at.textContent = shown ? ('+' + shown.t + ' s: ' + shown.label + ' (' + upto + ' of ' +
+    var label = shown && (shown.label || ('task ' + shown.task + ' ' + shown.status));
+    at.textContent = shown ? ('+' + shown.t + ' s: ' + label + ' (' + upto + ' of ' +
       data.moments.length + ')') : 'the run\\'s start';
     memory.textContent = mem.join('\\n') || '(empty)';
   }

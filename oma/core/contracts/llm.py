@@ -146,7 +146,12 @@ def _digest(text: str, chars: int = DIGEST_CHARS) -> str:
 
 def chain_after(chain: str, message: LLMMessage) -> str:
     """The chain of a conversation whose chain is ``chain``, after ``message``."""
-    return _digest(chain + _digest(message.model_dump_json()))
+    return chain_after_json(chain, message.model_dump_json())
+
+
+def chain_after_json(chain: str, message_json: str) -> str:
+    """``chain_after`` a message given as its JSON (``model_dump_json``)."""
+    return _digest(chain + _digest(message_json))
 
 
 def message_chain(messages: list[LLMMessage]) -> list[str]:
@@ -181,17 +186,19 @@ def tools_digest(tools: list[dict[str, Any]]) -> ToolsDigest:
 
 
 def request_digest(
-    agent: AgentConfig, messages: list[LLMMessage], tools: ToolsDigest
+    agent: AgentConfig, messages: list[LLMMessage], tools: ToolsDigest, chain: str | None = None
 ) -> RequestDigest:
     """The ``RequestDigest`` of a turn of ``agent`` on ``messages`` (the
     whole conversation, as the provider gets it) offering the tools
-    ``tools`` digests (``tools_digest``)."""
+    ``tools`` digests (``tools_digest``). ``chain``: the chain of
+    ``messages`` (``message_chain``), when the caller keeps it as the
+    conversation grows; else it is computed here, over every message."""
     return RequestDigest(
         model=f"{agent.resolved_provider}/{agent.resolved_model}",
         system=_digest(agent.system_prompt),
         tools=tools.tools,
         messages=len(messages),
-        chain=message_chain(messages)[-1],
+        chain=message_chain(messages)[-1] if chain is None else chain,
         version=DIGEST_VERSION,
         tool_digests=tools.each,
     )

@@ -45,17 +45,64 @@ def downstream_counts(
 ) -> dict[str, int]:
     """Task id -> how many tasks depend on it, directly or transitively.
 
-    Exact, computed once: each task's reach is a bit set (a Python int), the
-    union of its dependents' reaches, filled in reverse topological order.
+    Exact, computed once, in reverse topological order, in time and memory
+    linear in the run for the shapes runs have: a task with one dependent
+    has that dependent's count plus one (a chain, the chains of a
+    map-reduce), and so has a task whose descendants form a tree, every one
+    of them depending on nothing else (a fan-out), the sum of its
+    dependents' counts plus theirs. Only a task whose descendants may
+    overlap has them as a bit set (a Python int): its dependents and what
+    lies below them down to the next such task, whose set it adds. Tasks
+    are numbered sinks first, so a set is as wide as the graph below its
+    task. (Bit sets for every task, numbered in input order, took 1.2 s and
+    0.66 GB for 100 chains of 1,000 tasks, 1.3 GB for one chain of 100,000.)
     """
-    index = {t.id: i for i, t in enumerate(tasks)}
-    reach: dict[str, int] = {}
-    for task_id in reversed(_topological_order(tasks, dependents)):
-        bits = 0
+    order = _topological_order(tasks, dependents)
+    index = {task_id: i for i, task_id in enumerate(reversed(order))}
+    single = {t.id for t in tasks if len(t.depends_on) == 1}
+    count: dict[str, int] = {}
+    tree: set[str] = set()  # the tasks whose descendants form a tree
+    below: dict[str, int] = {}  # the descendants of the others with several dependents
+    for task_id in reversed(order):
+        after = dependents[task_id]
+        if all(d in single and d in tree for d in after):
+            tree.add(task_id)
+        if len(after) == 1 or task_id in tree:
+            count[task_id] = sum(count[d] + 1 for d in after)
+        else:
+            bits = _descendants(after, dependents, index, below)
+            below[task_id] = bits
+            count[task_id] = bits.bit_count()
+    return count
+
+
+def _descendants(
+    after: Sequence[str],
+    dependents: Mapping[str, Sequence[str]],
+    index: Mapping[str, int],
+    below: Mapping[str, int],
+) -> int:
+    """The bit set of the descendants of a task whose dependents are
+    ``after``: the tasks down from them, each once, and the sets (``below``)
+    of the tasks with one where the walk stops."""
+    found: list[int] = []
+    bits = 0
+    seen = set(after)
+    walk = list(after)
+    while walk:
+        task_id = walk.pop()
+        found.append(index[task_id])
+        if task_id in below:
+            bits |= below[task_id]
+            continue
         for d in dependents[task_id]:
-            bits |= reach[d] | (1 << index[d])
-        reach[task_id] = bits
-    return {task_id: bits.bit_count() for task_id, bits in reach.items()}
+            if d not in seen:
+                seen.add(d)
+                walk.append(d)
+    bitmap = bytearray(max(found) // 8 + 1)
+    for i in found:
+        bitmap[i >> 3] |= 1 << (i & 7)
+    return bits | int.from_bytes(bitmap, "little")
 
 
 def _topological_order(

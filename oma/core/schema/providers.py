@@ -24,7 +24,10 @@ class ProviderTraits:
     needs_io: bool
     """False for a provider whose turn is instant and deterministic (no network,
     no clock): in a workflow its ``llm_turn`` runs as a local activity, a marker
-    in the history with no task queue round trip."""
+    in the history with no task queue round trip. Such a turn is given the
+    conversation's latest message only (all the ``scripted`` provider reads):
+    a local activity runs inside the workflow task, which the whole
+    conversation would make grow with the run."""
 
     default_model: str | None = None
     """The model an agent of this provider uses when it names none; ``None``
