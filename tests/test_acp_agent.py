@@ -256,6 +256,7 @@ async def test_session_cancel_aborts_the_run_and_the_prompt_ends_cancelled(
     assert answer.stop_reason == "cancelled"
     state = await client.get_workflow_handle(sid).query("state")
     assert state["status"] == "cancelled" and state["error_code"] == "ABORTED"
+    assert said(editor, sid) == [f"The run was cancelled (ABORTED): {state['error']}"]
     assert statuses(editor, "approval:plan") == ["pending", "failed"]
     assert not (tmp_path / "notes.md").exists()
 
@@ -402,7 +403,7 @@ async def test_a_rejected_dispatch_ends_the_prompt_refused_saying_so_once(
     [final] = [u for u in editor.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"]
     # (the error was said twice: once as how the run ended, once as its outcome)
     assert final["content"]["text"] == (
-        f"The run ended rejected (APPROVAL_REJECTED): rejected: dispatch-t2 by {getpass.getuser()}"
+        f"The run was rejected (APPROVAL_REJECTED): rejected: dispatch-t2 by {getpass.getuser()}"
     )
 
 
@@ -410,7 +411,7 @@ async def test_a_plan_that_fails_ends_the_turn_saying_the_run_failed(
     dev_server: DevServer, tmp_path: Path, client: Any
 ) -> None:
     # a run that failed INVALID_PLAN (no valid plan after the correction
-    # turn) has no result: the editor was told "The run ended cancelled",
+    # turn) has no result: the editor was told the run was cancelled,
     # with stopReason cancelled, and the next prompt's context said so too
     config = team(approvals={})
     config["coordinator"]["script"] = ["No plan, sorry.", "Still no plan."] * 2
@@ -427,16 +428,15 @@ async def test_a_plan_that_fails_ends_the_turn_saying_the_run_failed(
     assert (first.stop_reason, again.stop_reason) == ("end_turn", "end_turn")
     # session/load replays the first run's outcome, and draws the second as it ended
     assert replayed[0].startswith("INVALID_PLAN: the coordinator's plan is invalid"), replayed
-    assert replayed[1].startswith("The run ended failed (INVALID_PLAN): "), replayed
+    assert replayed[1].startswith("The run failed (INVALID_PLAN): "), replayed
     assert len(told) == 1
     assert told[0].startswith(
-        "The run ended failed (INVALID_PLAN): the coordinator's plan is invalid after one "
+        "The run failed (INVALID_PLAN): the coordinator's plan is invalid after one "
         "correction turn: "
     ), told
     state = await client.get_workflow_handle(sid).query("state")
     assert (
-        "That run ended failed. Its outcome:\n\nINVALID_PLAN: the coordinator's plan"
-        in (state["goal"])
+        "That run failed. Its outcome:\n\nINVALID_PLAN: the coordinator's plan" in (state["goal"])
     )
 
 
@@ -487,6 +487,7 @@ async def test_a_follow_up_prompt_runs_again_with_the_previous_outcome_and_sessi
             session_id=sid,
             prompt=[text_block("Now add a title"), image_block(image, "image/png")],
         )
+        await editor.conn.prompt(session_id=sid, prompt=[text_block("/status")])
         listed = await editor.conn.list_sessions(cwd=str(tmp_path))
         elsewhere = await editor.conn.list_sessions(cwd=str(tmp_path / "elsewhere"))
     assert (first.stop_reason, second.stop_reason) == ("end_turn", "end_turn")
@@ -496,12 +497,17 @@ async def test_a_follow_up_prompt_runs_again_with_the_previous_outcome_and_sessi
     assert png.read_bytes() == b"\x89PNG\r\n\x1a\nnot really"
     assert state["goal"] == (
         "Earlier in this session the team was asked:\n\nWrite the notes\n\n"
-        f"That run ended completed. Its outcome:\n\n{FINAL}\n\n"
+        f"That run completed. Its outcome:\n\n{FINAL}\n\n"
         "Now, building on that:\n\n"
         f"Now add a title\n[image attached: {png.relative_to(tmp_path)} (image/png, 18 bytes)]"
     )
     assert [(s.session_id, s.cwd, s.title) for s in listed.sessions] == [
         (sid, str(tmp_path), "Now add a title")
+    ]
+    # /status: the goal as typed, not the follow-up's context before it
+    assert said(editor, sid)[-1].splitlines()[:2] == [
+        f"Run {sid}: completed (Temporal: completed)",
+        "Goal: Now add a title",
     ]
     assert elsewhere.sessions == []
 
@@ -517,7 +523,7 @@ async def test_bad_input_is_a_clear_error_and_the_agent_goes_on(
         [OMA, "run", str(run_file)], capture_output=True, text=True, check=False, timeout=60
     )
     said_by_oma_run = ran.stderr.strip().removeprefix(f"error: {run_file}: ")
-    assert "INVALID_RUN_INPUT" in said_by_oma_run
+    assert said_by_oma_run.startswith("INVALID_RUN_INPUT: invalid TeamRun input: ")
     empty = tmp_path / "empty"
     empty.mkdir()
     good = write_team(tmp_path / "team.json", team())
@@ -527,7 +533,10 @@ async def test_bad_input_is_a_clear_error_and_the_agent_goes_on(
             await editor.conn.new_session(cwd=str(tmp_path))
     assert invalid.value.code == -32602
     assert invalid.value.data["code"] == "INVALID_RUN_INPUT"
-    assert str(invalid.value) == f"INVALID_RUN_INPUT: {bad_file}: {said_by_oma_run}"
+    # oma run's message after the file's path; the code named once
+    message = said_by_oma_run.removeprefix("INVALID_RUN_INPUT: ")
+    assert invalid.value.data["message"] == f"{bad_file}: {message}"
+    assert str(invalid.value) == f"INVALID_RUN_INPUT: {bad_file}: {message}"
 
     async with editor_with(dev_server, empty) as editor:
         with pytest.raises(RequestError) as missing:
@@ -1015,6 +1024,7 @@ async def test_retry_runs_the_failed_task_and_its_dependents_again_and_keeps_the
     async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
         sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
         first = await editor.conn.prompt(session_id=sid, prompt=[text_block("Build it")])
+        skipped_card = card_texts(editor, "t3")[-1]
         failed = await client.get_workflow_handle(sid).describe()
         assert runs_log(tmp_path) == ["build", "docs", "prepare"]
         (tmp_path / "ok").touch()
@@ -1042,6 +1052,7 @@ async def test_retry_runs_the_failed_task_and_its_dependents_again_and_keeps_the
         await loaded.wait_for(lambda: said(loaded, sid), "the latest run's answer")
 
     assert (first.stop_reason, busy.stop_reason) == ("end_turn", "end_turn")
+    assert skipped_card == ("failed", "skipped: dependency 't2' (Build) failed")
     assert busy_said.startswith(f"/retry: ACP_SESSION_BUSY: the session's run {sid} is still going")
     assert (retried.stop_reason, again.stop_reason) == ("end_turn", "end_turn")
     # build and ship ran again, prepare and docs did not
@@ -1152,7 +1163,7 @@ async def test_session_fork_branches_the_latest_run_into_a_session_of_its_own(
     state = await client.get_workflow_handle(fid).query("state")
     assert state["goal"] == (
         "Earlier in this session the team was asked:\n\nWrite the notes\n\n"
-        f"That run ended completed. Its outcome:\n\n{FINAL}\n\n"
+        f"That run completed. Its outcome:\n\n{FINAL}\n\n"
         "Now, building on that:\n\nAdd a title"
     )
     # the session forked kept its runs: the one forked, then its own follow-up

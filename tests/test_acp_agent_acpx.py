@@ -161,6 +161,6 @@ async def test_acpx_prompts_a_persistent_session_again_after_its_queue_owner_has
     assert len(runs) == 3
     state = await client.get_workflow_handle(sid).query("state")
     assert state["goal"].startswith(
-        f"Earlier in this session the team was asked:\n\n{prompts[1]}\n\nThat run ended completed."
+        f"Earlier in this session the team was asked:\n\n{prompts[1]}\n\nThat run completed."
     )
     assert state["goal"].endswith(f"Now, building on that:\n\n{prompts[2]}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from acp import image_block, resource_block, text_block
@@ -22,14 +22,15 @@ from acp.schema import (
 )
 
 from oma.cli.acp_agent.cards import Book, agent_kinds, stop_reason
-from oma.cli.acp_agent.prompt import goal_of
+from oma.cli.acp_agent.prompt import ended_words, follow_up_goal, goal_of
 from oma.cli.acp_agent.team_file import find_team_file, session_team
+from oma.core.rules.task_graph import skip_reason
 from oma.core.schema.errors import (
     InvalidMessageError,
     InvalidRunInputError,
     TeamFileNotFoundError,
 )
-from oma.core.schema.results import TeamRunResult
+from oma.core.schema.results import TeamRunResult, TeamRunStatus
 from oma.core.schema.run_input import checked_team_run_input
 from oma.core.schema.task import ReusedFrom, TaskState, TaskStatus
 
@@ -62,6 +63,18 @@ def test_a_team_file_with_a_goal_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidRunInputError) as refused:
         session_team(None, tmp_path, [])
     assert "a team file has no 'goal'" in refused.value.message
+
+
+def test_a_team_file_error_names_its_code_once(tmp_path: Path) -> None:
+    bad = json.loads(json.dumps(TEAM))
+    bad["team"]["agents"][0]["provider"] = "nobody"
+    (tmp_path / "oma.json").write_text(json.dumps(bad))
+    with pytest.raises(InvalidRunInputError) as refused:
+        session_team(None, tmp_path, [])
+    assert refused.value.message.startswith(
+        f"{tmp_path / 'oma.json'}: invalid TeamRun input: team.agents[0].provider: "
+    )
+    assert str(refused.value).count("INVALID_RUN_INPUT") == 1, str(refused.value)
 
 
 def test_the_editor_adds_its_directory_and_its_mcp_servers(tmp_path: Path) -> None:
@@ -194,6 +207,15 @@ def test_the_book_sends_only_what_changed() -> None:
     assert book.plan_update(state(task, skipped)) == []
 
 
+def test_a_skipped_tasks_card_says_skipped_once() -> None:
+    failed = TaskState(id="t1", title="Build", status=TaskStatus.FAILED, error="boom")
+    skipped = TaskState(
+        id="t2", title="Ship", status=TaskStatus.SKIPPED, error=skip_reason(failed, "")
+    )
+    [card] = Book().card_updates(skipped, {})
+    assert card.content[0].content.text == "skipped: dependency 't1' (Build) failed"
+
+
 def test_a_task_a_fork_kept_says_it_was_reused() -> None:
     book = Book()
     kept = TaskState(
@@ -238,6 +260,24 @@ def test_the_stop_reason_says_how_the_run_ended(
 ) -> None:
     result = TeamRunResult(success=status == "completed", status=status, tasks=[], error_code=code)  # type: ignore[arg-type]
     assert stop_reason(result, cancelled) == reason
+
+
+def test_how_a_run_ended_reads_as_english_for_every_status() -> None:
+    words = {status: ended_words(status) for status in get_args(TeamRunStatus)}
+    assert words == {
+        "running": "stopped",
+        "planned": "was only planned",
+        "completed": "completed",
+        "failed": "failed",
+        "rejected": "was rejected",
+        "cancelled": "was cancelled",
+    }
+    previous = TeamRunResult(
+        success=False, status="failed", tasks=[], error="over", error_code="BUDGET_EXCEEDED"
+    )
+    assert "That run failed. Its outcome:\n\nBUDGET_EXCEEDED: over\n\n" in follow_up_goal(
+        "Go on", "Build it", previous
+    )
 
 
 def test_a_line_the_sdk_cannot_take_is_dropped_or_made_a_message() -> None:

@@ -58,7 +58,15 @@ from oma.cli.acp_agent.cards import agent_kinds, stop_reason
 from oma.cli.acp_agent.commands import COMMANDS, parse, run_command
 from oma.cli.acp_agent.follower import Follower, ended_as
 from oma.cli.acp_agent.permissions import Rules
-from oma.cli.acp_agent.prompt import follow_up_goal, goal_of, outcome_text, prompt_text
+from oma.cli.acp_agent.prompt import (
+    MEMO,
+    MEMO_PROMPT_CHARS,
+    follow_up_goal,
+    goal_of,
+    outcome_text,
+    prompt_text,
+    typed_prompt,
+)
 from oma.cli.acp_agent.retry import Refusal, busy, retry_of
 from oma.cli.acp_agent.session_fork import Branch, branch_of, fork_id
 from oma.cli.acp_agent.team_file import SessionTeam, session_dir, session_team
@@ -75,15 +83,6 @@ from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import checked_team_run_input
 
 logger = logging.getLogger(__name__)
-
-MEMO = "oma_acp"
-"""The memo key of a run an ``oma acp`` session started: ``{cwd, prompt}``
-(a ``/retry``'s: the prompt of the run it retries, and ``command``, the
-``/retry`` as typed)."""
-
-MEMO_PROMPT_CHARS = 2000
-"""How much of a prompt's text a run's memo keeps (the session's title, a
-follow-up's context), in characters."""
 
 LISTED_RUNS = 500
 """The most ``TeamRun`` executions ``session/list`` reads (newest first)."""
@@ -679,8 +678,7 @@ class TeamAgent:
             raise AcpSessionBusyError(
                 f"a run of {session.id} is already going (started elsewhere): /status shows it"
             )
-        mine = (await described.memo()).get(MEMO)
-        previous_prompt = str(mine.get("prompt") or "") if isinstance(mine, dict) else ""
+        previous_prompt = typed_prompt(await described.memo())
         result = await _ended_result(client, handle)
         return previous_prompt or (result.goal or ""), result
 

@@ -109,7 +109,7 @@ def card_of(
     elif task.status == TaskStatus.FAILED:
         text = f"failed: {task.error_code or 'error'}: {task.error or ''}".rstrip(": ")
     elif task.status == TaskStatus.SKIPPED:
-        text = f"skipped: {task.error}" if task.error else "skipped"
+        text = _skipped(task.error)
     elif task.status == TaskStatus.AWAITING_APPROVAL:
         text = decided or "waiting for approval"
     elif task.status == TaskStatus.IN_PROGRESS:
@@ -119,6 +119,14 @@ def card_of(
     return Card(
         title, kinds.get(task.assignee or "", "other"), status, cut_text(text, CARD_OUTPUT_CHARS)
     )
+
+
+def _skipped(error: str | None) -> str:
+    """What a skipped task's card says: its reason, which the run writes
+    starting ``skipped: `` (``oma.core.rules.task_graph.skip_reason``)."""
+    if not error:
+        return "skipped"
+    return error if error.startswith("skipped") else f"skipped: {error}"
 
 
 def _by_reference(task: TaskState) -> str:

@@ -20,6 +20,7 @@ from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRej
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.cli.acp_agent.permissions import decided_text
+from oma.cli.acp_agent.prompt import typed_prompt
 from oma.client.approvals import pending, send_decision
 from oma.core.schema.approvals import DecisionValue, Reviewer
 from oma.core.schema.errors import OMAError
@@ -114,8 +115,10 @@ async def _status(handle: Any) -> str:
         "state", result_type=TeamRunResult, rpc_timeout=QUERY_TIMEOUT
     )
     lines = [f"Run {handle.id}: {state.status} (Temporal: {described.status.name.lower()})"]
-    if state.goal:
-        lines.append(f"Goal: {state.goal.splitlines()[0][:200]}")
+    # the goal as typed: a follow-up's goal leads with the previous run's context
+    goal = typed_prompt(await described.memo()) or state.goal
+    if goal:
+        lines.append(f"Goal: {goal.splitlines()[0][:200]}")
     for task in state.tasks:
         who = f" · {task.assignee}" if task.assignee else ""
         lines.append(f"- {task.id} {task.title}{who}: {task.status.value}")

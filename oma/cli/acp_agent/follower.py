@@ -33,7 +33,7 @@ from temporalio.exceptions import ApplicationError, CancelledError, TerminatedEr
 
 from oma.cli.acp_agent.cards import Book
 from oma.cli.acp_agent.permissions import PermissionDesk, Rules, decided_text
-from oma.cli.acp_agent.prompt import outcome_text, outputs_text
+from oma.cli.acp_agent.prompt import ended_words, outcome_text, outputs_text
 from oma.cli.common import cause
 from oma.cli.live import latest_output
 from oma.core.contracts.workflow_ids import coordinator_workflow_id, task_workflow_id
@@ -358,7 +358,7 @@ class Follower:
         else:
             code = f" ({result.error_code})" if result.error_code else ""
             error = f": {result.error}" if result.error else ""
-            text = f"The run ended {result.status}{code}{error}"
+            text = f"The run {ended_words(result.status)}{code}{error}"
             if (produced := outputs_text(result)) is not None:
                 text += f"\n\n{produced}"
         chunk = update_agent_message_text(cut_text(text, FINAL_MESSAGE_CHARS))

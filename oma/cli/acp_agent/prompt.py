@@ -25,13 +25,14 @@ from __future__ import annotations
 import base64
 import binascii
 import mimetypes
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from oma.core.schema.errors import InvalidMessageError
 from oma.core.schema.limits import cut_text
-from oma.core.schema.results import TeamRunResult
+from oma.core.schema.results import TeamRunResult, TeamRunStatus
 
 MAX_ATTACHMENT_BYTES = 20 * 1024 * 1024
 """The largest image or blob a prompt may attach, in bytes (decoded)."""
@@ -44,6 +45,23 @@ PREVIOUS_OUTPUT_CHARS = 8000
 
 ATTACHMENTS = Path(".oma") / "attachments"
 """Where a session's attachments go, under its directory."""
+
+MEMO = "oma_acp"
+"""The memo key of a run an ``oma acp`` session started: ``{cwd, prompt}``
+(a ``/retry``'s: the prompt of the run it retries, and ``command``, the
+``/retry`` as typed)."""
+
+MEMO_PROMPT_CHARS = 2000
+"""How much of a prompt's text a run's memo keeps (the session's title, a
+follow-up's context, ``/status``'s goal), in characters."""
+
+
+def typed_prompt(memo: Mapping[str, Any]) -> str | None:
+    """What the user typed to start a run, from the run's ``memo``
+    (``MEMO``); ``None`` for a run ``oma acp`` did not start."""
+    mine = memo.get(MEMO)
+    prompt = mine.get("prompt") if isinstance(mine, dict) else None
+    return str(prompt) if prompt else None
 
 
 def prompt_text(blocks: list[Any]) -> str:
@@ -155,6 +173,23 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:200] or "session"
 
 
+_ENDED: dict[TeamRunStatus, str] = {
+    "completed": "completed",
+    "planned": "was only planned",
+    "failed": "failed",
+    "rejected": "was rejected",
+    "cancelled": "was cancelled",
+    "running": "stopped",  # (an ended run's state says how it ended: ``ended_as``)
+}
+
+
+def ended_words(status: TeamRunStatus) -> str:
+    """How a run of ``status`` ended, in words that follow "The run": "failed",
+    "was cancelled", ... (a ``budget`` or time stop is ``failed``: its
+    ``error_code`` says which)."""
+    return _ENDED[status]
+
+
 def follow_up_goal(prompt: str, previous_prompt: str, previous: TeamRunResult) -> str:
     """The goal of a follow-up run: ``prompt`` after what the session's
     previous run was asked (``previous_prompt``) and how it ended."""
@@ -162,7 +197,7 @@ def follow_up_goal(prompt: str, previous_prompt: str, previous: TeamRunResult) -
     return (
         "Earlier in this session the team was asked:\n\n"
         f"{previous_prompt}\n\n"
-        f"That run ended {previous.status}. Its outcome:\n\n"
+        f"That run {ended_words(previous.status)}. Its outcome:\n\n"
         f"{cut_text(outcome, PREVIOUS_OUTPUT_CHARS)}\n\n"
         "Now, building on that:\n\n"
         f"{prompt}"

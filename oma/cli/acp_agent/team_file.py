@@ -103,7 +103,7 @@ def read_team_file(path: Path) -> dict[str, Any]:
     try:
         checked_team_run_input({**raw, "goal": CHECK_GOAL} if isinstance(raw, dict) else raw)
     except OMAError as err:
-        raise type(err)(f"{path}: {err}") from None
+        raise type(err)(f"{path}: {err.message}") from None  # (its code said once, by str)
     assert isinstance(raw, dict)  # checked above
     return raw
 
