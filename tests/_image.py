@@ -239,6 +239,8 @@ def install(layout: Layout, venv: Path) -> None:
     Path(site, "deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
     pip = [sys.executable, "-m", "pip", "--python", str(python), "install"]
     env = os.environ | layout.dockerfile.env  # ENV applies to the RUN steps after it
+    # (as in the image: bytecode beside the sources, not under a prefix `make test` sets)
+    env.pop("PYTHONPYCACHEPREFIX", None)
     for step in layout.dockerfile.run_steps():
         if step[:2] == ["pip", "install"]:
             subprocess.run(

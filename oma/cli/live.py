@@ -335,7 +335,12 @@ class LiveView:
             ProgressBar(total=max(tracker.total, 1), completed=tracker.settled, width=30),
             Text(f"{tracker.settled}/{tracker.total} tasks settled"),
             Text(f"{tracker.failed} failed", style="red") if tracker.failed else Text(""),
-            run_text(f"aborting ({tracker.aborting}): the tasks in flight settle", "red")
+            # one line, cut at the screen's edge: a reason is the user's text, of any length
+            Text.assemble(
+                run_text(f"aborting ({tracker.aborting}): the tasks in flight settle", "red"),
+                no_wrap=True,
+                overflow="ellipsis",
+            )
             if tracker.aborting
             else Text(""),
         )
