@@ -196,7 +196,7 @@ async def test_trace_says_what_each_workflow_task_decided_in_the_teams_words() -
         "task a's AgentRun started",
     ]
     assert by_task[19].arrived == ["update decide arrived"]
-    assert "task c skipped: skipped: rejected: dispatch-c by recorder" in by_task[33].decided
+    assert "task c skipped: rejected: dispatch-c by recorder" in by_task[33].decided
 
 
 def test_oma_replay_trace_prints_steps() -> None:
@@ -207,7 +207,7 @@ def test_oma_replay_trace_prints_steps() -> None:
         "the agent's before_run hook (before_run) scheduled",
         "a model turn (llm_turn) scheduled",
         "the agent's evaluator (evaluate) scheduled",
-        "the run ended (completed)",
+        "the run completed",
     ]
 
 

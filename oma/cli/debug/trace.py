@@ -60,7 +60,9 @@ def run_event(event: dict[str, Any]) -> str:
     """A ``TeamRun``'s run event (its ``events`` query) in words."""
     kind = str(event.get("type"))
     said = RUN_EVENTS.get(kind, kind).format(task=event.get("task_id"))
-    detail = event.get("detail")
+    detail = str(event.get("detail") or "")
+    if kind == "task_skipped":  # (a skip's reason says 'skipped: ...' itself)
+        detail = detail.removeprefix("skipped: ")
     return f"{said}: {detail}" if detail else said
 
 

@@ -87,11 +87,11 @@ def recorded(event: HistoryEvent, run_id: str) -> str:
     if which == "workflow_properties_modified_event_attributes":
         return "its memo changed"
     if which == "workflow_execution_completed_event_attributes":
-        return "the run ended (completed)"
+        return "the run completed"
     if which == "workflow_execution_failed_event_attributes":
-        return f"the run ended failed: {attrs.failure.message}"
+        return f"the run failed: {attrs.failure.message}"
     if which == "workflow_execution_canceled_event_attributes":
-        return "the run ended cancelled"
+        return "the run was cancelled"
     if which == "workflow_execution_continued_as_new_event_attributes":
         return "the run continued as new"
     if which == "workflow_execution_update_accepted_event_attributes":
@@ -188,11 +188,11 @@ def issued(command: Any, run_id: str) -> str | None:
     if which == "modify_workflow_properties":
         return "its memo changed"
     if which == "complete_workflow_execution":
-        return "the run ended (completed)"
+        return "the run completed"
     if which == "fail_workflow_execution":
-        return f"the run ended failed: {attrs.failure.message}"
+        return f"the run failed: {attrs.failure.message}"
     if which == "cancel_workflow_execution":
-        return "the run ended cancelled"
+        return "the run was cancelled"
     if which == "continue_as_new_workflow_execution":
         return "the run continued as new"
     if which in ("respond_to_query", "update_response"):
