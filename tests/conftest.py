@@ -241,15 +241,35 @@ async def replay_every_closed_workflow(client: Client) -> None:
             yield await fetched
 
     started = time.monotonic()
+    broken: list[str] = []
     try:
         # OMA's workflow code under the sandbox's restrictions, which a
         # worker passes it through (oma.runtime.plugin.sandboxed)
-        await plugin.replayer(strict_sandbox=True).replay_workflows(histories())
+        replayer = plugin.replayer(strict_sandbox=True)
+        async with replayer.workflow_replay_iterator(histories()) as results:
+            async for result in results:
+                if result.replay_failure is not None:
+                    broken.append(keep_broken(result.history, result.replay_failure))
     finally:
         for pending in fetches:
             pending.cancel()
     took = time.monotonic() - started
     print(f"\nreplayed {len(closed)} workflow histories against the current code in {took:.1f} s")
+    if broken:
+        pytest.fail("histories the current code does not replay:\n" + "\n".join(broken))
+
+
+BROKEN_HISTORIES = ROOT / ".pytest-broken-histories"
+"""Where the session-end replay keeps each history the current code does not
+replay (``oma replay FILE`` reads it), so a failure on CI can be read after."""
+
+
+def keep_broken(history: WorkflowHistory, failure: Exception) -> str:
+    """Write ``history`` to ``BROKEN_HISTORIES`` and say which run broke how."""
+    BROKEN_HISTORIES.mkdir(exist_ok=True)
+    path = BROKEN_HISTORIES / f"{history.workflow_id.replace('/', '_')}.json"
+    path.write_text(history.to_json())
+    return f"{history.workflow_id} ({path}): {failure}"
 
 
 REPLAY_FETCHES = 16
