@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowHistory, WorkflowUpdateFailedError
 
 from oma import worker as oma_worker
 from oma.core.contracts.workflow_ids import task_workflow_id
@@ -19,7 +19,14 @@ from oma.core.schema.approvals import request_hash
 from oma.core.schema.messages import ToolResultBlock
 from oma.core.schema.results import AgentRunResult
 from tests._approvals import WAIT_S, Run, refusal_code, result_within, start_run
-from tests._runs import TASK_QUEUE, agent_result, assert_replays, collected_unraisable, task
+from tests._runs import (
+    TASK_QUEUE,
+    agent_result,
+    assert_replays,
+    collected_unraisable,
+    histories_of,
+    task,
+)
 from tests.test_approvals import scripted_activities
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -95,7 +102,25 @@ async def test_a_gated_call_waits_listed_at_the_team_run_and_runs_once_approved(
     assert child.approval_decisions == result.approval_decisions == [recorded]
     assert (recorded.source, recorded.forwarded_by) == ("update", workflow_id)
     assert await run.pending() == []
+    for history in await histories_of(client, workflow_id):
+        # both runs waited: each asked whether to say awaiting_approval as
+        # it started (its one marker), not when the request opened, after a
+        # scripted turn, which a replay can learn a workflow task earlier
+        assert patch_markers_by_workflow_task(history) == {1: 1}, history.workflow_id
     await assert_replays(client, workflow_id)
+
+
+def patch_markers_by_workflow_task(history: WorkflowHistory) -> dict[int, int]:
+    """How many patch markers each workflow task's commands recorded (by
+    the task's number, from 1)."""
+    counts: dict[int, int] = {}
+    completed = 0
+    for event in history.events:
+        if event.HasField("workflow_task_completed_event_attributes"):
+            completed += 1
+        elif event.marker_recorded_event_attributes.marker_name == "core_patch":
+            counts[completed] = counts.get(completed, 0) + 1
+    return counts
 
 
 async def test_a_rejected_call_never_runs_and_the_model_reads_why(

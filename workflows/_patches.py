@@ -8,9 +8,17 @@ Never rename or reuse an id: recorded histories hold it.
 Each ``workflow.patched`` call that is on records a marker and an upsert of
 ``TemporalChangeVersion`` in the run's history: two events per id, in every
 ``AgentRun`` (one per task). So workflow code asks ``patched`` here: from
-``ONE_MARKER`` on, a run records that one marker, and every id before it is
-on without one of its own. Add a new id below ``ONE_MARKER``, outside
-``_ON_WITH_ONE_MARKER``.
+``ONE_MARKER_2`` on, a run records that one marker as it starts
+(``at_start``), and every id before it is on without one of its own (runs
+recorded under ``ONE_MARKER`` replay as they were). Add a new id below
+``ONE_MARKER_2``, outside ``_ON_WITH_ONE_MARKER_2``.
+
+Where a run asks a patch matters: a replay must ask it in the workflow task
+whose commands hold its marker. An id asked late (when a request opens,
+after a model turn) is asked after a local activity's outcome, which a
+replay can learn a workflow task before the run did; the patch then says
+``False`` there and the replay fails on the marker. ``at_start`` asks
+before anything the run waits on.
 """
 
 from __future__ import annotations
@@ -114,17 +122,6 @@ _ON_WITH_ONE_MARKER = frozenset(
 """The ids ``ONE_MARKER`` stands for: every id declared before it."""
 
 
-def patched(patch_id: str) -> bool:
-    """``workflow.patched(patch_id)``, through ``ONE_MARKER``: ``True`` with
-    no marker of its own for an id before it when the run records (or, in a
-    replay, recorded) ``ONE_MARKER``. Its first call in a run decides that
-    run's ``ONE_MARKER``; a run recorded before it replays each id's own
-    marker, as it was recorded."""
-    if patch_id in _ON_WITH_ONE_MARKER and workflow.patched(ONE_MARKER):
-        return True
-    return workflow.patched(patch_id)
-
-
 GOAL_COPIES_COUNTED = "oma-goal-copies-counted"
 """A goal run counts every copy of its goal and its plan against its budget
 (``TeamRunInput.check_size``), before it plans and once it has: a goal too
@@ -136,5 +133,42 @@ AWAITING_APPROVAL_STATUS = "oma-awaiting-approval-status"
 """``OmaStatus`` says ``awaiting_approval`` while any approval request of the
 run is open (a team run's own, its tasks' tool requests, an agent run's), and
 ``running`` again once none is (``oma.workflows._visibility.show_waiting``);
-before it a waiting run said ``running``. Asked when a run's first request
-opens: a run that never waits records no marker."""
+before it a waiting run said ``running``. On with ``ONE_MARKER_2``; a run
+recorded before that asked it when its first request opened."""
+
+
+ONE_MARKER_2 = "oma-one-marker-2"
+"""Runs from this flag on record this one marker, as they start
+(``at_start``), for every id above (``ONE_MARKER`` and the ids after it
+included): each is on without a marker of its own. Before it, a run
+recorded ``ONE_MARKER`` and a marker of its own for ``GOAL_COPIES_COUNTED``
+and ``AWAITING_APPROVAL_STATUS``, asked when a request first opened: after a
+scripted turn (a local activity), a replay could ask it a workflow task
+before the marker and fail (a nondeterminism seen on CI)."""
+
+_ON_WITH_ONE_MARKER_2 = _ON_WITH_ONE_MARKER | {
+    ONE_MARKER,
+    GOAL_COPIES_COUNTED,
+    AWAITING_APPROVAL_STATUS,
+}
+"""The ids ``ONE_MARKER_2`` stands for: every id declared before it."""
+
+
+def at_start() -> None:
+    """Ask ``ONE_MARKER_2`` as the run starts, before anything it waits on:
+    a new run records it there, a run recorded before it says ``False`` (no
+    marker) and asks its ids as it did."""
+    workflow.patched(ONE_MARKER_2)
+
+
+def patched(patch_id: str) -> bool:
+    """``workflow.patched(patch_id)``, through ``ONE_MARKER_2`` and
+    ``ONE_MARKER``: ``True`` with no marker of its own for an id one of them
+    stands for when the run records (or, in a replay, recorded) that marker.
+    A run recorded before ``ONE_MARKER`` replays each id's own marker, as it
+    was recorded."""
+    if patch_id in _ON_WITH_ONE_MARKER_2 and workflow.patched(ONE_MARKER_2):
+        return True
+    if patch_id in _ON_WITH_ONE_MARKER and workflow.patched(ONE_MARKER):
+        return True
+    return workflow.patched(patch_id)

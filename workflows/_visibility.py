@@ -136,10 +136,10 @@ async def show_waiting(gate: ApprovalGate, show_details: Callable[[], None]) -> 
     the run is ``searchable``. Stops once ``ended`` set how the run ended.
 
     The upserts are commands: runs from before
-    ``_patches.AWAITING_APPROVAL_STATUS`` replay without them; the patch is
-    asked when the first request opens, so a run that never waits records
-    no marker. A request opened and closed within one workflow task changes
-    nothing."""
+    ``_patches.AWAITING_APPROVAL_STATUS`` replay without them (the patch is
+    on with the marker a run records as it starts, ``_patches.at_start``;
+    runs recorded before that asked it when their first request opened). A
+    request opened and closed within one workflow task changes nothing."""
     seen, shown = -1, False
     while not _has_ended():
         if gate.changes != seen:

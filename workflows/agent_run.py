@@ -97,6 +97,7 @@ class AgentRun(ApprovalHandlers):
 
     @workflow.run
     async def run(self, *args: Any) -> AgentRunResult:
+        _patches.at_start()
         await _visibility.learn()
         inp = _validated(args)
         agent = inp.agent

@@ -142,6 +142,7 @@ class TeamRun(TeamRunHandlers):
 
     @workflow.run
     async def run(self, *args: Any) -> dict[str, Any]:
+        _patches.at_start()
         await _visibility.learn()
         if (reading := _fork.reading(self._fork, self._input, self._stop)) is not None:
             self._setup(await reading)  # a fork, or a run that reuses another's work

@@ -107,7 +107,10 @@ class ReplayProbe:
     stop before the workflow task of a ``WorkflowTaskStarted`` event id (an
     IDE's breakpoints, which change while the replay runs). ``origins``: record
     where each command was issued (a walk of the stack per command: off
-    unless asked, as ``oma replay``'s mismatch report asks)."""
+    unless asked, as ``oma replay``'s mismatch report asks). ``keep``: keep
+    each workflow task's ``Activation`` in ``activations`` (off for a replay
+    that only asks the queries at its end, which then costs what a plain
+    replay costs)."""
 
     def __init__(
         self,
@@ -117,10 +120,12 @@ class ReplayProbe:
         on_activation: Callable[[Activation, Callable[..., Any]], None] | None = None,
         should_stop: Callable[[int], bool] | None = None,
         origins: bool = False,
+        keep: bool = True,
     ) -> None:
         self.queries = tuple(queries)
         self.answers: dict[str, Any] = {}
         self.activations: list[Activation] = []
+        self.keep = keep
         self.stop_at = sorted(stop_at)
         self.on_stop = on_stop
         self.on_activation = on_activation
@@ -180,6 +185,9 @@ class _Observed(WorkflowInstance):
                     probe.answers[name] = self.query(self._last, name)
             return self.inner.activate(act)
         if all(job.HasField("query_workflow") for job in act.jobs):
+            return self.inner.activate(act)
+        if not probe.keep and probe.on_stop is None and probe.on_activation is None:
+            self._last = act
             return self.inner.activate(act)
         seen = Activation(
             history_length=act.history_length,

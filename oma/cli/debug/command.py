@@ -83,7 +83,7 @@ def _check(debugged: Debugged) -> None:
     from oma.core.schema.errors import ReplayMismatchError
     from oma.runtime.replay_probe import ReplayProbe
 
-    result = run_async(replay(debugged, ReplayProbe()))
+    result = run_async(replay(debugged, ReplayProbe(keep=False)))
     if result.replay_failure is not None:
         message = explain_mismatch(debugged.source, debugged.history, result.replay_failure)
         raise ReplayMismatchError(message)

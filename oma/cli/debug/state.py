@@ -59,7 +59,7 @@ class StateAt:
 async def state_at(debugged: Debugged, target: Target) -> StateAt:
     """Replay ``debugged`` up to ``target`` and ask its queries. Raises
     ``ReplayMismatchError`` when the current code does not replay that far."""
-    probe = ReplayProbe(queries=QUERIES.get(debugged.workflow_type, ("state",)))
+    probe = ReplayProbe(queries=QUERIES.get(debugged.workflow_type, ("state",)), keep=False)
     result = await replay(debugged, probe, target.workflow_task)
     if result.replay_failure is not None:
         raise ReplayMismatchError(

@@ -165,7 +165,7 @@ def _fix(origin: Origin | None) -> str:
         f"put the change under `if _patches.patched(_patches.{suggested[0]}):` (the new code) "
         "with the old code in its `else`, and declare the next patch id, "
         f'`{suggested[0]} = "{suggested[1]}"`, in {PATCHES_FILE} below {last} '
-        "(the last one), outside _ON_WITH_ONE_MARKER; then tests/test_histories.py replays "
+        "(the last one), outside _ON_WITH_ONE_MARKER_2; then tests/test_histories.py replays "
         "the corpus again."
     )
 
@@ -176,11 +176,9 @@ def _patch_ids(origin: Origin | None) -> tuple[str, tuple[str, str]]:
     from oma.workflows import _patches
 
     declared = [
-        name
-        for name, value in vars(_patches).items()
-        if name.isupper() and isinstance(value, str) and name != "ONE_MARKER"
+        name for name, value in vars(_patches).items() if name.isupper() and isinstance(value, str)
     ]
-    last = declared[-1] if declared else "ONE_MARKER"
+    last = declared[-1]
     stem = origin.function.strip("_").upper() if origin is not None else "CHANGED"
     name = f"{stem}_CHANGED" if not stem.endswith("CHANGED") else stem
     return last, (name, "oma-" + name.lower().replace("_", "-"))
