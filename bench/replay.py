@@ -8,8 +8,10 @@ longest history of its continue-as-new chain (the run continues as new past
 ``options.history_event_limit`` events), and measures, ``--repeat`` times
 each (medians):
 
-- ``replay_s``: the full replay of that history (``oma replay FILE``'s:
-  ``oma.runtime.plugin.replayer``);
+- ``replay_s``: the full replay of that history, as ``oma replay FILE``
+  checks it (``oma.cli.debug.session.replay``: the product's converter and
+  the worker's sandbox; ``sdk_replay_s``: the same with the SDK's plain
+  ``Replayer`` and the product's plugin, ``oma.runtime.plugin.replayer``);
 - ``at_event_s``: the state at the last task completion of that history
   (``oma replay FILE --at task_complete:<task>``: the history cut there and
   replayed with a probe, then the run's queries), the worst case of ``--at``;
@@ -17,8 +19,8 @@ each (medians):
 
 The last line::
 
-    tasks=<n> events=<longest history> replay_s=<r> at_event_s=<a> at_middle_s=<m>
-    at_event_vs_replay=<a/r>
+    tasks=<n> events=<longest history> sdk_replay_s=<s> replay_s=<r> at_event_s=<a>
+    at_middle_s=<m> at_event_vs_replay=<a/r>
 
 ``at_event_vs_replay`` stays at or under 1: replaying to an event costs no
 more than replaying the whole history.
@@ -107,6 +109,16 @@ def last_completed_task(history: Any) -> str:
     return last
 
 
+def tasks_of(history: Any) -> int:
+    """How many tasks the run of ``history`` has (its input's ``tasks``)."""
+    import json
+
+    from oma.cli.debug.history import started
+
+    raw = started(history).input.payloads[0].data
+    return len(json.loads(raw).get("tasks") or [])
+
+
 async def timed(coro_factory: Any, repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -116,15 +128,21 @@ async def timed(coro_factory: Any, repeat: int) -> float:
     return statistics.median(times)
 
 
-async def measure(history: Any, repeat: int) -> tuple[float, float, float]:
+async def measure(history: Any, repeat: int) -> tuple[float, float, float, float]:
     from oma.cli.debug.history import Debugged, resolve
+    from oma.cli.debug.session import replay
     from oma.cli.debug.state import state_at
     from oma.runtime import plugin
+    from oma.runtime.replay_probe import ReplayProbe
 
-    debugged = Debugged(history, "bench")
+    debugged = Debugged(history, "bench")  # (history's workflow id: the run's)
+
+    async def sdk() -> None:
+        await plugin.replayer(None).replay_workflow(history)
 
     async def full() -> None:
-        await plugin.replayer(None).replay_workflow(history)
+        result = await replay(debugged, ReplayProbe(keep=False))
+        assert result.replay_failure is None, result.replay_failure
 
     task = last_completed_task(history)
     last = resolve(debugged, f"task_complete:{task}")
@@ -139,6 +157,7 @@ async def measure(history: Any, repeat: int) -> tuple[float, float, float]:
 
     print(f"--at task_complete:{task} is event {last.event_id}", flush=True)
     return (
+        await timed(sdk, repeat),
         await timed(full, repeat),
         await timed(at_last, repeat),
         await timed(at_middle, repeat),
@@ -150,19 +169,33 @@ def main() -> None:
     parser.add_argument("--chains", type=int, default=50)
     parser.add_argument("--length", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--history",
+        metavar="FILE",
+        help="measure this exported history (JSON) instead of running one (save one with --save)",
+    )
+    parser.add_argument("--save", metavar="FILE", help="write the run's history there")
     args = parser.parse_args()
 
+    from pathlib import Path
+
+    from oma.cli.debug.history import read_file
     from oma.runtime.dev_server import DevServer, free_port
 
-    server = DevServer(port=free_port())
-    server.start()
-    try:
-        history = asyncio.run(make_run(server.address, args.chains, args.length))
-    finally:
-        server.stop()
-    replay_s, at_event_s, at_middle_s = asyncio.run(measure(history, max(1, args.repeat)))
+    if args.history:
+        history = read_file(Path(args.history), None).history
+    else:
+        server = DevServer(port=free_port())
+        server.start()
+        try:
+            history = asyncio.run(make_run(server.address, args.chains, args.length))
+        finally:
+            server.stop()
+        if args.save:
+            Path(args.save).write_text(history.to_json())
+    sdk_s, replay_s, at_event_s, at_middle_s = asyncio.run(measure(history, max(1, args.repeat)))
     print(
-        f"tasks={args.chains * args.length} events={len(history.events)} "
+        f"tasks={tasks_of(history)} events={len(history.events)} sdk_replay_s={sdk_s:.3f} "
         f"replay_s={replay_s:.3f} at_event_s={at_event_s:.3f} at_middle_s={at_middle_s:.3f} "
         f"at_event_vs_replay={at_event_s / replay_s:.2f}",
         flush=True,

@@ -13,13 +13,23 @@ from oma.runtime.payload_store import REFERENCE_TYPE
 from oma.runtime.replay_probe import ReplayProbe, probe_replayer
 
 
-def encrypted(history: WorkflowHistory) -> bool:
-    """Whether any payload of ``history`` is encrypted (``oma.runtime.codec``)
-    or may be (a reference to a stored payload, ``oma.runtime.payload_store``):
-    only then does the replay decrypt. A run recorded before encryption was
-    turned on holds plaintext, which a codec would refuse."""
-    marks = (ENCRYPTED_ENCODING, REFERENCE_TYPE)
-    return any(m in event.SerializeToString() for event in history.events for m in marks)
+def payload_marks(history: WorkflowHistory) -> tuple[bool, bool]:
+    """``(encrypted, stored)``: whether any payload of ``history`` is
+    encrypted (``oma.runtime.codec``) or may be (a reference to a stored
+    payload), and whether any is such a reference
+    (``oma.runtime.payload_store``). Only then does the replay decrypt, or
+    read the store: a run recorded before encryption was turned on holds
+    plaintext, which a codec would refuse, and a history with no reference
+    replays without the SDK's External Storage, whose visit of every
+    payload costs a third of a large replay."""
+    encrypted = stored = False
+    for event in history.events:
+        data = event.SerializeToString()
+        stored = stored or REFERENCE_TYPE in data
+        encrypted = encrypted or stored or ENCRYPTED_ENCODING in data
+        if stored:
+            break
+    return encrypted, stored
 
 
 async def replay(
@@ -33,8 +43,7 @@ async def replay(
     ``WorkflowTaskStarted``, when given) with ``probe`` looking in. A mismatch
     is in the result (``replay_failure``), not raised."""
     history = debugged.history if upto is None else cut(debugged.history, upto)
-    store = Connection.from_env().store
-    replayer = probe_replayer(
-        probe, debug_mode=debug_mode, codec=encrypted(history), payload_store=store
-    )
+    encrypted, stored = payload_marks(history)
+    store = Connection.from_env().store if stored else None
+    replayer = probe_replayer(probe, debug_mode=debug_mode, codec=encrypted, payload_store=store)
     return await replayer.replay_workflow(history, raise_on_replay_failure=False)

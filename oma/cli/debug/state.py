@@ -60,7 +60,10 @@ async def state_at(debugged: Debugged, target: Target) -> StateAt:
     """Replay ``debugged`` up to ``target`` and ask its queries. Raises
     ``ReplayMismatchError`` when the current code does not replay that far."""
     probe = ReplayProbe(queries=QUERIES.get(debugged.workflow_type, ("state",)), keep=False)
-    result = await replay(debugged, probe, target.workflow_task)
+    # the queries run inside the replay's last activation: on a large run they
+    # outlast the SDK's 2 s deadlock timer, which would fail the eviction again
+    # and again (a hang); debug mode runs each activation inline, untimed
+    result = await replay(debugged, probe, target.workflow_task, debug_mode=True)
     if result.replay_failure is not None:
         raise ReplayMismatchError(
             f"{debugged.source} no longer replays up to event {target.event_id} against the "

@@ -113,7 +113,8 @@ async def trace(debugged: Debugged) -> list[Step]:
             step.decided.append(f"the workflow task failed: {activation.failure}")
         steps.append(step)
 
-    result = await replay(debugged, ReplayProbe(on_activation=observe))
+    # (untimed: the queries after each workflow task count as its time, oma.cli.debug.state)
+    result = await replay(debugged, ReplayProbe(on_activation=observe), debug_mode=True)
     if result.replay_failure is not None:
         raise ReplayMismatchError(
             f"{debugged.source} no longer replays against the current workflow code after "
