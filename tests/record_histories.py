@@ -849,6 +849,9 @@ SCENARIOS: dict[str, Scenario] = {
     "team_run_one_marker": hybrid_team,
     "agent_run_one_marker": hybrid_team_scripted_task,
     "team_run_awaiting_approval": awaiting_approval,
+    # recorded with the one marker a run records as it starts (ONE_MARKER_2)
+    "team_run_awaiting_approval_one_marker_2": awaiting_approval,
+    "agent_run_one_marker_2": hybrid_team_scripted_task,
 }
 """Every file of the corpus, by its stem, and the scenario that records it."""
 

@@ -9,9 +9,9 @@ Each ``workflow.patched`` call that is on records a marker and an upsert of
 ``TemporalChangeVersion`` in the run's history: two events per id, in every
 ``AgentRun`` (one per task). So workflow code asks ``patched`` here: from
 ``ONE_MARKER_2`` on, a run records that one marker as it starts
-(``at_start``), and every id before it is on without one of its own (runs
-recorded under ``ONE_MARKER`` replay as they were). Add a new id below
-``ONE_MARKER_2``, outside ``_ON_WITH_ONE_MARKER_2``.
+(``at_start``), and the ids it stands for are on without one of their own
+(runs recorded under ``ONE_MARKER`` replay as they were). Add a new id
+below ``ONE_MARKER_2``, outside ``_ON_WITH_ONE_MARKER_2``.
 
 Where a run asks a patch matters: a replay must ask it in the workflow task
 whose commands hold its marker. An id asked late (when a request opens,
@@ -139,19 +139,18 @@ recorded before that asked it when its first request opened."""
 
 ONE_MARKER_2 = "oma-one-marker-2"
 """Runs from this flag on record this one marker, as they start
-(``at_start``), for every id above (``ONE_MARKER`` and the ids after it
-included): each is on without a marker of its own. Before it, a run
-recorded ``ONE_MARKER`` and a marker of its own for ``GOAL_COPIES_COUNTED``
-and ``AWAITING_APPROVAL_STATUS``, asked when a request first opened: after a
-scripted turn (a local activity), a replay could ask it a workflow task
-before the marker and fail (a nondeterminism seen on CI)."""
+(``at_start``), for every id above but ``GOAL_COPIES_COUNTED``: each is on
+without a marker of its own. Before it, a run recorded ``ONE_MARKER`` and a
+marker of its own for ``AWAITING_APPROVAL_STATUS``, asked when a request
+first opened: after a scripted turn (a local activity), a replay could ask
+it a workflow task before the marker and fail (a nondeterminism seen on
+CI). ``GOAL_COPIES_COUNTED`` keeps its own marker, asked only where a
+goal's check fails: it says whether the check was on when the run was
+recorded, so a run replayed under a smaller budget than the one it ran
+under takes the path it took."""
 
-_ON_WITH_ONE_MARKER_2 = _ON_WITH_ONE_MARKER | {
-    ONE_MARKER,
-    GOAL_COPIES_COUNTED,
-    AWAITING_APPROVAL_STATUS,
-}
-"""The ids ``ONE_MARKER_2`` stands for: every id declared before it."""
+_ON_WITH_ONE_MARKER_2 = _ON_WITH_ONE_MARKER | {ONE_MARKER, AWAITING_APPROVAL_STATUS}
+"""The ids ``ONE_MARKER_2`` stands for."""
 
 
 def at_start() -> None:
