@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         agent_digest,
         agent_named,
     )
+    from oma.core.contracts.names import ActivityName
     from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
     from oma.core.contracts.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
     from oma.core.contracts.visibility import shorten
@@ -93,7 +94,7 @@ class ActivityModel:
             if self.recorded is not None:
                 update["recorded"] = self.recorded
             out = await workflow.execute_activity(
-                "llm_turn",
+                ActivityName.LLM_TURN,
                 inp.model_copy(update=update),
                 result_type=LlmTurnOutput,
                 summary=_turn_summary(inp),
@@ -105,7 +106,7 @@ class ActivityModel:
             # serialized, scanned and decoded by every turn's local activity,
             # inside the workflow task, whose time then grew with the run
             out = await workflow.execute_local_activity(
-                "llm_turn",
+                ActivityName.LLM_TURN,
                 inp.model_copy(update={"messages": inp.messages[-1:]}),
                 result_type=LlmTurnOutput,
                 summary=_turn_summary(inp),
@@ -182,7 +183,7 @@ class ActivityTools:
                 "retry_policy": RetryPolicy(maximum_attempts=1),
             }
         out: ToolCallOutput = await workflow.execute_activity(
-            "tool_call",
+            ActivityName.TOOL_CALL,
             call,
             result_type=ToolCallOutput,
             summary=f"{call.agent}: {call.tool.name}",
@@ -196,7 +197,7 @@ class ActivityTools:
         # the servers belong to this agent run (not its team run): it closes them
         info = workflow.info()
         out: McpListToolsOutput = await workflow.execute_activity(
-            "mcp_list_tools",
+            ActivityName.MCP_LIST_TOOLS,
             McpListToolsInput(
                 run_key=f"{info.workflow_id}/{info.run_id}",
                 agent=agent,
@@ -219,7 +220,7 @@ class ActivityTools:
         them). A worker that is gone took its servers with it."""
         await close_on_workers(
             self._mcp_queues,
-            "mcp_close_run",
+            ActivityName.MCP_CLOSE_RUN,
             McpCloseRunInput(run_key=self._run_key),
             McpCloseRunOutput,
             _options.MCP_CLOSE_RUN,
@@ -246,7 +247,7 @@ class ActivityBackend:
 
     async def process_run(self, inp: ProcessRunInput) -> ProcessRunOutput:
         out: ProcessRunOutput = await workflow.execute_activity(
-            "process_run",
+            ActivityName.PROCESS_RUN,
             inp,
             result_type=ProcessRunOutput,
             summary=shorten(f"{inp.agent}: run {inp.backend.command} {' '.join(inp.backend.args)}"),
@@ -279,7 +280,7 @@ class ActivityBackend:
 
     async def _acp_prompt(self, inp: AcpPromptInput, queue: str | None) -> AcpPromptOutput:
         out: AcpPromptOutput = await workflow.execute_activity(
-            "acp_prompt",
+            ActivityName.ACP_PROMPT,
             inp,
             result_type=AcpPromptOutput,
             summary=shorten(f"{inp.agent}: ACP prompt turn ({inp.backend.command})"),
@@ -299,7 +300,7 @@ class ActivityRunHooks:
         if agent.before_run is None:
             return messages
         out: BeforeRunOutput = await workflow.execute_activity(
-            "before_run",
+            ActivityName.BEFORE_RUN,
             BeforeRunInput(
                 agent=agent.name,
                 hook=agent.before_run,
@@ -314,7 +315,7 @@ class ActivityRunHooks:
 
     async def evaluate(self, inp: EvaluateInput) -> EvaluationRecord:
         record: EvaluationRecord = await workflow.execute_activity(
-            "evaluate",
+            ActivityName.EVALUATE,
             inp,
             result_type=EvaluationRecord,
             summary="evaluate the run",
@@ -334,7 +335,7 @@ def _turn_summary(inp: LlmTurnInput) -> str:
     return f"{agent.name}: model turn {inp.turn + 1} ({model})"
 
 
-BACKEND_ACTIVITIES = ("process_run", "acp_prompt")
+BACKEND_ACTIVITIES = (ActivityName.PROCESS_RUN, ActivityName.ACP_PROMPT)
 """The activities that run an external agent: their attempts are the run's
 ``backend_attempts``."""
 

@@ -21,6 +21,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from oma.core.contracts.names import ActivityName
     from oma.core.rules.fork import ForkedRun, ReadForkSourceInput
     from oma.core.rules.team_run_state import RunStop
     from oma.core.schema.errors import InvalidForkError
@@ -72,7 +73,7 @@ async def _read(
     source = forked_from or (given.options.reuse.from_ if given and given.options.reuse else "?")
     try:
         forked = await workflow.execute_activity(
-            "read_fork_source",
+            ActivityName.READ_FORK_SOURCE,
             ReadForkSourceInput(workflow_id=workflow.info().workflow_id, fork=payload),
             result_type=ForkedRun,
             summary=f"read the run to {'fork' if forked_from else 'reuse'}: {source}",

@@ -11,6 +11,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from oma.core.contracts.names import ActivityName
     from oma.core.rules.payload_fit import ReadOutputsInput, ReadOutputsOutput, read_batches
     from oma.core.rules.task_graph import TaskGraph
     from oma.core.rules.team_run_state import read_next
@@ -58,7 +59,7 @@ async def read_back(graph: TaskGraph, result: TeamRunResult) -> None:
     for batch in read_batches((ref, s.output_bytes or 0) for ref, s in kept.items()):
         try:
             got = await workflow.execute_activity(
-                "read_task_outputs",
+                ActivityName.READ_TASK_OUTPUTS,
                 ReadOutputsInput(
                     refs=batch,
                     run_ids={r: run for r in batch if (run := kept[r].output_run_id)},
