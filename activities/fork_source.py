@@ -32,10 +32,11 @@ from temporalio.converter import DataConverter
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.activities.tools.custom import load_custom_tool
+from oma.core.contracts.fork import ForkedRun, ReadForkSourceInput
 from oma.core.contracts.names import ActivityName, QueryName, WorkflowName
 from oma.core.contracts.visibility import team_run_result_of
 from oma.core.contracts.workflow_ids import task_workflow_id
-from oma.core.rules.fork import ForkedRun, ReadForkSourceInput, fork_run
+from oma.core.rules.fork import fork_run
 from oma.core.rules.payload_fit import READ_BATCH_BYTES, SHORT_OUTPUT_BYTES, fit
 from oma.core.rules.reuse import reuse_run
 from oma.core.rules.task_graph import SPEC_FIELDS

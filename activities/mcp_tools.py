@@ -14,16 +14,16 @@ from __future__ import annotations
 from temporalio import activity
 
 from oma.activities.mcp import McpServerPool
-from oma.core.contracts.names import ActivityName
-from oma.core.schema.errors import InvalidRunInputError, McpServerError, OMAError, application_error
-from oma.core.schema.mcp import (
+from oma.core.contracts.mcp import (
     McpCloseRunInput,
     McpCloseRunOutput,
     McpListToolsInput,
     McpListToolsOutput,
-    McpTool,
 )
-from oma.core.schema.tools import ToolCallInput, ToolCallOutput
+from oma.core.contracts.names import ActivityName
+from oma.core.contracts.tools import ToolCallInput, ToolCallOutput
+from oma.core.schema.errors import InvalidRunInputError, McpServerError, OMAError, application_error
+from oma.core.schema.mcp import McpTool
 
 
 class McpActivities:

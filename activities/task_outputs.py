@@ -9,7 +9,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.core.contracts.names import ActivityName
-from oma.core.rules.payload_fit import ReadOutputsInput, ReadOutputsOutput
+from oma.core.contracts.task_outputs import ReadOutputsInput, ReadOutputsOutput
 from oma.core.schema.results import AgentRunResult
 
 

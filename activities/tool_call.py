@@ -33,9 +33,10 @@ from oma.activities.mcp_tools import call_mcp_tool
 from oma.activities.tools import BUILTIN_TOOLS, ToolContext, ToolOutput, cap_output, run_builtin
 from oma.activities.tools.custom import load_custom_tool
 from oma.core.contracts.names import ActivityName
+from oma.core.contracts.tools import ToolCallInput, ToolCallOutput
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.errors import OMAError
-from oma.core.schema.tools import ToolCallInput, ToolCallOutput, ToolTraits
+from oma.core.schema.tools import ToolTraits
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

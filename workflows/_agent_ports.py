@@ -33,23 +33,23 @@ with workflow.unsafe.imports_passed_through():
         agent_digest,
         agent_named,
     )
-    from oma.core.contracts.names import ActivityName
-    from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
-    from oma.core.contracts.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
-    from oma.core.contracts.visibility import shorten
-    from oma.core.schema.agent_config import AgentConfig
-    from oma.core.schema.evaluation import EvaluationRecord
-    from oma.core.schema.mcp import (
+    from oma.core.contracts.mcp import (
         McpCloseRunInput,
         McpCloseRunOutput,
         McpListToolsInput,
         McpListToolsOutput,
-        McpServerConfig,
     )
+    from oma.core.contracts.names import ActivityName
+    from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
+    from oma.core.contracts.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
+    from oma.core.contracts.tools import ToolCallInput, ToolCallOutput
+    from oma.core.contracts.visibility import shorten
+    from oma.core.schema.agent_config import AgentConfig
+    from oma.core.schema.evaluation import EvaluationRecord
+    from oma.core.schema.mcp import McpServerConfig
     from oma.core.schema.messages import LLMMessage
     from oma.core.schema.providers import PROVIDERS
     from oma.core.schema.results import AcpSessionInfo
-    from oma.core.schema.tools import ToolCallInput, ToolCallOutput
     from oma.workflows import _options, _patches
     from oma.workflows._acp import close_acp_sessions
     from oma.workflows._pinned import close_on_workers, on_owner

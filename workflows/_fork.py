@@ -21,8 +21,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from oma.core.contracts.fork import ForkedRun, ReadForkSourceInput
     from oma.core.contracts.names import ActivityName
-    from oma.core.rules.fork import ForkedRun, ReadForkSourceInput
     from oma.core.rules.team_run_state import RunStop
     from oma.core.schema.errors import InvalidForkError
     from oma.core.schema.fork import ForkInput, is_fork_input, parse_fork_input

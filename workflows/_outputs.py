@@ -12,7 +12,8 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from oma.core.contracts.names import ActivityName
-    from oma.core.rules.payload_fit import ReadOutputsInput, ReadOutputsOutput, read_batches
+    from oma.core.contracts.task_outputs import ReadOutputsInput, ReadOutputsOutput
+    from oma.core.rules.payload_fit import read_batches
     from oma.core.rules.task_graph import TaskGraph
     from oma.core.rules.team_run_state import read_next
     from oma.core.schema.limits import MAX_DEPENDENCY_PAYLOAD_BYTES

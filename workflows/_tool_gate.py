@@ -34,6 +34,8 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from oma.core.contracts.names import SignalName
+    from oma.core.contracts.tool_requests import ForwardedDecision, ToolRequestClosed
+    from oma.core.contracts.tools import ToolCallInput, ToolCallOutput
     from oma.core.rules.approval_gate import task_of
     from oma.core.schema.approvals import (
         ApprovalDecision,
@@ -47,7 +49,6 @@ with workflow.unsafe.imports_passed_through():
         ApprovalUnknownRequestError,
         OMAError,
     )
-    from oma.core.schema.tools import ToolCallInput, ToolCallOutput
     from oma.workflows import _patches
     from oma.workflows._approval_waits import ApprovalWaits
     from oma.workflows._events import EventSink
@@ -55,26 +56,6 @@ with workflow.unsafe.imports_passed_through():
 
 
 M = TypeVar("M", bound=BaseModel)
-
-
-class ToolRequestClosed(BaseModel):
-    """Sent by a task's run to its team run: a tool request is closed, with
-    the decision it got (``None``: none; ``reason``: why a decision the team
-    run forwarded was refused)."""
-
-    request_id: str
-    decision: ApprovalDecision | None = None
-    reason: str | None = None
-
-
-class ForwardedDecision(BaseModel):
-    """Sent by a team run to a task's run (signal ``forwarded_decision``): a
-    reviewer's decision on one of its tool requests, taken at the team run
-    ``forwarded_by`` through the ``decide`` signal or update (``source``)."""
-
-    decision: Decision
-    source: DecisionSource
-    forwarded_by: str
 
 
 class ToolGate(BackgroundSignals):

@@ -46,8 +46,8 @@ from oma.cli.live import PlainView, RunView, run_view
 from oma.cli.server_watch import WATCH_INTERVAL_S, ServerWatch, server_gone
 from oma.cli.summary import print_error_code, print_result
 from oma.cli.upstream import live_lines
+from oma.core.contracts.fork import ForkedRun
 from oma.core.contracts.names import QueryName
-from oma.core.rules.fork import ForkedRun
 from oma.core.schema.errors import InvalidRunInputError, OMAError
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent

@@ -29,9 +29,9 @@ from oma.activities.fork_source import (
     reuse_of,
 )
 from oma.client.runs import start_attributes, start_run
+from oma.core.contracts.fork import ForkedRun
 from oma.core.contracts.names import WorkflowName
 from oma.core.contracts.workflow_ids import team_run_id_of
-from oma.core.rules.fork import ForkedRun
 from oma.core.schema.errors import HistoryReadError, InvalidForkError
 from oma.core.schema.fork import ForkInput, ForkSource, is_fork_input
 from oma.core.schema.limits import RUN_STATE_BUDGET_BYTES, check_child_ids, json_size

@@ -30,10 +30,10 @@ from oma.core.contracts.acp import AcpPromptInput, AcpPromptOutput
 from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
 from oma.core.contracts.names import WorkflowName
 from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
+from oma.core.contracts.tools import ToolCallInput, ToolCallOutput
 from oma.core.contracts.visibility import team_run_result_of
 from oma.core.contracts.workflow_ids import team_run_id_of
 from oma.core.schema.results import AgentRunResult, TeamRunResult
-from oma.core.schema.tools import ToolCallInput, ToolCallOutput
 from oma.core.schema.usage import TokenUsage
 
 Attributes = dict[str, AttributeValue]
