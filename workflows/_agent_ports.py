@@ -97,8 +97,7 @@ class ActivityModel:
                 ActivityName.LLM_TURN,
                 inp.model_copy(update=update),
                 result_type=LlmTurnOutput,
-                summary=_turn_summary(inp),
-                **_options.LLM_TURN,
+                **(_options.LLM_TURN | {"summary": _turn_summary(inp)}),
             )
         else:
             # an instant provider reads the latest message only
@@ -109,8 +108,7 @@ class ActivityModel:
                 ActivityName.LLM_TURN,
                 inp.model_copy(update={"messages": inp.messages[-1:]}),
                 result_type=LlmTurnOutput,
-                summary=_turn_summary(inp),
-                **_options.LLM_TURN_LOCAL,
+                **(_options.LLM_TURN_LOCAL | {"summary": _turn_summary(inp)}),
             )
         return out
 
@@ -186,8 +184,7 @@ class ActivityTools:
             ActivityName.TOOL_CALL,
             call,
             result_type=ToolCallOutput,
-            summary=f"{call.agent}: {call.tool.name}",
-            **options,
+            **(options | {"summary": f"{call.agent}: {call.tool.name}"}),
         )
         return out
 
@@ -205,8 +202,7 @@ class ActivityTools:
                 custom_tools=custom_tools,
             ),
             result_type=McpListToolsOutput,
-            summary=f"{agent}: list MCP tools",
-            **_options.MCP_LIST_TOOLS,
+            **(_options.MCP_LIST_TOOLS | {"summary": f"{agent}: list MCP tools"}),
         )
         self._run_key = out.run_key
         if out.worker_task_queue is not None:
@@ -246,12 +242,12 @@ class ActivityBackend:
         self._queues: set[str] = set()
 
     async def process_run(self, inp: ProcessRunInput) -> ProcessRunOutput:
+        summary = shorten(f"{inp.agent}: run {inp.backend.command} {' '.join(inp.backend.args)}")
         out: ProcessRunOutput = await workflow.execute_activity(
             ActivityName.PROCESS_RUN,
             inp,
             result_type=ProcessRunOutput,
-            summary=shorten(f"{inp.agent}: run {inp.backend.command} {' '.join(inp.backend.args)}"),
-            **_options.PROCESS_RUN,
+            **(_options.PROCESS_RUN | {"summary": summary}),
         )
         return out
 
@@ -279,13 +275,18 @@ class ActivityBackend:
         )
 
     async def _acp_prompt(self, inp: AcpPromptInput, queue: str | None) -> AcpPromptOutput:
+        options = _options.ACP_PROMPT_ROUTED if queue else _options.ACP_PROMPT
         out: AcpPromptOutput = await workflow.execute_activity(
             ActivityName.ACP_PROMPT,
             inp,
             result_type=AcpPromptOutput,
-            summary=shorten(f"{inp.agent}: ACP prompt turn ({inp.backend.command})"),
-            task_queue=queue or workflow.info().task_queue,
-            **(_options.ACP_PROMPT_ROUTED if queue else _options.ACP_PROMPT),
+            **(
+                options
+                | {
+                    "summary": shorten(f"{inp.agent}: ACP prompt turn ({inp.backend.command})"),
+                    "task_queue": queue or workflow.info().task_queue,
+                }
+            ),
         )
         self._queues.add(out.worker_task_queue)
         return out
@@ -308,8 +309,7 @@ class ActivityRunHooks:
                 external=agent.backend is not None,
             ),
             result_type=BeforeRunOutput,
-            summary=f"{agent.name}: before_run hook",
-            **_options.USER_CODE,
+            **(_options.USER_CODE | {"summary": f"{agent.name}: before_run hook"}),
         )
         return out.messages
 
@@ -318,8 +318,7 @@ class ActivityRunHooks:
             ActivityName.EVALUATE,
             inp,
             result_type=EvaluationRecord,
-            summary="evaluate the run",
-            **_options.USER_CODE,
+            **(_options.USER_CODE | {"summary": "evaluate the run"}),
         )
         return record
 

@@ -4,11 +4,11 @@ waiting tasks read (``oma.core.rules.payload_fit``), before it dispatches them."
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
+from temporalio.workflow import ActivityConfig
 
 with workflow.unsafe.imports_passed_through():
     from oma.core.contracts.names import ActivityName
@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.schema.task import TERMINAL_STATUSES
     from oma.workflows._waiting import reraise_cancel
 
-READ_OUTPUTS: dict[str, Any] = {
+READ_OUTPUTS: ActivityConfig = {
     "start_to_close_timeout": timedelta(minutes=1),
     "retry_policy": RetryPolicy(maximum_interval=timedelta(seconds=30), maximum_attempts=10),
 }
@@ -66,8 +66,10 @@ async def read_back(graph: TaskGraph, result: TeamRunResult) -> None:
                     run_ids={r: run for r in batch if (run := kept[r].output_run_id)},
                 ),
                 result_type=ReadOutputsOutput,
-                summary=f"read back {len(batch)} output(s) kept by reference",
-                **READ_OUTPUTS,
+                **(
+                    READ_OUTPUTS
+                    | {"summary": f"read back {len(batch)} output(s) kept by reference"}
+                ),
             )
         except ActivityError as err:
             reraise_cancel(err)
