@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from temporalio.client import Client
 
 from oma.core.contracts.llm import ConversationRef, ConversationSlice, chain_after_json
+from oma.core.contracts.names import QueryName
 from oma.core.schema.messages import LLMMessage
 
 QUERY_SLICE_BYTES = 1024 * 1024
@@ -72,7 +73,7 @@ class Conversations:
         while len(kept.messages) < ref.length:
             start = len(kept.messages)
             part: list[LLMMessage] = await handle.query(
-                "conversation",
+                QueryName.CONVERSATION,
                 ConversationSlice(start=start, end=ref.length, max_bytes=QUERY_SLICE_BYTES),
                 result_type=list[LLMMessage],
             )

@@ -28,6 +28,7 @@ from oma.core.contracts.acp import (
     AcpPromptInput,
     AcpPromptOutput,
 )
+from oma.core.contracts.names import ActivityName
 from oma.core.schema.errors import OMAError, application_error
 from oma.core.schema.limits import check_output_size
 
@@ -51,7 +52,7 @@ class AcpActivities:
         self.pool = pool
         self.worker_task_queue = worker_task_queue
 
-    @activity.defn(name="acp_prompt")
+    @activity.defn(name=ActivityName.ACP_PROMPT)
     async def acp_prompt(self, inp: AcpPromptInput) -> AcpPromptOutput:
         """Send ``inp.prompt`` to the agent's session, opening the session first
         when this worker holds none for (``run_key``, ``agent``).
@@ -113,7 +114,7 @@ class AcpActivities:
             attempt=attempt,
         )
 
-    @activity.defn(name="acp_close_run")
+    @activity.defn(name=ActivityName.ACP_CLOSE_RUN)
     async def acp_close_run(self, inp: AcpCloseRunInput) -> AcpCloseRunOutput:
         """Close every session of ``inp.run_key`` on this worker and kill their
         process trees."""

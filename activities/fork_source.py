@@ -32,9 +32,11 @@ from temporalio.converter import DataConverter
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.activities.tools.custom import load_custom_tool
+from oma.core.contracts.fork import ForkedRun, ReadForkSourceInput
+from oma.core.contracts.names import ActivityName, QueryName, WorkflowName
 from oma.core.contracts.visibility import team_run_result_of
 from oma.core.contracts.workflow_ids import task_workflow_id
-from oma.core.rules.fork import ForkedRun, ReadForkSourceInput, fork_run
+from oma.core.rules.fork import fork_run
 from oma.core.rules.payload_fit import READ_BATCH_BYTES, SHORT_OUTPUT_BYTES, fit
 from oma.core.rules.reuse import reuse_run
 from oma.core.rules.task_graph import SPEC_FIELDS
@@ -69,7 +71,7 @@ FORK_READ_PAGE = 100
 """Events per page of those reads."""
 
 
-@activity.defn(name="read_fork_source")
+@activity.defn(name=ActivityName.READ_FORK_SOURCE)
 async def read_fork_source(inp: ReadForkSourceInput) -> ForkedRun:
     """The fork ``inp.workflow_id`` of its source run (``fork_of``).
 
@@ -316,7 +318,7 @@ async def read_source(
             f"of a TeamRun ({hint})"
         ) from None
     started = first.workflow_execution_started_event_attributes
-    if started.workflow_type.name != "TeamRun":
+    if started.workflow_type.name != WorkflowName.TEAM_RUN:
         raise InvalidForkError(
             f"run {run_id!r} is a {started.workflow_type.name}, not a TeamRun: fork the team run"
         )
@@ -335,7 +337,7 @@ async def read_source(
     result = await closed_result(client.data_converter, last)
     if result is None:  # running, or ended without a result: its state so far
         result = await client.get_workflow_handle(run_id, run_id=temporal_run_id).query(
-            "state", result_type=TeamRunResult
+            QueryName.STATE, result_type=TeamRunResult
         )
     return ForkSource(input=inp, result=result, temporal_run_id=temporal_run_id)
 
@@ -390,7 +392,7 @@ class ForkReads:
         self.done = self.seen >= FORK_READ_EVENTS
         if event.HasField("activity_task_scheduled_event_attributes"):
             scheduled = event.activity_task_scheduled_event_attributes
-            if scheduled.activity_type.name == "read_fork_source":
+            if scheduled.activity_type.name == ActivityName.READ_FORK_SOURCE:
                 self.scheduled.add(event.event_id)
         elif event.HasField("activity_task_completed_event_attributes"):
             completed = event.activity_task_completed_event_attributes

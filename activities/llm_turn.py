@@ -34,6 +34,7 @@ from oma.core.contracts.llm import (
     request_digest,
     tools_digest,
 )
+from oma.core.contracts.names import ActivityName, QueryName
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.errors import OMAError, RecordingMissError, application_error
 from oma.core.schema.providers import PROVIDERS
@@ -69,7 +70,7 @@ class LlmActivities:
         self.conversations = conversations or Conversations()
         """What this worker read of its runs' conversations."""
 
-    @activity.defn(name="llm_turn")
+    @activity.defn(name=ActivityName.LLM_TURN)
     async def llm_turn(self, inp: LlmTurnInput) -> LlmTurnOutput:
         """Run one model turn for ``inp.agent``; its usage is priced
         (``oma.core.contracts.llm.price_turn``), so the history records what it cost.
@@ -157,7 +158,7 @@ class LlmActivities:
         agent = self.agents.get(ref.sha256)
         if agent is None:
             handle = activity.client().get_workflow_handle(ref.workflow_id, run_id=ref.run_id)
-            agent = await handle.query("agent", ref.sha256, result_type=_AGENT_OR_NONE)
+            agent = await handle.query(QueryName.AGENT, ref.sha256, result_type=_AGENT_OR_NONE)
             if agent is None:
                 raise RuntimeError(f"the agent of {ref.workflow_id} is not {ref.sha256}")
         self.agents[ref.sha256] = agent

@@ -14,15 +14,16 @@ from __future__ import annotations
 from temporalio import activity
 
 from oma.activities.mcp import McpServerPool
-from oma.core.schema.errors import InvalidRunInputError, McpServerError, OMAError, application_error
-from oma.core.schema.mcp import (
+from oma.core.contracts.mcp import (
     McpCloseRunInput,
     McpCloseRunOutput,
     McpListToolsInput,
     McpListToolsOutput,
-    McpTool,
 )
-from oma.core.schema.tools import ToolCallInput, ToolCallOutput
+from oma.core.contracts.names import ActivityName
+from oma.core.contracts.tools import ToolCallInput, ToolCallOutput
+from oma.core.schema.errors import InvalidRunInputError, McpServerError, OMAError, application_error
+from oma.core.schema.mcp import McpTool
 
 
 class McpActivities:
@@ -33,7 +34,7 @@ class McpActivities:
         self.pool = pool
         self.worker_task_queue = worker_task_queue
 
-    @activity.defn(name="mcp_list_tools")
+    @activity.defn(name=ActivityName.MCP_LIST_TOOLS)
     async def mcp_list_tools(self, inp: McpListToolsInput) -> McpListToolsOutput:
         """Start (or reach) each of ``inp.servers`` for (``run_key``,
         ``agent``) and list its tools (``tools/list``), in declaration order.
@@ -49,7 +50,7 @@ class McpActivities:
         except OMAError as err:
             raise application_error(err) from err
 
-    @activity.defn(name="mcp_close_run")
+    @activity.defn(name=ActivityName.MCP_CLOSE_RUN)
     async def mcp_close_run(self, inp: McpCloseRunInput) -> McpCloseRunOutput:
         """Close every server of ``inp.run_key`` on this worker and kill the
         stdio servers' process trees."""

@@ -31,6 +31,7 @@ from oma.activities.process_group import (
     signal_group,
     wait_exited,
 )
+from oma.core.contracts.names import ActivityName
 from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
 from oma.core.rules.redact import redact
 from oma.core.schema.errors import (
@@ -59,7 +60,7 @@ _LAST_LINE_CHARS = 200
 _READ_CHUNK_BYTES = 64 * 1024
 
 
-@activity.defn(name="process_run")
+@activity.defn(name=ActivityName.PROCESS_RUN)
 async def process_run(inp: ProcessRunInput) -> ProcessRunOutput:
     """Run ``inp.backend.command`` once and return its stdout.
 

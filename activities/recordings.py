@@ -34,6 +34,7 @@ from oma.core.contracts.llm import (
     chain_after,
     message_chain,
 )
+from oma.core.contracts.names import ActivityName, WorkflowName
 from oma.core.contracts.workflow_ids import task_workflow_id, team_run_id_of
 from oma.core.schema.errors import InvalidForkError
 from oma.core.schema.limits import cut_text
@@ -232,14 +233,14 @@ async def recording_of(
     recording = Recording(run_id, temporal_run_id)
     for history in histories:
         first = history.events[0].workflow_execution_started_event_attributes
-        if first.workflow_type.name != "AgentRun":
+        if first.workflow_type.name != WorkflowName.AGENT_RUN:
             continue
         task = task_of(history.workflow_id)
         scheduled: dict[int, dict[str, Any]] = {}
         for event in history.events:
             if event.HasField("activity_task_scheduled_event_attributes"):
                 attrs = event.activity_task_scheduled_event_attributes
-                if attrs.activity_type.name == "llm_turn":
+                if attrs.activity_type.name == ActivityName.LLM_TURN:
                     scheduled[event.event_id] = await _decoded(converter, attrs.input.payloads)
             elif event.HasField("activity_task_completed_event_attributes"):
                 done = event.activity_task_completed_event_attributes

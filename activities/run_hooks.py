@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from oma.core.contracts.names import ActivityName
 from oma.core.contracts.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
 from oma.core.rules import evaluation
 from oma.core.rules.evaluation import load_evaluator
@@ -13,7 +14,7 @@ from oma.core.schema.evaluation import EvaluationRecord
 from oma.core.schema.message_guard import latest_user_prompt
 
 
-@activity.defn(name="before_run")
+@activity.defn(name=ActivityName.BEFORE_RUN)
 async def before_run(inp: BeforeRunInput) -> BeforeRunOutput:
     """Load ``inp.hook`` on this worker and apply it (``oma.core.schema.before_run``).
 
@@ -43,7 +44,7 @@ def _hook_raised(hook: str, err: Exception) -> str:
     return said
 
 
-@activity.defn(name="evaluate")
+@activity.defn(name=ActivityName.EVALUATE)
 async def evaluate(inp: EvaluateInput) -> EvaluationRecord:
     """Run the online evaluator on a sampled run; its failures are recorded in
     the record, never raised. ``INVALID_HOOK`` when it cannot be loaded."""

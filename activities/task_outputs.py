@@ -8,11 +8,12 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma.core.rules.payload_fit import ReadOutputsInput, ReadOutputsOutput
+from oma.core.contracts.names import ActivityName
+from oma.core.contracts.task_outputs import ReadOutputsInput, ReadOutputsOutput
 from oma.core.schema.results import AgentRunResult
 
 
-@activity.defn(name="read_task_outputs")
+@activity.defn(name=ActivityName.READ_TASK_OUTPUTS)
 async def read_task_outputs(inp: ReadOutputsInput) -> ReadOutputsOutput:
     """The output of each ``AgentRun`` in ``inp.refs`` (workflow ids), from
     its result (of the execution ``inp.run_ids`` names, else the latest),

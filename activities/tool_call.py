@@ -32,9 +32,11 @@ from oma.activities.mcp import McpServerPool
 from oma.activities.mcp_tools import call_mcp_tool
 from oma.activities.tools import BUILTIN_TOOLS, ToolContext, ToolOutput, cap_output, run_builtin
 from oma.activities.tools.custom import load_custom_tool
+from oma.core.contracts.names import ActivityName
+from oma.core.contracts.tools import ToolCallInput, ToolCallOutput
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.errors import OMAError
-from oma.core.schema.tools import ToolCallInput, ToolCallOutput, ToolTraits
+from oma.core.schema.tools import ToolTraits
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -56,7 +58,7 @@ class ToolActivities:
         self.mcp_pool = mcp_pool
         self.worker_task_queue = worker_task_queue
 
-    @activity.defn(name="tool_call")
+    @activity.defn(name=ActivityName.TOOL_CALL)
     async def tool_call(self, inp: ToolCallInput) -> ToolCallOutput:
         """Run ``inp.tool`` on ``inp.input``; never raises for the tool's own
         failure (it is the model's to read), only for a cancellation. The

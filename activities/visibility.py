@@ -18,6 +18,7 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.service import RPCError
 
+from oma.core.contracts.names import ActivityName
 from oma.core.contracts.visibility import (
     SEARCH_ATTRIBUTES,
     RegisteredSearchAttributesInput,
@@ -38,7 +39,7 @@ class VisibilityActivities:
     def __init__(self) -> None:
         self._known: dict[str, tuple[float, list[str]]] = {}
 
-    @activity.defn(name="registered_search_attributes")
+    @activity.defn(name=ActivityName.REGISTERED_SEARCH_ATTRIBUTES)
     async def registered_search_attributes(
         self, inp: RegisteredSearchAttributesInput
     ) -> RegisteredSearchAttributesOutput:

@@ -174,8 +174,9 @@ async def _measure(client: Any, activities: Any, direct: Direct, directory: str,
     from temporalio.worker import Worker
 
     from oma import worker as oma_worker
+    from oma.core.contracts.tools import ToolCallInput
     from oma.core.schema.mcp import McpCall, McpServerConfig
-    from oma.core.schema.tools import ToolCallInput, ToolRef
+    from oma.core.schema.tools import ToolRef
 
     # the workflow that makes the calls, on a queue of its own
     floor = Worker(client, task_queue=FLOOR_QUEUE, workflows=[oma_bench_mcp_floor.Calls])

@@ -258,7 +258,8 @@ async def bench(address: str, model_url: str, calls: int, sizes: list[int]) -> s
     from temporalio.worker import Worker
 
     from oma import worker as oma_worker
-    from oma.core.schema.tools import ToolCallInput, ToolRef
+    from oma.core.contracts.tools import ToolCallInput
+    from oma.core.schema.tools import ToolRef
     from oma.runtime.connection import Connection
     from tests._runs import worker_activities
 

@@ -13,8 +13,9 @@ from temporalio.converter import DataConverter
 from oma.activities.fork_source import fitted
 from oma.cli.summary import print_result, reused_note
 from oma.client.fork import history_source
+from oma.core.contracts.fork import ForkedRun
 from oma.core.rules.content_key import content_keys
-from oma.core.rules.fork import ForkedRun, fork_run
+from oma.core.rules.fork import fork_run
 from oma.core.schema.errors import HistoryReadError, InvalidForkError, RunStateTooLargeError
 from oma.core.schema.fork import parse_fork_input
 from oma.core.schema.limits import RUN_STATE_BUDGET_BYTES, json_size

@@ -27,7 +27,7 @@ from oma.cli.viewer.model import build_run_view, fetch_histories
 from oma.client.approvals import pending, upstream_outputs
 from oma.client.fork import start_fork
 from oma.client.runs import read_outputs, team_run_result
-from oma.core.rules.payload_fit import ReadOutputsInput
+from oma.core.contracts.task_outputs import ReadOutputsInput
 from oma.core.schema import limits
 from oma.core.schema.errors import InvalidRunInputError
 from oma.core.schema.fork import ForkInput, ForkSpec

@@ -31,8 +31,9 @@ import oma.activities.tools.custom as custom_module
 from oma import worker as oma_worker
 from oma.activities.mcp import McpServerPool
 from oma.activities.tool_call import ToolActivities
+from oma.core.contracts.tools import ToolCallInput
 from oma.core.schema.results import AgentRunResult
-from oma.core.schema.tools import ToolCallInput, ToolRef
+from oma.core.schema.tools import ToolRef
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer
 from oma.workflows import _options

@@ -12,6 +12,7 @@ import pytest
 from oma.activities.tools import BUILTIN_TOOLS
 from oma.core.contracts.budget import RunBudget
 from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.contracts.tools import ToolCallInput, ToolCallOutput
 from oma.core.rules.agent_loop import MAX_TRUNCATED_TOOL_TURNS, run_model_loop
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.errors import (
@@ -24,7 +25,7 @@ from oma.core.schema.errors import (
 from oma.core.schema.messages import TextBlock, ToolResultBlock, ToolUseBlock, user_text
 from oma.core.schema.pricing import ModelPrice
 from oma.core.schema.results import AgentRunResult
-from oma.core.schema.tools import BUILTIN_TOOL_NAMES, PRESETS, ToolCallInput, ToolCallOutput
+from oma.core.schema.tools import BUILTIN_TOOL_NAMES, PRESETS
 from oma.core.schema.usage import TokenUsage
 
 

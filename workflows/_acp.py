@@ -7,6 +7,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from oma.core.contracts.acp import AcpCloseRunInput, AcpCloseRunOutput
+    from oma.core.contracts.names import ActivityName
     from oma.core.schema.results import AcpSessionInfo
     from oma.workflows import _options
     from oma.workflows._pinned import close_on_workers
@@ -45,7 +46,7 @@ async def close_acp_sessions(run_key: str, queues: set[str]) -> None:
     (``acp_close_run``); a worker that is gone took its subprocesses with it."""
     await close_on_workers(
         queues,
-        "acp_close_run",
+        ActivityName.ACP_CLOSE_RUN,
         AcpCloseRunInput(run_key=run_key),
         AcpCloseRunOutput,
         _options.ACP_CLOSE_RUN,

@@ -33,22 +33,23 @@ with workflow.unsafe.imports_passed_through():
         agent_digest,
         agent_named,
     )
-    from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
-    from oma.core.contracts.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
-    from oma.core.contracts.visibility import shorten
-    from oma.core.schema.agent_config import AgentConfig
-    from oma.core.schema.evaluation import EvaluationRecord
-    from oma.core.schema.mcp import (
+    from oma.core.contracts.mcp import (
         McpCloseRunInput,
         McpCloseRunOutput,
         McpListToolsInput,
         McpListToolsOutput,
-        McpServerConfig,
     )
+    from oma.core.contracts.names import ActivityName
+    from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
+    from oma.core.contracts.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
+    from oma.core.contracts.tools import ToolCallInput, ToolCallOutput
+    from oma.core.contracts.visibility import shorten
+    from oma.core.schema.agent_config import AgentConfig
+    from oma.core.schema.evaluation import EvaluationRecord
+    from oma.core.schema.mcp import McpServerConfig
     from oma.core.schema.messages import LLMMessage
     from oma.core.schema.providers import PROVIDERS
     from oma.core.schema.results import AcpSessionInfo
-    from oma.core.schema.tools import ToolCallInput, ToolCallOutput
     from oma.workflows import _options, _patches
     from oma.workflows._acp import close_acp_sessions
     from oma.workflows._pinned import close_on_workers, on_owner
@@ -93,11 +94,10 @@ class ActivityModel:
             if self.recorded is not None:
                 update["recorded"] = self.recorded
             out = await workflow.execute_activity(
-                "llm_turn",
+                ActivityName.LLM_TURN,
                 inp.model_copy(update=update),
                 result_type=LlmTurnOutput,
-                summary=_turn_summary(inp),
-                **_options.LLM_TURN,
+                **(_options.LLM_TURN | {"summary": _turn_summary(inp)}),
             )
         else:
             # an instant provider reads the latest message only
@@ -105,11 +105,10 @@ class ActivityModel:
             # serialized, scanned and decoded by every turn's local activity,
             # inside the workflow task, whose time then grew with the run
             out = await workflow.execute_local_activity(
-                "llm_turn",
+                ActivityName.LLM_TURN,
                 inp.model_copy(update={"messages": inp.messages[-1:]}),
                 result_type=LlmTurnOutput,
-                summary=_turn_summary(inp),
-                **_options.LLM_TURN_LOCAL,
+                **(_options.LLM_TURN_LOCAL | {"summary": _turn_summary(inp)}),
             )
         return out
 
@@ -182,11 +181,10 @@ class ActivityTools:
                 "retry_policy": RetryPolicy(maximum_attempts=1),
             }
         out: ToolCallOutput = await workflow.execute_activity(
-            "tool_call",
+            ActivityName.TOOL_CALL,
             call,
             result_type=ToolCallOutput,
-            summary=f"{call.agent}: {call.tool.name}",
-            **options,
+            **(options | {"summary": f"{call.agent}: {call.tool.name}"}),
         )
         return out
 
@@ -196,7 +194,7 @@ class ActivityTools:
         # the servers belong to this agent run (not its team run): it closes them
         info = workflow.info()
         out: McpListToolsOutput = await workflow.execute_activity(
-            "mcp_list_tools",
+            ActivityName.MCP_LIST_TOOLS,
             McpListToolsInput(
                 run_key=f"{info.workflow_id}/{info.run_id}",
                 agent=agent,
@@ -204,8 +202,7 @@ class ActivityTools:
                 custom_tools=custom_tools,
             ),
             result_type=McpListToolsOutput,
-            summary=f"{agent}: list MCP tools",
-            **_options.MCP_LIST_TOOLS,
+            **(_options.MCP_LIST_TOOLS | {"summary": f"{agent}: list MCP tools"}),
         )
         self._run_key = out.run_key
         if out.worker_task_queue is not None:
@@ -219,7 +216,7 @@ class ActivityTools:
         them). A worker that is gone took its servers with it."""
         await close_on_workers(
             self._mcp_queues,
-            "mcp_close_run",
+            ActivityName.MCP_CLOSE_RUN,
             McpCloseRunInput(run_key=self._run_key),
             McpCloseRunOutput,
             _options.MCP_CLOSE_RUN,
@@ -245,12 +242,12 @@ class ActivityBackend:
         self._queues: set[str] = set()
 
     async def process_run(self, inp: ProcessRunInput) -> ProcessRunOutput:
+        summary = shorten(f"{inp.agent}: run {inp.backend.command} {' '.join(inp.backend.args)}")
         out: ProcessRunOutput = await workflow.execute_activity(
-            "process_run",
+            ActivityName.PROCESS_RUN,
             inp,
             result_type=ProcessRunOutput,
-            summary=shorten(f"{inp.agent}: run {inp.backend.command} {' '.join(inp.backend.args)}"),
-            **_options.PROCESS_RUN,
+            **(_options.PROCESS_RUN | {"summary": summary}),
         )
         return out
 
@@ -278,13 +275,18 @@ class ActivityBackend:
         )
 
     async def _acp_prompt(self, inp: AcpPromptInput, queue: str | None) -> AcpPromptOutput:
+        options = _options.ACP_PROMPT_ROUTED if queue else _options.ACP_PROMPT
         out: AcpPromptOutput = await workflow.execute_activity(
-            "acp_prompt",
+            ActivityName.ACP_PROMPT,
             inp,
             result_type=AcpPromptOutput,
-            summary=shorten(f"{inp.agent}: ACP prompt turn ({inp.backend.command})"),
-            task_queue=queue or workflow.info().task_queue,
-            **(_options.ACP_PROMPT_ROUTED if queue else _options.ACP_PROMPT),
+            **(
+                options
+                | {
+                    "summary": shorten(f"{inp.agent}: ACP prompt turn ({inp.backend.command})"),
+                    "task_queue": queue or workflow.info().task_queue,
+                }
+            ),
         )
         self._queues.add(out.worker_task_queue)
         return out
@@ -299,7 +301,7 @@ class ActivityRunHooks:
         if agent.before_run is None:
             return messages
         out: BeforeRunOutput = await workflow.execute_activity(
-            "before_run",
+            ActivityName.BEFORE_RUN,
             BeforeRunInput(
                 agent=agent.name,
                 hook=agent.before_run,
@@ -307,18 +309,16 @@ class ActivityRunHooks:
                 external=agent.backend is not None,
             ),
             result_type=BeforeRunOutput,
-            summary=f"{agent.name}: before_run hook",
-            **_options.USER_CODE,
+            **(_options.USER_CODE | {"summary": f"{agent.name}: before_run hook"}),
         )
         return out.messages
 
     async def evaluate(self, inp: EvaluateInput) -> EvaluationRecord:
         record: EvaluationRecord = await workflow.execute_activity(
-            "evaluate",
+            ActivityName.EVALUATE,
             inp,
             result_type=EvaluationRecord,
-            summary="evaluate the run",
-            **_options.USER_CODE,
+            **(_options.USER_CODE | {"summary": "evaluate the run"}),
         )
         return record
 
@@ -334,7 +334,7 @@ def _turn_summary(inp: LlmTurnInput) -> str:
     return f"{agent.name}: model turn {inp.turn + 1} ({model})"
 
 
-BACKEND_ACTIVITIES = ("process_run", "acp_prompt")
+BACKEND_ACTIVITIES = (ActivityName.PROCESS_RUN, ActivityName.ACP_PROMPT)
 """The activities that run an external agent: their attempts are the run's
 ``backend_attempts``."""
 

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from oma.core.contracts.names import QueryName, SignalName, UpdateName
     from oma.core.rules.approval_gate import ApprovalGate, pending_view, task_of
     from oma.core.rules.payload_fit import answered_requests
     from oma.core.rules.task_graph import TaskGraph
@@ -270,7 +271,7 @@ class ApprovalHandlers:
         an ``AgentRun``)."""
         return None
 
-    @workflow.query(name="pending_approvals")
+    @workflow.query(name=QueryName.PENDING_APPROVALS)
     def pending_approvals(self) -> list[PendingApproval]:
         """The open approval requests, oldest first; a dispatch request with
         the outputs of its task's dependencies (``upstream``, previews); a
@@ -281,7 +282,7 @@ class ApprovalHandlers:
         states = {s.id: s for s in graph} if graph is not None else {}
         return answered_requests(views, workflow.info().workflow_id, states)
 
-    @workflow.signal(name="decide")
+    @workflow.signal(name=SignalName.DECIDE)
     def decide_signal(self, *args: Any) -> None:
         """A ``Decision`` sent as a signal: the same rules as the update; a
         refused decision is recorded as an ``approval_refused`` event. (Every
@@ -292,7 +293,7 @@ class ApprovalHandlers:
         except OMAError as err:
             self._approvals.refused(args, err)
 
-    @workflow.update(name="decide")
+    @workflow.update(name=UpdateName.DECIDE)
     async def decide_update(self, *args: Any) -> ApprovalDecision:
         """A ``Decision``; returns the recorded ``ApprovalDecision``. Refused
         (``APPROVAL_STALE_DECISION``, ``APPROVAL_CONFLICT``, ``INVALID_RUN_INPUT``,

@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
 
     from oma.core.contracts.budget import BudgetGrant, RunBudget, UsageReport
     from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
+    from oma.core.contracts.names import SignalName
     from oma.core.contracts.ports import ModelPort
     from oma.core.contracts.workflow_ids import task_workflow_id
     from oma.core.rules.team_budget import TeamBudget, count_attempt
@@ -54,7 +55,7 @@ class SharedBudget:
         self.sent += 1
         report = UsageReport(task_id=self._task_id, seq=self.sent, usage=self._used)
         parent = workflow.get_external_workflow_handle(self._parent_id)
-        await parent.signal("task_usage", report)
+        await parent.signal(SignalName.TASK_USAGE, report)
         await workflow.wait_condition(lambda: self._answered >= self.sent)
 
     def granted(self, raw: Any) -> None:
@@ -140,7 +141,7 @@ class TaskSpending:
         report = self._reports[task_id]
         if not report.cancelled:
             child = task_workflow_id(workflow.info().workflow_id, task_id)
-            self.signals.send(child, "budget", grant(report.seq))
+            self.signals.send(child, SignalName.BUDGET, grant(report.seq))
 
     def answer_all(self, grant: Callable[[int], BudgetGrant]) -> None:
         """Send every task in flight that reported the ``grant`` (the budget
@@ -166,7 +167,9 @@ async def report_cancelled(
         backend_attempts=result.backend_attempts,
         cancelled=True,
     )
-    await workflow.get_external_workflow_handle(parent.workflow_id).signal("task_usage", report)
+    await workflow.get_external_workflow_handle(parent.workflow_id).signal(
+        SignalName.TASK_USAGE, report
+    )
 
 
 class RunStopper(Protocol):

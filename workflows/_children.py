@@ -15,6 +15,7 @@ from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflo
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
+    from oma.core.contracts.names import WorkflowName
     from oma.core.contracts.visibility import task_summary
     from oma.core.contracts.workflow_ids import task_workflow_id
     from oma.core.rules.payload_fit import SHORT_OUTPUT_BYTES
@@ -39,7 +40,7 @@ async def attempt_task(
     (``output_run_id``)."""
     agent = run_input.agent.name
     handle = await workflow.start_child_workflow(
-        "AgentRun",
+        WorkflowName.AGENT_RUN,
         run_input,
         id=task_workflow_id(workflow.info().workflow_id, spec.id),
         # decoded here (``_decoded``), not by the SDK: a result of another

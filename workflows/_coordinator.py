@@ -10,6 +10,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
+    from oma.core.contracts.names import WorkflowName
     from oma.core.contracts.workflow_ids import coordinator_workflow_id
     from oma.core.schema.errors import (
         AgentRunFailedError,
@@ -99,7 +100,7 @@ class Coordinator:
             raise application_error(err) from None
         try:
             result: AgentRunResult = await workflow.execute_child_workflow(
-                "AgentRun",
+                WorkflowName.AGENT_RUN,
                 AgentRunInput(
                     agent=agent,
                     input=messages,

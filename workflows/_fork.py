@@ -19,9 +19,11 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.workflow import ActivityConfig
 
 with workflow.unsafe.imports_passed_through():
-    from oma.core.rules.fork import ForkedRun, ReadForkSourceInput
+    from oma.core.contracts.fork import ForkedRun, ReadForkSourceInput
+    from oma.core.contracts.names import ActivityName
     from oma.core.rules.team_run_state import RunStop
     from oma.core.schema.errors import InvalidForkError
     from oma.core.schema.fork import ForkInput, is_fork_input, parse_fork_input
@@ -30,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.workflows import _visibility
     from oma.workflows._waiting import reraise_cancel
 
-READ_SOURCE: dict[str, Any] = {
+READ_SOURCE: ActivityConfig = {
     "start_to_close_timeout": timedelta(minutes=2),
     "retry_policy": RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=5),
 }
@@ -72,11 +74,13 @@ async def _read(
     source = forked_from or (given.options.reuse.from_ if given and given.options.reuse else "?")
     try:
         forked = await workflow.execute_activity(
-            "read_fork_source",
+            ActivityName.READ_FORK_SOURCE,
             ReadForkSourceInput(workflow_id=workflow.info().workflow_id, fork=payload),
             result_type=ForkedRun,
-            summary=f"read the run to {'fork' if forked_from else 'reuse'}: {source}",
-            **READ_SOURCE,
+            **(
+                READ_SOURCE
+                | {"summary": f"read the run to {'fork' if forked_from else 'reuse'}: {source}"}
+            ),
         )
     except ActivityError as err:
         reraise_cancel(err)

@@ -1,4 +1,6 @@
-"""Activity and child-workflow options shared by the workflows.
+"""Activity options shared by the workflows, as the SDK's typed
+``ActivityConfig`` (``LocalActivityConfig`` for a local activity): a key
+the SDK does not know fails the type check, not a run.
 
 A cancel reaches a running activity in the answer to a heartbeat, so how fast
 it lands depends on how often heartbeats are sent (at most every 0.5 s,
@@ -11,10 +13,9 @@ heartbeat before it declares the attempt lost and starts the activity again
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from temporalio.common import RetryPolicy
-from temporalio.workflow import ActivityCancellationType
+from temporalio.workflow import ActivityCancellationType, ActivityConfig, LocalActivityConfig
 
 BACKEND_HEARTBEAT_TIMEOUT = timedelta(seconds=40)
 """The heartbeat timeout of ``process_run``, ``acp_prompt`` and ``tool_call``: a lost worker
@@ -41,7 +42,7 @@ outage tolerance costs 40 s of crash detection (external-agents.md,
 # killed, an ACP turn cancelled, a model call abandoned), not before.
 WAIT_CANCELLED = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
 
-LLM_TURN: dict[str, Any] = {
+LLM_TURN: ActivityConfig = {
     "cancellation_type": WAIT_CANCELLED,
     "start_to_close_timeout": timedelta(minutes=10),
     "heartbeat_timeout": timedelta(seconds=30),
@@ -54,12 +55,12 @@ LLM_TURN: dict[str, Any] = {
     ),
 }
 
-LLM_TURN_LOCAL: dict[str, Any] = {
+LLM_TURN_LOCAL: LocalActivityConfig = {
     "start_to_close_timeout": timedelta(seconds=30),
     "retry_policy": RetryPolicy(maximum_attempts=3),
 }
 
-PROCESS_RUN: dict[str, Any] = {
+PROCESS_RUN: ActivityConfig = {
     "cancellation_type": WAIT_CANCELLED,
     "start_to_close_timeout": timedelta(hours=2),
     "heartbeat_timeout": BACKEND_HEARTBEAT_TIMEOUT,
@@ -68,7 +69,7 @@ PROCESS_RUN: dict[str, Any] = {
     "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3),
 }
 
-ACP_PROMPT: dict[str, Any] = {
+ACP_PROMPT: ActivityConfig = {
     "cancellation_type": WAIT_CANCELLED,
     "start_to_close_timeout": timedelta(hours=2),
     "heartbeat_timeout": BACKEND_HEARTBEAT_TIMEOUT,
@@ -77,7 +78,7 @@ ACP_PROMPT: dict[str, Any] = {
     "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=2),
 }
 
-ACP_PROMPT_ROUTED: dict[str, Any] = {
+ACP_PROMPT_ROUTED: ActivityConfig = {
     **ACP_PROMPT,
     # the session's own worker polls its queue all the time: no pick-up in this
     # long means it is gone (AgentRun then opens a session elsewhere)
@@ -85,14 +86,14 @@ ACP_PROMPT_ROUTED: dict[str, Any] = {
     "retry_policy": RetryPolicy(maximum_attempts=1),
 }
 
-ACP_CLOSE_RUN: dict[str, Any] = {
+ACP_CLOSE_RUN: ActivityConfig = {
     "schedule_to_start_timeout": timedelta(seconds=10),
     "start_to_close_timeout": timedelta(seconds=30),
     "retry_policy": RetryPolicy(maximum_attempts=1),
 }
 
 
-TOOL_CALL: dict[str, Any] = {
+TOOL_CALL: ActivityConfig = {
     "cancellation_type": WAIT_CANCELLED,
     # bash may run up to 600 s, a custom tool as long; the rest are quick
     "start_to_close_timeout": timedelta(minutes=15),
@@ -102,7 +103,7 @@ TOOL_CALL: dict[str, Any] = {
 }
 
 
-def tool_call(max_attempts: int = 1, interval_s: float = 1.0) -> dict[str, Any]:
+def tool_call(max_attempts: int = 1, interval_s: float = 1.0) -> ActivityConfig:
     """A ``tool_call``'s options (``TOOL_CALL`` and a retry policy). A tool's
     own failure is a result, not an error: only a lost worker (or a crash of
     the activity itself) is retried, and a custom tool's failure as often as
@@ -115,7 +116,7 @@ def tool_call(max_attempts: int = 1, interval_s: float = 1.0) -> dict[str, Any]:
     }
 
 
-USER_CODE: dict[str, Any] = {
+USER_CODE: ActivityConfig = {
     # a before_run hook or an evaluator: the user's code, bounded, not retried
     # (its errors are the user's to fix, not transient)
     "start_to_close_timeout": timedelta(minutes=5),
@@ -123,7 +124,7 @@ USER_CODE: dict[str, Any] = {
 }
 
 
-MCP_LIST_TOOLS: dict[str, Any] = {
+MCP_LIST_TOOLS: ActivityConfig = {
     # starting a server (npx may install it first) and tools/list
     "start_to_close_timeout": timedelta(minutes=2),
     "retry_policy": RetryPolicy(maximum_attempts=3),
@@ -133,4 +134,4 @@ MCP_SCHEDULE_TO_START = timedelta(seconds=10)
 """A routed MCP ``tool_call`` not picked up in this long: the server's worker
 is gone (the call then starts a new server on any worker)."""
 
-MCP_CLOSE_RUN: dict[str, Any] = ACP_CLOSE_RUN
+MCP_CLOSE_RUN: ActivityConfig = ACP_CLOSE_RUN

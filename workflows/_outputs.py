@@ -4,14 +4,16 @@ waiting tasks read (``oma.core.rules.payload_fit``), before it dispatches them."
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
+from temporalio.workflow import ActivityConfig
 
 with workflow.unsafe.imports_passed_through():
-    from oma.core.rules.payload_fit import ReadOutputsInput, ReadOutputsOutput, read_batches
+    from oma.core.contracts.names import ActivityName
+    from oma.core.contracts.task_outputs import ReadOutputsInput, ReadOutputsOutput
+    from oma.core.rules.payload_fit import read_batches
     from oma.core.rules.task_graph import TaskGraph
     from oma.core.rules.team_run_state import read_next
     from oma.core.schema.limits import MAX_DEPENDENCY_PAYLOAD_BYTES
@@ -19,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.schema.task import TERMINAL_STATUSES
     from oma.workflows._waiting import reraise_cancel
 
-READ_OUTPUTS: dict[str, Any] = {
+READ_OUTPUTS: ActivityConfig = {
     "start_to_close_timeout": timedelta(minutes=1),
     "retry_policy": RetryPolicy(maximum_interval=timedelta(seconds=30), maximum_attempts=10),
 }
@@ -58,14 +60,16 @@ async def read_back(graph: TaskGraph, result: TeamRunResult) -> None:
     for batch in read_batches((ref, s.output_bytes or 0) for ref, s in kept.items()):
         try:
             got = await workflow.execute_activity(
-                "read_task_outputs",
+                ActivityName.READ_TASK_OUTPUTS,
                 ReadOutputsInput(
                     refs=batch,
                     run_ids={r: run for r in batch if (run := kept[r].output_run_id)},
                 ),
                 result_type=ReadOutputsOutput,
-                summary=f"read back {len(batch)} output(s) kept by reference",
-                **READ_OUTPUTS,
+                **(
+                    READ_OUTPUTS
+                    | {"summary": f"read back {len(batch)} output(s) kept by reference"}
+                ),
             )
         except ActivityError as err:
             reraise_cancel(err)

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
+from temporalio.workflow import ActivityConfig
 
 T = TypeVar("T")
 
@@ -52,7 +53,7 @@ async def close_on_workers(
     activity: str,
     close_input: Any,
     result_type: type[Any],
-    options: dict[str, Any],
+    options: ActivityConfig,
     what: str,
 ) -> None:
     """Run ``activity`` (``acp_close_run``, ``mcp_close_run``) with
@@ -63,7 +64,7 @@ async def close_on_workers(
     for queue in sorted(queues):
         try:
             await workflow.execute_activity(
-                activity, close_input, result_type=result_type, task_queue=queue, **options
+                activity, close_input, result_type=result_type, **(options | {"task_queue": queue})
             )
         except ActivityError as err:
             workflow.logger.warning("could not close %s on %s: %s", what, queue, err)

@@ -15,6 +15,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from oma.core.contracts.names import QueryName, SignalName
     from oma.core.rules.payload_fit import answered_events, fitted_result, sent_result
     from oma.core.rules.shared_memory import shared_memory
     from oma.core.rules.task_graph import TaskGraph
@@ -42,7 +43,7 @@ class TeamRunHandlers(ApprovalHandlers):
     stop_with: Callable[[StopKind, str], None]
     """Stop the run early: ``TeamRun.stop_with``."""
 
-    @workflow.query(name="state")
+    @workflow.query(name=QueryName.STATE)
     def state_query(self) -> dict[str, Any]:
         """The run so far, a ``TeamRunResult``'s JSON: every task's status and
         output, usage, decisions; within ``RUN_STATE_BUDGET_BYTES`` as the
@@ -50,21 +51,21 @@ class TeamRunHandlers(ApprovalHandlers):
         reference, ``output_ref``, while the whole would not fit)."""
         return sent_result(self.state.result, workflow.info().workflow_id)
 
-    @workflow.query(name="events")
+    @workflow.query(name=QueryName.EVENTS)
     def events(self, after_seq: int = -1) -> list[RunEvent]:
         """The run's events with ``seq`` above ``after_seq`` (all by default),
         oldest first; the latest ``EVENTS_KEPT`` are kept (their details cut
         if they would pass the payload limit: ``payload_fit.answered_events``)."""
         return answered_events(self._events.log.after(after_seq))
 
-    @workflow.query(name="shared_memory")
+    @workflow.query(name=QueryName.SHARED_MEMORY)
     def shared_memory(self) -> dict[str, str]:
         """The run's shared memory: ``<agent>/task:<id>:result`` -> output, so
         far; the outputs the ``state`` query keeps by reference read as where
         they are (``shared_memory``)."""
         return shared_memory(fitted_result(self.state.result, workflow.info().workflow_id).tasks)
 
-    @workflow.signal(name="abort")
+    @workflow.signal(name=SignalName.ABORT)
     def abort(self, *args: Any) -> None:
         """``{reason}`` (optional): stop dispatching, let tasks in flight
         settle, skip the rest and the synthesis; the run ends
@@ -83,17 +84,17 @@ class TeamRunHandlers(ApprovalHandlers):
     def _task_graph(self) -> TaskGraph | None:
         return self._graph
 
-    @workflow.signal(name="tool_approval_request")
+    @workflow.signal(name=SignalName.TOOL_APPROVAL_REQUEST)
     def tool_approval_request(self, *args: Any) -> None:
         """From a task's ``AgentRun``: a gated tool call waits; listed here too."""
         self._tool_requests.adopt(args, self._stop.reason if self._stop.stopped else None)
 
-    @workflow.signal(name="tool_approval_closed")
+    @workflow.signal(name=SignalName.TOOL_APPROVAL_CLOSED)
     def tool_approval_closed(self, *args: Any) -> None:
         """From a task's ``AgentRun``: one of its tool requests closed."""
         self._tool_requests.closed(args)
 
-    @workflow.signal(name="task_usage")
+    @workflow.signal(name=SignalName.TASK_USAGE)
     def task_usage(self, *args: Any) -> None:
         """From a task's ``AgentRun``: its usage so far (``UsageReport``),
         answered with what the run may still spend (its ``budget`` signal),

@@ -33,6 +33,9 @@ from pydantic import BaseModel, ValidationError
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from oma.core.contracts.names import SignalName
+    from oma.core.contracts.tool_requests import ForwardedDecision, ToolRequestClosed
+    from oma.core.contracts.tools import ToolCallInput, ToolCallOutput
     from oma.core.rules.approval_gate import task_of
     from oma.core.schema.approvals import (
         ApprovalDecision,
@@ -46,7 +49,6 @@ with workflow.unsafe.imports_passed_through():
         ApprovalUnknownRequestError,
         OMAError,
     )
-    from oma.core.schema.tools import ToolCallInput, ToolCallOutput
     from oma.workflows import _patches
     from oma.workflows._approval_waits import ApprovalWaits
     from oma.workflows._events import EventSink
@@ -54,26 +56,6 @@ with workflow.unsafe.imports_passed_through():
 
 
 M = TypeVar("M", bound=BaseModel)
-
-
-class ToolRequestClosed(BaseModel):
-    """Sent by a task's run to its team run: a tool request is closed, with
-    the decision it got (``None``: none; ``reason``: why a decision the team
-    run forwarded was refused)."""
-
-    request_id: str
-    decision: ApprovalDecision | None = None
-    reason: str | None = None
-
-
-class ForwardedDecision(BaseModel):
-    """Sent by a team run to a task's run (signal ``forwarded_decision``): a
-    reviewer's decision on one of its tool requests, taken at the team run
-    ``forwarded_by`` through the ``decide`` signal or update (``source``)."""
-
-    decision: Decision
-    source: DecisionSource
-    forwarded_by: str
 
 
 class ToolGate(BackgroundSignals):
@@ -110,7 +92,7 @@ class ToolGate(BackgroundSignals):
         why = "options.approvals.tools" if named else f"{call.tool.name} is consequential"
         reason = f"{why}: review {call.agent}'s {call.tool.name} call"
         self._approvals.request(request_id, "tool", content, reason)
-        self._tell_parent("tool_approval_request", self._approvals.gate.get(request_id))
+        self._tell_parent(SignalName.TOOL_APPROVAL_REQUEST, self._approvals.gate.get(request_id))
         await self._approvals.decided(request_id, lambda: self.closed_because is not None)
         decision = self._approvals.gate.decision(request_id)
         if decision is None:
@@ -150,7 +132,7 @@ class ToolGate(BackgroundSignals):
                 decision=gate.decision(decision.request_id),
                 reason=err.message,
             )
-            self._tell_parent("tool_approval_closed", refused)
+            self._tell_parent(SignalName.TOOL_APPROVAL_CLOSED, refused)
 
     def close(self, reason: str) -> None:
         """The team run stopped: no gated call runs any more."""
@@ -163,7 +145,7 @@ class ToolGate(BackgroundSignals):
         (taken here, forwarded, or ``on_timeout``) and closes the request."""
         if request.boundary == "tool":
             closed = ToolRequestClosed(request_id=request.request_id, decision=record)
-            self._tell_parent("tool_approval_closed", closed)
+            self._tell_parent(SignalName.TOOL_APPROVAL_CLOSED, closed)
 
     def _tell_parent(self, signal: str, payload: BaseModel) -> None:
         parent = workflow.info().parent
@@ -213,7 +195,7 @@ class AdoptedToolRequests(BackgroundSignals):
         if request is None:
             return
         if stopped_because is not None:
-            self.send(request.scope, "close_approvals", {"reason": stopped_because})
+            self.send(request.scope, SignalName.CLOSE_APPROVALS, {"reason": stopped_because})
             return
         self._approvals.gate.adopt(request)
         self._events.emit("approval_request", task_of(request), request.request_id)
@@ -285,7 +267,7 @@ class AdoptedToolRequests(BackgroundSignals):
         def undelivered() -> None:
             self._unanswered(request.request_id, "the task's run is not running")
 
-        self.send(request.scope, "forwarded_decision", payload, undelivered)
+        self.send(request.scope, SignalName.FORWARDED_DECISION, payload, undelivered)
         return forwarded.recorded
 
     def _refused(self, forwarded: _Forwarded, err: ApprovalError) -> None:
@@ -321,7 +303,7 @@ class AdoptedToolRequests(BackgroundSignals):
             reviewer=record.reviewer,
             comment=record.comment,
         )
-        self.send(request.scope, "decide", decision)
+        self.send(request.scope, SignalName.DECIDE, decision)
 
     def settled(self, child: str) -> None:
         """The task's run ``child`` ended: its requests are no longer open."""
@@ -342,7 +324,7 @@ class AdoptedToolRequests(BackgroundSignals):
         """The team run stopped: every task with an open request closes its requests."""
         scope = self._approvals.gate.scope
         for child in dict.fromkeys(r.scope for r in self._approvals.gate.open if r.scope != scope):
-            self.send(child, "close_approvals", {"reason": reason})
+            self.send(child, SignalName.CLOSE_APPROVALS, {"reason": reason})
 
 
 def _not_run(why: str) -> ToolCallOutput:

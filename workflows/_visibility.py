@@ -28,6 +28,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from oma.core.contracts import visibility
+    from oma.core.contracts.names import ActivityName
     from oma.core.contracts.visibility import (
         AWAITING_APPROVAL,
         RUNNING,
@@ -64,7 +65,7 @@ async def learn() -> None:
         return
     try:
         out = await workflow.execute_activity(
-            "registered_search_attributes",
+            ActivityName.REGISTERED_SEARCH_ATTRIBUTES,
             RegisteredSearchAttributesInput(),
             result_type=RegisteredSearchAttributesOutput,
             summary="are the OMA search attributes registered?",

@@ -26,6 +26,7 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from oma.core.contracts.budget import RunBudget, run_budget
     from oma.core.contracts.llm import ConversationSlice, RecordedTurns
+    from oma.core.contracts.names import QueryName, SignalName, WorkflowName
     from oma.core.contracts.ports import AgentPorts
     from oma.core.contracts.visibility import awaiting_requests
     from oma.core.rules.agent_run import run_agent
@@ -63,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.workflows._tool_gate import ToolGate
 
 
-@workflow.defn(name="AgentRun")
+@workflow.defn(name=WorkflowName.AGENT_RUN)
 class AgentRun(ApprovalHandlers):
     """Runs one agent on one input and returns an ``AgentRunResult``.
 
@@ -170,7 +171,7 @@ class AgentRun(ApprovalHandlers):
                 raise
             raise self._activity_failure(err) from err
 
-    @workflow.signal(name="close_approvals")
+    @workflow.signal(name=SignalName.CLOSE_APPROVALS)
     def close_approvals(self, *args: Any) -> None:
         """``{reason}``: the team run stopped; open tool requests close, and
         gated calls no longer run (the model reads why)."""
@@ -178,14 +179,14 @@ class AgentRun(ApprovalHandlers):
         reason = raw.get("reason") if isinstance(raw, dict) else None
         self._tool_gate.close(str(reason or "the team run stopped"))
 
-    @workflow.signal(name="budget")
+    @workflow.signal(name=SignalName.BUDGET)
     def budget(self, *args: Any) -> None:
         """From the team run: what the run may still spend (``BudgetGrant``),
         the answer to this run's latest ``task_usage`` report."""
         if self._budget is not None and args:
             self._budget.granted(args[0])
 
-    @workflow.signal(name="forwarded_decision")
+    @workflow.signal(name=SignalName.FORWARDED_DECISION)
     def forwarded_decision(self, *args: Any) -> None:
         """From the team run: a decision a reviewer took there on a tool
         request of this run, which decides it (``ForwardedDecision``)."""
@@ -194,17 +195,17 @@ class AgentRun(ApprovalHandlers):
     def _closed_because(self) -> str:
         return self._tool_gate.closed_because or ""
 
-    @workflow.query(name="state")
+    @workflow.query(name=QueryName.STATE)
     def state(self) -> AgentRunResult | None:
         """The run so far (``None`` before the input is validated)."""
         return self._result
 
-    @workflow.query(name="events")
+    @workflow.query(name=QueryName.EVENTS)
     def events(self) -> list[AgentStart]:
         """The run's progress events so far (``agent_start``)."""
         return self._events
 
-    @workflow.query(name="conversation")
+    @workflow.query(name=QueryName.CONVERSATION)
     def conversation(self, part: ConversationSlice | None = None) -> list[LLMMessage]:
         """An LLM agent's conversation: as the latest model turn was asked it
         while the run goes (the ``llm_turn`` activity reads it here), all of
@@ -223,7 +224,7 @@ class AgentRun(ApprovalHandlers):
                 return messages[:count]
         return messages
 
-    @workflow.query(name="agent")
+    @workflow.query(name=QueryName.AGENT)
     def agent(self, sha256: str | None = None) -> AgentConfig | None:
         """The agent config an LLM agent's model turns are given, its MCP
         servers' listed tools included (``None`` before its first turn); with
@@ -303,7 +304,7 @@ def _validated(args: tuple[Any, ...]) -> AgentRunInput:
     # *args: a start with no input, or two, fails the run (INVALID_RUN_INPUT)
     # instead of failing its workflow task forever
     try:
-        return parse_agent_run_input(single_input(args, "AgentRun"))
+        return parse_agent_run_input(single_input(args, WorkflowName.AGENT_RUN))
     except OMAError as err:
         _visibility.ended("failed", err.code)
         raise application_error(err) from None

@@ -31,6 +31,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from oma.core.contracts.names import WorkflowName
     from oma.core.contracts.visibility import team_run_details, team_run_failure
     from oma.core.contracts.workflow_ids import task_workflow_id
     from oma.core.rules.approval_gate import dispatch_request_id, round_content
@@ -73,7 +74,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.workflows._waiting import Wakeup, at_deadline, delay_unless_stopped, unless_stopped
 
 
-@workflow.defn(name="TeamRun")
+@workflow.defn(name=WorkflowName.TEAM_RUN)
 class TeamRun(TeamRunHandlers):
     """Runs a team over a goal, a task list or a frozen plan; returns a ``TeamRunResult``
     as JSON (``sent_result``).
@@ -96,7 +97,7 @@ class TeamRun(TeamRunHandlers):
         # handled, so a decision sent as the run starts sees the whole state.
         self._invalid: ApplicationError | None = None
         try:
-            raw = single_input(args, "TeamRun")
+            raw = single_input(args, WorkflowName.TEAM_RUN)
             self._fork = _fork.fork_input(raw)  # a fork's first run: read its source first
             inp = None if self._fork else parse_team_run_input(raw)
         except OMAError as err:

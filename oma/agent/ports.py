@@ -26,18 +26,19 @@ from oma.activities.tool_call import run_tool
 from oma.activities.tools.custom import load_custom_tool
 from oma.core.contracts.acp import AcpPromptInput, AcpPromptOutput
 from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput, price_turn
+from oma.core.contracts.mcp import McpListToolsInput, McpListToolsOutput
 from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
 from oma.core.contracts.run_hooks import EvaluateInput
+from oma.core.contracts.tools import ToolCallInput, ToolCallOutput
 from oma.core.rules.evaluation import evaluate, load_evaluator
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.approvals import ApprovalRequest, request_hash
 from oma.core.schema.before_run import BeforeRunContext, BeforeRunHook, apply_before_run
 from oma.core.schema.errors import OMAError, error_from_failure
 from oma.core.schema.evaluation import EvaluationRecord
-from oma.core.schema.mcp import McpListToolsInput, McpListToolsOutput, McpServerConfig
+from oma.core.schema.mcp import McpServerConfig
 from oma.core.schema.message_guard import latest_user_prompt
 from oma.core.schema.messages import LLMMessage
-from oma.core.schema.tools import ToolCallInput, ToolCallOutput
 from oma.runtime.approval_callbacks import ApprovalCallback, answer_decision, call_approval_callback
 
 if TYPE_CHECKING:

@@ -44,7 +44,8 @@ from oma.cli.upstream import output_lines, upstream_header
 from oma.client import OpenMultiAgent, team_run_result
 from oma.client.approvals import pending as pending_requests
 from oma.client.approvals import upstream_outputs
-from oma.client.runs import ABORT_SIGNAL, abort_sent
+from oma.client.runs import abort_sent
+from oma.core.contracts.names import QueryName, SignalName, WorkflowName
 from oma.core.schema.approvals import (
     ApprovalDecision,
     ApprovalRequest,
@@ -99,7 +100,7 @@ async def _team_run(client: Client, workflow_id: str) -> WorkflowHandle[Any, Any
         if e.status == RPCStatusCode.NOT_FOUND:
             raise fail(f"no workflow {workflow_id!r} in namespace {namespace!r}") from None
         raise fail(f"cannot describe workflow {workflow_id!r}: {e}") from None
-    if described.workflow_type != "TeamRun":
+    if described.workflow_type != WorkflowName.TEAM_RUN:
         raise fail(f"workflow {workflow_id!r} is a {described.workflow_type}, not a TeamRun")
     if described.status != WorkflowExecutionStatus.RUNNING:
         status = described.status.name if described.status else "closed"
@@ -132,10 +133,10 @@ def approvals(workflow_id: str, full: bool = False, as_json: bool = False) -> No
 
     async def go() -> tuple[list[PendingApproval], dict[str, dict[str, str | None]]]:
         async with _running_team_run(workflow_id, reading="oma approvals") as (_, handle):
-            with _query_errors(handle, "pending_approvals"):
+            with _query_errors(handle, QueryName.PENDING_APPROVALS):
                 pending = await pending_requests(handle, QUERY_TIMEOUT)
             whole = {}
-            with _query_errors(handle, "state"):
+            with _query_errors(handle, QueryName.STATE):
                 for r in pending:
                     if full and r.upstream:
                         whole[r.request_id] = await upstream_outputs(handle, r, QUERY_TIMEOUT)
@@ -279,7 +280,7 @@ def abort(workflow_id: str, reason: str | None, wait: bool) -> None:
                 earlier = await abort_sent(client, workflow_id)
                 if earlier is None:
                     payload = {"reason": reason} if reason else {}
-                    await handle.signal(ABORT_SIGNAL, payload, rpc_timeout=QUERY_TIMEOUT)
+                    await handle.signal(SignalName.ABORT, payload, rpc_timeout=QUERY_TIMEOUT)
             except RPCError as err:
                 raise fail(f"the abort signal did not reach TeamRun {workflow_id}: {err}") from None
             if earlier is not None:

@@ -31,6 +31,7 @@ from oma.cli.common import (
 )
 from oma.cli.run import QUERY_TIMEOUT
 from oma.client.listing import check_listing, list_team_runs, open_approvals
+from oma.core.contracts.names import WorkflowName
 from oma.core.contracts.visibility import AWAITING_APPROVAL, RUNNING
 from oma.core.schema.errors import OMAError
 from oma.core.schema.listing import OpenApprovals, TeamRunListing
@@ -110,7 +111,9 @@ def _print_open_approvals(found: OpenApprovals) -> None:
             )
         print_table(table)
         console.print(run_text(_decide_with(found)))
-        agent_runs = sorted({r.workflow_id for r in found.requests if r.workflow_type != "TeamRun"})
+        agent_runs = sorted(
+            {r.workflow_id for r in found.requests if r.workflow_type != WorkflowName.TEAM_RUN}
+        )
         if agent_runs:
             console.print(
                 run_text(

@@ -44,6 +44,7 @@ from rich.text import Text
 from temporalio.client import Client, WorkflowHandle
 
 from oma.cli.common import err_console, run_text
+from oma.core.contracts.names import ActivityName
 from oma.core.contracts.workflow_ids import coordinator_workflow_id, task_workflow_id
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
@@ -391,7 +392,7 @@ async def latest_output(client: Client, workflow_id: str) -> str:
     return max(found)[1] if found else ""
 
 
-_RETRIED = {"llm_turn": "the model provider", "acp_prompt": "the ACP agent"}
+_RETRIED = {ActivityName.LLM_TURN: "the model provider", ActivityName.ACP_PROMPT: "the ACP agent"}
 
 OVERSIZED_FAILURE = "Failure exceeds size limit."
 """The message the Temporal server gives an activity's last failure that it

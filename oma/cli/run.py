@@ -46,7 +46,8 @@ from oma.cli.live import PlainView, RunView, run_view
 from oma.cli.server_watch import WATCH_INTERVAL_S, ServerWatch, server_gone
 from oma.cli.summary import print_error_code, print_result
 from oma.cli.upstream import live_lines
-from oma.core.rules.fork import ForkedRun
+from oma.core.contracts.fork import ForkedRun
+from oma.core.contracts.names import QueryName
 from oma.core.schema.errors import InvalidRunInputError, OMAError
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
@@ -600,7 +601,7 @@ class Progress:
 
     async def _print_new(self, timeout: timedelta) -> None:
         events: list[RunEvent] = await self.handle.query(
-            "events", self.after_seq, result_type=list[RunEvent], rpc_timeout=timeout
+            QueryName.EVENTS, self.after_seq, result_type=list[RunEvent], rpc_timeout=timeout
         )
         if self.server is not None:
             self.server.answered()
@@ -609,7 +610,9 @@ class Progress:
             # a goal run's plan, a resumed run: the titles come with its state
             with contextlib.suppress(RPCError, RPCTimeoutOrCancelledError):
                 tracker.learn(
-                    await self.handle.query("state", result_type=TeamRunResult, rpc_timeout=timeout)
+                    await self.handle.query(
+                        QueryName.STATE, result_type=TeamRunResult, rpc_timeout=timeout
+                    )
                 )
         for event in events:
             if event.seq <= self.after_seq:
@@ -683,7 +686,7 @@ async def _cancel_run(
         # ended Canceled in Temporal, with no result: its state is the table
         with contextlib.suppress(Exception):
             state: TeamRunResult = await handle.query(
-                "state", result_type=TeamRunResult, rpc_timeout=QUERY_TIMEOUT
+                QueryName.STATE, result_type=TeamRunResult, rpc_timeout=QUERY_TIMEOUT
             )
             await read_outputs(client, state)  # those its answer kept by reference
             return state

@@ -45,6 +45,7 @@ from oma.cli.viewer.model import (
     server_histories,
 )
 from oma.cli.viewer.paging import page_of
+from oma.core.contracts.names import WorkflowName
 from oma.core.contracts.workflow_ids import task_workflow_id, team_run_id_of
 from oma.core.schema.errors import HistoryReadError, OMAError
 from oma.core.schema.results import AgentRunResult
@@ -184,7 +185,7 @@ async def _from_server(client: Client, workflow_id: str) -> list[WorkflowHistory
             raise fail(f"no workflow {workflow_id!r} in namespace {namespace!r}") from None
         raise fail(f"cannot read the history of {workflow_id!r}: {e}") from None
     kind = found[0].events[0].workflow_execution_started_event_attributes.workflow_type.name
-    if kind != "TeamRun":
+    if kind != WorkflowName.TEAM_RUN:
         parent = team_run_id_of(workflow_id)
         hint = f": show its team run, `oma show {parent}`" if parent else ""
         raise fail(f"workflow {workflow_id!r} is not a TeamRun (its type is {kind}){hint}")

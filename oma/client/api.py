@@ -31,13 +31,13 @@ from oma.client.approvals import (
 from oma.client.embedded import serving
 from oma.client.listing import list_team_runs, open_approvals
 from oma.client.runs import (
-    ABORT_SIGNAL,
     start_attributes,
     start_run,
     start_team_run,
     stopped_error,
     team_run_result,
 )
+from oma.core.contracts.names import QueryName, SignalName, WorkflowName
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.approvals import (
     ApprovalDecision,
@@ -199,7 +199,7 @@ class OpenMultiAgent:
         client = await self.client()
         handle: WorkflowHandle[Any, AgentRunResult] = await start_run(
             client,
-            "AgentRun",
+            WorkflowName.AGENT_RUN,
             run_input,
             id=workflow_id or f"agent-{agent.name}-{uuid.uuid4().hex[:8]}",
             task_queue=self.task_queue,
@@ -420,7 +420,7 @@ class OpenMultiAgent:
         if request is not None:
             return request
         state: TeamRunResult = await handle.query(
-            "state", result_type=TeamRunResult, rpc_timeout=rpc_timeout
+            QueryName.STATE, result_type=TeamRunResult, rpc_timeout=rpc_timeout
         )
         earlier = next((d for d in state.approval_decisions if d.request_id == request_id), None)
         if earlier is not None:
@@ -499,7 +499,7 @@ class OpenMultiAgent:
         there is no such running workflow.
         """
         client = await self.client()
-        await client.get_workflow_handle(workflow_id).signal(ABORT_SIGNAL, {"reason": reason})
+        await client.get_workflow_handle(workflow_id).signal(SignalName.ABORT, {"reason": reason})
 
     # -- awaiting a team run -------------------------------------------------
 

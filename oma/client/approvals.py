@@ -23,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.client.runs import read_outputs, team_run_result
+from oma.core.contracts.names import QueryName, UpdateName
 from oma.core.schema.approvals import (
     ApprovalDecision,
     ApprovalRequest,
@@ -152,7 +153,7 @@ async def pending(
     kept by reference read from their ``AgentRun`` results
     (``read_upstream_previews``). Raises ``RPCError``."""
     pending: list[PendingApproval] = await handle.query(
-        "pending_approvals", result_type=list[PendingApproval], rpc_timeout=rpc_timeout
+        QueryName.PENDING_APPROVALS, result_type=list[PendingApproval], rpc_timeout=rpc_timeout
     )
     await read_upstream_previews(handle._client, pending)
     return pending
@@ -204,7 +205,7 @@ async def upstream_outputs(
     if not wanted:
         return {}
     state: TeamRunResult = await handle.query(
-        "state", result_type=TeamRunResult, rpc_timeout=rpc_timeout
+        QueryName.STATE, result_type=TeamRunResult, rpc_timeout=rpc_timeout
     )
     state.tasks = [t for t in state.tasks if t.id in wanted]
     await read_outputs(handle._client, state)
@@ -235,7 +236,7 @@ async def send_decision(
     )
     try:
         recorded: ApprovalDecision = await handle.execute_update(
-            "decide", decision, result_type=ApprovalDecision, rpc_timeout=rpc_timeout
+            UpdateName.DECIDE, decision, result_type=ApprovalDecision, rpc_timeout=rpc_timeout
         )
     except WorkflowUpdateFailedError as err:
         cause = err.cause

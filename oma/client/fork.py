@@ -29,8 +29,9 @@ from oma.activities.fork_source import (
     reuse_of,
 )
 from oma.client.runs import start_attributes, start_run
+from oma.core.contracts.fork import ForkedRun
+from oma.core.contracts.names import WorkflowName
 from oma.core.contracts.workflow_ids import team_run_id_of
-from oma.core.rules.fork import ForkedRun
 from oma.core.schema.errors import HistoryReadError, InvalidForkError
 from oma.core.schema.fork import ForkInput, ForkSource, is_fork_input
 from oma.core.schema.limits import RUN_STATE_BUDGET_BYTES, check_child_ids, json_size
@@ -104,7 +105,7 @@ async def start_fork(
     attributes = start_attributes(team=team, forked_from=fork.fork.run_id)
     return await start_run(
         client,
-        "TeamRun",
+        WorkflowName.TEAM_RUN,
         fork.payload(),
         id=id,
         task_queue=task_queue,
@@ -134,7 +135,7 @@ async def history_source(path: Path, converter: DataConverter) -> tuple[str, For
     except (ValueError, KeyError, TypeError, RecursionError, json_format.ParseError) as e:
         raise HistoryReadError(f"{path} is not a workflow history in JSON: {e}") from None
     started = first.workflow_execution_started_event_attributes
-    if started.workflow_type.name != "TeamRun":
+    if started.workflow_type.name != WorkflowName.TEAM_RUN:
         raise HistoryReadError(f"{path} is the history of a {started.workflow_type.name}")
     inp = await _decoded(converter, started.input.payloads, path, "input")
     if is_fork_input(inp):  # a fork's first run: the input it went on with

@@ -22,6 +22,7 @@ from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.core.contracts import visibility
+from oma.core.contracts.names import QueryName, WorkflowName
 from oma.core.rules.approval_gate import task_of
 from oma.core.schema.approvals import PendingApproval, approves
 from oma.core.schema.errors import InputError, SearchAttributesMissingError
@@ -74,7 +75,7 @@ async def list_team_runs(
     ``temporalio.service.RPCError`` for any other refusal.
     """
     check_listing(status, limit)
-    clauses = ['WorkflowType="TeamRun"']
+    clauses = [f'WorkflowType="{WorkflowName.TEAM_RUN}"']
     if status is not None:
         clauses.append(f'{visibility.OMA_STATUS}="{status}"')
     if status != "continued_as_new":
@@ -125,7 +126,7 @@ async def open_approvals(client: Client, *, rpc_timeout: timedelta | None = None
     waiting: list[WorkflowExecution] = []
     found = OpenApprovals()
     async for execution in _executions(client, query, MAX_WAITING_RUNS):
-        if execution.workflow_type == "AgentRun" and execution.parent_id:
+        if execution.workflow_type == WorkflowName.AGENT_RUN and execution.parent_id:
             continue  # a task's run: its team run lists the request
         if len(waiting) == MAX_WAITING_RUNS:
             found.truncated = True
@@ -152,7 +153,7 @@ async def _requests_of(
     handle = client.get_workflow_handle(execution.id)
     try:
         pending: list[PendingApproval] = await handle.query(
-            "pending_approvals", result_type=list[PendingApproval], rpc_timeout=rpc_timeout
+            QueryName.PENDING_APPROVALS, result_type=list[PendingApproval], rpc_timeout=rpc_timeout
         )
     except (RPCTimeoutOrCancelledError, RPCError, WorkflowQueryFailedError) as err:
         # past rpc_timeout the SDK's core answers CANCELLED ("Timeout expired")
@@ -237,7 +238,7 @@ def _listing(execution: WorkflowExecution) -> TeamRunListing:
     )
 
 
-OPEN_RUN_TYPES = ("TeamRun", "AgentRun")
+OPEN_RUN_TYPES = (WorkflowName.TEAM_RUN, WorkflowName.AGENT_RUN)
 """The workflow types ``open_runs`` lists: every workflow OMA's workers run."""
 
 MAX_OPEN_RUNS = 10_000

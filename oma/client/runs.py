@@ -19,6 +19,7 @@ from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSear
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError, RPCStatusCode
 
+from oma.core.contracts.names import SignalName, WorkflowName
 from oma.core.contracts.visibility import start_values, team_run_result_of
 from oma.core.schema.errors import OMAError, error_for
 from oma.core.schema.limits import MAX_REASON_CHARS, check_child_ids, cut_text
@@ -78,7 +79,7 @@ async def start_team_run(
     pinned = await _models_pinned(client, await _reuse_pinned(client, run_input))
     return await start_run(
         client,
-        "TeamRun",
+        WorkflowName.TEAM_RUN,
         pinned.payload(),
         id=id,
         task_queue=task_queue,
@@ -223,10 +224,6 @@ def stopped_error(result: TeamRunResult) -> OMAError:
     return error_for(result.error_code, f"{message} (status {result.status})")
 
 
-ABORT_SIGNAL = "abort"
-"""The signal that aborts a ``TeamRun`` gracefully (``OpenMultiAgent.abort``)."""
-
-
 @dataclass(frozen=True)
 class AbortSent:
     """The first ``abort`` signal a ``TeamRun`` execution received."""
@@ -242,7 +239,7 @@ def abort_input(event: HistoryEvent) -> Payloads | None:
     if not event.HasField("workflow_execution_signaled_event_attributes"):
         return None
     signaled = event.workflow_execution_signaled_event_attributes
-    return signaled.input if signaled.signal_name == ABORT_SIGNAL else None
+    return signaled.input if signaled.signal_name == SignalName.ABORT else None
 
 
 async def abort_sent(client: Client, workflow_id: str) -> AbortSent | None:

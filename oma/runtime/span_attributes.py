@@ -28,11 +28,12 @@ from temporalio.exceptions import ApplicationError
 
 from oma.core.contracts.acp import AcpPromptInput, AcpPromptOutput
 from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.contracts.names import WorkflowName
 from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
+from oma.core.contracts.tools import ToolCallInput, ToolCallOutput
 from oma.core.contracts.visibility import team_run_result_of
 from oma.core.contracts.workflow_ids import team_run_id_of
 from oma.core.schema.results import AgentRunResult, TeamRunResult
-from oma.core.schema.tools import ToolCallInput, ToolCallOutput
 from oma.core.schema.usage import TokenUsage
 
 Attributes = dict[str, AttributeValue]
@@ -101,11 +102,11 @@ def _ids(workflow_id: str) -> Attributes:
 def _run_input(workflow_type: str, raw: Mapping[str, Any]) -> Attributes:
     """The team or agent a run's input (the user's JSON, not yet validated) names."""
     attrs: Attributes = {}
-    if workflow_type == "TeamRun":
+    if workflow_type == WorkflowName.TEAM_RUN:
         team = raw.get("team")
         if isinstance(team, Mapping) and isinstance(team.get("name"), str):
             attrs["oma.team"] = team["name"]
-    elif workflow_type == "AgentRun":
+    elif workflow_type == WorkflowName.AGENT_RUN:
         agent = raw.get("agent")
         if isinstance(agent, Mapping) and isinstance(agent.get("name"), str):
             attrs["oma.agent"] = attrs["gen_ai.agent.name"] = agent["name"]

@@ -70,6 +70,7 @@ from oma.cli.acp_agent.prompt import (
 from oma.cli.acp_agent.retry import Refusal, busy, retry_of
 from oma.cli.acp_agent.session_fork import Branch, branch_of, fork_id
 from oma.cli.acp_agent.team_file import SessionTeam, session_dir, session_team
+from oma.core.contracts.names import QueryName, SignalName, WorkflowName
 from oma.core.schema.approvals import Reviewer
 from oma.core.schema.errors import (
     AcpAttachmentWriteError,
@@ -297,7 +298,9 @@ class TeamAgent:
             client, _queue = await self.connect()
             found: list[SessionInfo] = []
             seen: set[str] = set()
-            async for wf in client.list_workflows("WorkflowType = 'TeamRun'", limit=LISTED_RUNS):
+            async for wf in client.list_workflows(
+                f"WorkflowType = '{WorkflowName.TEAM_RUN}'", limit=LISTED_RUNS
+            ):
                 if wf.id in seen:
                     continue
                 with contextlib.suppress(Exception):
@@ -540,7 +543,9 @@ class TeamAgent:
         handle = client.get_workflow_handle(session.id)
         with contextlib.suppress(RPCError):
             await handle.signal(
-                "abort", {"reason": "session/cancel from the editor"}, rpc_timeout=QUERY_TIMEOUT
+                SignalName.ABORT,
+                {"reason": "session/cancel from the editor"},
+                rpc_timeout=QUERY_TIMEOUT,
             )
         session.escalation = asyncio.create_task(self._escalate(session, handle))
 
@@ -592,7 +597,7 @@ class TeamAgent:
                     f"{client.namespace!r}): a session exists once its first prompt started a run"
                 ) from None
             raise
-        if described.workflow_type != "TeamRun":
+        if described.workflow_type != WorkflowName.TEAM_RUN:
             raise AcpSessionUnknownError(
                 f"{session_id!r} is a {described.workflow_type}, not a TeamRun"
             )
@@ -732,7 +737,7 @@ async def _ended_result(client: Client, handle: Any) -> TeamRunResult:
         return await team_run_result(handle, client)
     except WorkflowFailureError as err:
         result: TeamRunResult = await handle.query(
-            "state", result_type=TeamRunResult, rpc_timeout=QUERY_TIMEOUT
+            QueryName.STATE, result_type=TeamRunResult, rpc_timeout=QUERY_TIMEOUT
         )
         ended_as(result, err.cause)
         await read_outputs(client, result)

@@ -22,6 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from oma.cli.acp_agent.permissions import decided_text
 from oma.cli.acp_agent.prompt import typed_prompt
 from oma.client.approvals import pending, send_decision
+from oma.core.contracts.names import QueryName, SignalName
 from oma.core.schema.approvals import DecisionValue, Reviewer
 from oma.core.schema.errors import OMAError
 from oma.core.schema.results import TeamRunResult
@@ -94,7 +95,7 @@ async def run_command(
             return await _status(handle)
         if name == "abort":
             reason = " ".join(words) or "/abort from the editor"
-            await handle.signal("abort", {"reason": reason}, rpc_timeout=QUERY_TIMEOUT)
+            await handle.signal(SignalName.ABORT, {"reason": reason}, rpc_timeout=QUERY_TIMEOUT)
             return f"Aborting {workflow_id}: nothing new starts; tasks in flight finish."
         value: DecisionValue = "approve" if name == "approve" else "reject"
         return await _decide(handle, value, words, reviewer)
@@ -112,7 +113,7 @@ async def run_command(
 async def _status(handle: Any) -> str:
     described = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
     state: TeamRunResult = await handle.query(
-        "state", result_type=TeamRunResult, rpc_timeout=QUERY_TIMEOUT
+        QueryName.STATE, result_type=TeamRunResult, rpc_timeout=QUERY_TIMEOUT
     )
     lines = [f"Run {handle.id}: {state.status} (Temporal: {described.status.name.lower()})"]
     # the goal as typed: a follow-up's goal leads with the previous run's context

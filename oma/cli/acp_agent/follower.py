@@ -36,6 +36,7 @@ from oma.cli.acp_agent.permissions import PermissionDesk, Rules, decided_text
 from oma.cli.acp_agent.prompt import ended_words, outcome_text, outputs_text
 from oma.cli.common import cause
 from oma.cli.live import latest_output
+from oma.core.contracts.names import QueryName
 from oma.core.contracts.workflow_ids import coordinator_workflow_id, task_workflow_id
 from oma.core.rules.approval_gate import dispatch_request_id
 from oma.core.schema.approvals import PendingApproval, Reviewer
@@ -204,7 +205,10 @@ class Follower:
     async def _new_events(self) -> list[RunEvent]:
         try:
             events: list[RunEvent] = await self.query_handle.query(
-                "events", self.after_seq, result_type=list[RunEvent], rpc_timeout=QUERY_TIMEOUT
+                QueryName.EVENTS,
+                self.after_seq,
+                result_type=list[RunEvent],
+                rpc_timeout=QUERY_TIMEOUT,
             )
         except Exception as err:  # not started yet, no worker now: ask again
             logger.debug("events of %s: %s", self.workflow_id, err)
@@ -221,7 +225,7 @@ class Follower:
     async def _query_state(self) -> TeamRunResult | None:
         try:
             state: TeamRunResult = await self.query_handle.query(
-                "state", result_type=TeamRunResult, rpc_timeout=QUERY_TIMEOUT
+                QueryName.STATE, result_type=TeamRunResult, rpc_timeout=QUERY_TIMEOUT
             )
         except Exception as err:
             logger.debug("state of %s: %s", self.workflow_id, err)

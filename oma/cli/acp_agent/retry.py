@@ -33,7 +33,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from oma.cli.acp_agent.session_fork import Branch
 from oma.client.fork import preview
-from oma.core.rules.fork import ForkedRun
+from oma.core.contracts.fork import ForkedRun
 from oma.core.schema.errors import AcpSessionBusyError, OMAError
 from oma.core.schema.fork import ForkInput, parse_fork_input
 

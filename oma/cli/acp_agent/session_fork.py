@@ -26,6 +26,7 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from oma.core.contracts.names import WorkflowName
 from oma.core.schema.errors import AcpSessionNoRunError, AcpSessionUnknownError
 
 QUERY_TIMEOUT = timedelta(seconds=10)
@@ -72,7 +73,7 @@ async def branch_of(
             f"{client.namespace!r}) and no such session on this connection: a session exists "
             "once its first prompt started a run"
         ) from None
-    if described.workflow_type != "TeamRun":
+    if described.workflow_type != WorkflowName.TEAM_RUN:
         raise AcpSessionUnknownError(
             f"{session_id!r} is a {described.workflow_type}, not a TeamRun"
         )

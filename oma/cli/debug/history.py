@@ -23,6 +23,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHistory
 
+from oma.core.contracts.names import SignalName, UpdateName
 from oma.core.contracts.workflow_ids import (
     coordinator_workflow_id,
     task_workflow_id,
@@ -245,11 +246,11 @@ def _decisions(history: WorkflowHistory) -> dict[str, int]:
         payloads: Any = None
         if event.HasField("workflow_execution_signaled_event_attributes"):
             signal = event.workflow_execution_signaled_event_attributes
-            if signal.signal_name in ("decide", "forwarded_decision"):
+            if signal.signal_name in (SignalName.DECIDE, SignalName.FORWARDED_DECISION):
                 payloads = signal.input.payloads
         elif event.HasField("workflow_execution_update_accepted_event_attributes"):
             request = event.workflow_execution_update_accepted_event_attributes.accepted_request
-            if request.input.name == "decide":
+            if request.input.name == UpdateName.DECIDE:
                 payloads = request.input.args.payloads
         if not payloads:
             continue

@@ -20,12 +20,13 @@ from rich.text import Text
 from oma.cli.common import console, run_text
 from oma.cli.debug.history import Debugged, Target
 from oma.cli.debug.session import replay
+from oma.core.contracts.names import QueryName, WorkflowName
 from oma.core.schema.errors import ReplayMismatchError
 from oma.runtime.replay_probe import ReplayProbe
 
 QUERIES = {
-    "TeamRun": ("state", "shared_memory", "pending_approvals"),
-    "AgentRun": ("state", "pending_approvals"),
+    WorkflowName.TEAM_RUN: (QueryName.STATE, QueryName.SHARED_MEMORY, QueryName.PENDING_APPROVALS),
+    WorkflowName.AGENT_RUN: (QueryName.STATE, QueryName.PENDING_APPROVALS),
 }
 
 OUTPUT_CHARS = 200
@@ -59,7 +60,7 @@ class StateAt:
 async def state_at(debugged: Debugged, target: Target) -> StateAt:
     """Replay ``debugged`` up to ``target`` and ask its queries. Raises
     ``ReplayMismatchError`` when the current code does not replay that far."""
-    probe = ReplayProbe(queries=QUERIES.get(debugged.workflow_type, ("state",)), keep=False)
+    probe = ReplayProbe(queries=QUERIES.get(debugged.workflow_type, (QueryName.STATE,)), keep=False)
     # the queries run inside the replay's last activation: on a large run they
     # outlast the SDK's 2 s deadlock timer, which would fail the eviction again
     # and again (a hang); debug mode runs each activation inline, untimed
@@ -84,7 +85,7 @@ def print_state(found: StateAt) -> None:
             f"{found.at})"
         )
     )
-    state = found.answers.get("state")
+    state = found.answers.get(QueryName.STATE)
     if not isinstance(state, dict):
         console.print(run_text(f"state: {state}"))
         return
@@ -92,7 +93,7 @@ def print_state(found: StateAt) -> None:
         _team_run(state, found.answers)
     else:
         _agent_run(state)
-    pending = found.answers.get("pending_approvals") or []
+    pending = found.answers.get(QueryName.PENDING_APPROVALS) or []
     console.print(Text("open approval requests:", style="bold"), run_text(str(len(pending))))
     for request in pending:
         console.print(
@@ -131,7 +132,7 @@ def _team_run(state: dict[str, Any], answers: dict[str, Any]) -> None:
         elif task.get("output") is not None:
             line += f"  output: {_short(task['output'])}"
         console.print(run_text(line))
-    memory = answers.get("shared_memory") or {}
+    memory = answers.get(QueryName.SHARED_MEMORY) or {}
     console.print(Text("shared memory:", style="bold"), run_text(f"{len(memory)} key(s)"))
     for key, value in memory.items():
         console.print(run_text(f"  {key} = {_short(value)}"))

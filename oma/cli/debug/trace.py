@@ -23,6 +23,7 @@ from oma.cli.common import console, run_async, run_text
 from oma.cli.debug import words
 from oma.cli.debug.history import Debugged
 from oma.cli.debug.session import replay
+from oma.core.contracts.names import QueryName, WorkflowName
 from oma.core.schema.errors import ReplayMismatchError
 from oma.runtime.replay_probe import Activation, ReplayProbe
 
@@ -72,7 +73,7 @@ async def trace(debugged: Debugged) -> list[Step]:
     message)."""
     history = debugged.history
     wid = debugged.workflow_id
-    team_run = debugged.workflow_type == "TeamRun"
+    team_run = debugged.workflow_type == WorkflowName.TEAM_RUN
     steps: list[Step] = []
     seen = {"seq": -1, "event": 0}
 
@@ -100,7 +101,7 @@ async def trace(debugged: Debugged) -> list[Step]:
                 step.arrived.append(said)
         seen["event"] = started
         if team_run:
-            new = query("events", seen["seq"])
+            new = query(QueryName.EVENTS, seen["seq"])
             if isinstance(new, list):
                 for run_ev in new:
                     step.decided.append(run_event(run_ev))

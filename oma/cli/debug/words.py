@@ -14,32 +14,34 @@ from typing import Any
 
 from temporalio.api.history.v1 import HistoryEvent
 
+from oma.core.contracts.names import ActivityName, SignalName
+
 ACTIVITIES = {
-    "llm_turn": "a model turn (llm_turn)",
-    "tool_call": "a tool call (tool_call)",
-    "process_run": "the process agent's run (process_run)",
-    "acp_prompt": "an ACP prompt turn (acp_prompt)",
-    "acp_close_run": "closing the run's ACP sessions (acp_close_run)",
-    "mcp_list_tools": "listing an MCP server's tools (mcp_list_tools)",
-    "mcp_close_run": "closing the run's MCP servers (mcp_close_run)",
-    "before_run": "the agent's before_run hook (before_run)",
-    "evaluate": "the agent's evaluator (evaluate)",
-    "read_task_outputs": "reading outputs kept by reference (read_task_outputs)",
-    "read_fork_source": "reading the fork's source run (read_fork_source)",
-    "registered_search_attributes": (
+    ActivityName.LLM_TURN: "a model turn (llm_turn)",
+    ActivityName.TOOL_CALL: "a tool call (tool_call)",
+    ActivityName.PROCESS_RUN: "the process agent's run (process_run)",
+    ActivityName.ACP_PROMPT: "an ACP prompt turn (acp_prompt)",
+    ActivityName.ACP_CLOSE_RUN: "closing the run's ACP sessions (acp_close_run)",
+    ActivityName.MCP_LIST_TOOLS: "listing an MCP server's tools (mcp_list_tools)",
+    ActivityName.MCP_CLOSE_RUN: "closing the run's MCP servers (mcp_close_run)",
+    ActivityName.BEFORE_RUN: "the agent's before_run hook (before_run)",
+    ActivityName.EVALUATE: "the agent's evaluator (evaluate)",
+    ActivityName.READ_TASK_OUTPUTS: "reading outputs kept by reference (read_task_outputs)",
+    ActivityName.READ_FORK_SOURCE: "reading the fork's source run (read_fork_source)",
+    ActivityName.REGISTERED_SEARCH_ATTRIBUTES: (
         "asking whether the namespace has the search attributes (registered_search_attributes)"
     ),
 }
 
 SIGNALS = {
-    "decide": "a reviewer's decision (decide)",
-    "forwarded_decision": "a decision taken at the team run (forwarded_decision)",
-    "budget": "what the run may still spend (budget)",
-    "close_approvals": "the run's stop, closing open tool requests (close_approvals)",
-    "tool_approval_request": "a task's gated tool call (tool_approval_request)",
-    "tool_approval_closed": "a task's tool request closed (tool_approval_closed)",
-    "task_usage": "a task's usage so far (task_usage)",
-    "abort": "an abort (abort)",
+    SignalName.DECIDE: "a reviewer's decision (decide)",
+    SignalName.FORWARDED_DECISION: "a decision taken at the team run (forwarded_decision)",
+    SignalName.BUDGET: "what the run may still spend (budget)",
+    SignalName.CLOSE_APPROVALS: "the run's stop, closing open tool requests (close_approvals)",
+    SignalName.TOOL_APPROVAL_REQUEST: "a task's gated tool call (tool_approval_request)",
+    SignalName.TOOL_APPROVAL_CLOSED: "a task's tool request closed (tool_approval_closed)",
+    SignalName.TASK_USAGE: "a task's usage so far (task_usage)",
+    SignalName.ABORT: "an abort (abort)",
 }
 
 

@@ -38,6 +38,7 @@ from typing import Any
 from oma.cli.viewer.model import ChildRunView, RunView, Span, TaskView, seconds_text
 from oma.cli.viewer.paging import Page, page_of
 from oma.cli.viewer.scrubber import scrubber_html
+from oma.core.contracts.names import ActivityName
 from oma.core.schema.usage import usd
 
 STATUS_COLORS = {
@@ -60,12 +61,12 @@ STATUS_COLORS = {
 KIND_COLORS = {
     "task": "#5b6b7f",
     "coordinator": "#7a5b9c",
-    "llm_turn": "#3b82c4",
-    "tool_call": "#1f9e89",
+    ActivityName.LLM_TURN: "#3b82c4",
+    ActivityName.TOOL_CALL: "#1f9e89",
     "mcp_call": "#9c6b3a",
-    "mcp_list_tools": "#c49a6c",
-    "process_run": "#e07b28",
-    "acp_prompt": "#8e5bd6",
+    ActivityName.MCP_LIST_TOOLS: "#c49a6c",
+    ActivityName.PROCESS_RUN: "#e07b28",
+    ActivityName.ACP_PROMPT: "#8e5bd6",
 }
 """Fill of an activity's bar, by activity type (others: grey)."""
 

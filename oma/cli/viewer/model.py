@@ -40,6 +40,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.client.runs import abort_input, abort_reason
+from oma.core.contracts.names import ActivityName, WorkflowName
 from oma.core.contracts.workflow_ids import team_run_id_of
 from oma.core.rules.task_graph import skip_reason
 from oma.core.rules.team_run_state import CANCELLED_REASON, CANCELLED_WITH_RUN
@@ -626,7 +627,7 @@ class _Builder:
         team_runs = []
         for h in histories:
             started = _started(h)
-            if started.workflow_type.name != "TeamRun":
+            if started.workflow_type.name != WorkflowName.TEAM_RUN:
                 continue
             if wanted is not None and h.workflow_id != wanted:
                 continue
@@ -634,7 +635,7 @@ class _Builder:
                 continue
             team_runs.append(h)
         if not team_runs:
-            which = f"TeamRun {wanted!r}" if wanted else "TeamRun"
+            which = f"{WorkflowName.TEAM_RUN} {wanted!r}" if wanted else WorkflowName.TEAM_RUN
             types = sorted({_started(h).workflow_type.name for h in histories})
             raise HistoryReadError(
                 f"no {which} among the histories given (workflow types: {', '.join(types)})"
@@ -668,7 +669,7 @@ class _Builder:
         for event in history.events:
             if event.HasField("activity_task_scheduled_event_attributes"):
                 attrs = event.activity_task_scheduled_event_attributes
-                if attrs.activity_type.name == "read_fork_source":
+                if attrs.activity_type.name == ActivityName.READ_FORK_SOURCE:
                     scheduled.add(event.event_id)
             elif event.HasField("activity_task_completed_event_attributes"):
                 done = event.activity_task_completed_event_attributes
@@ -828,7 +829,9 @@ class _Builder:
             else:
                 await self._activity_closed(event, spans)
         ordered = sorted(spans.values(), key=lambda s: s.started_at)
-        local_turns = [s for s in ordered if s.kind == "llm_turn" and s.label == LOCAL_TURN]
+        local_turns = [
+            s for s in ordered if s.kind == ActivityName.LLM_TURN and s.label == LOCAL_TURN
+        ]
         for turn, span in enumerate(local_turns, start=1):  # their input is not recorded
             span.label = f"model turn {turn}"
         return ordered
@@ -849,7 +852,7 @@ class _Builder:
         start = task_started.get(attrs.workflow_task_completed_event_id - 1, end)
         kind = str(data.get("activity_type") or "local activity")
         span = _activity_span(kind, {}, child, start, None)
-        if kind == "llm_turn":
+        if kind == ActivityName.LLM_TURN:
             span.label = LOCAL_TURN
         span.started_at, span.closed_at = start, max(end, start)
         span.attempt = int(data.get("attempt") or 1)
@@ -1029,7 +1032,7 @@ def _task_so_far(spec: dict[str, Any], runs: list[ChildRunView], ended: bool) ->
 
 def _recorded(run: ChildRunView) -> int:
     """How many of ``run``'s model turns were answered from a recording."""
-    return sum(1 for s in run.activities if s.kind == "llm_turn" and s.recorded_from)
+    return sum(1 for s in run.activities if s.kind == ActivityName.LLM_TURN and s.recorded_from)
 
 
 def _as_cancelled(tasks: list[TaskView]) -> None:
@@ -1102,9 +1105,9 @@ def _activity_span(
     agent: Any = inp.get("agent")
     agent_name = agent.get("name") if isinstance(agent, dict) else agent
     kind, label, detail = activity_type, activity_type, None
-    if activity_type == "llm_turn":
+    if activity_type == ActivityName.LLM_TURN:
         label = f"model turn {int(inp.get('turn') or 0) + 1}"
-    elif activity_type == "tool_call":
+    elif activity_type == ActivityName.TOOL_CALL:
         tool: dict[str, Any] = inp["tool"] if isinstance(inp.get("tool"), dict) else {}
         mcp = inp.get("mcp")
         if isinstance(mcp, dict):
@@ -1113,13 +1116,13 @@ def _activity_span(
         else:
             label = f"tool {tool.get('name', '?')}"
         detail = _short(inp.get("input") or {})
-    elif activity_type == "process_run":
+    elif activity_type == ActivityName.PROCESS_RUN:
         backend: dict[str, Any] = inp["backend"] if isinstance(inp.get("backend"), dict) else {}
         command = [str(backend.get("command", "")), *map(str, backend.get("args") or [])]
         label, detail = "process run", _short(" ".join(command))
-    elif activity_type == "acp_prompt":
+    elif activity_type == ActivityName.ACP_PROMPT:
         label = "ACP prompt turn"
-    elif activity_type == "mcp_list_tools":
+    elif activity_type == ActivityName.MCP_LIST_TOOLS:
         servers = [s.get("name", "?") for s in inp.get("servers") or [] if isinstance(s, dict)]
         label = f"MCP list tools ({', '.join(servers)})"
     return Span(
@@ -1140,7 +1143,7 @@ def _add_output(span: Span, out: dict[str, Any]) -> None:
     raw_usage = out.get("usage") if "usage" in out else out.get("token_usage")
     if isinstance(raw_usage, dict):
         span.token_usage = _usage(raw_usage)
-    if span.kind == "llm_turn":
+    if span.kind == ActivityName.LLM_TURN:
         parts = [f"model {out.get('model')}" if out.get("model") else None]
         parts.append(f"stop_reason {out.get('stop_reason')}")
         tools = [
@@ -1156,15 +1159,15 @@ def _add_output(span: Span, out: dict[str, Any]) -> None:
             span.label = f"{span.label} (recorded)"
             parts.append(f"recorded: answered from {recorded}, no provider called")
         span.detail = "; ".join(p for p in parts if p)
-    elif span.kind in ("tool_call", "mcp_call"):
+    elif span.kind in (ActivityName.TOOL_CALL, "mcp_call"):
         content = _short(out.get("content") or "", 2000)
         if out.get("is_error"):
             span.error = content
         else:
             span.detail = f"{span.detail or ''} → {content}".strip()
-    elif span.kind == "process_run":
+    elif span.kind == ActivityName.PROCESS_RUN:
         span.detail = f"{span.detail or ''} (exit {out.get('exit_code', 0)})".strip()
-    elif span.kind == "acp_prompt":
+    elif span.kind == ActivityName.ACP_PROMPT:
         span.detail = f"stop_reason {out.get('stop_reason')}"
 
 

@@ -1,5 +1,9 @@
-"""What workflows and activities pass each other: the inputs and outputs of
-the activities (``llm``, ``process``, ``acp``, ``run_hooks``), what a
-``TeamRun`` grants its ``AgentRun`` s (``budget``), the ports of an agent run
-(``ports``), the search attributes and readable texts of a run
-(``visibility``) and the workflow ids of a run's children (``workflow_ids``)."""
+"""What workflows, activities and the client pass each other, on the wire:
+the names of the workflows, activities, signals, queries and updates
+(``names``); the inputs and outputs of the activities (``llm``, ``tools``,
+``mcp``, ``process``, ``acp``, ``run_hooks``, ``task_outputs``, ``fork``,
+``visibility``); the signals' payloads (``tool_requests``, and ``budget``:
+what a ``TeamRun`` grants its ``AgentRun`` s and what they report); the
+ports of an agent run (``ports``); the search attributes and readable texts
+of a run (``visibility``) and the workflow ids of a run's children
+(``workflow_ids``)."""

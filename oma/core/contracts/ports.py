@@ -23,14 +23,15 @@ from typing import Protocol
 
 from oma.core.contracts.acp import AcpPromptInput, AcpPromptOutput
 from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.contracts.mcp import McpListToolsOutput
 from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
 from oma.core.contracts.run_hooks import EvaluateInput
+from oma.core.contracts.tools import ToolCallInput, ToolCallOutput
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.agent_events import AgentStart
 from oma.core.schema.evaluation import EvaluationRecord
-from oma.core.schema.mcp import McpListToolsOutput, McpServerConfig
+from oma.core.schema.mcp import McpServerConfig
 from oma.core.schema.messages import LLMMessage
-from oma.core.schema.tools import ToolCallInput, ToolCallOutput
 
 
 class ModelPort(Protocol):

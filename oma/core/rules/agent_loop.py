@@ -16,6 +16,7 @@ from collections import Counter
 from oma.core.contracts.budget import RunBudget
 from oma.core.contracts.llm import LlmTurnInput
 from oma.core.contracts.ports import ModelPort, ToolsetPort
+from oma.core.contracts.tools import ToolCallInput, ToolCallOutput
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.approvals import canonical_json
 from oma.core.schema.errors import (
@@ -28,7 +29,7 @@ from oma.core.schema.mcp import McpCall
 from oma.core.schema.messages import LLMMessage, ToolResultBlock, ToolUseBlock, text_of
 from oma.core.schema.pricing import ModelPrice
 from oma.core.schema.results import AgentRunResult, ToolCallRecord
-from oma.core.schema.tools import ToolCallInput, ToolCallOutput, ToolRef, ToolTraits
+from oma.core.schema.tools import ToolRef, ToolTraits
 
 MAX_TRUNCATED_TOOL_TURNS = 2
 """Model turns cut off by ``max_tokens`` in their tool calls that a run

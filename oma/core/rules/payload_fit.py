@@ -27,8 +27,6 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from oma.core.contracts.workflow_ids import task_workflow_id
 from oma.core.schema import limits
 from oma.core.schema.approvals import PendingApproval
@@ -234,23 +232,6 @@ def answered_events(events: list[RunEvent]) -> list[RunEvent]:
 
 
 # -- reading outputs kept by reference back ------------------------------------
-
-
-class ReadOutputsInput(BaseModel):
-    """Input of the ``read_task_outputs`` activity."""
-
-    refs: list[str] = Field(description="AgentRun workflow ids (TaskState.output_ref).")
-    run_ids: dict[str, str] = Field(
-        default_factory=dict,
-        description="A ref -> the run id of its execution (TaskState.output_run_id); a ref "
-        "without one reads the latest execution.",
-    )
-
-
-class ReadOutputsOutput(BaseModel):
-    """Output of the ``read_task_outputs`` activity."""
-
-    outputs: dict[str, str] = Field(description="Each ref -> the output its result holds.")
 
 
 READ_BATCH_BYTES = 1024 * 1024

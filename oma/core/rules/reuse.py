@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from oma.core.contracts.fork import ForkedRun
 from oma.core.rules.content_key import (
     SPEC_KEY_FIELDS,
     content_keys,
@@ -32,7 +33,7 @@ from oma.core.rules.content_key import (
     made_plan_key,
     plan_key,
 )
-from oma.core.rules.fork import Assembly, ForkedRun, assemble, checked_graph, parse_source_input
+from oma.core.rules.fork import Assembly, assemble, checked_graph, parse_source_input
 from oma.core.schema.plan import CoordinatorConfig, planning_prompt
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import TeamRunInput, parse_team_run_input

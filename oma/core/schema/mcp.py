@@ -1,5 +1,5 @@
-"""An LLM agent's MCP servers: their config, the tools they list, and the
-activities' inputs and outputs (docs/mcp.md).
+"""An LLM agent's MCP servers: their config and the tools they list
+(docs/mcp.md; the activities' inputs and outputs are in ``oma.core.contracts.mcp``).
 
 An agent's ``mcp_servers`` each give a ``name`` and either a stdio server
 (``command``, ``args``, ``env``, ``cwd``: a subprocess of the worker) or a
@@ -105,47 +105,12 @@ class McpTool(BaseModel):
     input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
 
 
-class McpListToolsInput(BaseModel):
-    """Input of the ``mcp_list_tools`` activity: start (or reach) an agent
-    run's servers and list their tools."""
-
-    run_key: str = Field(description="'<workflow id>/<run id>' of the agent run.")
-    agent: str
-    servers: list[McpServerConfig]
-    custom_tools: dict[str, str] = Field(
-        default_factory=dict,
-        description="The agent's custom tools, name -> import path: a server's tool of one of "
-        "these names is an input error (INVALID_RUN_INPUT), not shadowed.",
-    )
-
-
-class McpListToolsOutput(BaseModel):
-    """Every tool of every server, in declaration order, and where the stdio
-    servers now run."""
-
-    tools: list[McpTool]
-    run_key: str = Field(default="", description="The run key the servers are held under.")
-    worker_task_queue: str | None = Field(
-        default=None, description="The task queue of the worker holding the stdio servers."
-    )
-
-
 class McpCall(BaseModel):
     """What a ``tool_call`` of an MCP tool needs besides the call itself."""
 
     run_key: str
     server: McpServerConfig
     tool: str = Field(description="The tool's name on its server.")
-
-
-class McpCloseRunInput(BaseModel):
-    """Input of the ``mcp_close_run`` activity."""
-
-    run_key: str
-
-
-class McpCloseRunOutput(BaseModel):
-    closed_servers: int = 0
 
 
 def split_tool_name(name: str) -> tuple[str, str] | None:

@@ -1,4 +1,5 @@
-"""An LLM agent's tools: which ones it may call, and one call's input and output.
+"""An LLM agent's tools: which ones it may call (one call's input and output,
+the ``tool_call`` activity's, are ``oma.core.contracts.tools``).
 
 An agent declares ``tools``: built-in tool names (``bash``, ``file_read``,
 ``file_write``, ``file_edit``, ``glob``, ``grep``), presets (``readonly``,
@@ -17,7 +18,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from oma.core.schema.mcp import McpCall, McpServerConfig, McpTool, split_tool_name
+from oma.core.schema.mcp import McpServerConfig, McpTool, split_tool_name
 from oma.core.schema.validation import EntryError, did_you_mean
 
 BUILTIN_TOOL_NAMES = ("bash", "file_read", "file_write", "file_edit", "glob", "grep")
@@ -159,32 +160,3 @@ def resolve_tools(
 def _of_server(name: str, servers: set[str]) -> bool:
     split = split_tool_name(name)
     return split is not None and split[0] in servers
-
-
-class ToolCallInput(BaseModel):
-    """Input of the ``tool_call`` activity: one call of one tool."""
-
-    agent: str = Field(description="The agent that calls it.")
-    tool: ToolRef
-    tool_use_id: str = Field(description="The model's id of the call (``tool_use.id``).")
-    input: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments.")
-    cwd: str | None = Field(
-        default=None,
-        description="The agent's working directory (the file tools' sandbox); none: the worker's.",
-    )
-    max_output_chars: int = Field(default=30_000, ge=1)
-    traits: ToolTraits = Field(
-        default_factory=ToolTraits, description="What the tool declares about its calls."
-    )
-    mcp: McpCall | None = Field(default=None, description="An MCP tool's server and name.")
-
-
-class ToolCallOutput(BaseModel):
-    """What a tool call gave: the ``tool_result`` the model receives."""
-
-    content: str = Field(description="The tool's output, or what went wrong (never empty).")
-    is_error: bool = False
-    truncated: bool = Field(default=False, description="The output was cut to the cap.")
-    worker_task_queue: str | None = Field(
-        default=None, description="An MCP tool of a stdio server: the worker holding the server."
-    )
