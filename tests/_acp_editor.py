@@ -1,5 +1,6 @@
 """An editor as the tests play it: the ACP Python SDK's client side driving a
-real ``oma acp`` process, every message it receives recorded in order."""
+real ``oma acp`` process, every message it receives recorded in order; and the
+goal team it runs (``notes_team``)."""
 
 from __future__ import annotations
 
@@ -161,3 +162,61 @@ async def editor_with(
 def write_team(path: Path, team: dict[str, Any]) -> Path:
     path.write_text(json.dumps(team))
     return path
+
+
+# -- the team the editor runs --------------------------------------------------
+
+
+PLAN = [
+    {
+        "title": "Write notes",
+        "description": "Write notes.md saying hello.",
+        "assignee": "writer",
+        "depends_on": [],
+    },
+    {
+        "title": "Review",
+        "description": "Review the notes.",
+        "assignee": "reviewer",
+        "depends_on": ["Write notes"],
+    },
+]
+"""The plan ``notes_team``'s coordinator writes: Write notes, then Review."""
+
+FINAL = "The notes are written and reviewed: LGTM."
+"""The coordinator's final answer in ``notes_team``."""
+
+
+def notes_team(
+    approvals: dict[str, Any] | None = None, writer_script: list[Any] | None = None
+) -> dict[str, Any]:
+    """A goal team: a writer with file_write, a reviewer, a scripted coordinator."""
+    write = {
+        "type": "tool_use",
+        "id": "tu-1",
+        "name": "file_write",
+        "input": {"path": "notes.md", "content": "hello\n"},
+    }
+    return {
+        "team": {
+            "name": "notes",
+            "agents": [
+                {
+                    "name": "writer",
+                    "provider": "scripted",
+                    "tools": ["file_write"],
+                    "script": writer_script or [[write], "Wrote notes.md."],
+                },
+                {"name": "reviewer", "provider": "scripted", "script": ["LGTM"]},
+            ],
+        },
+        "coordinator": {
+            "provider": "scripted",
+            "script": [f"```json\n{json.dumps(PLAN)}\n```", FINAL],
+        },
+        "options": {
+            "approvals": approvals
+            if approvals is not None
+            else {"plan": True, "tools": ["file_write"]}
+        },
+    }

@@ -1,4 +1,5 @@
-"""Helpers for approval tests: a started ``TeamRun`` seen the way a reviewer sees it."""
+"""Helpers for approval tests: a started ``TeamRun`` seen the way a reviewer
+sees it, and the gated runs the tests start."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from temporalio.exceptions import ApplicationError
 from oma.core.schema.approvals import ApprovalDecision, ApprovalRequest
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
-from tests._runs import TASK_QUEUE, start_team, team_result
+from tests._runs import TASK_QUEUE, scripted, start_team, task, team_result
 
 T = TypeVar("T")
 
@@ -180,3 +181,62 @@ async def terminate_if_running(run: Run) -> None:
     description = await run.handle.describe()
     if description.status == WorkflowExecutionStatus.RUNNING:
         await run.handle.terminate("left running by a failed test")
+
+
+# -- gated runs ---------------------------------------------------------------
+
+
+def write(tool_id: str, path: str, content: str) -> dict[str, Any]:
+    """A scripted ``file_write`` call of ``content`` to ``path``."""
+    return {
+        "type": "tool_use",
+        "id": tool_id,
+        "name": "file_write",
+        "input": {"path": path, "content": content},
+    }
+
+
+def writer(cwd: Path, *script: Any) -> dict[str, Any]:
+    """A scripted agent ``writer`` with the read-write tools in ``cwd``."""
+    return {
+        "name": "writer",
+        "provider": "scripted",
+        "script": list(script),
+        "tools": ["readwrite"],
+        "cwd": str(cwd),
+    }
+
+
+def gated_run(cwd: Path, *script: Any, **approvals: Any) -> dict[str, Any]:
+    """One task ``w`` by a ``writer`` whose every ``file_write`` waits for a
+    decision (and ``approvals``' other gates)."""
+    return {
+        "team": {"name": "t", "agents": [writer(cwd, *script)]},
+        "tasks": [task("w", "writer")],
+        "options": {"approvals": {"tools": ["file_write"], **approvals}},
+    }
+
+
+DRAFT = "\n".join(
+    [
+        "## 1.4.0 [bold]not markup[/bold]",
+        "- \x1b[2Jthe screen stays",
+        *(f"- change {n:03d}: " + "x" * 40 for n in range(20)),
+        "THE LAST LINE",
+    ]
+)
+"""A draft of 1,150 characters: markup that must stay text, an escape that
+must be made visible, and a last line past the 500-character preview."""
+
+
+def draft_then_publish() -> dict[str, Any]:
+    """``draft`` writes DRAFT; ``publish``, which depends on it, waits for a
+    dispatch approval."""
+    return {
+        "team": {
+            "name": "notes",
+            "agents": [scripted("writer", DRAFT), scripted("publisher", "published")],
+        },
+        "tasks": [task("draft", "writer"), task("publish", "publisher", "draft")],
+        "options": {"approvals": {"dispatch": ["publish"]}},
+    }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -89,3 +90,33 @@ class Processes:
 
 END_GRACE_S = 5.0
 """How long a process left running at a test's end gets after SIGTERM."""
+
+
+async def dead_soon(pid: int, within_s: float = 10.0) -> bool:
+    """Whether ``pid`` has ended within ``within_s`` (looked at every 0.1 s)."""
+    deadline = time.monotonic() + within_s
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True
+
+
+async def dead_within(pids: list[int], timeout_s: float) -> bool:
+    """Whether every one of ``pids`` has ended within ``timeout_s`` (looked at every 0.01 s)."""
+    deadline = time.monotonic() + timeout_s
+    while any(alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
+async def read_when_written(path: Path, timeout_s: float = 5.0) -> int:
+    """The pid a process wrote to ``path`` (a line), once the line is whole."""
+    deadline = time.monotonic() + timeout_s
+    while not (path.exists() and path.read_text().endswith("\n")):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} was not written")
+        await asyncio.sleep(0.02)
+    return int(path.read_text())

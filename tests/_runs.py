@@ -65,6 +65,15 @@ def worker_activities(
     )
 
 
+def scripted_activities(task_queue: str) -> oma_worker.Activities:
+    """Activities for a worker of a test's own on ``task_queue`` whose agents
+    are scripted or processes: no model API is reached."""
+    return oma_worker.Activities(
+        session_task_queue=oma_worker.session_task_queue(task_queue),
+        llm=LlmActivities({"scripted": ScriptedProvider()}),
+    )
+
+
 async def run_team(client: Client, workflow_id: str, run_input: dict[str, Any]) -> TeamRunResult:
     """Start a ``TeamRun`` with ``run_input`` (the user's JSON) and await its
     result (a run that did not succeed ends Failed: its result is read back

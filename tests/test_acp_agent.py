@@ -24,61 +24,20 @@ from acp import RequestError, image_block, text_block
 from oma.cli.acp_agent.cards import CARD_OUTPUT_CHARS
 from oma.core.schema.limits import cut_text
 from oma.runtime.dev_server import DevServer
-from tests._acp_editor import OMA, Editor, allow_once, editor_with, oma_env, write_team
+from tests._acp_editor import (
+    FINAL,
+    OMA,
+    PLAN,
+    Editor,
+    allow_once,
+    editor_with,
+    notes_team,
+    oma_env,
+    write_team,
+)
 from tests._procs import alive
 
 pytestmark = pytest.mark.usefixtures("worker")
-
-PLAN = [
-    {
-        "title": "Write notes",
-        "description": "Write notes.md saying hello.",
-        "assignee": "writer",
-        "depends_on": [],
-    },
-    {
-        "title": "Review",
-        "description": "Review the notes.",
-        "assignee": "reviewer",
-        "depends_on": ["Write notes"],
-    },
-]
-FINAL = "The notes are written and reviewed: LGTM."
-
-
-def team(
-    approvals: dict[str, Any] | None = None, writer_script: list[Any] | None = None
-) -> dict[str, Any]:
-    """A goal team: a writer with file_write, a reviewer, a scripted coordinator."""
-    write = {
-        "type": "tool_use",
-        "id": "tu-1",
-        "name": "file_write",
-        "input": {"path": "notes.md", "content": "hello\n"},
-    }
-    return {
-        "team": {
-            "name": "notes",
-            "agents": [
-                {
-                    "name": "writer",
-                    "provider": "scripted",
-                    "tools": ["file_write"],
-                    "script": writer_script or [[write], "Wrote notes.md."],
-                },
-                {"name": "reviewer", "provider": "scripted", "script": ["LGTM"]},
-            ],
-        },
-        "coordinator": {
-            "provider": "scripted",
-            "script": [f"```json\n{json.dumps(PLAN)}\n```", FINAL],
-        },
-        "options": {
-            "approvals": approvals
-            if approvals is not None
-            else {"plan": True, "tools": ["file_write"]}
-        },
-    }
 
 
 def statuses(editor: Editor, call_id: str) -> list[str]:
@@ -112,7 +71,7 @@ def first_index(kinds: list[str], prefix: str) -> int:
 async def test_a_goal_run_streams_its_plan_tasks_approvals_and_answer(
     dev_server: DevServer, tmp_path: Path
 ) -> None:
-    team_file = write_team(tmp_path / "team.json", team())
+    team_file = write_team(tmp_path / "team.json", notes_team())
     async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
         new = await editor.conn.new_session(cwd=str(tmp_path))
         sid = new.session_id
@@ -203,7 +162,7 @@ class Pending:
 async def test_a_killed_oma_acp_loses_nothing_and_session_load_picks_the_run_up(
     dev_server: DevServer, tmp_path: Path
 ) -> None:
-    team_file = write_team(tmp_path / "team.json", team())
+    team_file = write_team(tmp_path / "team.json", notes_team())
     held = Pending()
     async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as first:
         sid, turn = await prompting(first, tmp_path)
@@ -245,7 +204,7 @@ async def test_a_killed_oma_acp_loses_nothing_and_session_load_picks_the_run_up(
 async def test_session_cancel_aborts_the_run_and_the_prompt_ends_cancelled(
     dev_server: DevServer, tmp_path: Path, client: Any
 ) -> None:
-    team_file = write_team(tmp_path / "team.json", team())
+    team_file = write_team(tmp_path / "team.json", notes_team())
     held = Pending()
     async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
         sid, turn = await prompting(editor, tmp_path)
@@ -264,7 +223,7 @@ async def test_session_cancel_aborts_the_run_and_the_prompt_ends_cancelled(
 async def test_a_cancel_sent_as_the_editor_quits_still_aborts_the_run(
     dev_server: DevServer, tmp_path: Path, client: Any
 ) -> None:
-    team_file = write_team(tmp_path / "team.json", team())
+    team_file = write_team(tmp_path / "team.json", notes_team())
     held = Pending()
     async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
         sid, turn = await prompting(editor, tmp_path)
@@ -299,7 +258,7 @@ async def test_an_allow_that_comes_after_the_cancel_starts_nothing(
     # the stop button, then an "allow" the editor sent after it: the
     # decision raced the abort, and the task ran in about half the tries;
     # eight sessions at once, so that the race, if it is there, is seen
-    team_file = write_team(tmp_path / "team.json", team(approvals={"dispatch": ["writer"]}))
+    team_file = write_team(tmp_path / "team.json", notes_team(approvals={"dispatch": ["writer"]}))
     cwds = [tmp_path / f"s{n}" for n in range(8)]
     async with editor_with(
         dev_server, tmp_path, "--team", str(team_file), answer=Pending()
@@ -344,7 +303,7 @@ async def test_a_cancel_sent_with_the_prompt_aborts_the_run_once_it_started(
 ) -> None:
     # a cancel that came while the prompt still started the run was dropped:
     # the run went on to its end
-    team_file = write_team(tmp_path / "team.json", team())
+    team_file = write_team(tmp_path / "team.json", notes_team())
     async with editor_with(
         dev_server, tmp_path, "--team", str(team_file), answer=Pending()
     ) as editor:
@@ -368,7 +327,7 @@ async def test_a_cancel_sent_with_the_prompt_aborts_the_run_once_it_started(
 
 
 async def test_prompts_sent_together_start_one_run(dev_server: DevServer, tmp_path: Path) -> None:
-    team_file = write_team(tmp_path / "team.json", team(approvals={}))
+    team_file = write_team(tmp_path / "team.json", notes_team(approvals={}))
     async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
         sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
         answers = await asyncio.gather(
@@ -387,7 +346,7 @@ async def test_prompts_sent_together_start_one_run(dev_server: DevServer, tmp_pa
 async def test_a_rejected_dispatch_ends_the_prompt_refused_saying_so_once(
     dev_server: DevServer, tmp_path: Path
 ) -> None:
-    team_file = write_team(tmp_path / "team.json", team(approvals={"dispatch": "all"}))
+    team_file = write_team(tmp_path / "team.json", notes_team(approvals={"dispatch": "all"}))
 
     def reject_the_review(call: Any) -> str:
         return "reject_once" if call.tool_call_id == "t2" else "allow_once"
@@ -413,7 +372,7 @@ async def test_a_plan_that_fails_ends_the_turn_saying_the_run_failed(
     # a run that failed INVALID_PLAN (no valid plan after the correction
     # turn) has no result: the editor was told the run was cancelled,
     # with stopReason cancelled, and the next prompt's context said so too
-    config = team(approvals={})
+    config = notes_team(approvals={})
     config["coordinator"]["script"] = ["No plan, sorry.", "Still no plan."] * 2
     team_file = write_team(tmp_path / "team.json", config)
     async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
@@ -448,7 +407,7 @@ async def test_a_dispatch_decided_elsewhere_is_withdrawn_and_its_card_says_who_d
     from oma.client.approvals import pending, send_decision
     from oma.core.schema.approvals import Reviewer
 
-    config = team(approvals={"dispatch": ["writer"], "tools": ["file_write"]})
+    config = notes_team(approvals={"dispatch": ["writer"], "tools": ["file_write"]})
     team_file = write_team(tmp_path / "team.json", config)
     held = Pending()
     async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
@@ -478,7 +437,7 @@ async def test_a_dispatch_decided_elsewhere_is_withdrawn_and_its_card_says_who_d
 async def test_a_follow_up_prompt_runs_again_with_the_previous_outcome_and_sessions_list(
     dev_server: DevServer, tmp_path: Path, client: Any
 ) -> None:
-    (tmp_path / "oma.json").write_text(json.dumps(team(approvals={})))  # found in the cwd
+    (tmp_path / "oma.json").write_text(json.dumps(notes_team(approvals={})))  # found in the cwd
     image = base64.b64encode(b"\x89PNG\r\n\x1a\nnot really").decode()
     async with editor_with(dev_server, tmp_path) as editor:
         sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
@@ -515,7 +474,7 @@ async def test_a_follow_up_prompt_runs_again_with_the_previous_outcome_and_sessi
 async def test_bad_input_is_a_clear_error_and_the_agent_goes_on(
     dev_server: DevServer, tmp_path: Path, client: Any
 ) -> None:
-    bad = team()
+    bad = notes_team()
     bad["team"]["agents"][0]["provider"] = "nobody"
     bad_file = write_team(tmp_path / "bad.json", bad)
     run_file = write_team(tmp_path / "run.json", {**bad, "goal": "x"})
@@ -526,7 +485,7 @@ async def test_bad_input_is_a_clear_error_and_the_agent_goes_on(
     assert said_by_oma_run.startswith("INVALID_RUN_INPUT: invalid TeamRun input: ")
     empty = tmp_path / "empty"
     empty.mkdir()
-    good = write_team(tmp_path / "team.json", team())
+    good = write_team(tmp_path / "team.json", notes_team())
     held = Pending()
     async with editor_with(dev_server, tmp_path, "--team", str(bad_file)) as editor:
         with pytest.raises(RequestError) as invalid:
@@ -680,7 +639,7 @@ async def test_a_line_over_the_message_limit_is_refused_and_the_memory_stays_bou
 async def test_a_session_cwd_that_is_not_an_existing_absolute_directory_is_refused(
     dev_server: DevServer, tmp_path: Path
 ) -> None:
-    team_file = write_team(tmp_path / "team.json", team(approvals={}))
+    team_file = write_team(tmp_path / "team.json", notes_team(approvals={}))
     missing = tmp_path / "no" / "such" / "dir"
     async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
         refused = {}
@@ -705,7 +664,7 @@ async def refused_with_an_image(
 ) -> tuple[RequestError, list[str]]:
     """A prompt of ``text`` and an image that ``oma acp`` refuses: its error,
     and what the agent says to ``/status`` after it (the session goes on)."""
-    team_file = write_team(tmp_path / "team.json", team(approvals={}))
+    team_file = write_team(tmp_path / "team.json", notes_team(approvals={}))
     image = base64.b64encode(b"\x89PNG\r\n\x1a\nnot really").decode()
     async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
         sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
@@ -763,7 +722,7 @@ async def test_a_run_holding_more_than_the_payload_limit_is_still_shown_and_asks
         {"title": f"Print {n}", "description": "Print.", "assignee": "printer", "depends_on": []}
         for n in range(9)
     ] + [{**PLAN[0], "depends_on": []}]
-    config = team(approvals={"tools": ["file_write"]})
+    config = notes_team(approvals={"tools": ["file_write"]})
     config["coordinator"]["script"][0] = f"```json\n{json.dumps(plan)}\n```"
     printer = (
         f"import os, sys, time; sys.stdout.write('x' * {printed}); sys.stdout.flush()\n"
@@ -835,7 +794,7 @@ async def test_a_run_holding_more_than_the_payload_limit_is_still_shown_and_asks
 async def test_a_client_that_cannot_ask_is_told_to_approve_with_a_command(
     dev_server: DevServer, tmp_path: Path
 ) -> None:
-    team_file = write_team(tmp_path / "team.json", team(approvals={"plan": True}))
+    team_file = write_team(tmp_path / "team.json", notes_team(approvals={"plan": True}))
 
     def cannot_ask(call: Any) -> str:
         raise RequestError.method_not_found("session/request_permission")
@@ -860,7 +819,7 @@ async def test_an_answer_that_is_not_an_option_decides_nothing(
     dev_server: DevServer, tmp_path: Path
 ) -> None:
     # an option id the prompt did not offer was taken for a rejection
-    team_file = write_team(tmp_path / "team.json", team(approvals={"plan": True}))
+    team_file = write_team(tmp_path / "team.json", notes_team(approvals={"plan": True}))
     async with editor_with(
         dev_server, tmp_path, "--team", str(team_file), answer=lambda call: "allow_everything"
     ) as ed:
@@ -880,7 +839,7 @@ async def test_an_answer_that_is_not_an_option_decides_nothing(
 async def test_session_close_leaves_the_run_going_and_session_resume_takes_it_up(
     dev_server: DevServer, tmp_path: Path, client: Any
 ) -> None:
-    team_file = write_team(tmp_path / "team.json", team())
+    team_file = write_team(tmp_path / "team.json", notes_team())
     held = Pending()
     async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
         sid, turn = await prompting(editor, tmp_path)
@@ -1142,7 +1101,7 @@ async def test_retry_refuses_with_a_message_and_starts_nothing(
 async def test_session_fork_branches_the_latest_run_into_a_session_of_its_own(
     dev_server: DevServer, tmp_path: Path, client: Any
 ) -> None:
-    team_file = write_team(tmp_path / "team.json", team(approvals={}))
+    team_file = write_team(tmp_path / "team.json", notes_team(approvals={}))
     async with editor_with(dev_server, tmp_path, "--team", str(team_file)) as editor:
         sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
         with pytest.raises(RequestError) as no_run:

@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 
 from oma.runtime.dev_server import DevServer
-from tests._acp_editor import OMA, write_team
+from tests._acp_editor import FINAL, OMA, notes_team, write_team
 from tests._procs import alive
 from tests._runs import TASK_QUEUE
-from tests.test_acp_agent import FINAL, team
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -66,7 +65,7 @@ async def acpx(
 async def test_acpx_runs_a_goal_and_shows_the_plan_tasks_and_answer(
     dev_server: DevServer, tmp_path: Path
 ) -> None:
-    team_file = write_team(tmp_path / "team.json", team(approvals={"plan": True}))
+    team_file = write_team(tmp_path / "team.json", notes_team(approvals={"plan": True}))
     wire = await acpx(dev_server, tmp_path, team_file, "--approve-all", "exec", "Write the notes")
     updates: list[dict[str, Any]] = [
         m["params"]["update"] for m in wire if m.get("method") == "session/update"
@@ -116,7 +115,7 @@ async def test_acpx_prompts_a_persistent_session_again_after_its_queue_owner_has
     # idle (--ttl); the next prompt starts a new `oma acp` and reattaches
     # with session/resume. That `oma acp` took its own follower of the ended
     # run for the run still going: ACP_SESSION_BUSY for every later prompt
-    team_file = write_team(tmp_path / "team.json", team(approvals={}))
+    team_file = write_team(tmp_path / "team.json", notes_team(approvals={}))
     prompts = ["Write the notes", "Add a title", "Add a date"]
     await acpx(dev_server, tmp_path, team_file, "sessions", "new")
     turns = []

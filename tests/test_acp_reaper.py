@@ -10,7 +10,7 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -172,13 +172,6 @@ ENDINGS = {
     "timed_out": (timed_out, WorkflowExecutionStatus.TIMED_OUT),
     "continued_as_new": (continued_as_new, WorkflowExecutionStatus.CONTINUED_AS_NEW),
 }
-
-
-@pytest.fixture
-async def pool() -> AsyncIterator[SessionPool]:
-    pool = SessionPool(kill_grace_s=0.2)
-    yield pool
-    await pool.close_all()
 
 
 # -- the tests -------------------------------------------------------------------

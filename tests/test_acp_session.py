@@ -4,10 +4,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,71 +25,20 @@ from oma.core.schema.backends import AcpBackendConfig, PermissionPolicy, Permiss
 from oma.core.schema.errors import AcpProtocolError, AcpSpawnError
 from oma.core.schema.results import PermissionRecord, ToolCallRecord
 from oma.core.schema.usage import TokenUsage
+from tests._acp_script import (
+    WORKER_QUEUE,
+    Heartbeats,
+    ScriptedAgent,
+    eventually,
+    permission,
+    text,
+    thought,
+    tool_call,
+    turn,
+)
 from tests._procs import alive
 
-AGENT_SCRIPT = Path(__file__).resolve().parent / "acp_agent.py"
-WORKER_QUEUE = "oma-worker-test-1"
 STOP_REASONS = ["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
-
-# -- the scripted agent --------------------------------------------------------
-
-
-class ScriptedAgent:
-    """Backends that run ``tests/acp_agent.py`` with a script, and its logs."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.dir = tmp_path
-        self.spawn_log = tmp_path / "spawn.log"
-        self.event_log = tmp_path / "events.jsonl"
-
-    def backend(
-        self, *turns: dict[str, Any], script: dict[str, Any] | None = None, **backend: Any
-    ) -> AcpBackendConfig:
-        env = {
-            "ACP_TEST_SCRIPT": json.dumps({**(script or {}), "turns": list(turns)}),
-            "ACP_TEST_SPAWN_LOG": str(self.spawn_log),
-            "ACP_TEST_EVENT_LOG": str(self.event_log),
-        }
-        return AcpBackendConfig(
-            command=sys.executable, args=[str(AGENT_SCRIPT)], env=env, **backend
-        )
-
-    def events(self, kind: str) -> list[dict[str, Any]]:
-        if not self.event_log.exists():
-            return []
-        events = [json.loads(line) for line in self.event_log.read_text().splitlines()]
-        return [event for event in events if event["event"] == kind]
-
-    def pids(self, role: str = "agent") -> list[int]:
-        if not self.spawn_log.exists():
-            return []
-        lines = [line.split() for line in self.spawn_log.read_text().splitlines()]
-        return [int(pid) for who, pid in lines if who == role]
-
-
-def turn(*steps: dict[str, Any], stop_reason: str = "end_turn") -> dict[str, Any]:
-    return {"steps": list(steps), "stop_reason": stop_reason}
-
-
-def text(chunk: str, message_id: str | None = None) -> dict[str, Any]:
-    """An ``agent_message_chunk``, with ``messageId`` ``message_id`` when given."""
-    if message_id is None:
-        return {"text": chunk}
-    return {"text": chunk, "message_id": message_id}
-
-
-def thought(chunk: str) -> dict[str, Any]:
-    return {"raw_update": {"sessionUpdate": "agent_thought_chunk",
-                           "content": {"type": "text", "text": chunk}}}  # fmt: skip
-
-
-def tool_call(call_id: str) -> dict[str, Any]:
-    return {"tool_call": {"id": call_id, "title": "Run tests", "kind": "execute"}}
-
-
-def permission(*options: str, **ask: Any) -> dict[str, Any]:
-    return {"permission": {"options": list(options), **ask}}
-
 
 # -- harness -------------------------------------------------------------------
 
@@ -99,13 +46,6 @@ def permission(*options: str, **ask: Any) -> dict[str, Any]:
 @pytest.fixture
 def agent(tmp_path: Path) -> ScriptedAgent:
     return ScriptedAgent(tmp_path)
-
-
-@pytest.fixture
-async def pool() -> AsyncIterator[SessionPool]:
-    pool = SessionPool(cancel_grace_s=5.0, kill_grace_s=0.2)
-    yield pool
-    await pool.close_all()
 
 
 @pytest.fixture
@@ -132,26 +72,6 @@ async def prompt_failing(
     with pytest.raises(ApplicationError) as caught:
         await prompt(acts, backend, **inp)
     return caught.value
-
-
-class Heartbeats:
-    """An ``ActivityEnvironment`` that keeps the heartbeat details it gets."""
-
-    def __init__(self) -> None:
-        self.details: list[Any] = []
-        self.env = ActivityEnvironment()
-        self.env.on_heartbeat = lambda *details: self.details.extend(details)
-
-    async def until_output_chars(self, n: int) -> None:
-        await eventually(lambda: any(d["output_chars"] == n for d in self.details))
-
-
-async def eventually(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 # Permission callables, referenced by import path as a worker would load them.

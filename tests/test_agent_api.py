@@ -29,12 +29,6 @@ def text(t: str) -> dict[str, Any]:
     return {"type": "text", "text": t}
 
 
-@pytest.fixture
-def api(anthropic_server: AnthropicServer) -> AnthropicServer:
-    anthropic_server.reset()
-    return anthropic_server
-
-
 def seeded_history() -> list[dict[str, Any]]:
     """Two earlier turns, as AgentConfig.history restores them."""
     return [
@@ -43,63 +37,65 @@ def seeded_history() -> list[dict[str, Any]]:
     ]
 
 
-def claude(api: AnthropicServer, **config: Any) -> Agent:
+def claude(anthropic_api: AnthropicServer, **config: Any) -> Agent:
     providers = {
-        "anthropic": AnthropicProvider(api_key="sk-ant-test", base_url=api.base_url),
+        "anthropic": AnthropicProvider(api_key="sk-ant-test", base_url=anthropic_api.base_url),
         "scripted": ScriptedProvider(),
     }
     hooks = {k: config.pop(k) for k in ("before_run", "on_progress") if k in config}
     return Agent({"name": "vision", "model": "claude-test", **config}, providers=providers, **hooks)
 
 
-def sent_messages(api: AnthropicServer) -> list[Any]:
-    return [r.body["messages"] for r in api.requests]
+def sent_messages(anthropic_api: AnthropicServer) -> list[Any]:
+    return [r.body["messages"] for r in anthropic_api.requests]
 
 
-async def test_run_with_a_string_sends_one_user_text_message(api: AnthropicServer) -> None:
-    api.reply_text("Hello.")
-    result = await claude(api).run("Say hello.")
+async def test_run_with_a_string_sends_one_user_text_message(
+    anthropic_api: AnthropicServer,
+) -> None:
+    anthropic_api.reply_text("Hello.")
+    result = await claude(anthropic_api).run("Say hello.")
     assert (result.status, result.output) == ("completed", "Hello.")
-    assert sent_messages(api) == [[{"role": "user", "content": [text("Say hello.")]}]]
+    assert sent_messages(anthropic_api) == [[{"role": "user", "content": [text("Say hello.")]}]]
 
 
 async def test_run_with_messages_sends_the_complete_conversation_with_the_image(
-    api: AnthropicServer,
+    anthropic_api: AnthropicServer,
 ) -> None:
     conversation = [
         {"role": "user", "content": [text("Keep answers concise.")]},
         {"role": "assistant", "content": [text("Understood.")]},
         {"role": "user", "content": [text("What is shown here?"), image()]},
     ]
-    api.reply_text("A tiny PNG.")
-    result = await claude(api).run(conversation)
+    anthropic_api.reply_text("A tiny PNG.")
+    result = await claude(anthropic_api).run(conversation)
     assert result.output == "A tiny PNG."
-    assert sent_messages(api) == [conversation]
-    sent_image = api.requests[0].body["messages"][2]["content"][1]["source"]["data"]
+    assert sent_messages(anthropic_api) == [conversation]
+    sent_image = anthropic_api.requests[0].body["messages"][2]["content"][1]["source"]["data"]
     assert base64.b64decode(sent_image) == base64.b64decode(PNG)
 
 
 async def test_run_is_fresh_it_neither_reads_nor_updates_the_history(
-    api: AnthropicServer,
+    anthropic_api: AnthropicServer,
 ) -> None:
     seeded = seeded_history()
-    agent = claude(api, history=seeded)
-    api.reply_text("fresh")
+    agent = claude(anthropic_api, history=seeded)
+    anthropic_api.reply_text("fresh")
     await agent.run("now")
-    assert sent_messages(api) == [[{"role": "user", "content": [text("now")]}]]
+    assert sent_messages(anthropic_api) == [[{"role": "user", "content": [text("now")]}]]
     assert [m.model_dump() for m in agent.get_history()] == seeded
 
 
 async def test_prompt_appends_the_turn_and_the_answer_to_the_seeded_history(
-    api: AnthropicServer,
+    anthropic_api: AnthropicServer,
 ) -> None:
     seeded = seeded_history()
-    agent = claude(api, history=seeded)
-    api.reply_text("first answer")
-    api.reply_text("second answer")
+    agent = claude(anthropic_api, history=seeded)
+    anthropic_api.reply_text("first answer")
+    anthropic_api.reply_text("second answer")
     await agent.prompt("one")
     await agent.prompt([text("two"), image()])
-    assert sent_messages(api)[1] == [
+    assert sent_messages(anthropic_api)[1] == [
         *seeded,
         {"role": "user", "content": [text("one")]},
         {"role": "assistant", "content": [text("first answer")]},
@@ -112,18 +108,20 @@ async def test_prompt_appends_the_turn_and_the_answer_to_the_seeded_history(
     }
 
 
-async def test_invalid_prompt_input_is_not_appended_to_the_history(api: AnthropicServer) -> None:
-    agent = claude(api)
+async def test_invalid_prompt_input_is_not_appended_to_the_history(
+    anthropic_api: AnthropicServer,
+) -> None:
+    agent = claude(anthropic_api)
     with pytest.raises(InvalidMessageError) as info:
         await agent.prompt([text("look"), image(data="not base64!")])
     assert "input[1].source.data" in info.value.message
     assert agent.get_history() == []
-    assert api.requests == []
+    assert anthropic_api.requests == []
 
 
-async def test_get_history_returns_a_deep_copy(api: AnthropicServer) -> None:
-    agent = claude(api)
-    api.reply_text("ok")
+async def test_get_history_returns_a_deep_copy(anthropic_api: AnthropicServer) -> None:
+    agent = claude(anthropic_api)
+    anthropic_api.reply_text("ok")
     await agent.prompt("hi")
     copy = agent.get_history()
     copy[0].content.clear()
@@ -132,11 +130,13 @@ async def test_get_history_returns_a_deep_copy(api: AnthropicServer) -> None:
 
 
 async def test_invalid_messages_fail_before_the_hook_the_provider_and_any_progress(
-    api: AnthropicServer,
+    anthropic_api: AnthropicServer,
 ) -> None:
     seen: list[str] = []
     agent = claude(
-        api, before_run=lambda ctx: seen.append("hook"), on_progress=lambda e: seen.append(e.type)
+        anthropic_api,
+        before_run=lambda ctx: seen.append("hook"),
+        on_progress=lambda e: seen.append(e.type),
     )
     bad = [
         {
@@ -154,18 +154,20 @@ async def test_invalid_messages_fail_before_the_hook_the_provider_and_any_progre
         await agent.run(bad)
     assert info.value.code == "INVALID_MESSAGE"
     assert "input[0].content[1].source.media_type" in info.value.message
-    assert (seen, api.requests) == ([], [])
+    assert (seen, anthropic_api.requests) == ([], [])
 
 
-async def test_stream_validates_when_called_before_iteration(api: AnthropicServer) -> None:
-    agent = claude(api)
+async def test_stream_validates_when_called_before_iteration(
+    anthropic_api: AnthropicServer,
+) -> None:
+    agent = claude(anthropic_api)
     with pytest.raises(InvalidMessageError):
         agent.stream([{"role": "user", "content": []}])
 
 
-async def test_stream_yields_start_text_deltas_and_done(api: AnthropicServer) -> None:
-    api.reply_text("streamed answer", pieces=3)
-    events = [e async for e in claude(api).stream("go")]
+async def test_stream_yields_start_text_deltas_and_done(anthropic_api: AnthropicServer) -> None:
+    anthropic_api.reply_text("streamed answer", pieces=3)
+    events = [e async for e in claude(anthropic_api).stream("go")]
     assert events[0].type == "agent_start"
     assert events[0].payload == {"prompt": "go"}
     deltas = [e.text for e in events if e.type == "text_delta"]
@@ -174,19 +176,19 @@ async def test_stream_yields_start_text_deltas_and_done(api: AnthropicServer) ->
 
 
 async def test_stream_raises_what_the_before_run_hook_raised_instead_of_hanging(
-    api: AnthropicServer,
+    anthropic_api: AnthropicServer,
 ) -> None:
     def hook(ctx: Any) -> None:
         raise RuntimeError("the hook broke")
 
-    stream = claude(api, before_run=hook).stream("go")
+    stream = claude(anthropic_api, before_run=hook).stream("go")
     with pytest.raises(RuntimeError, match="the hook broke"):
         await asyncio.wait_for(anext(stream), timeout=5)
-    assert api.requests == []
+    assert anthropic_api.requests == []
 
 
 async def test_mutating_the_callers_data_during_the_run_changes_nothing(
-    api: AnthropicServer,
+    anthropic_api: AnthropicServer,
 ) -> None:
     conversation = [{"role": "user", "content": [text("describe"), image()]}]
 
@@ -195,13 +197,15 @@ async def test_mutating_the_callers_data_during_the_run_changes_nothing(
         conversation[0]["content"].append(text("injected"))
         event.payload.clear()
 
-    api.reply_text("ok")
-    await claude(api, on_progress=meddle).run(conversation)
-    assert sent_messages(api) == [[{"role": "user", "content": [text("describe"), image()]}]]
+    anthropic_api.reply_text("ok")
+    await claude(anthropic_api, on_progress=meddle).run(conversation)
+    assert sent_messages(anthropic_api) == [
+        [{"role": "user", "content": [text("describe"), image()]}]
+    ]
 
 
 async def test_before_run_prompt_change_replaces_text_blocks_keeping_images_in_order(
-    api: AnthropicServer,
+    anthropic_api: AnthropicServer,
 ) -> None:
     seen: dict[str, Any] = {}
 
@@ -210,41 +214,46 @@ async def test_before_run_prompt_change_replaces_text_blocks_keeping_images_in_o
         return {"prompt": "NEW"}
 
     first, second = image(), image(base64.b64encode(b"second").decode())
-    api.reply_text("ok")
-    await claude(api, before_run=hook).run(
+    anthropic_api.reply_text("ok")
+    await claude(anthropic_api, before_run=hook).run(
         [{"role": "user", "content": [text("A"), first, text("B"), second]}]
     )
     assert seen["prompt"] == "AB"
-    assert sent_messages(api) == [[{"role": "user", "content": [text("NEW"), first, second]}]]
+    assert sent_messages(anthropic_api) == [
+        [{"role": "user", "content": [text("NEW"), first, second]}]
+    ]
 
 
 async def test_before_run_messages_replace_the_input_before_the_prompt_applies(
-    api: AnthropicServer,
+    anthropic_api: AnthropicServer,
 ) -> None:
     replaced = [{"role": "user", "content": [image(), text("old")]}]
-    api.reply_text("ok")
-    await claude(api, before_run=lambda ctx: {"messages": replaced, "prompt": "final"}).run("x")
-    assert sent_messages(api) == [[{"role": "user", "content": [image(), text("final")]}]]
+    anthropic_api.reply_text("ok")
+    await claude(
+        anthropic_api, before_run=lambda ctx: {"messages": replaced, "prompt": "final"}
+    ).run("x")
+    assert sent_messages(anthropic_api) == [[{"role": "user", "content": [image(), text("final")]}]]
 
 
-async def test_image_only_turn_has_an_empty_prompt(api: AnthropicServer) -> None:
+async def test_image_only_turn_has_an_empty_prompt(anthropic_api: AnthropicServer) -> None:
     prompts: list[str] = []
-    api.reply_text("a picture")
-    await claude(api, before_run=lambda ctx: prompts.append(ctx.prompt)).run(
+    anthropic_api.reply_text("a picture")
+    await claude(anthropic_api, before_run=lambda ctx: prompts.append(ctx.prompt)).run(
         [{"role": "user", "content": [image()]}]
     )
     assert prompts == [""]
 
 
 async def test_progress_payload_is_the_prompt_for_strings_and_messages_for_lists(
-    api: AnthropicServer,
+    anthropic_api: AnthropicServer,
 ) -> None:
     starts: list[dict[str, Any]] = []
     agent = claude(
-        api, on_progress=lambda e: starts.append(e.payload) if e.type == "agent_start" else None
+        anthropic_api,
+        on_progress=lambda e: starts.append(e.payload) if e.type == "agent_start" else None,
     )
-    api.reply_text("1")
-    api.reply_text("2")
+    anthropic_api.reply_text("1")
+    anthropic_api.reply_text("2")
     await agent.run("plain")
     await agent.run([{"role": "user", "content": [text("structured")]}])
     assert starts == [
@@ -253,17 +262,21 @@ async def test_progress_payload_is_the_prompt_for_strings_and_messages_for_lists
     ]
 
 
-async def test_a_progress_callback_that_raises_does_not_fail_the_run(api: AnthropicServer) -> None:
+async def test_a_progress_callback_that_raises_does_not_fail_the_run(
+    anthropic_api: AnthropicServer,
+) -> None:
     def boom(event: Any) -> None:
         raise RuntimeError("callback bug")
 
-    api.reply_text("fine")
-    assert (await claude(api, on_progress=boom).run("go")).output == "fine"
+    anthropic_api.reply_text("fine")
+    assert (await claude(anthropic_api, on_progress=boom).run("go")).output == "fine"
 
 
-async def test_provider_error_follows_the_normal_failure_path(api: AnthropicServer) -> None:
-    api.reply_error(400, "image too large")
-    result = await claude(api).run([{"role": "user", "content": [image()]}])
+async def test_provider_error_follows_the_normal_failure_path(
+    anthropic_api: AnthropicServer,
+) -> None:
+    anthropic_api.reply_error(400, "image too large")
+    result = await claude(anthropic_api).run([{"role": "user", "content": [image()]}])
     assert (result.status, result.error_code) == ("failed", "PROVIDER_ERROR")
     assert "image too large" in (result.error or "")
 

@@ -24,8 +24,6 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from oma import worker as oma_worker
-from oma.activities.llm_turn import LlmActivities
-from oma.activities.providers.scripted import ScriptedProvider
 from oma.core.schema.approvals import ApprovalDecision, request_hash
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskStatus
@@ -43,7 +41,7 @@ from tests._approvals import (
 )
 from tests._orchestration import RESEARCH_THEN_WRITE as PLAN
 from tests._procs import alive
-from tests._runs import TASK_QUEUE, assert_replays, process, scripted, task
+from tests._runs import TASK_QUEUE, assert_replays, process, scripted, scripted_activities, task
 
 Start = Callable[[dict[str, Any]], Awaitable[Run]]
 
@@ -82,13 +80,6 @@ def two_steps(**approvals: Any) -> dict[str, Any]:
 
 
 # -- a decision outlives the worker -----------------------------------------
-
-
-def scripted_activities(task_queue: str) -> oma_worker.Activities:
-    return oma_worker.Activities(
-        session_task_queue=oma_worker.session_task_queue(task_queue),
-        llm=LlmActivities({"scripted": ScriptedProvider()}),
-    )
 
 
 async def test_dispatch_approval_sent_while_no_worker_runs_lets_the_task_run_once(

@@ -30,16 +30,6 @@ PAUSE = f"{sys.executable} -c 'import signal; signal.pause()'"
 
 
 @pytest.fixture
-def cwd(tmp_path: Path) -> Path:
-    """The agent's working directory, with a sibling directory outside it."""
-    root = tmp_path / "work"
-    root.mkdir()
-    (tmp_path / "outside").mkdir()
-    (tmp_path / "outside" / "secret.txt").write_text("the secret\n")
-    return root.resolve()
-
-
-@pytest.fixture
 def outside(cwd: Path) -> Path:
     return cwd.parent / "outside"
 

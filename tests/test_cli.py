@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,78 +18,14 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from oma.core.schema.results import AgentRunResult
-from oma.runtime.dev_server import DevServer, free_port, free_ports, is_listening, temporal_binary
+from oma.runtime.dev_server import DevServer, free_port, free_ports, is_listening
+from tests._cli import OMA, ROOT, demo_copy, oma_blocking, run_cmd, start_with_stock_cli, temporal
 from tests._forkserver import Forkserver
 from tests._procs import Processes, alive, cmdline, descendants
-from tests._runs import TASK_QUEUE, assert_replays
+from tests._runs import assert_replays
 from tests.anthropic_server import AnthropicServer
 
 pytestmark = pytest.mark.e2e
-
-ROOT = Path(__file__).resolve().parent.parent
-OMA = str(Path(sys.executable).parent / "oma")
-
-
-def demo_copy(tmp_path: Path) -> Path:
-    """A copy of examples/ in a scratch project, as a user's checkout has it."""
-    shutil.copytree(ROOT / "examples", tmp_path / "examples")
-    (tmp_path / "scratch").mkdir()
-    return tmp_path
-
-
-def oma(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: int = 60
-) -> subprocess.CompletedProcess[str]:
-    """The `oma` command, run to completion."""
-    return subprocess.run(
-        [OMA, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-async def run_cmd(
-    *cmd: str, cwd: Path | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run a command off the event loop: the test worker shares this loop."""
-    return await asyncio.to_thread(
-        subprocess.run,
-        list(cmd),
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-async def temporal(dev_server: DevServer, *args: str) -> subprocess.CompletedProcess[str]:
-    """The stock `temporal` CLI against the test server."""
-    return await run_cmd(temporal_binary(), *args, "--address", dev_server.address)
-
-
-async def start_with_stock_cli(
-    dev_server: DevServer, workflow_type: str, workflow_id: str, *input_args: str
-) -> None:
-    """`temporal workflow start` on the test task queue; asserts it was accepted."""
-    started = await temporal(
-        dev_server,
-        "workflow",
-        "start",
-        "--type",
-        workflow_type,
-        "--task-queue",
-        TASK_QUEUE,
-        "--workflow-id",
-        workflow_id,
-        *input_args,
-    )
-    assert started.returncode == 0, started.stderr
 
 
 def test_oma_run_starts_the_embedded_server_runs_the_demo_and_leaves_nothing_running(
@@ -100,7 +35,7 @@ def test_oma_run_starts_the_embedded_server_runs_the_demo_and_leaves_nothing_run
     address = f"127.0.0.1:{free_port()}"
     env = {**os.environ, "TEMPORAL_ADDRESS": address, "OMA_TASK_QUEUE": "oma-cli"}
     env.pop("ANTHROPIC_API_KEY", None)
-    proc = oma(
+    proc = oma_blocking(
         "run", "examples/hybrid-team-scripted.json", "--json", cwd=project, env=env, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
@@ -134,7 +69,7 @@ def test_oma_run_rejects_an_invalid_file_naming_the_field_and_starts_nothing(
         )
     )
     env = {**os.environ, "TEMPORAL_ADDRESS": dev_server.address}
-    proc = oma("run", str(bad), env=env)
+    proc = oma_blocking("run", str(bad), env=env)
     assert proc.returncode == 2
     assert "team.agents[0].backend.command: Field required" in proc.stderr
     assert "tasks: List should have at least 1 item" in proc.stderr
@@ -204,7 +139,7 @@ def test_oma_replay_exits_nonzero_and_prints_the_nondeterminism_error(tmp_path: 
             payload["data"] = base64.b64encode(json.dumps(data).encode()).decode()
     tampered = tmp_path / "tampered.json"
     tampered.write_text(json.dumps(history))
-    proc = oma("replay", str(tampered))
+    proc = oma_blocking("replay", str(tampered))
     assert proc.returncode == 1
     assert "REPLAY_MISMATCH" in proc.stderr
     assert "nondeterminism" in proc.stderr.lower()
@@ -473,13 +408,13 @@ async def test_oma_run_whose_stderr_reader_leaves_finishes_the_run_and_stops_wha
 def test_oma_run_no_worker_with_nothing_listening_fails_at_once(tmp_path: Path) -> None:
     (tmp_path / "hang.json").write_text(json.dumps(HANG))
     env = {**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
-    proc = oma("run", "--no-worker", "hang.json", cwd=tmp_path, env=env, timeout=30)
+    proc = oma_blocking("run", "--no-worker", "hang.json", cwd=tmp_path, env=env, timeout=30)
     assert proc.returncode == 1
     assert "--no-worker leaves no worker to run the workflow" in proc.stderr
 
 
 def test_oma_dev_refuses_a_port_that_is_in_use(dev_server: DevServer, tmp_path: Path) -> None:
-    proc = oma(
+    proc = oma_blocking(
         "dev",
         "--port",
         str(dev_server.port),
@@ -504,6 +439,6 @@ def test_oma_replay_rejects_what_is_not_a_history(
 ) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(content)
-    proc = oma("replay", str(bad), timeout=30)
+    proc = oma_blocking("replay", str(bad), timeout=30)
     assert proc.returncode == 2
     assert "is not a workflow history in JSON" in proc.stderr and problem in proc.stderr

@@ -30,11 +30,22 @@ from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskStatus
 from oma.runtime.dev_server import DevServer, free_port, is_listening
 from oma.worker import build_worker
-from tests._approvals import start_run
+from tests._approvals import DRAFT, draft_then_publish, gated_run, start_run, write
+from tests._cli import (
+    OMA,
+    cells,
+    cli_env,
+    events_in,
+    input_file,
+    normalized,
+    oma,
+    oma_run,
+    run_cmd,
+    table_rows,
+    temporal,
+)
 from tests._procs import Processes
 from tests._runs import TASK_QUEUE, process, run_team, scripted, task, team_result
-from tests.test_cli import OMA, run_cmd, temporal
-from tests.test_tool_approvals import gated_run, write
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -44,8 +55,6 @@ PLAN_ANSWER = json.dumps(
         {"title": "Edit", "description": "edit it", "assignee": "editor", "depends_on": ["Draft"]},
     ]
 )
-
-EVENT_LINE = re.compile(r"^\d\d:\d\d:\d\d (\w+) +(\S+)")
 
 
 def writers() -> dict[str, Any]:
@@ -71,61 +80,6 @@ def gated_input(*task_ids: str) -> dict[str, Any]:
         "tasks": [task(t, "a") for t in task_ids],
         "options": {"approvals": {"dispatch": list(task_ids)}},
     }
-
-
-def cli_env(dev_server: DevServer) -> dict[str, str]:
-    return {**os.environ, "TEMPORAL_ADDRESS": dev_server.address, "OMA_TASK_QUEUE": TASK_QUEUE}
-
-
-async def oma(
-    dev_server: DevServer, *args: str, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    """`oma ARGS` against the session dev server, off the event loop."""
-    return await run_cmd(OMA, *args, cwd=cwd, env=cli_env(dev_server))
-
-
-async def oma_run(
-    dev_server: DevServer, workflow_id: str, tmp_path: Path, run_input: dict[str, Any]
-) -> subprocess.CompletedProcess[str]:
-    """`oma run --no-worker --workflow-id ID` of ``run_input`` (written to a file)."""
-    return await oma(
-        dev_server,
-        "run",
-        "--no-worker",
-        "--workflow-id",
-        workflow_id,
-        input_file(tmp_path, run_input),
-    )
-
-
-def input_file(tmp_path: Path, run_input: dict[str, Any], name: str = "run.json") -> str:
-    path = tmp_path / name
-    path.write_text(json.dumps(run_input))
-    return str(path)
-
-
-def events_in(stderr: str) -> list[tuple[str, str]]:
-    """(type, task id or '-') of every progress line `oma run` printed."""
-    return [m.groups() for line in stderr.splitlines() if (m := EVENT_LINE.match(line))]
-
-
-def normalized(stderr: str) -> list[str]:
-    """The progress lines without their time, whitespace runs as one space."""
-    return [" ".join(line.split()[1:]) for line in stderr.splitlines() if EVENT_LINE.match(line)]
-
-
-def cells(line: str) -> list[str]:
-    """The cells of a line of a borderless table (cells are 2+ spaces apart)."""
-    return re.split(r"\s{2,}", line.strip())
-
-
-def table_rows(stdout: str) -> list[list[str]]:
-    """The cells of every row of the task table."""
-    return [
-        [cell.strip() for cell in line.split("│")[1:-1]]
-        for line in stdout.splitlines()
-        if line.startswith("│")
-    ]
 
 
 async def start_gated(client: Client, workflow_id: str, *task_ids: str) -> None:
@@ -882,30 +836,6 @@ async def test_ctrl_c_while_the_start_is_on_its_way_cancels_the_run_it_started(
 
 
 # -- what a dispatch acts on ---------------------------------------------------
-
-DRAFT = "\n".join(
-    [
-        "## 1.4.0 [bold]not markup[/bold]",
-        "- \x1b[2Jthe screen stays",
-        *(f"- change {n:03d}: " + "x" * 40 for n in range(20)),
-        "THE LAST LINE",
-    ]
-)
-"""A draft of 1,150 characters: markup that must stay text, an escape that
-must be made visible, and a last line past the 500-character preview."""
-
-
-def draft_then_publish() -> dict[str, Any]:
-    """``draft`` writes DRAFT; ``publish``, which depends on it, waits for a
-    dispatch approval."""
-    return {
-        "team": {
-            "name": "notes",
-            "agents": [scripted("writer", DRAFT), scripted("publisher", "published")],
-        },
-        "tasks": [task("draft", "writer"), task("publish", "publisher", "draft")],
-        "options": {"approvals": {"dispatch": ["publish"]}},
-    }
 
 
 async def test_a_dispatch_request_shows_a_preview_of_each_dependencys_output(

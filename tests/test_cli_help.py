@@ -12,11 +12,11 @@ import pytest
 import typer
 
 from oma.cli.app import app
-from tests.test_cli import oma
+from tests._cli import oma_blocking
 
 
 def test_oma_version_prints_the_installed_version() -> None:
-    proc = oma("--version")
+    proc = oma_blocking("--version")
 
     assert (proc.returncode, proc.stdout, proc.stderr) == (
         0,
@@ -50,7 +50,7 @@ def test_every_command_usage_names_its_arguments_in_upper_case(name: str) -> Non
     arguments = [p for p in COMMANDS[name].params if p.param_type_name == "argument"]
     expected = " ".join(p.name.upper() if p.required else f"[{p.name.upper()}]" for p in arguments)
 
-    proc = oma(name, "--help")
+    proc = oma_blocking(name, "--help")
 
     assert proc.returncode == 0, proc.stderr
     usage = proc.stdout.splitlines()[0]
@@ -63,7 +63,8 @@ def test_every_command_usage_names_its_arguments_in_upper_case(name: str) -> Non
 
 def test_the_usage_line_of_abort_approve_and_show() -> None:
     usages = {
-        name: oma(name, "--help").stdout.splitlines()[0] for name in ("abort", "approve", "show")
+        name: oma_blocking(name, "--help").stdout.splitlines()[0]
+        for name in ("abort", "approve", "show")
     }
 
     assert usages == {
@@ -74,7 +75,7 @@ def test_the_usage_line_of_abort_approve_and_show() -> None:
 
 
 def test_a_missing_argument_is_named_as_the_usage_line_names_it() -> None:
-    proc = oma("approve", "run-1")
+    proc = oma_blocking("approve", "run-1")
 
     assert proc.returncode == 2
     assert "Usage: oma approve [OPTIONS] WORKFLOW_ID REQUEST_ID" in proc.stderr

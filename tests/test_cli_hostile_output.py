@@ -17,10 +17,9 @@ import pytest
 
 from oma.cli.common import visible
 from oma.runtime.dev_server import DevServer
+from tests._cli import input_file, oma_run, oma_show
 from tests._runs import process, task
-from tests.test_cli_control import input_file, oma_run
-from tests.test_cli_live import Terminal
-from tests.test_run_view import oma_show
+from tests._terminal import Terminal
 
 pytestmark = pytest.mark.usefixtures("worker")
 

@@ -18,11 +18,9 @@ from oma.cli.listing import age
 from oma.client.listing import list_team_runs, open_approvals
 from oma.runtime.dev_server import DevServer, free_port, is_listening
 from oma.worker import build_worker
-from tests._approvals import WAIT_S, eventually, start_run
+from tests._approvals import WAIT_S, eventually, gated_run, start_run, write
+from tests._cli import OMA, cells, oma, run_cmd, temporal
 from tests._runs import TASK_QUEUE, process, scripted, task
-from tests.test_cli import OMA, run_cmd, temporal
-from tests.test_cli_control import cells, oma
-from tests.test_tool_approvals import gated_run, write
 
 pytestmark = pytest.mark.usefixtures("worker")
 

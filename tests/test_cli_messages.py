@@ -24,9 +24,9 @@ from oma.core.schema.errors import InvalidRunInputError, TemporalUnavailableErro
 from oma.core.schema.results import TeamRunResult
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
+from tests._cli import OMA, oma_blocking, run_cmd
 from tests._procs import Processes
 from tests._runs import TASK_QUEUE, process, scripted, task, team_result
-from tests.test_cli import OMA, oma, run_cmd
 
 pytestmark = pytest.mark.e2e
 
@@ -120,7 +120,7 @@ async def test_sigterm_to_oma_run_with_no_worker_says_at_once_the_run_is_left_ru
 
 def test_oma_run_refuses_input_over_the_payload_limit_naming_the_field(tmp_path: Path) -> None:
     env = {**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
-    proc = oma("run", write(tmp_path, big_run()), cwd=tmp_path, env=env)
+    proc = oma_blocking("run", write(tmp_path, big_run()), cwd=tmp_path, env=env)
     assert proc.returncode == 2
     [line] = stderr_lines(proc)
     assert "INVALID_RUN_INPUT" in line
@@ -132,7 +132,7 @@ def test_oma_run_refuses_input_over_the_payload_limit_naming_the_field(tmp_path:
 def test_oma_run_suggests_the_field_meant_for_a_misspelled_one(tmp_path: Path) -> None:
     run = {**small_run(), "options": {"max_concurency": 2}}
     env = {**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
-    proc = oma("run", write(tmp_path, run), cwd=tmp_path, env=env)
+    proc = oma_blocking("run", write(tmp_path, run), cwd=tmp_path, env=env)
     assert proc.returncode == 2
     assert stderr_lines(proc) == [
         f"error: {tmp_path / 'run.json'}: INVALID_RUN_INPUT: invalid TeamRun input: "
@@ -148,7 +148,7 @@ def test_oma_run_names_a_misspelled_tool_entry_and_suggests_the_tool_meant(
     run = small_run()
     run["team"]["agents"][0]["tools"] = ["file_read", "file_wirte"]
     env = {**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
-    proc = oma("run", write(tmp_path, run), cwd=tmp_path, env=env)
+    proc = oma_blocking("run", write(tmp_path, run), cwd=tmp_path, env=env)
     assert proc.returncode == 2
     assert stderr_lines(proc) == [
         f"error: {tmp_path / 'run.json'}: INVALID_RUN_INPUT: invalid TeamRun input: "
@@ -198,7 +198,9 @@ async def test_the_python_client_with_no_server_raises_temporal_unavailable() ->
 def test_a_second_oma_dev_in_the_same_directory_names_the_first(tmp_path: Path) -> None:
     db = tmp_path / ".oma" / "temporal.db"
     with DevServer(port=free_port(), db_file=db, started_by="oma dev") as first:
-        proc = oma("dev", "--port", str(free_port()), "--ui-port", str(free_port()), cwd=tmp_path)
+        proc = oma_blocking(
+            "dev", "--port", str(free_port()), "--ui-port", str(free_port()), cwd=tmp_path
+        )
     assert proc.returncode == 1
     [line] = stderr_lines(proc)
     assert f"{first.address} (pid {os.getpid()}, started by `oma dev`)" in line

@@ -16,10 +16,9 @@ from temporalio.client import Client, WorkflowFailureError
 
 from oma.core.schema.results import TeamRunResult
 from oma.runtime.dev_server import DevServer
+from tests._cli import input_file, oma, temporal
 from tests._runs import assert_replays, process, start_team, task, team_result
-from tests.test_cli import temporal
-from tests.test_cli_control import input_file, oma
-from tests.test_cli_live import Terminal
+from tests._terminal import Terminal
 
 pytestmark = pytest.mark.usefixtures("worker")
 

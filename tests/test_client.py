@@ -23,6 +23,7 @@ from oma.core.schema.errors import (
 )
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskStatus
+from tests._approvals import DRAFT, draft_then_publish
 from tests._orchestration import RESEARCH_THEN_WRITE as PLAN
 from tests._runs import TASK_QUEUE, assert_replays, process, scripted, task, team_result
 from tests.anthropic_server import AnthropicServer
@@ -405,8 +406,6 @@ async def test_decide_rejects_an_invalid_decision_before_any_call(client: Client
 async def test_a_dispatch_request_shows_its_dependencys_output_and_reads_it_whole(
     client: Client, workflow_id: str
 ) -> None:
-    from tests.test_cli_control import DRAFT, draft_then_publish
-
     oma = OpenMultiAgent(client=client, task_queue=TASK_QUEUE)
     handle = await client.start_workflow(
         "TeamRun",

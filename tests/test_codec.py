@@ -165,7 +165,9 @@ def test_oma_codec_key_refuses_an_id_oma_codec_keys_could_not_read_back(key_id: 
 
 
 @pytest.fixture
-async def server() -> AsyncIterator[tuple[str, AesGcmCodec]]:
+async def codec_endpoint() -> AsyncIterator[tuple[str, AesGcmCodec]]:
+    """The codec server's app on 127.0.0.1 with a key of its own:
+    ``(its URL, its codec)``."""
     codec = AesGcmCodec(parse_keys(new_key("k")))
     port = free_port()
     runner = await serve(codec_app(codec, ui_origin=UI, token=TOKEN), "127.0.0.1", port)
@@ -183,9 +185,9 @@ def wire(payload: Payload) -> dict[str, object]:
 
 
 async def test_the_codec_server_decodes_for_a_caller_with_the_token(
-    server: tuple[str, AesGcmCodec],
+    codec_endpoint: tuple[str, AesGcmCodec],
 ) -> None:
-    url, codec = server
+    url, codec = codec_endpoint
     sealed = (await codec.encode([json_payload('{"a":1}')]))[0]
     headers = {"Authorization": f"Bearer {TOKEN}", "X-Namespace": "default", "Origin": UI}
 
@@ -208,9 +210,9 @@ async def test_the_codec_server_decodes_for_a_caller_with_the_token(
 
 
 async def test_the_codec_server_refuses_a_caller_without_the_token(
-    server: tuple[str, AesGcmCodec],
+    codec_endpoint: tuple[str, AesGcmCodec],
 ) -> None:
-    url, _ = server
+    url, _ = codec_endpoint
     async with aiohttp.ClientSession() as http:
         async with http.post(f"{url}/encode", json={"payloads": []}) as r:
             status = r.status
@@ -223,9 +225,9 @@ async def test_the_codec_server_refuses_a_caller_without_the_token(
 
 
 async def test_the_codec_server_answers_the_ui_preflight_for_its_origin_only(
-    server: tuple[str, AesGcmCodec],
+    codec_endpoint: tuple[str, AesGcmCodec],
 ) -> None:
-    url, _ = server
+    url, _ = codec_endpoint
     asks = {
         "Access-Control-Request-Method": "POST",
         "Access-Control-Request-Headers": "x-namespace",
@@ -245,9 +247,9 @@ async def test_the_codec_server_answers_the_ui_preflight_for_its_origin_only(
 
 @pytest.mark.parametrize("origin", ["http://127.0.0.1:8233", "http://[::1]:8233"])
 async def test_a_localhost_ui_origin_admits_the_same_ui_at_127_0_0_1(
-    server: tuple[str, AesGcmCodec], origin: str
+    codec_endpoint: tuple[str, AesGcmCodec], origin: str
 ) -> None:
-    url, _ = server
+    url, _ = codec_endpoint
     asks = {
         "Access-Control-Request-Method": "POST",
         "Access-Control-Request-Headers": "x-namespace",
@@ -264,9 +266,9 @@ async def test_a_localhost_ui_origin_admits_the_same_ui_at_127_0_0_1(
 
 
 async def test_a_refused_ui_request_is_a_401_the_ui_cannot_take_for_payloads(
-    server: tuple[str, AesGcmCodec], caplog: pytest.LogCaptureFixture
+    codec_endpoint: tuple[str, AesGcmCodec], caplog: pytest.LogCaptureFixture
 ) -> None:
-    url, codec = server
+    url, codec = codec_endpoint
     sealed = (await codec.encode([json_payload('"x"')]))[0]
     async with (
         aiohttp.ClientSession() as http,
@@ -304,9 +306,9 @@ async def test_a_loopback_codec_server_refuses_a_request_for_another_host_name()
 
 
 async def test_the_codec_server_says_what_is_wrong_with_a_bad_body(
-    server: tuple[str, AesGcmCodec],
+    codec_endpoint: tuple[str, AesGcmCodec],
 ) -> None:
-    url, _ = server
+    url, _ = codec_endpoint
     async with (
         aiohttp.ClientSession() as http,
         http.post(
@@ -354,9 +356,9 @@ async def test_a_ciphertext_whose_plaintext_is_not_a_payload_comes_back_marked()
 
 
 async def test_the_codec_server_gives_back_a_malformed_ciphertext_as_it_is(
-    server: tuple[str, AesGcmCodec],
+    codec_endpoint: tuple[str, AesGcmCodec],
 ) -> None:
-    url, _ = server
+    url, _ = codec_endpoint
     short = sealed_as("k", b"\x01\x02\x03")
     async with (
         aiohttp.ClientSession() as http,
@@ -382,9 +384,9 @@ async def test_the_codec_server_gives_back_a_malformed_ciphertext_as_it_is(
     ids=["punctuation", "non-ascii", "one-char-group", "metadata"],
 )
 async def test_the_codec_server_refuses_data_or_metadata_that_is_not_base64(
-    server: tuple[str, AesGcmCodec], payload: dict[str, object], named: str
+    codec_endpoint: tuple[str, AesGcmCodec], payload: dict[str, object], named: str
 ) -> None:
-    url, _ = server
+    url, _ = codec_endpoint
     body = {"payloads": [wire(json_payload("1")), payload]}
     async with aiohttp.ClientSession() as http:
         for path in ("/decode", "/encode"):
@@ -401,9 +403,9 @@ async def test_the_codec_server_refuses_data_or_metadata_that_is_not_base64(
 
 
 async def test_the_codec_server_reads_url_safe_and_unpadded_base64(
-    server: tuple[str, AesGcmCodec],
+    codec_endpoint: tuple[str, AesGcmCodec],
 ) -> None:
-    url, _ = server
+    url, _ = codec_endpoint
     # protobuf JSON accepts either alphabet, with or without padding
     body = {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg"}, "data": "-_8"}]}
     async with (
@@ -417,9 +419,9 @@ async def test_the_codec_server_reads_url_safe_and_unpadded_base64(
 
 
 async def test_the_codec_server_refuses_a_non_ascii_token_as_a_wrong_one(
-    server: tuple[str, AesGcmCodec],
+    codec_endpoint: tuple[str, AesGcmCodec],
 ) -> None:
-    url, _ = server
+    url, _ = codec_endpoint
     async with (
         aiohttp.ClientSession() as http,
         http.post(
@@ -455,9 +457,9 @@ async def test_a_codec_server_with_a_non_ascii_token_accepts_it() -> None:
 
 
 async def test_the_codec_server_says_a_body_that_is_not_utf8_is_not_utf8(
-    server: tuple[str, AesGcmCodec],
+    codec_endpoint: tuple[str, AesGcmCodec],
 ) -> None:
-    url, _ = server
+    url, _ = codec_endpoint
     async with (
         aiohttp.ClientSession() as http,
         http.post(

@@ -23,10 +23,10 @@ from oma.core.contracts.llm import LlmTurnInput
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.errors import CredentialNotAllowedError, CredentialsConfigError, ProviderError
 from oma.core.schema.messages import user_text
+from tests._cli import oma_blocking
 from tests._runs import OPENAI_TEST_KEY, assert_replays, run_team, task
 from tests.anthropic_server import AnthropicServer
 from tests.openai_server import OpenAIServer
-from tests.test_cli import oma
 
 WORKER_KEY = "sk-proj-worker-key-0123456789abcdef"
 TEMPORAL_KEY = "temporal-cloud-api-key-0123456789abcdef"
@@ -36,13 +36,6 @@ TEMPORAL_KEY = "temporal-cloud-api-key-0123456789abcdef"
 def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in (CREDENTIALS_ENV, "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def api(openai_server: OpenAIServer) -> Iterator[OpenAIServer]:
-    openai_server.reset()
-    yield openai_server
-    openai_server.reset()
 
 
 @pytest.fixture
@@ -185,7 +178,7 @@ def test_oma_worker_with_a_malformed_declaration_exits_with_one_line() -> None:
     env = os.environ | {CREDENTIALS_ENV: "MY_KEY=mcp.example.com/mcp"}
     env["TEMPORAL_ADDRESS"] = "127.0.0.1:1"  # never reached: the declaration fails first
 
-    done = oma("worker", env=env)
+    done = oma_blocking("worker", env=env)
 
     assert done.returncode == 1
     assert done.stderr.startswith(
@@ -217,68 +210,68 @@ async def test_the_default_key_never_reaches_a_base_url_the_worker_did_not_allow
 
 
 async def test_an_adapters_own_key_goes_only_to_its_own_base_url(
-    api: OpenAIServer, stranger: OpenAIServer
+    openai_api: OpenAIServer, stranger: OpenAIServer
 ) -> None:
-    provider = OpenAIProvider(api_key=OPENAI_TEST_KEY, base_url=api.base_url)
+    provider = OpenAIProvider(api_key=OPENAI_TEST_KEY, base_url=openai_api.base_url)
 
     await refused(provider, base_url=stranger.base_url)
     # the same server under another name is another host
-    localhost = api.base_url.replace("127.0.0.1", "localhost")
+    localhost = openai_api.base_url.replace("127.0.0.1", "localhost")
     await refused(provider, base_url=localhost)
-    await provider.turn(turn_input(base_url=api.base_url))
+    await provider.turn(turn_input(base_url=openai_api.base_url))
 
     assert stranger.requests == []
-    (request,) = api.requests
+    (request,) = openai_api.requests
     assert request.headers["authorization"] == f"Bearer {OPENAI_TEST_KEY}"
 
 
 async def test_a_worker_variable_no_one_allowed_is_refused_as_api_key_env(
-    monkeypatch: pytest.MonkeyPatch, api: OpenAIServer
+    monkeypatch: pytest.MonkeyPatch, openai_api: OpenAIServer
 ) -> None:
     monkeypatch.setenv("TEMPORAL_API_KEY", TEMPORAL_KEY)
-    provider = OpenAIProvider(api_key=OPENAI_TEST_KEY, base_url=api.base_url)
+    provider = OpenAIProvider(api_key=OPENAI_TEST_KEY, base_url=openai_api.base_url)
 
     err = await refused(provider, api_key_env="TEMPORAL_API_KEY")
 
     assert err.message.startswith(
-        f"the openai provider may not send TEMPORAL_API_KEY to {api.origin}: the worker "
+        f"the openai provider may not send TEMPORAL_API_KEY to {openai_api.origin}: the worker "
         "does not allow TEMPORAL_API_KEY to be sent anywhere; to allow it, set "
-        f"{CREDENTIALS_ENV}='TEMPORAL_API_KEY={api.origin}'"
+        f"{CREDENTIALS_ENV}='TEMPORAL_API_KEY={openai_api.origin}'"
     )
     assert TEMPORAL_KEY not in str(err)
-    assert api.requests == []
+    assert openai_api.requests == []
 
 
 async def test_a_refused_variable_is_refused_whether_it_is_set_or_not(
-    monkeypatch: pytest.MonkeyPatch, api: OpenAIServer
+    monkeypatch: pytest.MonkeyPatch, openai_api: OpenAIServer
 ) -> None:
     # MISSING_CREDENTIALS for an unset one would tell a run which variables the worker has
     monkeypatch.delenv("OMA_TEST_UNSET_SECRET", raising=False)
-    provider = OpenAIProvider(api_key=OPENAI_TEST_KEY, base_url=api.base_url)
+    provider = OpenAIProvider(api_key=OPENAI_TEST_KEY, base_url=openai_api.base_url)
 
     await refused(provider, api_key_env="OMA_TEST_UNSET_SECRET")
 
 
 async def test_a_declared_variable_goes_to_its_declared_origin(
-    monkeypatch: pytest.MonkeyPatch, api: OpenAIServer, stranger: OpenAIServer
+    monkeypatch: pytest.MonkeyPatch, openai_api: OpenAIServer, stranger: OpenAIServer
 ) -> None:
     monkeypatch.setenv("OMA_TEST_GROQ_KEY", "gsk_declared_key_0123456789")
     monkeypatch.setenv(CREDENTIALS_ENV, f"OMA_TEST_GROQ_KEY={stranger.origin}")
-    provider = OpenAIProvider(api_key=OPENAI_TEST_KEY, base_url=api.base_url)
+    provider = OpenAIProvider(api_key=OPENAI_TEST_KEY, base_url=openai_api.base_url)
 
     await provider.turn(turn_input(base_url=stranger.base_url, api_key_env="OMA_TEST_GROQ_KEY"))
     await refused(provider, api_key_env="OMA_TEST_GROQ_KEY")  # not to the adapter's server
 
     (request,) = stranger.requests
     assert request.headers["authorization"] == "Bearer gsk_declared_key_0123456789"
-    assert api.requests == []
+    assert openai_api.requests == []
 
 
 async def test_a_key_at_an_allowed_server_does_not_follow_its_redirect(
-    api: OpenAIServer, stranger: OpenAIServer
+    openai_api: OpenAIServer, stranger: OpenAIServer
 ) -> None:
-    api.reply_redirect(f"{stranger.base_url}/chat/completions")
-    provider = OpenAIProvider(api_key=OPENAI_TEST_KEY, base_url=api.base_url)
+    openai_api.reply_redirect(f"{stranger.base_url}/chat/completions")
+    provider = OpenAIProvider(api_key=OPENAI_TEST_KEY, base_url=openai_api.base_url)
 
     with pytest.raises(ProviderError) as caught:
         await provider.turn(turn_input())
@@ -327,7 +320,7 @@ async def attempts(client: Client, workflow_id: str) -> list[int]:
 
 @pytest.mark.usefixtures("worker")
 async def test_a_run_naming_another_base_url_fails_its_task_without_a_request(
-    client: Client, workflow_id: str, api: OpenAIServer, stranger: OpenAIServer
+    client: Client, workflow_id: str, openai_api: OpenAIServer, stranger: OpenAIServer
 ) -> None:
     result = await run_team(client, workflow_id, team(gpt(base_url=stranger.base_url)))
 
@@ -335,13 +328,13 @@ async def test_a_run_naming_another_base_url_fails_its_task_without_a_request(
     assert (failed.status, failed.error_code) == ("failed", "CREDENTIAL_NOT_ALLOWED")
     assert f"may not send OPENAI_API_KEY to {stranger.origin}" in (failed.error or "")
     assert await attempts(client, workflow_id) == [1]  # not retried
-    assert (stranger.requests, api.requests) == ([], [])
+    assert (stranger.requests, openai_api.requests) == ([], [])
     await assert_replays(client, workflow_id)
 
 
 @pytest.mark.usefixtures("worker")
 async def test_a_run_naming_temporal_api_key_fails_its_task_and_the_key_stays_out(
-    client: Client, workflow_id: str, api: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+    client: Client, workflow_id: str, openai_api: OpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TEMPORAL_API_KEY", TEMPORAL_KEY)
 
@@ -349,7 +342,7 @@ async def test_a_run_naming_temporal_api_key_fails_its_task_and_the_key_stays_ou
 
     failed = result.task("ask")
     assert (failed.status, failed.error_code) == ("failed", "CREDENTIAL_NOT_ALLOWED")
-    assert api.requests == []
+    assert openai_api.requests == []
     history = await client.get_workflow_handle(f"{workflow_id}/ask").fetch_history()
     assert TEMPORAL_KEY not in json.dumps(history.to_json_dict())
     await assert_replays(client, workflow_id)

@@ -1,6 +1,7 @@
 """The docker-compose deployment's invariants: what must hold between
-docker-compose.yml, the Dockerfile, the examples, the code and the README for
-`docker compose up` to give a cluster the README's commands run on.
+docker-compose.yml, the Dockerfile, the examples, the code and the docs for
+`docker compose up` to give a cluster the README's commands run on, whose
+workers keep large payloads in the ``minio`` service's bucket.
 
 No container engine is needed: the files are parsed (tests/_compose.py,
 tests/_image.py) and the one-shot service's command runs against the dev
@@ -16,17 +17,20 @@ import tomllib
 import uuid
 from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
 from oma.core.contracts.visibility import SEARCH_ATTRIBUTES
 from oma.runtime.connection import DEFAULT_NAMESPACE, DEFAULT_TASK_QUEUE
 from oma.runtime.dev_server import DevServer, temporal_binary
+from oma.runtime.payload_store import PayloadStore
 from tests import _compose
 from tests._image import Dockerfile, Layout, build_layout
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+SECURITY_DOC = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 ONE_SHOT = "search-attributes"
@@ -45,7 +49,7 @@ def services(compose: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def layout(tmp_path_factory: pytest.TempPathFactory) -> Layout:
+def image_files(tmp_path_factory: pytest.TempPathFactory) -> Layout:
     """The image's files (its COPY and RUN steps, no install)."""
     return build_layout(tmp_path_factory.mktemp("image") / "app")
 
@@ -159,6 +163,45 @@ def test_no_credential_is_written_into_the_file(services: dict[str, Any]) -> Non
     assert "sk-ant" not in _compose.COMPOSE_FILE.read_text()
 
 
+# -- the payload store -----------------------------------------------------------
+
+
+def test_the_workers_store_is_the_bucket_the_minio_service_makes(
+    services: dict[str, Any],
+) -> None:
+    store = PayloadStore.parse(env_of(services["worker"])["OMA_PAYLOAD_STORE"])
+    # the bucket is a directory of minio's drive, made before the server starts on it
+    [script] = [part for part in services["minio"]["entrypoint"] if "minio server" in part]
+    setup, _, server = script.partition("exec minio server ")
+    drive = server.split()[0]
+    assert re.search(rf"\bmkdir -p {re.escape(f'{drive}/{store.bucket}')}(\s|$)", setup), script
+    # on a named volume: stored payloads live as long as the histories that refer to them
+    [data] = _compose.volumes(services["minio"], {})
+    assert (data.named, data.target) == (True, drive)
+    # the workers reach it by its service name, the host's clients on the port it publishes
+    endpoint = urlsplit(env_of(services["worker"])["AWS_ENDPOINT_URL"])
+    assert (endpoint.scheme, endpoint.hostname) == ("http", "minio")
+    assert (endpoint.port, endpoint.port) in _compose.published_ports(services["minio"])
+    assert f"AWS_ENDPOINT_URL=http://localhost:{endpoint.port}" in SECURITY_DOC
+
+
+def test_the_workers_s3_key_is_minios_own_and_comes_from_the_host(
+    services: dict[str, Any],
+) -> None:
+    worker = _compose.environment(services["worker"])
+    minio = _compose.environment(services["minio"])
+    host = {"AWS_ACCESS_KEY_ID": "oma", "AWS_SECRET_ACCESS_KEY": "s3cret-key"}
+    for key, root in (
+        ("AWS_ACCESS_KEY_ID", "MINIO_ROOT_USER"),
+        ("AWS_SECRET_ACCESS_KEY", "MINIO_ROOT_PASSWORD"),
+    ):
+        # the host's one variable in both, and no value of the file's own when it is unset
+        assert _compose.interpolate(worker[key], host) == host[key], key
+        assert _compose.interpolate(minio[root], host) == host[key], root
+        assert _compose.interpolate(worker[key], {}) == "", key
+        assert _compose.interpolate(minio[root], {}) == "", root
+
+
 # -- the search attributes ------------------------------------------------------
 
 
@@ -246,38 +289,38 @@ def test_the_image_cmd_is_the_oma_worker_as_an_unprivileged_user() -> None:
     assert dockerfile.user not in (None, "root", "0")
 
 
-def test_the_image_holds_what_the_package_build_needs(layout: Layout) -> None:
+def test_the_image_holds_what_the_package_build_needs(image_files: Layout) -> None:
     # pyproject's readme, and what the symlinks under oma/ point at (the layers outside it)
-    assert (layout.local(PYPROJECT["project"]["readme"])).is_file()
+    assert (image_files.local(PYPROJECT["project"]["readme"])).is_file()
     for link in (ROOT / "oma").iterdir():
         if link.is_symlink():
-            assert layout.local(f"oma/{link.name}").resolve().exists(), link.name
+            assert image_files.local(f"oma/{link.name}").resolve().exists(), link.name
 
 
 def test_every_path_the_examples_agents_use_is_in_the_image_and_writable(
-    services: dict[str, Any], layout: Layout
+    services: dict[str, Any], image_files: Layout
 ) -> None:
-    user = layout.dockerfile.user
+    user = image_files.dockerfile.user
     shared = {PurePosixPath(v.target) for v in _compose.volumes(services["worker"], {}) if v.named}
     for example, agent in examples():
         for cwd in working_directories(agent):
             # relative to the worker's working directory (the image's WORKDIR)
-            image_path = PurePosixPath(layout.dockerfile.workdir / cwd)
-            assert layout.local(cwd).is_dir(), (example, cwd)
-            assert layout.owner(cwd) == user, (example, cwd)
+            image_path = PurePosixPath(image_files.dockerfile.workdir / cwd)
+            assert image_files.local(cwd).is_dir(), (example, cwd)
+            assert image_files.owner(cwd) == user, (example, cwd)
             # one volume for every worker: a task reads what the task before wrote
             assert image_path in shared, (example, cwd)
             backend = agent.get("backend") or {}
             for arg in backend.get("args", []):
                 if arg.endswith(".py"):
-                    assert (layout.local(cwd) / arg).is_file(), (example, arg)
+                    assert (image_files.local(cwd) / arg).is_file(), (example, arg)
 
 
 def test_the_team_directory_is_on_the_workers_import_path_and_mounted(
-    services: dict[str, Any], layout: Layout
+    services: dict[str, Any], image_files: Layout
 ) -> None:
-    team = layout.dockerfile.env["OMA_PATH"]
-    assert layout.local(team).is_dir()  # an OMA_PATH entry that is not a directory stops it
+    team = image_files.dockerfile.env["OMA_PATH"]
+    assert image_files.local(team).is_dir()  # an OMA_PATH entry that is not a directory stops it
     [mount] = [v for v in _compose.volumes(services["worker"], {}) if v.target == team]
     assert (mount.named, mount.read_only) == (False, True)
     # by default the examples' own team code, whose package the tool example names

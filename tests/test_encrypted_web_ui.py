@@ -5,7 +5,6 @@ headless Chromium, shows a run's encrypted input decoded."""
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import time
@@ -21,19 +20,13 @@ from oma.runtime.dev_server import DevServer, free_ports, is_listening, temporal
 from oma.runtime.plugin import OmaPlugin
 from tests._procs import Processes
 from tests._runs import process, task, team_result
-from tests.test_run_view import chromium_command
+from tests._web_ui import chromium_command, dev_env, wait_listening
 
 pytestmark = pytest.mark.e2e
 
 OMA = str(Path(sys.executable).with_name("oma"))
 KEY = new_key("ui-key")
 QUEUE = "oma-encrypted-ui"
-
-
-def dev_env(**extra: str) -> dict[str, str]:
-    """This environment without the suite's Temporal and OMA settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "OMA_CODEC"))}
-    return {**env, "OMA_TASK_QUEUE": QUEUE, **extra}
 
 
 def oma_dev(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -44,7 +37,7 @@ def oma_dev(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedP
 
 def test_oma_dev_says_its_web_ui_cannot_send_a_codec_token(tmp_path: Path) -> None:
     port, ui_port = free_ports(2)
-    env = dev_env(OMA_CODEC_KEYS=KEY, OMA_CODEC_SERVER_TOKEN="s3cret-token")
+    env = dev_env(QUEUE, OMA_CODEC_KEYS=KEY, OMA_CODEC_SERVER_TOKEN="s3cret-token")
     proc = oma_dev("--port", str(port), "--ui-port", str(ui_port), env=env, cwd=tmp_path)
 
     assert proc.returncode == 2
@@ -70,20 +63,14 @@ def test_oma_dev_refuses_a_codec_port_it_cannot_serve_before_it_starts(
     given = [a.format(port=port, ui_port=ui_port) for a in args]
     if "--port" not in given:
         given += ["--port", str(port)]
-    proc = oma_dev("--ui-port", str(ui_port), *given, env=dev_env(OMA_CODEC_KEYS=KEY), cwd=tmp_path)
+    proc = oma_dev(
+        "--ui-port", str(ui_port), *given, env=dev_env(QUEUE, OMA_CODEC_KEYS=KEY), cwd=tmp_path
+    )
 
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert said in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not is_listening(f"127.0.0.1:{port}"), "refused before the dev server started"
-
-
-async def wait_listening(address: str, dev: subprocess.Popen[str], within_s: float) -> None:
-    deadline = time.monotonic() + within_s
-    while not is_listening(address):
-        assert dev.poll() is None, f"oma dev exited with {dev.returncode}"
-        assert time.monotonic() < deadline, f"nothing listens on {address}"
-        await asyncio.sleep(0.2)
 
 
 async def test_the_dev_web_ui_shows_an_encrypted_input_decoded_in_headless_chromium(
@@ -104,7 +91,7 @@ async def test_the_dev_web_ui_shows_an_encrypted_input_decoded_in_headless_chrom
             str(tmp_path / "dev.db"),
         ],
         cwd=tmp_path,
-        env=dev_env(OMA_CODEC_KEYS=KEY),
+        env=dev_env(QUEUE, OMA_CODEC_KEYS=KEY),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -180,7 +167,7 @@ async def test_a_temporal_cli_without_codec_auth_is_refused_and_the_codec_server
     with open(log, "w") as out:
         processes.start(
             [OMA, "codec-server", "--port", str(codec_port), "--token", "s3cret-token"],
-            env=dev_env(OMA_CODEC_KEYS=KEY),
+            env=dev_env(QUEUE, OMA_CODEC_KEYS=KEY),
             stdout=out,
             stderr=subprocess.STDOUT,
         )

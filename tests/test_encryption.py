@@ -35,13 +35,12 @@ from oma.cli.viewer.model import build_run_view
 from oma.core.schema.errors import CodecKeyMissingError
 from oma.core.schema.results import TeamRunResult
 from oma.runtime import plugin
-from oma.runtime.codec import AesGcmCodec, CodecKey, new_key, parse_keys
-from oma.runtime.connection import Connection
+from oma.runtime.codec import AesGcmCodec, parse_keys
 from oma.runtime.converter import data_converter
 from oma.runtime.dev_server import DevServer, free_port, is_listening, temporal_binary
-from oma.runtime.plugin import OmaPlugin
 from oma.workflows._visibility import start_attributes
 from tests._approvals import Run, eventually, result_within, start_run, terminate_if_running
+from tests._encryption import KEY_A, KEY_B, QUEUE, connect
 from tests._runs import (
     ENCRYPTED_NAMESPACE,
     TASK_QUEUE,
@@ -56,17 +55,8 @@ from tests.anthropic_server import AnthropicServer
 
 pytestmark = pytest.mark.e2e
 
-QUEUE = "oma-encrypted"
-KEY_A = new_key("key-a")
-KEY_B = new_key("key-b")
 KEYS_A = parse_keys(KEY_A)
 TOKEN = "codec-test-token"
-
-
-async def connect(dev_server: DevServer, keys: list[CodecKey] | None) -> Client:
-    return await Connection.local(dev_server.address, QUEUE, ENCRYPTED_NAMESPACE).connect(
-        plugins=[OmaPlugin(codec_keys=keys)]
-    )
 
 
 @pytest.fixture(scope="module")

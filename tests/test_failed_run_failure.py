@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from oma.runtime.dev_server import free_ports, temporal_binary
+from tests._cli import OMA
 from tests._procs import Processes
 from tests._runs import process, task
-from tests.test_encrypted_web_ui import OMA, dev_env, wait_listening
-from tests.test_run_view import chromium_command
+from tests._web_ui import chromium_command, dev_env, wait_listening
 
 pytestmark = pytest.mark.e2e
 
@@ -50,7 +50,7 @@ async def test_a_failed_run_shows_its_message_and_result_and_no_stack_in_the_cli
     processes: Processes, tmp_path: Path
 ) -> None:
     port, ui_port = free_ports(2)
-    env = dev_env()
+    env = dev_env(QUEUE)
     dev = processes.start(
         [OMA, "dev", "--port", str(port), "--ui-port", str(ui_port), "--db", str(tmp_path / "db")],
         cwd=tmp_path,

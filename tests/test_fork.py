@@ -5,9 +5,7 @@ side effects are counted in files."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -25,55 +23,12 @@ from oma.core.schema.run_events import RunEvent
 from oma.core.schema.task import TaskStatus
 from oma.runtime.dev_server import DevServer, temporal_binary
 from tests._approvals import eventually
+from tests._cli import oma, run_cmd, table_rows
+from tests._fork import GOAL_PLAN, counted_agent, five_tasks, fork, runs
 from tests._runs import TASK_QUEUE, assert_replays, run_team, start_team, task, team_result
 from tests.anthropic_server import AnthropicServer
-from tests.test_cli import OMA, run_cmd
-from tests.test_cli_control import table_rows
 
 pytestmark = pytest.mark.usefixtures("worker")
-
-COUNTED = r"""
-import pathlib, re, sys
-prompt = sys.stdin.read()
-me = re.search(r"TASK=(\w+)", prompt).group(1)
-with open("runs.log", "a") as log:
-    log.write(me + "\n")
-if me == "t4" and not pathlib.Path("ok").exists():
-    sys.stderr.write("t4 needs the file ok\n")
-    sys.exit(3)
-seen = sorted(set(re.findall(r"done (t\d)", prompt)))
-print(f"done {me} after {','.join(seen) or '-'}")
-"""
-"""A process agent: logs the task it runs to ``runs.log`` (in its ``cwd``),
-fails task ``t4`` (exit 3) unless a file ``ok`` exists, and answers with the
-upstream outputs its prompt held."""
-
-
-def counted_agent(cwd: Path, name: str = "worker", **backend: Any) -> dict[str, Any]:
-    return {
-        "name": name,
-        "backend": {
-            "kind": "process",
-            "command": "python3",
-            "args": ["-c", COUNTED],
-            "cwd": str(cwd),
-            **backend,
-        },
-    }
-
-
-def five_tasks(agent: str = "worker") -> list[dict[str, Any]]:
-    """t1 -> (t2, t3) -> t4 -> t5."""
-
-    def one(task_id: str, *deps: str) -> dict[str, Any]:
-        return task(task_id, agent, *deps, description=f"TASK={task_id}")
-
-    return [one("t1"), one("t2", "t1"), one("t3", "t1"), one("t4", "t2", "t3"), one("t5", "t4")]
-
-
-def runs(cwd: Path) -> list[str]:
-    log = cwd / "runs.log"
-    return log.read_text().split() if log.exists() else []
 
 
 def statuses(result: TeamRunResult) -> dict[str, str]:
@@ -93,10 +48,6 @@ async def failed_source(client: Client, workflow_id: str, cwd: Path) -> TeamRunR
     }
     assert sorted(runs(cwd)) == ["t1", "t2", "t3", "t4"]
     return result
-
-
-async def fork(client: Client, fork_id: str, spec: dict[str, Any], **rest: Any) -> TeamRunResult:
-    return await team_result(await start_team(client, fork_id, {"fork": spec, **rest}))
 
 
 async def test_a_fork_runs_the_failed_task_and_its_dependents_and_keeps_the_rest(
@@ -280,24 +231,6 @@ async def test_a_task_to_run_again_on_a_missing_agent_fails_the_fork_naming_it(
 
 # -- a goal run, against the local Anthropic API ------------------------------------
 
-GOAL_PLAN = json.dumps(
-    [
-        {"title": "Research", "description": "find facts", "assignee": "researcher"},
-        {
-            "title": "Draft",
-            "description": "draft it",
-            "assignee": "writer",
-            "depends_on": ["Research"],
-        },
-        {
-            "title": "Polish",
-            "description": "polish it",
-            "assignee": "writer",
-            "depends_on": ["Draft"],
-        },
-    ]
-)
-
 
 def goal_team(writer_prompt: str) -> dict[str, Any]:
     return {
@@ -472,14 +405,6 @@ async def test_the_stock_cli_starts_a_fork_findable_by_its_source(
 
 
 # -- oma fork, oma show --------------------------------------------------------------
-
-
-def cli_env(dev_server: DevServer) -> dict[str, str]:
-    return {**os.environ, "TEMPORAL_ADDRESS": dev_server.address, "OMA_TASK_QUEUE": TASK_QUEUE}
-
-
-async def oma(dev_server: DevServer, *args: str) -> subprocess.CompletedProcess[str]:
-    return await run_cmd(OMA, *args, env=cli_env(dev_server))
 
 
 async def test_oma_fork_sets_a_task_warns_of_a_dropped_agent_and_shows_what_it_reused(

@@ -32,11 +32,11 @@ from temporalio.service import RPCError
 
 from oma.cli import forkserver as _forkserver
 from oma.runtime.dev_server import DevServer
+from tests._cli import cli_env, input_file
 from tests._forkserver import ANCESTRY, OMA, Forkserver
 from tests._procs import alive, descendants
 from tests._runs import process, task
-from tests.test_cli_control import cli_env, input_file
-from tests.test_cli_live import Terminal, building, slow_process
+from tests._terminal import Terminal, building, slow_process
 
 pytestmark = [pytest.mark.fault, pytest.mark.e2e]
 

@@ -25,13 +25,10 @@ from oma.core.contracts.llm import ConversationSlice, LlmTurnInput
 from oma.core.schema.messages import text_of
 from oma.core.schema.results import AgentRunResult
 from tests._runs import assert_replays, worker_activities
+from tests._tools import tool_use
 from tests.anthropic_server import AnthropicServer
 
 pytestmark = pytest.mark.usefixtures("worker")
-
-
-def tool_use(tool_id: str, name: str, **args: Any) -> dict[str, Any]:
-    return {"type": "tool_use", "id": tool_id, "name": name, "input": args}
 
 
 @dataclass

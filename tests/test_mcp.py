@@ -6,7 +6,6 @@ HTTP), the scripted provider, a real dev server, every history replayed."""
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import json
 import os
@@ -26,11 +25,11 @@ from temporalio.exceptions import ApplicationError
 
 from oma.agent import Agent
 from oma.core.schema.agent_config import AgentConfig
-from oma.core.schema.messages import ToolResultBlock
 from oma.core.schema.results import AgentRunResult
 from oma.worker import OmaWorker, build_worker
 from tests._approvals import Run
-from tests._procs import alive, cmdline
+from tests._mcp import mcp_agent, python_server, started
+from tests._procs import alive, cmdline, dead_soon
 from tests._runs import (
     TASK_QUEUE,
     agent_result,
@@ -40,6 +39,7 @@ from tests._runs import (
     run_team,
     worker_activities,
 )
+from tests._tools import tool_results, tool_use
 from tests.anthropic_server import AnthropicServer
 from tests.openai_server import OpenAIServer
 
@@ -47,40 +47,6 @@ pytestmark = pytest.mark.usefixtures("worker")
 
 ROOT = Path(__file__).resolve().parent.parent
 FILESYSTEM_SERVER = ROOT / "tests/npm/node_modules/.bin/mcp-server-filesystem"
-
-
-def tool_use(tool_id: str, name: str, **args: Any) -> dict[str, Any]:
-    return {"type": "tool_use", "id": tool_id, "name": name, "input": args}
-
-
-def python_server(name: str = "t", *args: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "command": sys.executable,
-        "args": ["-m", "tests.mcp_server", *args],
-        "cwd": str(ROOT),
-    }
-
-
-def mcp_agent(*script: Any, servers: list[dict[str, Any]], **config: Any) -> dict[str, Any]:
-    return {
-        "name": "clerk",
-        "provider": "scripted",
-        "script": list(script),
-        "mcp_servers": servers,
-        **config,
-    }
-
-
-def results(result: AgentRunResult) -> list[ToolResultBlock]:
-    """Every tool result the model received, in order."""
-    return [
-        b
-        for m in result.messages
-        if m.role == "user"
-        for b in m.content
-        if isinstance(b, ToolResultBlock)
-    ]
 
 
 async def activity_types(client: Client, workflow_id: str) -> list[str]:
@@ -113,26 +79,6 @@ def processes_in(directory: Path) -> list[int]:
     return [pid for pid in found if alive(pid)]
 
 
-async def dead_soon(pid: int, within_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.1)
-    return True
-
-
-async def started(marker: Path, within_s: float = 30.0) -> int:
-    """The pid of the server once its ``slow`` call has started."""
-    path = Path(str(marker) + ".started")
-    deadline = time.monotonic() + within_s
-    while not path.exists():
-        assert time.monotonic() < deadline, "the slow call never started"
-        await asyncio.sleep(0.05)
-    await asyncio.sleep(0.05)
-    return int(path.read_text())
-
-
 async def test_the_filesystem_server_tools_run_as_tool_calls_and_its_process_ends_with_the_run(
     client: Client, workflow_id: str, tmp_path: Path
 ) -> None:
@@ -145,7 +91,7 @@ async def test_the_filesystem_server_tools_run_as_tool_calls_and_its_process_end
     )
     result = await run_agent(client, workflow_id, agent, "copy the notes")
 
-    read, wrote = results(result)
+    read, wrote = tool_results(result)
     assert (read.content, read.is_error) == ("alpha\n", False)
     assert not wrote.is_error and (tmp_path / "out.txt").read_text() == "beta"
     assert [c.name for c in result.tool_calls] == ["fs__read_text_file", "fs__write_file"]
@@ -172,7 +118,7 @@ async def test_one_stdio_server_keeps_its_state_across_the_calls_of_a_run(
     )
     result = await run_agent(client, workflow_id, agent, "remember")
 
-    first, pid, second, pid_again = (r.content for r in results(result))
+    first, pid, second, pid_again = (r.content for r in tool_results(result))
     assert (first, second) == ("a", "a,b")
     assert pid == pid_again
     assert worker.activities.mcp_pool.spawn_count - spawned == 1
@@ -191,7 +137,7 @@ async def test_allowed_and_disallowed_tools_narrow_a_servers_tools(
     )
     result = await run_agent(client, workflow_id, agent, "go")
 
-    die, remember = results(result)
+    die, remember = tool_results(result)
     assert die.is_error and str(die.content).startswith("there is no tool 't__die'")
     assert "t__remember" in str(die.content) and "t__die," not in str(die.content)
     assert (remember.content, remember.is_error) == ("x", False)
@@ -209,7 +155,7 @@ async def test_a_raising_tool_and_a_dying_server_are_errors_the_model_reads(
     )
     result = await run_agent(client, workflow_id, agent, "go")
 
-    pid, failed, died, restarted = results(result)
+    pid, failed, died, restarted = tool_results(result)
     assert failed.is_error and "fail" in str(failed.content)
     assert died.is_error and str(died.content) == "MCP server 't' exited during tools/call"
     assert str(restarted.content).startswith("[MCP server 't' was started anew")
@@ -240,7 +186,7 @@ async def test_the_mcp_listing_and_the_system_prompt_are_in_the_history_once(
     }
     result = await run_agent(client, workflow_id, agent, "search the archive")
 
-    assert [r.content for r in results(result)] == ["7: q0", "7: q1", "7: q2"]
+    assert [r.content for r in tool_results(result)] == ["7: q0", "7: q1", "7: q2"]
     # every turn was given the whole listing and the prompt...
     requests = anthropic_server.requests
     assert len(requests) == 4
@@ -346,7 +292,7 @@ async def test_an_http_servers_headers_come_from_the_workers_environment(
     )
     result = await run_agent(client, workflow_id, agent, "go")
 
-    auth, remember = results(result)
+    auth, remember = tool_results(result)
     assert (auth.content, remember.content) == ("Bearer s3cret", "h")
     history = json.dumps([json.loads(m.model_dump_json()) for m in result.messages]) + str(
         await client.get_workflow_handle(workflow_id).fetch_history()
@@ -420,7 +366,7 @@ async def test_a_lost_server_worker_has_the_next_call_start_a_new_server_elsewhe
         await run.decide(request)
         result = await handle.result()
 
-    pid, remembered = results(result)
+    pid, remembered = tool_results(result)
     assert not alive(int(str(pid.content)))
     assert str(remembered.content) == (
         "[MCP server 't' was started anew for this call (the earlier one exited or its "
@@ -451,7 +397,7 @@ async def test_a_gated_mcp_tool_waits_for_its_decision_like_a_builtin_one(
     await run.decide(request, "reject")
     result = await handle.result()
 
-    (rejected,) = results(result)
+    (rejected,) = tool_results(result)
     assert rejected.is_error and "rejected" in str(rejected.content)
     assert "tool_call" not in await activity_types(client, workflow_id)
 
@@ -474,7 +420,7 @@ async def test_the_mcp_example_team_runs_with_the_scripted_provider(
     ]
     assert (tmp_path / "NOTES.md").read_text().startswith("# Notes\n")
     review = await agent_result(client, workflow_id, "review")
-    assert "slugify() folds accents" in str(results(review)[0].content)
+    assert "slugify() folds accents" in str(tool_results(review)[0].content)
     assert processes_in(tmp_path) == []
     await assert_replays(client, workflow_id)
 
@@ -552,7 +498,7 @@ async def test_an_in_process_agent_keeps_its_servers_until_it_is_closed() -> Non
         )
     )
     result = await agent.run("go")
-    remembered, pid = results(result)
+    remembered, pid = tool_results(result)
 
     assert (remembered.content, result.output) == ("a", "ok")
     assert alive(int(str(pid.content)))  # the Agent's, until close()

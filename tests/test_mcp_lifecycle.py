@@ -23,9 +23,10 @@ from temporalio.exceptions import ApplicationError
 from oma.activities.mcp import server as mcp_server
 from oma.core.schema.results import AgentRunResult
 from tests._approvals import Run
-from tests._procs import alive, descendants
+from tests._mcp import mcp_agent, python_server
+from tests._procs import alive, dead_soon, descendants
 from tests._runs import assert_replays, run_agent
-from tests.test_mcp import dead_soon, mcp_agent, python_server, results, tool_use
+from tests._tools import tool_results, tool_use
 
 pytestmark = [pytest.mark.usefixtures("worker"), pytest.mark.fault]
 
@@ -53,7 +54,7 @@ async def test_a_stdio_servers_child_process_dies_when_the_run_closes_the_server
     )
     result = await run_agent(client, workflow_id, agent, "go")
 
-    pids = [int(str(r.content)) for r in results(result)]
+    pids = [int(str(r.content)) for r in tool_results(result)]
     assert len(set(pids)) == 3
     # the server exits when its stdin closes; the children it left, one of
     # them out of its process group, must not outlive it
@@ -111,7 +112,7 @@ async def test_a_sigkilled_workers_stdio_server_and_its_child_die_within_seconds
     try:
         await Run(handle).request("tool-1")  # the run waits, its server held by the worker
         state = await handle.query("state", result_type=AgentRunResult)
-        server, child, daemon = (int(str(r.content)) for r in results(state))
+        server, child, daemon = (int(str(r.content)) for r in tool_results(state))
         tree = descendants(worker.pid)
         assert {server, child, daemon} <= set(tree) and all(map(alive, tree))
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +35,8 @@ API_KEY = "sk-proj-test-key-0123456789"
 
 
 @pytest.fixture
-def api(openai_server: OpenAIServer) -> Iterator[OpenAIServer]:
-    openai_server.reset()
-    yield openai_server
-    openai_server.reset()
-
-
-@pytest.fixture
-def provider(api: OpenAIServer) -> OpenAIProvider:
-    return OpenAIProvider(api_key=API_KEY, base_url=api.base_url)
+def openai_provider(openai_api: OpenAIServer) -> OpenAIProvider:
+    return OpenAIProvider(api_key=API_KEY, base_url=openai_api.base_url)
 
 
 def turn_input(*messages: LLMMessage, **agent: object) -> LlmTurnInput:
@@ -54,9 +46,9 @@ def turn_input(*messages: LLMMessage, **agent: object) -> LlmTurnInput:
     return LlmTurnInput(agent=config, messages=list(messages) or [user_text("Hi")], turn=0)
 
 
-async def provider_error(provider: OpenAIProvider) -> ProviderError:
+async def provider_error(openai_provider: OpenAIProvider) -> ProviderError:
     with pytest.raises(ProviderError) as caught:
-        await provider.turn(turn_input())
+        await openai_provider.turn(turn_input())
     return caught.value
 
 
@@ -64,11 +56,11 @@ async def provider_error(provider: OpenAIProvider) -> ProviderError:
 
 
 async def test_text_answer_becomes_the_turn_output(
-    api: OpenAIServer, provider: OpenAIProvider
+    openai_api: OpenAIServer, openai_provider: OpenAIProvider
 ) -> None:
-    api.reply_text("Hello there.", prompt_tokens=21, completion_tokens=4)
+    openai_api.reply_text("Hello there.", prompt_tokens=21, completion_tokens=4)
 
-    out = await provider.turn(turn_input(system_prompt="Be brief.", max_tokens=99))
+    out = await openai_provider.turn(turn_input(system_prompt="Be brief.", max_tokens=99))
 
     assert out == LlmTurnOutput(
         content=[TextBlock(text="Hello there.")],
@@ -76,7 +68,7 @@ async def test_text_answer_becomes_the_turn_output(
         usage=TokenUsage(input_tokens=21, output_tokens=4),
         model="gpt-test",
     )
-    (request,) = api.requests
+    (request,) = openai_api.requests
     assert request.path == "/v1/chat/completions"
     assert request.headers["authorization"] == f"Bearer {API_KEY}"
     assert request.body == {
@@ -92,11 +84,11 @@ async def test_text_answer_becomes_the_turn_output(
 
 
 async def test_cached_prompt_tokens_are_cache_reads_not_input_tokens(
-    api: OpenAIServer, provider: OpenAIProvider
+    openai_api: OpenAIServer, openai_provider: OpenAIProvider
 ) -> None:
-    api.reply_text("ok", prompt_tokens=1200, cached_tokens=1024, completion_tokens=7)
+    openai_api.reply_text("ok", prompt_tokens=1200, cached_tokens=1024, completion_tokens=7)
 
-    out = await provider.turn(turn_input())
+    out = await openai_provider.turn(turn_input())
 
     assert out.usage == TokenUsage(input_tokens=176, cache_read_input_tokens=1024, output_tokens=7)
     assert out.usage.total_tokens == 1207
@@ -107,20 +99,20 @@ async def test_cached_prompt_tokens_are_cache_reads_not_input_tokens(
     [("length", "max_tokens"), ("content_filter", "content_filter")],
 )
 async def test_finish_reason_maps_onto_stop_reason(
-    api: OpenAIServer, provider: OpenAIProvider, finish_reason: str, stop_reason: str
+    openai_api: OpenAIServer, openai_provider: OpenAIProvider, finish_reason: str, stop_reason: str
 ) -> None:
-    api.reply_text("cut", finish_reason=finish_reason)
+    openai_api.reply_text("cut", finish_reason=finish_reason)
 
-    out = await provider.turn(turn_input())
+    out = await openai_provider.turn(turn_input())
 
     assert out.stop_reason == stop_reason
 
 
 async def test_text_deltas_and_tool_calls_reach_on_event_in_order(
-    api: OpenAIServer, provider: OpenAIProvider
+    openai_api: OpenAIServer, openai_provider: OpenAIProvider
 ) -> None:
     args = {"query": "temporal workflows", "filters": {"lang": ["en", "fr"]}}
-    api.reply(
+    openai_api.reply(
         ToolCallsReply(
             (("call_a", "search", args), ("call_b", "grep", {"pattern": "x"})),
             text="Looking it up.",
@@ -129,9 +121,9 @@ async def test_text_deltas_and_tool_calls_reach_on_event_in_order(
     )
     events: list[TextDelta | ToolCallEvent] = []
 
-    out = await provider.turn(turn_input(), on_event=events.append)
+    out = await openai_provider.turn(turn_input(), on_event=events.append)
 
-    sent = [c["choices"][0]["delta"] for c in api.requests[0].chunks if c["choices"]]
+    sent = [c["choices"][0]["delta"] for c in openai_api.requests[0].chunks if c["choices"]]
     pieces = [d["content"] for d in sent if d.get("content")]
     assert len(pieces) == 4
     assert sum(len(d.get("tool_calls", [])) for d in sent) == 8  # arguments in pieces
@@ -149,29 +141,31 @@ async def test_text_deltas_and_tool_calls_reach_on_event_in_order(
 
 
 async def test_tool_calls_with_finish_reason_stop_still_ask_for_tools(
-    api: OpenAIServer, provider: OpenAIProvider
+    openai_api: OpenAIServer, openai_provider: OpenAIProvider
 ) -> None:
     # some Ollama versions end a tool-calling answer with "stop"
-    api.reply(ToolCallsReply((("call_1", "glob", {"pattern": "*.py"}),), finish_reason="stop"))
+    openai_api.reply(
+        ToolCallsReply((("call_1", "glob", {"pattern": "*.py"}),), finish_reason="stop")
+    )
 
-    out = await provider.turn(turn_input())
+    out = await openai_provider.turn(turn_input())
 
     assert out.stop_reason == "tool_use"
 
 
 async def test_tool_arguments_that_are_not_json_fail_the_turn(
-    api: OpenAIServer, provider: OpenAIProvider
+    openai_api: OpenAIServer, openai_provider: OpenAIProvider
 ) -> None:
-    api.reply_tool_call("search", '{"query": "unterminated')
+    openai_api.reply_tool_call("search", '{"query": "unterminated')
 
-    err = await provider_error(provider)
+    err = await provider_error(openai_provider)
 
     assert (err.error_type, err.retryable) == ("invalid_tool_arguments", False)
     assert "tool 'search'" in err.message
 
 
 async def test_conversation_maps_onto_chat_completions_messages(
-    api: OpenAIServer, provider: OpenAIProvider
+    openai_api: OpenAIServer, openai_provider: OpenAIProvider
 ) -> None:
     png = bytes(range(256)) * 4
     data = base64.b64encode(png).decode()
@@ -204,9 +198,9 @@ async def test_conversation_maps_onto_chat_completions_messages(
         LLMMessage(role="user", content=[ToolResultBlock(tool_use_id="call_3", content="")]),
     ]
 
-    await provider.turn(turn_input(*messages))
+    await openai_provider.turn(turn_input(*messages))
 
-    sent = api.requests[0].body["messages"]
+    sent = openai_api.requests[0].body["messages"]
     assert sent == [
         {
             "role": "user",
@@ -253,7 +247,7 @@ async def test_conversation_maps_onto_chat_completions_messages(
 
 
 async def test_an_image_in_a_tool_result_is_refused_before_any_request(
-    api: OpenAIServer, provider: OpenAIProvider
+    openai_api: OpenAIServer, openai_provider: OpenAIProvider
 ) -> None:
     image = ImageBlock(source=URLImageSource(url="https://example.com/shot.png"))
     messages = [
@@ -266,16 +260,16 @@ async def test_an_image_in_a_tool_result_is_refused_before_any_request(
     ]
 
     with pytest.raises(InvalidMessageError, match=r"messages\[2\]: the tool_result for 'call_1'"):
-        await provider.turn(turn_input(*messages))
-    assert api.requests == []
+        await openai_provider.turn(turn_input(*messages))
+    assert openai_api.requests == []
 
 
 async def test_tools_are_sent_as_function_tools(
-    api: OpenAIServer, provider: OpenAIProvider
+    openai_api: OpenAIServer, openai_provider: OpenAIProvider
 ) -> None:
-    await provider.turn(turn_input(tools=["tests.tools:explode", "glob"]))
+    await openai_provider.turn(turn_input(tools=["tests.tools:explode", "glob"]))
 
-    tools = api.requests[0].body["tools"]
+    tools = openai_api.requests[0].body["tools"]
     assert [t["type"] for t in tools] == ["function", "function"]
     explode = next(t["function"] for t in tools if t["function"]["name"] == "explode")
     assert explode["description"] == "Always fails, saying why."
@@ -283,16 +277,16 @@ async def test_tools_are_sent_as_function_tools(
 
 
 async def test_rate_limit_is_retryable_and_carries_retry_after_and_request_id(
-    api: OpenAIServer, provider: OpenAIProvider
+    openai_api: OpenAIServer, openai_provider: OpenAIProvider
 ) -> None:
-    api.reply_error(
+    openai_api.reply_error(
         429,
         "Rate limit reached for gpt-test.",
         code="rate_limit_exceeded",
         headers={"retry-after-ms": "1500", "x-request-id": "req_429"},
     )
 
-    err = await provider_error(provider)
+    err = await provider_error(openai_provider)
 
     assert (err.error_type, err.status, err.retryable, err.retry_after_s, err.request_id) == (
         "rate_limit_exceeded",
@@ -305,35 +299,35 @@ async def test_rate_limit_is_retryable_and_carries_retry_after_and_request_id(
 
 @pytest.mark.parametrize("status", [500, 503])
 async def test_server_errors_are_retryable(
-    api: OpenAIServer, provider: OpenAIProvider, status: int
+    openai_api: OpenAIServer, openai_provider: OpenAIProvider, status: int
 ) -> None:
-    api.reply_error(status, "The server had an error", headers={"retry-after": "2"})
+    openai_api.reply_error(status, "The server had an error", headers={"retry-after": "2"})
 
-    err = await provider_error(provider)
+    err = await provider_error(openai_provider)
 
     assert (err.status, err.retryable, err.retry_after_s) == (status, True, 2.0)
 
 
 async def test_bad_request_is_not_retryable_and_carries_the_api_message(
-    api: OpenAIServer, provider: OpenAIProvider
+    openai_api: OpenAIServer, openai_provider: OpenAIProvider
 ) -> None:
-    api.reply_error(400, "Invalid 'messages[1].content': string too long.")
+    openai_api.reply_error(400, "Invalid 'messages[1].content': string too long.")
 
-    err = await provider_error(provider)
+    err = await provider_error(openai_provider)
 
     assert (err.status, err.retryable, err.error_type) == (400, False, "invalid_request_error")
     assert err.message == (
-        f"Chat Completions API at {api.base_url}/chat/completions answered HTTP 400 "
+        f"Chat Completions API at {openai_api.base_url}/chat/completions answered HTTP 400 "
         "invalid_request_error: Invalid 'messages[1].content': string too long."
     )
 
 
 async def test_an_error_echoing_the_key_is_redacted(
-    api: OpenAIServer, provider: OpenAIProvider
+    openai_api: OpenAIServer, openai_provider: OpenAIProvider
 ) -> None:
-    api.reply_error(401, f"Incorrect API key provided: {API_KEY}.")
+    openai_api.reply_error(401, f"Incorrect API key provided: {API_KEY}.")
 
-    err = await provider_error(provider)
+    err = await provider_error(openai_provider)
 
     assert (err.status, err.retryable) == (401, False)
     assert API_KEY not in str(err)
@@ -341,36 +335,36 @@ async def test_an_error_echoing_the_key_is_redacted(
 
 
 async def test_an_error_sent_mid_stream_is_retryable(
-    api: OpenAIServer, provider: OpenAIProvider
+    openai_api: OpenAIServer, openai_provider: OpenAIProvider
 ) -> None:
-    api.reply_error(500, "The model crashed.", mid_stream=True)
+    openai_api.reply_error(500, "The model crashed.", mid_stream=True)
 
-    err = await provider_error(provider)
+    err = await provider_error(openai_provider)
 
     assert (err.status, err.retryable, err.error_type) == (None, True, "server_error")
     assert err.message.endswith("sent an error mid-stream (server_error): The model crashed.")
 
 
 async def test_a_stream_chunk_that_is_not_json_is_a_retryable_provider_error(
-    api: OpenAIServer, provider: OpenAIProvider
+    openai_api: OpenAIServer, openai_provider: OpenAIProvider
 ) -> None:
-    api.reply_malformed("{not json")
+    openai_api.reply_malformed("{not json")
 
-    err = await provider_error(provider)
+    err = await provider_error(openai_provider)
 
     assert (err.status, err.retryable, err.error_type) == (None, True, "malformed_stream")
     assert err.message == (
-        f"the Chat Completions API at {api.base_url} sent a stream chunk that is not "
+        f"the Chat Completions API at {openai_api.base_url} sent a stream chunk that is not "
         "JSON: '{not json'"
     )
 
 
 async def test_a_malformed_chunk_echoing_the_key_is_redacted(
-    api: OpenAIServer, provider: OpenAIProvider
+    openai_api: OpenAIServer, openai_provider: OpenAIProvider
 ) -> None:
-    api.reply_malformed(f"key={API_KEY} {{")
+    openai_api.reply_malformed(f"key={API_KEY} {{")
 
-    err = await provider_error(provider)
+    err = await provider_error(openai_provider)
 
     assert API_KEY not in str(err)
     assert "[redacted]" in err.message
@@ -378,38 +372,40 @@ async def test_a_malformed_chunk_echoing_the_key_is_redacted(
 
 @pytest.mark.parametrize("data", ['{"choices": "x"}', "[1, 2]", '{"choices": [{"delta": 7}]}'])
 async def test_a_stream_chunk_of_another_shape_is_a_retryable_provider_error(
-    api: OpenAIServer, provider: OpenAIProvider, data: str
+    openai_api: OpenAIServer, openai_provider: OpenAIProvider, data: str
 ) -> None:
-    api.reply_malformed(data)
+    openai_api.reply_malformed(data)
 
-    err = await provider_error(provider)
+    err = await provider_error(openai_provider)
 
     assert (err.status, err.retryable, err.error_type) == (None, True, "malformed_stream")
     assert err.message.startswith(
-        f"the Chat Completions API at {api.base_url} sent a stream chunk it cannot read ("
+        f"the Chat Completions API at {openai_api.base_url} sent a stream chunk it cannot read ("
     )
 
 
 async def test_a_named_api_key_env_is_read_from_the_worker_environment(
-    monkeypatch: pytest.MonkeyPatch, api: OpenAIServer
+    monkeypatch: pytest.MonkeyPatch, openai_api: OpenAIServer
 ) -> None:
     monkeypatch.setenv("OMA_TEST_GROQ_KEY", "gsk_from_the_environment_0123")
-    monkeypatch.setenv("OMA_CREDENTIALS", f"OMA_TEST_GROQ_KEY={api.origin}")
+    monkeypatch.setenv("OMA_CREDENTIALS", f"OMA_TEST_GROQ_KEY={openai_api.origin}")
 
-    await OpenAIProvider().turn(turn_input(base_url=api.base_url, api_key_env="OMA_TEST_GROQ_KEY"))
+    await OpenAIProvider().turn(
+        turn_input(base_url=openai_api.base_url, api_key_env="OMA_TEST_GROQ_KEY")
+    )
 
-    assert api.requests[0].headers["authorization"] == "Bearer gsk_from_the_environment_0123"
+    assert openai_api.requests[0].headers["authorization"] == "Bearer gsk_from_the_environment_0123"
 
 
 async def test_a_named_api_key_env_that_is_unset_is_missing_credentials(
-    monkeypatch: pytest.MonkeyPatch, api: OpenAIServer, provider: OpenAIProvider
+    monkeypatch: pytest.MonkeyPatch, openai_api: OpenAIServer, openai_provider: OpenAIProvider
 ) -> None:
     monkeypatch.delenv("OMA_TEST_UNSET_KEY", raising=False)
-    monkeypatch.setenv("OMA_CREDENTIALS", f"OMA_TEST_UNSET_KEY={api.origin}")
+    monkeypatch.setenv("OMA_CREDENTIALS", f"OMA_TEST_UNSET_KEY={openai_api.origin}")
 
     with pytest.raises(MissingCredentialsError, match="set OMA_TEST_UNSET_KEY"):
-        await provider.turn(turn_input(api_key_env="OMA_TEST_UNSET_KEY"))
-    assert api.requests == []
+        await openai_provider.turn(turn_input(api_key_env="OMA_TEST_UNSET_KEY"))
+    assert openai_api.requests == []
 
 
 async def test_no_key_at_openai_is_missing_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -421,16 +417,16 @@ async def test_no_key_at_openai_is_missing_credentials(monkeypatch: pytest.Monke
 
 
 async def test_a_local_server_is_called_without_a_key_and_without_authorization(
-    monkeypatch: pytest.MonkeyPatch, api: OpenAIServer
+    monkeypatch: pytest.MonkeyPatch, openai_api: OpenAIServer
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.setenv("OPENAI_BASE_URL", api.base_url)
-    api.reply_text("from llama")
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_api.base_url)
+    openai_api.reply_text("from llama")
 
     out = await OpenAIProvider().turn(turn_input(model="llama3.2"))
 
     assert out.content == [TextBlock(text="from llama")]
-    assert "authorization" not in api.requests[0].headers
+    assert "authorization" not in openai_api.requests[0].headers
 
 
 async def test_max_tokens_is_max_completion_tokens_at_openai() -> None:
@@ -477,17 +473,17 @@ def team(*agents: dict[str, Any], **run: Any) -> dict[str, Any]:
 
 @pytest.mark.usefixtures("worker")
 async def test_a_tool_loop_of_two_turns_runs_through_a_team_run(
-    client: Client, workflow_id: str, api: OpenAIServer, tmp_path: Path
+    client: Client, workflow_id: str, openai_api: OpenAIServer, tmp_path: Path
 ) -> None:
     (tmp_path / "a.py").write_text("print('hi')\n")
-    api.reply_tool_call("grep", {"pattern": "print"}, id="call_a", text="Looking.")
-    api.reply_text("a.py prints hi", prompt_tokens=40, cached_tokens=30, completion_tokens=5)
+    openai_api.reply_tool_call("grep", {"pattern": "print"}, id="call_a", text="Looking.")
+    openai_api.reply_text("a.py prints hi", prompt_tokens=40, cached_tokens=30, completion_tokens=5)
     agent = gpt(tools=["readonly"], cwd=str(tmp_path))
 
     result = await run_team(client, workflow_id, team(agent, tasks=[task("ask", "gpt")]))
 
     assert (result.task("ask").status, result.task("ask").output) == ("completed", "a.py prints hi")
-    first, second = api.requests
+    first, second = openai_api.requests
     assert first.headers["authorization"] == f"Bearer {OPENAI_TEST_KEY}"
     assert {t["function"]["name"] for t in first.body["tools"]} == {"file_read", "glob", "grep"}
     assert second.body["messages"][-2:] == [
@@ -513,15 +509,15 @@ async def test_a_tool_loop_of_two_turns_runs_through_a_team_run(
 
 @pytest.mark.usefixtures("worker")
 async def test_a_rate_limited_turn_is_retried_by_temporal_then_succeeds(
-    client: Client, workflow_id: str, api: OpenAIServer
+    client: Client, workflow_id: str, openai_api: OpenAIServer
 ) -> None:
-    api.reply_error(429, "slow down", headers={"retry-after-ms": "100"})
-    api.reply_text("second time lucky")
+    openai_api.reply_error(429, "slow down", headers={"retry-after-ms": "100"})
+    openai_api.reply_text("second time lucky")
 
     result = await run_team(client, workflow_id, team(gpt(), tasks=[task("ask", "gpt")]))
 
     assert result.task("ask").output == "second time lucky"
-    assert len(api.requests) == 2
+    assert len(openai_api.requests) == 2
     child = await client.get_workflow_handle(f"{workflow_id}/ask").fetch_history()
     [started] = [
         e for e in child.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
@@ -532,9 +528,9 @@ async def test_a_rate_limited_turn_is_retried_by_temporal_then_succeeds(
 
 @pytest.mark.usefixtures("worker")
 async def test_a_bad_request_fails_the_task_with_the_providers_message(
-    client: Client, workflow_id: str, api: OpenAIServer
+    client: Client, workflow_id: str, openai_api: OpenAIServer
 ) -> None:
-    api.reply_error(400, "model 'gpt-test' does not support tools")
+    openai_api.reply_error(400, "model 'gpt-test' does not support tools")
 
     result = await run_team(client, workflow_id, team(gpt(), tasks=[task("ask", "gpt")]))
 
@@ -543,16 +539,16 @@ async def test_a_bad_request_fails_the_task_with_the_providers_message(
     assert "HTTP 400 invalid_request_error: model 'gpt-test' does not support tools" in (
         failed.error or ""
     )
-    assert len(api.requests) == 1
+    assert len(openai_api.requests) == 1
     await assert_replays(client, workflow_id)
 
 
 @pytest.mark.usefixtures("worker")
 async def test_a_missing_key_fails_the_task_naming_the_variable(
-    client: Client, workflow_id: str, api: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+    client: Client, workflow_id: str, openai_api: OpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OMA_TEST_MISSING_KEY", raising=False)
-    monkeypatch.setenv("OMA_CREDENTIALS", f"OMA_TEST_MISSING_KEY={api.origin}")
+    monkeypatch.setenv("OMA_CREDENTIALS", f"OMA_TEST_MISSING_KEY={openai_api.origin}")
     agent = gpt(api_key_env="OMA_TEST_MISSING_KEY")
 
     result = await run_team(client, workflow_id, team(agent, tasks=[task("ask", "gpt")]))
@@ -560,23 +556,25 @@ async def test_a_missing_key_fails_the_task_naming_the_variable(
     failed = result.task("ask")
     assert (failed.status, failed.error_code) == ("failed", "MISSING_CREDENTIALS")
     assert "set OMA_TEST_MISSING_KEY" in (failed.error or "")
-    assert api.requests == []
+    assert openai_api.requests == []
     await assert_replays(client, workflow_id)
 
 
 @pytest.mark.usefixtures("worker")
 async def test_an_openai_coordinator_plans_and_synthesizes_at_the_agents_endpoint(
-    client: Client, workflow_id: str, api: OpenAIServer
+    client: Client, workflow_id: str, openai_api: OpenAIServer
 ) -> None:
     plan = [{"title": "Greet", "description": "Say hi.", "assignee": "gpt"}]
-    api.reply_text(json.dumps(plan))
-    api.reply_text("hi")
-    api.reply_text("The team said hi.")
+    openai_api.reply_text(json.dumps(plan))
+    openai_api.reply_text("hi")
+    openai_api.reply_text("The team said hi.")
 
-    result = await run_team(client, workflow_id, team(gpt(base_url=api.base_url), goal="Greet"))
+    result = await run_team(
+        client, workflow_id, team(gpt(base_url=openai_api.base_url), goal="Greet")
+    )
 
     assert result.final_output == "The team said hi."
-    assert [r.body["model"] for r in api.requests] == ["gpt-test"] * 3
+    assert [r.body["model"] for r in openai_api.requests] == ["gpt-test"] * 3
     await assert_replays(client, workflow_id)
 
 
@@ -584,17 +582,17 @@ async def test_an_openai_coordinator_plans_and_synthesizes_at_the_agents_endpoin
 
 
 async def test_the_in_process_agent_streams_an_openai_answer_with_default_adapters(
-    monkeypatch: pytest.MonkeyPatch, api: OpenAIServer
+    monkeypatch: pytest.MonkeyPatch, openai_api: OpenAIServer
 ) -> None:
     from oma import Agent
 
     monkeypatch.setenv("OMA_TEST_AGENT_KEY", "sk-agent-test-key-0123456789")
-    monkeypatch.setenv("OMA_CREDENTIALS", f"OMA_TEST_AGENT_KEY={api.origin}")
-    api.reply_text("one two three", pieces=3)
-    agent = Agent(gpt(base_url=api.base_url, api_key_env="OMA_TEST_AGENT_KEY"))
+    monkeypatch.setenv("OMA_CREDENTIALS", f"OMA_TEST_AGENT_KEY={openai_api.origin}")
+    openai_api.reply_text("one two three", pieces=3)
+    agent = Agent(gpt(base_url=openai_api.base_url, api_key_env="OMA_TEST_AGENT_KEY"))
 
     events = [e async for e in agent.stream("go")]
 
     texts = [e.text for e in events if isinstance(e, TextDelta)]
     assert texts == ["one t", "wo th", "ree"]
-    assert api.requests[0].headers["authorization"] == "Bearer sk-agent-test-key-0123456789"
+    assert openai_api.requests[0].headers["authorization"] == "Bearer sk-agent-test-key-0123456789"

@@ -9,8 +9,6 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,40 +19,17 @@ from oma import worker as oma_worker
 from oma.activities.tools.custom import load_custom_tool
 from oma.client.runs import start_team_run
 from oma.core.schema.before_run import load_hook
-from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import parse_team_run_input
 from oma.runtime.dev_server import DevServer, is_listening
 from oma.testing import recorded
-from tests._runs import assert_replays, start_team, task, team_result, worker_activities
+from tests._cli import OMA, run_cmd
+from tests._recorded import QUEUE, own_api_and_worker, run_on_queue, team_input
+from tests._runs import assert_replays, task, team_result, worker_activities
 from tests.anthropic_server import AnthropicServer
-from tests.test_cli import OMA, run_cmd
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parent.parent
-QUEUE = "oma-recorded"
-
-
-def team_input() -> dict[str, Any]:
-    agent = {"name": "writer", "provider": "anthropic", "system_prompt": "Be brief."}
-    return {
-        "team": {"name": "rec", "agents": [agent]},
-        "tasks": [task("t1", "writer"), task("t2", "writer", "t1")],
-    }
-
-
-@asynccontextmanager
-async def own_api_and_worker(client: Client) -> AsyncIterator[AnthropicServer]:
-    """A Messages API server and a worker of this test's own (on ``QUEUE``),
-    so that the test can stop the server while the worker goes on."""
-    with AnthropicServer() as api:
-        activities = worker_activities(QUEUE, api.base_url)
-        async with oma_worker.build_worker(client, QUEUE, activities):
-            yield api
-
-
-async def run(client: Client, workflow_id: str, run_input: dict[str, Any]) -> TeamRunResult:
-    return await team_result(await start_team(client, workflow_id, run_input, QUEUE))
 
 
 async def test_a_fork_replays_recorded_turns_with_the_model_server_stopped(
@@ -66,14 +41,14 @@ async def test_a_fork_replays_recorded_turns_with_the_model_server_stopped(
         async with oma_worker.build_worker(client, QUEUE, activities):
             api.reply_text("alpha", input_tokens=11, output_tokens=3)
             api.reply_text("beta", input_tokens=13, output_tokens=4)
-            source = await run(client, workflow_id, team_input())
+            source = await run_on_queue(client, workflow_id, team_input())
             assert source.success, source
             assert [t.output for t in source.tasks] == ["alpha", "beta"]
             assert len(api.requests) == 2
             execution = (await client.get_workflow_handle(workflow_id).describe()).run_id
             api.stop()
             assert not is_listening(address)
-            forked = await run(
+            forked = await run_on_queue(
                 client,
                 f"{workflow_id}-rec",
                 {
@@ -88,7 +63,7 @@ async def test_a_fork_replays_recorded_turns_with_the_model_server_stopped(
             ]
             assert forked.total_token_usage.input_tokens == 11 + 13  # as recorded
             assert forked.total_cost_usd == 0.0  # nothing was spent
-            missed = await run(
+            missed = await run_on_queue(
                 client,
                 f"{workflow_id}-miss",
                 {
@@ -118,17 +93,17 @@ async def test_a_fork_of_a_fork_replays_the_turns_of_the_tasks_it_kept(
     async with own_api_and_worker(client) as api:
         api.reply_text("alpha")
         api.reply_text("beta")
-        assert (await run(client, workflow_id, team_input())).success
+        assert (await run_on_queue(client, workflow_id, team_input())).success
         api.stop()
         replayed = {"options": {"models": "recorded"}}
-        first = await run(
+        first = await run_on_queue(
             client,
             f"{workflow_id}-f",
             {"fork": {"run_id": workflow_id, "rerun": ["t2"]}, **replayed},
         )
         assert first.status == "completed", first
         # t1 was kept by the first fork: its turn is in the source's AgentRun, not the fork's
-        second = await run(
+        second = await run_on_queue(
             client,
             f"{workflow_id}-ff",
             {"fork": {"run_id": f"{workflow_id}-f", "rerun": ["t1"]}, **replayed},
@@ -144,7 +119,7 @@ async def test_oma_fork_models_recorded_with_fallback_calls_the_provider_on_a_mi
     async with own_api_and_worker(client) as api:
         api.reply_text("alpha")
         api.reply_text("beta")
-        assert (await run(client, workflow_id, team_input())).success
+        assert (await run_on_queue(client, workflow_id, team_input())).success
         api.reset()
         api.reply_text("gamma")
         env = {**os.environ, "TEMPORAL_ADDRESS": dev_server.address, "OMA_TASK_QUEUE": QUEUE}
@@ -198,7 +173,7 @@ async def test_a_custom_tool_whose_schema_and_docstring_changed_misses_naming_th
     async with own_api_and_worker(client) as api:
         api.reply_tool_use("lookup", {"key": "a"})
         api.reply_text("A it is")
-        source = await run(client, workflow_id, tool_team("rec_changed_tool:lookup"))
+        source = await run_on_queue(client, workflow_id, tool_team("rec_changed_tool:lookup"))
         assert source.success, source
     # the same import path: two more parameters and another docstring; a new worker
     write_module(
@@ -209,7 +184,7 @@ async def test_a_custom_tool_whose_schema_and_docstring_changed_misses_naming_th
     )
     async with own_api_and_worker(client) as api:
         api.stop()
-        forked = await run(
+        forked = await run_on_queue(
             client,
             f"{workflow_id}-f",
             {"fork": {"run_id": workflow_id, "rerun": ["t1"]}, "options": {"models": "recorded"}},
@@ -241,11 +216,11 @@ async def test_a_changed_tool_result_misses_naming_the_tool_result_message(
     async with own_api_and_worker(client) as api:
         api.reply_tool_use("lookup", {"key": "a"})
         api.reply_text("it is one")
-        source = await run(client, workflow_id, tool_team("rec_reading_tool:lookup"))
+        source = await run_on_queue(client, workflow_id, tool_team("rec_reading_tool:lookup"))
         assert source.success, source
         api.stop()
         value.write_text("two")
-        forked = await run(
+        forked = await run_on_queue(
             client,
             f"{workflow_id}-f",
             {"fork": {"run_id": workflow_id, "rerun": ["t1"]}, "options": {"models": "recorded"}},
@@ -274,18 +249,18 @@ async def test_a_fork_replays_the_turns_of_the_execution_it_read_on_one_worker(
         source = {"run_id": workflow_id, "rerun": ["t1"]}
         if execution is not None:
             source["temporal_run_id"] = execution
-        forked = await run(client, f"{workflow_id}-{name}", {"fork": source, **replayed})
+        forked = await run_on_queue(client, f"{workflow_id}-{name}", {"fork": source, **replayed})
         assert forked.status == "completed", forked.task("t1").error
         await assert_replays(client, f"{workflow_id}-{name}")
         return forked.task("t1").output
 
     async with own_api_and_worker(client) as api:
         api.reply_text("first")
-        assert (await run(client, workflow_id, one_task)).success
+        assert (await run_on_queue(client, workflow_id, one_task)).success
         first = (await client.get_workflow_handle(workflow_id).describe()).run_id
         assert await fork_output("a") == "first"  # this worker has read the first's turns
         api.reply_text("second")
-        assert (await run(client, workflow_id, one_task)).success  # the same workflow id
+        assert (await run_on_queue(client, workflow_id, one_task)).success  # the same workflow id
         api.stop()
         assert await fork_output("b") == "second"  # the latest execution's turns
         assert await fork_output("c", first) == "first"  # the first's, named by its run id
@@ -298,7 +273,7 @@ async def test_a_run_under_its_recordings_workflow_id_replays_the_execution_befo
     one_task = {"team": team_input()["team"], "tasks": [task("t1", "writer")]}
     async with own_api_and_worker(client) as api:
         api.reply_text("first")
-        assert (await run(client, workflow_id, one_task)).success
+        assert (await run_on_queue(client, workflow_id, one_task)).success
         api.stop()
         # a daily job: the same workflow id, replaying yesterday's turns
         again = parse_team_run_input({**one_task, "options": {"models": {"from": workflow_id}}})

@@ -15,10 +15,9 @@ import pytest
 from temporalio.client import Client
 
 from oma.runtime.dev_server import DevServer
+from tests._cli import OMA, run_cmd, table_rows
+from tests._recorded import QUEUE, own_api_and_worker, run_on_queue, team_input
 from tests._runs import assert_replays
-from tests.test_cli import OMA, run_cmd
-from tests.test_cli_control import table_rows
-from tests.test_recorded import QUEUE, own_api_and_worker, run, team_input
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +34,7 @@ async def test_a_forks_recorded_turns_are_marked_in_oma_fork_oma_show_json_and_h
     async with own_api_and_worker(client) as api:
         api.reply_text("alpha")
         api.reply_text("beta")
-        assert (await run(client, workflow_id, team_input())).success
+        assert (await run_on_queue(client, workflow_id, team_input())).success
         api.reset()
         api.reply_text("gamma")
         api.reply_text("gamma")

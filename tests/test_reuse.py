@@ -17,11 +17,11 @@ from temporalio.exceptions import ApplicationError
 from oma.core.schema.run_events import RunEvent
 from oma.runtime.dev_server import DevServer
 from tests._approvals import WAIT_S, result_within, start_run
+from tests._cli import oma, table_rows
+from tests._fork import counted_agent, five_tasks, runs
 from tests._runs import assert_replays, run_team, start_team, task
+from tests._terminal import Terminal
 from tests.anthropic_server import AnthropicServer
-from tests.test_cli_control import table_rows
-from tests.test_cli_live import Terminal
-from tests.test_fork import counted_agent, five_tasks, oma, runs
 
 pytestmark = pytest.mark.usefixtures("worker")
 

@@ -21,9 +21,9 @@ from oma.client.runs import read_outputs
 from oma.core.schema.results import TeamRunResult
 from oma.runtime.dev_server import DevServer
 from tests._approvals import WAIT_S, eventually, result_within, start_run
+from tests._cli import oma, table_rows
+from tests._fork import GOAL_PLAN, fork
 from tests._runs import assert_replays, run_team, start_team, task, team_result
-from tests.test_cli_control import table_rows
-from tests.test_fork import GOAL_PLAN, fork, oma
 
 pytestmark = pytest.mark.usefixtures("worker")
 

@@ -27,9 +27,9 @@ from oma.runtime.deployment import BUILD_ID_VAR, DEPLOYMENT_NAME_VAR, deployment
 from oma.runtime.dev_server import DevServer
 from tests._approvals import WAIT_S, Run, eventually, result_within, start_run
 from tests._builds import NEW_BUILD_TIMER
+from tests._cli import OMA, ROOT, run_cmd, temporal
 from tests._procs import Processes
 from tests._runs import FOREIGN_QUEUE_SUFFIX, TASK_QUEUE, histories_of, scripted, task
-from tests.test_cli import OMA, ROOT, run_cmd, temporal
 
 ROLLOUT_S = 60.0
 """How long a run of the rollout gets to finish once it is approved."""

@@ -9,7 +9,6 @@ import html
 import json
 import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
@@ -35,8 +34,9 @@ from oma.cli.viewer.model import (
 from oma.runtime import plugin
 from oma.runtime.dev_server import DevServer, temporal_binary
 from oma.worker import OmaWorker
+from tests._cli import cells, oma_show
 from tests._runs import process, run_team, scripted, start_team, task
-from tests.test_cli_control import cells
+from tests._web_ui import chromium_command
 
 pytestmark = pytest.mark.e2e
 
@@ -100,13 +100,6 @@ async def run(*cmd: str, env: dict[str, str] | None = None) -> subprocess.Comple
     return await asyncio.to_thread(
         subprocess.run, list(cmd), env=env, capture_output=True, text=True, timeout=120
     )
-
-
-async def oma_show(dev_server: DevServer, *args: str) -> subprocess.CompletedProcess[str]:
-    """`oma show ...` against the test server, on a wide pretend terminal."""
-    env = {**os.environ, "TEMPORAL_ADDRESS": dev_server.address, "COLUMNS": "200"}
-    env.pop("TEMPORAL_NAMESPACE", None)
-    return await run(OMA, "show", *args, env=env)
 
 
 # -- the model ----------------------------------------------------------------
@@ -297,23 +290,6 @@ async def test_the_parent_history_alone_shows_every_task_and_says_what_is_missin
 
 
 # -- the page, in a real headless Chromium -------------------------------------
-
-
-def chromium_command(profile: Path) -> list[str]:
-    found = shutil.which("chromium")
-    assert found, "Debian's chromium is not installed: run `make chromium`"
-    return [
-        found,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-    ]
 
 
 def png_colors(png: bytes) -> set[bytes]:

@@ -389,7 +389,7 @@ async def test_a_run_past_the_threshold_keeps_its_payloads_in_the_s3_store_encry
 
 
 @pytest.fixture
-def codec_server(file_store: PayloadStore, processes: Processes) -> Iterator[str]:
+def stored_codec_server(file_store: PayloadStore, processes: Processes) -> Iterator[str]:
     """A real ``oma codec-server`` process with the keys and the directory store."""
     port = free_port()
     env = {**os.environ, "OMA_CODEC_KEYS": KEY, "OMA_PAYLOAD_STORE": file_store.url}
@@ -426,7 +426,9 @@ def readable(shown: Any) -> str:
 
 
 async def test_the_temporal_cli_shows_a_stored_input_through_the_codec_server(
-    dev_server: DevServer, codec_server: str, finished_big_run: tuple[str, str, TeamRunResult]
+    dev_server: DevServer,
+    stored_codec_server: str,
+    finished_big_run: tuple[str, str, TeamRunResult],
 ) -> None:
     workflow_id, marker, _ = finished_big_run
 
@@ -456,7 +458,7 @@ async def test_the_temporal_cli_shows_a_stored_input_through_the_codec_server(
         return readable(json.loads(done.stdout))
 
     plain, decoded = await asyncio.gather(
-        show(), show("--codec-endpoint", codec_server, "--codec-auth", "Bearer stored-token")
+        show(), show("--codec-endpoint", stored_codec_server, "--codec-auth", "Bearer stored-token")
     )
 
     assert marker not in plain

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -27,45 +26,19 @@ from oma.core.contracts.acp import AcpPromptInput
 from oma.core.contracts.process import ProcessRunInput
 from oma.core.schema.backends import ProcessBackendConfig
 from oma.workflows._agent_ports import failed_backend_attempts
-from tests._procs import alive
-from tests.test_acp_session import WORKER_QUEUE, Heartbeats, ScriptedAgent, text, turn
+from tests._acp_script import WORKER_QUEUE, Heartbeats, ScriptedAgent, text, turn
+from tests._attempts import SUPERSEDED
+from tests._procs import dead_within, read_when_written
 
 pytestmark = pytest.mark.fault
 
 PAUSE = f"{sys.executable} -c 'import signal; signal.pause()'"
-
-# Why Temporal gave an attempt up: the server refused its heartbeat (not
-# found: timed out and retried, or the workflow is gone), the SDK's own
-# heartbeat timer ran out, or an operator reset the activity.
-SUPERSEDED = {
-    "not_found": ActivityCancellationDetails(not_found=True),
-    "timed_out": ActivityCancellationDetails(not_found=True, timed_out=True),
-    "reset": ActivityCancellationDetails(reset=True),
-}
 
 
 def env_at(attempt: int) -> ActivityEnvironment:
     env = ActivityEnvironment()
     env.info = dataclasses.replace(env.info, attempt=attempt)
     return env
-
-
-async def read_when_written(path: Path, timeout_s: float = 5.0) -> int:
-    deadline = time.monotonic() + timeout_s
-    while not (path.exists() and path.read_text().endswith("\n")):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{path} was not written")
-        await asyncio.sleep(0.02)
-    return int(path.read_text())
-
-
-async def dead_within(pids: list[int], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while any(alive(pid) for pid in pids):
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.01)
-    return True
 
 
 class TermRecorder:

@@ -16,57 +16,29 @@ from temporalio.client import Client, WorkflowHistory, WorkflowUpdateFailedError
 from oma import worker as oma_worker
 from oma.core.contracts.workflow_ids import task_workflow_id
 from oma.core.schema.approvals import request_hash
-from oma.core.schema.messages import ToolResultBlock
 from oma.core.schema.results import AgentRunResult
-from tests._approvals import WAIT_S, Run, refusal_code, result_within, start_run
+from tests._approvals import (
+    WAIT_S,
+    Run,
+    gated_run,
+    refusal_code,
+    result_within,
+    start_run,
+    write,
+    writer,
+)
 from tests._runs import (
     TASK_QUEUE,
     agent_result,
     assert_replays,
     collected_unraisable,
     histories_of,
+    scripted_activities,
     task,
 )
-from tests.test_approvals import scripted_activities
+from tests._tools import tool_results
 
 pytestmark = pytest.mark.usefixtures("worker")
-
-
-def write(tool_id: str, path: str, content: str) -> dict[str, Any]:
-    return {
-        "type": "tool_use",
-        "id": tool_id,
-        "name": "file_write",
-        "input": {"path": path, "content": content},
-    }
-
-
-def writer(cwd: Path, *script: Any) -> dict[str, Any]:
-    return {
-        "name": "writer",
-        "provider": "scripted",
-        "script": list(script),
-        "tools": ["readwrite"],
-        "cwd": str(cwd),
-    }
-
-
-def gated_run(cwd: Path, *script: Any, **approvals: Any) -> dict[str, Any]:
-    return {
-        "team": {"name": "t", "agents": [writer(cwd, *script)]},
-        "tasks": [task("w", "writer")],
-        "options": {"approvals": {"tools": ["file_write"], **approvals}},
-    }
-
-
-def tool_results(result: AgentRunResult) -> list[ToolResultBlock]:
-    return [
-        b
-        for m in result.messages
-        if m.role == "user"
-        for b in m.content
-        if isinstance(b, ToolResultBlock)
-    ]
 
 
 async def test_a_gated_call_waits_listed_at_the_team_run_and_runs_once_approved(

@@ -37,12 +37,12 @@ from oma.core.schema.tools import ToolRef
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer
 from oma.workflows import _options
-from tests._procs import alive
+from tests._attempts import SUPERSEDED
+from tests._mcp import mcp_agent, python_server, started
+from tests._procs import alive, dead_within, read_when_written
 from tests._proxy import TcpProxy
 from tests._runs import assert_replays, run_agent
-from tests.test_mcp import mcp_agent, python_server, started
-from tests.test_superseded_attempt import SUPERSEDED, dead_within, read_when_written
-from tests.test_tool_calls import results, tool_use
+from tests._tools import tool_use, turn_results
 
 pytestmark = pytest.mark.fault
 
@@ -203,7 +203,7 @@ async def test_a_15_s_outage_mid_bash_runs_each_command_once(
             result = await asyncio.wait_for(handle.result(), 60)
 
     assert (lines(through), lines(during)) == (["started"], ["started"])
-    assert [(r.content, r.is_error) for r in results(result)] == [
+    assert [(r.content, r.is_error) for r in turn_results(result)] == [
         ("exit code 0\n--- stdout ---\nok", False),
         ("exit code 0\n--- stdout ---\nok", False),
     ]
@@ -286,7 +286,7 @@ async def test_a_bash_command_dies_with_its_worker_and_runs_again_only_in_the_re
     ]
 
     result = await killed_mid_run_then_retried(worker_process, pids, effects, client, handle)
-    [ran] = results(result)
+    [ran] = turn_results(result)
     assert (ran.content, ran.is_error) == ("exit code 0 (no output)", False)
     assert not any(alive(pid) for pid in pids)
 
@@ -358,7 +358,7 @@ async def test_a_custom_tool_value_that_cannot_be_sent_is_one_result(
     result = await run_agent(
         client, workflow_id, custom_agent(tmp_path, tool, marker=str(marker)), "go"
     )
-    [answer] = results(result)
+    [answer] = turn_results(result)
     assert (answer.content, answer.is_error) == (content, is_error)
     assert marker.read_text() == "x"
     await assert_replays(client, workflow_id)
@@ -394,7 +394,7 @@ async def test_an_async_tool_blocking_the_event_loop_fails_once(
     result = await run_agent(
         client, workflow_id, custom_agent(tmp_path, tool, seconds=1.0, marker=str(marker)), "go"
     )
-    [answer] = results(result)
+    [answer] = turn_results(result)
     assert answer.is_error
     assert re.fullmatch(BLOCKED.format(tool=tool) + re.escape(then), answer.content)
     assert marker.read_text() == "x"
@@ -413,7 +413,7 @@ async def test_an_mcp_call_past_its_deadline_is_an_error_result(
     )
     started_at = time.monotonic()
     result = await run_agent(client, workflow_id, agent, "go")
-    [answer] = results(result)
+    [answer] = turn_results(result)
     assert (answer.content, answer.is_error) == (
         "the MCP tool 'slow' of server 't' did not answer within 1 s; the call was cancelled",
         True,

@@ -14,19 +14,15 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 
 from oma.agent import Agent
-from oma.core.schema.messages import ToolResultBlock
 from oma.core.schema.results import AgentRunResult
 from tests._procs import alive
 from tests._runs import TASK_QUEUE, agent_result, assert_replays, run_agent, run_team, task
+from tests._tools import tool_use, turn_results
 from tests.anthropic_server import AnthropicServer, ToolUseReply
 
 pytestmark = pytest.mark.usefixtures("worker")
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def tool_use(tool_id: str, name: str, **args: Any) -> dict[str, Any]:
-    return {"type": "tool_use", "id": tool_id, "name": name, "input": args}
 
 
 def scripted_with_tools(tmp_path: Path, *script: Any, **config: Any) -> dict[str, Any]:
@@ -38,12 +34,6 @@ def scripted_with_tools(tmp_path: Path, *script: Any, **config: Any) -> dict[str
         "cwd": str(tmp_path),
         **config,
     }
-
-
-def results(result: AgentRunResult, turn: int = 0) -> list[ToolResultBlock]:
-    """The tool results the model received after its ``turn``-th answer."""
-    message = [m for m in result.messages if m.role == "user"][turn + 1]
-    return [b for b in message.content if isinstance(b, ToolResultBlock)]
 
 
 async def tool_activities(client: Client, workflow_id: str) -> list[str]:
@@ -68,7 +58,7 @@ async def test_a_scripted_agent_reads_a_file_and_calls_a_custom_tool_each_as_an_
     result = await run_agent(client, workflow_id, agent, "review the notes")
 
     assert result.output == "notes say alpha; 2 + 3 = 5"
-    read, added = results(result)
+    read, added = turn_results(result)
     assert (read.tool_use_id, read.is_error) == ("u1", False)
     assert read.content == "     1\talpha\n     2\tbeta"
     assert (added.tool_use_id, added.content, added.is_error) == ("u2", "5", False)
@@ -98,7 +88,7 @@ async def test_a_path_escaping_the_cwd_and_a_raising_tool_are_errors_the_model_r
     )
     result = await run_agent(client, workflow_id, agent, "read the secret")
 
-    dotdot, link, explode = results(result)
+    dotdot, link, explode = turn_results(result)
     assert dotdot.is_error and "outside the working directory" in str(dotdot.content)
     assert link.is_error and "outside the working directory" in str(link.content)
     assert "the secret" not in str(dotdot.content) + str(link.content)
@@ -213,7 +203,7 @@ async def test_the_in_process_agent_runs_the_same_tools(tmp_path: Path) -> None:
     assert [e.type for e in events] == ["agent_start", "tool_call", "text_delta", "done"]
     done = events[-1]
     assert done.result.output == "found gamma in notes.txt"
-    [found] = results(done.result)
+    [found] = turn_results(done.result)
     assert found.content == "notes.txt:1:gamma"
 
 
@@ -302,7 +292,7 @@ async def test_the_demo_reviewer_reads_the_code_the_coder_wrote(
         ("file_read", "completed"),
         ("grep", "completed"),
     ]
-    read, grepped = results(review)
+    read, grepped = turn_results(review)
     assert '    15\t    return re.sub(r"[^a-z0-9]+", "-", folded.lower()).strip("-")' in str(
         read.content
     )
@@ -327,7 +317,7 @@ async def test_the_in_process_agent_reviews_each_tool_call_with_on_tool_call(
     ]
     config = scripted_with_tools(tmp_path, *script, tools=["readonly", "tests.tools:deploy"])
     result = await Agent(config, on_tool_call=review).run("go")
-    read, deploy = results(result)
+    read, deploy = turn_results(result)
     assert (read.is_error, deploy.is_error, deploy.content) == (
         False,
         True,
@@ -338,7 +328,7 @@ async def test_the_in_process_agent_reviews_each_tool_call_with_on_tool_call(
         ("tool", {"environment": "x"}),
     ]
     unreviewed = await Agent(config).run("go")
-    assert results(unreviewed)[1].content.startswith("not run: deploy is consequential")
+    assert turn_results(unreviewed)[1].content.startswith("not run: deploy is consequential")
 
 
 @pytest.mark.parametrize(
@@ -356,7 +346,7 @@ async def test_a_custom_tool_declaring_retries_is_tried_again_and_its_last_error
         tools=[f"tests.tools:{tool}"],
     )
     result = await run_agent(client, workflow_id, agent, "go")
-    [answer] = results(result)
+    [answer] = turn_results(result)
     assert (answer.content, answer.is_error) == (expected, attempts == 2)
     assert marker.read_text() == "x" * attempts
     await assert_replays(client, workflow_id)

@@ -32,15 +32,6 @@ BACKTRACKING_LINE = "a" * 25
 (about 2 s on a loaded 2-core machine)."""
 
 
-@pytest.fixture
-def cwd(tmp_path: Path) -> Path:
-    root = tmp_path / "work"
-    root.mkdir()
-    (tmp_path / "outside").mkdir()
-    (tmp_path / "outside" / "secret.txt").write_text("the secret\n")
-    return root.resolve()
-
-
 async def call(cwd: Path, name: str, **raw: Any) -> ToolOutput:
     return await run_builtin(name, raw, ToolContext(cwd=cwd))
 

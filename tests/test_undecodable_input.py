@@ -20,8 +20,8 @@ from oma import OpenMultiAgent
 from oma.core.schema.errors import InvalidRunInputError
 from oma.core.schema.results import TeamRunResult
 from tests._approvals import Run, eventually, refusal_code, result_within, start_run
+from tests._cli import oma_blocking
 from tests._runs import TASK_QUEUE, assert_replays, scripted, task
-from tests.test_cli import oma
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -167,7 +167,7 @@ def test_oma_run_refuses_a_file_a_worker_could_not_decode(tmp_path: Path) -> Non
         json.dumps({"team": {"name": "t", "agents": [deep_history_agent(250)]}, "goal": "g"})
     )
     for file, problem in ((surrogate, "lone UTF-16 surrogate"), (deep, "cannot read")):
-        proc = oma("run", str(file), cwd=tmp_path, timeout=30)
+        proc = oma_blocking("run", str(file), cwd=tmp_path, timeout=30)
         assert proc.returncode == 2, proc.stderr
         assert problem in proc.stderr
         assert "starting the embedded" not in proc.stderr

@@ -23,6 +23,7 @@ from oma.runtime.dev_server import DevServer
 from oma.workflows._visibility import start_attributes
 from tests._approvals import WAIT_S, eventually
 from tests._approvals import start_run as start_approval_run
+from tests._cli import start_with_stock_cli, temporal
 from tests._runs import (
     TASK_QUEUE,
     assert_replays,
@@ -32,7 +33,6 @@ from tests._runs import (
     task,
     team_result,
 )
-from tests.test_cli import start_with_stock_cli, temporal
 
 pytestmark = pytest.mark.usefixtures("worker")
 

@@ -19,23 +19,14 @@ from pathlib import Path
 import pytest
 
 from oma.runtime.dev_server import DevServer, free_port, free_ports, is_listening
+from tests._cli import OMA, PYTHON_API, PYTHON_API_OUTPUT, demo_copy, run_cmd
 from tests._procs import Processes
 from tests._runs import TASK_QUEUE
-from tests.test_cli import OMA, demo_copy, run_cmd
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON_API = ROOT / "examples" / "python_api.py"
 
-PYTHON_API_OUTPUT = [
-    "agent: ACP: JSON-RPC between editors and coding agents.",
-    "tasks: completed - Durable execution: work that survives a crash.",
-    "goal: completed - Durable execution means a run's progress is recorded, so it survives "
-    "crashes.",
-    "approved: ['plan']",
-]
-"""What `python examples/python_api.py` prints."""
 
 WALKTHROUGH = [
     "oma run examples/approval-team-scripted.json --workflow-id approval-1 &",

@@ -26,10 +26,9 @@ from temporalio.client import Client
 from oma.core.schema.messages import TextBlock, ToolResultBlock
 from oma.runtime.dev_server import DevServer
 from tests import _compose
+from tests._cli import OMA, PYTHON_API_OUTPUT, demo_copy, run_cmd
 from tests._image import Layout, build_layout, install
 from tests._runs import agent_result
-from tests.test_cli import OMA, demo_copy, run_cmd
-from tests.test_walkthroughs import PYTHON_API_OUTPUT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("worker-image")]
 
@@ -142,26 +141,26 @@ async def image_worker(layout: Layout, dev_server: DevServer) -> AsyncIterator[I
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Iterator[Path]:
+def checkout(tmp_path: Path) -> Iterator[Path]:
     """The host's checkout: a copy of examples/ to run the commands from."""
     yield demo_copy(tmp_path)
 
 
 async def host(
-    worker: ImageWorker, project: Path, command: str
+    worker: ImageWorker, checkout: Path, command: str
 ) -> subprocess.CompletedProcess[str]:
-    """``command`` (one line of ``DEPLOYING``) run on the host in ``project``."""
+    """``command`` (one line of ``DEPLOYING``) run on the host in ``checkout``."""
     program, *args = shlex.split(command)
     executable = OMA if program == "oma" else sys.executable
-    return await run_cmd(executable, *args, cwd=project, env=worker.host_env())
+    return await run_cmd(executable, *args, cwd=checkout, env=worker.host_env())
 
 
 async def test_the_readmes_first_example_runs_on_the_image_worker(
-    image_worker: ImageWorker, project: Path
+    image_worker: ImageWorker, checkout: Path
 ) -> None:
     for leftover in image_worker.scratch.glob("*"):
         leftover.unlink()
-    ran = await host(image_worker, project, DEPLOYING[2] + " --json")
+    ran = await host(image_worker, checkout, DEPLOYING[2] + " --json")
 
     assert ran.returncode == 0, ran.stdout + ran.stderr
     result = json.loads(ran.stdout)
@@ -175,14 +174,14 @@ async def test_the_readmes_first_example_runs_on_the_image_worker(
         "slugify.py",
         "test_slugify.py",
     ]
-    assert not (project / "scratch" / "slugify.py").exists()
+    assert not (checkout / "scratch" / "slugify.py").exists()
 
 
 @pytest.mark.parametrize("command", DEPLOYING[3:5], ids=["goal", "acp"])
 async def test_the_readmes_other_examples_run_on_the_image_worker(
-    image_worker: ImageWorker, project: Path, command: str
+    image_worker: ImageWorker, checkout: Path, command: str
 ) -> None:
-    ran = await host(image_worker, project, command + " --json")
+    ran = await host(image_worker, checkout, command + " --json")
 
     assert ran.returncode == 0, ran.stdout + ran.stderr
     result = json.loads(ran.stdout)
@@ -191,10 +190,10 @@ async def test_the_readmes_other_examples_run_on_the_image_worker(
 
 
 async def test_a_team_with_a_custom_tool_and_hook_runs_on_the_image_worker(
-    image_worker: ImageWorker, project: Path, client: Client
+    image_worker: ImageWorker, checkout: Path, client: Client
 ) -> None:
     wid = f"tool-team-{uuid.uuid4().hex[:8]}"
-    ran = await host(image_worker, project, f"{DEPLOYING[5]} --json --workflow-id {wid}")
+    ran = await host(image_worker, checkout, f"{DEPLOYING[5]} --json --workflow-id {wid}")
 
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert json.loads(ran.stdout)["status"] == "completed"
@@ -210,13 +209,13 @@ async def test_a_team_with_a_custom_tool_and_hook_runs_on_the_image_worker(
 
 
 async def test_the_python_api_example_runs_on_the_image_worker(
-    image_worker: ImageWorker, project: Path
+    image_worker: ImageWorker, checkout: Path
 ) -> None:
-    ran = await host(image_worker, project, DEPLOYING[6])
+    ran = await host(image_worker, checkout, DEPLOYING[6])
 
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.splitlines() == PYTHON_API_OUTPUT
-    assert not (project / ".oma" / "temporal.db").exists(), "it must use the cluster"
+    assert not (checkout / ".oma" / "temporal.db").exists(), "it must use the cluster"
 
 
 def test_the_installed_package_has_its_bytecode(layout: Layout) -> None:
