@@ -53,6 +53,10 @@ CALLBACK_REVIEWER_ID = "oma:python-callback"
 POLL_INTERVAL_S = 0.3
 """Seconds between two ``pending_approvals`` queries while callbacks wait for requests."""
 
+STOP_GRACE_S = 5.0
+"""Seconds a review loop told to stop gets to finish the call it is in (a
+query, a decision) before it is cancelled."""
+
 
 class CallbackReview:
     """Offers the open requests of the ``TeamRun`` ``handle`` to
@@ -70,6 +74,7 @@ class CallbackReview:
         self.handle = handle
         self.callbacks = callbacks
         self.reviewer = reviewer
+        self._stop = asyncio.Event()
 
     async def result(self, client: Client) -> TeamRunResult:
         """The run's result, answering its requests meanwhile; the review
@@ -82,6 +87,12 @@ class CallbackReview:
                 review.result()
             return await result
         finally:
+            # The review loop stops between its calls: one cancelled mid-call
+            # leaves the SDK's call running in its own threads, whose answer,
+            # arriving as a short-lived process exits, aborted the interpreter
+            # ("PyGILState_Release", temporalio/sdk-python#300).
+            self._stop.set()
+            await asyncio.wait({review}, timeout=STOP_GRACE_S)
             for task in (result, review):
                 if not task.done():
                     task.cancel()
@@ -93,13 +104,14 @@ class CallbackReview:
 
     async def _review(self) -> None:
         offered: set[str] = set()
-        while True:
+        while not self._stop.is_set():
             for request in await self._open_requests():
-                if request.request_id not in offered:
+                if request.request_id not in offered and not self._stop.is_set():
                     offered.add(request.request_id)
                     if await self._offer(request) == "stale":
                         offered.discard(request.request_id)
-            await asyncio.sleep(POLL_INTERVAL_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), POLL_INTERVAL_S)
 
     async def _open_requests(self) -> list[PendingApproval]:
         # A query can fail while the run has not finished its first workflow
