@@ -31,7 +31,6 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 from oma import worker as oma_worker
-from oma.cli.viewer.model import build_run_view
 from oma.core.schema.errors import CodecKeyMissingError
 from oma.core.schema.results import TeamRunResult
 from oma.runtime import plugin
@@ -40,6 +39,7 @@ from oma.runtime.connection import Connection
 from oma.runtime.converter import data_converter
 from oma.runtime.dev_server import DevServer, free_port, is_listening, temporal_binary
 from oma.runtime.plugin import OmaPlugin
+from oma.viewer.model import build_run_view
 from oma.workflows._visibility import start_attributes
 from tests._approvals import Run, eventually, result_within, start_run, terminate_if_running
 from tests._runs import (
