@@ -18,7 +18,7 @@ a chain, each a process agent that sleeps ``--sleep`` seconds. Measured:
 
 ``update_lag_ratio`` is the median update lag over the median query
 latency: how many query round trips an update takes to arrive (``oma acp``
-polls every ``oma.cli.acp_agent.follower.POLL_S``). The target: an update
+polls every ``oma.acp.follower.POLL_S``). The target: an update
 within 0.5 s of its event. The last line is::
 
     first_update_s=… update_lag_ratio=… update_lag_median_s=… update_lag_max_s=… events_query_s=…

@@ -5,7 +5,7 @@ server and a worker started here, with the model played by the local
 Messages API server of the tests (``tests/anthropic_server.py``): it streams
 ``--words`` one-word ``text_delta`` events ``--delay`` seconds apart,
 recording when it wrote each. Meanwhile a reader does what the live view
-does (``oma.cli.live.latest_output`` of the task's ``AgentRun`` every
+does (``oma.client.progress.latest_output`` of the task's ``AgentRun`` every
 ``PEEK_INTERVAL_S`` seconds); each time it reads a word not read before, the
 latency is the time since the server wrote that word's delta: the heartbeat
 (``Heartbeat.changed``), the worker's throttle, the server, and the reader's
@@ -33,7 +33,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from oma.cli.live import PEEK_INTERVAL_S, latest_output  # noqa: E402
+from oma.cli.live import PEEK_INTERVAL_S  # noqa: E402
+from oma.client.progress import latest_output  # noqa: E402
 from oma.core.contracts.workflow_ids import task_workflow_id  # noqa: E402
 from oma.runtime.connection import Connection  # noqa: E402
 from oma.runtime.dev_server import DevServer, free_port  # noqa: E402

@@ -6,20 +6,15 @@ the Temporal workflow sandbox imports this package again for every workflow
 run, and the command line starts faster.
 
 The package's layers, each over the next (the import-linter contracts in
-``pyproject.toml``; ``make lint`` checks them): ``oma.cli``; ``oma.client``
-and ``oma.agent``; ``oma.worker``; ``oma.runtime``; ``oma.workflows`` and
-``oma.activities``; ``oma.core``. Old paths of moved modules import through
-``oma._moved``.
+``pyproject.toml``; ``make lint`` checks them): ``oma.cli``; ``oma.acp`` and
+``oma.viewer``; ``oma.client`` and ``oma.agent``; ``oma.worker``;
+``oma.runtime``; ``oma.workflows`` and ``oma.activities``; ``oma.core``.
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
-
-from oma import _moved
-
-_moved.install()  # the old paths of moved modules (``oma._moved``)
 
 if TYPE_CHECKING:
     from oma.agent import Agent

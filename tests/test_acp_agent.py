@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from acp import RequestError, image_block, text_block
 
-from oma.cli.acp_agent.cards import CARD_OUTPUT_CHARS
+from oma.acp.tool_calls import TOOL_CALL_OUTPUT_CHARS
 from oma.core.schema.limits import cut_text
 from oma.runtime.dev_server import DevServer
 from tests._acp_editor import (
@@ -47,7 +47,7 @@ def statuses(editor: Editor, call_id: str) -> list[str]:
     ]
 
 
-def card_texts(editor: Editor, call_id: str) -> list[tuple[str, str]]:
+def tool_call_texts(editor: Editor, call_id: str) -> list[tuple[str, str]]:
     """The text of each update of a tool call that gave its content, with the
     call's status then: ``(status, text)``, in order."""
     status, texts = "", []
@@ -89,7 +89,7 @@ async def test_a_goal_run_streams_its_plan_tasks_approvals_and_answer(
     commands = editor.updates()[0]["availableCommands"]
     assert [c["name"] for c in commands] == ["status", "abort", "approve", "reject", "retry"]
     assert kinds[-1] == "response"
-    # the plan's thought, the plan, the cards, the plan's approval, in that order
+    # the plan's thought, the plan, the tool calls, the plan's approval, in that order
     thought = next(u for u in editor.updates() if u["sessionUpdate"] == "agent_thought_chunk")
     assert thought["content"]["text"].startswith("The coordinator planned 2 tasks:\n1. Write notes")
     assert first_index(kinds, "agent_thought_chunk") < first_index(kinds, "plan")
@@ -104,7 +104,7 @@ async def test_a_goal_run_streams_its_plan_tasks_approvals_and_answer(
     assert first_index(kinds, f"permission:{tool_request}") < first_index(
         kinds, "tool_call_update:t1:completed"
     )
-    # every card's statuses go forward, and end where the run ended
+    # every tool call's statuses go forward, and end where the run ended
     assert statuses(editor, "t1") == ["pending", "in_progress", "completed"]
     assert statuses(editor, "t2")[0] == "pending" and statuses(editor, "t2")[-1] == "completed"
     assert statuses(editor, "approval:plan") == ["pending", "completed"]
@@ -126,7 +126,7 @@ async def test_a_goal_run_streams_its_plan_tasks_approvals_and_answer(
         "content": "hello\n",
     }
     assert tool_prompt["toolCall"]["kind"] == "edit"
-    # the cards' output, the last plan, the usage, the final message
+    # the tool calls' output, the last plan, the usage, the final message
     done = [
         u
         for u in editor.updates()
@@ -183,13 +183,13 @@ async def test_a_killed_oma_acp_loses_nothing_and_session_load_picks_the_run_up(
         )
         kinds = second.kinds()
 
-    # before load's response: the prompt, the plan and the cards as they stand
+    # before load's response: the prompt, the plan and the tool calls as they stand
     loaded_at = max(i for i, k in enumerate(kinds[:loaded_at]) if k == "response") + 1
     replay = kinds[:loaded_at]
     assert replay[1:].index("user_message_chunk::") < replay.index("plan::")
     assert "tool_call:t1:pending" in replay and "tool_call:t2:pending" in replay
     assert not any(k.startswith(("permission", "tool_call:approval")) for k in replay)
-    # after it: the open approval asked again (its card first), then the rest of the run
+    # after it: the open approval asked again (its tool call first), then the rest of the run
     after = kinds[loaded_at:]
     assert after.index("tool_call:approval:plan:pending") < after.index("permission:approval:plan")
     assert after.count("permission:approval:plan") == 1
@@ -399,10 +399,10 @@ async def test_a_plan_that_fails_ends_the_turn_saying_the_run_failed(
     )
 
 
-async def test_a_dispatch_decided_elsewhere_is_withdrawn_and_its_card_says_who_decided(
+async def test_a_dispatch_decided_elsewhere_is_withdrawn_and_its_tool_call_says_who_decided(
     dev_server: DevServer, tmp_path: Path, client: Any
 ) -> None:
-    # the withdrawn editor's card went on saying "waiting for approval"
+    # the withdrawn editor's tool call went on saying "waiting for approval"
     # while the task ran: nothing said who had decided
     from oma.client.approvals import pending, send_decision
     from oma.core.schema.approvals import Reviewer
@@ -422,7 +422,7 @@ async def test_a_dispatch_decided_elsewhere_is_withdrawn_and_its_card_says_who_d
             "the dispatch's prompt withdrawn",
         )
         await editor.wait_for(lambda: editor.permissions()[1:], "the writer's tool call asked")
-        shown = card_texts(editor, "t1")
+        shown = tool_call_texts(editor, "t1")
         held.release("approval:tool-t1-1", "allow_once")
         answer = await asyncio.wait_for(turn, 30)
     assert asked["toolCall"]["toolCallId"] == "t1"
@@ -580,7 +580,7 @@ async def test_a_line_over_the_message_limit_is_refused_and_the_memory_stays_bou
     # a prompt of 200 MiB (ten 20 MiB images, base64) in one line: read and
     # let go of in chunks, answered with an error naming the limit; the
     # agent serves the next request
-    from oma.cli.acp_agent.stdio import MAX_MESSAGE_BYTES
+    from oma.acp.stdio import MAX_MESSAGE_BYTES
 
     proc = await asyncio.create_subprocess_exec(
         OMA,
@@ -713,8 +713,8 @@ async def test_a_run_holding_more_than_the_payload_limit_is_still_shown_and_asks
     # Temporal's payload limit; its state query answers with outputs kept by
     # reference, so /status answers, the editor sees every task complete
     # with its output (read back), and the writer's tool call still asks.
-    # One printer lingers after its output until the test saw its card in
-    # progress, as a busy machine shows every printer: there its card holds
+    # One printer lingers after its output until the test saw its tool call in
+    # progress, as a busy machine shows every printer: there its tool call holds
     # its latest line (a heartbeat's), not its output (the test once took
     # that line for an output cut wrong, and failed on a loaded machine)
     printed = 250_000
@@ -749,14 +749,16 @@ async def test_a_run_holding_more_than_the_payload_limit_is_still_shown_and_asks
     async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
         sid, turn = await prompting(editor, tmp_path)
         await editor.wait_for(
-            lambda: any(s == "in_progress" for t in printers for s, _ in card_texts(editor, t)),
-            "a printer's card in progress, with its latest line",
+            lambda: any(
+                s == "in_progress" for t in printers for s, _ in tool_call_texts(editor, t)
+            ),
+            "a printer's tool call in progress, with its latest line",
             60,
         )
         (tmp_path / "go").touch()
         await editor.wait_for(
             lambda: all(statuses(editor, t)[-1:] == ["completed"] for t in printers),
-            "every printer's card completed",
+            "every printer's tool call completed",
             60,
         )
         [asked] = await editor.wait_for(
@@ -774,19 +776,21 @@ async def test_a_run_holding_more_than_the_payload_limit_is_still_shown_and_asks
         assert f"\n- {t} Print {n} · printer: completed\n" in told
     assert "\n- t10 Write notes · writer: in_progress\n" in told
     assert asked["toolCall"]["title"] == "writer: file_write in task t10"
-    # each printer's card shows, while it runs, its latest line (at most the
-    # 200 characters of a heartbeat), then its output (cut to a card's
+    # each printer's tool call shows, while it runs, its latest line (at most the
+    # 200 characters of a heartbeat), then its output (cut to a tool call's
     # length), never a reference
     shown = [u for u in editor.updates(sid) if u.get("toolCallId") in printers and u.get("content")]
     assert shown and "is in the result of" not in json.dumps(shown)
-    whole = cut_text("x" * printed, CARD_OUTPUT_CHARS)
+    whole = cut_text("x" * printed, TOOL_CALL_OUTPUT_CHARS)
     for t in printers:
-        texts = card_texts(editor, t)
+        texts = tool_call_texts(editor, t)
         assert texts[-1] == ("completed", whole)
         assert {text for status, text in texts if status == "completed"} == {whole}
         lines = [text for status, text in texts if status != "completed"]
         assert all(0 < len(line) <= 200 and line == "x" * len(line) for line in lines), lines
-    assert any(status == "in_progress" for t in printers for status, _ in card_texts(editor, t))
+    assert any(
+        status == "in_progress" for t in printers for status, _ in tool_call_texts(editor, t)
+    )
     assert said(editor, sid)[-1] == FINAL
     assert (tmp_path / "notes.md").read_text() == "hello\n"
 
@@ -983,7 +987,7 @@ async def test_retry_runs_the_failed_task_and_its_dependents_again_and_keeps_the
     async with editor_with(dev_server, tmp_path, "--team", str(team_file), answer=held) as editor:
         sid = (await editor.conn.new_session(cwd=str(tmp_path))).session_id
         first = await editor.conn.prompt(session_id=sid, prompt=[text_block("Build it")])
-        skipped_card = card_texts(editor, "t3")[-1]
+        skipped_call = tool_call_texts(editor, "t3")[-1]
         failed = await client.get_workflow_handle(sid).describe()
         assert runs_log(tmp_path) == ["build", "docs", "prepare"]
         (tmp_path / "ok").touch()
@@ -1011,7 +1015,7 @@ async def test_retry_runs_the_failed_task_and_its_dependents_again_and_keeps_the
         await loaded.wait_for(lambda: said(loaded, sid), "the latest run's answer")
 
     assert (first.stop_reason, busy.stop_reason) == ("end_turn", "end_turn")
-    assert skipped_card == ("failed", "skipped: dependency 't2' (Build) failed")
+    assert skipped_call == ("failed", "skipped: dependency 't2' (Build) failed")
     assert busy_said.startswith(f"/retry: ACP_SESSION_BUSY: the session's run {sid} is still going")
     assert (retried.stop_reason, again.stop_reason) == ("end_turn", "end_turn")
     # build and ship ran again, prepare and docs did not
@@ -1022,7 +1026,8 @@ async def test_retry_runs_the_failed_task_and_its_dependents_again_and_keeps_the
     assert state["status"] == "completed" and state["forked_from"] == sid
     retry_run = await client.get_workflow_handle(sid).describe()
     assert retry_run.run_id != failed.run_id
-    # the retry's turn: what it keeps, the plan with the kept tasks, cards, the approval, the answer
+    # the retry's turn: what it keeps, the plan with the kept tasks, tool calls,
+    # the approval, the answer
     texts = [
         u["content"]["text"] for u in retry_updates if u["sessionUpdate"] == "agent_message_chunk"
     ]

@@ -21,9 +21,9 @@ from acp.schema import (
     TextResourceContents,
 )
 
-from oma.cli.acp_agent.cards import Book, agent_kinds, stop_reason
-from oma.cli.acp_agent.prompt import ended_words, follow_up_goal, goal_of
-from oma.cli.acp_agent.team_file import find_team_file, session_team
+from oma.acp.prompt import ended_words, follow_up_goal, goal_of
+from oma.acp.team_file import find_team_file, session_team
+from oma.acp.tool_calls import RunPlan, agent_kinds, stop_reason
 from oma.core.rules.task_graph import skip_reason
 from oma.core.schema.errors import (
     InvalidMessageError,
@@ -173,51 +173,51 @@ def state(*tasks: TaskState, **fields: Any) -> TeamRunResult:
     return TeamRunResult(success=False, status="running", tasks=list(tasks), **fields)
 
 
-def test_the_book_sends_only_what_changed() -> None:
-    book = Book()
+def test_the_run_plan_sends_only_what_changed() -> None:
+    shown = RunPlan()
     kinds = agent_kinds(TEAM["team"])
     task = TaskState(id="t1", title="Write", assignee="coder", status=TaskStatus.PENDING)
-    [start] = book.card_updates(task, kinds)
+    [start] = shown.tool_call_updates(task, kinds)
     assert (start.tool_call_id, start.title, start.kind, start.status) == (
         "t1",
         "Write (coder)",
         "edit",
         "pending",
     )
-    assert book.card_updates(task, kinds) == []
+    assert shown.tool_call_updates(task, kinds) == []
     task.status = TaskStatus.IN_PROGRESS
-    [running] = book.card_updates(task, kinds, "line 1")
+    [running] = shown.tool_call_updates(task, kinds, "line 1")
     assert (running.status, running.title, running.content[0].content.text) == (
         "in_progress",
         None,
         "line 1",
     )
-    assert book.card_updates(task, kinds) == []  # no new line: the last one stays
+    assert shown.tool_call_updates(task, kinds) == []  # no new line: the last one stays
     task.status, task.output = TaskStatus.COMPLETED, "all done"
-    [done] = book.card_updates(task, kinds)
+    [done] = shown.tool_call_updates(task, kinds)
     assert (done.status, done.content[0].content.text) == ("completed", "all done")
     skipped = TaskState(id="t2", title="Next", status=TaskStatus.SKIPPED, error="t1 failed")
-    [card] = book.card_updates(skipped, kinds)
-    assert (card.status, card.content[0].content.text) == ("failed", "skipped: t1 failed")
-    [plan] = book.plan_update(state(task, skipped))
+    [call] = shown.tool_call_updates(skipped, kinds)
+    assert (call.status, call.content[0].content.text) == ("failed", "skipped: t1 failed")
+    [plan] = shown.plan_update(state(task, skipped))
     assert [(e.content, e.status) for e in plan.entries] == [
         ("Write · coder", "completed"),
         ("Next (skipped)", "completed"),
     ]
-    assert book.plan_update(state(task, skipped)) == []
+    assert shown.plan_update(state(task, skipped)) == []
 
 
-def test_a_skipped_tasks_card_says_skipped_once() -> None:
+def test_a_skipped_tasks_tool_call_says_skipped_once() -> None:
     failed = TaskState(id="t1", title="Build", status=TaskStatus.FAILED, error="boom")
     skipped = TaskState(
         id="t2", title="Ship", status=TaskStatus.SKIPPED, error=skip_reason(failed, "")
     )
-    [card] = Book().card_updates(skipped, {})
-    assert card.content[0].content.text == "skipped: dependency 't1' (Build) failed"
+    [call] = RunPlan().tool_call_updates(skipped, {})
+    assert call.content[0].content.text == "skipped: dependency 't1' (Build) failed"
 
 
 def test_a_task_a_fork_kept_says_it_was_reused() -> None:
-    book = Book()
+    shown = RunPlan()
     kept = TaskState(
         id="t1",
         title="Write",
@@ -227,16 +227,16 @@ def test_a_task_a_fork_kept_says_it_was_reused() -> None:
         output_bytes=8,
         reused_from=ReusedFrom(run_id="team-x", task_id="t1"),
     )
-    [card] = book.card_updates(kept, agent_kinds(TEAM["team"]))
-    assert (card.status, card.content[0].content.text) == (
+    [call] = shown.tool_call_updates(kept, agent_kinds(TEAM["team"]))
+    assert (call.status, call.content[0].content.text) == (
         "completed",
         "(reused from run team-x, task t1: not run again)\n\n"
         "(the output, 8 bytes, is in the result of team-x/t1)",
     )
     kept.output, kept.output_ref = "all done", None  # read back once the run ended
-    [update] = book.card_updates(kept, agent_kinds(TEAM["team"]))
+    [update] = shown.tool_call_updates(kept, agent_kinds(TEAM["team"]))
     assert update.content[0].content.text.endswith("not run again)\n\nall done")
-    [plan] = book.plan_update(state(kept))
+    [plan] = shown.plan_update(state(kept))
     assert [(e.content, e.status) for e in plan.entries] == [
         ("Write · coder (reused)", "completed")
     ]
@@ -281,7 +281,7 @@ def test_how_a_run_ended_reads_as_english_for_every_status() -> None:
 
 
 def test_a_line_the_sdk_cannot_take_is_dropped_or_made_a_message() -> None:
-    from oma.cli.acp_agent.stdio import checked_line
+    from oma.acp.stdio import checked_line
 
     request = b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}\n'
     assert checked_line(request) == request
@@ -297,7 +297,7 @@ def test_a_line_the_sdk_cannot_take_is_dropped_or_made_a_message() -> None:
 
 
 def test_a_line_too_long_is_refused_by_the_id_its_first_bytes_name() -> None:
-    from oma.cli.acp_agent.stdio import TooLong, refusal
+    from oma.acp.stdio import TooLong, refusal
 
     def answer(head: bytes) -> Any:
         line = refusal(TooLong(60_000_000, head))

@@ -336,10 +336,10 @@ def test_a_changed_workflow_is_told_the_event_the_line_and_the_patch_to_add() ->
 
 
 async def test_the_scrubber_moments_follow_starts_closes_and_the_cascade() -> None:
-    from oma.cli.viewer.html import render_html
-    from oma.cli.viewer.model import build_run_view, load_histories
-    from oma.cli.viewer.scrubber import moments
     from oma.runtime.converter import DATA_CONVERTER
+    from oma.viewer.html import render_html
+    from oma.viewer.model import build_run_view, load_histories
+    from oma.viewer.scrubber import moments
 
     histories = load_histories([corpus("team_run_failed_task_cascade")])
     view = await build_run_view(histories, DATA_CONVERTER)

@@ -23,7 +23,6 @@ from temporalio.testing import ActivityEnvironment
 
 from oma import worker as oma_worker
 from oma.activities import task_outputs
-from oma.cli.viewer.model import build_run_view, fetch_histories
 from oma.client.approvals import pending, upstream_outputs
 from oma.client.fork import start_fork
 from oma.client.runs import read_outputs, team_run_result
@@ -37,6 +36,7 @@ from oma.core.schema.task import TaskStatus
 from oma.runtime import plugin
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
+from oma.viewer.model import build_run_view, fetch_histories
 from oma.workflows._visibility import STATUS
 from tests._approvals import (
     Run,

@@ -23,16 +23,16 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHistory
 from temporalio.exceptions import ApplicationError
 
-from oma.cli.viewer import paging
-from oma.cli.viewer.model import (
+from oma.runtime import plugin
+from oma.runtime.dev_server import DevServer, temporal_binary
+from oma.viewer import paging
+from oma.viewer.model import (
     RunView,
     add_activities,
     build_run_view,
     fetch_histories,
     server_histories,
 )
-from oma.runtime import plugin
-from oma.runtime.dev_server import DevServer, temporal_binary
 from oma.worker import OmaWorker
 from tests._cli import cells, oma_show
 from tests._runs import process, run_team, scripted, start_team, task

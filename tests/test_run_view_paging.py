@@ -1,4 +1,4 @@
-"""The views of a many-task run (oma/cli/viewer/paging.py): a terminal table
+"""The views of a many-task run (oma/viewer/paging.py): a terminal table
 and an HTML page of a bounded size that still show every task's status, the
 tasks that failed or have not ended whole. Pure: views built in memory."""
 
@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from oma.cli import show
-from oma.cli.viewer import paging
-from oma.cli.viewer.html import render_html
-from oma.cli.viewer.model import ChildRunView, RunView, Span, TaskView
+from oma.viewer import paging
+from oma.viewer.html import render_html
+from oma.viewer.model import ChildRunView, RunView, Span, TaskView
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

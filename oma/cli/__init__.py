@@ -1,9 +1,10 @@
 """The ``oma`` command line: the typer app (``app``: ``main``, ``invoke``)
-and its commands (``run``, ``fork``, ``control``, ``show``, ``oma acp``
-under ``acp_agent``, with ``common``, ``live``, ``server_watch``,
-``summary``, ``upstream`` and the run viewer under ``viewer``; ``_help``
-gives every command its usage line and ``oma --version``), and the warm
-forkserver the console script uses with ``OMA_FORKSERVER=1`` (``forkserver``).
+and its commands (``run``, ``fork``, ``control``, ``show``, with
+``common``, ``live``, ``server_watch``, ``summary`` and ``upstream``;
+``_help`` gives every command its usage line and ``oma --version``), and the
+warm forkserver the console script uses with ``OMA_FORKSERVER=1``
+(``forkserver``). ``oma acp`` serves ``oma.acp`` and ``oma show`` draws
+``oma.viewer``: products of their own, which never import this package.
 
 ``python -m oma.cli`` runs it (``oma.cli.__main__``). The app's names are
 imported on first use (PEP 562): importing a command's module does not load

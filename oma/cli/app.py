@@ -298,7 +298,7 @@ def acp(
     reattaches). Connects as `oma run` does; logs go to stderr, never stdout.
     See docs/editors.md.
     """
-    from oma.cli.acp_agent import acp_command
+    from oma.acp import acp_command
     from oma.cli.common import Settings
 
     raise typer.Exit(acp_command(team, task_queue, Settings.verbose))

@@ -131,19 +131,13 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def connection() -> Connection:
-    """``Connection.from_env()``; a bad profile, OMA_CODEC_KEYS or OMA_CREDENTIALS
-    exits 1 with one line."""
+    """``Connection.from_env()`` (``oma.client.embedded.configured_connection``);
+    a bad profile, OMA_CODEC_KEYS or OMA_CREDENTIALS exits 1 with one line."""
+    from oma.client.embedded import configured_connection
     from oma.core.schema.errors import OMAError
-    from oma.runtime.codec import keys_from_env
-    from oma.runtime.connection import Connection
 
     try:
-        keys_from_env()  # a malformed OMA_CODEC_KEYS fails here, before anything starts
-        if os.environ.get("OMA_CREDENTIALS"):  # and so does OMA_CREDENTIALS (httpx2 parses it)
-            from oma.activities._credentials import CredentialPolicy
-
-            CredentialPolicy.from_env()
-        return Connection.from_env()
+        return configured_connection()
     except OMAError as e:
         raise fail(str(e)) from None
 
@@ -234,12 +228,3 @@ def route_sdk_logs(to_stderr: bool = False) -> None:
     from oma.runtime.logs import route_logs
 
     route_logs(None if to_stderr or Settings.verbose else LOG_FILE)
-
-
-def cause(err: BaseException) -> str:
-    """The innermost cause of a Temporal failure, as ``TYPE: message``."""
-    while err.__cause__ is not None or getattr(err, "cause", None) is not None:
-        err = getattr(err, "cause", None) or err.__cause__  # type: ignore[assignment]
-    kind = getattr(err, "type", None) or type(err).__name__
-    # str() of an ApplicationError already starts with its type
-    return f"{kind}: {getattr(err, 'message', None) or err}"

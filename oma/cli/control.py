@@ -29,7 +29,6 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.cli.common import (
-    cause,
     connection,
     console,
     fail,
@@ -44,7 +43,7 @@ from oma.cli.upstream import output_lines, upstream_header
 from oma.client import OpenMultiAgent, team_run_result
 from oma.client.approvals import pending as pending_requests
 from oma.client.approvals import upstream_outputs
-from oma.client.runs import abort_sent
+from oma.client.runs import abort_sent, cause
 from oma.core.contracts.names import QueryName, SignalName, WorkflowName
 from oma.core.schema.approvals import (
     ApprovalDecision,

@@ -18,6 +18,7 @@ activities: a process's ``last_line``, an ACP agent's or a model's
 failed attempt (a model provider that does not answer), the attempt and its
 error instead. Both are read with
 ``DescribeWorkflowExecution`` of the task's ``AgentRun``
+(``oma.client.progress.latest_output``, which ``oma acp`` reads too)
 (``pending_activities[].heartbeat_details``). Heartbeats rather than a
 query or a workflow update: the text never enters a workflow's history or
 state (nothing to replay, no workflow task per delta), the server already
@@ -44,7 +45,7 @@ from rich.text import Text
 from temporalio.client import Client, WorkflowHandle
 
 from oma.cli.common import err_console, run_text
-from oma.core.contracts.names import ActivityName
+from oma.client.progress import latest_output
 from oma.core.contracts.workflow_ids import coordinator_workflow_id, task_workflow_id
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
@@ -60,8 +61,6 @@ it reads the output of those only, one ``DescribeWorkflowExecution`` each."""
 
 PLAIN_STARTS_UP_TO = 20
 """Plain output prints ``task_start`` lines for runs of at most this many tasks."""
-
-DESCRIBE_TIMEOUT = timedelta(seconds=2)
 
 _SETTLED = {"task_complete": "completed", "task_failed": "failed", "task_skipped": "skipped"}
 _UNDER_WAY = {TaskStatus.IN_PROGRESS, *TERMINAL_STATUSES}
@@ -366,91 +365,3 @@ class LiveView:
         if more > 0:
             parts.append(Text(f"+ {more} more running", style="dim"))
         return Group(*parts)
-
-
-async def latest_output(client: Client, workflow_id: str) -> str:
-    """The last line of the latest output a pending activity of
-    ``workflow_id`` heartbeated: ``last_line`` (``process_run``), ``last_text``
-    (``acp_prompt``, ``llm_turn``), or ``TOOL: last`` (``tool_call``); the most
-    recent heartbeat wins. ``""`` when none has any. Raises ``RPCError`` as
-    ``DescribeWorkflowExecution`` does (e.g. ``NOT_FOUND`` before the child
-    has started)."""
-    described = await client.get_workflow_handle(workflow_id).describe(rpc_timeout=DESCRIBE_TIMEOUT)
-    found: list[tuple[float, str]] = []
-    for pending in described.raw_description.pending_activities:
-        retry = _retrying(pending, await _failure_message(client, pending.last_failure))
-        if retry:
-            found.append((pending.last_attempt_complete_time.ToNanoseconds(), retry))
-            continue
-        payloads = pending.heartbeat_details.payloads
-        if not payloads:
-            continue
-        [details] = (await client.data_converter.decode(payloads))[:1]
-        text = _progress_text(details)
-        if text:
-            found.append((pending.last_heartbeat_time.ToNanoseconds(), text))
-    return max(found)[1] if found else ""
-
-
-_RETRIED = {ActivityName.LLM_TURN: "the model provider", ActivityName.ACP_PROMPT: "the ACP agent"}
-
-OVERSIZED_FAILURE = "Failure exceeds size limit."
-"""The message the Temporal server gives an activity's last failure that it
-kept under its size limit, the original failure as its cause."""
-
-
-async def _failure_message(client: Client, failure: Any) -> str:
-    """The message of a pending activity's last failure (a ``Failure``), as
-    this client reads it: decrypted with its keys when the failure's message
-    is encrypted (``encoded_attributes``: Temporal's bare ``Encoded failure``
-    otherwise), or saying which key it lacks (``OmaFailureConverter``). A
-    failure over the server's size limit (a provider SDK's long chain of
-    causes and stack traces) is kept as ``Failure exceeds size limit.`` with
-    the original as its cause: the cause's."""
-    while failure.message == OVERSIZED_FAILURE and failure.HasField("cause"):
-        failure = failure.cause
-    if not failure.HasField("encoded_attributes"):
-        return str(failure.message)
-    try:
-        decoded = await client.data_converter.decode_failure(failure)
-    except Exception:  # best effort: the message as the server has it
-        return str(failure.message)
-    return str(getattr(decoded, "message", None) or decoded)
-
-
-def _retrying(pending: Any, failure: str) -> str:
-    """``retrying the model provider: attempt 3, PROVIDER_ERROR: ...`` for
-    a pending activity (``PendingActivityInfo``) whose last attempt failed
-    (``failure``: its message, ``_failure_message``) and whose next one has
-    not begun to report: waiting out Temporal's retry backoff (an unreachable
-    ``base_url`` is retried for about 16 s), or started and not heartbeated
-    yet. ``""`` otherwise."""
-    from temporalio.api.enums.v1 import PendingActivityState
-
-    last = pending.last_failure
-    while last.message == OVERSIZED_FAILURE and last.HasField("cause"):
-        last = last.cause
-    if pending.attempt < 2 or not failure:
-        return ""
-    code = last.application_failure_info.type
-    if code and not failure.startswith(code):
-        failure = f"{code}: {failure}"
-    waiting = pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
-    silent = pending.last_heartbeat_time.ToNanoseconds() < pending.last_started_time.ToNanoseconds()
-    if not (waiting or silent):
-        return ""
-    what = _RETRIED.get(pending.activity_type.name, pending.activity_type.name)
-    first = failure.strip().splitlines()[0] if failure.strip() else failure
-    return f"retrying {what}: attempt {pending.attempt}, {first}"
-
-
-def _progress_text(details: Any) -> str:
-    if not isinstance(details, dict):
-        return ""
-    text = details.get("last_line") or details.get("last_text")
-    if not text and details.get("tool"):
-        text = f"{details['tool']}: {details.get('last') or 'running'}"
-    if not isinstance(text, str):
-        return ""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else ""

@@ -33,7 +33,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from oma.cli.common import (
     Settings,
-    cause,
     connection,
     console,
     err_console,
@@ -46,6 +45,8 @@ from oma.cli.live import PlainView, RunView, run_view
 from oma.cli.server_watch import WATCH_INTERVAL_S, ServerWatch, server_gone
 from oma.cli.summary import print_error_code, print_result
 from oma.cli.upstream import live_lines
+from oma.client.run_file import run_input_json
+from oma.client.runs import cause
 from oma.core.contracts.fork import ForkedRun
 from oma.core.contracts.names import QueryName
 from oma.core.schema.errors import InvalidRunInputError, OMAError
@@ -220,23 +221,6 @@ def items_json(file: Path) -> list[Any]:
     if not items:
         raise InvalidRunInputError(f"{file} holds no item (one JSON object a line)")
     return items
-
-
-def run_input_json(file: Path) -> Any:
-    """The JSON value in FILE (a run input, or ``oma acp``'s team file).
-
-    Raises ``InvalidRunInputError`` saying why it cannot be read: the file's
-    error, not UTF-8, not JSON (where), nested too deep."""
-    try:
-        return json.loads(file.read_text())
-    except OSError as e:
-        raise InvalidRunInputError(f"cannot read {file}: {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise InvalidRunInputError(f"{file} is not UTF-8 text") from None
-    except json.JSONDecodeError as e:
-        raise InvalidRunInputError(f"{file} is not valid JSON: {e}") from None
-    except RecursionError:
-        raise InvalidRunInputError(f"{file} nests its JSON too deep to read") from None
 
 
 async def start_and_follow(

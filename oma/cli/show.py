@@ -1,6 +1,6 @@
 """``oma show``: a run's task DAG, statuses, timings and errors, read from its
-Temporal histories (``oma.cli.viewer.model``), on the terminal (rich) or as one
-self-contained HTML page (``oma.cli.viewer.html``).
+Temporal histories (``oma.viewer.model``), on the terminal (rich) or as one
+self-contained HTML page (``oma.viewer.html``).
 
 From a server (``oma.runtime.connection``; where nothing listens, the embedded
 server over ``.oma/temporal.db`` that ``oma run`` left, started for the reading
@@ -33,7 +33,14 @@ from oma.cli.common import (
     runs_server,
 )
 from oma.cli.summary import recorded_note, reused_note
-from oma.cli.viewer.model import (
+from oma.core.contracts.names import WorkflowName
+from oma.core.contracts.workflow_ids import task_workflow_id, team_run_id_of
+from oma.core.schema.errors import HistoryReadError, OMAError
+from oma.core.schema.results import AgentRunResult
+from oma.core.schema.usage import usd
+from oma.runtime.codec import keys_from_env
+from oma.runtime.converter import data_converter
+from oma.viewer.model import (
     ChildHistory,
     RunView,
     TaskView,
@@ -44,14 +51,7 @@ from oma.cli.viewer.model import (
     seconds_text,
     server_histories,
 )
-from oma.cli.viewer.paging import page_of
-from oma.core.contracts.names import WorkflowName
-from oma.core.contracts.workflow_ids import task_workflow_id, team_run_id_of
-from oma.core.schema.errors import HistoryReadError, OMAError
-from oma.core.schema.results import AgentRunResult
-from oma.core.schema.usage import usd
-from oma.runtime.codec import keys_from_env
-from oma.runtime.converter import data_converter
+from oma.viewer.paging import page_of
 
 OUTPUT_LINES = 4
 """How many lines of each task's output the terminal view shows."""
@@ -144,7 +144,7 @@ async def _read_view(
 ) -> RunView:
     """The view of the run whose own histories are ``found``. Its tasks are
     there; a task's activities are in its child's history, read for the tasks
-    shown whole only (``oma.cli.viewer.paging``): the terminal view of a
+    shown whole only (``oma.viewer.paging``): the terminal view of a
     many-task run reads none, its page those it draws; ``--json`` has all."""
     view = await build_run_view(found, converter, workflow_id, fetch, activities=False)
     page = page_of(view)
@@ -193,7 +193,7 @@ async def _from_server(client: Client, workflow_id: str) -> list[WorkflowHistory
 
 
 def _write_html(view: RunView, path: Path) -> None:
-    from oma.cli.viewer.html import render_html
+    from oma.viewer.html import render_html
 
     try:
         path.write_text(render_html(view), encoding="utf-8")

@@ -5,9 +5,12 @@ By concern: ``api`` (``OpenMultiAgent``), ``runs`` (starting a run with its
 search attributes, reading a ``TeamRun``'s result), ``listing`` (finding runs
 and open requests through Temporal's visibility), ``approvals`` (the
 ``pending_approvals`` query, the ``decide`` update, the review by Python
-callbacks) and ``embedded`` (the dev server and in-process worker when no
-server listens). The names below are imported on first use (PEP 562), so
-``from oma.client import serving`` loads only what serving needs.
+callbacks), ``embedded`` (the configured connection, and the dev server and
+in-process worker when no server listens), ``progress`` (a running task's
+latest output) and ``run_file`` (a run input's file): the commands, ``oma
+acp`` and the run viewer share what is here. The names below are imported
+on first use (PEP 562), so ``from oma.client import serving`` loads only
+what serving needs.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ server and a worker in this process when no server listens
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -15,7 +16,24 @@ from oma.runtime.connection import EMBEDDED_DB, Connection
 from oma.runtime.dev_server import DevServer, is_listening, split_address
 from oma.runtime.logs import forward_core_logs
 
-__all__ = ["EMBEDDED_DB", "serving"]
+__all__ = ["EMBEDDED_DB", "configured_connection", "serving"]
+
+
+def configured_connection() -> Connection:
+    """``Connection.from_env()``, with ``OMA_CODEC_KEYS`` and
+    ``OMA_CREDENTIALS`` checked first, so a malformed one fails here, before
+    anything starts (``oma run``, ``oma acp``, the commands that read runs).
+
+    Raises the ``OMAError`` of what is wrong: a bad profile, codec key or
+    credential rule."""
+    from oma.runtime.codec import keys_from_env
+
+    keys_from_env()
+    if os.environ.get("OMA_CREDENTIALS"):  # (httpx2 parses it: only when it is set)
+        from oma.activities._credentials import CredentialPolicy
+
+        CredentialPolicy.from_env()
+    return Connection.from_env()
 
 
 @asynccontextmanager

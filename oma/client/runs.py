@@ -1,7 +1,8 @@
 """Starting runs and reading their results: the ``start_workflow`` calls
 with the runs' search attributes, a ``TeamRun``'s result whichever way it
-ended, its outputs kept by reference read back, and whether an ``abort``
-signal reached it (its history)."""
+ended, its outputs kept by reference read back, whether an ``abort``
+signal reached it (its history), and a failure's innermost cause as a
+person reads it (``cause``)."""
 
 from __future__ import annotations
 
@@ -270,3 +271,12 @@ async def abort_reason(converter: DataConverter, payloads: Payloads) -> str | No
     if not isinstance(reason, str) or not reason:
         return None
     return cut_text(reason, MAX_REASON_CHARS)  # as the run records it
+
+
+def cause(err: BaseException) -> str:
+    """The innermost cause of a Temporal failure, as ``TYPE: message``."""
+    while err.__cause__ is not None or getattr(err, "cause", None) is not None:
+        err = getattr(err, "cause", None) or err.__cause__  # type: ignore[assignment]
+    kind = getattr(err, "type", None) or type(err).__name__
+    # str() of an ApplicationError already starts with its type
+    return f"{kind}: {getattr(err, 'message', None) or err}"

@@ -145,7 +145,7 @@ class AcpSessionCwdError(InputError):
 
 class AcpMessageTooLargeError(InputError):
     """``oma acp``: a message from the editor (one JSON-RPC line) is over
-    ``oma.cli.acp_agent.stdio.MAX_MESSAGE_BYTES`` (50 MiB), e.g. a prompt with
+    ``oma.acp.stdio.MAX_MESSAGE_BYTES`` (50 MiB), e.g. a prompt with
     large images: the agent lets go of it as it reads it and answers the
     request with this error (JSON-RPC ``-32600``); the session goes on.
     Attach large files as resource links (their paths)."""

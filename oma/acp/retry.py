@@ -9,7 +9,7 @@ names the execution it retries (``fork.temporal_run_id``): by the workflow
 id alone it would read itself once it starts.
 
 A session forked from another (``session/fork``) that has no run of its
-own yet retries the run it branches (``oma.cli.acp_agent.session_fork``):
+own yet retries the run it branches (``oma.acp.session_fork``):
 a fork of that run under the new session's id, even while it still goes (it
 keeps what has settled).
 
@@ -31,7 +31,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma.cli.acp_agent.session_fork import Branch
+from oma.acp.session_fork import Branch
 from oma.client.fork import preview
 from oma.core.contracts.fork import ForkedRun
 from oma.core.schema.errors import AcpSessionBusyError, OMAError

@@ -8,7 +8,7 @@ the editor's user as reviewer. ``allow_always`` / ``reject_always`` also
 answer every later request of the same boundary and agent in this session
 (``rule_key``) without asking. A request decided elsewhere (``oma approve``,
 another client, ``on_timeout``) is withdrawn from the editor
-(``$/cancel_request``) and its card says who decided. A client that cannot
+(``$/cancel_request``) and its tool call says who decided. A client that cannot
 ask (it answers ``session/request_permission`` with an error) is told in a
 message to answer with ``/approve`` or ``/reject``; the request stays
 ``pending`` in the run until then. Once the editor cancelled the prompt
@@ -16,7 +16,7 @@ turn (``session/cancel``), nothing it answers decides anything, nor does a
 session rule, and a request opened later is not asked: the run is being
 stopped, and an "allow" sent after the stop button must not start work.
 
-The request's card: a dispatch is asked on its task's tool call (the task
+The request's tool call: a dispatch is asked on its task's tool call (the task
 id); a plan, a round or a tool call gets a tool call of its own,
 ``approval:<request id>``, which ends ``completed`` (approved) or
 ``failed`` (rejected).
@@ -48,8 +48,8 @@ from oma.core.schema.limits import cut_text
 
 logger = logging.getLogger(__name__)
 
-CARD_TEXT_CHARS = 4000
-"""The most of a request's content its card shows, in characters."""
+TOOL_CALL_TEXT_CHARS = 4000
+"""The most of a request's content its tool call shows, in characters."""
 
 OPTIONS = (
     ("allow_once", "Allow once"),
@@ -86,7 +86,7 @@ def rule_key(request: PendingApproval) -> tuple[str, str]:
     return request.boundary, agent
 
 
-def card_id(request: PendingApproval) -> str:
+def tool_call_id_of(request: PendingApproval) -> str:
     """The tool call a request is asked on (module docstring)."""
     content = request.content if isinstance(request.content, dict) else {}
     if request.boundary == "dispatch" and content.get("id"):
@@ -95,7 +95,7 @@ def card_id(request: PendingApproval) -> str:
 
 
 def describe(request: PendingApproval, kinds: dict[str, ToolKind]) -> tuple[str, ToolKind, str]:
-    """``(title, kind, text)`` of a request's card, for a person."""
+    """``(title, kind, text)`` of a request's tool call, for a person."""
     content = request.content if isinstance(request.content, dict) else {}
     if request.boundary == "plan":
         tasks = content.get("tasks") or []
@@ -141,7 +141,7 @@ def _name(task: Any) -> str:
 
 
 def decided_text(decision: ApprovalDecision | None) -> str:
-    """What a request's card says once it closed."""
+    """What a request's tool call says once it closed."""
     if decision is None:
         return "closed without a decision (the run stopped)"
     verb = "approved" if decision.decision == "approve" else "rejected"
@@ -167,7 +167,7 @@ class _Ask:
     rpc_id: int | None = None
 
 
-class PermissionDesk:
+class PermissionRequests:
     """The permission prompts of one run on one connection (module docstring).
 
     ``sync`` takes the run's open requests after each change; ``close``
@@ -185,7 +185,7 @@ class PermissionDesk:
         rules: Rules,
         kinds: dict[str, ToolKind],
         send: Send,
-        shown_cards: Callable[[], set[str]],
+        shown_tool_calls: Callable[[], set[str]],
         deciding: Callable[[], bool] = lambda: True,
     ) -> None:
         self.conn = conn
@@ -196,14 +196,14 @@ class PermissionDesk:
         self.rules = rules
         self.kinds = kinds
         self.send = send
-        self.shown_cards = shown_cards
+        self.shown_tool_calls = shown_tool_calls
         self.asks: dict[str, _Ask] = {}
         self.seen: dict[str, PendingApproval] = {}
         self.told: set[str] = set()
 
     async def sync(self, pending: list[PendingApproval], decisions: list[ApprovalDecision]) -> None:
         """Ask each new request, answer it by a session rule, or tell how to
-        answer it; close the cards of requests no longer open."""
+        answer it; close the tool calls of requests no longer open."""
         open_ids = {r.request_id for r in pending}
         for request_id in [r for r in self.seen if r not in open_ids]:
             request = self.seen.pop(request_id)
@@ -225,12 +225,12 @@ class PermissionDesk:
 
     async def _open(self, request: PendingApproval) -> None:
         title, kind, text = describe(request, self.kinds)
-        card = card_id(request)
-        content = [tool_content(text_block(cut_text(text, CARD_TEXT_CHARS)))] if text else None
-        if card not in self.shown_cards():
+        call_id = tool_call_id_of(request)
+        content = [tool_content(text_block(cut_text(text, TOOL_CALL_TEXT_CHARS)))] if text else None
+        if call_id not in self.shown_tool_calls():
             await self.send(
                 start_tool_call(
-                    card,
+                    call_id,
                     title,
                     kind=kind,
                     status="pending",
@@ -248,16 +248,16 @@ class PermissionDesk:
             await self._tell(request, title)
             return
         ask = _Ask(request)
-        ask.task = asyncio.create_task(self._ask(ask, card, title, kind, content))
+        ask.task = asyncio.create_task(self._ask(ask, call_id, title, kind, content))
         self.asks[request.request_id] = ask
 
     async def _ask(
-        self, ask: _Ask, card: str, title: str, kind: str, content: list[Any] | None
+        self, ask: _Ask, call_id: str, title: str, kind: str, content: list[Any] | None
     ) -> None:
         request = ask.request
         options = [PermissionOption(option_id=k, name=name, kind=k) for k, name in OPTIONS]
         call = ToolCallUpdate(
-            tool_call_id=card,
+            tool_call_id=call_id,
             title=title,
             kind=kind,
             status="pending",
@@ -334,12 +334,12 @@ class PermissionDesk:
     async def _closed(self, request: PendingApproval, decision: ApprovalDecision | None) -> None:
         if request.request_id in self.asks:
             await self._withdraw(request.request_id)
-        card = card_id(request)
-        if card.startswith("approval:"):
+        call_id = tool_call_id_of(request)
+        if call_id.startswith("approval:"):
             approved = decision is not None and decision.decision == "approve"
             await self.send(
                 update_tool_call(
-                    card,
+                    call_id,
                     status="completed" if approved else "failed",
                     content=[tool_content(text_block(decided_text(decision)))],
                 )

@@ -8,7 +8,7 @@ show ``MOST_TASKS`` tasks whole: every task that failed or has not ended
 (in progress, awaiting approval, cancelled), then the first tasks in
 dependency order; the others are counted by status, and ``oma show RUN
 --task ID`` or ``--json`` has each of them. The HTML page also draws every
-task's status, as a map (``oma.cli.viewer.html``).
+task's status, as a map (``oma.viewer.html``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from oma.cli.viewer.model import RunView, TaskView
+from oma.viewer.model import RunView, TaskView
 
 WHOLE_TASKS = 200
 """A run of at most this many tasks is shown whole."""

@@ -5,7 +5,7 @@ A prompt whose text starts with one of them is that command, run against
 the session's run (the ``TeamRun`` of the session's id), whether a run is
 going or not; its answer is a message, and the turn ends ``end_turn``.
 ``/retry [TASK ...]`` is the exception: it starts a run (a fork of the
-latest, ``oma.cli.acp_agent.retry``) and its turn follows that run as a
+latest, ``oma.acp.retry``) and its turn follows that run as a
 prompt's does. Any other prompt is a goal.
 """
 
@@ -19,8 +19,8 @@ from acp.schema import AvailableCommand, AvailableCommandInput, UnstructuredComm
 from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRejectedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma.cli.acp_agent.permissions import decided_text
-from oma.cli.acp_agent.prompt import typed_prompt
+from oma.acp.permission_requests import decided_text
+from oma.acp.prompt import typed_prompt
 from oma.client.approvals import pending, send_decision
 from oma.core.contracts.names import QueryName, SignalName
 from oma.core.schema.approvals import DecisionValue, Reviewer

@@ -18,7 +18,7 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from oma.cli.viewer.model import RunView, TaskView
+from oma.viewer.model import RunView, TaskView
 
 MEMORY_CHARS = 160
 """How much of a task's output a shared memory entry shows (the Outputs
@@ -88,7 +88,7 @@ def scrubber_html(
     """The scrubber's section content: a range input over ``moments``, the
     moment's words, the shared memory then; ``colors`` fill the DAG's nodes
     by status (``html.STATUS_COLORS``). A many-task run's page
-    (``oma.cli.viewer.paging``) gives the tasks it shows whole (``whole``)
+    (``oma.viewer.paging``) gives the tasks it shows whole (``whole``)
     and those its status map draws (``drawn``): the moments are the drawn
     tasks', and only the whole ones' carry words (the page makes them from
     the task and the status) and a shared memory entry, so the page stays

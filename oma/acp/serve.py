@@ -1,13 +1,13 @@
 """``oma acp``: the process, from its stdio to the Temporal connection.
 
 The order matters: the protocol takes stdin and stdout before anything can
-write to them (``oma.cli.acp_agent.stdio``); log lines go to stderr; the
-Temporal connection (and, when nothing listens on ``TEMPORAL_ADDRESS``, the
-embedded dev server and a worker in this process: ``oma.cli.run.temporal``,
-as ``oma run`` does) starts at once, in its own task, while ``initialize``
-is answered; a session waits for it. When the editor closes stdin, the
-agent ends, and with it what this process started: a run goes on under any
-other worker, or with the embedded server's next start.
+write to them (``oma.acp.stdio``); log lines go to stderr; the Temporal
+connection (and, when nothing listens on ``TEMPORAL_ADDRESS``, the embedded
+dev server and a worker in this process: ``oma.client.embedded.serving``, as
+``oma run`` does) starts at once, in its own task, while ``initialize`` is
+answered; a session waits for it. When the editor closes stdin, the agent
+ends, and with it what this process started: a run goes on under any other
+worker, or with the embedded server's next start.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
-from oma.cli.acp_agent.stdio import ProtocolFiles, protocol_streams, take_stdio
+from oma.acp.stdio import ProtocolFiles, protocol_streams, take_stdio
 from oma.core.schema.errors import OMAError, TemporalUnavailableError
 
 
@@ -43,7 +44,7 @@ def acp_command(team: Path | None, task_queue: str | None, verbose: bool) -> int
 async def _serve(files: ProtocolFiles, team: Path | None) -> None:
     from acp import run_agent
 
-    from oma.cli.acp_agent.agent import TeamAgent
+    from oma.acp.agent import TeamAgent
 
     main = asyncio.current_task()
     assert main is not None
@@ -84,18 +85,25 @@ class _Temporal:
 
 
 async def _hold_temporal(ready: asyncio.Future[tuple[Any, str]]) -> None:
-    """Connect (``oma.cli.run.temporal``) and hold the connection, the
-    embedded server and the worker until cancelled; a failure to connect is
-    what every session is then answered with."""
-    from oma.cli.run import temporal
+    """Connect as ``oma run`` does (``oma.client.embedded``: the configured
+    server, or the embedded dev server and a worker in this process when
+    nothing listens there) and hold the connection, the embedded server and
+    the worker until cancelled; a failure to connect is what every session is
+    then answered with."""
+    from oma.client.embedded import configured_connection, serving
+    from oma.runtime.dev_server import is_listening, split_address
 
     try:
-        async with temporal(None, started_by="oma acp") as pair:
-            ready.set_result(pair)
+        connection = configured_connection()
+        if not is_listening(connection.address):
+            _, port = split_address(connection.address)
+            print(f"starting the embedded Temporal dev server on port {port}", file=sys.stderr)
+        async with serving(connection, started_by="oma acp") as (client, served):
+            ready.set_result((client, served.task_queue))
             await asyncio.Event().wait()
     except OMAError as err:
         _fail(ready, err)
-    except Exception as err:  # typer's exit after a bad profile (said on stderr)
+    except Exception as err:
         _fail(
             ready,
             TemporalUnavailableError(f"cannot connect to Temporal: {err or type(err).__name__}"),

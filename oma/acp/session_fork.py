@@ -8,8 +8,8 @@ the fork's runs, ``<session id>-fork-<8 hex>``, as ``oma fork`` names a fork.
 Nothing starts until the new session is prompted (an editor prompts a
 forked session at once, as it does a new one); then its first run is a fork
 of the pinned run: a prompt is a follow-up of it (its outcome in the goal,
-``oma.cli.acp_agent.prompt``), ``/retry`` a fork of it in Temporal's sense
-(``oma.cli.acp_agent.retry``: what completed kept, the rest run again).
+``oma.acp.prompt``), ``/retry`` a fork of it in Temporal's sense
+(``oma.acp.retry``: what completed kept, the rest run again).
 The session forked, and its runs, are never touched.
 
 A session that has no run of its own yet (a fork not prompted yet) is

@@ -4,10 +4,10 @@ The methods the SDK's router calls by name (``acp.interfaces.Agent``); the
 protocol's own names are kept (``session/new``, ``stopReason``). A session's
 id is the workflow id of its ``TeamRun``: the first prompt starts the run,
 a later prompt starts a new run of the same workflow id (a follow-up, which
-reads the previous run's outcome: ``oma.cli.acp_agent.prompt``), so a
+reads the previous run's outcome: ``oma.acp.prompt``), so a
 session and its runs are one workflow id in Temporal, and ``session/load``
 of that id finds them from any process; ``session/fork`` makes a session
-whose runs branch from this one's latest (``oma.cli.acp_agent.session_fork``).
+whose runs branch from this one's latest (``oma.acp.session_fork``).
 The protocol's rules kept here: no
 update before the ``session/new`` (or ``session/resume``) response, none
 after a prompt's response; those sent after a response are started only
@@ -54,11 +54,10 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma.cli.acp_agent.cards import agent_kinds, stop_reason
-from oma.cli.acp_agent.commands import COMMANDS, parse, run_command
-from oma.cli.acp_agent.follower import Follower, ended_as
-from oma.cli.acp_agent.permissions import Rules
-from oma.cli.acp_agent.prompt import (
+from oma.acp.commands import COMMANDS, parse, run_command
+from oma.acp.follower import Follower, ended_as
+from oma.acp.permission_requests import Rules
+from oma.acp.prompt import (
     MEMO,
     MEMO_PROMPT_CHARS,
     follow_up_goal,
@@ -67,9 +66,11 @@ from oma.cli.acp_agent.prompt import (
     prompt_text,
     typed_prompt,
 )
-from oma.cli.acp_agent.retry import Refusal, busy, retry_of
-from oma.cli.acp_agent.session_fork import Branch, branch_of, fork_id
-from oma.cli.acp_agent.team_file import SessionTeam, session_dir, session_team
+from oma.acp.retry import Refusal, busy, retry_of
+from oma.acp.rpc_errors import oma_request_error, request_error
+from oma.acp.session_fork import Branch, branch_of, fork_id
+from oma.acp.team_file import SessionTeam, session_dir, session_team
+from oma.acp.tool_calls import agent_kinds, stop_reason
 from oma.core.contracts.names import QueryName, SignalName, WorkflowName
 from oma.core.schema.approvals import Reviewer
 from oma.core.schema.errors import (
@@ -265,7 +266,7 @@ class TeamAgent:
         self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **_: Any
     ) -> ForkSessionResponse:
         """A new session, ``<session id>-fork-<8 hex>``, whose runs branch from
-        the latest run of ``session_id`` (``oma.cli.acp_agent.session_fork``):
+        the latest run of ``session_id`` (``oma.acp.session_fork``):
         its first prompt is a follow-up of that run, its ``/retry`` a fork
         of it. Nothing starts until then."""
         with _as_rpc_error():
@@ -372,7 +373,7 @@ class TeamAgent:
     async def _retry(
         self, session: Session, client: Client, queue: str, tasks: list[str], text: str
     ) -> PromptResponse:
-        """``/retry [TASK ...]`` (``oma.cli.acp_agent.retry``): a fork of the
+        """``/retry [TASK ...]`` (``oma.acp.retry``): a fork of the
         session's latest run under its workflow id, followed as a prompt's
         run; a message and ``end_turn`` when it starts nothing."""
         from oma.client.fork import start_fork
@@ -789,13 +790,11 @@ def _as_rpc_error() -> Any:
     try:
         yield
     except OMAError as err:
-        data = {"code": err.code, "message": err.message}
         if isinstance(err, AcpSessionUnknownError):
-            raise RequestError(-32002, str(err), data) from None
+            raise oma_request_error(RequestError.resource_not_found(), err) from None
         if isinstance(err, InputError):
-            raise RequestError(-32602, str(err), data) from None
-        raise RequestError(-32603, str(err), data) from None
+            raise oma_request_error(RequestError.invalid_params(), err) from None
+        raise oma_request_error(RequestError.internal_error(), err) from None
     except RPCError as err:
-        raise RequestError(
-            -32603, f"Temporal: {err}", {"code": "TEMPORAL_RPC", "message": str(err)}
-        ) from None
+        data = {"code": "TEMPORAL_RPC", "message": str(err)}
+        raise request_error(RequestError.internal_error(), f"Temporal: {err}", data) from None

@@ -20,7 +20,7 @@ offline. It shows:
 Clicking a node or a bar shows its details in the side panel; on load the
 panel shows the first failed task (or the first task).
 
-A run of more tasks than ``oma.cli.viewer.paging.WHOLE_TASKS`` gets a page
+A run of more tasks than ``oma.viewer.paging.WHOLE_TASKS`` gets a page
 of a bounded size: a status map draws every task (up to ``MAP_MOST``) as a
 square of its status's color, and the DAG is left out; the waterfall, the
 table, the outputs and the failures hold the tasks the page shows whole
@@ -35,11 +35,11 @@ import math
 from datetime import datetime
 from typing import Any
 
-from oma.cli.viewer.model import ChildRunView, RunView, Span, TaskView, seconds_text
-from oma.cli.viewer.paging import Page, page_of
-from oma.cli.viewer.scrubber import scrubber_html
 from oma.core.contracts.names import ActivityName
 from oma.core.schema.usage import usd
+from oma.viewer.model import ChildRunView, RunView, Span, TaskView, seconds_text
+from oma.viewer.paging import Page, page_of
+from oma.viewer.scrubber import scrubber_html
 
 STATUS_COLORS = {
     "completed": "#2e9d5b",

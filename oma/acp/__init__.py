@@ -9,15 +9,18 @@ run goes on, and ``session/load`` reattaches (docs/editors.md).
 
 By concern: ``serve`` (the process: stdio, logs, the Temporal connection),
 ``stdio``, ``agent`` (``TeamAgent``: the protocol's methods, the sessions),
-``follower`` (one run's queries in, session updates out), ``cards`` (what
-the editor shows of a run's state), ``permissions`` (approvals as permission
-prompts), ``commands`` (``/status``, ``/abort``, ``/approve``, ``/reject``,
+``follower`` (one run's queries in, session updates out), ``tool_calls``
+(what the editor shows of a run's state: its ``plan``, a tool call per
+task), ``permission_requests`` (approvals as ``session/request_permission``),
+``commands`` (``/status``, ``/abort``, ``/approve``, ``/reject``,
 ``/retry``), ``retry`` (``/retry``: a fork of the session's latest run),
-``prompt`` (a prompt as a goal), ``team_file`` (the session's team).
+``session_fork`` (``session/fork``), ``prompt`` (a prompt as a goal),
+``team_file`` (the session's team). It imports the client and the core,
+never the command line (``oma.cli``), whose ``oma acp`` serves it.
 """
 
 from __future__ import annotations
 
-from oma.cli.acp_agent.serve import acp_command
+from oma.acp.serve import acp_command
 
 __all__ = ["acp_command"]

@@ -5,9 +5,9 @@ The run is read the way ``oma run`` reads it: the ``events`` query every
 brings something, the ``state`` query (the tasks, their outputs, the usage)
 and, on an approval event, ``pending_approvals``. The running tasks' latest
 line of output, and the coordinator's while it plans, come from the
-heartbeats of their activities (``oma.cli.live.latest_output``) every
-``PEEK_S``. What changed goes to the editor (``oma.cli.acp_agent.cards``,
-``oma.cli.acp_agent.permissions``); the end of the run is its result
+heartbeats of their activities (``oma.client.progress.latest_output``) every
+``PEEK_S``. What changed goes to the editor (``oma.acp.tool_calls``,
+``oma.acp.permission_requests``); the end of the run is its result
 (``oma.client.team_run_result``), then the final message.
 
 Nothing here is needed for the run to go on: the follower only reads it and
@@ -31,11 +31,11 @@ from acp.schema import ToolKind
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError
 
-from oma.cli.acp_agent.cards import Book
-from oma.cli.acp_agent.permissions import PermissionDesk, Rules, decided_text
-from oma.cli.acp_agent.prompt import ended_words, outcome_text, outputs_text
-from oma.cli.common import cause
-from oma.cli.live import latest_output
+from oma.acp.permission_requests import PermissionRequests, Rules, decided_text
+from oma.acp.prompt import ended_words, outcome_text, outputs_text
+from oma.acp.tool_calls import RunPlan
+from oma.client.progress import latest_output
+from oma.client.runs import cause
 from oma.core.contracts.names import QueryName
 from oma.core.contracts.workflow_ids import coordinator_workflow_id, task_workflow_id
 from oma.core.rules.approval_gate import dispatch_request_id
@@ -86,9 +86,9 @@ class Follower:
 
     ``send`` sends one session update; ``conn`` is the SDK's
     ``AgentSideConnection`` (for permission prompts); ``kinds`` maps agent
-    names to their cards' kind; ``token_budget`` sizes the usage meter;
+    names to their tool calls' kind; ``token_budget`` sizes the usage meter;
     ``deciding`` says whether the editor's answers may still decide
-    (``PermissionDesk``)."""
+    (``PermissionRequests``)."""
 
     def __init__(
         self,
@@ -115,8 +115,8 @@ class Follower:
         self.send = send
         self.kinds = kinds
         self.token_budget = token_budget
-        self.book = Book()
-        self.desk = PermissionDesk(
+        self.plan = RunPlan()
+        self.permissions = PermissionRequests(
             conn,
             session_id,
             self.query_handle,
@@ -124,7 +124,7 @@ class Follower:
             rules,
             kinds,
             send,
-            lambda: set(self.book.cards),
+            lambda: set(self.plan.tool_calls),
             deciding,
         )
         self.after_seq = -1
@@ -159,7 +159,7 @@ class Follower:
         try:
             # what is still to do: the state drawn after new events (a query
             # that failed is asked again), then the approvals, in that order,
-            # so a request's prompt never comes before the plan and the cards
+            # so a request's prompt never comes before the plan and the tool calls
             stale = True
             approvals_changed = True
             while not ended.done():
@@ -188,13 +188,13 @@ class Follower:
             result, why = ended.result()
             if result is not None:
                 await self._draw(result)
-            await self.desk.close()
+            await self.permissions.close()
             await self._sync_closed(result)
             await self.send(self._final_message(result, why))
             return result
         finally:
             peeking.cancel()
-            await self.desk.close()
+            await self.permissions.close()
             if not ended.done():
                 ended.cancel()
                 with contextlib.suppress(BaseException):
@@ -280,15 +280,15 @@ class Follower:
         announced = self.announced
         requests = [r for r in requests if announced is None or r.request_id in announced]
         decisions = state.approval_decisions if state is not None else []
-        if set(self.desk.seen) - {r.request_id for r in requests}:  # closed: by whom?
+        if set(self.permissions.seen) - {r.request_id for r in requests}:  # closed: by whom?
             fresh = await self._query_state()
             decisions = fresh.approval_decisions if fresh is not None else decisions
-        await self.desk.sync(requests, decisions)
+        await self.permissions.sync(requests, decisions)
         return True
 
     async def _sync_closed(self, result: TeamRunResult | None) -> None:
-        """Close the cards of the requests the run closed (all, once it ended)."""
-        await self.desk.sync([], result.approval_decisions if result is not None else [])
+        """Close the tool calls of the requests the run closed (all, once it ended)."""
+        await self.permissions.sync([], result.approval_decisions if result is not None else [])
 
     # -- drawing ---------------------------------------------------------------
 
@@ -299,14 +299,14 @@ class Follower:
             updates.append(
                 update_agent_thought_text(cut_text(_plan_thought(state), PLAN_THOUGHT_CHARS))
             )
-        updates += self.book.plan_update(state)
+        updates += self.plan.plan_update(state)
         decisions = {d.request_id: d for d in state.approval_decisions}
         for task in state.tasks:
             dispatch = decisions.get(dispatch_request_id(task.id))
             decided = decided_text(dispatch) if dispatch is not None else ""
             latest = self.latest.get(task.id, "")
-            updates += self.book.card_updates(task, self.kinds, latest, decided)
-        updates += self.book.usage_update(state, self.token_budget)
+            updates += self.plan.tool_call_updates(task, self.kinds, latest, decided)
+        updates += self.plan.usage_update(state, self.token_budget)
         for update in updates:
             await self._send(update)
 
@@ -328,7 +328,7 @@ class Follower:
 
     async def _show_peeked(self, state: TeamRunResult) -> None:
         """Send what the last peek found that is new: a running task's line
-        (its card's content), the coordinator's (a thought)."""
+        (its tool call's content), the coordinator's (a thought)."""
         line, self.peeked_thought = self.peeked_thought, ""
         if line and line != self.thought and state.plan is None:
             self.thought = line
@@ -343,7 +343,7 @@ class Follower:
             ):
                 continue
             self.latest[task.id] = line
-            for update in self.book.card_updates(task, self.kinds, line):
+            for update in self.plan.tool_call_updates(task, self.kinds, line):
                 await self._send(update)
 
     async def _send(self, update: Any) -> None:

@@ -16,9 +16,9 @@ A run's ``state`` (a ``TeamRunResult``) becomes:
 - a ``usage_update``: the run's tokens (``used``), its token budget or,
   without one, the tokens used (``size``), and its known cost in USD.
 
-``Book`` remembers what was sent on this connection and gives only what
+``RunPlan`` remembers what was sent on this connection and gives only what
 changed, so the same code draws a new run, and a run reattached with
-``session/load``: there every card is new.
+``session/load``: there every tool call is new.
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ from oma.core.schema.limits import cut_text
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskState, TaskStatus
 
-CARD_OUTPUT_CHARS = 20_000
-"""The most of a task's output its card shows, in characters (the rest is
+TOOL_CALL_OUTPUT_CHARS = 20_000
+"""The most of a task's output its tool call shows, in characters (the rest is
 in ``oma show RUN --task ID``)."""
 
 ToolCallStatus = Literal["pending", "in_progress", "completed", "failed"]
 PlanStatus = Literal["pending", "in_progress", "completed"]
 
-_CARD_STATUS: dict[TaskStatus, ToolCallStatus] = {
+_TOOL_CALL_STATUS: dict[TaskStatus, ToolCallStatus] = {
     TaskStatus.PENDING: "pending",
     TaskStatus.BLOCKED: "pending",
     TaskStatus.AWAITING_APPROVAL: "pending",
@@ -85,7 +85,7 @@ def agent_kinds(team: dict[str, Any] | None) -> dict[str, ToolKind]:
 
 
 @dataclass(frozen=True)
-class Card:
+class ToolCall:
     """A task's tool call, as the editor should show it now."""
 
     title: str
@@ -94,14 +94,14 @@ class Card:
     text: str
 
 
-def card_of(
+def tool_call_of(
     task: TaskState, kinds: dict[str, ToolKind], latest: str = "", decided: str = ""
-) -> Card:
-    """The card of ``task``; ``latest`` is its latest line of output while it
+) -> ToolCall:
+    """The tool call of ``task``; ``latest`` is its latest line of output while it
     runs, ``decided`` who decided its dispatch approval (what it says until
     then: the request's prompt may be withdrawn, decided elsewhere)."""
     title = f"{task.title or task.id} ({task.assignee})" if task.assignee else task.title or task.id
-    status = _CARD_STATUS[task.status]
+    status = _TOOL_CALL_STATUS[task.status]
     if task.status == TaskStatus.COMPLETED:
         text = task.output if task.output is not None else _by_reference(task)
         if task.reused_from is not None:
@@ -116,13 +116,16 @@ def card_of(
         text = latest or decided
     else:
         text = decided
-    return Card(
-        title, kinds.get(task.assignee or "", "other"), status, cut_text(text, CARD_OUTPUT_CHARS)
+    return ToolCall(
+        title,
+        kinds.get(task.assignee or "", "other"),
+        status,
+        cut_text(text, TOOL_CALL_OUTPUT_CHARS),
     )
 
 
 def _skipped(error: str | None) -> str:
-    """What a skipped task's card says: its reason, which the run writes
+    """What a skipped task's tool call says: its reason, which the run writes
     starting ``skipped: `` (``oma.core.rules.task_graph.skip_reason``)."""
     if not error:
         return "skipped"
@@ -143,7 +146,7 @@ def plan_of(state: TeamRunResult) -> list[tuple[str, PlanStatus]]:
     """The plan entries of ``state``: ``(content, status)`` per task."""
     entries: list[tuple[str, PlanStatus]] = []
     for task in state.tasks:
-        status = _PLAN_STATUS[_CARD_STATUS[task.status]]
+        status = _PLAN_STATUS[_TOOL_CALL_STATUS[task.status]]
         word = {TaskStatus.FAILED: " (failed)", TaskStatus.SKIPPED: " (skipped)"}.get(
             task.status, " (reused)" if task.reused_from is not None else ""
         )
@@ -160,42 +163,43 @@ def usage_of(state: TeamRunResult, token_budget: int | None) -> tuple[int, int, 
 
 
 @dataclass
-class Book:
-    """What this connection has shown of one run: cards, plan, usage."""
+class RunPlan:
+    """What this connection has shown of one run's plan (ACP ``plan``): its
+    entries, each task's tool call, the usage."""
 
-    cards: dict[str, Card] = field(default_factory=dict)
-    plan: list[tuple[str, PlanStatus]] | None = None
+    tool_calls: dict[str, ToolCall] = field(default_factory=dict)
+    entries: list[tuple[str, PlanStatus]] | None = None
     usage: tuple[int, int, float] | None = None
 
     def plan_update(self, state: TeamRunResult) -> list[Any]:
         """A ``plan`` update when the plan changed (none before the run has tasks)."""
         entries = plan_of(state)
-        if not entries or entries == self.plan:
+        if not entries or entries == self.entries:
             return []
-        self.plan = entries
+        self.entries = entries
         return [update_plan(plan_entry(c, status=s) for c, s in entries)]
 
-    def card_updates(
+    def tool_call_updates(
         self, task: TaskState, kinds: dict[str, ToolKind], latest: str = "", decided: str = ""
     ) -> list[Any]:
         """A ``tool_call`` for a task not shown yet, a ``tool_call_update`` of
-        what changed for one shown; nothing when nothing did (``card_of``)."""
-        card = card_of(task, kinds, latest, decided)
-        if task.status == TaskStatus.IN_PROGRESS and not card.text and task.id in self.cards:
-            card = Card(card.title, card.kind, card.status, self.cards[task.id].text)
-        shown = self.cards.get(task.id)
-        if shown == card:
+        what changed for one shown; nothing when nothing did (``tool_call_of``)."""
+        call = tool_call_of(task, kinds, latest, decided)
+        if task.status == TaskStatus.IN_PROGRESS and not call.text and task.id in self.tool_calls:
+            call = ToolCall(call.title, call.kind, call.status, self.tool_calls[task.id].text)
+        shown = self.tool_calls.get(task.id)
+        if shown == call:
             return []
-        self.cards[task.id] = card
-        content = [tool_content(text_block(card.text))] if card.text else None
+        self.tool_calls[task.id] = call
+        content = [tool_content(text_block(call.text))] if call.text else None
         if shown is None:
             raw = {"task": task.id, "assignee": task.assignee, "description": task.description}
             return [
                 start_tool_call(
                     task.id,
-                    card.title,
-                    kind=card.kind,
-                    status=card.status,
+                    call.title,
+                    kind=call.kind,
+                    status=call.status,
                     content=content,
                     raw_input=raw,
                 )
@@ -203,9 +207,9 @@ class Book:
         return [
             update_tool_call(
                 task.id,
-                title=card.title if card.title != shown.title else None,
-                status=card.status if card.status != shown.status else None,
-                content=content if card.text != shown.text else None,
+                title=call.title if call.title != shown.title else None,
+                status=call.status if call.status != shown.status else None,
+                content=content if call.text != shown.text else None,
             )
         ]
 

@@ -87,10 +87,10 @@ def find_team_file(team: Path | None, cwd: Path) -> Path:
 
 def read_team_file(path: Path) -> dict[str, Any]:
     """The team file at ``path``, checked as ``oma run`` checks a run input
-    (``oma.cli.run.run_input_json``, ``checked_team_run_input``) with a goal
+    (``oma.client.run_file.run_input_json``, ``checked_team_run_input``) with a goal
     in place. Raises ``InvalidRunInputError`` (and the graph's errors) with
     ``oma run``'s message, the file's path first."""
-    from oma.cli.run import run_input_json
+    from oma.client.run_file import run_input_json
 
     raw = run_input_json(path)
     if isinstance(raw, dict):

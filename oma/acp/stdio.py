@@ -175,11 +175,11 @@ def refusal(line: TooLong) -> bytes | None:
     rpc_id = _leading_id(line.head)
     if rpc_id is None:
         return None
-    error = {
-        "code": -32600,
-        "message": str(err),
-        "data": {"code": err.code, "message": err.message},
-    }
+    from acp import RequestError
+
+    from oma.acp.rpc_errors import oma_request_error
+
+    error = oma_request_error(RequestError.invalid_request(), err).to_error_obj()
     return json.dumps({"jsonrpc": "2.0", "id": rpc_id, "error": error}).encode() + b"\n"
 
 
@@ -234,8 +234,14 @@ def checked_line(line: bytes) -> bytes | None:
         logger.warning("dropped a line from the client: %s: %s", why, shown)
         return None
     if "method" not in message and "error" in message and not isinstance(message["error"], dict):
+        from acp import RequestError
+
         given = message["error"]
-        message["error"] = {"code": -32603, "message": given if isinstance(given, str) else "Error"}
+        internal = RequestError.internal_error().code
+        message["error"] = {
+            "code": internal,
+            "message": given if isinstance(given, str) else "Error",
+        }
         return json.dumps(message).encode() + b"\n"
     return line
 
