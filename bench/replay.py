@@ -5,8 +5,8 @@ Runs one ``TeamRun`` of ``--chains`` independent chains of ``--length``
 scripted tasks (default 50 x 100: 5,000 tasks, ``bench/dag_overhead.py``'s
 shape) on an embedded dev server with an in-process worker, takes the
 longest history of its continue-as-new chain (the run continues as new past
-``options.history_event_limit`` events), and measures, ``--repeat`` times
-each (medians):
+``options.history_event_limit`` events), and measures, in ``--repeat``
+rounds that take them in turn (medians):
 
 - ``replay_s``: the full replay of that history, as ``oma replay FILE``
   checks it (``oma.cli.debug.session.replay``: the product's converter and
@@ -119,13 +119,17 @@ def tasks_of(history: Any) -> int:
     return len(json.loads(raw).get("tasks") or [])
 
 
-async def timed(coro_factory: Any, repeat: int) -> float:
-    times = []
+async def timed(runners: list[Any], repeat: int) -> list[float]:
+    """The median seconds of each of ``runners`` over ``repeat`` rounds, the
+    runners taken in turn within each round (a machine's drift then weighs
+    on all of them alike)."""
+    times: list[list[float]] = [[] for _ in runners]
     for _ in range(repeat):
-        started = time.perf_counter()
-        await coro_factory()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+        for i, runner in enumerate(runners):
+            started = time.perf_counter()
+            await runner()
+            times[i].append(time.perf_counter() - started)
+    return [statistics.median(t) for t in times]
 
 
 async def measure(history: Any, repeat: int) -> tuple[float, float, float, float]:
@@ -156,12 +160,8 @@ async def measure(history: Any, repeat: int) -> tuple[float, float, float, float
         await state_at(debugged, middle)
 
     print(f"--at task_complete:{task} is event {last.event_id}", flush=True)
-    return (
-        await timed(sdk, repeat),
-        await timed(full, repeat),
-        await timed(at_last, repeat),
-        await timed(at_middle, repeat),
-    )
+    sdk_s, full_s, last_s, middle_s = await timed([sdk, full, at_last, at_middle], repeat)
+    return sdk_s, full_s, last_s, middle_s
 
 
 def main() -> None:
