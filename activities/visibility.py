@@ -4,7 +4,7 @@ attributes the run's namespace has registered.
 A run started without ``OmaStatus`` (``temporal workflow start`` with no
 ``--search-attribute``) asks once, as an activity whose answer is recorded
 in its history, so that it replays the same way
-(``oma.workflows._visibility.learn``). Upserting an attribute the namespace
+(``oma.workflows._visibility.Visibility.learn``). Upserting an attribute the namespace
 lacks would fail the run's workflow task on every retry.
 """
 

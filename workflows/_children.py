@@ -24,15 +24,21 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.schema.results import AgentRunResult
     from oma.core.schema.run_input import AgentRunInput
     from oma.core.schema.task import TaskSpec, TaskState
-    from oma.workflows import _patches, _visibility
+    from oma.workflows import _patches
+    from oma.workflows._visibility import Visibility
 
 
 async def attempt_task(
-    spec: TaskSpec, run_input: AgentRunInput, team: str, state: TaskState
+    spec: TaskSpec,
+    run_input: AgentRunInput,
+    team: str,
+    state: TaskState,
+    visibility: Visibility,
 ) -> AgentRunResult:
     """One attempt of task ``spec`` of a run of ``team``: an ``AgentRun`` child
     ``<run id>/<task id>`` of ``run_input`` (summary ``agent: task title``, and
-    the search attributes ``OmaTeam``, ``OmaAgent``, ``OmaTask``), cancelled
+    the search attributes ``OmaTeam``, ``OmaAgent``, ``OmaTask``, as the
+    run's ``visibility`` gives them), cancelled
     after ``spec.timeout_s`` seconds (then the result is a retryable
     ``TASK_TIMEOUT`` failure). A failed child gives its
     partial result (``failed_result``); never raises for the child's failure.
@@ -47,7 +53,7 @@ async def attempt_task(
         # shape fails this task, not every workflow task of the run
         result_type=RawValue,
         static_summary=task_summary(agent, spec.id, spec.title),
-        search_attributes=_visibility.for_child(team=team, agent=agent, task=spec.id),
+        search_attributes=visibility.for_child(team=team, agent=agent, task=spec.id),
     )
     try:
         if spec.timeout_s is None:

@@ -11,7 +11,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.schema import limits
     from oma.core.schema.run_input import TeamRunInput
     from oma.core.schema.run_state import TeamRunState
-    from oma.workflows import _visibility
+    from oma.workflows._visibility import Visibility
 
 
 def due(history_event_limit: int) -> bool:
@@ -22,13 +22,16 @@ def due(history_event_limit: int) -> bool:
     return info.is_continue_as_new_suggested() or long
 
 
-def continue_as_new(inp: TeamRunInput, state: TeamRunState, graph: TaskGraph) -> None:
+def continue_as_new(
+    inp: TeamRunInput, state: TeamRunState, graph: TaskGraph, visibility: Visibility
+) -> None:
     """Go on in a new run with the same input (as the user wrote it: the
     defaults dropped would lose the backends' ``kind`` tags) and ``state``,
     the two within ``RUN_STATE_BUDGET_BYTES`` (the outputs the tasks still to
     run read kept first). Raises ``RunStateTooLargeError`` when the state
     cannot fit (the run stops, rather than fail its workflow task for good);
-    else never returns (``workflow.continue_as_new``). On a versioned worker
+    else never returns (``workflow.continue_as_new``): the run's
+    ``visibility`` says this execution continued as new. On a versioned worker
     the next run starts on the deployment's current build, not this run's
     (``ContinueAsNewVersioningBehavior.AUTO_UPGRADE``)."""
     next_input = inp.payload()
@@ -41,7 +44,7 @@ def continue_as_new(inp: TeamRunInput, state: TeamRunState, graph: TaskGraph) ->
     )
     workflow.continue_as_new(
         next_input,
-        search_attributes=_visibility.continuing(),
+        search_attributes=visibility.continuing(),
         initial_versioning_behavior=_upgrading(),
     )
 

@@ -32,8 +32,9 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.schema.run_input import AgentRunInput, TeamRunInput
     from oma.core.schema.run_state import TeamRunState
     from oma.core.schema.task import TaskSpec
-    from oma.workflows import _input_checks, _visibility
+    from oma.workflows import _input_checks
     from oma.workflows._children import failed_result
+    from oma.workflows._visibility import Visibility
 
 
 class StepCounter(Protocol):
@@ -45,13 +46,21 @@ class StepCounter(Protocol):
 
 class Coordinator:
     """The coordinator steps of the goal run ``inp``, over its ``state``,
-    each counted by ``counter``."""
+    each counted by ``counter``, each child's search attributes the run's
+    ``visibility`` gives."""
 
-    def __init__(self, inp: TeamRunInput, state: TeamRunState, counter: StepCounter) -> None:
+    def __init__(
+        self,
+        inp: TeamRunInput,
+        state: TeamRunState,
+        counter: StepCounter,
+        visibility: Visibility,
+    ) -> None:
         self._inp = inp
         self._config = inp.coordinator or CoordinatorConfig()
         self._state = state
         self._counter = counter
+        self._visibility = visibility
 
     async def plan(self, goal: str) -> list[TaskSpec]:
         """The tasks of the coordinator's plan for ``goal``, checked against
@@ -110,7 +119,7 @@ class Coordinator:
                 id=coordinator_workflow_id(workflow.info().workflow_id, step),
                 result_type=AgentRunResult,
                 static_summary=f"{COORDINATOR}: {step}",
-                search_attributes=_visibility.for_child(
+                search_attributes=self._visibility.for_child(
                     team=self._inp.team.name, agent=COORDINATOR
                 ),
             )

@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.schema.fork import ForkInput, is_fork_input, parse_fork_input
     from oma.core.schema.run_events import EventLog
     from oma.core.schema.run_input import TeamRunInput, parse_team_run_input
-    from oma.workflows import _visibility
+    from oma.workflows._visibility import Visibility
     from oma.workflows._waiting import reraise_cancel
 
 READ_SOURCE: ActivityConfig = {
@@ -45,22 +45,28 @@ def fork_input(raw: Any) -> ForkInput | None:
 
 
 def reading(
-    fork: ForkInput | None, inp: TeamRunInput | None, stop: RunStop
+    fork: ForkInput | None, inp: TeamRunInput | None, stop: RunStop, visibility: Visibility
 ) -> Awaitable[TeamRunInput] | None:
     """What ``TeamRun`` reads before it runs, if anything: a fork's source
     (``fork``), or the reference run of a run with ``options.reuse`` that
     has not started yet (``inp``); ``None`` for any other run. ``stop`` is
     the run's: an ``abort`` while it reads is recorded in the state it goes
-    on with (the run then skips every task it would run)."""
+    on with (the run then skips every task it would run). ``visibility``
+    is the run's too: a read that fails ends it ``failed``, a fork's sets
+    ``OmaForkedFrom``."""
     if fork is not None:
-        return _read(fork.payload(), None, fork.fork.run_id, stop)
+        return _read(fork.payload(), None, fork.fork.run_id, stop, visibility)
     if inp is not None and inp.resume is None and inp.options.reuse is not None:
-        return _read(inp.payload(), inp, None, stop)
+        return _read(inp.payload(), inp, None, stop, visibility)
     return None
 
 
 async def _read(
-    payload: dict[str, Any], given: TeamRunInput | None, forked_from: str | None, stop: RunStop
+    payload: dict[str, Any],
+    given: TeamRunInput | None,
+    forked_from: str | None,
+    stop: RunStop,
+    visibility: Visibility,
 ) -> TeamRunInput:
     """The input the run goes on with, as the ``read_fork_source`` activity
     makes it of ``payload`` (a fork's input, or a run's with
@@ -86,7 +92,7 @@ async def _read(
         reraise_cancel(err)
         cause = err.cause
         code = cause.type if isinstance(cause, ApplicationError) else None
-        _visibility.ended("failed", code or InvalidForkError.code)
+        visibility.ended("failed", code or InvalidForkError.code)
         if isinstance(cause, ApplicationError):
             raise ApplicationError(
                 cause.message, *cause.details, type=cause.type, non_retryable=True
@@ -112,5 +118,5 @@ async def _read(
     if stop.stopped:  # the abort signal's event went to the state this one replaces
         log.add("abort", workflow.now(), detail=stop.reason)
     if forked_from:
-        _visibility.forked_from(forked_from)
+        visibility.forked_from(forked_from)
     return parse_team_run_input(forked.input).model_copy(update={"resume": state})

@@ -99,7 +99,7 @@ is on for them (``patched``) without a marker of its own (before it, a run
 recorded a marker and an upsert for each id it asked). And a run started
 with its identity (``OmaStatus=running`` and its team, or its agent and
 task: a client or its parent run set them) does not set the same attributes
-again as it starts (``oma.workflows._visibility.identify``)."""
+again as it starts (``oma.workflows._visibility.Visibility.identify``)."""
 
 _ON_WITH_ONE_MARKER = frozenset(
     {
@@ -132,7 +132,7 @@ the plan were counted once, after planning, and such a run failed
 AWAITING_APPROVAL_STATUS = "oma-awaiting-approval-status"
 """``OmaStatus`` says ``awaiting_approval`` while any approval request of the
 run is open (a team run's own, its tasks' tool requests, an agent run's), and
-``running`` again once none is (``oma.workflows._visibility.show_waiting``);
+``running`` again once none is (``oma.workflows._visibility.Visibility.show_waiting``);
 before it a waiting run said ``running``. On with ``ONE_MARKER_2``; a run
 recorded before that asked it when its first request opened."""
 

@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.schema.results import AgentRunResult, keep_latest_messages
     from oma.core.schema.run_input import AgentRunInput, parse_agent_run_input
     from oma.core.schema.validation import single_input
-    from oma.workflows import _patches, _visibility
+    from oma.workflows import _patches
     from oma.workflows._agent_ports import (
         ActivityBackend,
         ActivityModel,
@@ -62,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
         shared_budget,
     )
     from oma.workflows._tool_gate import ToolGate
+    from oma.workflows._visibility import Visibility
 
 
 @workflow.defn(name=WorkflowName.AGENT_RUN)
@@ -94,18 +95,19 @@ class AgentRun(ApprovalHandlers):
         self._tools = ActivityTools(self._tool_gate.ask)
         self._budget: SharedBudget | None = None
         self._map_local_failures = False
-        self._waiting: asyncio.Task[None] | None = None  # _visibility.show_waiting
+        self._visibility = Visibility()
+        self._waiting: asyncio.Task[None] | None = None  # Visibility.show_waiting
 
     @workflow.run
     async def run(self, *args: Any) -> AgentRunResult:
         _patches.at_start()
-        await _visibility.learn()
-        inp = _validated(args)
+        await self._visibility.learn()
+        inp = _validated(args, self._visibility)
         agent = inp.agent
-        _visibility.identify(agent=agent.name, task=inp.task_id)
+        self._visibility.identify(agent=agent.name, task=inp.task_id)
         # OmaStatus and the details follow its open tool requests (awaiting_approval)
         self._waiting = asyncio.create_task(
-            _visibility.show_waiting(self._approvals.gate, self._show_details)
+            self._visibility.show_waiting(self._approvals.gate, self._show_details)
         )
         self._result = AgentRunResult(agent=agent.name, status="completed")
         self._result.approval_decisions = self._decisions
@@ -124,14 +126,14 @@ class AgentRun(ApprovalHandlers):
         try:
             await self._run(inp, budget)
         except asyncio.CancelledError:
-            _visibility.cancelled()  # in whatever it waited on
+            self._visibility.cancelled()  # in whatever it waited on
             # a cancelled workflow sends no result: the team run learns what
             # this attempt used (its tokens, its backend's runs) from a report
             await report_cancelled(inp.task_id, self._result, self._budget)
             raise
         self._settle_conversation()
         await self._tool_gate.flush()
-        _visibility.ended(self._result.status)
+        self._visibility.ended(self._result.status)
         return self._result
 
     async def _run(self, inp: AgentRunInput, budget: RunBudget | None) -> None:
@@ -269,7 +271,7 @@ class AgentRun(ApprovalHandlers):
         code (``ACTIVITY_FAILED`` when it has none; a timeout, a lost worker
         or a hung call, is retryable)."""
         if isinstance(cause, CancelledError):
-            _visibility.ended("cancelled")
+            self._visibility.ended("cancelled")
             return asyncio.CancelledError()
         if isinstance(cause, ApplicationError):
             code, message = cause.type or ActivityFailedError.code, cause.message
@@ -288,7 +290,7 @@ class AgentRun(ApprovalHandlers):
         self._result.error = message
         self._result.error_code = code
         self._result.retryable = retryable
-        _visibility.ended("failed", code)
+        self._visibility.ended("failed", code)
         return ApplicationError(
             message, self._result.model_dump(mode="json"), type=code, non_retryable=True
         )
@@ -300,11 +302,11 @@ def _run_key(inp: AgentRunInput) -> str:
     return inp.run_key or f"{info.workflow_id}/{info.run_id}"
 
 
-def _validated(args: tuple[Any, ...]) -> AgentRunInput:
+def _validated(args: tuple[Any, ...], visibility: Visibility) -> AgentRunInput:
     # *args: a start with no input, or two, fails the run (INVALID_RUN_INPUT)
     # instead of failing its workflow task forever
     try:
         return parse_agent_run_input(single_input(args, WorkflowName.AGENT_RUN))
     except OMAError as err:
-        _visibility.ended("failed", err.code)
+        visibility.ended("failed", err.code)
         raise application_error(err) from None

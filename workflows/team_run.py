@@ -61,7 +61,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.schema.run_state import TeamRunState
     from oma.core.schema.task import TaskSpec, TaskStatus
     from oma.core.schema.validation import single_input
-    from oma.workflows import _continue, _fork, _input_checks, _patches, _visibility
+    from oma.workflows import _continue, _fork, _input_checks, _patches
     from oma.workflows._acp import RunSessions
     from oma.workflows._approval_waits import ApprovalWaits
     from oma.workflows._budget import RunSpending
@@ -71,6 +71,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.workflows._outputs import read_back
     from oma.workflows._team_run_handlers import TeamRunHandlers
     from oma.workflows._tool_gate import AdoptedToolRequests
+    from oma.workflows._visibility import Visibility
     from oma.workflows._waiting import Wakeup, at_deadline, delay_unless_stopped, unless_stopped
 
 
@@ -104,7 +105,8 @@ class TeamRun(TeamRunHandlers):
             self._invalid = application_error(err)
             inp = self._fork = None
         self._stop = RunStop()  # kept by _setup: an abort may come while a fork reads
-        self._waiting: asyncio.Task[None] | None = None  # _visibility.show_waiting
+        self._visibility = Visibility()
+        self._waiting: asyncio.Task[None] | None = None  # Visibility.show_waiting
         self._setup(inp)
 
     def _setup(self, inp: TeamRunInput | None) -> None:
@@ -128,7 +130,7 @@ class TeamRun(TeamRunHandlers):
         self._deadline: asyncio.Task[None] | None = None
         if inp is None:
             return
-        self._coordinator = Coordinator(inp, self.state, self._spending)
+        self._coordinator = Coordinator(inp, self.state, self._spending, self._visibility)
         if inp.resume is None:
             self.state.result.goal = inp.goal
             self._events.emit("run_start", detail=f"goal: {inp.goal}" if inp.goal else None)
@@ -144,20 +146,22 @@ class TeamRun(TeamRunHandlers):
     @workflow.run
     async def run(self, *args: Any) -> dict[str, Any]:
         _patches.at_start()
-        await _visibility.learn()
-        if (reading := _fork.reading(self._fork, self._input, self._stop)) is not None:
+        await self._visibility.learn()
+        if (
+            reading := _fork.reading(self._fork, self._input, self._stop, self._visibility)
+        ) is not None:
             self._setup(await reading)  # a fork, or a run that reuses another's work
         if self._invalid is not None:
-            _visibility.ended("failed", self._invalid.type)
+            self._visibility.ended("failed", self._invalid.type)
             raise self._invalid
         inp = self._input
         assert inp is not None
         options = inp.options
-        _visibility.identify(team=inp.team.name)
+        self._visibility.identify(team=inp.team.name)
         self._show_details()
         # OmaStatus and the details follow the open requests (awaiting_approval)
         self._waiting = asyncio.create_task(
-            _visibility.show_waiting(self._approvals.gate, self._show_details)
+            self._visibility.show_waiting(self._approvals.gate, self._show_details)
         )
         if (timeout_s := options.timeout_s) is not None:
             reason = f"the run passed options.timeout_s ({timeout_s:g} s)"
@@ -375,7 +379,9 @@ class TeamRun(TeamRunHandlers):
             approvals=self._options.approvals,
             models=self._options.recorded(),
         )
-        return await attempt_task(spec, run_input, inp.team.name, self._graph[spec.id])
+        return await attempt_task(
+            spec, run_input, inp.team.name, self._graph[spec.id], self._visibility
+        )
 
     def _complete(self, task_id: str, result: AgentRunResult) -> None:
         unblocked = self._graph.complete(task_id, result.output)
@@ -445,7 +451,7 @@ class TeamRun(TeamRunHandlers):
         await self._sessions.close()  # the next run opens its own
         self.state.round_robin = self._dispatcher.scheduler.round_robin
         try:
-            _continue.continue_as_new(inp, self.state, self._graph)
+            _continue.continue_as_new(inp, self.state, self._graph, self._visibility)
         except OMAError as err:  # a state that cannot fit stops the run
             self.stop_with("too_large", err.message)
 
@@ -461,7 +467,7 @@ class TeamRun(TeamRunHandlers):
         self._skip_rest()
         self.state.result.status = "cancelled"
         self._events.emit("run_end", detail="cancelled")
-        _visibility.ended("cancelled", RunCancelledError.code)
+        self._visibility.ended("cancelled", RunCancelledError.code)
         self._show_details()
 
     # -- the result ---------------------------------------------------------
@@ -483,10 +489,10 @@ class TeamRun(TeamRunHandlers):
             sent = sent_result(result, workflow.info().workflow_id)
             result = self.state.result = TeamRunResult.model_validate(sent)
         except OMAError as err:
-            _visibility.ended("failed", err.code)
+            self._visibility.ended("failed", err.code)
             self._show_details()
             raise application_error(err) from None
-        _visibility.ended(
+        self._visibility.ended(
             result.status, None if result.success else result.error_code or TaskFailedError.code
         )
         self._show_details()
