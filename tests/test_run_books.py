@@ -99,24 +99,25 @@ def test_an_attempt_counts_in_its_task_and_the_run() -> None:
     assert task.cost_usd is None and run.result.cost_unknown == ["process agent 'a'"]
 
 
-def test_a_spent_token_budget_stops_the_run_once_and_counts_the_tasks_in_flight() -> None:
+def test_a_spent_token_budget_is_spent_first_once_and_counts_the_tasks_in_flight() -> None:
     run = state()
     budget = TeamBudget(run, tokens=100, cost_usd=None)
     run.add_usage(TokenUsage(input_tokens=60))
-    assert budget.check(TokenUsage(output_tokens=39)) is None
+    assert budget.spent(TokenUsage(output_tokens=39)) is None
     assert budget.grant(3, TokenUsage(output_tokens=30)).model_dump() == {
         "seq": 3,
         "tokens_left": 10,
         "cost_usd_left": None,
     }
-    spent = budget.check(TokenUsage(output_tokens=40))
-    assert spent is not None and spent.first and run.result.budget_exceeded
+    spent = budget.spent(TokenUsage(output_tokens=40))
+    assert spent is not None and spent.first and not run.result.budget_exceeded
     assert (spent.stop, spent.reason, spent.detail) == (
         "budget",
         "the token budget of 100 is used up",
         "100 tokens of 100",
     )
-    again = budget.check(TokenUsage(output_tokens=40))
+    run.result.budget_exceeded = True  # as the run stops
+    again = budget.spent(TokenUsage(output_tokens=40))
     assert again is not None and not again.first
 
 
@@ -124,7 +125,7 @@ def test_a_spent_cost_budget_says_dollars() -> None:
     run = state()
     budget = TeamBudget(run, tokens=None, cost_usd=1.0)
     run.add_usage(TokenUsage(input_tokens=1, cost_usd=1.25))
-    spent = budget.check(TokenUsage())
+    spent = budget.spent(TokenUsage())
     assert spent is not None
     assert (spent.stop, spent.detail) == ("cost_budget", "$1.25 of $1.00")
     assert not TeamBudget(run, None, None).limited

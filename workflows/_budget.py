@@ -12,7 +12,7 @@ one (``oma.core.contracts.budget``). The team run keeps its books in ``RunSpendi
 from __future__ import annotations
 
 from collections.abc import Callable, Container
-from typing import Any, Protocol
+from typing import Any
 
 from temporalio import workflow
 
@@ -24,15 +24,13 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.contracts.names import SignalName
     from oma.core.contracts.ports import ModelPort
     from oma.core.contracts.workflow_ids import task_workflow_id
-    from oma.core.rules.team_budget import TeamBudget, count_attempt
-    from oma.core.rules.team_run_state import StopKind
+    from oma.core.rules.team_budget import BudgetSpent, TeamBudget, count_attempt
     from oma.core.schema.results import AgentRunResult
     from oma.core.schema.run_input import RunOptions
     from oma.core.schema.run_state import TeamRunState
     from oma.core.schema.task import TaskState
     from oma.core.schema.usage import TokenUsage
     from oma.workflows import _patches
-    from oma.workflows._events import EventSink
     from oma.workflows._signals import BackgroundSignals
 
 
@@ -172,66 +170,49 @@ async def report_cancelled(
     )
 
 
-class RunStopper(Protocol):
-    """Stops a run early (the first stop wins): its ``TeamRun``."""
-
-    def stop_with(self, stop: StopKind, reason: str) -> None: ...
-
-
 class RunSpending:
     """A team run's books: what its tasks and coordinator used (in its
     ``state``), what the tasks in flight reported (``tasks``), and what the
     run may still spend of ``options.max_token_budget`` and
-    ``options.max_cost_usd``. A budget used up stops the run (``stopper``)
-    once, with a ``budget_exceeded`` event, and every task in flight is told."""
+    ``options.max_cost_usd``. It answers whether a budget is used up
+    (``over_budget``); the run stops itself on the answer
+    (``TeamRun._check_budget``)."""
 
-    def __init__(
-        self,
-        state: TeamRunState,
-        options: RunOptions,
-        events: EventSink,
-        stopper: RunStopper,
-    ) -> None:
+    def __init__(self, state: TeamRunState, options: RunOptions) -> None:
         self._state = state
         self._budget = TeamBudget(state, options.max_token_budget, options.max_cost_usd)
         self.tasks = TaskSpending()
-        self._events = events
-        self._stopper = stopper
 
-    def reported(self, raw: Any, running: Container[str]) -> None:
-        """A ``task_usage`` signal of a task in ``running``: counted, and
-        answered with what the run may still spend."""
-        report = self.tasks.report(raw, running)
-        if report is not None:
-            self.check()
-            self.tasks.answer(report.task_id, self.grant)
+    def reported(self, raw: Any, running: Container[str]) -> UsageReport | None:
+        """A ``task_usage`` signal of a task in ``running``: counted (to be
+        answered, ``answer``); ``None`` for a malformed or stray signal."""
+        return self.tasks.report(raw, running)
+
+    def answer(self, report: UsageReport) -> None:
+        """Answer the task's ``report`` with what the run may still spend."""
+        self.tasks.answer(report.task_id, self.grant)
 
     def grant(self, seq: int) -> BudgetGrant:
         """What the run may still spend, the tasks in flight counted, as the
         answer to a task's ``seq``-th report (0: an attempt's input)."""
         return self._budget.grant(seq, self.tasks.total())
 
-    def check(self) -> bool:
-        """Whether the token or the cost budget is used up (checked before
-        each dispatch and after each task's and coordinator step's usage is
-        counted); the first time, the run stops."""
-        spent = self._budget.check(self.tasks.total())
-        if spent is not None and spent.first:
-            self._events.emit("budget_exceeded", detail=spent.detail)
-            self._stopper.stop_with(spent.stop, spent.reason)
-            self.tasks.answer_all(self.grant)  # every task in flight stops
-        return spent is not None
+    def over_budget(self) -> BudgetSpent | None:
+        """The token or the cost budget used up, the tasks in flight counted
+        (with why, and whether it is the first time: ``BudgetSpent``);
+        ``None`` while both hold. A question: nothing changes."""
+        return self._budget.spent(self.tasks.total())
+
+    def stopped(self) -> None:
+        """The run stopped on a budget: every task in flight that reported is
+        told what is left, nothing (each stops before its next model turn)."""
+        self.tasks.answer_all(self.grant)
 
     def count_attempt(self, task: TaskState, result: AgentRunResult) -> None:
         """One attempt of ``task`` ended with ``result``: count what it used."""
         count_attempt(self._state, task, result)
         self.tasks.settled(task.id)  # its usage is in its state from now on
-        self.check()
 
-    def count_step(self, result: AgentRunResult, step: str) -> None:
-        """A coordinator step ended (``plan``, ``plan-correction``,
-        ``synthesis``): count its turns and usage; a budget spent by the
-        synthesis stops nothing (it was the last step)."""
+    def count_step(self, result: AgentRunResult) -> None:
+        """A coordinator step ended: count its turns and usage."""
         self._state.add_coordinator_run(result)
-        if step != "synthesis":
-            self.check()

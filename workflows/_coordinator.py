@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
 
 class StepCounter(Protocol):
     """Told of every step's result (a failed one too) and the step's name, so
-    the run counts its turns and tokens (a team run's ``RunSpending``)."""
+    the run counts its turns and tokens (``TeamRun.count_step``)."""
 
     def count_step(self, result: AgentRunResult, step: str) -> None: ...
 

@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
 
 class TeamRunHandlers(ApprovalHandlers):
     """The handlers of ``TeamRun``, over the parts of the run it sets up in
-    its ``__init__`` (declared here) and its ``stop_with``."""
+    its ``__init__`` (declared here), its ``stop_with`` and its ``_check_budget``."""
 
     state: TeamRunState
     _events: RunEvents
@@ -42,6 +42,8 @@ class TeamRunHandlers(ApprovalHandlers):
     _in_flight: dict[str, asyncio.Task[None]]
     stop_with: Callable[[StopKind, str], None]
     """Stop the run early: ``TeamRun.stop_with``."""
+    _check_budget: Callable[[], bool]
+    """Stop the run when a budget is used up: ``TeamRun._check_budget``."""
 
     @workflow.query(name=QueryName.STATE)
     def state_query(self) -> dict[str, Any]:
@@ -99,4 +101,7 @@ class TeamRunHandlers(ApprovalHandlers):
         """From a task's ``AgentRun``: its usage so far (``UsageReport``),
         answered with what the run may still spend (its ``budget`` signal),
         or what it used as it was cancelled."""
-        self._spending.reported(args[0] if args else None, self._in_flight)
+        report = self._spending.reported(args[0] if args else None, self._in_flight)
+        if report is not None:
+            self._check_budget()
+            self._spending.answer(report)

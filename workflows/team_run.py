@@ -59,7 +59,7 @@ with workflow.unsafe.imports_passed_through():
         parse_team_run_input,
     )
     from oma.core.schema.run_state import TeamRunState
-    from oma.core.schema.task import TaskSpec, TaskStatus
+    from oma.core.schema.task import TaskSpec, TaskState, TaskStatus
     from oma.core.schema.validation import single_input
     from oma.workflows import _continue, _fork, _input_checks, _patches
     from oma.workflows._acp import RunSessions
@@ -120,7 +120,7 @@ class TeamRun(TeamRunHandlers):
         approvals = inp.options.approvals if inp else None
         self._approvals = ApprovalWaits.of_run(self.state, approvals, self._events, self._wakeup)
         self._tool_requests = AdoptedToolRequests(self._approvals, self._events)
-        self._spending = RunSpending(self.state, self._options, self._events, self)
+        self._spending = RunSpending(self.state, self._options)
         self._graph = TaskGraph([])
         self._dispatcher: Dispatcher  # set by _load, once the input is valid
         # what only this run holds: the Temporal side of the state
@@ -130,7 +130,7 @@ class TeamRun(TeamRunHandlers):
         self._deadline: asyncio.Task[None] | None = None
         if inp is None:
             return
-        self._coordinator = Coordinator(inp, self.state, self._spending, self._visibility)
+        self._coordinator = Coordinator(inp, self.state, self, self._visibility)
         if inp.resume is None:
             self.state.result.goal = inp.goal
             self._events.emit("run_start", detail=f"goal: {inp.goal}" if inp.goal else None)
@@ -184,10 +184,12 @@ class TeamRun(TeamRunHandlers):
                 await self._continue_as_new(inp)
             self._skip_rest()
             # the synthesis starts only within budget (its own usage may pass it)
-            if inp.goal is not None and not self._stop.stopped and not self._spending.check():
-                await unless_stopped(
-                    self._coordinator.synthesize(inp.goal), lambda: self._stop.stopped
-                )
+            if inp.goal is not None and not self._stop.stopped:
+                over_budget = self._check_budget()
+                if not over_budget:
+                    await unless_stopped(
+                        self._coordinator.synthesize(inp.goal), lambda: self._stop.stopped
+                    )
         except asyncio.CancelledError:
             await self._drain_after_cancel()
             raise
@@ -252,12 +254,12 @@ class TeamRun(TeamRunHandlers):
             dispatcher.release(self._approved)
             if rounds and self._dispatching and not batch and not self._in_flight:
                 batch = await self._next_round(dispatcher.next_round())
-            while (
-                self._dispatching
-                and len(self._in_flight) < inp.options.max_concurrency
-                and not self._spending.check()
-                and (nxt := dispatcher.next(batch if rounds else None)) is not None
-            ):
+            while self._dispatching and len(self._in_flight) < inp.options.max_concurrency:
+                if self._check_budget():
+                    break  # the run stopped
+                nxt = dispatcher.next(batch if rounds else None)
+                if nxt is None:
+                    break
                 task_id, agent = nxt
                 dispatcher.started(task_id, agent)
                 self._events.emit("task_start", task_id, f"agent {agent}")
@@ -324,7 +326,7 @@ class TeamRun(TeamRunHandlers):
                     f"attempt {state.attempts + 1} in {delay:g} s after "
                     f"{result.error_code}: {result.error}",
                 )
-                self._spending.count_attempt(state, result)
+                self._count_attempt(state, result)
                 await delay_unless_stopped(
                     delay,
                     lambda: self._stop.stopped,
@@ -386,7 +388,7 @@ class TeamRun(TeamRunHandlers):
     def _complete(self, task_id: str, result: AgentRunResult) -> None:
         unblocked = self._graph.complete(task_id, result.output)
         self._events.emit("task_complete", task_id)
-        self._spending.count_attempt(self._graph[task_id], result)
+        self._count_attempt(self._graph[task_id], result)
         self._show_details()
         for dependent in unblocked:
             if self._dispatching:
@@ -406,7 +408,7 @@ class TeamRun(TeamRunHandlers):
         dependents = self._graph.fail(task_id, error, result.error_code)
         self._events.emit("task_failed", task_id, f"{result.error_code}: {error}")
         if not counted:
-            self._spending.count_attempt(self._graph[task_id], result)
+            self._count_attempt(self._graph[task_id], result)
         reason = skip_reason(self._graph[task_id], self._stop.reason, retry_stopped=retry_stopped)
         for dependent in dependents:
             self._skip(dependent, reason)
@@ -426,6 +428,36 @@ class TeamRun(TeamRunHandlers):
         for task_id in self._graph.unsettled():
             self._skip(task_id, reason)
         self._approvals.close_all()
+
+    # -- budgets --------------------------------------------------------------
+
+    def _count_attempt(self, task: TaskState, result: AgentRunResult) -> None:
+        """One attempt of ``task`` ended with ``result``: counted, and the
+        budgets checked."""
+        self._spending.count_attempt(task, result)
+        self._check_budget()
+
+    def count_step(self, result: AgentRunResult, step: str) -> None:
+        """``StepCounter``: a coordinator step ended (``plan``,
+        ``plan-correction``, ``synthesis``): counted, and the budgets checked
+        but after the synthesis (the last step: a budget it spent stops nothing)."""
+        self._spending.count_step(result)
+        if step != "synthesis":
+            self._check_budget()
+
+    def _check_budget(self) -> bool:
+        """Whether the token or the cost budget is used up (asked before each
+        dispatch and the synthesis, and after each task's and coordinator
+        step's usage is counted); the first time, the run stops: its result
+        says ``budget_exceeded``, a ``budget_exceeded`` event, and every task
+        in flight is told."""
+        spent = self._spending.over_budget()
+        if spent is not None and spent.first:
+            self.state.result.budget_exceeded = True
+            self._events.emit("budget_exceeded", detail=spent.detail)
+            self.stop_with(spent.stop, spent.reason)
+            self._spending.stopped()
+        return spent is not None
 
     # -- stops, timeouts, continue-as-new -----------------------------------
 

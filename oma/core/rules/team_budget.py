@@ -27,7 +27,8 @@ class BudgetSpent:
     """A budget the run used up: how it stops (``budget``: tokens,
     ``cost_budget``: dollars), why (the run's ``error``), the
     ``budget_exceeded`` event's detail, and whether this is the first time
-    it was found spent (the run stops then, once)."""
+    it was found spent: the run's result does not say ``budget_exceeded``
+    yet (the run stops then, once, and marks it)."""
 
     stop: StopKind
     reason: str
@@ -50,10 +51,10 @@ class TeamBudget:
         """Whether the run has a budget at all."""
         return self.tokens is not None or self.cost_usd is not None
 
-    def check(self, in_flight: TokenUsage) -> BudgetSpent | None:
+    def spent(self, in_flight: TokenUsage) -> BudgetSpent | None:
         """The budget used up with ``in_flight`` (what the tasks running
         reported) counted, the token budget first; ``None`` while both hold.
-        The first time, the result is marked ``budget_exceeded``."""
+        A question: the state is left as it is."""
         state = self._state
         if state.over_budget(self.tokens, in_flight):
             stop: StopKind = "budget"
@@ -65,9 +66,7 @@ class TeamBudget:
             detail = f"{usd(used, self.cost_usd)} of {usd(self.cost_usd, used)}"
         else:
             return None
-        first = not state.result.budget_exceeded
-        state.result.budget_exceeded = True
-        return BudgetSpent(stop, reason, detail, first)
+        return BudgetSpent(stop, reason, detail, first=not state.result.budget_exceeded)
 
     def grant(self, seq: int, in_flight: TokenUsage) -> BudgetGrant:
         """What the run may still spend, ``in_flight`` counted, as the answer
