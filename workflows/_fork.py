@@ -3,11 +3,12 @@
 The ``read_fork_source`` activity reads the source run and makes the fork's
 input (``oma.core.rules.fork``); its answer is in the fork's history (the one
 read of the source's state), so the fork replays the same whatever the source
-does later. ``TeamRun`` then sets itself up over that input and its ``resume``
-state, in place: the fork runs as any resumed ``TeamRun``, its kept tasks
-``completed`` from the start. (Not by continuing as new: Temporal holds a run
-that continues as new within a second of its start for the rest of that
-second, ``history.workflowIdReuseMinimalInterval``.)
+does later. ``TeamRun`` then starts from that input and its ``resume`` state
+(``TeamRun._start_from``), in place: the fork runs as any resumed
+``TeamRun``, its kept tasks ``completed`` from the start. (Not by
+continuing as new: Temporal holds a run that continues as new within a
+second of its start for the rest of that second,
+``history.workflowIdReuseMinimalInterval``.)
 """
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ class TeamRun(TeamRunHandlers):
 
     @workflow.init
     def __init__(self, *args: Any) -> None:
-        # Everything is set up here, before any signal, update or query is
+        # Everything is made here, before any signal, update or query is
         # handled, so a decision sent as the run starts sees the whole state.
         self._invalid: ApplicationError | None = None
         try:
@@ -104,30 +104,34 @@ class TeamRun(TeamRunHandlers):
         except OMAError as err:
             self._invalid = application_error(err)
             inp = self._fork = None
-        self._stop = RunStop()  # kept by _setup: an abort may come while a fork reads
+        # what the run holds whatever state it starts from (an abort may come
+        # while a fork reads: its stop holds)
+        self._stop = RunStop()
         self._visibility = Visibility()
+        self._wakeup = Wakeup()  # the dispatch loop waits on it
+        self._sessions = RunSessions()
+        self._in_flight: dict[str, asyncio.Task[None]] = {}
+        self._continuing = False
         self._waiting: asyncio.Task[None] | None = None  # Visibility.show_waiting
-        self._setup(inp)
+        self._deadline: asyncio.Task[None] | None = None
+        self._start_from(inp)
 
-    def _setup(self, inp: TeamRunInput | None) -> None:
-        """Everything the run holds, over ``inp`` (a fork's: made in ``run``)."""
+    def _start_from(self, inp: TeamRunInput | None) -> None:
+        """Take ``inp`` (``None``: invalid, or a fork's, not read yet) and the
+        state it starts from (its ``resume``, else a new one), and make what
+        works over that state: the run's events, approval waits, tool
+        requests, books and coordinator, and the task graph, ``inp``
+        checked first. Once more after a fork's source, or the run whose
+        work this one reuses, was read (``run``): the state is what was read."""
         self._input = inp
-        self._team_name = inp.team.name if inp else "?"
-        self._options = inp.options if inp else RunOptions()
         self.state = (inp and inp.resume) or TeamRunState.new(workflow.now())
         self._events = RunEvents(EventLog(self.state.events))
-        self._wakeup = Wakeup()  # the dispatch loop waits on it
         approvals = inp.options.approvals if inp else None
         self._approvals = ApprovalWaits.of_run(self.state, approvals, self._events, self._wakeup)
         self._tool_requests = AdoptedToolRequests(self._approvals, self._events)
         self._spending = RunSpending(self.state, self._options)
         self._graph = TaskGraph([])
         self._dispatcher: Dispatcher  # set by _load, once the input is valid
-        # what only this run holds: the Temporal side of the state
-        self._in_flight: dict[str, asyncio.Task[None]] = {}
-        self._continuing = False
-        self._sessions = RunSessions()
-        self._deadline: asyncio.Task[None] | None = None
         if inp is None:
             return
         self._coordinator = Coordinator(inp, self.state, self, self._visibility)
@@ -143,6 +147,14 @@ class TeamRun(TeamRunHandlers):
         except OMAError as err:
             self._invalid = application_error(err)
 
+    @property
+    def _options(self) -> RunOptions:
+        return self._input.options if self._input else RunOptions()
+
+    @property
+    def _team_name(self) -> str:
+        return self._input.team.name if self._input else "?"
+
     @workflow.run
     async def run(self, *args: Any) -> dict[str, Any]:
         _patches.at_start()
@@ -150,7 +162,7 @@ class TeamRun(TeamRunHandlers):
         if (
             reading := _fork.reading(self._fork, self._input, self._stop, self._visibility)
         ) is not None:
-            self._setup(await reading)  # a fork, or a run that reuses another's work
+            self._start_from(await reading)  # a fork, or a run that reuses another's work
         if self._invalid is not None:
             self._visibility.ended("failed", self._invalid.type)
             raise self._invalid
