@@ -9,24 +9,22 @@ no provider. ``Recording`` holds the turns of one execution of a run (a
 Temporal run id: a workflow id has several executions), read from its
 histories (the ``TeamRun``'s and the ``AgentRun`` children that execution
 started, where the turns are), from the server (``Recordings``, once per
-worker and execution) or from exported history files (``load``).
+worker and execution) or from exported history files
+(``oma.records.history_files.read_history_files``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma.activities.fork_source import ForkReads, latest_execution
 from oma.core.contracts.llm import (
     NO_TOOLS,
     LlmTurnOutput,
@@ -39,6 +37,8 @@ from oma.core.contracts.workflow_ids import task_workflow_id, team_run_id_of
 from oma.core.schema.errors import InvalidForkError
 from oma.core.schema.limits import cut_text
 from oma.core.schema.messages import LLMMessage, ToolResultBlock, ToolUseBlock
+from oma.records.executions import latest_execution
+from oma.records.fork_source import ForkReads
 
 logger = logging.getLogger(__name__)
 
@@ -254,20 +254,6 @@ async def recording_of(
                 place = Place(agent, task, turn, history.workflow_id, history.run_id or None)
                 recording.add(out, place)
     return recording
-
-
-def load(path: Path) -> list[WorkflowHistory]:
-    """Exported histories (``temporal workflow show --output json``): a file,
-    or every ``*.json`` file of a directory. A history's workflow id is the
-    one its start records, else the file's stem."""
-    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
-    histories = []
-    for file in files:
-        raw = json.loads(file.read_text())
-        history = WorkflowHistory.from_json(file.stem, raw)
-        started = history.events[0].workflow_execution_started_event_attributes
-        histories.append(WorkflowHistory(started.workflow_id or file.stem, history.events))
-    return histories
 
 
 async def read(client: Client, run_id: str, temporal_run_id: str | None = None) -> Recording:
