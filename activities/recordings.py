@@ -39,6 +39,7 @@ from oma.core.schema.limits import cut_text
 from oma.core.schema.messages import LLMMessage, ToolResultBlock, ToolUseBlock
 from oma.records.executions import latest_execution
 from oma.records.fork_source import ForkReads
+from oma.records.histories import execution_chain
 
 logger = logging.getLogger(__name__)
 
@@ -282,7 +283,7 @@ async def fetch(
     ``InvalidForkError`` for an unknown run or execution."""
     limit = asyncio.Semaphore(FETCHES)
     try:
-        chain = await _executions(client, run_id, temporal_run_id, limit, later=False)
+        chain = await execution_chain(client, run_id, temporal_run_id, limit=limit)
     except RPCError as err:
         if err.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
             raise
@@ -301,7 +302,7 @@ async def fetch(
 
     async def runs_of(workflow_id: str, run: str | None) -> list[WorkflowHistory]:
         try:
-            return await _executions(client, workflow_id, run, limit, later=True)
+            return await execution_chain(client, workflow_id, run, later=True, limit=limit)
         except RPCError as err:  # past its retention: its turns are not there to match
             logger.warning("the recorded turns of %s not read: %s", workflow_id, err)
             return []
@@ -311,33 +312,6 @@ async def fetch(
         *(runs_of(workflow_id, run) for workflow_id, run in kept),
     )
     return [*chain, *(h for runs in fetched for h in runs)]
-
-
-async def _executions(
-    client: Client,
-    workflow_id: str,
-    run_id: str | None,
-    limit: asyncio.Semaphore,
-    *,
-    later: bool,
-) -> list[WorkflowHistory]:
-    """The histories of ``workflow_id``'s execution ``run_id`` (none: its
-    latest) and of those it continued as new from, with ``later`` those it
-    continued as new in too, in order. Raises ``RPCError``."""
-
-    async def history(run: str | None) -> WorkflowHistory:
-        async with limit:
-            return await client.get_workflow_handle(workflow_id, run_id=run).fetch_history()
-
-    found = [await history(run_id)]
-    while previous := _started(found[0]).continued_execution_run_id:
-        found.insert(0, await history(previous))
-    while later and found[-1].events[-1].HasField(
-        "workflow_execution_continued_as_new_event_attributes"
-    ):
-        last = found[-1].events[-1].workflow_execution_continued_as_new_event_attributes
-        found.append(await history(last.new_execution_run_id))
-    return found
 
 
 async def _kept_from(
@@ -370,10 +344,6 @@ async def _kept_from(
 
 FETCHES = 16
 """How many histories ``fetch`` reads at once."""
-
-
-def _started(history: WorkflowHistory) -> Any:
-    return history.events[0].workflow_execution_started_event_attributes
 
 
 class Recordings:

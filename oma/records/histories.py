@@ -5,6 +5,7 @@ followed forward; what the run viewer reads a run from."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TypeVar
@@ -35,11 +36,7 @@ async def fetch_histories(
 
     To read a run without holding every child's history, fetch its own
     (without ``children``) and give ``build_run_view`` ``server_histories``."""
-    latest = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-    chain = [latest]
-    while previous := started(chain[0]).continued_execution_run_id:
-        handle = client.get_workflow_handle(workflow_id, run_id=previous)
-        chain.insert(0, await handle.fetch_history())
+    chain = await execution_chain(client, workflow_id, run_id)
     histories = list(chain)
     if children:
         executions = [
@@ -54,6 +51,31 @@ async def fetch_histories(
         ):
             histories.extend(runs)
     return histories
+
+
+async def execution_chain(
+    client: Client,
+    workflow_id: str,
+    run_id: str | None,
+    *,
+    later: bool = False,
+    limit: asyncio.Semaphore | None = None,
+) -> list[WorkflowHistory]:
+    """The histories of ``workflow_id``'s execution ``run_id`` (none: its
+    latest) and of those it continued as new from, with ``later`` those it
+    continued as new in too, in order; each fetch under ``limit``, if given.
+    Raises ``RPCError`` (``NOT_FOUND`` for an unknown workflow id)."""
+
+    async def history(run: str | None) -> WorkflowHistory:
+        async with limit or contextlib.nullcontext():
+            return await client.get_workflow_handle(workflow_id, run_id=run).fetch_history()
+
+    found = [await history(run_id)]
+    while previous := started(found[0]).continued_execution_run_id:
+        found.insert(0, await history(previous))
+    while later and (following := continued_as(found[-1])):
+        found.append(await history(following))
+    return found
 
 
 def server_histories(client: Client) -> ChildHistory:
