@@ -45,6 +45,7 @@ from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import ReusedFrom, TaskState, TaskStatus
 from oma.core.schema.usage import TokenUsage
 from oma.core.schema.validation import UndecodableInput
+from oma.records.fork_source import ForkReads
 from oma.records.histories import FETCHES_AT_ONCE, ChildHistory, chain_of, in_order
 from oma.runtime.codec import ENCRYPTED_ENCODING
 from oma.runtime.payload_store import external_storage, reference_of, retrieve
@@ -533,19 +534,14 @@ class _Builder:
 
     async def _forked_input(self, history: WorkflowHistory) -> dict[str, Any] | None:
         """A fork's input as it goes on (its team, tasks, the state it
-        resumed): what its ``read_fork_source`` activity answered."""
-        scheduled: set[int] = set()
+        resumed): what its ``read_fork_source`` activity answered
+        (``oma.records.fork_source.ForkReads``)."""
+        reads = ForkReads()
         for event in history.events:
-            if event.HasField("activity_task_scheduled_event_attributes"):
-                attrs = event.activity_task_scheduled_event_attributes
-                if attrs.activity_type.name == ActivityName.READ_FORK_SOURCE:
-                    scheduled.add(event.event_id)
-            elif event.HasField("activity_task_completed_event_attributes"):
-                done = event.activity_task_completed_event_attributes
-                if done.scheduled_event_id in scheduled:
-                    forked = await self.decode(done.result, "the fork's source")
-                    if isinstance(forked, dict) and isinstance(forked.get("input"), dict):
-                        return {**forked["input"], "resume": forked.get("resume")}
+            if (read := reads.see(event)) is not None:
+                forked = await self.decode(read, "the fork's source")
+                if isinstance(forked, dict) and isinstance(forked.get("input"), dict):
+                    return {**forked["input"], "resume": forked.get("resume")}
         return None
 
     async def _result(self, last: WorkflowHistory) -> TeamRunResult | None:
