@@ -9,24 +9,22 @@ no provider. ``Recording`` holds the turns of one execution of a run (a
 Temporal run id: a workflow id has several executions), read from its
 histories (the ``TeamRun``'s and the ``AgentRun`` children that execution
 started, where the turns are), from the server (``Recordings``, once per
-worker and execution) or from exported history files (``load``).
+worker and execution) or from exported history files
+(``oma.records.history_files.read_history_files``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma.activities.fork_source import ForkReads, latest_execution
 from oma.core.contracts.llm import (
     NO_TOOLS,
     LlmTurnOutput,
@@ -39,6 +37,9 @@ from oma.core.contracts.workflow_ids import task_workflow_id, team_run_id_of
 from oma.core.schema.errors import InvalidForkError
 from oma.core.schema.limits import cut_text
 from oma.core.schema.messages import LLMMessage, ToolResultBlock, ToolUseBlock
+from oma.records.executions import latest_execution
+from oma.records.fork_source import ForkReads
+from oma.records.histories import execution_chain
 
 logger = logging.getLogger(__name__)
 
@@ -256,20 +257,6 @@ async def recording_of(
     return recording
 
 
-def load(path: Path) -> list[WorkflowHistory]:
-    """Exported histories (``temporal workflow show --output json``): a file,
-    or every ``*.json`` file of a directory. A history's workflow id is the
-    one its start records, else the file's stem."""
-    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
-    histories = []
-    for file in files:
-        raw = json.loads(file.read_text())
-        history = WorkflowHistory.from_json(file.stem, raw)
-        started = history.events[0].workflow_execution_started_event_attributes
-        histories.append(WorkflowHistory(started.workflow_id or file.stem, history.events))
-    return histories
-
-
 async def read(client: Client, run_id: str, temporal_run_id: str | None = None) -> Recording:
     """The recording of the ``TeamRun`` ``run_id``'s execution
     ``temporal_run_id`` (none: its latest), read from the server
@@ -296,7 +283,7 @@ async def fetch(
     ``InvalidForkError`` for an unknown run or execution."""
     limit = asyncio.Semaphore(FETCHES)
     try:
-        chain = await _executions(client, run_id, temporal_run_id, limit, later=False)
+        chain = await execution_chain(client, run_id, temporal_run_id, limit=limit)
     except RPCError as err:
         if err.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
             raise
@@ -315,7 +302,7 @@ async def fetch(
 
     async def runs_of(workflow_id: str, run: str | None) -> list[WorkflowHistory]:
         try:
-            return await _executions(client, workflow_id, run, limit, later=True)
+            return await execution_chain(client, workflow_id, run, later=True, limit=limit)
         except RPCError as err:  # past its retention: its turns are not there to match
             logger.warning("the recorded turns of %s not read: %s", workflow_id, err)
             return []
@@ -325,33 +312,6 @@ async def fetch(
         *(runs_of(workflow_id, run) for workflow_id, run in kept),
     )
     return [*chain, *(h for runs in fetched for h in runs)]
-
-
-async def _executions(
-    client: Client,
-    workflow_id: str,
-    run_id: str | None,
-    limit: asyncio.Semaphore,
-    *,
-    later: bool,
-) -> list[WorkflowHistory]:
-    """The histories of ``workflow_id``'s execution ``run_id`` (none: its
-    latest) and of those it continued as new from, with ``later`` those it
-    continued as new in too, in order. Raises ``RPCError``."""
-
-    async def history(run: str | None) -> WorkflowHistory:
-        async with limit:
-            return await client.get_workflow_handle(workflow_id, run_id=run).fetch_history()
-
-    found = [await history(run_id)]
-    while previous := _started(found[0]).continued_execution_run_id:
-        found.insert(0, await history(previous))
-    while later and found[-1].events[-1].HasField(
-        "workflow_execution_continued_as_new_event_attributes"
-    ):
-        last = found[-1].events[-1].workflow_execution_continued_as_new_event_attributes
-        found.append(await history(last.new_execution_run_id))
-    return found
 
 
 async def _kept_from(
@@ -384,10 +344,6 @@ async def _kept_from(
 
 FETCHES = 16
 """How many histories ``fetch`` reads at once."""
-
-
-def _started(history: WorkflowHistory) -> Any:
-    return history.events[0].workflow_execution_started_event_attributes
 
 
 class Recordings:

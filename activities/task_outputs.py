@@ -1,5 +1,6 @@
 """The ``read_task_outputs`` activity: outputs a ``TeamRun`` kept by reference,
-read back from its tasks' ``AgentRun`` results for the tasks that read them."""
+read back from its tasks' ``AgentRun`` results for the tasks that read them
+(``oma.records.outputs``), a read that cannot succeed failing the activity."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from oma.core.contracts.names import ActivityName
 from oma.core.contracts.task_outputs import ReadOutputsInput, ReadOutputsOutput
-from oma.core.schema.results import AgentRunResult
+from oma.records.outputs import kept_output
 
 
 @activity.defn(name=ActivityName.READ_TASK_OUTPUTS)
@@ -27,14 +28,12 @@ async def read_task_outputs(inp: ReadOutputsInput) -> ReadOutputsOutput:
     outputs: dict[str, str] = {}
     for ref in inp.refs:
         run_id = inp.run_ids.get(ref)
-        handle = client.get_workflow_handle(ref, run_id=run_id, result_type=AgentRunResult)
         try:
-            result: AgentRunResult = await handle.result()
+            outputs[ref] = await kept_output(client, ref, run_id)
         except WorkflowFailureError as err:
             raise ApplicationError(f"{ref} did not complete: {err}", non_retryable=True) from err
         except RPCError as err:
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise
             raise ApplicationError(f"{ref} is gone: {err.message}", non_retryable=True) from err
-        outputs[ref] = result.output
     return ReadOutputsOutput(outputs=outputs)

@@ -85,7 +85,7 @@ def _task(task_id: str, deps: list[str]) -> dict[str, Any]:
 async def history_bytes(client: Any, workflow_id: str, *, chain: bool) -> tuple[int, str]:
     """The JSON size of a run's histories (every run of its chain with
     ``chain``, and every child's) and their text."""
-    from oma.viewer.model import fetch_histories
+    from oma.records.histories import fetch_histories
 
     if chain:
         histories = await fetch_histories(client, workflow_id)

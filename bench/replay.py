@@ -113,7 +113,7 @@ def tasks_of(history: Any) -> int:
     """How many tasks the run of ``history`` has (its input's ``tasks``)."""
     import json
 
-    from oma.cli.debug.history import started
+    from oma.records.history_files import started
 
     raw = started(history).input.payloads[0].data
     return len(json.loads(raw).get("tasks") or [])

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Literal
 
 from oma.activities.llm_turn import LlmActivities
-from oma.activities.recordings import Recording, load, read, recording_of
+from oma.activities.recordings import Recording, read, recording_of
 from oma.client.api import OpenMultiAgent
+from oma.records.history_files import read_history_files
 from oma.runtime.codec import keys_from_env
 from oma.runtime.connection import Connection
 from oma.runtime.converter import data_converter
@@ -72,6 +73,6 @@ async def recording(source: str | Path, temporal_run_id: str | None = None) -> R
     path = Path(source)
     if path.exists():
         converter = data_converter(keys_from_env(), Connection.from_env().store)
-        return await recording_of(load(path), converter, str(source))
+        return await recording_of(read_history_files([path]), converter, str(source))
     client = await Connection.from_env().connect()
     return await read(client, str(source), temporal_run_id)

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from temporalio.converter import DataConverter
 
-from oma.activities.fork_source import fitted
 from oma.cli.summary import print_result, reused_note
 from oma.client.fork import history_source
 from oma.core.contracts.fork import ForkedRun
@@ -22,6 +21,7 @@ from oma.core.schema.limits import RUN_STATE_BUDGET_BYTES, json_size
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import parse_team_run_input
 from oma.core.schema.task import ReusedFrom, TaskState, TaskStatus
+from oma.records.fork_source import fitted
 from tests._runs import scripted, task
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowHistory
 
-from oma.cli.replay import workflow_id_of
+from oma.records.history_files import read_history_file
 from oma.runtime import plugin
 from tests.record_histories import SCENARIOS
 
@@ -21,8 +20,7 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_recorded_history_replays(path: Path, strict: bool) -> None:
     # as a worker runs it, and with OMA's code under the sandbox's restrictions
-    raw = json.loads(path.read_text())
-    history = WorkflowHistory.from_json(workflow_id_of(raw) or path.stem, raw)
+    history = read_history_file(path)
     replayer = plugin.replayer(strict_sandbox=strict)
     await replayer.replay_workflow(history)
 

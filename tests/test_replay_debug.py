@@ -336,12 +336,13 @@ def test_a_changed_workflow_is_told_the_event_the_line_and_the_patch_to_add() ->
 
 
 async def test_the_scrubber_moments_follow_starts_closes_and_the_cascade() -> None:
+    from oma.records.history_files import read_history_files
     from oma.runtime.converter import DATA_CONVERTER
     from oma.viewer.html import render_html
-    from oma.viewer.model import build_run_view, load_histories
+    from oma.viewer.model import build_run_view
     from oma.viewer.scrubber import moments
 
-    histories = load_histories([corpus("team_run_failed_task_cascade")])
+    histories = read_history_files([corpus("team_run_failed_task_cascade")])
     view = await build_run_view(histories, DATA_CONVERTER)
     changes = [(m["task"], m["status"]) for m in moments(view)]
     assert changes == [

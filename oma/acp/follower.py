@@ -235,8 +235,8 @@ class Follower:
 
     async def _read_kept(self, state: TeamRunResult) -> None:
         """Put back into ``state`` the outputs it keeps by reference, as an
-        ended run's are (``oma.client.read_outputs``), each read once."""
-        from oma.client.runs import read_task_outputs
+        ended run's are (``oma.records.outputs.read_task_outputs``), each read once."""
+        from oma.records.outputs import read_task_outputs
 
         kept = [t for t in state.tasks if t.output is None and t.output_ref is not None]
         for task in kept:

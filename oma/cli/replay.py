@@ -10,7 +10,6 @@ workflow code and the SDK's replayer).
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -25,7 +24,13 @@ from temporalio.service import RPCError
 
 from oma.cli.common import connection, console, err_console, fail, print_table, run_async, run_text
 from oma.client.listing import OPEN_RUN_TYPES, open_runs
-from oma.core.schema.errors import CodecKeyMissingError, OMAError, ReplayMismatchError
+from oma.core.schema.errors import (
+    CodecKeyMissingError,
+    HistoryReadError,
+    OMAError,
+    ReplayMismatchError,
+)
+from oma.records.history_files import read_history_file
 from oma.runtime import plugin
 from oma.runtime.connection import Connection
 
@@ -46,17 +51,9 @@ def replay_file(history: Path, workflow_id: str | None) -> None:
     ``oma.cli.debug.command.explain_mismatch``) when the current code makes
     other commands than it recorded, 2 when it is not a history."""
     try:
-        raw = json.loads(history.read_text())
-        if not isinstance(raw, dict) or not raw.get("events"):
-            raise ValueError("expected an object with a non-empty 'events' list")
-        wid = workflow_id or workflow_id_of(raw) or history.stem
-        parsed = WorkflowHistory.from_json(wid, raw)
-        if not parsed.events[0].HasField("workflow_execution_started_event_attributes"):
-            raise ValueError("its first event is not WorkflowExecutionStarted")
-    except OSError as e:
-        raise fail(f"cannot read {history}: {e.strerror}", 2) from None
-    except (ValueError, KeyError, TypeError) as e:
-        raise fail(f"{history} is not a workflow history in JSON: {e}", 2) from None
+        parsed = read_history_file(history, workflow_id)
+    except HistoryReadError as e:
+        raise fail(e.message, 2) from None
     try:
         check_codec_keys(parsed)
         # (a worker's codec reads plaintext too: a run recorded before
@@ -93,21 +90,6 @@ def check_codec_keys(history: WorkflowHistory) -> None:
                 f"cannot replay: {reason}; set OMA_CODEC_KEYS (or OMA_CODEC_KEYS_FILE) "
                 "to a list holding that key"
             )
-
-
-def workflow_id_of(history: Any) -> str | None:
-    """The exported history does not carry the workflow id, but a TeamRun names
-    its children after it (``<id>/<task id>``, ``<id>/coordinator/<step>``);
-    read it back from the first one."""
-    from oma.core.contracts.workflow_ids import team_run_id_of
-
-    for event in history.get("events", []):
-        attrs = event.get("startChildWorkflowExecutionInitiatedEventAttributes")
-        if attrs:
-            wid = team_run_id_of(str(attrs.get("workflowId", "")))
-            if wid:
-                return wid
-    return None
 
 
 # -- every open run --------------------------------------------------------

@@ -36,21 +36,13 @@ from oma.cli.summary import recorded_note, reused_note
 from oma.core.contracts.names import WorkflowName
 from oma.core.contracts.workflow_ids import task_workflow_id, team_run_id_of
 from oma.core.schema.errors import HistoryReadError, OMAError
-from oma.core.schema.results import AgentRunResult
 from oma.core.schema.usage import usd
+from oma.records.histories import ChildHistory, fetch_histories, server_histories
+from oma.records.history_files import read_history_files
+from oma.records.outputs import kept_output
 from oma.runtime.codec import keys_from_env
 from oma.runtime.converter import data_converter
-from oma.viewer.model import (
-    ChildHistory,
-    RunView,
-    TaskView,
-    add_activities,
-    build_run_view,
-    fetch_histories,
-    load_histories,
-    seconds_text,
-    server_histories,
-)
+from oma.viewer.model import RunView, TaskView, add_activities, build_run_view, seconds_text
 from oma.viewer.paging import page_of
 
 OUTPUT_LINES = 4
@@ -102,7 +94,7 @@ def show_command(
 
     async def go() -> RunView:
         if histories:
-            return await build_run_view(load_histories(histories), converter, workflow_id)
+            return await build_run_view(read_history_files(histories), converter, workflow_id)
         async with runs_server("oma show", ", or give exported histories with --history") as client:
             found = await _from_server(client, workflow_id or "")
             try:
@@ -164,16 +156,11 @@ async def _read_reused(client: Client, view: RunView) -> None:
             continue
         ref = task_workflow_id(t.reused_from.run_id, t.reused_from.task_id)
         try:
-            handle = client.get_workflow_handle(
-                ref, run_id=t.output_run_id, result_type=AgentRunResult
-            )
-            result = await handle.result()
+            t.output = await kept_output(client, ref, t.output_run_id)
         except (RPCError, WorkflowFailureError) as err:
             view.notes.append(
                 f"the output of task {t.id}, reused from {ref}, cannot be read: {err}"
             )
-            continue
-        t.output = result.output
 
 
 async def _from_server(client: Client, workflow_id: str) -> list[WorkflowHistory]:

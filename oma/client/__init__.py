@@ -24,13 +24,13 @@ if TYPE_CHECKING:
     from oma.client.embedded import EMBEDDED_DB, serving
     from oma.client.listing import list_team_runs, open_approvals
     from oma.client.runs import (
-        OUTPUT_READS,
         read_outputs,
         start_attributes,
         start_run,
         start_team_run,
         team_run_result,
     )
+    from oma.records.outputs import OUTPUT_READS
     from oma.runtime.approval_callbacks import (
         ApprovalAnswer,
         ApprovalCallback,
@@ -44,13 +44,13 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "oma.client.embedded": ("EMBEDDED_DB", "serving"),
     "oma.client.listing": ("list_team_runs", "open_approvals"),
     "oma.client.runs": (
-        "OUTPUT_READS",
         "read_outputs",
         "start_attributes",
         "start_run",
         "start_team_run",
         "team_run_result",
     ),
+    "oma.records.outputs": ("OUTPUT_READS",),
     "oma.runtime.approval_callbacks": (
         "ApprovalAnswer",
         "ApprovalCallback",

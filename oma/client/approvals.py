@@ -41,8 +41,9 @@ from oma.core.schema.errors import (
     InvalidRunInputError,
     error_from_failure,
 )
-from oma.core.schema.results import AgentRunResult, TeamRunResult
+from oma.core.schema.results import TeamRunResult
 from oma.core.schema.validation import format_validation_error
+from oma.records.outputs import kept_output
 from oma.runtime.approval_callbacks import ApprovalCallback, answer_decision, call_approval_callback
 
 logger = logging.getLogger(__name__)
@@ -182,10 +183,7 @@ async def read_upstream_previews(client: Client, requests: list[PendingApproval]
             if up.preview is not None or ref is None:
                 continue
             try:
-                handle = client.get_workflow_handle(
-                    ref, run_id=up.output_run_id, result_type=AgentRunResult
-                )
-                result = await handle.result()
+                output = await kept_output(client, ref, up.output_run_id)
             except (RPCError, WorkflowFailureError) as err:
                 logger.warning(
                     "the output of %s (%s) cannot be read: %s", up.task_id, up.output_ref, err
@@ -197,7 +195,7 @@ async def read_upstream_previews(client: Client, requests: list[PendingApproval]
                 up.title,
                 up.assignee,
                 up.status,
-                result.output,
+                output,
                 up.output_ref,
                 output_run_id=up.output_run_id,
             )

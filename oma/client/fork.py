@@ -10,39 +10,31 @@ anything starts and the warnings are shown.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import json_format
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client, WorkflowHandle, WorkflowHistory
+from temporalio.client import Client, WorkflowHandle
 from temporalio.converter import DataConverter
 
-from oma.activities.fork_source import (
-    ForkReads,
-    closed_result,
-    fitted,
-    fork_of,
-    forked_input_of,
-    reuse_of,
-)
 from oma.client.runs import start_attributes, start_run
 from oma.core.contracts.fork import ForkedRun
 from oma.core.contracts.names import WorkflowName
-from oma.core.contracts.workflow_ids import team_run_id_of
 from oma.core.schema.errors import HistoryReadError, InvalidForkError
 from oma.core.schema.fork import ForkInput, ForkSource, is_fork_input
 from oma.core.schema.limits import RUN_STATE_BUDGET_BYTES, check_child_ids, json_size
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import TeamRunInput, parse_team_run_input
 from oma.core.schema.validation import UndecodableInput
+from oma.records.fork_source import ForkReads, fitted, fork_of, forked_input_of, reuse_of
+from oma.records.history_files import read_history_file
+from oma.records.results import closed_result
 
 
 async def preview(client: Client, fork: ForkInput, workflow_id: str) -> ForkedRun:
     """What the fork ``workflow_id`` keeps and runs again, as its run will
-    make it (``oma.activities.fork_source.fork_of``, no output read back).
+    make it (``oma.records.fork_source.fork_of``, no output read back).
     Raises ``InvalidForkError``, the run input's errors, and
     ``RunStateTooLargeError`` for a fork whose state its run could not carry
     (``fitted``): before anything starts."""
@@ -117,24 +109,15 @@ async def start_fork(
 
 async def history_source(path: Path, converter: DataConverter) -> tuple[str, ForkSource]:
     """The ``TeamRun`` an exported history (``temporal workflow show --output
-    json``) records, as a fork's inline source, and its workflow id (read from
-    its children's ids; else the file's stem). Its input is the one its start
+    json``) records, as a fork's inline source, and its workflow id (the one
+    it records, ``oma.records.history_files.recorded_workflow_id``; else the
+    file's stem). Its input is the one its start
     recorded; its result the one it ended with, the failure's details of a
     run that ended Failed, or the state it continued as new with (one run of
     a chain: export the last). Raises ``HistoryReadError``."""
-    try:
-        raw = json.loads(path.read_text())
-        if not isinstance(raw, dict) or not raw.get("events"):
-            raise ValueError("expected an object with a non-empty 'events' list")
-        history = WorkflowHistory.from_json(path.stem, raw)
-        first = history.events[0]
-        if not first.HasField("workflow_execution_started_event_attributes"):
-            raise ValueError("its first event is not WorkflowExecutionStarted")
-    except OSError as e:
-        raise HistoryReadError(f"cannot read {path}: {e.strerror}") from None
-    except (ValueError, KeyError, TypeError, RecursionError, json_format.ParseError) as e:
-        raise HistoryReadError(f"{path} is not a workflow history in JSON: {e}") from None
-    started = first.workflow_execution_started_event_attributes
+    history = read_history_file(path)
+    run_id = history.workflow_id
+    started = history.events[0].workflow_execution_started_event_attributes
     if started.workflow_type.name != WorkflowName.TEAM_RUN:
         raise HistoryReadError(f"{path} is the history of a {started.workflow_type.name}")
     inp = await _decoded(converter, started.input.payloads, path, "input")
@@ -144,13 +127,13 @@ async def history_source(path: Path, converter: DataConverter) -> tuple[str, For
             if (read := reads.see(event)) is not None:
                 break
         try:
-            inp = await forked_input_of(converter, read, _run_id(history) or path.stem)
+            inp = await forked_input_of(converter, read, run_id)
         except InvalidForkError as err:
             raise HistoryReadError(f"{path}: {err.message}") from None
     result = await _result(converter, history.events[-1], inp, path)
     for state in result.tasks:  # what the input's tasks (or plan) say: not carried twice
         state.title, state.description, state.depends_on = "", "", []
-    return _run_id(history) or path.stem, ForkSource(input=inp, result=result)
+    return run_id, ForkSource(input=inp, result=result)
 
 
 async def _result(
@@ -182,11 +165,3 @@ async def _decoded(converter: DataConverter, payloads: Any, path: Path, what: st
     if len(values) != 1 or isinstance(values[0], UndecodableInput):
         raise HistoryReadError(f"cannot read the run's {what} in {path}")
     return values[0]
-
-
-def _run_id(history: WorkflowHistory) -> str | None:
-    for event in history.events:
-        if event.HasField("start_child_workflow_execution_initiated_event_attributes"):
-            attrs = event.start_child_workflow_execution_initiated_event_attributes
-            return team_run_id_of(attrs.workflow_id)
-    return None

@@ -6,9 +6,8 @@ person reads it (``cause``)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -24,16 +23,14 @@ from oma.core.contracts.names import SignalName, WorkflowName
 from oma.core.contracts.visibility import start_values, team_run_result_of
 from oma.core.schema.errors import OMAError, error_for
 from oma.core.schema.limits import MAX_REASON_CHARS, check_child_ids, cut_text
-from oma.core.schema.results import AgentRunResult, TeamRunResult
+from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import RecordedModels, TeamRunInput
-from oma.core.schema.task import TaskState
+from oma.records.executions import latest_run_id
+from oma.records.outputs import read_task_outputs
 from oma.runtime.codec import ENCRYPTED_ENCODING
 from oma.runtime.converter import codec_key_error
 
 logger = logging.getLogger(__name__)
-
-OUTPUT_READS = 8
-"""How many outputs kept by reference ``team_run_result`` reads at once."""
 
 
 def start_attributes(
@@ -97,11 +94,8 @@ async def _reuse_pinned(client: Client, run_input: TeamRunInput) -> TeamRunInput
     reuse = run_input.options.reuse
     if reuse is None or reuse.temporal_run_id is not None:
         return run_input
-    try:
-        latest = (await client.get_workflow_handle(reuse.from_).describe()).run_id
-    except RPCError as err:
-        if err.status != RPCStatusCode.NOT_FOUND:
-            raise
+    latest = await latest_run_id(client, reuse.from_)
+    if latest is None:
         return run_input
     pinned = reuse.model_copy(update={"temporal_run_id": latest})
     options = run_input.options.model_copy(update={"reuse": pinned})
@@ -118,11 +112,8 @@ async def _models_pinned(client: Client, run_input: TeamRunInput) -> TeamRunInpu
         return run_input
     if models.temporal_run_id is not None:
         return run_input
-    try:
-        latest = (await client.get_workflow_handle(models.from_).describe()).run_id
-    except RPCError as err:
-        if err.status != RPCStatusCode.NOT_FOUND:
-            raise
+    latest = await latest_run_id(client, models.from_)
+    if latest is None:
         return run_input
     pinned = models.model_copy(update={"temporal_run_id": latest})
     options = run_input.options.model_copy(update={"models": pinned})
@@ -194,27 +185,9 @@ async def read_outputs(client: Client, result: TeamRunResult) -> None:
     holds it whole, of its execution ``output_run_id``, else the latest;
     ``OUTPUT_READS`` at a time); ``output_ref`` stays, saying
     where it came from. An output that cannot be read (e.g. the child's
-    history is past the namespace's retention) stays by reference, logged."""
+    history is past the namespace's retention) stays by reference, logged
+    (``oma.records.outputs.read_task_outputs``)."""
     await read_task_outputs(client, result.tasks)
-
-
-async def read_task_outputs(client: Client, tasks: Iterable[TaskState]) -> None:
-    """``read_outputs`` of some of a run's ``tasks``."""
-    limit = asyncio.Semaphore(OUTPUT_READS)
-
-    async def read(task: TaskState, ref: str) -> None:
-        async with limit:
-            handle = client.get_workflow_handle(
-                ref, run_id=task.output_run_id, result_type=AgentRunResult
-            )
-            try:
-                task.output = (await handle.result()).output
-            except (RPCError, WorkflowFailureError) as err:
-                logger.warning("the output of task %s (%s) cannot be read: %s", task.id, ref, err)
-
-    await asyncio.gather(
-        *(read(t, t.output_ref) for t in tasks if t.output is None and t.output_ref)
-    )
 
 
 def stopped_error(result: TeamRunResult) -> OMAError:

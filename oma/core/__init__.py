@@ -2,8 +2,8 @@
 
 No I/O, no Temporal client, no provider SDK: the workflows run this code
 (deterministically, inside the Temporal sandbox) and so do the activities and
-the entry points. It imports nothing from ``oma.workflows``,
-``oma.activities`` or the layers above them (``make lint`` checks it).
+the entry points. It imports nothing from ``oma.records``,
+``oma.workflows``, ``oma.activities`` or the layers above them (``make lint`` checks it).
 
 Three packages, each over the next (their own import contract in
 ``pyproject.toml``):

@@ -21,12 +21,9 @@ Times are UTC ``datetime``s; durations are seconds.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
@@ -34,10 +31,9 @@ from temporalio.api.common.v1 import Payloads
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client, WorkflowHistory
+from temporalio.client import WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError, FailureError
-from temporalio.service import RPCError, RPCStatusCode
 
 from oma.client.runs import abort_input, abort_reason
 from oma.core.contracts.names import ActivityName, WorkflowName
@@ -49,6 +45,8 @@ from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import ReusedFrom, TaskState, TaskStatus
 from oma.core.schema.usage import TokenUsage
 from oma.core.schema.validation import UndecodableInput
+from oma.records.fork_source import ForkReads
+from oma.records.histories import FETCHES_AT_ONCE, ChildHistory, chain_of, in_order
 from oma.runtime.codec import ENCRYPTED_ENCODING
 from oma.runtime.payload_store import external_storage, reference_of, retrieve
 
@@ -268,127 +266,6 @@ class RunView(BaseModel):
 # -- getting the histories ------------------------------------------------------
 
 
-FETCHES_AT_ONCE = 32
-"""How many child histories a reader fetches at a time (a 5,000-task run's
-5,000, one after the other, took 17 s of round trips)."""
-
-ChildHistory = Callable[[str, str], Awaitable[WorkflowHistory | None]]
-"""``(workflow id, run id)`` -> that execution's history, ``None`` when there is none."""
-
-
-async def fetch_histories(
-    client: Client, workflow_id: str, run_id: str | None = None, *, children: bool = True
-) -> list[WorkflowHistory]:
-    """The histories of ``workflow_id`` (its execution ``run_id``, else its
-    latest run, and the runs it continued from) and, with ``children``, of
-    every child those runs started (each child's continue-as-new chain
-    followed forward; ``FETCHES_AT_ONCE`` at a time, in order). Raises
-    ``temporalio.service.RPCError`` (``NOT_FOUND`` for an unknown workflow id).
-
-    To read a run without holding every child's history, fetch its own
-    (without ``children``) and give ``build_run_view`` ``server_histories``."""
-    latest = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-    chain = [latest]
-    while previous := _started(chain[0]).continued_execution_run_id:
-        handle = client.get_workflow_handle(workflow_id, run_id=previous)
-        chain.insert(0, await handle.fetch_history())
-    histories = list(chain)
-    if children:
-        executions = [
-            event.child_workflow_execution_started_event_attributes.workflow_execution
-            for history in chain
-            for event in history.events
-            if event.HasField("child_workflow_execution_started_event_attributes")
-        ]
-        fetch = server_histories(client)
-        async for runs in in_order(
-            (_chain_of(fetch, x.workflow_id, x.run_id) for x in executions), FETCHES_AT_ONCE
-        ):
-            histories.extend(runs)
-    return histories
-
-
-def server_histories(client: Client) -> ChildHistory:
-    """A ``ChildHistory`` that fetches from the server ``client`` talks to."""
-
-    async def fetch(workflow_id: str, run_id: str) -> WorkflowHistory | None:
-        try:
-            return await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
-
-    return fetch
-
-
-async def _chain_of(fetch: ChildHistory, workflow_id: str, run_id: str) -> list[WorkflowHistory]:
-    """The histories of the execution ``run_id`` and of those it continued as."""
-    runs: list[WorkflowHistory] = []
-    following: str | None = run_id
-    while following and (history := await fetch(workflow_id, following)) is not None:
-        runs.append(history)
-        following = _continued_as(history)
-    return runs
-
-
-async def in_order(works: Iterable[Awaitable[T]], at_once: int) -> AsyncIterator[T]:
-    """The results of ``works``, in their order, at most ``at_once`` of them
-    started and not yet taken: the rest start as the first are taken."""
-    started: deque[asyncio.Future[T]] = deque()
-    pending = iter(works)
-    try:
-        for work in pending:
-            started.append(asyncio.ensure_future(work))
-            if len(started) >= at_once:
-                break
-        while started:
-            result = await started.popleft()
-            for work in pending:  # the next one, if any
-                started.append(asyncio.ensure_future(work))
-                break
-            yield result
-    finally:
-        for future in started:
-            future.cancel()
-
-
-def load_histories(paths: Iterable[Path]) -> list[WorkflowHistory]:
-    """Exported histories (``temporal workflow show --output json``): each path
-    a file, or a directory whose ``*.json`` files are read. A history's
-    workflow id is the one its start event records, else read back from its
-    children's ids (a ``TeamRun``), else the file's stem; ``build_run_view``
-    names children after their parent's events. Raises ``HistoryReadError``."""
-    files: list[Path] = []
-    for path in paths:
-        files.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
-    if not files:
-        raise HistoryReadError("no history files given (a directory with no *.json file?)")
-    histories = []
-    for file in files:
-        try:
-            raw = json.loads(file.read_text())
-            if not isinstance(raw, dict) or not raw.get("events"):
-                raise ValueError("expected an object with a non-empty 'events' list")
-            history = WorkflowHistory.from_json(file.stem, raw)
-            started = _started(history)
-        except OSError as e:
-            raise HistoryReadError(f"cannot read {file}: {e.strerror}") from None
-        except (ValueError, KeyError, TypeError) as e:
-            raise HistoryReadError(f"{file} is not a workflow history in JSON: {e}") from None
-        wid = started.workflow_id or _team_run_id_from_children(history) or file.stem
-        histories.append(WorkflowHistory(wid, history.events))
-    return histories
-
-
-def _team_run_id_from_children(history: WorkflowHistory) -> str | None:
-    for event in history.events:
-        if event.HasField("start_child_workflow_execution_initiated_event_attributes"):
-            attrs = event.start_child_workflow_execution_initiated_event_attributes
-            return team_run_id_of(attrs.workflow_id)
-    return None
-
-
 # -- building the view ----------------------------------------------------------
 
 
@@ -490,13 +367,6 @@ def _started(history: WorkflowHistory) -> Any:
 def _run_id(history: WorkflowHistory) -> str:
     started = _started(history)
     return str(started.original_execution_run_id or started.first_execution_run_id)
-
-
-def _continued_as(history: WorkflowHistory) -> str | None:
-    last = history.events[-1]
-    if last.HasField("workflow_execution_continued_as_new_event_attributes"):
-        return str(last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id)
-    return None
 
 
 def _close_status(history: WorkflowHistory) -> str:
@@ -664,19 +534,14 @@ class _Builder:
 
     async def _forked_input(self, history: WorkflowHistory) -> dict[str, Any] | None:
         """A fork's input as it goes on (its team, tasks, the state it
-        resumed): what its ``read_fork_source`` activity answered."""
-        scheduled: set[int] = set()
+        resumed): what its ``read_fork_source`` activity answered
+        (``oma.records.fork_source.ForkReads``)."""
+        reads = ForkReads()
         for event in history.events:
-            if event.HasField("activity_task_scheduled_event_attributes"):
-                attrs = event.activity_task_scheduled_event_attributes
-                if attrs.activity_type.name == ActivityName.READ_FORK_SOURCE:
-                    scheduled.add(event.event_id)
-            elif event.HasField("activity_task_completed_event_attributes"):
-                done = event.activity_task_completed_event_attributes
-                if done.scheduled_event_id in scheduled:
-                    forked = await self.decode(done.result, "the fork's source")
-                    if isinstance(forked, dict) and isinstance(forked.get("input"), dict):
-                        return {**forked["input"], "resume": forked.get("resume")}
+            if (read := reads.see(event)) is not None:
+                forked = await self.decode(read, "the fork's source")
+                if isinstance(forked, dict) and isinstance(forked.get("input"), dict):
+                    return {**forked["input"], "resume": forked.get("resume")}
         return None
 
     async def _result(self, last: WorkflowHistory) -> TeamRunResult | None:
@@ -729,7 +594,7 @@ class _Builder:
     async def _histories_of(
         self, fetch: ChildHistory, view: ChildRunView
     ) -> tuple[ChildRunView, list[WorkflowHistory]]:
-        runs = await _chain_of(fetch, view.span.workflow_id, view.run_id or "")
+        runs = await chain_of(fetch, view.span.workflow_id, view.run_id or "")
         if not runs:
             self.notes.append(
                 f"no history of {view.span.workflow_id} (run {view.run_id}): no activities shown"

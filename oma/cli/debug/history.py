@@ -14,7 +14,6 @@ still open.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,9 +26,9 @@ from oma.core.contracts.names import SignalName, UpdateName
 from oma.core.contracts.workflow_ids import (
     coordinator_workflow_id,
     task_workflow_id,
-    team_run_id_of,
 )
-from oma.core.schema.errors import HistoryReadError, ReplayTargetError
+from oma.core.schema.errors import ReplayTargetError
+from oma.records.history_files import read_history_file, started
 
 NAMED_TARGETS = (
     "task_start:TASK",
@@ -73,40 +72,11 @@ class Target:
     named: str
 
 
-def started(history: WorkflowHistory) -> Any:
-    """The ``WorkflowExecutionStarted`` attributes; raises ``HistoryReadError``."""
-    first = history.events[0]
-    if not first.HasField("workflow_execution_started_event_attributes"):
-        raise HistoryReadError("its first event is not WorkflowExecutionStarted")
-    return first.workflow_execution_started_event_attributes
-
-
 def read_file(path: Path, workflow_id: str | None) -> Debugged:
-    """An exported history. Its workflow id: ``workflow_id``, else the one its
-    start event records, else read back from a ``TeamRun``'s children
-    (``<id>/<task id>``), else the file's stem. Raises ``HistoryReadError``."""
-    try:
-        raw = json.loads(path.read_text())
-        if not isinstance(raw, dict) or not raw.get("events"):
-            raise ValueError("expected an object with a non-empty 'events' list")
-        history = WorkflowHistory.from_json(path.stem, raw)
-        attrs = started(history)
-    except OSError as e:
-        raise HistoryReadError(f"cannot read {path}: {e.strerror}") from None
-    except (ValueError, KeyError, TypeError, HistoryReadError) as e:
-        raise HistoryReadError(f"{path} is not a workflow history in JSON: {e}") from None
-    wid = workflow_id or attrs.workflow_id or children_parent(history) or path.stem
-    return Debugged(WorkflowHistory(wid, history.events), str(path))
-
-
-def children_parent(history: WorkflowHistory) -> str | None:
-    """The ``TeamRun`` workflow id its children's ids are made from."""
-    for event in history.events:
-        if event.HasField("start_child_workflow_execution_initiated_event_attributes"):
-            wid = event.start_child_workflow_execution_initiated_event_attributes.workflow_id
-            if parent := team_run_id_of(wid):
-                return parent
-    return None
+    """An exported history (``oma.records.history_files.read_history_file``:
+    its workflow id ``workflow_id``, else the one it records, else the
+    file's stem). Raises ``HistoryReadError``."""
+    return Debugged(read_history_file(path, workflow_id), str(path))
 
 
 def cut(history: WorkflowHistory, workflow_task: int) -> WorkflowHistory:

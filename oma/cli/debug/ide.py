@@ -34,9 +34,10 @@ from google.protobuf.json_format import MessageToDict
 from temporalio.api.history.v1 import History
 from temporalio.client import WorkflowHistory
 
-from oma.cli.debug.history import Debugged, children_parent, started, workflow_task_of
+from oma.cli.debug.history import Debugged, workflow_task_of
 from oma.cli.debug.session import replay
 from oma.core.schema.errors import ReplayDebuggerError, ReplayMismatchError
+from oma.records.history_files import recorded_workflow_id, started
 from oma.runtime.replay_probe import Activation, ReplayProbe, pdb_stop
 
 PLUGIN_URL = "TEMPORAL_DEBUGGER_PLUGIN_URL"
@@ -72,12 +73,12 @@ class Extension:
                 message.ParseFromString(body)
                 raw = MessageToDict(message)
             history = WorkflowHistory.from_json("replayed", raw)
-            attrs = started(history)
+            started(history)  # a history that starts as one
         except Exception as err:
             raise ReplayDebuggerError(
                 f"the replay debugger at {self.url} served no workflow history: {err}"
             ) from None
-        wid = workflow_id or attrs.workflow_id or children_parent(history) or "replayed"
+        wid = workflow_id or recorded_workflow_id(history) or "replayed"
         return Debugged(WorkflowHistory(wid, history.events), f"the history at {self.url}")
 
     def breakpoints(self) -> list[int]:

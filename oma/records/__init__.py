@@ -1,0 +1,19 @@
+"""What Temporal keeps of past runs, read back: the one home of every reader
+of runs, which the client, the CLI, ``oma acp``, the viewer and the worker's
+``read_fork_source`` and ``read_task_outputs`` activities all call.
+
+- ``history_files`` — an exported history (``temporal workflow show
+  --output json``), or a directory of them, and the workflow id it records;
+- ``executions`` — a run's executions (its latest, the first and last
+  event of one) and the children each started, along a chain that
+  continued as new;
+- ``results`` — the result a ``TeamRun`` history's last event holds;
+- ``outputs`` — outputs a ``TeamRun`` kept by reference, read back from
+  its tasks' ``AgentRun`` results;
+- ``fork_source`` — a run as a fork (or a run reusing its work) reads it,
+  and the fork made of it.
+
+Reading only: nothing here starts, signals or changes a run. The modules are
+imported by path (``from oma.records.outputs import read_task_outputs``),
+so that a process pays only for the readers it uses.
+"""

@@ -1,0 +1,123 @@
+"""A run's executions as Temporal keeps them: the latest one of a workflow
+id, the first and the last event of one, and the children each started,
+back along a chain that continued as new."""
+
+from __future__ import annotations
+
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.workflowservice.v1 import (
+    GetWorkflowExecutionHistoryRequest,
+    GetWorkflowExecutionHistoryReverseRequest,
+)
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from oma.core.schema.errors import InvalidForkError
+from oma.core.schema.task import ReusedFrom
+
+
+async def latest_run_id(client: Client, workflow_id: str) -> str | None:
+    """The Temporal run id of the latest execution of ``workflow_id``;
+    ``None`` when there is none. Raises the server's other ``RPCError``s."""
+    try:
+        return (await client.get_workflow_handle(workflow_id).describe()).run_id
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+        return None
+
+
+async def latest_execution(
+    client: Client, run_id: str, *, hint: str, not_run_id: str | None = None
+) -> str:
+    """The Temporal run id of the latest execution of the workflow
+    ``run_id``, other than ``not_run_id`` (a run under the same workflow id
+    that reads its predecessor: then the newest other one Temporal's
+    visibility lists). Raises ``InvalidForkError`` when there is none, its
+    message ending with ``hint`` (what to give instead)."""
+    latest = await latest_run_id(client, run_id)
+    if latest is not None and latest != not_run_id:
+        return latest
+    others = [
+        wf
+        async for wf in client.list_workflows(f"WorkflowId = {_quoted(run_id)}")
+        if wf.run_id != not_run_id and wf.id == run_id
+    ]
+    if latest is None or not others:
+        before = " before this one" if latest is not None else ""
+        raise InvalidForkError(
+            f"no run {run_id!r}{before} in namespace {client.namespace!r}: give the workflow "
+            f"id of a TeamRun ({hint})"
+        )
+    return max(others, key=lambda wf: wf.start_time).run_id
+
+
+def _quoted(value: str) -> str:
+    """``value`` as a string literal of a Temporal visibility query."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+async def edge_event(client: Client, execution: WorkflowExecution, *, first: bool) -> HistoryEvent:
+    """The first (or last) event of ``execution`` (no run id: the workflow
+    id's latest), in one page of one event. Raises ``RPCError``."""
+    service = client.workflow_service
+    if first:
+        request = GetWorkflowExecutionHistoryRequest(
+            namespace=client.namespace, execution=execution, maximum_page_size=1
+        )
+        return (await service.get_workflow_execution_history(request)).history.events[0]
+    reverse = GetWorkflowExecutionHistoryReverseRequest(
+        namespace=client.namespace, execution=execution, maximum_page_size=1
+    )
+    return (await service.get_workflow_execution_history_reverse(reverse)).history.events[0]
+
+
+Children = dict[str, str]
+"""Child workflow id -> the run id of its last execution a ``TeamRun``
+execution started, and ``CONTINUED_FROM`` -> the execution it continued
+from, if any (``children_of``)."""
+
+CONTINUED_FROM = ""
+"""The key ``children_of`` answers an execution's predecessor under (no child id is empty)."""
+
+
+async def children_of(client: Client, workflow_id: str, run_id: str) -> Children:
+    """The children the ``TeamRun`` execution ``run_id`` of ``workflow_id``
+    started, and the execution it continued from (``Children``), read from
+    its history. Raises ``RPCError``."""
+    found: Children = {}
+    handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+    async for event in handle.fetch_history_events():
+        if event.HasField("workflow_execution_started_event_attributes"):
+            previous = event.workflow_execution_started_event_attributes.continued_execution_run_id
+            if previous:
+                found[CONTINUED_FROM] = previous
+        elif event.HasField("child_workflow_execution_started_event_attributes"):
+            started = event.child_workflow_execution_started_event_attributes.workflow_execution
+            found[started.workflow_id] = started.run_id
+    return found
+
+
+async def child_execution(
+    client: Client,
+    origin: ReusedFrom,
+    child_id: str,
+    seen: dict[tuple[str, str], Children],
+) -> str | None:
+    """The run id of the ``AgentRun`` ``child_id`` that the ``TeamRun``
+    execution ``origin`` names started (its last, for a task retried), read
+    from that execution's history and, back along a chain that continued as
+    new, its predecessors'; ``seen`` caches each history's children. ``None``
+    when ``origin`` names no execution (a run from before it: the latest is
+    read) or none started it. Raises ``RPCError``."""
+    run_id = origin.temporal_run_id
+    while run_id:
+        key = (origin.run_id, run_id)
+        if key not in seen:
+            seen[key] = await children_of(client, origin.run_id, run_id)
+        found = seen[key].get(child_id)
+        if found is not None:
+            return found
+        run_id = seen[key].get(CONTINUED_FROM)
+    return None
