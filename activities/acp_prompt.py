@@ -12,7 +12,6 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from oma.activities._attempt import (
     attempt_number,
@@ -29,7 +28,7 @@ from oma.core.contracts.acp import (
     AcpPromptOutput,
 )
 from oma.core.contracts.names import ActivityName
-from oma.core.schema.errors import OMAError, application_error
+from oma.core.schema.errors import OMAError
 from oma.core.schema.limits import check_output_size
 
 if TYPE_CHECKING:
@@ -77,7 +76,7 @@ class AcpActivities:
         Temporal server answers (``await_server``), so that an outage does not
         lose it. ``attempt`` in the output is the activity's attempt.
 
-        Raises (as ``ApplicationError``, type = the error's code, details
+        Raises (a worker records the failure of its code, details
         ``{"code", "attempt"}``): ``ACP_SPAWN_FAILED``, ``ACP_PROTOCOL_ERROR``,
         ``INVALID_RUN_INPUT`` (non-retryable); ``ACP_AGENT_EXITED`` (retryable:
         the dead session is dropped, so the next attempt opens a fresh one).
@@ -87,20 +86,19 @@ class AcpActivities:
         attempt = attempt_number()
         progress = _Progress(attempt)
         with heartbeating(progress.details, HEARTBEAT_INTERVAL_S) as progress.heartbeat:
-            session, new = await self._open(inp, attempt)
+            session, new = await self.pool.get_or_open(
+                inp.run_key, inp.agent, inp.backend, inp.system_prompt, inp.resume_session_id
+            )
             try:
                 result = await self._prompt(session, inp, progress, attempt)
-            except ApplicationError:
+            except OMAError:
                 await await_server()  # a failed turn is an outcome to report too
                 raise
             finally:
                 if not session.alive:
                     await self.pool.discard(inp.run_key, inp.agent, session)
             await await_server()
-        try:
-            check_output_size(inp.agent, len(result.output.encode()))
-        except OMAError as err:
-            raise application_error(err, attempt=attempt) from None
+        check_output_size(inp.agent, len(result.output.encode()))
         return AcpPromptOutput(
             output=result.output,
             stop_reason=result.stop_reason,
@@ -120,39 +118,28 @@ class AcpActivities:
         process trees."""
         return AcpCloseRunOutput(closed_sessions=await self.pool.close_run(inp.run_key))
 
-    async def _open(self, inp: AcpPromptInput, attempt: int) -> tuple[AcpSession, bool]:
-        try:
-            return await self.pool.get_or_open(
-                inp.run_key, inp.agent, inp.backend, inp.system_prompt, inp.resume_session_id
-            )
-        except OMAError as err:
-            raise application_error(err, attempt=attempt) from err
-
     async def _prompt(
         self, session: AcpSession, inp: AcpPromptInput, progress: _Progress, attempt: int
     ) -> TurnResult:
+        turn = await session.start_prompt(inp.prompt, progress.add)
         try:
-            turn = await session.start_prompt(inp.prompt, progress.add)
-            try:
-                return await turn.result()
-            except asyncio.CancelledError:
-                if attempt_superseded():
-                    activity.logger.warning(
-                        "Temporal no longer accepts attempt %d of this ACP turn: killing "
-                        "agent %r (pid %d) at once",
-                        attempt,
-                        inp.agent,
-                        session.pid,
-                    )
-                    await self.pool.discard(inp.run_key, inp.agent, session, at_once=True)
-                    raise
-                partial = await turn.cancel()
-                if partial is None:
-                    raise
-                # Temporal records this result if the workflow still waits for it.
-                return partial
-        except OMAError as err:
-            raise application_error(err, attempt=attempt) from err
+            return await turn.result()
+        except asyncio.CancelledError:
+            if attempt_superseded():
+                activity.logger.warning(
+                    "Temporal no longer accepts attempt %d of this ACP turn: killing "
+                    "agent %r (pid %d) at once",
+                    attempt,
+                    inp.agent,
+                    session.pid,
+                )
+                await self.pool.discard(inp.run_key, inp.agent, session, at_once=True)
+                raise
+            partial = await turn.cancel()
+            if partial is None:
+                raise
+            # Temporal records this result if the workflow still waits for it.
+            return partial
 
 
 class _Progress(TextProgress):

@@ -36,7 +36,7 @@ from oma.core.contracts.llm import (
 )
 from oma.core.contracts.names import ActivityName, QueryName
 from oma.core.schema.agent_config import AgentConfig
-from oma.core.schema.errors import OMAError, RecordingMissError, application_error
+from oma.core.schema.errors import RecordingMissError
 from oma.core.schema.providers import PROVIDERS
 
 
@@ -75,7 +75,8 @@ class LlmActivities:
         """Run one model turn for ``inp.agent``; its usage is priced
         (``oma.core.contracts.llm.price_turn``), so the history records what it cost.
 
-        Raises ``ApplicationError`` typed with the ``OMAError`` code:
+        Raises (a worker records the failure of its code,
+        ``oma.runtime.activity_errors``):
         ``PROVIDER_ERROR`` (retryable for 429/5xx/network/timeouts),
         ``MISSING_CREDENTIALS``, ``SCRIPT_EXHAUSTED`` (non-retryable).
         """
@@ -86,19 +87,16 @@ class LlmActivities:
             messages, chain = await self.conversations.read(activity.client(), inp.conversation)
             inp = inp.model_copy(update={"messages": messages})
         request = None
-        try:
-            if PROVIDERS[inp.agent.resolved_provider].needs_io:
-                request = request_digest(inp.agent, inp.messages, self._tools(inp), chain)
-            replayed = await self._replayed(inp, request) if request is not None else None
-            if replayed is not None:
-                return replayed
-            provider = await provider_for(self.providers, inp.agent.resolved_provider)
-            out = price_turn(inp, await provider.turn(inp))
-            out.tool_traits = tool_traits(inp.agent)
-            out.request = request
-            return out
-        except OMAError as err:
-            raise application_error(err) from err
+        if PROVIDERS[inp.agent.resolved_provider].needs_io:
+            request = request_digest(inp.agent, inp.messages, self._tools(inp), chain)
+        replayed = await self._replayed(inp, request) if request is not None else None
+        if replayed is not None:
+            return replayed
+        provider = await provider_for(self.providers, inp.agent.resolved_provider)
+        out = price_turn(inp, await provider.turn(inp))
+        out.tool_traits = tool_traits(inp.agent)
+        out.request = request
+        return out
 
     async def _replayed(self, inp: LlmTurnInput, request: RequestDigest) -> LlmTurnOutput | None:
         """The recorded answer to this turn, when its run (``inp.recorded``) or

@@ -22,7 +22,7 @@ from oma.core.contracts.mcp import (
 )
 from oma.core.contracts.names import ActivityName
 from oma.core.contracts.tools import ToolCallInput, ToolCallOutput
-from oma.core.schema.errors import InvalidRunInputError, McpServerError, OMAError, application_error
+from oma.core.schema.errors import InvalidRunInputError, McpServerError, OMAError
 from oma.core.schema.mcp import McpTool
 
 
@@ -39,16 +39,13 @@ class McpActivities:
         """Start (or reach) each of ``inp.servers`` for (``run_key``,
         ``agent``) and list its tools (``tools/list``), in declaration order.
 
-        Raises (as ``ApplicationError``, type = the code): ``MCP_SERVER_FAILED``
+        Raises (a worker records the failure of its code): ``MCP_SERVER_FAILED``
         naming the server that could not start or list (retryable: Temporal
         tries again, but not after an HTTP refusal), ``MISSING_CREDENTIALS``
         for an unset header variable, ``INVALID_RUN_INPUT`` for a listed tool
         of a custom tool's name. A failed listing closes the servers it opened.
         """
-        try:
-            return await list_mcp_tools(self.pool, inp, self.worker_task_queue)
-        except OMAError as err:
-            raise application_error(err) from err
+        return await list_mcp_tools(self.pool, inp, self.worker_task_queue)
 
     @activity.defn(name=ActivityName.MCP_CLOSE_RUN)
     async def mcp_close_run(self, inp: McpCloseRunInput) -> McpCloseRunOutput:

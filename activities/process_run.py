@@ -36,10 +36,8 @@ from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
 from oma.core.rules.redact import redact
 from oma.core.schema.errors import (
     EmptyPromptError,
-    OMAError,
     ProcessFailedError,
     ProcessSpawnError,
-    application_error,
 )
 from oma.core.schema.limits import MAX_OUTPUT_BYTES, check_output_size
 
@@ -87,7 +85,7 @@ async def process_run(inp: ProcessRunInput) -> ProcessRunOutput:
     is decoded as UTF-8 with invalid bytes replaced; ``attempt`` is the
     activity's attempt (``activity.info().attempt``).
 
-    Raises (as ``ApplicationError``, type = the error's code, non-retryable,
+    Raises (a worker records the failure of its code, non-retryable,
     details ``{"code", "attempt"}``): ``EMPTY_PROMPT`` when ``input`` is
     ``stdin`` or ``argument`` and the prompt is blank (nothing is spawned);
     ``PROCESS_SPAWN_FAILED`` when the command or ``cwd`` is missing or not
@@ -113,27 +111,21 @@ async def process_run(inp: ProcessRunInput) -> ProcessRunOutput:
     attempt = attempt_number()
     text = f"{inp.system_prompt}\n\n{inp.prompt}" if inp.system_prompt else inp.prompt
     if backend.input != "none" and not inp.prompt.strip():
-        raise application_error(
-            EmptyPromptError(
-                f"agent {inp.agent!r}: the prompt is empty, and its process backend "
-                f"takes the prompt on {backend.input!r}"
-            ),
-            attempt=attempt,
+        raise EmptyPromptError(
+            f"agent {inp.agent!r}: the prompt is empty, and its process backend "
+            f"takes the prompt on {backend.input!r}"
         )
 
     try:
         group = await WorkerTiedGroup.start()
     except OSError as err:
-        raise application_error(
-            ProcessSpawnError(
-                f"agent {inp.agent!r}: cannot start the process group of its command: "
-                f"{err.strerror or err}"
-            ),
-            attempt=attempt,
+        raise ProcessSpawnError(
+            f"agent {inp.agent!r}: cannot start the process group of its command: "
+            f"{err.strerror or err}"
         ) from err
     output = _Output(attempt)
     try:
-        proc = await _spawn(inp, text, attempt, group)
+        proc = await _spawn(inp, text, group)
         stdin_data = text.encode() if backend.input == "stdin" else None
         with heartbeating(output.heartbeat_details, HEARTBEAT_INTERVAL_S) as output.heartbeat:
             try:
@@ -147,15 +139,10 @@ async def process_run(inp: ProcessRunInput) -> ProcessRunOutput:
 
     code = proc.returncode
     if code == 0:
-        try:
-            check_output_size(inp.agent, output.stdout_bytes)
-        except OMAError as err:
-            raise application_error(err, attempt=attempt) from None
+        check_output_size(inp.agent, output.stdout_bytes)
         stdout = output.stdout.decode("utf-8", errors="replace")
         return ProcessRunOutput(stdout=stdout, attempt=attempt)
-    raise application_error(
-        ProcessFailedError(_failure_message(inp, code, output)), attempt=attempt
-    )
+    raise ProcessFailedError(_failure_message(inp, code, output))
 
 
 async def _kill(proc: asyncio.subprocess.Process, attempt: int, pgid: int) -> None:
@@ -172,17 +159,14 @@ async def _kill(proc: asyncio.subprocess.Process, attempt: int, pgid: int) -> No
 
 
 async def _spawn(
-    inp: ProcessRunInput, text: str, attempt: int, group: WorkerTiedGroup
+    inp: ProcessRunInput, text: str, group: WorkerTiedGroup
 ) -> asyncio.subprocess.Process:
     backend = inp.backend
     cwd = os.path.abspath(backend.cwd) if backend.cwd is not None else None
     if cwd is not None and not os.path.isdir(cwd):
-        raise application_error(
-            ProcessSpawnError(
-                f"agent {inp.agent!r}: cannot start command {backend.command!r}: "
-                f"cwd {cwd!r} is not a directory"
-            ),
-            attempt=attempt,
+        raise ProcessSpawnError(
+            f"agent {inp.agent!r}: cannot start command {backend.command!r}: "
+            f"cwd {cwd!r} is not a directory"
         )
     argv = [backend.command, *backend.args]
     if backend.input == "argument":
@@ -202,12 +186,9 @@ async def _spawn(
         )
     except OSError as err:
         where = f" in cwd {cwd!r}" if cwd is not None and err.filename == cwd else ""
-        raise application_error(
-            ProcessSpawnError(
-                f"agent {inp.agent!r}: cannot start command {backend.command!r}{where}: "
-                f"{err.strerror or err}"
-            ),
-            attempt=attempt,
+        raise ProcessSpawnError(
+            f"agent {inp.agent!r}: cannot start command {backend.command!r}{where}: "
+            f"{err.strerror or err}"
         ) from err
 
 

@@ -9,7 +9,7 @@ from oma.core.contracts.run_hooks import BeforeRunInput, BeforeRunOutput, Evalua
 from oma.core.rules import evaluation
 from oma.core.rules.evaluation import load_evaluator
 from oma.core.schema.before_run import BeforeRunContext, apply_before_run, load_hook
-from oma.core.schema.errors import ActivityFailedError, OMAError, application_error
+from oma.core.schema.errors import ActivityFailedError, OMAError
 from oma.core.schema.evaluation import EvaluationRecord
 from oma.core.schema.message_guard import latest_user_prompt
 
@@ -18,7 +18,7 @@ from oma.core.schema.message_guard import latest_user_prompt
 async def before_run(inp: BeforeRunInput) -> BeforeRunOutput:
     """Load ``inp.hook`` on this worker and apply it (``oma.core.schema.before_run``).
 
-    Raises (as non-retryable ``ApplicationError``): ``INVALID_HOOK`` when the
+    Raises (a worker records a non-retryable failure of its code): ``INVALID_HOOK`` when the
     hook cannot be loaded, ``INVALID_MESSAGE`` when it returns invalid
     messages, or changes the messages of an external agent.
     """
@@ -28,12 +28,12 @@ async def before_run(inp: BeforeRunInput) -> BeforeRunOutput:
             agent=inp.agent, messages=inp.messages, prompt=latest_user_prompt(inp.messages)
         )
         return BeforeRunOutput(messages=await apply_before_run(hook, ctx, external=inp.external))
-    except OMAError as err:
-        raise application_error(err) from err
+    except OMAError:
+        raise
     except Exception as err:
         # the user's code raised: say so under a code of ours (the SDK would
         # make the exception's class name, e.g. TypeError, the task's code)
-        raise application_error(ActivityFailedError(_hook_raised(inp.hook, err))) from err
+        raise ActivityFailedError(_hook_raised(inp.hook, err)) from err
 
 
 def _hook_raised(hook: str, err: Exception) -> str:
@@ -48,8 +48,5 @@ def _hook_raised(hook: str, err: Exception) -> str:
 async def evaluate(inp: EvaluateInput) -> EvaluationRecord:
     """Run the online evaluator on a sampled run; its failures are recorded in
     the record, never raised. ``INVALID_HOOK`` when it cannot be loaded."""
-    try:
-        evaluator = load_evaluator(inp.config.evaluator)
-    except OMAError as err:
-        raise application_error(err) from err
+    evaluator = load_evaluator(inp.config.evaluator)
     return await evaluation.evaluate(inp.config, evaluator, inp.input, inp.output)

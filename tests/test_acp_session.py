@@ -36,6 +36,7 @@ from tests._acp_script import (
     tool_call,
     turn,
 )
+from tests._activities import run_activity
 from tests._procs import alive
 
 STOP_REASONS = ["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
@@ -63,7 +64,7 @@ async def prompt(
     **inp: Any,
 ) -> AcpPromptOutput:
     request = AcpPromptInput(run_key=run_key, agent="coder", backend=backend, prompt=text, **inp)
-    return await (env or ActivityEnvironment()).run(acts.acp_prompt, request)
+    return await run_activity(acts.acp_prompt, request, env=env)
 
 
 async def prompt_failing(

@@ -16,6 +16,7 @@ import oma.activities.process_run as process_run_module
 from oma.activities.process_run import process_run
 from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
 from oma.core.schema.backends import ProcessBackendConfig
+from tests._activities import run_activity
 from tests._procs import alive
 
 PY = sys.executable
@@ -34,7 +35,7 @@ def run_input(backend: ProcessBackendConfig, prompt: str = "do it", **kw: str) -
 
 async def run_failing(inp: ProcessRunInput) -> ApplicationError:
     with pytest.raises(ApplicationError) as caught:
-        await ActivityEnvironment().run(process_run, inp)
+        await run_activity(process_run, inp)
     return caught.value
 
 
@@ -279,7 +280,7 @@ async def test_output_over_the_limit_fails_with_a_clear_error() -> None:
         prompt="go",
     )
     with pytest.raises(ApplicationError) as info:
-        await ActivityEnvironment().run(process_run, inp)
+        await run_activity(process_run, inp)
     assert (info.value.type, info.value.non_retryable) == ("OUTPUT_TOO_LARGE", True)
     assert "agent 'big' produced 1000000 bytes of output" in info.value.message
     assert f"at most {MAX_OUTPUT_BYTES} bytes" in info.value.message

@@ -27,6 +27,7 @@ from oma.core.contracts.process import ProcessRunInput
 from oma.core.schema.backends import ProcessBackendConfig
 from oma.workflows._agent_ports import failed_backend_attempts
 from tests._acp_script import WORKER_QUEUE, Heartbeats, ScriptedAgent, text, turn
+from tests._activities import run_activity
 from tests._attempts import SUPERSEDED
 from tests._procs import dead_within, read_when_written
 
@@ -146,7 +147,9 @@ async def test_a_failed_process_run_reports_its_attempt_in_the_error_details() -
     backend = ProcessBackendConfig(command="false", input="none")
 
     with pytest.raises(ApplicationError) as failed:
-        await env_at(2).run(process_run, ProcessRunInput(agent="coder", backend=backend, prompt=""))
+        await run_activity(
+            process_run, ProcessRunInput(agent="coder", backend=backend, prompt=""), env=env_at(2)
+        )
 
     assert (failed.value.type, failed.value.details) == (
         "PROCESS_FAILED",

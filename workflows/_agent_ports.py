@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
         McpListToolsInput,
         McpListToolsOutput,
     )
-    from oma.core.contracts.names import ActivityName
+    from oma.core.contracts.names import BACKEND_ACTIVITIES, ActivityName
     from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
     from oma.core.contracts.run_hooks import BeforeRunInput, BeforeRunOutput, EvaluateInput
     from oma.core.contracts.tools import ToolCallInput, ToolCallOutput
@@ -332,11 +332,6 @@ def _turn_summary(inp: LlmTurnInput) -> str:
     provider = agent.resolved_provider
     model = provider if provider == "scripted" else f"{provider} {agent.resolved_model}"
     return f"{agent.name}: model turn {inp.turn + 1} ({model})"
-
-
-BACKEND_ACTIVITIES = (ActivityName.PROCESS_RUN, ActivityName.ACP_PROMPT)
-"""The activities that run an external agent: their attempts are the run's
-``backend_attempts``."""
 
 
 def failed_backend_attempts(err: ActivityError) -> int | None:

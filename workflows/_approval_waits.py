@@ -37,9 +37,10 @@ with workflow.unsafe.imports_passed_through():
         PendingApproval,
         decision_of,
     )
-    from oma.core.schema.errors import OMAError, application_error
+    from oma.core.schema.errors import OMAError
     from oma.core.schema.run_state import TeamRunState
     from oma.workflows._events import NO_EVENTS, EventSink
+    from oma.workflows._failures import as_failure
     from oma.workflows._waiting import Wakeup
 
 LAG_S = 1.0
@@ -301,14 +302,10 @@ class ApprovalHandlers:
         the run never made, or a race another decision won, by the handler.
         At a team run, a decision on a task's tool request is answered once the
         task's run recorded it (or ``APPROVAL_CONFLICT``: it recorded another)."""
-        try:
+        with as_failure():
             return await self._approvals.decide(decision_of(args), self._closed_because())
-        except OMAError as err:
-            raise application_error(err) from None
 
     @decide_update.validator
     def validate_decision(self, *args: Any) -> None:
-        try:
+        with as_failure():
             self._approvals.validate(decision_of(args), self._closed_because())
-        except OMAError as err:
-            raise application_error(err) from None

@@ -14,7 +14,6 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.contracts.workflow_ids import coordinator_workflow_id
     from oma.core.schema.errors import (
         AgentRunFailedError,
-        OMAError,
         PlanValidationError,
         application_error,
     )
@@ -34,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.schema.task import TaskSpec
     from oma.workflows import _input_checks
     from oma.workflows._children import failed_result
+    from oma.workflows._failures import as_failure
     from oma.workflows._visibility import Visibility
 
 
@@ -82,10 +82,8 @@ class Coordinator:
                         + "; ".join(errors)
                     )
                 )
-        try:
+        with as_failure():
             _input_checks.check_plan(self._inp, tasks)
-        except OMAError as err:
-            raise application_error(err) from None
         return tasks
 
     async def synthesize(self, goal: str) -> None:
@@ -103,10 +101,8 @@ class Coordinator:
 
     async def _step(self, step: str, messages: list[LLMMessage]) -> AgentRunResult:
         """One step as an ``AgentRun`` child; raises ``ApplicationError`` when it fails."""
-        try:
+        with as_failure():
             agent = coordinator_agent(self._config, self._inp.team, self._state.coordinator_turns)
-        except OMAError as err:
-            raise application_error(err) from None
         try:
             result: AgentRunResult = await workflow.execute_child_workflow(
                 WorkflowName.AGENT_RUN,

@@ -5,8 +5,9 @@ the adapters.
 activities ``AgentRun`` calls: the provider adapters (their progress events
 streamed as they come), the ``process_run`` function, the ACP activities with
 a session pool of their own, and the hook and the evaluator as Python callables.
-The activity functions report a failure as Temporal's ``ApplicationError``;
-here it becomes the ``OMAError`` of its code again, as the ports' contract says.
+The activity functions raise the ``OMAError`` the ports' contract says (a
+worker turns it into a Temporal failure at its boundary,
+``oma.runtime.activity_errors``; here there is none).
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import random
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-
-from temporalio.exceptions import ApplicationError
 
 from oma.activities.mcp import McpServerPool
 from oma.activities.mcp_tools import list_mcp_tools
@@ -34,7 +33,7 @@ from oma.core.rules.evaluation import evaluate, load_evaluator
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.approvals import ApprovalRequest, request_hash
 from oma.core.schema.before_run import BeforeRunContext, BeforeRunHook, apply_before_run
-from oma.core.schema.errors import OMAError, error_from_failure
+from oma.core.schema.errors import OMAError
 from oma.core.schema.evaluation import EvaluationRecord
 from oma.core.schema.mcp import McpServerConfig
 from oma.core.schema.message_guard import latest_user_prompt
@@ -139,10 +138,7 @@ class DirectBackend:
         self._acp: AcpActivities | None = None
 
     async def process_run(self, inp: ProcessRunInput) -> ProcessRunOutput:
-        try:
-            return await process_run(inp)
-        except ApplicationError as err:
-            raise error_from_failure(err) from err
+        return await process_run(inp)
 
     async def acp_prompt(self, inp: AcpPromptInput) -> AcpPromptOutput:
         if self._acp is None:
@@ -151,10 +147,7 @@ class DirectBackend:
             from oma.activities.acp_prompt import AcpActivities
 
             self._acp = AcpActivities(SessionPool(), ACP_TASK_QUEUE)
-        try:
-            return await self._acp.acp_prompt(inp)
-        except ApplicationError as err:
-            raise error_from_failure(err) from err
+        return await self._acp.acp_prompt(inp)
 
     async def close(self) -> None:
         """End every ACP session this backend opened (their process trees with them)."""

@@ -109,6 +109,13 @@ code runs), and their messages name the store, the file or the bucket and
 key (what the history's reference holds in plaintext already) and advice,
 so they stay readable without the key too."""
 
+CONVERTER_ERRORS = (CodecKeyMissingError, CiphertextInvalidError, *STORE_ERRORS)
+"""The errors the data converter itself raises, in whatever process code
+decodes a payload (an activity reading a run's query answer or result):
+this failure converter gives them their failure (``to_failure``), retryable,
+so that a worker that holds the key or reaches the store takes the next
+attempt; ``oma.runtime.activity_errors`` leaves them to it."""
+
 _PLAIN_MESSAGE_CODES = KEY_ERROR_CODES | {e.code for e in STORE_ERRORS}
 
 

@@ -8,7 +8,9 @@ Either gives the data converter every OMA payload uses (pydantic JSON,
 codec of ``oma.runtime.codec`` and failure attributes encoded, see
 ``data_converter``: ``oma.runtime.converter``); a ``Replayer`` gets the converter and
 the workflows; a worker built with ``OmaPlugin(activities)`` gets the
-workflows and the activities it serves, the interceptor that redacts the
+workflows and the activities it serves, the interceptor that turns an
+``OMAError`` an activity raises into the failure of its code
+(``oma.runtime.activity_errors``), the one that redacts the
 worker's credential environment values from everything an activity returns,
 heartbeats or raises (``oma.activities._redaction``), and the heartbeat throttle that lets
 a cancel, and an activity's progress, reach the server within half a second.
@@ -172,9 +174,12 @@ class OmaPlugin(SimplePlugin, OmaClientPlugin):
             served = self.oma_activities.all()
         config["activities"] = [*config.get("activities", ()), *served]
         from oma.activities._redaction import CredentialRedaction
+        from oma.runtime.activity_errors import ActivityErrors
 
         config["interceptors"] = [*config.get("interceptors", ()), CredentialRedaction()]
         config = self._tracing.configure_worker(config) if self._tracing else config
+        # innermost: what the interceptors above see is the failure recorded
+        config["interceptors"] = [*config.get("interceptors", ()), ActivityErrors()]
         if config.get("task_queue") != self.oma_activities.session_task_queue:
             runner = sandboxed(config.get("workflow_runner"), self.strict_sandbox)
             config["workflow_runner"] = runner

@@ -54,6 +54,12 @@ class ActivityName:
     """Whether the namespace has OMA's search attributes."""
 
 
+BACKEND_ACTIVITIES: Final = (ActivityName.PROCESS_RUN, ActivityName.ACP_PROMPT)
+"""The activities that run an external agent: their attempts are an agent
+run's ``backend_attempts``, so each failure they end with names its attempt
+in its details (``{"code", "attempt"}``)."""
+
+
 class SignalName:
     """The signals (``@workflow.signal(name=...)``)."""
 
