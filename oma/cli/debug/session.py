@@ -22,14 +22,13 @@ def payload_marks(history: WorkflowHistory) -> tuple[bool, bool]:
     plaintext, which a codec would refuse, and a history with no reference
     replays without the SDK's External Storage, whose visit of every
     payload costs a third of a large replay."""
-    encrypted = stored = False
+    encrypted = False
     for event in history.events:
         data = event.SerializeToString()
-        stored = stored or REFERENCE_TYPE in data
-        encrypted = encrypted or stored or ENCRYPTED_ENCODING in data
-        if stored:
-            break
-    return encrypted, stored
+        if REFERENCE_TYPE in data:
+            return True, True
+        encrypted = encrypted or ENCRYPTED_ENCODING in data
+    return encrypted, False
 
 
 async def replay(
