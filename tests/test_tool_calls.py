@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -329,6 +330,34 @@ async def test_the_in_process_agent_reviews_each_tool_call_with_on_tool_call(
     ]
     unreviewed = await Agent(config).run("go")
     assert turn_results(unreviewed)[1].content.startswith("not run: deploy is consequential")
+
+
+async def test_the_in_process_agent_reviews_a_turns_calls_one_at_a_time_in_order(
+    tmp_path: Path,
+) -> None:
+    # the calls of a turn run together; a reviewer slow on the first once saw
+    # the second first (a plain callback runs in a thread of its own)
+    (tmp_path / "notes.txt").write_text("delta\n")
+    seen: list[str] = []
+    reviewing: list[str] = []
+
+    def review(request: Any) -> str:
+        tool = request.content["tool"]
+        reviewing.append(tool)
+        assert len(reviewing) == 1, reviewing  # alone
+        if tool == "file_read":
+            time.sleep(0.05)
+        seen.append(tool)
+        reviewing.remove(tool)
+        return "approve"
+
+    script = [
+        [tool_use("u1", "file_read", path="notes.txt"), tool_use("u2", "deploy", environment="x")],
+        "done",
+    ]
+    config = scripted_with_tools(tmp_path, *script, tools=["readonly", "tests.tools:deploy"])
+    await Agent(config, on_tool_call=review).run("go")
+    assert seen == ["file_read", "deploy"]
 
 
 @pytest.mark.parametrize(

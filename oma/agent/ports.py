@@ -12,6 +12,7 @@ worker turns it into a Temporal failure at its boundary,
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -72,13 +73,16 @@ class DirectTools:
     run's tool gate would show) and answers ``approve`` or ``reject`` (``True``
     / ``False``); a rejected call is an error result the model reads. A
     consequential tool (``oma.consequential``) with no ``on_tool_call`` is
-    refused: nobody can approve it.
+    refused: nobody can approve it. The calls of one turn run together,
+    but ``on_tool_call`` sees them one at a time, in the order the model
+    asked them (as a team run's tool requests are numbered).
     """
 
     def __init__(self, scope: str, on_tool_call: ApprovalCallback | None = None) -> None:
         self._scope = scope
         self._on_tool_call = on_tool_call
         self.mcp_pool = McpServerPool()  # the Agent's MCP servers, until Agent.close()
+        self._reviewing: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
     async def call(self, call: ToolCallInput) -> ToolCallOutput:
         refused = await self._review(call)
@@ -91,6 +95,14 @@ class DirectTools:
             run_key=self._scope, agent=agent, servers=servers, custom_tools=custom_tools
         )
         return await list_mcp_tools(self.mcp_pool, inp)
+
+    def _review_lock(self) -> asyncio.Lock:
+        """One review at a time (an ``asyncio.Lock`` wakes its waiters in
+        order), on whichever event loop runs the agent now."""
+        loop = asyncio.get_running_loop()
+        if self._reviewing is None or self._reviewing[0] is not loop:
+            self._reviewing = (loop, asyncio.Lock())
+        return self._reviewing[1]
 
     async def _review(self, call: ToolCallInput) -> ToolCallOutput | None:
         if self._on_tool_call is None:
@@ -123,7 +135,8 @@ class DirectTools:
             requested_at=now,
             request_hash=request_hash(self._scope, "tool", content),
         )
-        answer = await call_approval_callback(self._on_tool_call, request)
+        async with self._review_lock():
+            answer = await call_approval_callback(self._on_tool_call, request)
         if answer_decision(answer, "on_tool_call") == "approve":
             return None
         return ToolCallOutput(content="not run: on_tool_call rejected it", is_error=True)
