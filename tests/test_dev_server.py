@@ -1,13 +1,16 @@
-"""The embedded dev server: one server per SQLite file."""
+"""The embedded dev server: one server per SQLite file, started again when it
+exits as it starts."""
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from oma.core.schema.errors import TemporalUnavailableError
-from oma.runtime.dev_server import DevServer, free_port, is_listening
+from oma.runtime.dev_server import SETTLE_S, DevServer, free_port, is_listening
 
 pytestmark = pytest.mark.e2e
 
@@ -26,3 +29,29 @@ def test_a_second_server_on_the_same_database_is_refused_naming_the_first(
     # the first one stopped: the file is free again
     with DevServer(port=free_port(), db_file=db) as third:
         assert is_listening(third.address)
+
+
+class CrashingFirst(DevServer):
+    """A dev server whose first spawn listens and exits at once, as the real
+    one does when an internal service's port is taken as it binds it."""
+
+    spawns = 0
+
+    def command(self) -> list[str]:
+        real = super().command()
+        self.spawns += 1
+        if self.spawns > 1:
+            return real
+        crash = (
+            "import socket, sys, time\n"
+            "s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen()\n"
+            "time.sleep(0.1); sys.exit(2)\n"
+        )
+        return [sys.executable, "-c", crash, str(self.port)]
+
+
+def test_a_server_that_exits_right_after_it_listened_is_started_again() -> None:
+    with CrashingFirst(port=free_port()) as server:
+        assert server.spawns == 2
+        time.sleep(SETTLE_S)
+        assert is_listening(server.address)

@@ -128,6 +128,15 @@ def _holder(text: str) -> str:
         return text.strip() or "another address"
 
 
+START_ATTEMPTS = 3
+"""How many times ``DevServer.start`` spawns a server that exits as it starts."""
+
+SETTLE_S = 0.5
+"""How long a server that listens must stay up to count as started: one
+whose internal service cannot bind its port exits within tens of
+milliseconds of its frontend listening."""
+
+
 class DevServer:
     """A ``temporal server start-dev`` subprocess.
 
@@ -204,36 +213,58 @@ class DevServer:
         return cmd
 
     def start(self, timeout_s: float = 30.0) -> DevServer:
-        """Start the server and wait until it accepts connections.
+        """Start the server and wait until it accepts connections and stays up.
+
+        The dev server picks its internal services' ports itself; when one is
+        taken by the time it binds it (another process, another dev server
+        starting at once), it exits right after its frontend listened. Such a
+        start is tried again, up to ``START_ATTEMPTS`` times, each spawn with
+        ports of its own.
 
         Raises ``TemporalUnavailableError`` if the port is already taken, the
-        database file is held by another running server, or the server exits or
-        does not listen within ``timeout_s`` seconds.
+        database file is held by another running server, or the server exits
+        (``START_ATTEMPTS`` times) or does not listen within ``timeout_s`` seconds.
         """
-        self._lock_db()
-        if is_listening(self.address, 0.2):
-            self.stop()
-            raise TemporalUnavailableError(
-                f"port {self.port} is already in use: something else listens on {self.address}"
-            )
+        for attempt in range(1, START_ATTEMPTS + 1):
+            self._lock_db()
+            if is_listening(self.address, 0.2):
+                self.stop()
+                raise TemporalUnavailableError(
+                    f"port {self.port} is already in use: something else listens on {self.address}"
+                )
+            status = self._start_once(timeout_s)
+            if status is None:
+                return self
+            if attempt == START_ATTEMPTS:
+                raise TemporalUnavailableError(
+                    f"the Temporal dev server exited with status {status}"
+                    + (f"; see {self.log_file}" if self.log_file else "")
+                )
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout_s: float) -> int | None:
+        """Spawn the server; ``None`` once it listened and was still up
+        ``SETTLE_S`` seconds later, else its exit status (it stopped).
+        Raises ``TemporalUnavailableError`` when it does not listen in time."""
         if self.log_file is not None:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
             with open(self.log_file, "ab") as log:
                 self._proc = self._spawn(log)
         else:
             self._proc = self._spawn(subprocess.DEVNULL)
+        proc = self._proc
         deadline = time.monotonic() + timeout_s
+        listened: float | None = None
         while time.monotonic() < deadline:
-            status = self._proc.poll()
+            status = proc.poll()
             if status is not None:
                 self.stop()
-                raise TemporalUnavailableError(
-                    f"the Temporal dev server exited with status {status}"
-                    + (f"; see {self.log_file}" if self.log_file else "")
-                )
-            if is_listening(self.address, 0.2):
-                return self
-            time.sleep(0.1)
+                return status
+            if listened is None and is_listening(self.address, 0.2):
+                listened = time.monotonic()
+            if listened is not None and time.monotonic() - listened >= SETTLE_S:
+                return None
+            time.sleep(0.05)
         self.stop()
         raise TemporalUnavailableError(f"the Temporal dev server did not listen on {self.address}")
 
