@@ -40,11 +40,15 @@ async def read_fork_source(inp: ReadForkSourceInput) -> ForkedRun:
         own = activity.info().workflow_run_id
         if is_fork_input(inp.fork):
             fork = parse_fork_input(inp.fork)
-            forked = await fork_of(activity.client(), fork, inp.workflow_id, own_run_id=own)
+            forked = await fork_of(
+                activity.client(), fork, inp.workflow_id, own_run_id=own, stored=inp.stored
+            )
         else:
-            forked = await reuse_of(activity.client(), inp.fork, inp.workflow_id, own_run_id=own)
+            forked = await reuse_of(
+                activity.client(), inp.fork, inp.workflow_id, own_run_id=own, stored=inp.stored
+            )
         await _consequential(activity.client(), forked)
-        return fitted(forked, inp.workflow_id)
+        return fitted(forked, inp.workflow_id, stored=inp.stored)
     except OMAError as err:
         # more than the worker's conversion (oma.runtime.activity_errors): a
         # fork that cannot be made ends, on the data converter's errors too

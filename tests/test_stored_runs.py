@@ -31,15 +31,22 @@ from temporalio.api.sdk.v1 import ExternalStorageReference
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 
 from oma import worker as oma_worker
-from oma.core.schema.errors import PayloadStoreMissingError, StoredPayloadMissingError
+from oma.client.fork import preview, start_fork
+from oma.core.schema.errors import (
+    InvalidRunInputError,
+    PayloadStoreMissingError,
+    StoredPayloadMissingError,
+)
+from oma.core.schema.fork import parse_fork_input
 from oma.core.schema.results import TeamRunResult
+from oma.core.schema.run_input import checked_team_run_input
 from oma.runtime import plugin
 from oma.runtime.codec import ENCRYPTED_ENCODING, new_key, parse_keys
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port, free_ports, is_listening, temporal_binary
 from oma.runtime.payload_store import PayloadStore, reference_of
 from oma.runtime.plugin import OmaPlugin
-from tests._approvals import eventually, result_within, start_run, terminate_if_running
+from tests._approvals import Run, eventually, result_within, start_run, terminate_if_running
 from tests._procs import Processes
 from tests._runs import STORED_NAMESPACE, histories_of, process, task, worker_activities
 from tests.anthropic_server import AnthropicServer
@@ -53,19 +60,22 @@ KEYS = parse_keys(KEY)
 FILE_QUEUE = "oma-stored-file"
 S3_QUEUE = "oma-stored-s3"
 DESCRIPTION_BYTES = 400 * 1024
-"""A task description past the threshold (256 KiB) and within what a run
-input may hold today (its check counts a description once, up to 1.5 MiB)."""
+"""A task description past the threshold (256 KiB)."""
+S3_DESCRIPTION_BYTES = 3 * 1024 * 1024
+"""The S3 run's: past Temporal's 2 MB payload limit too."""
 OUTPUT_CHARS = 250 * 1024
 """An output within a task's cap (256 KiB): the run's result, which holds it
 and the description, passes the threshold."""
 
 
-def big_run(marker: str, output_chars: int = OUTPUT_CHARS) -> dict[str, Any]:
-    """One task whose description is ``DESCRIPTION_BYTES`` (``marker`` at its
+def big_run(
+    marker: str, output_chars: int = OUTPUT_CHARS, description_bytes: int = DESCRIPTION_BYTES
+) -> dict[str, Any]:
+    """One task whose description is ``description_bytes`` (``marker`` at its
     start) and whose agent answers with the length of its prompt and
     ``output_chars`` more."""
     code = f"import sys; p = sys.stdin.read(); print(f'got {{len(p)}} ' + 'y' * {output_chars})"
-    description = marker + " " + "z" * (DESCRIPTION_BYTES - len(marker) - 1)
+    description = marker + " " + "z" * (description_bytes - len(marker) - 1)
     return {
         "team": {"name": "stored", "agents": [process("echo", code)]},
         "tasks": [task("big", "echo", description=description)],
@@ -221,6 +231,149 @@ async def test_a_client_without_the_store_says_so_when_it_reads_a_stored_result(
     )
 
 
+# -- past Temporal's 2 MB ----------------------------------------------------------------------
+
+LARGE_TASKS = 4
+LARGE_DESCRIPTION_BYTES = 5 * 1024 * 1024
+"""Four descriptions of 5 MiB: a run input of 20 MiB (ten times Temporal's
+payload limit), and a result that holds them with the outputs."""
+SMALL_TASKS = 24
+"""Small tasks two at a time before the large ones: past the run's
+``history_event_limit`` (100), so it continues as new carrying its input."""
+
+
+def large_run(marker: str) -> dict[str, Any]:
+    """``LARGE_TASKS`` tasks whose descriptions are ``LARGE_DESCRIPTION_BYTES``
+    each (``marker`` first) after ``SMALL_TASKS`` small ones; each large
+    task's agent answers with the length of its prompt and ``OUTPUT_CHARS``
+    more."""
+    code = f"import sys; p = sys.stdin.read(); print(f'got {{len(p)}} ' + 'y' * {OUTPUT_CHARS})"
+    small = [task(f"s{n}", "small") for n in range(SMALL_TASKS)]
+    filler = "z" * (LARGE_DESCRIPTION_BYTES - len(marker) - 1)
+    large = [
+        task(f"big{n}", "echo", *(t["id"] for t in small), description=f"{marker} {filler}")
+        for n in range(LARGE_TASKS)
+    ]
+    quiet = "import sys; sys.stdin.read(); print('small')"
+    return {
+        "team": {"name": "stored", "agents": [process("echo", code), process("small", quiet)]},
+        "tasks": small + large,
+        "options": {"max_concurrency": 2, "history_event_limit": 100},
+    }
+
+
+async def executions(client: Client, workflow_id: str, first_run_id: str) -> list[WorkflowHistory]:
+    """Every execution of ``workflow_id`` from ``first_run_id``, following its
+    continues-as-new, in order."""
+    found: list[WorkflowHistory] = []
+    run_id: str | None = first_run_id
+    while run_id:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        found.append(history)
+        last = history.events[-1]
+        continued = last.HasField("workflow_execution_continued_as_new_event_attributes")
+        attributes = last.workflow_execution_continued_as_new_event_attributes
+        run_id = attributes.new_execution_run_id if continued else None
+    return found
+
+
+def marker_names(history: WorkflowHistory) -> list[str]:
+    """The patch ids ``history``'s markers record."""
+    return [
+        json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
+        for e in history.events
+        if e.HasField("marker_recorded_event_attributes")
+        and "patch-data" in e.marker_recorded_event_attributes.details
+    ]
+
+
+@pytest.fixture(scope="module")
+async def finished_large_run(
+    file_client: Client, file_worker: oma_worker.OmaWorker
+) -> tuple[str, str, TeamRunResult]:
+    """A run given 20 MiB on the directory store, finished: its id, first run
+    id and result."""
+    run = await start_run(
+        file_client, f"large-{uuid.uuid4().hex[:8]}", large_run("LARGEMARK"), FILE_QUEUE
+    )
+    try:
+        result = await result_within(run, 120)
+    finally:
+        await terminate_if_running(run)
+    assert run.handle.first_execution_run_id is not None
+    return run.id, run.handle.first_execution_run_id, result
+
+
+async def test_a_run_given_20_mb_carries_it_and_returns_it_with_every_output_inline(
+    file_client: Client,
+    file_store: PayloadStore,
+    finished_large_run: tuple[str, str, TeamRunResult],
+) -> None:
+    workflow_id, first_run_id, result = finished_large_run
+    assert result.success, [(t.id, t.status, t.error) for t in result.tasks if t.error]
+    assert len(result.tasks) == SMALL_TASKS + LARGE_TASKS
+    assert all(t.output_ref is None and t.output for t in result.tasks)  # none by reference
+    large = [t for t in result.tasks if t.id.startswith("big")]
+    assert all(prompt_size(t.output) > LARGE_DESCRIPTION_BYTES for t in large)
+    assert all(len(t.description) == LARGE_DESCRIPTION_BYTES for t in large)
+
+    runs = await executions(file_client, workflow_id, first_run_id)
+    assert len(runs) >= 2, "the run continued as new, carrying its 20 MiB input and its state"
+    assert all("oma-payload-store" in marker_names(h) for h in runs)
+    first_reference = references(runs[0])[0]
+    assert first_reference[0] == "workflow_execution_started_event_attributes"
+    assert first_reference[1].claim_data  # the input is in the store, the history a reference
+    assert {w for w, _ in references(runs[0])} >= {
+        "workflow_execution_continued_as_new_event_attributes"
+    }
+    assert "workflow_execution_completed_event_attributes" in {w for w, _ in references(runs[-1])}
+    assert all(h.events[0].ByteSize() < 4096 for h in runs)  # a reference, not 20 MiB
+
+    replayer = plugin.replayer(KEYS, payload_store=file_store, strict_sandbox=True)
+    for history in runs:
+        await replayer.replay_workflow(history)
+
+
+async def test_a_fork_of_a_run_given_20_mb_keeps_its_tasks_and_runs_one_again(
+    file_client: Client,
+    file_store: PayloadStore,
+    finished_large_run: tuple[str, str, TeamRunResult],
+) -> None:
+    workflow_id, _, source = finished_large_run
+    fork = parse_fork_input({"fork": {"run_id": workflow_id, "rerun": ["big0"]}})
+    fork_id = f"{workflow_id}-fork"
+    forked = await preview(file_client, fork, fork_id)
+    assert len(forked.reused) == SMALL_TASKS + LARGE_TASKS - 1
+
+    handle = await start_fork(file_client, fork, id=fork_id, task_queue=FILE_QUEUE)
+    try:
+        result = await asyncio.wait_for(handle.result(), 120)
+    finally:
+        await terminate_if_running(Run(handle))
+    assert result.success, result.error
+    again = result.task("big0")
+    assert again.reused_from is None and prompt_size(again.output) > LARGE_DESCRIPTION_BYTES
+    kept = [t for t in result.tasks if t.id != "big0"]
+    assert all(t.reused_from is not None for t in kept)
+    by_id = {t.id: t for t in source.tasks}
+    assert all(len(t.description) == len(by_id[t.id].description) for t in kept)
+
+    replayer = plugin.replayer(KEYS, payload_store=file_store, strict_sandbox=True)
+    await replayer.replay_workflow(await handle.fetch_history())
+
+
+async def test_a_client_without_a_store_refuses_a_run_past_2_mb_naming_the_store(
+    dev_server: DevServer,
+) -> None:
+    with pytest.raises(InvalidRunInputError) as raised:
+        checked_team_run_input(large_run("X"))
+    assert "over Temporal's payload limit of 2097152 bytes (2 MB; a payload store, " in (
+        raised.value.message
+    )
+    assert "OMA_PAYLOAD_STORE, lifts it)" in raised.value.message
+    checked_team_run_input(large_run("X"), stored=True)  # with one, it is taken
+
+
 def oma_env(dev_server: DevServer, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "OMA_"))}
     return {
@@ -340,14 +493,16 @@ async def test_a_run_past_the_threshold_keeps_its_payloads_in_the_s3_store_encry
     marker = f"S3MARK{uuid.uuid4().hex[:8]}"
     activities = worker_activities(S3_QUEUE, anthropic_server.base_url)
     async with oma_worker.build_worker(client, S3_QUEUE, activities):
-        run = await start_run(client, f"s3-{uuid.uuid4().hex[:8]}", big_run(marker), S3_QUEUE)
+        given = big_run(marker, description_bytes=S3_DESCRIPTION_BYTES)
+        run = await start_run(client, f"s3-{uuid.uuid4().hex[:8]}", given, S3_QUEUE)
         try:
             result = await result_within(run, 60)
         finally:
             await terminate_if_running(run)
     assert result.success, result.error
     [done] = result.tasks
-    assert prompt_size(done.output) > DESCRIPTION_BYTES
+    assert prompt_size(done.output) > S3_DESCRIPTION_BYTES  # past 2 MB, in and out
+    assert len(done.description) == S3_DESCRIPTION_BYTES and done.output_ref is None
 
     team, child = await histories_of(client, run.id)
     where, started = references(team)[0]

@@ -263,6 +263,9 @@ class ApprovalHandlers:
     why a request closed without a decision (the run's stop)."""
 
     _approvals: ApprovalWaits
+    _stored = False
+    """The run's payloads go to a payload store (a ``TeamRun`` learns it:
+    ``_payload_store.stored``): the budget of the answers."""
 
     def _closed_because(self) -> str:
         return ""
@@ -281,7 +284,8 @@ class ApprovalHandlers:
         graph = self._task_graph()
         views = [pending_view(r, graph) for r in self._approvals.gate.open]
         states = {s.id: s for s in graph} if graph is not None else {}
-        return answered_requests(views, workflow.info().workflow_id, states)
+        run_id = workflow.info().workflow_id
+        return answered_requests(views, run_id, states, stored=self._stored)
 
     @workflow.signal(name=SignalName.DECIDE)
     def decide_signal(self, *args: Any) -> None:

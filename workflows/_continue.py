@@ -23,12 +23,17 @@ def due(history_event_limit: int) -> bool:
 
 
 def continue_as_new(
-    inp: TeamRunInput, state: TeamRunState, graph: TaskGraph, visibility: Visibility
+    inp: TeamRunInput,
+    state: TeamRunState,
+    graph: TaskGraph,
+    visibility: Visibility,
+    *,
+    stored: bool,
 ) -> None:
     """Go on in a new run with the same input (as the user wrote it: the
     defaults dropped would lose the backends' ``kind`` tags) and ``state``,
-    the two within ``RUN_STATE_BUDGET_BYTES`` (the outputs the tasks still to
-    run read kept first). Raises ``RunStateTooLargeError`` when the state
+    the two within the run's budget (``limits.state_budget(stored)``; the
+    outputs the tasks still to run read kept first). Raises ``RunStateTooLargeError`` when the state
     cannot fit (the run stops, rather than fail its workflow task for good);
     else never returns (``workflow.continue_as_new``): the run's
     ``visibility`` says this execution continued as new. On a versioned worker
@@ -39,7 +44,7 @@ def continue_as_new(
     next_input["resume"] = carried(
         state,
         workflow.info().workflow_id,
-        limits.RUN_STATE_BUDGET_BYTES - limits.json_size(next_input),
+        limits.state_budget(stored) - limits.json_size(next_input),
         first,
     )
     workflow.continue_as_new(

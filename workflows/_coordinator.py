@@ -47,7 +47,8 @@ class StepCounter(Protocol):
 class Coordinator:
     """The coordinator steps of the goal run ``inp``, over its ``state``,
     each counted by ``counter``, each child's search attributes the run's
-    ``visibility`` gives."""
+    ``visibility`` gives; ``stored``: the run's payloads go to a payload
+    store (the plan's size check, ``limits.state_budget``)."""
 
     def __init__(
         self,
@@ -55,12 +56,15 @@ class Coordinator:
         state: TeamRunState,
         counter: StepCounter,
         visibility: Visibility,
+        *,
+        stored: bool,
     ) -> None:
         self._inp = inp
         self._config = inp.coordinator or CoordinatorConfig()
         self._state = state
         self._counter = counter
         self._visibility = visibility
+        self._stored = stored
 
     async def plan(self, goal: str) -> list[TaskSpec]:
         """The tasks of the coordinator's plan for ``goal``, checked against
@@ -83,7 +87,7 @@ class Coordinator:
                     )
                 )
         with as_failure():
-            _input_checks.check_plan(self._inp, tasks)
+            _input_checks.check_plan(self._inp, tasks, stored=self._stored)
         return tasks
 
     async def synthesize(self, goal: str) -> None:

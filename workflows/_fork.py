@@ -46,7 +46,12 @@ def fork_input(raw: Any) -> ForkInput | None:
 
 
 def reading(
-    fork: ForkInput | None, inp: TeamRunInput | None, stop: RunStop, visibility: Visibility
+    fork: ForkInput | None,
+    inp: TeamRunInput | None,
+    stop: RunStop,
+    visibility: Visibility,
+    *,
+    stored: bool,
 ) -> Awaitable[TeamRunInput] | None:
     """What ``TeamRun`` reads before it runs, if anything: a fork's source
     (``fork``), or the reference run of a run with ``options.reuse`` that
@@ -54,11 +59,12 @@ def reading(
     the run's: an ``abort`` while it reads is recorded in the state it goes
     on with (the run then skips every task it would run). ``visibility``
     is the run's too: a read that fails ends it ``failed``, a fork's sets
-    ``OmaForkedFrom``."""
+    ``OmaForkedFrom``. ``stored``: the run's payloads go to a payload store
+    (the budget the read fits the state it starts from into)."""
     if fork is not None:
-        return _read(fork.payload(), None, fork.fork.run_id, stop, visibility)
+        return _read(fork.payload(), None, fork.fork.run_id, stop, visibility, stored)
     if inp is not None and inp.resume is None and inp.options.reuse is not None:
-        return _read(inp.payload(), inp, None, stop, visibility)
+        return _read(inp.payload(), inp, None, stop, visibility, stored)
     return None
 
 
@@ -68,6 +74,7 @@ async def _read(
     forked_from: str | None,
     stop: RunStop,
     visibility: Visibility,
+    stored: bool,
 ) -> TeamRunInput:
     """The input the run goes on with, as the ``read_fork_source`` activity
     makes it of ``payload`` (a fork's input, or a run's with
@@ -82,7 +89,9 @@ async def _read(
     try:
         forked = await workflow.execute_activity(
             ActivityName.READ_FORK_SOURCE,
-            ReadForkSourceInput(workflow_id=workflow.info().workflow_id, fork=payload),
+            ReadForkSourceInput(
+                workflow_id=workflow.info().workflow_id, fork=payload, stored=stored
+            ),
             result_type=ForkedRun,
             **(
                 READ_SOURCE

@@ -18,29 +18,30 @@ with workflow.unsafe.imports_passed_through():
     from oma.workflows import _patches
 
 
-def check_start(inp: TeamRunInput, tasks: Sequence[TaskSpec]) -> None:
+def check_start(inp: TeamRunInput, tasks: Sequence[TaskSpec], *, stored: bool) -> None:
     """Check a new run's input (``tasks``: a tasks or plan run's) before
     anything runs. Raises ``InvalidRunInputError`` (its children's workflow
     ids too long, ``limits.check_child_ids``; a goal too large, or a run
     too large to carry its state, ``TeamRunInput.check_size``) or the task
-    graph's errors (``TeamRunInput.check_tasks``)."""
+    graph's errors (``TeamRunInput.check_tasks``). ``stored``: the run's
+    payloads go to a payload store (``limits.state_budget``)."""
     limits.check_child_ids(workflow.info().workflow_id, (t.id for t in tasks))
     if inp.goal is None:
-        inp.check_tasks(tasks)
+        inp.check_tasks(tasks, stored=stored)
         return
     try:
-        inp.check_size([])
+        inp.check_size([], stored=stored)
     except InvalidRunInputError:
         if _patches.patched(_patches.GOAL_COPIES_COUNTED):
             raise  # (before it, nothing checked a goal run before it planned)
 
 
-def check_plan(inp: TeamRunInput, tasks: Sequence[TaskSpec]) -> None:
+def check_plan(inp: TeamRunInput, tasks: Sequence[TaskSpec], *, stored: bool) -> None:
     """Check a goal run's plan ``tasks`` against the run
     (``TeamRunInput.check_tasks``, every copy counted); raises its errors."""
     try:
-        inp.check_tasks(tasks)
+        inp.check_tasks(tasks, stored=stored)
     except InvalidRunInputError:
         if _patches.patched(_patches.GOAL_COPIES_COUNTED):
             raise
-        inp.check_tasks(tasks, every_copy=False)
+        inp.check_tasks(tasks, every_copy=False, stored=stored)

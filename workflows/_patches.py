@@ -153,6 +153,15 @@ _ON_WITH_ONE_MARKER_2 = _ON_WITH_ONE_MARKER | {ONE_MARKER, AWAITING_APPROVAL_STA
 """The ids ``ONE_MARKER_2`` stands for."""
 
 
+PAYLOAD_STORE = "oma-payload-store"
+"""Recorded by a ``TeamRun`` whose worker had a payload store as the run
+started (``oma.workflows._payload_store.stored``): its budget is the stored
+one (``oma.core.schema.limits.state_budget``). Not a change of code but a
+fact of the run's worker, so it keeps its own marker, recorded only by such
+a run: a replay (on a worker with or without a store) takes the path the run
+took."""
+
+
 def at_start() -> None:
     """Ask ``ONE_MARKER_2`` as the run starts, before anything it waits on:
     a new run records it there, a run recorded before it says ``False`` (no

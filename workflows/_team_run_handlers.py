@@ -40,6 +40,8 @@ class TeamRunHandlers(ApprovalHandlers):
     _spending: RunSpending
     _tool_requests: AdoptedToolRequests
     _in_flight: dict[str, asyncio.Task[None]]
+    _stored: bool
+    """The run's payloads go to a payload store (``_payload_store.stored``)."""
     stop_with: Callable[[StopKind, str], None]
     """Stop the run early: ``TeamRun.stop_with``."""
     _check_budget: Callable[[], bool]
@@ -48,24 +50,25 @@ class TeamRunHandlers(ApprovalHandlers):
     @workflow.query(name=QueryName.STATE)
     def state_query(self) -> dict[str, Any]:
         """The run so far, a ``TeamRunResult``'s JSON: every task's status and
-        output, usage, decisions; within ``RUN_STATE_BUDGET_BYTES`` as the
-        run's result is (``payload_fit.sent_result``: outputs kept by
-        reference, ``output_ref``, while the whole would not fit)."""
-        return sent_result(self.state.result, workflow.info().workflow_id)
+        output, usage, decisions; within the run's budget as the run's result
+        is (``payload_fit.sent_result``: outputs kept by reference,
+        ``output_ref``, while the whole would not fit)."""
+        return sent_result(self.state.result, workflow.info().workflow_id, stored=self._stored)
 
     @workflow.query(name=QueryName.EVENTS)
     def events(self, after_seq: int = -1) -> list[RunEvent]:
         """The run's events with ``seq`` above ``after_seq`` (all by default),
         oldest first; the latest ``EVENTS_KEPT`` are kept (their details cut
         if they would pass the payload limit: ``payload_fit.answered_events``)."""
-        return answered_events(self._events.log.after(after_seq))
+        return answered_events(self._events.log.after(after_seq), stored=self._stored)
 
     @workflow.query(name=QueryName.SHARED_MEMORY)
     def shared_memory(self) -> dict[str, str]:
         """The run's shared memory: ``<agent>/task:<id>:result`` -> output, so
         far; the outputs the ``state`` query keeps by reference read as where
         they are (``shared_memory``)."""
-        return shared_memory(fitted_result(self.state.result, workflow.info().workflow_id).tasks)
+        run_id = workflow.info().workflow_id
+        return shared_memory(fitted_result(self.state.result, run_id, stored=self._stored).tasks)
 
     @workflow.signal(name=SignalName.ABORT)
     def abort(self, *args: Any) -> None:

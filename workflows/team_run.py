@@ -61,7 +61,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.schema.run_state import TeamRunState
     from oma.core.schema.task import TaskSpec, TaskState, TaskStatus
     from oma.core.schema.validation import single_input
-    from oma.workflows import _continue, _fork, _input_checks, _patches
+    from oma.workflows import _continue, _fork, _input_checks, _patches, _payload_store
     from oma.workflows._acp import RunSessions
     from oma.workflows._approval_waits import ApprovalWaits
     from oma.workflows._budget import RunSpending
@@ -97,6 +97,7 @@ class TeamRun(TeamRunHandlers):
         # Everything is made here, before any signal, update or query is
         # handled, so a decision sent as the run starts sees the whole state.
         self._invalid: ApplicationError | None = None
+        self._stored = _payload_store.stored()  # its budget: limits.state_budget
         try:
             raw = single_input(args, WorkflowName.TEAM_RUN)
             self._fork = _fork.fork_input(raw)  # a fork's first run: read its source first
@@ -134,7 +135,9 @@ class TeamRun(TeamRunHandlers):
         self._dispatcher: Dispatcher  # set by _load, once the input is valid
         if inp is None:
             return
-        self._coordinator = Coordinator(inp, self.state, self, self._visibility)
+        self._coordinator = Coordinator(
+            inp, self.state, self, self._visibility, stored=self._stored
+        )
         if inp.resume is None:
             self.state.result.goal = inp.goal
             self._events.emit("run_start", detail=f"goal: {inp.goal}" if inp.goal else None)
@@ -142,7 +145,7 @@ class TeamRun(TeamRunHandlers):
         tasks = plan.tasks if plan is not None else inp.given_tasks()  # a goal run's come later
         try:
             if inp.resume is None:  # as the client checks, for a run the stock CLI started
-                _input_checks.check_start(inp, tasks)
+                _input_checks.check_start(inp, tasks, stored=self._stored)
             self._load(inp, tasks)
         except OMAError as err:
             self._invalid = application_error(err)
@@ -160,7 +163,9 @@ class TeamRun(TeamRunHandlers):
         _patches.at_start()
         await self._visibility.learn()
         if (
-            reading := _fork.reading(self._fork, self._input, self._stop, self._visibility)
+            reading := _fork.reading(
+                self._fork, self._input, self._stop, self._visibility, stored=self._stored
+            )
         ) is not None:
             self._start_from(await reading)  # a fork, or a run that reuses another's work
         if self._invalid is not None:
@@ -495,7 +500,9 @@ class TeamRun(TeamRunHandlers):
         await self._sessions.close()  # the next run opens its own
         self.state.round_robin = self._dispatcher.scheduler.round_robin
         try:
-            _continue.continue_as_new(inp, self.state, self._graph, self._visibility)
+            _continue.continue_as_new(
+                inp, self.state, self._graph, self._visibility, stored=self._stored
+            )
         except OMAError as err:  # a state that cannot fit stops the run
             self.stop_with("too_large", err.message)
 
@@ -525,12 +532,12 @@ class TeamRun(TeamRunHandlers):
         """Show how the run ended (search attributes, details); a run that did
         not succeed ends Failed (from ``_patches.FAILED_STATE`` on), its result in
         the failure's details, so no failed run looks successful in the Web UI.
-        The result is fitted into ``RUN_STATE_BUDGET_BYTES`` first
+        The result is fitted into the run's budget first
         (``sent_result``: defaults left out, outputs kept by reference);
         one that cannot fit fails the run ``RUN_STATE_TOO_LARGE`` without it,
         rather than fail its workflow task for good."""
         try:
-            sent = sent_result(result, workflow.info().workflow_id)
+            sent = sent_result(result, workflow.info().workflow_id, stored=self._stored)
             result = self.state.result = TeamRunResult.model_validate(sent)
         except OMAError as err:
             self._visibility.ended("failed", err.code)

@@ -185,7 +185,7 @@ def read_run_input(file: Path, items: Path | None = None) -> TeamRunInput:
     except InvalidRunInputError as e:
         raise fail(e.message, 2) from None
     try:
-        return checked_team_run_input(raw)
+        return checked_team_run_input(raw, stored=connection().store is not None)
     except OMAError as e:
         raise fail(f"{file}: {e}", 2) from None
 

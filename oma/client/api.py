@@ -167,6 +167,12 @@ class OpenMultiAgent:
             )
             yield oma
 
+    @property
+    def _stored(self) -> bool:
+        """Whether this client's runs keep large payloads in a payload store
+        (``Connection.store``): their inputs may pass Temporal's 2 MB."""
+        return self.connection.store is not None
+
     async def client(self) -> Client:
         """The Temporal client (connected on first use)."""
         if self._client is None:
@@ -195,7 +201,7 @@ class OpenMultiAgent:
         if structured:
             agent.check_accepts_messages()
         run_input = AgentRunInput(agent=agent, input=messages if structured else str(input))
-        check_sendable(run_input, "the AgentRun input")
+        check_sendable(run_input, "the AgentRun input", stored=self._stored)
         client = await self.client()
         handle: WorkflowHandle[Any, AgentRunResult] = await start_run(
             client,
@@ -238,7 +244,8 @@ class OpenMultiAgent:
         class.
         """
         run_input = checked_team_run_input(
-            {"team": team, "goal": goal, "coordinator": coordinator, "options": options or {}}
+            {"team": team, "goal": goal, "coordinator": coordinator, "options": options or {}},
+            stored=self._stored,
         )
         return await self._execute_team_run(run_input, workflow_id)
 
@@ -267,7 +274,7 @@ class OpenMultiAgent:
         Approval callbacks: see the class.
         """
         run_input = checked_team_run_input(
-            {"team": team, "tasks": list(tasks), "options": options or {}}
+            {"team": team, "tasks": list(tasks), "options": options or {}}, stored=self._stored
         )
         return await self._execute_team_run(run_input, workflow_id)
 
@@ -286,7 +293,9 @@ class OpenMultiAgent:
         Raises what ``run_tasks`` raises, before anything starts; an
         unsupported ``plan.version`` is an ``InvalidRunInputError``.
         """
-        run_input = checked_team_run_input({"team": team, "plan": plan, "options": options or {}})
+        run_input = checked_team_run_input(
+            {"team": team, "plan": plan, "options": options or {}}, stored=self._stored
+        )
         return await self._execute_team_run(run_input, workflow_id)
 
     async def fork(
@@ -362,7 +371,8 @@ class OpenMultiAgent:
         else:
             options = {**(options or {}), "plan_only": True}
         run_input = checked_team_run_input(
-            {"team": team, "goal": goal, "coordinator": coordinator, "options": options}
+            {"team": team, "goal": goal, "coordinator": coordinator, "options": options},
+            stored=self._stored,
         )
         result = await self._execute_team_run(run_input, workflow_id)
         if result.plan is None:

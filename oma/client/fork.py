@@ -23,13 +23,14 @@ from oma.core.contracts.fork import ForkedRun
 from oma.core.contracts.names import WorkflowName
 from oma.core.schema.errors import HistoryReadError, InvalidForkError
 from oma.core.schema.fork import ForkInput, ForkSource, is_fork_input
-from oma.core.schema.limits import RUN_STATE_BUDGET_BYTES, check_child_ids, json_size
+from oma.core.schema.limits import check_child_ids, json_size, state_budget
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import TeamRunInput, parse_team_run_input
 from oma.core.schema.validation import UndecodableInput
 from oma.records.fork_source import ForkReads, fitted, fork_of, forked_input_of, reuse_of
 from oma.records.history_files import read_history_file
 from oma.records.results import closed_result
+from oma.runtime.client_plugin import stores_payloads
 
 
 async def preview(client: Client, fork: ForkInput, workflow_id: str) -> ForkedRun:
@@ -38,8 +39,9 @@ async def preview(client: Client, fork: ForkInput, workflow_id: str) -> ForkedRu
     Raises ``InvalidForkError``, the run input's errors, and
     ``RunStateTooLargeError`` for a fork whose state its run could not carry
     (``fitted``): before anything starts."""
-    forked = await fork_of(client, fork, workflow_id, read_outputs=False)
-    fitted(forked, workflow_id)
+    stored = stores_payloads(client)
+    forked = await fork_of(client, fork, workflow_id, read_outputs=False, stored=stored)
+    fitted(forked, workflow_id, stored=stored)
     return forked
 
 
@@ -53,8 +55,9 @@ async def reuse_preview(client: Client, payload: dict[str, Any], workflow_id: st
     keeps of its reference run and runs, and why, as its run will make it (no
     output read back). Raises ``InvalidForkError``, the run input's errors and
     ``RunStateTooLargeError`` (as ``preview``)."""
-    forked = await reuse_of(client, payload, workflow_id, read_outputs=False)
-    fitted(forked, workflow_id)
+    stored = stores_payloads(client)
+    forked = await reuse_of(client, payload, workflow_id, read_outputs=False, stored=stored)
+    fitted(forked, workflow_id, stored=stored)
     return forked
 
 
@@ -78,13 +81,11 @@ async def start_fork(
     tasks, ``InvalidForkError`` for a source given inline that makes the
     input too large; the SDK's errors."""
     check_child_ids(id, ())
-    if (
-        fork.fork.source is not None
-        and (size := json_size(fork.payload())) > RUN_STATE_BUDGET_BYTES
-    ):
+    budget = state_budget(stores_payloads(client))
+    if fork.fork.source is not None and (size := json_size(fork.payload())) > budget:
         raise InvalidForkError(
             f"the fork's input with its source inline (--history) is {size} bytes of JSON, "
-            f"over the {RUN_STATE_BUDGET_BYTES} bytes a run's input may take: fork it by its "
+            f"over the {budget} bytes a run's input may take: fork it by its "
             "workflow id on a server that has it (oma fork RUN_ID), where its outputs are read "
             "by reference"
         )

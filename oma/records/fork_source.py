@@ -36,8 +36,8 @@ from oma.core.schema.errors import InvalidForkError, RunStateTooLargeError
 from oma.core.schema.fork import ForkInput, ForkSource, is_fork_input
 from oma.core.schema.limits import (
     MAX_DEPENDENCY_PAYLOAD_BYTES,
-    RUN_STATE_BUDGET_BYTES,
     json_size,
+    state_budget,
 )
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import parse_team_run_input
@@ -62,6 +62,7 @@ async def fork_of(
     *,
     read_outputs: bool = True,
     own_run_id: str | None = None,
+    stored: bool = False,
 ) -> ForkedRun:
     """``fork`` as the run ``workflow_id`` goes on (``oma.core.rules.fork.fork_run``),
     its source read through ``client`` unless given inline (``fork.fork.source``):
@@ -69,8 +70,9 @@ async def fork_of(
     fork's own (``own_run_id``: a fork under its source's workflow id reads
     its predecessor); with ``read_outputs``, the kept outputs it reads read
     back into its state (up to ``READ_BATCH_BYTES``; the rest the run reads
-    back as it resumes). Raises ``InvalidForkError`` and the run input's
-    errors; ``RPCError``."""
+    back as it resumes); ``stored``: the fork's payloads go to a payload
+    store (its budget: ``limits.state_budget``). Raises ``InvalidForkError``
+    and the run input's errors; ``RPCError``."""
     inline = fork.fork.source
     source = inline or await read_source(
         client, fork.fork.run_id, fork.fork.temporal_run_id, not_run_id=own_run_id
@@ -83,6 +85,7 @@ async def fork_of(
         now=datetime.now(UTC),
         by_reference=inline is None,
         source_execution=source.temporal_run_id,
+        stored=stored,
     )
     if read_outputs and inline is None and forked.resume is not None:
         await read_back(client, forked)
@@ -155,11 +158,12 @@ async def reuse_of(
     *,
     read_outputs: bool = True,
     own_run_id: str | None = None,
+    stored: bool = False,
 ) -> ForkedRun:
     """The run ``workflow_id`` of ``payload`` (a ``TeamRun`` input with
     ``options.reuse``) as it goes on, keeping what its reference run did that
     would come out the same (``oma.core.rules.reuse.reuse_run``); with
-    ``read_outputs`` and ``own_run_id`` as ``fork_of``. Raises
+    ``read_outputs``, ``own_run_id`` and ``stored`` as ``fork_of``. Raises
     ``InvalidForkError`` (an unknown reference run) and the run input's
     errors; ``RPCError``."""
     inp = parse_team_run_input(payload)
@@ -181,15 +185,16 @@ async def reuse_of(
         workflow_id=workflow_id,
         now=now,
         reference_execution=source.temporal_run_id,
+        stored=stored,
     )
     if read_outputs and forked.resume is not None:
         await read_back(client, forked)
     return forked
 
 
-def fitted(forked: ForkedRun, workflow_id: str) -> ForkedRun:
-    """``forked`` as the activity answers it, one payload within
-    ``RUN_STATE_BUDGET_BYTES``, as a run that continues as new carries its
+def fitted(forked: ForkedRun, workflow_id: str, *, stored: bool = False) -> ForkedRun:
+    """``forked`` as the activity answers it, one payload within the run's
+    budget (``limits.state_budget(stored)``), as a run that continues as new carries its
     input and state: the task states without what their specs say (the run
     sets it again from its input's tasks or plan), and the outputs that do
     not fit kept by reference, those the tasks to run again read in first
@@ -202,13 +207,14 @@ def fitted(forked: ForkedRun, workflow_id: str) -> ForkedRun:
     for task in state["result"]["tasks"]:
         for field in SPEC_FIELDS:
             task.pop(field, None)
-    if not fit(data, state["result"], workflow_id, RUN_STATE_BUDGET_BYTES, first=forked.read):
+    budget = state_budget(stored)
+    if not fit(data, state["result"], workflow_id, budget, first=forked.read):
         what = "fork" if forked.resume.result.forked_from else "run reusing another's tasks"
         raise RunStateTooLargeError(
             f"the {what}'s input and the state it starts from are {json_size(data)} bytes of "
             f"JSON ({len(forked.reused)} kept task(s), every kept output over "
             f"{SHORT_OUTPUT_BYTES} bytes by reference), over the run's budget of "
-            f"{RUN_STATE_BUDGET_BYTES} bytes: a kept task carries some 400 bytes "
+            f"{budget} bytes: a kept task carries some 400 bytes "
             "(docs/fork.md, 'How many tasks a fork keeps'); fork or reuse a run of fewer tasks"
         )
     return ForkedRun.model_validate(data)

@@ -67,3 +67,12 @@ class OmaClientPlugin(temporalio.client.Plugin):
         self, config: ConnectConfig, next: Callable[[ConnectConfig], Awaitable[ServiceClient]]
     ) -> ServiceClient:
         return await next(config)
+
+
+def stores_payloads(client: temporalio.client.Client) -> bool:
+    """Whether ``client`` keeps payloads past the threshold in a payload
+    store (its ``OmaClientPlugin``'s ``payload_store``): then a run it
+    starts may be given, and carry, far more than Temporal's 2 MB
+    (``oma.core.schema.limits.state_budget``)."""
+    plugins = client.config().get("plugins", ())
+    return any(isinstance(p, OmaClientPlugin) and p.payload_store is not None for p in plugins)

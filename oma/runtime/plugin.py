@@ -177,6 +177,10 @@ class OmaPlugin(SimplePlugin, OmaClientPlugin):
         from oma.runtime.activity_errors import ActivityErrors
 
         config["interceptors"] = [*config.get("interceptors", ()), CredentialRedaction()]
+        if self.payload_store is not None:  # the workflows' budget: oma.runtime.store_known
+            from oma.runtime.store_known import StoreKnown
+
+            config["interceptors"] = [*config["interceptors"], StoreKnown()]
         config = self._tracing.configure_worker(config) if self._tracing else config
         # innermost: what the interceptors above see is the failure recorded
         config["interceptors"] = [*config.get("interceptors", ()), ActivityErrors()]

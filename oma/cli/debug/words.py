@@ -105,7 +105,7 @@ def recorded(event: HistoryEvent, run_id: str) -> str:
 
 def _marker(attrs: Any) -> str:
     if attrs.marker_name == "core_patch":
-        patch = attrs.details.get("patch_data")
+        patch = attrs.details.get("patch-data")
         data = patch.payloads[0].data.decode(errors="replace") if patch else ""
         return f"a patch marker ({data})" if data else "a patch marker"
     if attrs.marker_name == "core_local_activity":

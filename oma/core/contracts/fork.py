@@ -16,6 +16,11 @@ class ReadForkSourceInput(BaseModel):
 
     workflow_id: str = Field(description="The fork's own workflow id.")
     fork: dict[str, Any] = Field(description="The fork's input as given (ForkInput.payload).")
+    stored: bool = Field(
+        default=False,
+        description="The fork's payloads go to a payload store: its budget is the stored "
+        "one (oma.core.schema.limits.state_budget). Absent in forks recorded before it.",
+    )
 
 
 class ForkedRun(BaseModel):

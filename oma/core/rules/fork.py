@@ -51,6 +51,7 @@ def fork_run(
     now: datetime,
     by_reference: bool = True,
     source_execution: str | None = None,
+    stored: bool = False,
 ) -> ForkedRun:
     """The fork ``workflow_id`` of the run ``fork.fork.run_id``, whose input
     was ``source_input`` (the JSON its start recorded) and whose result (or
@@ -130,7 +131,9 @@ def fork_run(
         keys=keys,
         plan_content_key=plan_key,
     )
-    return assemble(parts, workflow_id=workflow_id, now=now, by_reference=by_reference)
+    return assemble(
+        parts, workflow_id=workflow_id, now=now, by_reference=by_reference, stored=stored
+    )
 
 
 class Assembly(NamedTuple):
@@ -156,13 +159,20 @@ class Assembly(NamedTuple):
 
 
 def assemble(
-    parts: Assembly, *, workflow_id: str, now: datetime, by_reference: bool = True
+    parts: Assembly,
+    *,
+    workflow_id: str,
+    now: datetime,
+    by_reference: bool = True,
+    stored: bool = False,
 ) -> ForkedRun:
     """The run ``workflow_id`` of ``parts``, checked: its tasks kept
     ``completed`` with ``reused_from`` (their outputs by reference unless a
     task to run again reads them, with ``by_reference``), the others to run
-    again. Raises ``InvalidForkError`` (a task to run again on an agent the
-    team lacks) and what a run input's checks raise."""
+    again; its size against its budget (``stored``: its payloads go to a
+    payload store, ``limits.state_budget``). Raises ``InvalidForkError`` (a
+    task to run again on an agent the team lacks) and what a run input's
+    checks raise."""
     payload, specs, kept = parts.payload, parts.specs, parts.kept
     rerun = {t.id for t in specs if t.id not in kept}
     team = TeamConfig.model_validate(payload["team"])
@@ -191,7 +201,7 @@ def assemble(
     turns = _planning_turns(source) if plan is not None else 0
     state = TeamRunState(result=result, started_at=now, coordinator_turns=turns)
     forked = parse_team_run_input(payload).model_copy(update={"resume": state})
-    forked.check_size(specs)
+    forked.check_size(specs, stored=stored)
     check_dispatch_names(forked.options.approvals, specs, team)
     check_child_ids(workflow_id, rerun)
     # what a task that never started (skipped, blocked, awaiting approval) would cost is not known

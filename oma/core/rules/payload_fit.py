@@ -1,4 +1,9 @@
-"""Fitting what a ``TeamRun`` returns or carries into ``RUN_STATE_BUDGET_BYTES``.
+"""Fitting what a ``TeamRun`` returns or carries into its budget.
+
+The budget is ``RUN_STATE_BUDGET_BYTES``, or ``STORED_RUN_STATE_BUDGET_BYTES``
+for a run whose worker keeps large payloads in a payload store (``stored``:
+``oma.core.schema.limits.state_budget``), where a run's state fits whole
+far past Temporal's 2 MB and no output is kept by reference below it.
 
 A run's result (``sent_result``) and the state it carries when it continues
 as new (``oma.core.rules.team_run_state.carried``) are each one Temporal
@@ -149,16 +154,16 @@ def _texts(
 # -- what a TeamRun returns ----------------------------------------------------
 
 
-def sent_result(result: TeamRunResult, run_id: str) -> dict[str, Any]:
+def sent_result(result: TeamRunResult, run_id: str, *, stored: bool = False) -> dict[str, Any]:
     """The JSON the ``TeamRun`` ``run_id`` returns as ``result`` (and fails
-    with, in its failure's details): at most ``RUN_STATE_BUDGET_BYTES`` of
+    with, in its failure's details): at most ``state_budget(stored)`` of
     it. When the whole result is over, each task leaves out the fields at
     their defaults (``null``, ``0``, ``[]``, a zero ``token_usage``; ``id``
     and ``status`` always stay), which ``TeamRunResult`` reads back the same;
     then ``fit`` keeps outputs by reference and cuts texts, as needed. Raises
     ``RunStateTooLargeError`` when even that does not fit."""
     data = result.model_dump(mode="json")
-    budget = limits.RUN_STATE_BUDGET_BYTES  # (read when called: tests lower it)
+    budget = limits.state_budget(stored)
     if json_size(data) > budget:
         data["tasks"] = [_without_defaults(task) for task in result.tasks]
     if not fit(data, data, run_id, budget):
@@ -171,10 +176,10 @@ def sent_result(result: TeamRunResult, run_id: str) -> dict[str, Any]:
     return data
 
 
-def fitted_result(result: TeamRunResult, run_id: str) -> TeamRunResult:
+def fitted_result(result: TeamRunResult, run_id: str, *, stored: bool = False) -> TeamRunResult:
     """``result`` as the ``TeamRun`` ``run_id`` returns it (``sent_result``),
     read back: outputs it keeps by reference have ``output_ref`` set."""
-    return TeamRunResult.model_validate(sent_result(result, run_id))
+    return TeamRunResult.model_validate(sent_result(result, run_id, stored=stored))
 
 
 def _without_defaults(task: TaskState) -> dict[str, Any]:
@@ -196,16 +201,20 @@ def _without_defaults(task: TaskState) -> dict[str, Any]:
 
 
 def answered_requests(
-    requests: list[PendingApproval], run_id: str, states: Mapping[str, TaskState]
+    requests: list[PendingApproval],
+    run_id: str,
+    states: Mapping[str, TaskState],
+    *,
+    stored: bool = False,
 ) -> list[PendingApproval]:
     """The ``pending_approvals`` query's answer of the ``TeamRun`` ``run_id``:
-    ``requests`` themselves when their JSON fits ``RUN_STATE_BUDGET_BYTES``,
+    ``requests`` themselves when their JSON fits ``state_budget(stored)``,
     else with the outputs a round request shows (its ``content``'s
     ``completed`` tasks, ``approval_gate.round_content``) kept by reference
     as in ``fit`` (``output_ref``, ``output_run_id``, ``output_bytes``, from
     the tasks' ``states`` by id) while they do not fit.
     ``request_hash`` stays: it is the hash of the content the run holds."""
-    budget = limits.RUN_STATE_BUDGET_BYTES
+    budget = limits.state_budget(stored)
     data = [r.model_dump(mode="json") for r in requests]
     if json_size(data) <= budget:
         return requests
@@ -220,14 +229,15 @@ def answered_requests(
     return [PendingApproval.model_validate(r) for r in data]
 
 
-def answered_events(events: list[RunEvent]) -> list[RunEvent]:
+def answered_events(events: list[RunEvent], *, stored: bool = False) -> list[RunEvent]:
     """The ``events`` query's answer: ``events`` themselves when their JSON
-    fits ``RUN_STATE_BUDGET_BYTES``, else with their details cut (as ``fit``
+    fits ``state_budget(stored)``, else with their details cut (as ``fit``
     cuts them) until it does."""
     data = [e.model_dump(mode="json") for e in events]
-    if json_size(data) <= limits.RUN_STATE_BUDGET_BYTES:
+    budget = limits.state_budget(stored)
+    if json_size(data) <= budget:
         return events
-    fit({"events": data}, {}, "", limits.RUN_STATE_BUDGET_BYTES, events=data)
+    fit({"events": data}, {}, "", budget, events=data)
     return [RunEvent.model_validate(e) for e in data]
 
 

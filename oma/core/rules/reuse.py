@@ -50,6 +50,7 @@ def reuse_run(
     now: datetime,
     by_reference: bool = True,
     reference_execution: str | None = None,
+    stored: bool = False,
 ) -> ForkedRun:
     """The run ``workflow_id`` (its input ``payload``, with ``options.reuse``)
     keeping every task whose content key equals the made key of a task the
@@ -110,7 +111,9 @@ def reuse_run(
         keys=ref_keys,
         plan_content_key=kept_plan,
     )
-    return assemble(parts, workflow_id=workflow_id, now=now, by_reference=by_reference)
+    return assemble(
+        parts, workflow_id=workflow_id, now=now, by_reference=by_reference, stored=stored
+    )
 
 
 def _plans_anew(

@@ -44,6 +44,31 @@ failure a run that did not succeed ends with). Outputs past it are kept by
 reference (``TaskState.output_ref``: the task's ``AgentRun`` result holds
 them, and ``oma.client`` reads them back)."""
 
+STORED_RUN_STATE_BUDGET_BYTES = 128 * 1024 * 1024
+"""The same budget for a run whose worker keeps large payloads in a payload
+store (``OMA_PAYLOAD_STORE``, Temporal's External Storage:
+``oma.runtime.payload_store``): 128 MiB. The history then holds a reference
+to such a payload, not the payload, so Temporal's 2 MB no longer bounds it;
+what does is the worker, which holds a run's state in memory and encodes it
+whole when the run returns or continues as new. A 100,000-task run's state
+takes some 15 MB; a run past 128 MiB keeps outputs by reference as a run
+without a store does past its 1.5 MiB."""
+
+
+def state_budget(stored: bool) -> int:
+    """``RUN_STATE_BUDGET_BYTES``, or ``STORED_RUN_STATE_BUDGET_BYTES`` for a
+    run whose payloads past the store's threshold go to a payload store
+    (``stored``). Read when called (tests lower the budgets)."""
+    return STORED_RUN_STATE_BUDGET_BYTES if stored else RUN_STATE_BUDGET_BYTES
+
+
+def payload_limit(stored: bool) -> int:
+    """The most bytes one payload a client sends may take: Temporal's
+    ``MAX_PAYLOAD_BYTES``, or with a payload store (``stored``) the stored
+    run budget (the history holds a reference; ``state_budget``)."""
+    return STORED_RUN_STATE_BUDGET_BYTES if stored else MAX_PAYLOAD_BYTES
+
+
 MAX_REASON_CHARS = 2000
 """The most characters of an ``abort`` reason or an approval comment a run
 records; the rest is cut, and the cut said (``cut_text``)."""
@@ -150,16 +175,22 @@ def largest_field(data: Any, path: str = "") -> tuple[str, int]:
     return best
 
 
-def check_payload_size(data: bytes, what: str) -> None:
+def check_payload_size(data: bytes, what: str, *, stored: bool = False) -> None:
     """Raise ``InvalidRunInputError`` when ``data`` (the JSON of ``what``) is
-    over ``MAX_PAYLOAD_BYTES``, naming the largest field and the limit."""
-    if len(data) <= MAX_PAYLOAD_BYTES:
+    over ``payload_limit(stored)``, naming the largest field and the limit."""
+    limit = payload_limit(stored)
+    if len(data) <= limit:
         return
     field, size = largest_field(json.loads(data))
+    which = (
+        f"the payload store's limit for one run of {limit} bytes"
+        if stored
+        else f"Temporal's payload limit of {limit} bytes (2 MB; a payload store, "
+        "OMA_PAYLOAD_STORE, lifts it)"
+    )
     raise InvalidRunInputError(
-        f"{what} is {len(data)} bytes of JSON, over Temporal's payload limit of "
-        f"{MAX_PAYLOAD_BYTES} bytes (2 MB); its largest field is {field} ({size} bytes): "
-        "put large content in a file the agent reads, and give its path"
+        f"{what} is {len(data)} bytes of JSON, over {which}; its largest field is {field} "
+        f"({size} bytes): put large content in a file the agent reads, and give its path"
     )
 
 
@@ -196,38 +227,53 @@ def json_size(value: Any) -> int:
     return len(text.encode(errors="surrogatepass"))
 
 
-def check_run_size(carried: Any, extra_bytes: int, task_floors: Iterable[int], what: str) -> None:
+def check_run_size(
+    carried: Any, extra_bytes: int, task_floors: Iterable[int], what: str, *, stored: bool = False
+) -> None:
     """Raise ``InvalidRunInputError`` when a run that carries ``carried``
     (decoded JSON: its input, as sent) and ``extra_bytes`` more (a goal
     run's plan), with tasks whose settled states take at least
     ``task_floors`` bytes each, could not carry its state: when it continues
     as new, the input and the state travel as one payload, at most
-    ``RUN_STATE_BUDGET_BYTES`` (outputs aside, which may be kept by
+    ``state_budget(stored)`` (outputs aside, which may be kept by
     reference). The client checks it before it starts a run, and the
     ``TeamRun`` workflow before it runs a task: the same rule. The message
     names the largest field."""
     floors = list(task_floors)
     size = json_size(carried) + extra_bytes
     total = size + sum(floors)
-    if total <= RUN_STATE_BUDGET_BYTES:
+    budget = state_budget(stored)
+    if total <= budget:
         return
     field, field_size = largest_field(carried)
+    why = (
+        "a worker holds it in memory and stores it whole when the run continues as new"
+        if stored
+        else "a run carries its input and its state when it continues as new, under "
+        f"Temporal's payload limit of {MAX_PAYLOAD_BYTES} bytes; a payload store, "
+        f"OMA_PAYLOAD_STORE, raises the budget to {STORED_RUN_STATE_BUDGET_BYTES} bytes"
+    )
     raise InvalidRunInputError(
         f"{what} is {size} bytes of JSON and its {len(floors)} task(s) take at least "
         f"{sum(floors)} bytes once they settle: {total} bytes, over the run's budget of "
-        f"{RUN_STATE_BUDGET_BYTES} bytes (a run carries its input and its state when it "
-        f"continues as new, under Temporal's payload limit of {MAX_PAYLOAD_BYTES} bytes); its "
-        f"largest field is {field} ({field_size} bytes): split the work into runs of fewer "
-        "tasks, or put large content in a file the agent reads, and give its path"
+        f"{budget} bytes ({why}); its largest field is {field} ({field_size} bytes): split "
+        "the work into runs of fewer tasks, or put large content in a file the agent reads, "
+        "and give its path"
     )
 
 
 def check_goal_size(
-    goal_bytes: int, input_bytes: int, plan_bytes: int, floor_bytes: int, *, planned: bool
+    goal_bytes: int,
+    input_bytes: int,
+    plan_bytes: int,
+    floor_bytes: int,
+    *,
+    planned: bool,
+    stored: bool = False,
 ) -> None:
     """Raise ``InvalidRunInputError`` naming the field ``goal`` when a goal
     run's goal of ``goal_bytes`` (its JSON), held ``GOAL_COPIES`` times,
-    takes the run past ``RUN_STATE_BUDGET_BYTES`` with the rest of its input
+    takes the run past ``state_budget(stored)`` with the rest of its input
     (``input_bytes``: the whole input's JSON, the goal included), its plan
     (``plan_bytes``: both copies once ``planned``, else the room kept for
     them) and its tasks' settled states (``floor_bytes``); the message says
@@ -241,7 +287,7 @@ def check_goal_size(
     )
     rest = input_bytes - goal_bytes + plan_bytes + floor_bytes
     copies = GOAL_COPIES * goal_bytes
-    budget = RUN_STATE_BUDGET_BYTES
+    budget = state_budget(stored)
     if rest + copies <= budget or (planned and copies < rest):
         return
     raise InvalidRunInputError(

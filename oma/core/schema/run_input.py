@@ -258,7 +258,9 @@ class TeamRunInput(BaseModel):
             self._made = expand(self.task_template, self.items)
         return self
 
-    def check_tasks(self, tasks: Sequence[TaskSpec], *, every_copy: bool = True) -> None:
+    def check_tasks(
+        self, tasks: Sequence[TaskSpec], *, every_copy: bool = True, stored: bool = False
+    ) -> None:
         """Check ``tasks`` against this run, as ``TeamRun`` does before any
         task runs (a goal run: once its plan is made).
 
@@ -266,14 +268,16 @@ class TeamRunInput(BaseModel):
         dependency, cycle), ``AssigneeRequirementsMismatchError`` or
         ``NoEligibleAgentError`` (``requires``), ``InvalidRunInputError`` (a
         dispatch approval naming no task or agent; or a run whose state could
-        not be carried: ``check_size``, which gets ``every_copy``).
+        not be carried: ``check_size``, which gets ``every_copy`` and ``stored``).
         """
         validate_task_graph(tasks, (a.name for a in self.team.agents))
         check_assignments(tasks, self.team)
         check_dispatch_names(self.options.approvals, tasks, self.team)
-        self.check_size(tasks, every_copy=every_copy)
+        self.check_size(tasks, every_copy=every_copy, stored=stored)
 
-    def check_size(self, tasks: Sequence[TaskSpec], *, every_copy: bool = True) -> None:
+    def check_size(
+        self, tasks: Sequence[TaskSpec], *, every_copy: bool = True, stored: bool = False
+    ) -> None:
         """Raise ``InvalidRunInputError`` when this run, with ``tasks``, could
         not carry its state when it continues as new, or return its result
         (``check_run_size``): its input as sent (``payload``), at least
@@ -286,7 +290,8 @@ class TeamRunInput(BaseModel):
 
         ``every_copy=False`` counts as runs recorded before
         ``oma.workflows._patches.GOAL_COPIES_COUNTED`` did, for their replay:
-        the goal once, the plan once."""
+        the goal once, the plan once. ``stored``: the run's payloads past the
+        threshold go to a payload store (``limits.state_budget``)."""
         floors = [
             TASK_STATE_FLOOR_BYTES + len(t.id.encode()) + len((t.assignee or "").encode())
             for t in tasks
@@ -299,9 +304,16 @@ class TeamRunInput(BaseModel):
             if every_copy:
                 goal = json_size(self.goal)
                 copies = 2 * plan if tasks else PLAN_ROOM_BYTES
-                check_goal_size(goal, json_size(payload), copies, sum(floors), planned=bool(tasks))
+                check_goal_size(
+                    goal,
+                    json_size(payload),
+                    copies,
+                    sum(floors),
+                    planned=bool(tasks),
+                    stored=stored,
+                )
                 extra = (GOAL_COPIES - 1) * goal + copies
-        check_run_size(payload, extra, floors, "the TeamRun input")
+        check_run_size(payload, extra, floors, "the TeamRun input", stored=stored)
 
     def payload(self) -> dict[str, Any]:
         """This input as a client sends it and a run carries it when it
@@ -384,22 +396,23 @@ def parse_team_run_input(raw: Any) -> TeamRunInput:
     return parse_run_json(TeamRunInput, raw, "TeamRun input")
 
 
-def checked_team_run_input(raw: Any) -> TeamRunInput:
+def checked_team_run_input(raw: Any, *, stored: bool = False) -> TeamRunInput:
     """``raw`` checked as ``TeamRun`` will check it (the input's shape, then
     the task graph and the assignments of a tasks or plan run, a goal run's
     size with its goal's copies: ``TeamRunInput.check_size``) and as a
     payload a worker can decode (``check_sendable``): what the client and the
-    CLI do before they start anything.
+    CLI do before they start anything. ``stored``: the client's payloads past
+    the threshold go to a payload store (``limits.state_budget``).
 
     Raises ``InvalidRunInputError``, ``DagValidationError``,
     ``AssigneeRequirementsMismatchError`` or ``NoEligibleAgentError``.
     """
     run_input = parse_team_run_input(raw)
-    check_sendable(run_input, "the TeamRun input", exclude_unset=True)
+    check_sendable(run_input, "the TeamRun input", exclude_unset=True, stored=stored)
     if run_input.goal is None:
-        run_input.check_tasks(run_input.given_tasks())
+        run_input.check_tasks(run_input.given_tasks(), stored=stored)
     else:
-        run_input.check_size([])  # the goal's copies; the plan is checked once made
+        run_input.check_size([], stored=stored)  # the goal's copies; the plan: once made
     return run_input
 
 

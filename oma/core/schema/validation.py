@@ -31,12 +31,15 @@ class UndecodableInput:
         self.error = error
 
 
-def check_sendable(value: BaseModel, what: str, *, exclude_unset: bool = False) -> None:
+def check_sendable(
+    value: BaseModel, what: str, *, exclude_unset: bool = False, stored: bool = False
+) -> None:
     """Raise ``InvalidRunInputError`` unless ``value`` becomes a payload a
     worker can decode: it must serialize to JSON (no lone UTF-16 surrogate)
     that JSON must not nest deeper than the decoder reads, and it must fit in
     Temporal's payload limit (``oma.core.schema.limits.MAX_PAYLOAD_BYTES``, the
-    message naming the largest field). The client and the CLI check before
+    message naming the largest field; with a payload store, ``stored``, the
+    stored budget: ``limits.payload_limit``). The client and the CLI check before
     they start anything; ``exclude_unset``: as sent without the fields left
     to their defaults."""
     try:
@@ -52,7 +55,7 @@ def check_sendable(value: BaseModel, what: str, *, exclude_unset: bool = False) 
         pydantic_core.from_json(data)
     except ValueError as err:
         raise InvalidRunInputError(f"{what} is JSON a worker cannot read: {err}") from None
-    check_payload_size(data, what)
+    check_payload_size(data, what, stored=stored)
 
 
 def single_input(args: tuple[Any, ...], what: str) -> Any:
