@@ -47,6 +47,7 @@ import argparse
 import asyncio
 import importlib
 import os
+import resource
 import shutil
 import signal
 import sys
@@ -78,6 +79,15 @@ def run_timeout(tasks: int) -> timedelta:
 
 DEFAULT_SIZES = "20x10,40x20,50x100"
 """200, 800 and 5,000 tasks: the per-task overhead must not grow with the size."""
+
+AGENTS = 10
+"""The most agents a run's team has: chain ``c`` runs on ``agent-<c % AGENTS>``
+(a wide fan-out is one team of ten, not a hundred thousand agents)."""
+
+FLOOR_MAX_TASKS = 12_000
+"""The floors run one workflow that starts every step itself, with no
+continue-as-new: past about 12,000 steps its history would pass Temporal's
+51,200 events, so larger sizes skip them (said in the output)."""
 
 Shape = tuple[int, int]
 """``(chains, length)``: ``chains`` independent chains of ``length`` sequential steps."""
@@ -161,17 +171,21 @@ def floor_workflows(directory: str) -> list[type]:
 
 
 def team_run_input(chains: int, length: int) -> dict[str, Any]:
-    """A ``TeamRun`` input: one scripted agent per chain (a one-response
-    script), each task depending on the previous task of its chain."""
+    """A ``TeamRun`` input: scripted agents (a one-response script), chain
+    ``c`` on ``agent-<c % AGENTS>``, each task depending on the previous
+    task of its chain; at most ``MAX_CONCURRENCY`` tasks at once."""
+    from oma.core.schema.limits import MAX_CONCURRENCY
+
     agents = [
-        {"name": f"agent-{c}", "provider": "scripted", "script": ["ok"]} for c in range(chains)
+        {"name": f"agent-{c}", "provider": "scripted", "script": ["ok"]}
+        for c in range(min(chains, AGENTS))
     ]
     tasks = [
         {
             "id": f"c{c}-t{i}",
             "title": f"C{c} t{i}",
             "description": "answer ok",
-            "assignee": f"agent-{c}",
+            "assignee": f"agent-{c % AGENTS}",
             "depends_on": [f"c{c}-t{i - 1}"] if i else [],
         }
         for c in range(chains)
@@ -180,7 +194,7 @@ def team_run_input(chains: int, length: int) -> dict[str, Any]:
     return {
         "team": {"name": "bench", "agents": agents},
         "tasks": tasks,
-        "options": {"max_concurrency": chains},
+        "options": {"max_concurrency": min(chains, MAX_CONCURRENCY)},
     }
 
 
@@ -196,11 +210,13 @@ class Measurement:
         counts: tuple[int, int, int, int],
         cpu: Any,
         workflow_tasks: tuple[WorkflowTasks, Activations],
+        memory: tuple[float, int],
     ) -> None:
         self.name, self.tasks, self.seconds = name, tasks, seconds
         self.events, self.histories, self.runs, self.longest = counts
         self.worker_cpu_s, self.server_cpu_s = cpu
         self.workflow_tasks, self.activations = workflow_tasks
+        self.peak_rss_mb, self.store_bytes = memory
 
     @property
     def ms_per_task(self) -> float:
@@ -215,7 +231,8 @@ class Measurement:
             f"({self.events} events in {self.histories} histories, the workflow's own "
             f"{self.runs} run(s), the longest {self.longest} events) "
             f"cpu_ms_per_task worker={self.worker_cpu_s * per:.2f} "
-            f"server={self.server_cpu_s * per:.2f}\n"
+            f"server={self.server_cpu_s * per:.2f} "
+            f"peak_rss_mb={self.peak_rss_mb:.0f} store_bytes={self.store_bytes}\n"
             f"{'':<15} its workflow tasks: {self.workflow_tasks.line()}\n"
             f"{'':<15} their activations: {self.activations.line()}"
         )
@@ -338,12 +355,25 @@ CLOCK = ActivationClock()
 """Times every activation of the bench's workers (cleared before each measurement)."""
 
 
+def store_size(directory: str) -> int:
+    """Bytes of every file under ``directory`` (the payload store)."""
+    return sum(
+        os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(directory) for f in files
+    )
+
+
+def peak_rss_mb() -> float:
+    """This process's (the worker's and the client's) peak resident set so far, MiB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 async def measure(
     clients: dict[str, Any], name: str, shape: Shape, server_pid: int | None
 ) -> Measurement:
     """Run ``name`` on ``shape``; time it, then count its history events."""
     chains, length = shape
     client = clients["encrypted" if name == "team_run_codec" else "plain"]
+    store0 = store_size(clients["store"])
     CLOCK.by_type.clear()
     cpu0, server0 = time.process_time(), process_cpu_s(server_pid)
     start = time.perf_counter()
@@ -351,29 +381,40 @@ async def measure(
     seconds = time.perf_counter() - start
     cpu = (time.process_time() - cpu0, process_cpu_s(server_pid) - server0)
     activations = CLOCK.by_type[WORKFLOW_TYPES[name]]
+    memory = (peak_rss_mb(), store_size(clients["store"]) - store0)
     counts, tasks = await count_events(client, wf_id)
-    return Measurement(name, chains * length, seconds, counts, cpu, (tasks, activations))
+    return Measurement(name, chains * length, seconds, counts, cpu, (tasks, activations), memory)
 
 
 async def bench(
-    address: str, server_pid: int | None, shapes: list[Shape], floors: list[type], repeat: int
-) -> list[Measurement]:
-    """Warm up, then measure every runner on every shape, ``repeat`` rounds in
-    turn; returns, per shape, the median measurement of each runner."""
+    address: str,
+    server_pid: int | None,
+    shapes: list[Shape],
+    floors: list[type],
+    repeat: int,
+    runners: list[str],
+    store_dir: str,
+) -> list[dict[str, Measurement]]:
+    """Warm up, then measure each of ``runners`` on every shape (the floors
+    up to ``FLOOR_MAX_TASKS``), ``repeat`` rounds in turn; returns, per
+    shape, the median measurement of each runner. The OMA clients and
+    workers keep large payloads in the payload store ``store_dir``."""
     from temporalio.worker import Worker
 
     from oma import worker as oma_worker
     from oma.runtime.codec import new_key, parse_keys
     from oma.runtime.connection import Connection
+    from oma.runtime.payload_store import PayloadStore
     from oma.runtime.plugin import OmaPlugin
 
+    store = PayloadStore.parse(f"file://{store_dir}")
     client = await Connection.local(address, TASK_QUEUE).connect(
-        plugins=[OmaPlugin(codec_keys=None)]
+        plugins=[OmaPlugin(codec_keys=None, payload_store=store)]
     )
     encrypted = await Connection.local(address, ENCRYPTED_TASK_QUEUE).connect(
-        plugins=[OmaPlugin(codec_keys=parse_keys(new_key("bench")))]
+        plugins=[OmaPlugin(codec_keys=parse_keys(new_key("bench")), payload_store=store)]
     )
-    clients = {"plain": client, "encrypted": encrypted}
+    clients: dict[str, Any] = {"plain": client, "encrypted": encrypted, "store": store_dir}
     # One worker on one task queue serves the OMA workflows and activities and
     # the floors alike, with the same slots for all three measurements. Its
     # ACP session queue is not polled: no task here runs an ACP agent.
@@ -397,16 +438,22 @@ async def bench(
         max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
         plugins=[CLOCK],
     )
-    rows: list[list[Measurement]] = []
+    rows: list[dict[str, Measurement]] = []
     try:
         async with w, encrypted_worker:
-            for name in RUNNERS:
+            for name in runners:
                 m = await measure(clients, name, WARMUP_SHAPE, server_pid)
                 print(f"warm-up  {m.line()}", flush=True)
             for shape in shapes:
                 print(f"shape: {shape[0]} chains x {shape[1]} tasks", flush=True)
-                rounds: dict[str, list[Measurement]] = {name: [] for name in RUNNERS}
-                names = list(RUNNERS)
+                names = [
+                    n
+                    for n in runners
+                    if not n.startswith("floor") or shape[0] * shape[1] <= FLOOR_MAX_TASKS
+                ]
+                if skipped := [n for n in runners if n not in names]:
+                    print(f"  skipped past FLOOR_MAX_TASKS: {', '.join(skipped)}", flush=True)
+                rounds: dict[str, list[Measurement]] = {name: [] for name in names}
                 for r in range(repeat):
                     # each round starts one later: no runner is always the
                     # one that meets the machine's load first
@@ -414,9 +461,9 @@ async def bench(
                         m = await measure(clients, name, shape, server_pid)
                         print(f"  {m.line()}", flush=True)
                         rounds[name].append(m)
-                rows.append([median(ms) for ms in rounds.values()])
+                rows.append({name: median(ms) for name, ms in rounds.items()})
                 if repeat > 1:
-                    for m in rows[-1]:
+                    for m in rows[-1].values():
                         print(f"  median {m.line()}", flush=True)
     finally:
         await activities.acp_pool.close_all()
@@ -479,8 +526,16 @@ def main() -> None:
         help="rounds of the four measurements, in turn; the summary reports "
         "each one's median (default 1)",
     )
+    parser.add_argument(
+        "--runners",
+        default=",".join(RUNNERS),
+        help=f"comma-separated runners to measure (default every one: {','.join(RUNNERS)})",
+    )
     args = parser.parse_args()
     shapes = parse_sizes(args.sizes)
+    runners = [n.strip() for n in args.runners.split(",") if n.strip()]
+    if unknown := [n for n in runners if n not in RUNNERS]:
+        parser.error(f"unknown runner(s) {', '.join(unknown)}: give some of {', '.join(RUNNERS)}")
 
     from oma.runtime.dev_server import DevServer, free_port, is_listening
 
@@ -488,6 +543,8 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} CPUs, load average {load}", flush=True)
 
     floor_dir = tempfile.mkdtemp(prefix="oma-bench-floor-")
+    store_dir = os.path.join(floor_dir, "payloads")
+    os.mkdir(store_dir)
     server = DevServer(port=free_port())
 
     def interrupted(signum: int, _frame: Any) -> None:
@@ -506,7 +563,11 @@ def main() -> None:
         # the server runs in its own session: its pid is its process group id
         proc = getattr(server, "_proc", None)
         server_pid = proc.pid if proc is not None else None
-        rows = asyncio.run(bench(server.address, server_pid, shapes, floors, max(1, args.repeat)))
+        rows = asyncio.run(
+            bench(
+                server.address, server_pid, shapes, floors, max(1, args.repeat), runners, store_dir
+            )
+        )
     finally:
         server.stop()
         shutil.rmtree(floor_dir, ignore_errors=True)
@@ -516,23 +577,46 @@ def main() -> None:
         raise SystemExit(f"not shut down: children {left}, server at {server.address}")
     print(f"shutdown: worker stopped, dev server (pid {server_pid}) gone, no child left")
 
-    for team, floor_activity, floor_child, codec in rows:
-        x, y, z = team.ms_per_task, floor_activity.ms_per_task, floor_child.ms_per_task
-        e = codec.ms_per_task
-        cpu = (team.worker_cpu_s + team.server_cpu_s) / (
-            floor_child.worker_cpu_s + floor_child.server_cpu_s
-        )
-        print(
-            f"tasks={team.tasks} per_task_ms={x:.2f} floor_activity_ms={y:.2f} "
-            f"floor_child_ms={z:.2f} ratio_vs_child_floor={x / z:.2f} "
-            f"cpu_ratio_vs_child_floor={cpu:.2f} "
-            f"team_run_histories={team.runs} longest_team_run_history={team.longest} "
-            f"encrypted_per_task_ms={e:.2f} ratio_encrypted_vs_plain={e / x:.2f} "
-            f"longest_team_run_workflow_task_ms={team.workflow_tasks.longest_s * 1000:.0f} "
-            f"longest_team_run_activation_cpu_ms={team.activations.longest_s * 1000:.0f} "
+    teams = [row["team_run"] for row in rows if "team_run" in row]
+    smallest = min(teams, key=lambda m: m.tasks) if teams else None
+    for row in rows:
+        print(summary(row, smallest), flush=True)
+
+
+def summary(row: dict[str, Measurement], smallest: Measurement | None) -> str:
+    """The closing line of one size: what was measured of it."""
+    any_m = next(iter(row.values()))
+    said = [f"tasks={any_m.tasks}"]
+    team, child = row.get("team_run"), row.get("floor_child")
+    if team is not None:
+        said += [
+            f"per_task_ms={team.ms_per_task:.2f}",
+            f"events_per_task={team.events / team.tasks:.2f}",
+            f"peak_rss_mb={team.peak_rss_mb:.0f} store_bytes={team.store_bytes}",
+            f"team_run_histories={team.runs} longest_team_run_history={team.longest}",
+            f"longest_team_run_workflow_task_ms={team.workflow_tasks.longest_s * 1000:.0f}",
+            f"longest_team_run_activation_cpu_ms={team.activations.longest_s * 1000:.0f}",
             f"team_run_activation_cpu_p99_ms={team.activations.p99_s * 1000:.1f}",
-            flush=True,
-        )
+        ]
+        if smallest is not None:
+            said.append(f"ratio_vs_smallest={team.ms_per_task / smallest.ms_per_task:.2f}")
+    if (activity := row.get("floor_activity")) is not None:
+        said.append(f"floor_activity_ms={activity.ms_per_task:.2f}")
+    if child is not None:
+        said.append(f"floor_child_ms={child.ms_per_task:.2f}")
+        if team is not None:
+            cpu = (team.worker_cpu_s + team.server_cpu_s) / (
+                child.worker_cpu_s + child.server_cpu_s
+            )
+            said.append(f"ratio_vs_child_floor={team.ms_per_task / child.ms_per_task:.2f}")
+            said.append(f"cpu_ratio_vs_child_floor={cpu:.2f}")
+    elif team is not None:
+        said.append("floor_child=skipped")
+    if (codec := row.get("team_run_codec")) is not None:
+        said.append(f"encrypted_per_task_ms={codec.ms_per_task:.2f}")
+        if team is not None:
+            said.append(f"ratio_encrypted_vs_plain={codec.ms_per_task / team.ms_per_task:.2f}")
+    return " ".join(said)
 
 
 if __name__ == "__main__":

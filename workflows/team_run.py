@@ -66,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.workflows._approval_waits import ApprovalWaits
     from oma.workflows._budget import RunSpending
     from oma.workflows._children import attempt_task, lost_outcome
+    from oma.workflows._collection import collection_held
     from oma.workflows._coordinator import Coordinator
     from oma.workflows._events import RunEvents
     from oma.workflows._outputs import read_back
@@ -94,6 +95,10 @@ class TeamRun(TeamRunHandlers):
 
     @workflow.init
     def __init__(self, *args: Any) -> None:
+        with collection_held():  # a large input's models: oma.workflows._collection
+            self._make(args)
+
+    def _make(self, args: tuple[Any, ...]) -> None:
         # Everything is made here, before any signal, update or query is
         # handled, so a decision sent as the run starts sees the whole state.
         self._invalid: ApplicationError | None = None
