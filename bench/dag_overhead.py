@@ -11,7 +11,13 @@ Runs, against one embedded dev server and one in-process worker:
    task queue of its own) with the AES-GCM payload codec of ``oma.runtime.codec``
    (a fresh key), every payload and failure attribute encrypted.
 
-It does so at each size of ``--sizes`` (default 200, 800 and 5,000 tasks).
+It does so at each size of ``--sizes`` (default 200, 800 and 5,000 tasks),
+for the runners of ``--runners`` (default all four); the floors skip a size
+past ``FLOOR_MAX_TASKS`` (their one history would pass Temporal's 51,200
+events), and say so. The OMA runs keep large payloads in a payload store of
+their own (a temporary directory), as the embedded dev server does; each
+measurement prints the bytes it stored (``store_bytes``) and this process's
+peak RSS so far (``peak_rss_mb``: the worker and the client).
 Each gets a small warm-up run first. For each it prints the wall time, the
 milliseconds per task, the history events per task (every run of the parent,
 which continues as new past ``options.history_event_limit`` events, plus every
@@ -24,14 +30,14 @@ workflow task's work must not grow with the run's size, and the longest must
 stay far under the 10 s workflow task timeout. On a small machine the run
 is CPU-bound, worker and server sharing the cores, so other load on the
 machine moves the wall times: compare the CPU columns too, or use
-``--repeat`` (medians). The summary ends with one line per size::
+``--repeat`` (medians). The summary ends with one line per size, of what was measured at it::
 
-    tasks=<n> per_task_ms=<x> floor_activity_ms=<y> floor_child_ms=<z>
-    ratio_vs_child_floor=<x/z> cpu_ratio_vs_child_floor=<c>
+    tasks=<n> per_task_ms=<x> events_per_task=<v> peak_rss_mb=<m> store_bytes=<b>
     team_run_histories=<runs> longest_team_run_history=<events>
-    encrypted_per_task_ms=<e> ratio_encrypted_vs_plain=<e/x>
     longest_team_run_workflow_task_ms=<w> longest_team_run_activation_cpu_ms=<a>
-    team_run_activation_cpu_p99_ms=<p>
+    team_run_activation_cpu_p99_ms=<p> ratio_vs_smallest=<x/x of the smallest size>
+    floor_activity_ms=<y> floor_child_ms=<z> ratio_vs_child_floor=<x/z>
+    cpu_ratio_vs_child_floor=<c> encrypted_per_task_ms=<e> ratio_encrypted_vs_plain=<e/x>
 
 ``cpu_ratio_vs_child_floor`` is the same ratio of the CPU per task (this
 process's and the dev server's together): it moves less than the wall time

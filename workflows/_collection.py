@@ -1,4 +1,5 @@
-"""Python's cyclic garbage collector held off while a run builds its state.
+"""Python's cyclic garbage collector held off while a run builds its state,
+or turns it into JSON (its result, the state it continues as new with).
 
 A run's first activation turns its input into models: a 100,000-task run
 builds some two million objects, and the collector, triggered every few

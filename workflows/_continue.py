@@ -14,11 +14,26 @@ with workflow.unsafe.imports_passed_through():
     from oma.workflows._visibility import Visibility
 
 
-def due(history_event_limit: int) -> bool:
-    """Whether the run should continue as new: Temporal suggests it, or the
-    history reached ``history_event_limit`` events (``options``)."""
+STORED_HISTORY_BYTES = 10 * 1024 * 1024
+"""How large a history of a run with a payload store grows before the run
+continues as new: Temporal's warning size (the server's
+``limit.historySize.warn``), a fifth of the 50 MB past which it ends a run."""
+
+
+def due(history_event_limit: int, *, stored: bool = False) -> bool:
+    """Whether the run should continue as new: the history reached
+    ``history_event_limit`` events (``options``), or Temporal suggests it.
+
+    A run whose payloads go to a payload store (``stored``) does not take the
+    suggestion, which the server makes from 4,096 events on (the dev
+    server's default): each new run reads and rebuilds the whole carried
+    state, so a 100,000-task run would do it a hundred times. It continues at
+    ``history_event_limit`` events, or once its history is
+    ``STORED_HISTORY_BYTES`` (its large payloads are references there)."""
     info = workflow.info()
     long = info.get_current_history_length() >= history_event_limit
+    if stored:
+        return long or info.get_current_history_size() >= STORED_HISTORY_BYTES
     return info.is_continue_as_new_suggested() or long
 
 

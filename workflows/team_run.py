@@ -497,7 +497,8 @@ class TeamRun(TeamRunHandlers):
         self._wakeup.set()
 
     def _check_continue_as_new(self) -> None:
-        if self._dispatching and _continue.due(self._options.history_event_limit):
+        limit = self._options.history_event_limit
+        if self._dispatching and _continue.due(limit, stored=self._stored):
             self._continuing = True
             self._wakeup.set()
 
@@ -505,9 +506,10 @@ class TeamRun(TeamRunHandlers):
         await self._sessions.close()  # the next run opens its own
         self.state.round_robin = self._dispatcher.scheduler.round_robin
         try:
-            _continue.continue_as_new(
-                inp, self.state, self._graph, self._visibility, stored=self._stored
-            )
+            with collection_held():  # the whole state, as JSON
+                _continue.continue_as_new(
+                    inp, self.state, self._graph, self._visibility, stored=self._stored
+                )
         except OMAError as err:  # a state that cannot fit stops the run
             self.stop_with("too_large", err.message)
 
@@ -542,8 +544,9 @@ class TeamRun(TeamRunHandlers):
         one that cannot fit fails the run ``RUN_STATE_TOO_LARGE`` without it,
         rather than fail its workflow task for good."""
         try:
-            sent = sent_result(result, workflow.info().workflow_id, stored=self._stored)
-            result = self.state.result = TeamRunResult.model_validate(sent)
+            with collection_held():  # the whole result, as JSON and back
+                sent = sent_result(result, workflow.info().workflow_id, stored=self._stored)
+                result = self.state.result = TeamRunResult.model_validate(sent)
         except OMAError as err:
             self._visibility.ended("failed", err.code)
             self._show_details()

@@ -80,10 +80,15 @@ class TaskGraph:
             if state.assignee is None:
                 state.assignee = t.assignee
             self.states[t.id] = state
-        self._waiting_on = {
-            t.id: sum(1 for d in t.depends_on if self.states[d].status != TaskStatus.COMPLETED)
-            for t in specs
-        }
+        completed = TaskStatus.COMPLETED
+        self._waiting_on = (
+            {
+                t.id: sum(1 for d in t.depends_on if self.states[d].status != completed)
+                for t in specs
+            }
+            if known
+            else {t.id: len(t.depends_on) for t in specs}  # a new run: none completed
+        )
         self.tally = TaskTally(s.status for s in self.states.values())
 
     def __getitem__(self, task_id: str) -> TaskState:
