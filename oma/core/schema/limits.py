@@ -144,6 +144,15 @@ MAX_HISTORY_EVENTS = 51_200
 """Temporal's limit on a workflow's history, in events (the server's
 ``limit.historyCount.error``; past it the server terminates the run)."""
 
+MAX_RUN_TASKS = 20_000
+"""The most tasks one ``TeamRun`` may have. Its first workflow task (and the
+first of each run it continues as new with) builds every task's state, the
+graph and the scheduler's counts, all inside the SDK's deadlock timer: one
+activation must yield within 2 s of wall time, or its workflow task fails,
+again on every attempt (the run wedges). 10,000 tasks take 0.4 s of CPU on a
+2-core machine, 100,000 pass the timer (``bench/dag_overhead.py``); 20,000
+keep a margin for a loaded worker."""
+
 MAX_PRICE_USD = 1_000_000.0
 """The highest price ``options.pricing`` may give, in US dollars per million
 tokens (a dollar a token, thousands of times any list price). A turn's cost is
@@ -192,6 +201,18 @@ def check_payload_size(data: bytes, what: str, *, stored: bool = False) -> None:
         f"{what} is {len(data)} bytes of JSON, over {which}; its largest field is {field} "
         f"({size} bytes): put large content in a file the agent reads, and give its path"
     )
+
+
+def check_task_count(count: int) -> None:
+    """Raise ``InvalidRunInputError`` when a run of ``count`` tasks has more
+    than ``MAX_RUN_TASKS``."""
+    if count > MAX_RUN_TASKS:
+        raise InvalidRunInputError(
+            f"tasks: the run has {count} tasks; a run may have at most {MAX_RUN_TASKS} (its "
+            "first workflow task builds every task's state within the Temporal SDK's 2 s "
+            "deadlock timer): split the work into runs of at most "
+            f"{MAX_RUN_TASKS} tasks"
+        )
 
 
 def check_output_size(agent: str, size: int) -> None:

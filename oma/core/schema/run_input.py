@@ -23,6 +23,7 @@ from oma.core.schema.limits import (
     TASK_STATE_FLOOR_BYTES,
     check_goal_size,
     check_run_size,
+    check_task_count,
     json_size,
 )
 from oma.core.schema.message_guard import validate_messages
@@ -268,8 +269,10 @@ class TeamRunInput(BaseModel):
         dependency, cycle), ``AssigneeRequirementsMismatchError`` or
         ``NoEligibleAgentError`` (``requires``), ``InvalidRunInputError`` (a
         dispatch approval naming no task or agent; or a run whose state could
-        not be carried: ``check_size``, which gets ``every_copy`` and ``stored``).
+        not be carried: ``check_size``, which gets ``every_copy`` and ``stored``;
+        more than ``MAX_RUN_TASKS``, ``check_task_count``).
         """
+        check_task_count(len(tasks))
         validate_task_graph(tasks, (a.name for a in self.team.agents))
         check_assignments(tasks, self.team)
         check_dispatch_names(self.options.approvals, tasks, self.team)
