@@ -28,7 +28,8 @@ import pytest
 from google.protobuf.message import Message
 from temporalio.api.common.v1 import Payload
 from temporalio.api.sdk.v1 import ExternalStorageReference
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHistory
+from temporalio.exceptions import ApplicationError
 
 from oma import worker as oma_worker
 from oma.client.fork import preview, start_fork
@@ -38,6 +39,7 @@ from oma.core.schema.errors import (
     StoredPayloadMissingError,
 )
 from oma.core.schema.fork import parse_fork_input
+from oma.core.schema.limits import MAX_RUN_TASKS
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import checked_team_run_input
 from oma.runtime import plugin
@@ -372,6 +374,42 @@ async def test_a_client_without_a_store_refuses_a_run_past_2_mb_naming_the_store
     )
     assert "OMA_PAYLOAD_STORE, lifts it)" in raised.value.message
     checked_team_run_input(large_run("X"), stored=True)  # with one, it is taken
+
+
+def many_tasks(count: int) -> dict[str, Any]:
+    """A run of ``count`` independent tasks of one process agent."""
+    return {
+        "team": {"name": "stored", "agents": [process("echo", "print('x')")]},
+        "tasks": [task(f"t{n}", "echo") for n in range(count)],
+    }
+
+
+async def test_a_run_of_more_tasks_than_one_run_holds_is_refused_before_anything_runs(
+    file_client: Client, file_worker: oma_worker.OmaWorker
+) -> None:
+    checked_team_run_input(many_tasks(MAX_RUN_TASKS), stored=True)  # the most: taken
+    with pytest.raises(InvalidRunInputError) as raised:
+        checked_team_run_input(many_tasks(MAX_RUN_TASKS + 1), stored=True)
+    said = f"tasks: the run has {MAX_RUN_TASKS + 1} tasks; a run may have at most {MAX_RUN_TASKS}"
+    assert raised.value.message.startswith(said)
+
+    # started past the client (the stock CLI): the run fails at once, none of its tasks ran
+    run = await start_run(
+        file_client, f"many-{uuid.uuid4().hex[:8]}", many_tasks(MAX_RUN_TASKS + 1), FILE_QUEUE
+    )
+    try:
+        with pytest.raises(WorkflowFailureError) as failed:
+            await result_within(run, 60)
+    finally:
+        await terminate_if_running(run)
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "INVALID_RUN_INPUT"
+    assert said in cause.message
+    history = await run.handle.fetch_history()
+    assert not any(
+        e.HasField("start_child_workflow_execution_initiated_event_attributes")
+        for e in history.events
+    )
 
 
 def oma_env(dev_server: DevServer, **extra: str) -> dict[str, str]:
