@@ -144,14 +144,15 @@ MAX_HISTORY_EVENTS = 51_200
 """Temporal's limit on a workflow's history, in events (the server's
 ``limit.historyCount.error``; past it the server terminates the run)."""
 
-MAX_RUN_TASKS = 20_000
+MAX_RUN_TASKS = 10_000
 """The most tasks one ``TeamRun`` may have. Its first workflow task (and the
 first of each run it continues as new with) builds every task's state, the
 graph and the scheduler's counts, all inside the SDK's deadlock timer: one
 activation must yield within 2 s of wall time, or its workflow task fails,
-again on every attempt (the run wedges). 10,000 tasks take 0.4 s of CPU on a
-2-core machine, 100,000 pass the timer (``bench/dag_overhead.py``); 20,000
-keep a margin for a loaded worker."""
+again on every attempt (the run wedges). On a 2-core machine that activation
+took 0.38 s of CPU at 10,000 tasks, 1.04 s at 20,000, and passed the timer
+at 100,000 (``bench/dag_overhead.py``): 10,000 keep a margin of five for a
+loaded worker, whose workflow tasks share one interpreter."""
 
 MAX_PRICE_USD = 1_000_000.0
 """The highest price ``options.pricing`` may give, in US dollars per million
