@@ -124,7 +124,10 @@ def test_oma_run_refuses_input_over_the_payload_limit_naming_the_field(tmp_path:
     assert proc.returncode == 2
     [line] = stderr_lines(proc)
     assert "INVALID_RUN_INPUT" in line
-    assert "over Temporal's payload limit of 2097152 bytes (2 MB)" in line
+    assert (
+        "over Temporal's payload limit of 2097152 bytes (2 MB; a payload store, "
+        "OMA_PAYLOAD_STORE, lifts it)" in line
+    )
     assert "its largest field is tasks[0].description (3000002 bytes)" in line
     assert not (tmp_path / ".oma").exists(), "nothing may start"
 

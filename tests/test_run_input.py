@@ -208,16 +208,19 @@ def test_a_retry_delay_that_backs_off_past_what_a_timer_holds_waits_the_longest_
     assert spec.retry_delay(2000) == MAX_DURATION_S  # 10.0 ** 1999 overflows a float
 
 
-def test_thirty_thousand_small_tasks_whose_carried_state_cannot_fit_are_refused() -> None:
+def test_nine_thousand_tasks_whose_carried_state_cannot_fit_are_refused() -> None:
     from oma.core.schema.run_input import checked_team_run_input
 
-    tasks = [{"id": f"t{n}", "title": "T", "assignee": "a"} for n in range(30_000)]
+    title = "T" * 100  # under the payload limit, over the budget with the tasks' states
+    tasks = [{"id": f"t{n}", "title": title, "assignee": "a"} for n in range(9_000)]
     with pytest.raises(InvalidRunInputError) as info:
         checked_team_run_input({"team": TEAM, "tasks": tasks})
     message = info.value.message
     assert message.startswith("the TeamRun input is ")
-    assert "its 30000 task(s) take at least" in message
+    assert "its 9000 task(s) take at least" in message
     assert "over the run's budget of 1572864 bytes" in message
+    assert "OMA_PAYLOAD_STORE, raises the budget to 134217728 bytes" in message
+    checked_team_run_input({"team": TEAM, "tasks": tasks}, stored=True)  # with a store, it fits
 
 
 def test_a_description_under_the_payload_limit_but_over_the_runs_budget_is_refused() -> None:
