@@ -3,8 +3,9 @@
 Runs, against one embedded dev server and one in-process worker:
 
 1. a ``TeamRun`` of ``chains`` independent chains of ``length`` tasks, every
-   agent a ``scripted`` LLM agent with a one-response script (instant), with
-   ``options.max_concurrency = chains``;
+   agent a ``scripted`` LLM agent with a one-response script (instant; at most
+   ``AGENTS`` of them), with ``options.max_concurrency = chains`` (at most
+   ``MAX_CONCURRENCY``; past ``MAX_RUN_TASKS`` tasks the run is refused);
 2. floor (a): a plain workflow running the same shape of no-op activities;
 3. floor (b): a plain workflow running the same shape of no-op child workflows;
 4. the same ``TeamRun`` as 1 with encryption on: a client and a worker (on a

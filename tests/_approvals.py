@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
+    WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
@@ -240,3 +241,20 @@ def draft_then_publish() -> dict[str, Any]:
         "tasks": [task("draft", "writer"), task("publish", "publisher", "draft")],
         "options": {"approvals": {"dispatch": ["publish"]}},
     }
+
+
+async def failure_at_once(handle: Any, code: str) -> ApplicationError:
+    """The failure the run ``handle`` ends with within 30 s, typed ``code``
+    (a run still going then is terminated, and the test fails)."""
+    run = Run(handle)
+    try:
+        await result_within(run, 30)
+    except WorkflowFailureError as err:
+        failure = err.cause
+    else:
+        raise AssertionError(f"{run.id} did not fail")
+    finally:
+        await terminate_if_running(run)
+    assert isinstance(failure, ApplicationError)
+    assert failure.type == code
+    return failure

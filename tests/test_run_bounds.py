@@ -42,6 +42,7 @@ from oma.workflows._visibility import STATUS
 from tests._approvals import (
     Run,
     children_started,
+    failure_at_once,
     result_within,
     start_run,
     terminate_if_running,
@@ -555,21 +556,6 @@ TOO_LONG_FOR_TEMPORAL = {
         "options.pricing.scripted.input: Input should be less than or equal to 1000000",
     ),
 }
-
-
-async def failure_at_once(handle: Any, code: str) -> ApplicationError:
-    """The failure the run ``handle`` ends with within 30 s, typed ``code``
-    (a run still going then is terminated, and the test fails)."""
-    run = Run(handle)
-    try:
-        with pytest.raises(WorkflowFailureError) as info:
-            await result_within(run, 30)
-    finally:
-        await terminate_if_running(run)
-    failure = info.value.cause
-    assert isinstance(failure, ApplicationError)
-    assert failure.type == code
-    return failure
 
 
 @pytest.mark.parametrize("case", TOO_LONG_FOR_TEMPORAL, ids=list(TOO_LONG_FOR_TEMPORAL))

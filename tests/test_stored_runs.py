@@ -28,8 +28,7 @@ import pytest
 from google.protobuf.message import Message
 from temporalio.api.common.v1 import Payload
 from temporalio.api.sdk.v1 import ExternalStorageReference
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHistory
-from temporalio.exceptions import ApplicationError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 
 from oma import worker as oma_worker
 from oma.client.fork import preview, start_fork
@@ -42,13 +41,21 @@ from oma.core.schema.fork import parse_fork_input
 from oma.core.schema.limits import MAX_RUN_TASKS
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import checked_team_run_input
+from oma.records.histories import execution_chain
 from oma.runtime import plugin
 from oma.runtime.codec import ENCRYPTED_ENCODING, new_key, parse_keys
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port, free_ports, is_listening, temporal_binary
 from oma.runtime.payload_store import PayloadStore, reference_of
 from oma.runtime.plugin import OmaPlugin
-from tests._approvals import Run, eventually, result_within, start_run, terminate_if_running
+from tests._approvals import (
+    Run,
+    eventually,
+    failure_at_once,
+    result_within,
+    start_run,
+    terminate_if_running,
+)
 from tests._procs import Processes
 from tests._runs import STORED_NAMESPACE, histories_of, process, task, worker_activities
 from tests.anthropic_server import AnthropicServer
@@ -264,21 +271,6 @@ def large_run(marker: str) -> dict[str, Any]:
     }
 
 
-async def executions(client: Client, workflow_id: str, first_run_id: str) -> list[WorkflowHistory]:
-    """Every execution of ``workflow_id`` from ``first_run_id``, following its
-    continues-as-new, in order."""
-    found: list[WorkflowHistory] = []
-    run_id: str | None = first_run_id
-    while run_id:
-        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-        found.append(history)
-        last = history.events[-1]
-        continued = last.HasField("workflow_execution_continued_as_new_event_attributes")
-        attributes = last.workflow_execution_continued_as_new_event_attributes
-        run_id = attributes.new_execution_run_id if continued else None
-    return found
-
-
 def marker_names(history: WorkflowHistory) -> list[str]:
     """The patch ids ``history``'s markers record."""
     return [
@@ -319,7 +311,7 @@ async def test_a_run_given_20_mb_carries_it_and_returns_it_with_every_output_inl
     assert all(prompt_size(t.output) > LARGE_DESCRIPTION_BYTES for t in large)
     assert all(len(t.description) == LARGE_DESCRIPTION_BYTES for t in large)
 
-    runs = await executions(file_client, workflow_id, first_run_id)
+    runs = await execution_chain(file_client, workflow_id, first_run_id, later=True)
     assert len(runs) >= 2, "the run continued as new, carrying its 20 MiB input and its state"
     assert all("oma-payload-store" in marker_names(h) for h in runs)
     first_reference = references(runs[0])[0]
@@ -397,14 +389,7 @@ async def test_a_run_of_more_tasks_than_one_run_holds_is_refused_before_anything
     run = await start_run(
         file_client, f"many-{uuid.uuid4().hex[:8]}", many_tasks(MAX_RUN_TASKS + 1), FILE_QUEUE
     )
-    try:
-        with pytest.raises(WorkflowFailureError) as failed:
-            await result_within(run, 60)
-    finally:
-        await terminate_if_running(run)
-    cause = failed.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == "INVALID_RUN_INPUT"
-    assert said in cause.message
+    assert said in (await failure_at_once(run.handle, "INVALID_RUN_INPUT")).message
     history = await run.handle.fetch_history()
     assert not any(
         e.HasField("start_child_workflow_execution_initiated_event_attributes")
