@@ -15,8 +15,6 @@ WORKDIR /app
 # Only what the package needs to build and run (.dockerignore keeps the rest out).
 COPY pyproject.toml README.md ./
 COPY oma ./oma
-COPY activities ./activities
-COPY workflows ./workflows
 COPY worker.py ./
 COPY examples ./examples
 

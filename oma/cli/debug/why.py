@@ -1,7 +1,7 @@
 """Why a replay broke, in the team's words: which event, what the history
 recorded there against what the code did instead, the line of workflow code
 that issued it, and the fix docs/architecture.md prescribes (the change under
-``_patches.patched``, with a new id declared in ``workflows/_patches.py``).
+``_patches.patched``, with a new id declared in ``oma/workflows/_patches.py``).
 
 The SDK's nondeterminism error names the history event it could not match
 (``HistoryEvent(id: 5, StartChildWorkflowExecutionInitiated)``); a replay
@@ -171,7 +171,7 @@ def _fix(origin: Origin | None) -> str:
 
 
 def _patch_ids(origin: Origin | None) -> tuple[str, tuple[str, str]]:
-    """The last patch id declared in ``workflows/_patches.py`` and a name for
+    """The last patch id declared in ``oma/workflows/_patches.py`` and a name for
     the next one, after the function that issued the changed command."""
     from oma.workflows import _patches
 

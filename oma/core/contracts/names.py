@@ -20,7 +20,7 @@ class WorkflowName:
     """The workflow types (``@workflow.defn(name=...)``)."""
 
     TEAM_RUN: Final = "TeamRun"
-    """A team run: a task graph of ``AgentRun`` children (``workflows/team_run.py``)."""
+    """A team run: a task graph of ``AgentRun`` children (``oma/workflows/team_run.py``)."""
     AGENT_RUN: Final = "AgentRun"
     """One agent's run: a task's, a coordinator step's, or ``run_agent``'s."""
 

@@ -1,5 +1,5 @@
 """The signals between a task's ``AgentRun`` and its ``TeamRun`` about the
-task's tool requests (``workflows/_tool_gate.py``): one closed
+task's tool requests (``oma/workflows/_tool_gate.py``): one closed
 (``tool_approval_closed``), a decision taken at the team run
 (``forwarded_decision``)."""
 

@@ -103,7 +103,7 @@ class McpServer:
             reason, retryable = server._start_failure()
             error = McpServerError(f"MCP server {config.name!r} did not start: {reason}{said}")
             # a first start may be slow or flaky (npx installing the server):
-            # Temporal tries the listing again (workflows/_options.MCP_LIST_TOOLS)
+            # Temporal tries the listing again (oma/workflows/_options.MCP_LIST_TOOLS)
             error.retryable = retryable
             raise error
         return server
