@@ -412,7 +412,7 @@ async def bench(
     from oma.runtime.codec import new_key, parse_keys
     from oma.runtime.connection import Connection
     from oma.runtime.payload_store import PayloadStore
-    from oma.runtime.plugin import OmaPlugin
+    from oma.worker.plugin import OmaPlugin
 
     store = PayloadStore.parse(f"file://{store_dir}")
     client = await Connection.local(address, TASK_QUEUE).connect(

@@ -11,7 +11,7 @@ rounds that take them in turn (medians):
 - ``replay_s``: the full replay of that history, as ``oma replay FILE``
   checks it (``oma.cli.debug.session.replay``: the product's converter and
   the worker's sandbox; ``sdk_replay_s``: the same with the SDK's plain
-  ``Replayer`` and the product's plugin, ``oma.runtime.plugin.replayer``);
+  ``Replayer`` and the product's plugin, ``oma.worker.plugin.replayer``);
 - ``at_event_s``: the state at the last task completion of that history
   (``oma replay FILE --at task_complete:<task>``: the history cut there and
   replayed with a probe, then the run's queries), the worst case of ``--at``;
@@ -54,7 +54,7 @@ async def make_run(address: str, chains: int, length: int) -> Any:
     from oma import worker as oma_worker
     from oma.core.schema.results import TeamRunResult
     from oma.runtime.connection import Connection
-    from oma.runtime.plugin import OmaPlugin
+    from oma.worker.plugin import OmaPlugin
 
     client = await Connection.local(address, TASK_QUEUE).connect(
         plugins=[OmaPlugin(codec_keys=None)]
@@ -136,8 +136,8 @@ async def measure(history: Any, repeat: int) -> tuple[float, float, float, float
     from oma.cli.debug.history import Debugged, resolve
     from oma.cli.debug.session import replay
     from oma.cli.debug.state import state_at
-    from oma.runtime import plugin
-    from oma.runtime.replay_probe import ReplayProbe
+    from oma.worker import plugin
+    from oma.worker.replay_probe import ReplayProbe
 
     debugged = Debugged(history, "bench")  # (history's workflow id: the run's)
 

@@ -1,7 +1,7 @@
 """An activity run as a worker runs it, without a server: in an
 ``ActivityEnvironment`` (of the activity's own type), behind the interceptor
 that turns its ``OMAError`` into the failure Temporal records
-(``oma.runtime.activity_errors``)."""
+(``oma.worker.activity_errors``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from temporalio import activity
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput
 
-from oma.runtime.activity_errors import ActivityErrors
+from oma.worker.activity_errors import ActivityErrors
 
 
 async def run_activity(

@@ -7,7 +7,7 @@ changes what ``TeamRun`` does before each task: it waits on a short timer
 first (summary ``NEW_BUILD_TIMER``), a command no history of the old build
 recorded there, so the old build's runs do not replay against it. The change
 is made to the module the worker loads once (a worker passes ``oma`` through
-the workflow sandbox: ``oma.runtime.plugin.sandboxed``), as a deploy would
+the workflow sandbox: ``oma.worker.plugin.sandboxed``), as a deploy would
 ship it, without a patch. (``tests._changed_team_run``, ``oma replay``'s
 mismatch tests' change, asks an activity with no input: it replays, but a
 worker cannot run it.)

@@ -8,7 +8,7 @@ from temporalio.client import Client
 from oma.runtime.codec import CodecKey, new_key
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer
-from oma.runtime.plugin import OmaPlugin
+from oma.worker.plugin import OmaPlugin
 from tests._runs import ENCRYPTED_NAMESPACE
 
 QUEUE = "oma-encrypted"

@@ -17,7 +17,7 @@ from oma.activities.providers.scripted import ScriptedProvider
 from oma.client import start_run, team_run_result
 from oma.core.contracts.workflow_ids import task_workflow_id
 from oma.core.schema.results import AgentRunResult, TeamRunResult
-from oma.runtime import plugin
+from oma.worker import plugin
 from oma.workflows._visibility import start_attributes
 
 TASK_QUEUE = "oma-test"

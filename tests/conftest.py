@@ -29,9 +29,9 @@ from temporalio.client import (
 
 from oma import worker as oma_worker
 from oma.activities.acp import SessionPool
-from oma.runtime import plugin
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
+from oma.worker import plugin
 from oma.workflows import _options
 from tests._procs import Processes
 from tests._runs import (
@@ -265,7 +265,7 @@ async def replay_every_closed_workflow(client: Client) -> None:
     broken: list[str] = []
     try:
         # OMA's workflow code under the sandbox's restrictions, which a
-        # worker passes it through (oma.runtime.plugin.sandboxed)
+        # worker passes it through (oma.worker.plugin.sandboxed)
         replayer = plugin.replayer(strict_sandbox=True)
         async with replayer.workflow_replay_iterator(histories()) as results:
             async for result in results:

@@ -1,5 +1,5 @@
 """The activity boundary: an ``OMAError`` an activity raises becomes, once,
-the failure Temporal records (``oma.runtime.activity_errors``)."""
+the failure Temporal records (``oma.worker.activity_errors``)."""
 
 from __future__ import annotations
 

@@ -16,13 +16,13 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from oma.activities._credentials import CREDENTIALS_ENV, CredentialPolicy
 from oma.activities.providers.anthropic import AnthropicProvider
 from oma.activities.providers.openai import OpenAIProvider
 from oma.core.contracts.llm import LlmTurnInput
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.errors import CredentialNotAllowedError, CredentialsConfigError, ProviderError
 from oma.core.schema.messages import user_text
+from oma.runtime.credentials import CREDENTIALS_ENV, CredentialPolicy
 from tests._cli import oma_blocking
 from tests._runs import OPENAI_TEST_KEY, assert_replays, run_team, task
 from tests.anthropic_server import AnthropicServer

@@ -33,11 +33,11 @@ from temporalio.exceptions import ApplicationError
 from oma import worker as oma_worker
 from oma.core.schema.errors import CodecKeyMissingError
 from oma.core.schema.results import TeamRunResult
-from oma.runtime import plugin
 from oma.runtime.codec import AesGcmCodec, parse_keys
 from oma.runtime.converter import data_converter
 from oma.runtime.dev_server import DevServer, free_port, is_listening, temporal_binary
 from oma.viewer.model import build_run_view
+from oma.worker import plugin
 from oma.workflows._visibility import start_attributes
 from tests._approvals import Run, eventually, result_within, start_run, terminate_if_running
 from tests._encryption import KEY_A, KEY_B, QUEUE, connect

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from oma.records.history_files import read_history_file
-from oma.runtime import plugin
+from oma.worker import plugin
 from tests.record_histories import SCENARIOS
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))

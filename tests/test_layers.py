@@ -69,7 +69,7 @@ def test_the_wheel_installs_one_namespace(tmp_path: Path) -> None:
     top_level = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top_level == {"oma"}
     assert {
-        "oma/worker.py",
+        "oma/worker/__init__.py",
         "oma/workflows/team_run.py",
         "oma/activities/llm_turn.py",
         "oma/core/schema/errors.py",

@@ -23,7 +23,7 @@ from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
 from oma.core.schema.task import TaskStatus
 from oma.core.schema.team import TeamConfig
-from oma.runtime import plugin
+from oma.worker import plugin
 from tests._approvals import WAIT_S, eventually
 from tests._orchestration import (
     ECHO,

@@ -22,9 +22,9 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.common import WorkerDeploymentVersion
 
 from oma.core.schema.errors import WorkerDeploymentInvalidError
-from oma.runtime import plugin
 from oma.runtime.deployment import BUILD_ID_VAR, DEPLOYMENT_NAME_VAR, deployment_from_env
 from oma.runtime.dev_server import DevServer
+from oma.worker import plugin
 from tests._approvals import WAIT_S, Run, eventually, result_within, start_run
 from tests._builds import NEW_BUILD_TIMER
 from tests._cli import OMA, ROOT, run_cmd, temporal

@@ -34,10 +34,10 @@ from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import checked_team_run_input
 from oma.core.schema.task import TaskStatus
 from oma.records.histories import fetch_histories
-from oma.runtime import plugin
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
 from oma.viewer.model import build_run_view
+from oma.worker import plugin
 from oma.workflows._visibility import STATUS
 from tests._approvals import (
     Run,

@@ -24,11 +24,10 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.exceptions import ApplicationError
 
 from oma.records.histories import fetch_histories, server_histories
-from oma.runtime import plugin
 from oma.runtime.dev_server import DevServer, temporal_binary
 from oma.viewer import paging
 from oma.viewer.model import RunView, add_activities, build_run_view
-from oma.worker import OmaWorker
+from oma.worker import OmaWorker, plugin
 from tests._cli import cells, oma_show
 from tests._runs import process, run_team, scripted, start_team, task
 from tests._web_ui import chromium_command

@@ -42,12 +42,12 @@ from oma.core.schema.limits import MAX_RUN_TASKS
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import checked_team_run_input
 from oma.records.histories import execution_chain
-from oma.runtime import plugin
 from oma.runtime.codec import ENCRYPTED_ENCODING, new_key, parse_keys
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port, free_ports, is_listening, temporal_binary
 from oma.runtime.payload_store import PayloadStore, reference_of
-from oma.runtime.plugin import OmaPlugin
+from oma.worker import plugin
+from oma.worker.plugin import OmaPlugin
 from tests._approvals import (
     Run,
     eventually,

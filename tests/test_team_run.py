@@ -12,7 +12,7 @@ from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, Worker
 
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskStatus
-from oma.runtime.plugin import DATA_CONVERTER
+from oma.worker.plugin import DATA_CONVERTER
 from oma.workflows.team_run import TeamRun
 from tests._runs import (
     FOREIGN_QUEUE_SUFFIX,

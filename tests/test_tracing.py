@@ -25,7 +25,7 @@ from oma.core.schema.results import TeamRunResult
 from oma.runtime import tracing
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer
-from oma.runtime.plugin import OmaPlugin
+from oma.worker.plugin import OmaPlugin
 from tests._otlp import Collector
 from tests._runs import assert_replays, histories_of, process, task, worker_activities
 
@@ -199,7 +199,7 @@ def loaded_after(code: str) -> list[str]:
 
 def test_without_an_endpoint_the_cli_and_a_client_import_no_opentelemetry() -> None:
     code = (
-        "import oma.cli.app\nfrom oma.runtime.plugin import OmaPlugin, replayer\n"
+        "import oma.cli.app\nfrom oma.worker.plugin import OmaPlugin, replayer\n"
         "OmaPlugin(); replayer()"
     )
     assert loaded_after(code) == []
@@ -208,7 +208,7 @@ def test_without_an_endpoint_the_cli_and_a_client_import_no_opentelemetry() -> N
 def test_without_an_endpoint_a_worker_loads_neither_the_sdk_nor_the_interceptor() -> None:
     # (the ACP SDK imports the OpenTelemetry API itself, through logfire)
     code = (
-        "from oma import worker\nfrom oma.runtime.plugin import OmaPlugin\n"
+        "from oma import worker\nfrom oma.worker.plugin import OmaPlugin\n"
         "OmaPlugin(worker.Activities(session_task_queue='q'))"
     )
     loaded = loaded_after(code)

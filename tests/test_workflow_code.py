@@ -1,6 +1,6 @@
 """A worker loads its workflow code once, not for every run the sandbox
-creates: passed through the sandbox (``oma.runtime.plugin.sandboxed``), or,
-in a strict sandbox, compiled once (``oma.runtime.workflow_code``)."""
+creates: passed through the sandbox (``oma.worker.plugin.sandboxed``), or,
+in a strict sandbox, compiled once (``oma.worker.workflow_code``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ REPLAYS = """
 import asyncio, importlib.machinery, json, sys
 from pathlib import Path
 from temporalio.client import WorkflowHistory
-from oma.runtime import plugin
+from oma.worker import plugin
 
 compiled, executed = [], []
 to_code = importlib.machinery.SourceFileLoader.source_to_code

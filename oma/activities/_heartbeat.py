@@ -15,7 +15,7 @@ from oma.core.rules.redact import redact
 PROGRESS_HEARTBEAT_GAP_S = 0.2
 """The least seconds between two heartbeats sent because the progress
 changed (``Heartbeat.changed``): the worker's heartbeat throttle
-(``oma.runtime.plugin.HEARTBEAT_THROTTLE``), which would hold back a faster one
+(``oma.worker.plugin.HEARTBEAT_THROTTLE``), which would hold back a faster one
 anyway. New text thus reaches the server within about this long, and
 ``oma run``'s live view shows it (``oma.cli.live``)."""
 

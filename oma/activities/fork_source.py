@@ -50,7 +50,7 @@ async def read_fork_source(inp: ReadForkSourceInput) -> ForkedRun:
         await _consequential(activity.client(), forked)
         return fitted(forked, inp.workflow_id, stored=inp.stored)
     except OMAError as err:
-        # more than the worker's conversion (oma.runtime.activity_errors): a
+        # more than the worker's conversion (oma.worker.activity_errors): a
         # fork that cannot be made ends, on the data converter's errors too
         # (a source run this worker cannot read), and its failure has no cause
         raise application_error(err) from None

@@ -76,7 +76,7 @@ class LlmActivities:
         (``oma.core.contracts.llm.price_turn``), so the history records what it cost.
 
         Raises (a worker records the failure of its code,
-        ``oma.runtime.activity_errors``):
+        ``oma.worker.activity_errors``):
         ``PROVIDER_ERROR`` (retryable for 429/5xx/network/timeouts),
         ``MISSING_CREDENTIALS``, ``SCRIPT_EXHAUSTED`` (non-retryable).
         """

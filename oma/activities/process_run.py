@@ -24,13 +24,6 @@ from oma.activities._attempt import (
     with_attempt,
 )
 from oma.activities._heartbeat import Heartbeat, heartbeating
-from oma.activities.process_group import (
-    StderrTail,
-    WorkerTiedGroup,
-    kill_group,
-    signal_group,
-    wait_exited,
-)
 from oma.core.contracts.names import ActivityName
 from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
 from oma.core.rules.redact import redact
@@ -40,6 +33,13 @@ from oma.core.schema.errors import (
     ProcessSpawnError,
 )
 from oma.core.schema.limits import MAX_OUTPUT_BYTES, check_output_size
+from oma.runtime.process_group import (
+    StderrTail,
+    WorkerTiedGroup,
+    kill_group,
+    signal_group,
+    wait_exited,
+)
 
 HEARTBEAT_INTERVAL_S = 0.5
 """Most seconds between two heartbeats (new stdout sends one sooner, at most

@@ -7,7 +7,7 @@ streamed as they come), the ``process_run`` function, the ACP activities with
 a session pool of their own, and the hook and the evaluator as Python callables.
 The activity functions raise the ``OMAError`` the ports' contract says (a
 worker turns it into a Temporal failure at its boundary,
-``oma.runtime.activity_errors``; here there is none).
+``oma.worker.activity_errors``; here there is none).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ state (nothing to replay, no workflow task per delta), the server already
 keeps the latest details of every pending activity, and any client reads
 them without a worker (the Web UI shows the same details). Text reaches the
 server within the worker's heartbeat throttle (0.2 s,
-``oma.runtime.plugin.HEARTBEAT_THROTTLE``) and the screen within one more
+``oma.worker.plugin.HEARTBEAT_THROTTLE``) and the screen within one more
 ``PEEK_INTERVAL_S``: under 0.5 s in all (``bench/live.py`` measures it).
 """
 

@@ -31,8 +31,8 @@ from oma.core.schema.errors import (
     ReplayMismatchError,
 )
 from oma.records.history_files import read_history_file
-from oma.runtime import plugin
 from oma.runtime.connection import Connection
+from oma.worker import plugin
 
 FETCHES_AT_ONCE = 8
 """How many histories ``oma replay --open`` fetches at once; it holds no more

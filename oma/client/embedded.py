@@ -30,7 +30,7 @@ def configured_connection() -> Connection:
 
     keys_from_env()
     if os.environ.get("OMA_CREDENTIALS"):  # (httpx2 parses it: only when it is set)
-        from oma.activities._credentials import CredentialPolicy
+        from oma.runtime.credentials import CredentialPolicy
 
         CredentialPolicy.from_env()
     return Connection.from_env()

@@ -114,7 +114,7 @@ CONVERTER_ERRORS = (CodecKeyMissingError, CiphertextInvalidError, *STORE_ERRORS)
 decodes a payload (an activity reading a run's query answer or result):
 this failure converter gives them their failure (``to_failure``), retryable,
 so that a worker that holds the key or reaches the store takes the next
-attempt; ``oma.runtime.activity_errors`` leaves them to it."""
+attempt; ``oma.worker.activity_errors`` leaves them to it."""
 
 _PLAIN_MESSAGE_CODES = KEY_ERROR_CODES | {e.code for e in STORE_ERRORS}
 

@@ -19,9 +19,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
-from oma.activities.process_group import stop_group
 from oma.core.contracts.visibility import SEARCH_ATTRIBUTES
 from oma.core.schema.errors import TemporalUnavailableError
+from oma.runtime.process_group import stop_group
 
 DEV_SERVER_TUNING = (
     "--dynamic-config-value",

@@ -15,7 +15,7 @@ and on exported histories (``temporal workflow show --output json``):
   timestamp, with what its input and result say (agent, tokens, cost, error).
 
 Payloads and failures are decoded with the product's data converter
-(``oma.runtime.plugin.data_converter``: with ``OMA_CODEC_KEYS`` set, it decrypts).
+(``oma.worker.plugin.data_converter``: with ``OMA_CODEC_KEYS`` set, it decrypts).
 Times are UTC ``datetime``s; durations are seconds.
 """
 

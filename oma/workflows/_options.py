@@ -4,7 +4,7 @@ the SDK does not know fails the type check, not a run.
 
 A cancel reaches a running activity in the answer to a heartbeat, so how fast
 it lands depends on how often heartbeats are sent (at most every 0.5 s,
-``oma.runtime.plugin.HEARTBEAT_THROTTLE``), not on the heartbeat timeout. The
+``oma.worker.plugin.HEARTBEAT_THROTTLE``), not on the heartbeat timeout. The
 heartbeat timeout decides something else: how long the server waits without a
 heartbeat before it declares the attempt lost and starts the activity again
 (``BACKEND_HEARTBEAT_TIMEOUT``).

@@ -6,7 +6,7 @@ threshold there, and the history holds a reference: a ``TeamRun`` on it may
 carry, return and be given far more than Temporal's 2 MB
 (``oma.core.schema.limits.state_budget``). Workflow code cannot see its
 worker's data converter, so the worker says it has a store through an
-extern function (``STORE_EXTERN``, set by ``oma.runtime.plugin.OmaPlugin``),
+extern function (``STORE_EXTERN``, set by ``oma.worker.plugin.OmaPlugin``),
 and a run records what it learned as it starts in a patch marker
 (``_patches.PAYLOAD_STORE``): its replay, on any worker, takes the path the
 run took.

@@ -16,15 +16,15 @@ import asyncio
 import contextlib
 import os
 
-from oma.activities.process_group import (
+from oma.core.schema.backends import AcpBackendConfig
+from oma.core.schema.errors import AcpSpawnError
+from oma.runtime.process_group import (
     StderrTail,
     WorkerTiedGroup,
     describe_exit,
     kill_group,
     wait_exited,
 )
-from oma.core.schema.backends import AcpBackendConfig
-from oma.core.schema.errors import AcpSpawnError
 
 STDIO_LIMIT_BYTES = 50 * 1024 * 1024
 """Longest JSON-RPC line read from the agent (the SDK's own stdio default,

@@ -28,11 +28,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, INTERNAL_ERROR
 
-from oma.activities._credentials import CredentialPolicy
 from oma.activities.mcp._guard import guarded
 from oma.core.rules.redact import redact
 from oma.core.schema.errors import McpServerError, MissingCredentialsError
 from oma.core.schema.mcp import SEPARATOR, TOOL_NAME_CHARS, McpServerConfig, McpTool
+from oma.runtime.credentials import CredentialPolicy
 
 START_TIMEOUT_S = 60.0
 """Seconds a server has to start and answer ``initialize``; then it is stopped."""
@@ -81,7 +81,7 @@ class McpServer:
         does not answer ``initialize`` in ``START_TIMEOUT_S`` (then it is
         stopped); ``CredentialNotAllowedError``, before connecting, for a
         header whose variable the worker does not allow to go to the server's
-        ``url`` (``oma.activities._credentials``); ``MissingCredentialsError``
+        ``url`` (``oma.runtime.credentials``); ``MissingCredentialsError``
         for a header whose variable is unset. A cancelled open stops the
         server before it propagates.
         """

@@ -49,7 +49,7 @@ def redirect_error(api: str, response: httpx2.Response) -> ProviderError:
     ``api`` (e.g. ``"Chat Completions API at https://host/v1/chat/completions"``).
     The providers' clients never follow a redirect: the request carries the
     worker's key, whose allowed origins are checked before it is sent
-    (``oma.activities._credentials``), not after the server points elsewhere."""
+    (``oma.runtime.credentials``), not after the server points elsewhere."""
     location = response.headers.get("location") or "nowhere"
     return ProviderError(
         f"{api} answered HTTP {response.status_code}, a redirect to {location[:200]}, which is "

@@ -73,7 +73,7 @@ class AnthropicProvider:
     ``ANTHROPIC_BASE_URL`` as the environment holds them when the provider is
     built; the key never comes from workflow input, and neither does where it
     goes: the base URL is the worker's own configuration, where its operator
-    allows the key (``oma.activities._credentials``), and redirects are not
+    allows the key (``oma.runtime.credentials``), and redirects are not
     followed (the SDK would take ``x-api-key`` along to another origin). The
     ``anthropic.AsyncAnthropic`` client is built on the first turn, with SDK
     retries off (``max_retries=0``) because Temporal's retry policy owns retries.

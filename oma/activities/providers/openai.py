@@ -26,7 +26,6 @@ import httpx2
 import openai
 from openai.types.chat import ChatCompletionChunk
 
-from oma.activities._credentials import CredentialPolicy
 from oma.activities.providers._http import (
     body_text,
     malformed_stream,
@@ -48,6 +47,7 @@ from oma.core.schema.messages import (
     ToolUseBlock,
 )
 from oma.core.schema.usage import TokenUsage
+from oma.runtime.credentials import CredentialPolicy
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """Where turns go when neither the agent's ``base_url`` nor ``OPENAI_BASE_URL`` says otherwise."""
@@ -86,7 +86,7 @@ class OpenAIProvider:
     agent's ``api_key_env`` variable, read from the worker's environment at
     each turn; with none named, ``api_key`` given here, else
     ``OPENAI_API_KEY``. The key never comes from workflow input, and goes
-    only where the worker's operator allowed (``oma.activities._credentials``):
+    only where the worker's operator allowed (``oma.runtime.credentials``):
     the key given here or ``OPENAI_API_KEY`` to ``api.openai.com``, to the
     ``base_url`` given here (else ``OPENAI_BASE_URL``) and to the origins
     ``OMA_CREDENTIALS`` gives ``OPENAI_API_KEY``; an ``api_key_env`` variable

@@ -21,7 +21,10 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict, Field
 
 from oma.activities._attempt import attempt_superseded
-from oma.activities.process_group import (
+from oma.activities.tools._progress import reporting
+from oma.activities.tools.tool import BuiltinTool, ToolContext, ToolError, ToolOutput
+from oma.core.rules.redact import redact
+from oma.runtime.process_group import (
     StderrTail,
     WorkerTiedGroup,
     describe_exit,
@@ -29,9 +32,6 @@ from oma.activities.process_group import (
     signal_group,
     wait_exited,
 )
-from oma.activities.tools._progress import reporting
-from oma.activities.tools.tool import BuiltinTool, ToolContext, ToolError, ToolOutput
-from oma.core.rules.redact import redact
 
 DEFAULT_TIMEOUT_S = 120.0
 """Seconds a command may run when the call gives no ``timeout``."""

@@ -21,13 +21,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from oma.activities.process_group import StderrTail, WorkerTiedGroup, signal_group, wait_exited
 from oma.activities.tools._files import BINARY_SNIFF_BYTES, is_binary, open_existing, read_regular
 from oma.activities.tools._glob_pattern import compile_glob
 from oma.activities.tools._progress import Work, in_thread, reporting
 from oma.activities.tools._regex import Match, NotRe2Error, Regex, compile_re2, is_cheap
 from oma.activities.tools.sandbox import SKIPPED_DIRS, resolve_in_sandbox, shown, walk_files
 from oma.activities.tools.tool import BuiltinTool, ToolContext, ToolError, ToolOutput
+from oma.runtime.process_group import StderrTail, WorkerTiedGroup, signal_group, wait_exited
 
 MAX_GREP_MATCHES = 100
 """The most matching lines ``grep`` returns; it stops searching there."""

@@ -9,7 +9,7 @@ yield within 2 s), lets ``breakpoint()`` through the sandbox and gives it a
 replay as long as they like (the sandbox passes ``oma`` through, so the
 files are the ones on disk). ``--break-at`` (an event id or a name, as
 ``--at``) stops in ``pdb`` at the first line of workflow code the workflow
-task of that point runs (``oma.runtime.replay_probe.WorkflowPdb``).
+task of that point runs (``oma.worker.replay_probe.WorkflowPdb``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from oma.cli.common import console, run_async, run_text
 from oma.cli.debug.history import Debugged, resolve
 from oma.cli.debug.session import replay
 from oma.core.schema.errors import ReplayMismatchError
-from oma.runtime.replay_probe import ReplayProbe, pdb_stop
+from oma.worker.replay_probe import ReplayProbe, pdb_stop
 
 
 def debug_replay(debugged: Debugged, break_at: str | None) -> None:

@@ -81,7 +81,7 @@ def _check(debugged: Debugged) -> None:
     """The determinism check, of a history read from the server."""
     from oma.cli.debug.session import replay
     from oma.core.schema.errors import ReplayMismatchError
-    from oma.runtime.replay_probe import ReplayProbe
+    from oma.worker.replay_probe import ReplayProbe
 
     result = run_async(replay(debugged, ReplayProbe(keep=False)))
     if result.replay_failure is not None:

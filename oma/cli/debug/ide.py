@@ -15,7 +15,7 @@ Its own adapter (``temporal-replayer-adapter-python`` 1.0.3) replays with SDK
 class, uses the SDK's default data converter (no pydantic models, no
 decryption) and replays every history as workflow ``replayed-worker``, while
 a ``TeamRun`` replays only under its own workflow id (its children's ids are
-made from it). This is the same protocol over ``oma.runtime.replay_probe``:
+made from it). This is the same protocol over ``oma.worker.replay_probe``:
 the product's converter and both workflows, the workflow id read back from
 the history, the SDK's debug mode (one thread, no deadlock timeout), and a
 stop before the workflow task of every event breakpoint (debugpy's
@@ -38,7 +38,7 @@ from oma.cli.debug.history import Debugged, workflow_task_of
 from oma.cli.debug.session import replay
 from oma.core.schema.errors import ReplayDebuggerError, ReplayMismatchError
 from oma.records.history_files import recorded_workflow_id, started
-from oma.runtime.replay_probe import Activation, ReplayProbe, pdb_stop
+from oma.worker.replay_probe import Activation, ReplayProbe, pdb_stop
 
 PLUGIN_URL = "TEMPORAL_DEBUGGER_PLUGIN_URL"
 DEFAULT_URL = "http://localhost:54578"

@@ -1,4 +1,4 @@
-"""One probed replay of a debugged history (``oma.runtime.replay_probe``), up
+"""One probed replay of a debugged history (``oma.worker.replay_probe``), up
 to a point or whole."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from oma.cli.debug.history import Debugged, cut
 from oma.runtime.codec import ENCRYPTED_ENCODING
 from oma.runtime.connection import Connection
 from oma.runtime.payload_store import REFERENCE_TYPE
-from oma.runtime.replay_probe import ReplayProbe, probe_replayer
+from oma.worker.replay_probe import ReplayProbe, probe_replayer
 
 
 def payload_marks(history: WorkflowHistory) -> tuple[bool, bool]:

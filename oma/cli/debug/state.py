@@ -22,7 +22,7 @@ from oma.cli.debug.history import Debugged, Target
 from oma.cli.debug.session import replay
 from oma.core.contracts.names import QueryName, WorkflowName
 from oma.core.schema.errors import ReplayMismatchError
-from oma.runtime.replay_probe import ReplayProbe
+from oma.worker.replay_probe import ReplayProbe
 
 QUERIES = {
     WorkflowName.TEAM_RUN: (QueryName.STATE, QueryName.SHARED_MEMORY, QueryName.PENDING_APPROVALS),

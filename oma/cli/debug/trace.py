@@ -1,7 +1,7 @@
 """``oma replay RUN --trace``: for each workflow task of a history, what
 reached the workflow and what its code decided, in the team's words.
 
-One replay with a probe (``oma.runtime.replay_probe``): after each workflow
+One replay with a probe (``oma.worker.replay_probe``): after each workflow
 task, the commands the code answered with (tasks dispatched as children,
 model turns and tool calls as activities, timers, signals, the run's end) and,
 for a ``TeamRun``, the run events the task added (its ``events`` query: a
@@ -25,7 +25,7 @@ from oma.cli.debug.history import Debugged
 from oma.cli.debug.session import replay
 from oma.core.contracts.names import QueryName, WorkflowName
 from oma.core.schema.errors import ReplayMismatchError
-from oma.runtime.replay_probe import Activation, ReplayProbe
+from oma.worker.replay_probe import Activation, ReplayProbe
 
 RUN_EVENTS = {
     "run_start": "the run started",

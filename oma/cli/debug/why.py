@@ -5,7 +5,7 @@ that issued it, and the fix docs/architecture.md prescribes (the change under
 
 The SDK's nondeterminism error names the history event it could not match
 (``HistoryEvent(id: 5, StartChildWorkflowExecutionInitiated)``); a replay
-with a probe (``oma.runtime.replay_probe``) gives the commands the code
+with a probe (``oma.worker.replay_probe``) gives the commands the code
 issued at that workflow task, and where (the SDK's interceptors see
 activities, child workflows and signals; a timer, a patch marker or a search
 attribute upsert is named without a line). Without an event in the error,
@@ -24,7 +24,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from oma.cli.debug import words
 from oma.cli.debug.history import Debugged, workflow_task_of
 from oma.cli.debug.session import replay
-from oma.runtime.replay_probe import Activation, Origin, ReplayProbe
+from oma.worker.replay_probe import Activation, Origin, ReplayProbe
 
 _EVENT_IN_ERROR = re.compile(r"HistoryEvent\(id: (\d+)")
 PATCHES_FILE = "oma/workflows/_patches.py"

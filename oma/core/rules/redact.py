@@ -11,7 +11,7 @@ Two kinds, both pure:
 - ``redact_values`` replaces known secret values, the values of the worker's
   credential environment variables (``credential_env_names``,
   ``secret_values``): the worker applies it to everything an activity returns,
-  heartbeats or raises (``oma.activities._redaction``), so a process agent that
+  heartbeats or raises (``oma.worker._redaction``), so a process agent that
   prints ``$ANTHROPIC_API_KEY`` leaves no trace of it in history.
 """
 

@@ -10,9 +10,9 @@ codec of ``oma.runtime.codec`` and failure attributes encoded, see
 the workflows; a worker built with ``OmaPlugin(activities)`` gets the
 workflows and the activities it serves, the interceptor that turns an
 ``OMAError`` an activity raises into the failure of its code
-(``oma.runtime.activity_errors``), the one that redacts the
+(``oma.worker.activity_errors``), the one that redacts the
 worker's credential environment values from everything an activity returns,
-heartbeats or raises (``oma.activities._redaction``), and the heartbeat throttle that lets
+heartbeats or raises (``oma.worker._redaction``), and the heartbeat throttle that lets
 a cancel, and an activity's progress, reach the server within half a second.
 With tracing on (``OTEL_EXPORTER_OTLP_ENDPOINT``), each also gets
 OpenTelemetry spans (``oma.runtime.tracing``).
@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from temporalio.plugin import SimplePlugin
 
-from oma.runtime import workflow_code
 from oma.runtime.client_plugin import OmaClientPlugin
 from oma.runtime.codec import CodecKey
 from oma.runtime.converter import (
@@ -41,6 +40,7 @@ from oma.runtime.converter import (
     worker_data_converter,
 )
 from oma.runtime.payload_store import PayloadStore
+from oma.worker import workflow_code
 
 __all__ = [
     "DATA_CONVERTER",
@@ -173,12 +173,12 @@ class OmaPlugin(SimplePlugin, OmaClientPlugin):
             config = super().configure_worker(config)
             served = self.oma_activities.all()
         config["activities"] = [*config.get("activities", ()), *served]
-        from oma.activities._redaction import CredentialRedaction
-        from oma.runtime.activity_errors import ActivityErrors
+        from oma.worker._redaction import CredentialRedaction
+        from oma.worker.activity_errors import ActivityErrors
 
         config["interceptors"] = [*config.get("interceptors", ()), CredentialRedaction()]
-        if self.payload_store is not None:  # the workflows' budget: oma.runtime.store_known
-            from oma.runtime.store_known import StoreKnown
+        if self.payload_store is not None:  # the workflows' budget: oma.worker.store_known
+            from oma.worker.store_known import StoreKnown
 
             config["interceptors"] = [*config["interceptors"], StoreKnown()]
         config = self._tracing.configure_worker(config) if self._tracing else config
@@ -205,7 +205,7 @@ def sandboxed(runner: WorkflowRunner | None, strict: bool) -> WorkflowRunner:
     whatever changes on disk under it (temporalio/sdk-python#607). What it
     gives up is the sandbox's check of OMA's own code for calls a workflow
     must not make (``datetime.now``, I/O): ``strict`` keeps that check (each
-    run re-imports OMA's modules, compiled once: ``oma.runtime.workflow_code``),
+    run re-imports OMA's modules, compiled once: ``oma.worker.workflow_code``),
     as the test suite's replay of every run it made does. A runner that is no
     sandbox (``UnsandboxedWorkflowRunner``) is returned as it is."""
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner

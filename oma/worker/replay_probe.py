@@ -303,7 +303,7 @@ def probe_replayer(
     codec: bool = True,
     payload_store: PayloadStore | Literal["env"] | None = "env",
 ) -> Replayer:
-    """A ``Replayer`` of every OMA workflow (``oma.runtime.plugin.replayer``'s:
+    """A ``Replayer`` of every OMA workflow (``oma.worker.plugin.replayer``'s:
     the product's data converter, decrypting with ``OMA_CODEC_KEYS`` when
     ``codec`` and reading stored payloads from ``payload_store``, by default
     ``OMA_PAYLOAD_STORE``'s, and the worker's sandbox) that ``probe`` looks into.
@@ -313,7 +313,7 @@ def probe_replayer(
     stops there."""
     from temporalio.worker import Replayer
 
-    from oma.runtime.plugin import OmaPlugin, workflows
+    from oma.worker.plugin import OmaPlugin, workflows
 
     probe.workflow_modules = tuple(sorted({"oma.workflows", *(w.__module__ for w in workflows())}))
     plugin = OmaPlugin(codec_keys="env" if codec else None, payload_store=payload_store)

@@ -12,6 +12,10 @@ may be sent is the operator's ``OMA_CREDENTIALS`` (docs/security.md).
 ``python worker.py`` at the repository's root runs this module's ``main``. A
 composition root, which alone (with the CLI,
 the client, the in-process ``Agent`` and the dev server) imports everything.
+The package holds what only a worker (or a replayer) needs besides: its
+plugin (``plugin``), its workflow sandbox (``workflow_code``), the
+interceptors the plugin installs (``activity_errors``, ``_redaction``,
+``store_known``) and the replay probe (``replay_probe``).
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import Worker, WorkerDeploymentConfig
 
-from oma.activities._credentials import CredentialPolicy
 from oma.activities.acp.pool import SessionPool
 from oma.activities.acp_prompt import AcpActivities
 from oma.activities.fork_source import read_fork_source
@@ -45,9 +48,10 @@ from oma.activities.visibility import VisibilityActivities
 from oma.runtime.client_plugin import OmaClientPlugin
 from oma.runtime.codec import keys_from_env
 from oma.runtime.connection import Connection
+from oma.runtime.credentials import CredentialPolicy
 from oma.runtime.deployment import BUILD_ID_VAR, DEPLOYMENT_NAME_VAR, deployment_from_env
 from oma.runtime.payload_store import store_from_env
-from oma.runtime.plugin import OmaPlugin
+from oma.worker.plugin import OmaPlugin
 
 
 @dataclass

@@ -3,7 +3,7 @@
 Temporal's workflow sandbox imports a workflow's module, and the packages
 above it, anew for every workflow run it creates, through Python's import
 system (``temporalio.worker.workflow_sandbox``). A worker passes the ``oma``
-package through the sandbox (``oma.runtime.plugin.sandboxed``), so none of
+package through the sandbox (``oma.worker.plugin.sandboxed``), so none of
 that happens there; a strict sandbox (``OmaPlugin(strict_sandbox=True)``,
 which the test suite replays every run it made in) keeps it, to check OMA's
 code against the sandbox's restrictions. There, each import would read the
@@ -90,6 +90,6 @@ class _PinnedFinder(importlib.abc.MetaPathFinder):
 def pin() -> None:
     """Serve every ``oma`` module this process imports from then on from its
     first compiled code (idempotent). A strict sandbox's worker or replayer
-    calls it as it is configured (``oma.runtime.plugin.sandboxed``)."""
+    calls it as it is configured (``oma.worker.plugin.sandboxed``)."""
     if not any(isinstance(f, _PinnedFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _PinnedFinder())
