@@ -8,7 +8,7 @@ run, and the command line starts faster.
 The package's layers, each over the next (the import-linter contracts in
 ``pyproject.toml``; ``make lint`` checks them): ``oma.cli``; ``oma.acp`` and
 ``oma.viewer``; ``oma.client`` and ``oma.agent``; ``oma.worker``;
-``oma.runtime``; ``oma.workflows`` and ``oma.activities``; ``oma.records``
+``oma.workflows`` and ``oma.activities``; ``oma.runtime`` and ``oma.records``
 (what Temporal keeps of past runs, read back); ``oma.core``.
 """
 
