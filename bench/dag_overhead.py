@@ -5,7 +5,8 @@ Runs, against one embedded dev server and one in-process worker:
 1. a ``TeamRun`` of ``chains`` independent chains of ``length`` tasks, every
    agent a ``scripted`` LLM agent with a one-response script (instant; at most
    ``AGENTS`` of them), with ``options.max_concurrency = chains`` (at most
-   ``MAX_CONCURRENCY``; past ``MAX_RUN_TASKS`` tasks the run is refused);
+   ``MAX_CONCURRENCY``; past ``MAX_RUN_TASKS`` tasks the run runs in shards,
+   ``TeamRun`` children, whose histories and workflow tasks count as the run's);
 2. floor (a): a plain workflow running the same shape of no-op activities;
 3. floor (b): a plain workflow running the same shape of no-op child workflows;
 4. the same ``TeamRun`` as 1 with encryption on: a client and a worker (on a
@@ -54,6 +55,7 @@ import argparse
 import asyncio
 import importlib
 import os
+import re
 import resource
 import shutil
 import signal
@@ -246,14 +248,16 @@ class Measurement:
 
 
 async def count_events(
-    client: Any, workflow_id: str
+    client: Any, workflow_id: str, tasks: WorkflowTasks | None = None
 ) -> tuple[tuple[int, int, int, int], WorkflowTasks]:
     """Events in the history of ``workflow_id`` plus those of every child it
     started (read from its ``ChildWorkflowExecutionStarted`` events), over
-    every run of it (continue-as-new); returns ``(events, histories, runs,
-    events in the longest run's history)`` and the workflow tasks of its runs."""
+    every run of it (continue-as-new), a sharded run's shards counted as
+    the run is (their runs, their children); returns ``(events, histories,
+    team runs, events in the longest team run's history)`` and the workflow
+    tasks of the team runs (added to ``tasks``)."""
     runs = await run_histories(client, workflow_id)
-    tasks = WorkflowTasks()
+    tasks = tasks if tasks is not None else WorkflowTasks()
     for run in runs:
         tasks.add(workflow_id, run)
     children = [
@@ -262,6 +266,7 @@ async def count_events(
         for e in run.events
         if e.HasField("child_workflow_execution_started_event_attributes")
     ]
+    shards = [c for c in children if SHARD_ID.search(c.workflow_id)]
     limit = asyncio.Semaphore(16)
 
     async def child_events(execution: Any) -> int:
@@ -269,9 +274,23 @@ async def count_events(
             handle = client.get_workflow_handle(execution.workflow_id, run_id=execution.run_id)
             return len((await handle.fetch_history()).events)
 
-    counts = await asyncio.gather(*(child_events(x) for x in children))
+    counts = await asyncio.gather(*(child_events(x) for x in children if x not in shards))
     parents = [len(run.events) for run in runs]
-    return (sum(parents) + sum(counts), len(runs) + len(children), len(runs), max(parents)), tasks
+    events, histories = sum(parents) + sum(counts), len(runs) + len(counts)
+    team_runs, longest = len(runs), max(parents)
+    for shard in shards:
+        (e, h, r, most), _ = await count_events(client, shard.workflow_id, tasks)
+        events, histories, team_runs, longest = (
+            events + e,
+            histories + h,
+            team_runs + r,
+            max(longest, most),
+        )
+    return (events, histories, team_runs, longest), tasks
+
+
+SHARD_ID = re.compile(r"/shard/\d+$")
+"""A sharded run's shard: a ``TeamRun`` child (``oma.core.contracts.workflow_ids``)."""
 
 
 async def run_histories(client: Any, workflow_id: str) -> list[Any]:

@@ -38,7 +38,7 @@ from oma.core.schema.errors import (
     StoredPayloadMissingError,
 )
 from oma.core.schema.fork import parse_fork_input
-from oma.core.schema.limits import MAX_RUN_TASKS
+from oma.core.schema.limits import MAX_SHARDED_RUN_TASKS
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import checked_team_run_input
 from oma.records.histories import execution_chain
@@ -379,16 +379,18 @@ def many_tasks(count: int) -> dict[str, Any]:
 async def test_a_run_of_more_tasks_than_one_run_holds_is_refused_before_anything_runs(
     file_client: Client, file_worker: oma_worker.OmaWorker
 ) -> None:
-    checked_team_run_input(many_tasks(MAX_RUN_TASKS), stored=True)  # the most: taken
+    # (a run of more than MAX_RUN_TASKS runs in shards: tests/test_shards.py)
+    too_many = many_tasks(MAX_SHARDED_RUN_TASKS + 1)
     with pytest.raises(InvalidRunInputError) as raised:
-        checked_team_run_input(many_tasks(MAX_RUN_TASKS + 1), stored=True)
-    said = f"tasks: the run has {MAX_RUN_TASKS + 1} tasks; a run may have at most {MAX_RUN_TASKS}"
+        checked_team_run_input(too_many, stored=True)
+    said = (
+        f"tasks: the run has {MAX_SHARDED_RUN_TASKS + 1} tasks; a run may have at most "
+        f"{MAX_SHARDED_RUN_TASKS}"
+    )
     assert raised.value.message.startswith(said)
 
     # started past the client (the stock CLI): the run fails at once, none of its tasks ran
-    run = await start_run(
-        file_client, f"many-{uuid.uuid4().hex[:8]}", many_tasks(MAX_RUN_TASKS + 1), FILE_QUEUE
-    )
+    run = await start_run(file_client, f"many-{uuid.uuid4().hex[:8]}", too_many, FILE_QUEUE)
     assert said in (await failure_at_once(run.handle, "INVALID_RUN_INPUT")).message
     history = await run.handle.fetch_history()
     assert not any(

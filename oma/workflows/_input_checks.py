@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from oma.core.contracts.workflow_ids import shard_workflow_id
     from oma.core.schema import limits
     from oma.core.schema.errors import InvalidRunInputError
     from oma.core.schema.run_input import TeamRunInput
@@ -18,22 +19,30 @@ with workflow.unsafe.imports_passed_through():
     from oma.workflows import _patches
 
 
-def check_start(inp: TeamRunInput, tasks: Sequence[TaskSpec], *, stored: bool) -> None:
+def check_start(
+    inp: TeamRunInput, tasks: Sequence[TaskSpec], *, stored: bool
+) -> list[list[int]] | None:
     """Check a new run's input (``tasks``: a tasks or plan run's) before
-    anything runs. Raises ``InvalidRunInputError`` (its children's workflow
-    ids too long, ``limits.check_child_ids``; a goal too large, or a run
-    too large to carry its state, ``TeamRunInput.check_size``) or the task
-    graph's errors (``TeamRunInput.check_tasks``). ``stored``: the run's
-    payloads go to a payload store (``limits.state_budget``)."""
-    limits.check_child_ids(workflow.info().workflow_id, (t.id for t in tasks))
+    anything runs; returns its shards (``TeamRunInput.check_tasks``) for a
+    run of more than ``MAX_RUN_TASKS`` tasks. Raises ``InvalidRunInputError``
+    (its children's workflow ids too long, ``limits.check_child_ids``; a
+    goal too large, or a run too large to carry its state,
+    ``TeamRunInput.check_size``) or the task graph's errors
+    (``TeamRunInput.check_tasks``). ``stored``: the run's payloads go to a
+    payload store (``limits.state_budget``)."""
+    run_id = workflow.info().workflow_id
+    limits.check_child_ids(run_id, (t.id for t in tasks))
     if inp.goal is None:
-        inp.check_tasks(tasks, stored=stored)
-        return
+        shards = inp.check_tasks(tasks, stored=stored)
+        if shards:  # its tasks' runs are the shards' children
+            limits.check_child_ids(shard_workflow_id(run_id, len(shards)), (t.id for t in tasks))
+        return shards
     try:
         inp.check_size([], stored=stored)
     except InvalidRunInputError:
         if _patches.patched(_patches.GOAL_COPIES_COUNTED):
             raise  # (before it, nothing checked a goal run before it planned)
+    return None
 
 
 def check_plan(inp: TeamRunInput, tasks: Sequence[TaskSpec], *, stored: bool) -> None:

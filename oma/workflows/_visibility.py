@@ -187,10 +187,11 @@ class Visibility:
             workflow.upsert_search_attributes([FORKED_FROM.value_set(source)])
 
     def for_child(
-        self, *, team: str | None, agent: str, task: str | None = None
+        self, *, team: str | None, agent: str | None, task: str | None = None
     ) -> TypedSearchAttributes:
-        """The attributes a child ``AgentRun`` starts with: ``running``, the team,
-        agent and task; none when this run is not ``searchable`` (so neither is the child)."""
+        """The attributes a child starts with (an ``AgentRun``, a shard's
+        ``TeamRun``): ``running``, the team, agent and task; none when this
+        run is not ``searchable`` (so neither is the child)."""
         if not self.searchable():
             return TypedSearchAttributes.empty
         return start_attributes(team=team, agent=agent, task=task)

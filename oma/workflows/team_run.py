@@ -70,6 +70,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.workflows._coordinator import Coordinator
     from oma.workflows._events import RunEvents
     from oma.workflows._outputs import read_back
+    from oma.workflows._shards import ShardedRun
     from oma.workflows._team_run_handlers import TeamRunHandlers
     from oma.workflows._tool_gate import AdoptedToolRequests
     from oma.workflows._visibility import Visibility
@@ -138,6 +139,7 @@ class TeamRun(TeamRunHandlers):
         self._spending = RunSpending(self.state, self._options)
         self._graph = TaskGraph([])
         self._dispatcher: Dispatcher  # set by _load, once the input is valid
+        self._sharded: ShardedRun | None = None  # a run of more than MAX_RUN_TASKS tasks
         if inp is None:
             return
         self._coordinator = Coordinator(
@@ -149,9 +151,23 @@ class TeamRun(TeamRunHandlers):
         plan = self.state.result.plan
         tasks = plan.tasks if plan is not None else inp.given_tasks()  # a goal run's come later
         try:
+            shards = None
             if inp.resume is None:  # as the client checks, for a run the stock CLI started
-                _input_checks.check_start(inp, tasks, stored=self._stored)
-            self._load(inp, tasks)
+                shards = _input_checks.check_start(inp, tasks, stored=self._stored)
+            if shards:  # its shards' runs build their tasks' states
+                self._sharded = ShardedRun(
+                    inp,
+                    tasks,
+                    shards,
+                    self.state,
+                    self._events,
+                    self._stop,
+                    self._spending,
+                    self._visibility,
+                    self._check_budget,
+                )
+            else:
+                self._load(inp, tasks)
         except OMAError as err:
             self._invalid = application_error(err)
 
@@ -185,6 +201,7 @@ class TeamRun(TeamRunHandlers):
         self._waiting = asyncio.create_task(
             self._visibility.show_waiting(self._approvals.gate, self._show_details)
         )
+        deadline = None
         if (timeout_s := options.timeout_s) is not None:
             reason = f"the run passed options.timeout_s ({timeout_s:g} s)"
             deadline = self.state.started_at + timedelta(seconds=timeout_s)
@@ -198,7 +215,9 @@ class TeamRun(TeamRunHandlers):
                 if not self._stop.stopped and plan and options.approvals and options.approvals.plan:
                     reason = "options.approvals.plan: review the coordinator's plan before it runs"
                     await self._ask_approval("plan", "plan", plan.model_dump(mode="json"), reason)
-            if not self._stop.stopped:
+            if self._sharded is not None:
+                await self._sharded.run(deadline)
+            elif not self._stop.stopped:
                 if inp.resume is not None:
                     await read_back(self._graph, self.state.result)  # what waiting tasks read
                 await self._execute(inp)
@@ -488,6 +507,8 @@ class TeamRun(TeamRunHandlers):
         dispatch, every request closed; a timeout cancels the tasks in flight."""
         if not self._stop.stop(stop, reason):
             return
+        if self._sharded is not None and stop == "aborted":
+            self._sharded.abort(reason)  # (a timeout: the shards have the same deadline)
         self._tool_requests.close_all(reason)
         self._approvals.close_all()
         if stop == "timeout":
@@ -531,7 +552,8 @@ class TeamRun(TeamRunHandlers):
     # -- the result ---------------------------------------------------------
 
     def _finish(self, status: TeamRunStatus | None = None) -> TeamRunResult:
-        ended = settle_outcome(self.state.result, self._stop, self._graph.any_failed(), status)
+        failed = self._graph.any_failed() or bool(self._sharded and self._sharded.any_failed())
+        ended = settle_outcome(self.state.result, self._stop, failed, status)
         self._events.emit("run_end", detail=ended)
         return self.state.result
 
@@ -563,7 +585,7 @@ class TeamRun(TeamRunHandlers):
         # the Web UI's detail page and `temporal workflow describe` show it;
         # metadata, not a command: no patch needed; the tally, not a recount
         # of every task, says how many settled (O(1) per settle)
-        settled = self._graph.tally.ended
+        settled = self._sharded.settled if self._sharded else self._graph.tally.ended
         awaiting = self._approvals.gate.open
         stopping = self._stop.reason if self._stop.stopped else None
         details = team_run_details(self._team_name, self.state.result, settled, awaiting, stopping)

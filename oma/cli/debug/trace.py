@@ -35,6 +35,8 @@ RUN_EVENTS = {
     "task_failed": "task {task} failed",
     "task_skipped": "task {task} skipped",
     "task_retry": "task {task} will be retried",
+    "shard_start": "a shard started",
+    "shard_end": "a shard ended",
     "budget_exceeded": "the run passed its budget",
     "approval_request": "approval asked",
     "approval_decision": "approval decided",

@@ -140,7 +140,7 @@ def team_run_details(
     (``stopping``, why: ``aborted: no longer needed``), that it is stopping
     (``hybrid-dev: 3 tasks, stopping (aborted: no longer needed): the tasks
     in flight settle; 1 settled``)."""
-    count = len(result.tasks)
+    count = len(result.tasks) or sum(s.tasks for s in result.shards)
     head = f"{team}: {count} task{'' if count == 1 else 's'}"
     if result.status == "running":
         if settled is None:
@@ -213,6 +213,10 @@ def _what_failed(result: TeamRunResult) -> str:
         return f"{result.error_code}: {result.error}" if result.error_code else result.error
     if failed:
         return ", ".join(_failed_task(t) for t in _first(failed, 3)) + _more(failed, 3)
+    shards = [s for s in result.shards if s.failed]
+    if shards:  # a sharded run: each shard's result names its tasks
+        said = [f"{s.failed} task(s) of {s.run_id}" for s in shards[:3]]
+        return ", ".join(said) + _more(shards, 3)
     return "no task failed"
 
 
@@ -225,5 +229,5 @@ def _first(tasks: list[TaskState], n: int) -> Iterable[TaskState]:
     return tasks[:n]
 
 
-def _more(tasks: list[TaskState], n: int) -> str:
+def _more(tasks: Sequence[object], n: int) -> str:
     return f" and {len(tasks) - n} more" if len(tasks) > n else ""

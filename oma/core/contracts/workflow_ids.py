@@ -1,8 +1,9 @@
 """Workflow ids of a team run's children, and the way back to the run's id.
 
 A task's ``AgentRun`` is ``<run id>/<task id>`` (every attempt reuses it, one
-after the other); the coordinator's steps are ``<run id>/coordinator/<step>``.
-Task ids have no ``/``, so the two never collide.
+after the other); the coordinator's steps are ``<run id>/coordinator/<step>``; the shards of a
+sharded run are ``TeamRun`` children ``<run id>/shard/<n>`` (whose tasks are
+``<run id>/shard/<n>/<task id>``). Task ids have no ``/``, so none collide.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ def task_workflow_id(run_id: str, task_id: str) -> str:
 def coordinator_workflow_id(run_id: str, step: str) -> str:
     """The workflow id of a coordinator step (``plan``, ``plan-correction``, ``synthesis``)."""
     return f"{run_id}/coordinator/{step}"
+
+
+def shard_workflow_id(run_id: str, n: int) -> str:
+    """The workflow id of shard ``n`` (from 1) of a sharded run: a ``TeamRun`` of its own."""
+    return f"{run_id}/shard/{n}"
 
 
 def team_run_id_of(child_id: str) -> str | None:

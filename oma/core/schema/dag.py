@@ -1,11 +1,18 @@
-"""Pure checks and walks over a task graph (no I/O; safe inside workflows)."""
+"""Pure checks and walks over a task graph (no I/O; safe inside workflows),
+and its split into shards (``shard_plan``): one ``TeamRun`` builds every
+task's state in its first workflow task, inside the Temporal SDK's 2 s
+deadlock timer, so it holds at most ``MAX_RUN_TASKS`` tasks; a larger tasks
+run runs its graph's connected parts (no dependency crosses two), packed in
+the run's order into shards of at most ``SHARD_TASKS`` tasks, each as a
+``TeamRun`` child (``oma.workflows._shards``)."""
 
 from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 
-from oma.core.schema.errors import DagValidationError
+from oma.core.schema import limits
+from oma.core.schema.errors import DagValidationError, InvalidRunInputError
 from oma.core.schema.task import TaskSpec
 from oma.core.schema.validation import did_you_mean
 
@@ -122,3 +129,50 @@ def transitive_dependents(task_id: str, dependents: Mapping[str, Sequence[str]])
         order.append(nxt)
         frontier.extend(dependents[nxt])
     return order
+
+
+def shard_plan(tasks: Sequence[TaskSpec]) -> list[list[int]]:
+    """``tasks`` (a valid graph: every dependency names a task) as shards: the
+    indices into ``tasks`` of each shard's tasks, ascending. A connected part
+    of the graph never spans two shards; parts are taken in the order of
+    their first task and packed while a shard stays within ``SHARD_TASKS``
+    (a larger part is a shard of its own).
+
+    Raises ``InvalidRunInputError`` for a connected part of more than
+    ``MAX_RUN_TASKS`` tasks (one ``TeamRun`` could not hold it), naming its
+    first task."""
+    index = {task.id: i for i, task in enumerate(tasks)}
+    root = list(range(len(tasks)))
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            root[i] = root[root[i]]
+            i = root[i]
+        return i
+
+    for i, task in enumerate(tasks):
+        for dependency in task.depends_on:
+            a, b = find(i), find(index[dependency])
+            if a != b:  # the part's root: its first task
+                root[max(a, b)] = min(a, b)
+    parts: dict[int, list[int]] = {}
+    for i in range(len(tasks)):
+        parts.setdefault(find(i), []).append(i)
+    shards: list[list[int]] = []
+    current: list[int] = []
+    for first, part in parts.items():
+        if len(part) > limits.MAX_RUN_TASKS:
+            raise InvalidRunInputError(
+                f"tasks: task {tasks[first].id!r} and the {len(part) - 1} tasks it is "
+                f"connected to by depends_on make a graph of {len(part)} tasks; a connected "
+                f"graph may have at most {limits.MAX_RUN_TASKS} (a run of more tasks runs "
+                "each connected graph in one shard): split it into runs that do not depend "
+                "on each other"
+            )
+        if current and len(current) + len(part) > limits.SHARD_TASKS:
+            shards.append(sorted(current))
+            current = []
+        current.extend(part)
+    if current:
+        shards.append(sorted(current))
+    return shards

@@ -145,14 +145,34 @@ MAX_HISTORY_EVENTS = 51_200
 ``limit.historyCount.error``; past it the server terminates the run)."""
 
 MAX_RUN_TASKS = 10_000
-"""The most tasks one ``TeamRun`` may have. Its first workflow task (and the
+"""The most tasks one ``TeamRun`` runs itself. Its first workflow task (and the
 first of each run it continues as new with) builds every task's state, the
 graph and the scheduler's counts, all inside the SDK's deadlock timer: one
 activation must yield within 2 s of wall time, or its workflow task fails,
 again on every attempt (the run wedges). On a 2-core machine that activation
 took 0.38 s of CPU at 10,000 tasks, 1.04 s at 20,000, and passed the timer
 at 100,000 (``bench/dag_overhead.py``): 10,000 keep a margin of five for a
-loaded worker, whose workflow tasks share one interpreter."""
+loaded worker, whose workflow tasks share one interpreter. A tasks run of
+more is sharded (``SHARD_TASKS``)."""
+
+MAX_SHARDED_RUN_TASKS = 100_000
+"""The most tasks a sharded run may have (a tasks run past ``MAX_RUN_TASKS``:
+``oma.core.rules.shards``). Its first workflow task validates the whole
+input and the task graph and splits it into shards, all inside the SDK's
+2 s deadlock timer: at 100,000 tasks some 0.5 s of CPU on a 2-core machine
+(``bench/dag_overhead.py`` prints the longest activation)."""
+
+SHARD_TASKS = 1_000
+"""How many tasks a shard of a sharded run holds, at most (a connected part
+of the task graph larger than this is a shard of its own, up to
+``MAX_RUN_TASKS``): a run of this size costs per task what the smallest
+measured run costs (``bench/dag_overhead.py``)."""
+
+SHARDS_AT_ONCE = 8
+"""How many shards of a sharded run run at once (one at a time with a token
+or cost budget, so each spends what the ones before it left). Each first
+workflow task builds its shard's state; eight at once on one worker share
+its interpreter well inside the SDK's 2 s deadlock timer."""
 
 MAX_PRICE_USD = 1_000_000.0
 """The highest price ``options.pricing`` may give, in US dollars per million
@@ -204,15 +224,25 @@ def check_payload_size(data: bytes, what: str, *, stored: bool = False) -> None:
     )
 
 
-def check_task_count(count: int) -> None:
+def check_task_count(count: int, *, shardable: bool = False) -> None:
     """Raise ``InvalidRunInputError`` when a run of ``count`` tasks has more
-    than ``MAX_RUN_TASKS``."""
-    if count > MAX_RUN_TASKS:
+    than ``MAX_RUN_TASKS`` and cannot be sharded (a goal run, whose
+    coordinator plans and synthesizes over every task: ``shardable``
+    false), or more than ``MAX_SHARDED_RUN_TASKS``."""
+    if count > MAX_SHARDED_RUN_TASKS:
         raise InvalidRunInputError(
-            f"tasks: the run has {count} tasks; a run may have at most {MAX_RUN_TASKS} (its "
-            "first workflow task builds every task's state within the Temporal SDK's 2 s "
-            "deadlock timer): split the work into runs of at most "
-            f"{MAX_RUN_TASKS} tasks"
+            f"tasks: the run has {count} tasks; a run may have at most "
+            f"{MAX_SHARDED_RUN_TASKS} (its first workflow task validates and splits them "
+            "within the Temporal SDK's 2 s deadlock timer): split the work into runs of at "
+            f"most {MAX_SHARDED_RUN_TASKS} tasks"
+        )
+    if count > MAX_RUN_TASKS and not shardable:
+        raise InvalidRunInputError(
+            f"tasks: the plan has {count} tasks; a goal run may have at most {MAX_RUN_TASKS} "
+            "(its first workflow task builds every task's state within the Temporal SDK's "
+            "2 s deadlock timer, and its coordinator synthesizes over them all): give a "
+            f"smaller goal, or run the plan as 'plan' or 'tasks' (a run of more than "
+            f"{MAX_RUN_TASKS} is sharded)"
         )
 
 

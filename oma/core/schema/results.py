@@ -125,6 +125,29 @@ def keep_latest_messages(result: AgentRunResult, max_bytes: int) -> None:
     result.messages = kept[::-1]
 
 
+class ShardResult(BaseModel):
+    """One shard of a sharded run (a tasks run of more than
+    ``limits.MAX_RUN_TASKS`` tasks: ``oma.core.rules.shards``): a ``TeamRun``
+    child of its own, workflow id ``<run id>/shard/<n>``, whose result holds
+    its tasks' states (``oma show <run id>/shard/<n>``)."""
+
+    run_id: str = Field(description="The shard's TeamRun workflow id, <run id>/shard/<n>.")
+    status: TeamRunStatus | None = Field(
+        default=None, description="How the shard's run ended; none: it never started."
+    )
+    tasks: int = Field(description="How many tasks the shard holds.")
+    first_task: str = Field(description="The id of its first task, in the run's order.")
+    completed: int = 0
+    failed: int = 0
+    skipped: int = Field(
+        default=0, description="Its tasks skipped, all of them for a shard never started."
+    )
+    error: str | None = Field(
+        default=None, description="Why the shard stopped early, or never started, if so."
+    )
+    error_code: str | None = None
+
+
 class TeamRunResult(BaseModel):
     """The outcome of a ``TeamRun`` workflow (also what its ``state`` query shows).
 
@@ -179,6 +202,11 @@ class TeamRunResult(BaseModel):
     forked_from: str | None = Field(
         default=None,
         description="A fork: the workflow id of the TeamRun it was forked from (docs/fork.md).",
+    )
+    shards: list[ShardResult] = Field(
+        default_factory=list,
+        description="A sharded run (a tasks run of more than MAX_RUN_TASKS tasks): its "
+        "shards, in order; each shard's run holds its tasks (tasks stays empty here).",
     )
     plan_content_key: str | None = Field(
         default=None,

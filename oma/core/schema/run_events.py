@@ -16,6 +16,8 @@ RunEventType = Literal[
     "task_failed",
     "task_skipped",
     "task_retry",
+    "shard_start",
+    "shard_end",
     "budget_exceeded",
     "approval_request",
     "approval_decision",

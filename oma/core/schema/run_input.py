@@ -10,9 +10,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from oma.core.schema import limits
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.approvals import ApprovalOptions, check_dispatch_names, check_tool_gate_names
-from oma.core.schema.dag import validate_task_graph
+from oma.core.schema.dag import shard_plan, validate_task_graph
+from oma.core.schema.errors import InvalidRunInputError
 from oma.core.schema.limits import (
     GOAL_COPIES,
     MAX_CONCURRENCY,
@@ -261,22 +263,70 @@ class TeamRunInput(BaseModel):
 
     def check_tasks(
         self, tasks: Sequence[TaskSpec], *, every_copy: bool = True, stored: bool = False
-    ) -> None:
+    ) -> list[list[int]] | None:
         """Check ``tasks`` against this run, as ``TeamRun`` does before any
-        task runs (a goal run: once its plan is made).
+        task runs (a goal run: once its plan is made); returns the run's
+        shards (``shard_plan``: the indices of each shard's tasks) for a
+        tasks or plan run of more than ``MAX_RUN_TASKS`` tasks, else ``None``.
 
         Raises ``DagValidationError`` (duplicate id, unknown assignee or
         dependency, cycle), ``AssigneeRequirementsMismatchError`` or
         ``NoEligibleAgentError`` (``requires``), ``InvalidRunInputError`` (a
         dispatch approval naming no task or agent; or a run whose state could
         not be carried: ``check_size``, which gets ``every_copy`` and ``stored``;
-        more than ``MAX_RUN_TASKS``, ``check_task_count``).
+        more than ``MAX_RUN_TASKS`` in a goal run, or more than
+        ``MAX_SHARDED_RUN_TASKS``: ``check_task_count``; a sharded run asking
+        for what needs every task in one run, or a connected graph of more
+        than ``MAX_RUN_TASKS``: ``shard_plan``).
         """
-        check_task_count(len(tasks))
+        check_task_count(len(tasks), shardable=self.goal is None)
         validate_task_graph(tasks, (a.name for a in self.team.agents))
         check_assignments(tasks, self.team)
         check_dispatch_names(self.options.approvals, tasks, self.team)
-        self.check_size(tasks, every_copy=every_copy, stored=stored)
+        if len(tasks) <= limits.MAX_RUN_TASKS:
+            self.check_size(tasks, every_copy=every_copy, stored=stored)
+            return None
+        self._check_shardable(tasks)
+        shards = shard_plan(tasks)
+        largest = [tasks[i] for i in max(shards, key=len)]  # the most a shard carries
+        floors = [TASK_STATE_FLOOR_BYTES + len(t.id.encode()) for t in largest]
+        shard = self.shard_payload(largest)
+        check_run_size(shard, 0, floors, "a shard's TeamRun input", stored=stored)
+        return shards
+
+    def shard_payload(self, tasks: Sequence[TaskSpec]) -> dict[str, Any]:
+        """The input of a shard of this run holding ``tasks``, as JSON: this
+        run's team and options (``options.approvals.dispatch`` narrowed to the
+        names the shard knows: a run refuses a name it does not), and ``tasks``."""
+        data = self.model_dump(mode="json", exclude_unset=True, include={"team", "options"})
+        dispatch = self.options.approvals.dispatch if self.options.approvals else None
+        if isinstance(dispatch, list):
+            known = {t.id for t in tasks} | {a.name for a in self.team.agents}
+            data["options"]["approvals"]["dispatch"] = [n for n in dispatch if n in known]
+        data["tasks"] = [t.model_dump(mode="json", exclude_defaults=True) for t in tasks]
+        return data
+
+    def _check_shardable(self, tasks: Sequence[TaskSpec]) -> None:
+        """Raise ``InvalidRunInputError`` when a run of ``tasks`` (more than
+        ``MAX_RUN_TASKS``, so sharded) asks for what needs them all in one
+        ``TeamRun``: a round barrier, reuse, recorded model turns, a task
+        that reads the whole shared memory."""
+        needs_one_run = {
+            "options.approvals.round": self.options.approvals and self.options.approvals.round,
+            "options.reuse": self.options.reuse,
+            "options.models": self.options.recorded(),
+        }
+        wide = next((t.id for t in tasks if t.memory_scope == "all"), None)
+        if wide is not None:
+            needs_one_run[f"task {wide!r} memory_scope 'all'"] = True
+        asked = [name for name, value in needs_one_run.items() if value]
+        if asked:
+            raise InvalidRunInputError(
+                f"tasks: the run has {len(tasks)} tasks, so it runs in shards of at most "
+                f"{limits.SHARD_TASKS} (one TeamRun holds at most {limits.MAX_RUN_TASKS}); "
+                f"{', '.join(asked)} needs every task in one run: leave it out, or split the "
+                f"work into runs of at most {limits.MAX_RUN_TASKS} tasks"
+            )
 
     def check_size(
         self, tasks: Sequence[TaskSpec], *, every_copy: bool = True, stored: bool = False

@@ -1,0 +1,246 @@
+"""A tasks run of more than ``MAX_RUN_TASKS`` tasks runs in shards: each
+connected part of its graph in one ``TeamRun`` child ``<run id>/shard/<n>``.
+
+The limits are lowered here (``MAX_RUN_TASKS`` 4, shards of at most 3
+tasks), on a worker of this module's own whose task queue the session-end
+replay leaves out: these tests replay their histories under the same limits
+(a sharded run replays only under the limits it ran with)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from oma.client import team_run_result
+from oma.core.contracts.workflow_ids import shard_workflow_id, task_workflow_id
+from oma.core.schema import limits
+from oma.core.schema.dag import shard_plan
+from oma.core.schema.errors import DagValidationError, InvalidRunInputError
+from oma.core.schema.results import TeamRunResult
+from oma.core.schema.run_input import checked_team_run_input, parse_team_run_input
+from oma.core.schema.task import TaskSpec
+from oma.worker import build_worker, plugin
+from tests._runs import (
+    FOREIGN_QUEUE_SUFFIX,
+    histories_of,
+    process,
+    scripted,
+    scripted_activities,
+    start_team,
+    task,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(autouse=True)
+def small_shards(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most 4 tasks per ``TeamRun``, shards of at most 3, one at a time
+    (the workflows read the limits from the module the test patched: it is
+    passed through the sandbox)."""
+    monkeypatch.setattr(limits, "MAX_RUN_TASKS", 4)
+    monkeypatch.setattr(limits, "SHARD_TASKS", 3)
+    monkeypatch.setattr(limits, "MAX_SHARDED_RUN_TASKS", 12)
+    monkeypatch.setattr(limits, "SHARDS_AT_ONCE", 1)
+
+
+@pytest.fixture
+async def queue(client: Client) -> AsyncIterator[str]:
+    """The task queue of a worker of this test's own (not replayed at the session's end)."""
+    name = f"shards-{uuid.uuid4().hex[:8]}{FOREIGN_QUEUE_SUFFIX}"
+    async with build_worker(client, name, scripted_activities(name)):
+        yield name
+
+
+def _team(*agents: dict[str, Any]) -> dict[str, Any]:
+    return {"name": "sharded", "agents": [scripted("w", "done"), *agents]}
+
+
+async def _replay_all(client: Client, run_id: str, shards: int) -> int:
+    """Replay the run's history, its shards' and their tasks' runs."""
+    replayer = plugin.replayer(strict_sandbox=True)
+    histories = [await client.get_workflow_handle(run_id).fetch_history()]
+    for n in range(1, shards + 1):
+        histories += await histories_of(client, shard_workflow_id(run_id, n))
+    for history in histories:
+        await replayer.replay_workflow(history)
+    return len(histories)
+
+
+async def _shard_result(client: Client, run_id: str, n: int) -> TeamRunResult:
+    shard = shard_workflow_id(run_id, n)
+    return await team_run_result(client.get_workflow_handle(shard, result_type=TeamRunResult))
+
+
+def _interleaved() -> list[dict[str, Any]]:
+    # parts a (2 tasks), b (2), c (2), d (1), their tasks interleaved
+    return [
+        task("a1", "w"),
+        task("b1", "bad"),
+        task("c1", "w"),
+        task("a2", "w", "a1"),
+        task("b2", "w", "b1"),
+        task("d1", "w"),
+        task("c2", "w", "c1"),
+    ]
+
+
+async def test_a_run_past_the_limit_runs_its_connected_parts_in_shards(
+    client: Client, queue: str, workflow_id: str
+) -> None:
+    run_input = {
+        "team": _team(process("bad", "import sys; sys.exit(3)")),
+        "tasks": _interleaved(),
+    }
+    checked_team_run_input(run_input)  # the client's check takes it
+    handle = await start_team(client, workflow_id, run_input, task_queue=queue)
+    result = await team_run_result(handle)
+
+    assert result.status == "failed" and not result.success
+    assert result.tasks == []  # each shard's run holds its tasks
+    shards = [(s.run_id, s.first_task, s.tasks, s.status) for s in result.shards]
+    assert shards == [
+        (shard_workflow_id(workflow_id, 1), "a1", 2, "completed"),
+        (shard_workflow_id(workflow_id, 2), "b1", 2, "failed"),
+        (shard_workflow_id(workflow_id, 3), "c1", 3, "completed"),
+    ]
+    failed = result.shards[1]
+    assert (failed.completed, failed.failed, failed.skipped) == (0, 1, 1)
+    assert [(s.completed, s.failed, s.skipped) for s in (result.shards[0], result.shards[2])] == [
+        (2, 0, 0),
+        (3, 0, 0),
+    ]
+    # a failed part stopped nothing else; the last shard's tasks kept the run's order
+    last = await _shard_result(client, workflow_id, 3)
+    assert [(t.id, t.status, t.output) for t in last.tasks] == [
+        ("c1", "completed", "done"),
+        ("d1", "completed", "done"),
+        ("c2", "completed", "done"),
+    ]
+    middle = await _shard_result(client, workflow_id, 2)
+    assert [t.status for t in middle.tasks] == ["failed", "skipped"]
+    # a task's run is a child of its shard's run
+    a2 = client.get_workflow_handle(task_workflow_id(shard_workflow_id(workflow_id, 1), "a2"))
+    assert (await a2.describe()).status is not None
+
+    events = await handle.query("events")
+    kinds = [e["type"] for e in events]
+    assert kinds.count("shard_start") == 3 and kinds.count("shard_end") == 3
+    assert kinds[0] == "run_start" and kinds[-1] == "run_end"
+    # the run, its 3 shards, the 6 tasks' runs that started (b2 was skipped)
+    assert await _replay_all(client, workflow_id, 3) == 1 + 3 + 6
+
+
+async def test_an_abort_reaches_the_shard_running_and_skips_the_shards_after_it(
+    client: Client, queue: str, workflow_id: str
+) -> None:
+    run_input = {
+        "team": _team(),
+        "tasks": [
+            task("a1", "w"),
+            task("gated", "w", "a1"),
+            task("b1", "w"),
+            task("b2", "w", "b1"),
+            task("c1", "w"),
+        ],
+        "options": {"approvals": {"dispatch": ["gated"]}},
+    }
+    handle = await start_team(client, workflow_id, run_input, task_queue=queue)
+    first = client.get_workflow_handle(shard_workflow_id(workflow_id, 1))
+    await _wait_for_request(first, "dispatch-gated")
+    await handle.signal("abort", {"reason": "no longer needed"})
+    result = await team_run_result(handle)
+
+    assert result.status == "cancelled" and result.error == "aborted: no longer needed"
+    one, two = result.shards
+    assert one.status == "cancelled" and (one.completed, one.skipped) == (1, 1)
+    assert two.status is None and two.skipped == 3
+    assert two.error == "skipped: aborted: no longer needed"
+    assert (await _shard_result(client, workflow_id, 1)).error == "aborted: no longer needed"
+    assert await _replay_all(client, workflow_id, 1) == 1 + 1 + 1  # the run, a shard, a1
+
+
+async def _wait_for_request(handle: Any, request_id: str) -> None:
+    for _ in range(200):
+        try:
+            pending = await handle.query("pending_approvals")
+        except Exception:  # the shard's run has not started yet
+            pending = []
+        if any(r.get("request_id") == request_id for r in pending):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{handle.id} never asked {request_id}")
+
+
+async def test_a_frozen_plan_past_the_limit_runs_in_shards(
+    client: Client, queue: str, workflow_id: str
+) -> None:
+    run_input = {"team": _team(), "plan": {"version": 1, "goal": "g", "tasks": _tasks(5)}}
+    handle = await start_team(client, workflow_id, run_input, task_queue=queue)
+    result = await team_run_result(handle)
+    assert result.status == "completed"
+    assert [(s.first_task, s.completed) for s in result.shards] == [("t0", 3), ("t3", 2)]
+    assert await _replay_all(client, workflow_id, 2) == 1 + 2 + 5
+
+
+def _tasks(n: int, chained: bool = False) -> list[dict[str, Any]]:
+    return [task(f"t{i}", "w", *([f"t{i - 1}"] if chained and i else [])) for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"options": {"approvals": {"round": True}}}, "options.approvals.round needs every task"),
+        ({"options": {"models": {"from": "earlier"}}}, "options.models needs every task"),
+        (
+            {"tasks": [*_tasks(5), {**task("w1", "w"), "memory_scope": "all"}]},
+            "task 'w1' memory_scope 'all' needs every task in one run",
+        ),
+        ({"tasks": _tasks(5, chained=True)}, "task 't0' and the 4 tasks it is connected to"),
+        ({"tasks": _tasks(13)}, "a run may have at most 12"),
+    ],
+)
+def test_what_a_sharded_run_cannot_do_is_refused_before_it_starts(
+    change: dict[str, Any], said: str
+) -> None:
+    run_input = {"team": _team(), "tasks": _tasks(5), **change}
+    run_input = {k: v for k, v in run_input.items() if v is not None}
+    with pytest.raises(InvalidRunInputError) as refused:
+        checked_team_run_input(run_input)
+    assert said in refused.value.message
+
+
+def test_a_goal_run_plans_at_most_max_run_tasks() -> None:
+    goal_run = parse_team_run_input({"team": _team(), "goal": "g"})
+    with pytest.raises(InvalidRunInputError) as refused:
+        goal_run.check_tasks([TaskSpec.model_validate(t) for t in _tasks(5)])
+    assert "the plan has 5 tasks; a goal run may have at most 4" in refused.value.message
+
+
+def test_a_sharded_run_checks_its_graph_as_any_run() -> None:
+    run_input = {"team": _team(), "tasks": [*_tasks(5), task("x", "w", "nowhere")]}
+    with pytest.raises(DagValidationError):
+        checked_team_run_input(run_input)
+
+
+async def test_the_workflow_refuses_a_sharded_run_the_stock_cli_started(
+    client: Client, queue: str, workflow_id: str
+) -> None:
+    run_input = {"team": _team(), "tasks": _tasks(6), "options": {"approvals": {"round": True}}}
+    handle = await client.start_workflow("TeamRun", run_input, id=workflow_id, task_queue=queue)
+    with pytest.raises(Exception) as failed:
+        await handle.result()
+    cause = failed.value.__cause__
+    assert getattr(cause, "type", None) == "INVALID_RUN_INPUT", cause
+    assert "options.approvals.round needs every task in one run" in str(cause)
+    assert await _replay_all(client, workflow_id, 0) == 1
+
+
+def test_shards_keep_parts_whole_and_the_run_order() -> None:
+    specs = [TaskSpec.model_validate(t) for t in _interleaved()]
+    assert shard_plan(specs) == [[0, 3], [1, 4], [2, 5, 6]]
