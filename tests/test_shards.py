@@ -20,10 +20,11 @@ from oma.client import team_run_result
 from oma.core.contracts.workflow_ids import shard_workflow_id, task_workflow_id
 from oma.core.schema import limits
 from oma.core.schema.dag import shard_plan
-from oma.core.schema.errors import DagValidationError, InvalidRunInputError
+from oma.core.schema.errors import DagValidationError, InvalidForkError, InvalidRunInputError
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import checked_team_run_input, parse_team_run_input
 from oma.core.schema.task import TaskSpec
+from oma.records.fork_source import read_source
 from oma.worker import build_worker, plugin
 from tests._runs import (
     FOREIGN_QUEUE_SUFFIX,
@@ -132,6 +133,12 @@ async def test_a_run_past_the_limit_runs_its_connected_parts_in_shards(
     kinds = [e["type"] for e in events]
     assert kinds.count("shard_start") == 3 and kinds.count("shard_end") == 3
     assert kinds[0] == "run_start" and kinds[-1] == "run_end"
+    # a fork reads a shard, not the sharded run
+    with pytest.raises(InvalidForkError) as refused:
+        await read_source(client, workflow_id)
+    first = shard_workflow_id(workflow_id, 1)
+    said = "ran its tasks in 3 shards, each a TeamRun of its own: fork or reuse a shard's run"
+    assert f"{said} ({first}, ...)" in refused.value.message
     # the run, its 3 shards, the 6 tasks' runs that started (b2 was skipped)
     assert await _replay_all(client, workflow_id, 3) == 1 + 3 + 6
 

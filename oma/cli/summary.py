@@ -26,16 +26,20 @@ TABLE_ROWS_UP_TO = 20
 
 def print_result(result: TeamRunResult, goal_run: bool | None = None) -> None:
     """The task table (one line a task: id, title, assignee, status (and
-    attempts when more than one; ``reused`` for a task a fork kept, ``recorded``
-    for one whose model turns came from a recording), tokens
+    attempts when more than one; ``reused`` for a task a fork kept,
+    ``recorded`` for one whose model turns came from a recording), tokens
     in/out, cost, the last non-empty line of its output or the first of its
-    error; borderless on a narrow terminal, ``_layout``), for a fork the run
-    it was forked from, the tokens and the cost, the run's error code, the final
-    output (a goal run's synthesized answer, else the outputs of the completed
-    tasks nothing depends on), then **Failures**: each failed task's whole
-    error (a process's redacted stderr tail included) and the tasks skipped
-    because of it."""
-    _print_table(result)
+    error; borderless on a narrow terminal, ``_layout``; a sharded run's
+    lists its shards, ``_print_shards``), for a fork the run it was forked
+    from, the tokens and the cost, the run's error code, the final output (a
+    goal run's synthesized answer, else the outputs of the completed tasks
+    nothing depends on), then **Failures**: each failed task's whole error (a
+    process's redacted stderr tail included) and the tasks skipped because
+    of it."""
+    if result.shards:
+        _print_shards(result)
+    else:
+        _print_table(result)
     if (note := reused_note(result.forked_from, [t.reused_from for t in result.tasks])) is not None:
         console.print(run_text(note))
     coordinator = result.agent_results.get("coordinator")
@@ -130,6 +134,28 @@ def _print_table(result: TeamRunResult) -> None:
         table.caption = (
             f"and {len(result.tasks) - len(listed)} completed task(s) not listed (--json has all)"
         )
+    print_table(table)
+
+
+def _print_shards(result: TeamRunResult) -> None:
+    """A sharded run's table: one line a shard (its run, first task, how many
+    tasks, status, how many completed, failed and were skipped, its error);
+    each shard's run holds its tasks (``oma show <shard run>``)."""
+    table = Table(title=f"TeamRun: {result.status}, in {len(result.shards)} shards")
+    for name in ("shard run", "first task", "tasks", "status", "completed", "failed", "skipped"):
+        table.add_column(name, no_wrap=True)
+    table.add_column("error", no_wrap=True, overflow="ellipsis")
+    for shard in result.shards:
+        counts = (shard.tasks, shard.completed, shard.failed, shard.skipped)
+        table.add_row(
+            run_text(shard.run_id),
+            run_text(shard.first_task),
+            str(counts[0]),
+            shard.status or "not started",
+            *(str(c) for c in counts[1:]),
+            run_text(shard.error or ""),
+        )
+    table.caption = "each shard's tasks: oma show <shard run>"
     print_table(table)
 
 

@@ -108,7 +108,7 @@ async def read_source(
     the one its ``read_fork_source`` made (``ForkReads``). The answer names
     the execution read (``temporal_run_id``). Raises ``InvalidForkError`` for
     an unknown run or execution, another workflow type, or a fork that has
-    not read its own source."""
+    not read its own source, or a sharded run (its shards hold its tasks)."""
     if temporal_run_id is None:
         temporal_run_id = await latest_execution(client, run_id, hint=hint, not_run_id=not_run_id)
     execution = WorkflowExecution(workflow_id=run_id, run_id=temporal_run_id)
@@ -147,6 +147,11 @@ async def read_source(
     if result is None:  # running, or ended without a result: its state so far
         result = await client.get_workflow_handle(run_id, run_id=temporal_run_id).query(
             QueryName.STATE, result_type=TeamRunResult
+        )
+    if result.shards:  # its tasks are its shards' (docs/orchestration.md)
+        raise InvalidForkError(
+            f"run {run_id!r} ran its tasks in {len(result.shards)} shards, each a TeamRun of "
+            f"its own: fork or reuse a shard's run ({result.shards[0].run_id}, ...)"
         )
     return ForkSource(input=inp, result=result, temporal_run_id=temporal_run_id)
 
