@@ -26,6 +26,7 @@ from oma.core.schema.run_input import checked_team_run_input, parse_team_run_inp
 from oma.core.schema.task import TaskSpec
 from oma.records.fork_source import read_source
 from oma.worker import build_worker, plugin
+from tests._approvals import decision
 from tests._runs import (
     FOREIGN_QUEUE_SUFFIX,
     histories_of,
@@ -172,16 +173,39 @@ async def test_an_abort_reaches_the_shard_running_and_skips_the_shards_after_it(
     assert await _replay_all(client, workflow_id, 1) == 1 + 1 + 1  # the run, a shard, a1
 
 
-async def _wait_for_request(handle: Any, request_id: str) -> None:
+async def _wait_for_request(handle: Any, request_id: str) -> dict[str, Any]:
+    """The open request ``request_id`` of the run ``handle``, once it asks."""
     for _ in range(200):
         try:
             pending = await handle.query("pending_approvals")
         except Exception:  # the shard's run has not started yet
             pending = []
-        if any(r.get("request_id") == request_id for r in pending):
-            return
+        asked = next((r for r in pending if r.get("request_id") == request_id), None)
+        if asked is not None:
+            return dict(asked)
         await asyncio.sleep(0.05)
     raise AssertionError(f"{handle.id} never asked {request_id}")
+
+
+async def test_a_rejection_in_a_shard_stops_the_run(
+    client: Client, queue: str, workflow_id: str
+) -> None:
+    run_input = {
+        "team": _team(),
+        "tasks": [task("a1", "w"), task("gated", "w", "a1"), *_tasks(3)],
+        "options": {"approvals": {"dispatch": ["gated"]}},
+    }
+    handle = await start_team(client, workflow_id, run_input, task_queue=queue)
+    first = client.get_workflow_handle(shard_workflow_id(workflow_id, 1))
+    asked = await _wait_for_request(first, "dispatch-gated")
+    await first.signal("decide", decision(asked["request_id"], asked["request_hash"], "reject"))
+    result = await team_run_result(handle)
+
+    assert result.status == "rejected" and result.error_code == "APPROVAL_REJECTED"
+    assert result.error is not None and result.error.startswith(f"{first.id}: ")
+    one, two = result.shards
+    assert one.status == "rejected" and two.status is None and two.skipped == 3
+    assert await _replay_all(client, workflow_id, 1) == 1 + 1 + 1
 
 
 async def test_a_frozen_plan_past_the_limit_runs_in_shards(

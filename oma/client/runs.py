@@ -21,6 +21,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from oma.core.contracts.names import SignalName, WorkflowName
 from oma.core.contracts.visibility import start_values, team_run_result_of
+from oma.core.contracts.workflow_ids import longest_task_parent_id
+from oma.core.schema import limits
 from oma.core.schema.errors import OMAError, error_for
 from oma.core.schema.limits import MAX_REASON_CHARS, check_child_ids, cut_text
 from oma.core.schema.results import TeamRunResult
@@ -67,13 +69,16 @@ async def start_team_run(
     ``checked_team_run_input`` checked.
 
     Raises ``InvalidRunInputError`` when a task's ``AgentRun`` id,
-    ``<id>/<task id>``, would pass Temporal's limit on a workflow id (before
+    ``<id>/<task id>`` (a sharded run's ``<id>/shard/<n>/<task id>``), would
+    pass Temporal's limit on a workflow id (before
     anything starts), and the SDK's ``WorkflowAlreadyStartedError`` and
     ``RPCError``. A run with ``options.reuse`` that names no execution reuses
     the one that is the latest now (``temporal_run_id`` set to it): a run
     that takes its reference's workflow id would otherwise read itself; so
     does one whose ``options.models`` names a run but no execution."""
-    check_child_ids(id, (t.id for t in run_input.given_tasks()))
+    tasks = run_input.given_tasks()
+    parent = longest_task_parent_id(id, len(tasks), limits.MAX_RUN_TASKS)
+    check_child_ids(parent, (t.id for t in tasks))
     pinned = await _models_pinned(client, await _reuse_pinned(client, run_input))
     return await start_run(
         client,

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from oma.core.contracts.workflow_ids import shard_workflow_id
+    from oma.core.contracts.workflow_ids import longest_task_parent_id
     from oma.core.schema import limits
     from oma.core.schema.errors import InvalidRunInputError
     from oma.core.schema.run_input import TeamRunInput
@@ -31,12 +31,10 @@ def check_start(
     (``TeamRunInput.check_tasks``). ``stored``: the run's payloads go to a
     payload store (``limits.state_budget``)."""
     run_id = workflow.info().workflow_id
-    limits.check_child_ids(run_id, (t.id for t in tasks))
+    parent = longest_task_parent_id(run_id, len(tasks), limits.MAX_RUN_TASKS)
+    limits.check_child_ids(parent, (t.id for t in tasks))
     if inp.goal is None:
-        shards = inp.check_tasks(tasks, stored=stored)
-        if shards:  # its tasks' runs are the shards' children
-            limits.check_child_ids(shard_workflow_id(run_id, len(shards)), (t.id for t in tasks))
-        return shards
+        return inp.check_tasks(tasks, stored=stored)
     try:
         inp.check_size([], stored=stored)
     except InvalidRunInputError:

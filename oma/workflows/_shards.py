@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.contracts.names import SignalName, WorkflowName
     from oma.core.contracts.visibility import team_run_result_of
     from oma.core.contracts.workflow_ids import shard_workflow_id
-    from oma.core.rules.team_run_state import RunStop
+    from oma.core.rules.team_run_state import RunStop, StopKind
     from oma.core.schema import limits
     from oma.core.schema.errors import AgentRunFailedError, RunCancelledError
     from oma.core.schema.results import ShardResult, TeamRunResult
@@ -47,7 +47,8 @@ class ShardedRun:
     ``shards`` (indices into ``tasks``), over the run's ``state`` (its
     result's ``shards`` and usage), events, stop, spending and visibility;
     ``check_budget`` is ``TeamRun._check_budget`` (stops the run once a
-    budget is used up)."""
+    budget is used up), ``stop_with`` ``TeamRun.stop_with`` (a shard's
+    rejection stops the run, as a rejection stops any run)."""
 
     def __init__(
         self,
@@ -60,6 +61,7 @@ class ShardedRun:
         spending: RunSpending,
         visibility: Visibility,
         check_budget: Callable[[], bool],
+        stop_with: Callable[[StopKind, str], None],
     ) -> None:
         self._inp = inp
         self._tasks = tasks
@@ -70,6 +72,7 @@ class ShardedRun:
         self._spending = spending
         self._visibility = visibility
         self._check_budget = check_budget
+        self._stop_with = stop_with
         self._running: dict[int, workflow.ChildWorkflowHandle[Any, Any]] = {}
         self._told: list[asyncio.Task[None]] = []
         run_id = workflow.info().workflow_id
@@ -88,11 +91,13 @@ class ShardedRun:
     @property
     def settled(self) -> int:
         """How many tasks the shards that ended settled (every one of theirs)."""
-        return sum(s.tasks for s in self._state.result.shards if s.status is not None)
+        shards = self._state.result.shards
+        return sum(s.tasks for s in shards if s.status not in (None, "running"))
 
     def any_failed(self) -> bool:
-        """Whether a task of a shard failed, or a shard ended without its result."""
-        return any(s.failed for s in self._state.result.shards)
+        """Whether a shard that ran did not complete (a task of it failed, it
+        stopped early, it ended without its result)."""
+        return any(s.status not in (None, "completed") for s in self._state.result.shards)
 
     async def run(self, deadline: datetime | None) -> None:
         """Run the shards, ``SHARDS_AT_ONCE`` at a time, until all ended or
@@ -123,10 +128,9 @@ class ShardedRun:
 
     def abort(self, reason: str) -> None:
         """Pass an abort on to the shards running (their ``abort`` signal,
-        with the run's stop ``reason``, ``aborted: <why>``: ``<why>``)."""
-        said = reason.removeprefix("aborted: ")
+        with the run's stop ``reason``)."""
         for handle in self._running.values():
-            self._told.append(asyncio.create_task(_tell(handle, said)))
+            self._told.append(asyncio.create_task(_tell(handle, reason)))
 
     def _input(self, n: int, deadline: datetime | None) -> dict[str, Any]:
         """Shard ``n``'s ``TeamRun`` input (``TeamRunInput.shard_payload``),
@@ -159,7 +163,16 @@ class ShardedRun:
         except asyncio.CancelledError:
             self._lost(shard, RunCancelledError.code, "the run was cancelled before it started")
             raise
+        except Exception as err:  # e.g. a run of that workflow id is running: it fails alone
+            if isinstance(err, workflow.NondeterminismError):
+                raise
+            self._lost(shard, AgentRunFailedError.code, f"its run did not start: {err}")
+            self._events.emit("shard_end", detail=f"{shard.run_id}: {shard.status}")
+            return
         self._running[n] = handle
+        shard.status = "running"
+        if self._stop.kind == "aborted":  # the abort came as it started
+            self._told.append(asyncio.create_task(_tell(handle, self._stop.reason)))
         try:
             result = _decoded(await handle)
         except ChildWorkflowError as err:
@@ -193,12 +206,17 @@ class ShardedRun:
         if result.budget_exceeded:
             self._state.result.budget_exceeded = True
         self._check_budget()
+        if result.status == "rejected":
+            self._stop_with("rejected", f"{shard.run_id}: {result.error or 'rejected'}")
 
     def _lost(self, shard: ShardResult, code: str, error: str) -> None:
-        """Shard ``shard``'s run ended without a result (cancelled, its input
-        refused, terminated): its tasks count as failed."""
-        shard.status = "cancelled" if code == RunCancelledError.code else "failed"
-        shard.failed, shard.completed, shard.skipped = shard.tasks, 0, 0
+        """Shard ``shard``'s run ended without a result, or never started:
+        cancelled (its run, if any, holds what its tasks did), else failed
+        (its input refused, terminated, not started), its tasks counted as
+        failed."""
+        cancelled = code == RunCancelledError.code
+        shard.status = "cancelled" if cancelled else "failed"
+        shard.failed = 0 if cancelled else shard.tasks
         shard.error, shard.error_code = limits.cut_text(error, limits.MAX_TASK_ERROR_CHARS), code
 
     def _skip(self, queued: deque[int], reason: str) -> None:
@@ -209,9 +227,11 @@ class ShardedRun:
 
 
 async def _tell(handle: workflow.ChildWorkflowHandle[Any, Any], reason: str) -> None:
-    # the shard may have ended as the abort came: nothing to tell
+    """Abort the shard ``handle`` for the run's stop ``reason`` (``aborted:
+    <why>``: its ``abort`` signal says ``<why>``, as the run was told). The
+    shard may have ended as the abort came: then nothing is told."""
     with contextlib.suppress(Exception):
-        await handle.signal(SignalName.ABORT, {"reason": reason})
+        await handle.signal(SignalName.ABORT, {"reason": reason.removeprefix("aborted: ")})
 
 
 def _decoded(raw: RawValue) -> TeamRunResult | ApplicationError:

@@ -165,6 +165,7 @@ class TeamRun(TeamRunHandlers):
                     self._spending,
                     self._visibility,
                     self._check_budget,
+                    self.stop_with,
                 )
             else:
                 self._load(inp, tasks)

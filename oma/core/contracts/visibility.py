@@ -19,7 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from oma.core.schema.approvals import ApprovalRequest
 from oma.core.schema.errors import TaskFailedError
-from oma.core.schema.results import TeamRunResult
+from oma.core.schema.results import ShardResult, TeamRunResult
 from oma.core.schema.task import TERMINAL_STATUSES, TaskState, TaskStatus
 
 OMA_STATUS = "OmaStatus"
@@ -213,11 +213,16 @@ def _what_failed(result: TeamRunResult) -> str:
         return f"{result.error_code}: {result.error}" if result.error_code else result.error
     if failed:
         return ", ".join(_failed_task(t) for t in _first(failed, 3)) + _more(failed, 3)
-    shards = [s for s in result.shards if s.failed]
+    shards = [s for s in result.shards if s.status not in (None, "completed")]
     if shards:  # a sharded run: each shard's result names its tasks
-        said = [f"{s.failed} task(s) of {s.run_id}" for s in shards[:3]]
+        said = [_shard_ended(s) for s in shards[:3]]
         return ", ".join(said) + _more(shards, 3)
     return "no task failed"
+
+
+def _shard_ended(shard: ShardResult) -> str:
+    failed = f", {shard.failed} task(s) failed" if shard.failed else ""
+    return f"{shard.run_id} ({shard.status}{failed})"
 
 
 def _failed_task(task: TaskState) -> str:

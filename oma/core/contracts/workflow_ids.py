@@ -28,6 +28,14 @@ def shard_workflow_id(run_id: str, n: int) -> str:
     return f"{run_id}/shard/{n}"
 
 
+def longest_task_parent_id(run_id: str, task_count: int, max_run_tasks: int) -> str:
+    """The longest workflow id the parent of a task's ``AgentRun`` may have in
+    the run ``run_id`` of ``task_count`` tasks: the run's own, or past
+    ``max_run_tasks`` (a sharded run) its last shard's, at most one a task
+    (what the client and the workflow check against Temporal's limit)."""
+    return shard_workflow_id(run_id, task_count) if task_count > max_run_tasks else run_id
+
+
 def team_run_id_of(child_id: str) -> str | None:
     """The ``TeamRun`` workflow id a child id was made from, or ``None``."""
     stripped = _COORDINATOR_STEP.sub("", child_id)

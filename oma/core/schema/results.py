@@ -133,7 +133,8 @@ class ShardResult(BaseModel):
 
     run_id: str = Field(description="The shard's TeamRun workflow id, <run id>/shard/<n>.")
     status: TeamRunStatus | None = Field(
-        default=None, description="How the shard's run ended; none: it never started."
+        default=None,
+        description="How the shard's run ended ('running' while it runs); none: it never started.",
     )
     tasks: int = Field(description="How many tasks the shard holds.")
     first_task: str = Field(description="The id of its first task, in the run's order.")
