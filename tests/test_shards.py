@@ -204,8 +204,8 @@ async def test_a_rejection_in_a_shard_stops_the_run(
     assert result.status == "rejected" and result.error_code == "APPROVAL_REJECTED"
     assert result.error is not None and result.error.startswith(f"{first.id}: ")
     one, two = result.shards
-    assert one.status == "rejected" and two.status is None and two.skipped == 3
-    assert await _replay_all(client, workflow_id, 1) == 1 + 1 + 1
+    assert one.status == "rejected" and two.status is None and two.skipped == 2
+    assert await _replay_all(client, workflow_id, 1) == 1 + 1 + 2  # the run, a shard, a1, t0
 
 
 async def test_a_frozen_plan_past_the_limit_runs_in_shards(

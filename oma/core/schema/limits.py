@@ -156,23 +156,29 @@ loaded worker, whose workflow tasks share one interpreter. A tasks run of
 more is sharded (``SHARD_TASKS``)."""
 
 MAX_SHARDED_RUN_TASKS = 100_000
-"""The most tasks a sharded run may have (a tasks run past ``MAX_RUN_TASKS``:
-``oma.core.rules.shards``). Its first workflow task validates the whole
-input and the task graph and splits it into shards, all inside the SDK's
-2 s deadlock timer: at 100,000 tasks some 0.5 s of CPU on a 2-core machine
-(``bench/dag_overhead.py`` prints the longest activation)."""
+"""The most tasks a sharded run may have (a tasks or plan run past
+``MAX_RUN_TASKS``: ``oma.core.schema.dag.shard_plan``). Its first workflow
+task validates the whole input and the task graph and splits it into
+shards, all inside the SDK's 2 s deadlock timer: at 100,000 tasks 1.1 s of
+CPU on an idle 2-core machine (0.58 s to validate the input, 0.54 s to check
+the graph and split it; ``bench/dag_overhead.py`` prints the longest
+activation)."""
 
-SHARD_TASKS = 1_000
+SHARD_TASKS = 5_000
 """How many tasks a shard of a sharded run holds, at most (a connected part
 of the task graph larger than this is a shard of its own, up to
-``MAX_RUN_TASKS``): a run of this size costs per task what the smallest
-measured run costs (``bench/dag_overhead.py``)."""
+``MAX_RUN_TASKS``). Its first workflow task builds its tasks' states in some
+0.1 s. Large enough that a shard runs many tasks at once: a run's workflow
+task handles every child that settled since the last, so a shard of a few
+tasks in flight pays a workflow task per task (shards of 1,000 tasks, ten
+chains, took 1.44 workflow tasks a task where a 1,000-task run of a hundred
+chains took 0.40, ``bench/dag_overhead.py``)."""
 
-SHARDS_AT_ONCE = 8
+SHARDS_AT_ONCE = 2
 """How many shards of a sharded run run at once (one at a time with a token
-or cost budget, so each spends what the ones before it left). Each first
-workflow task builds its shard's state; eight at once on one worker share
-its interpreter well inside the SDK's 2 s deadlock timer."""
+or cost budget, so each spends what the ones before it left), each with its
+share of ``options.max_concurrency``: two keep tasks in flight while one
+shard's last tasks settle."""
 
 MAX_PRICE_USD = 1_000_000.0
 """The highest price ``options.pricing`` may give, in US dollars per million
