@@ -11,11 +11,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
 
+from oma.cli import show
 from oma.client import team_run_result
 from oma.core.contracts.workflow_ids import shard_workflow_id, task_workflow_id
 from oma.core.schema import limits
@@ -25,8 +28,14 @@ from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import checked_team_run_input, parse_team_run_input
 from oma.core.schema.task import TaskSpec
 from oma.records.fork_source import read_source
+from oma.records.histories import fetch_histories
+from oma.runtime.dev_server import DevServer
+from oma.viewer import model
+from oma.viewer.html import render_html
+from oma.viewer.model import RunView, ShardView, build_run_view
 from oma.worker import build_worker, plugin
 from tests._approvals import decision
+from tests._cli import oma_show
 from tests._runs import (
     FOREIGN_QUEUE_SUFFIX,
     histories_of,
@@ -161,6 +170,16 @@ async def test_an_abort_reaches_the_shard_running_and_skips_the_shards_after_it(
     handle = await start_team(client, workflow_id, run_input, task_queue=queue)
     first = client.get_workflow_handle(shard_workflow_id(workflow_id, 1))
     await _wait_for_request(first, "dispatch-gated")
+    # while it runs: the shard it started, and the one it has not
+    for _ in range(50):  # (the run's history records its shard's start)
+        running = await _view(client, workflow_id)
+        if running.shards and running.shards[0].status == "running":
+            break
+        await asyncio.sleep(0.1)
+    assert _shards_of(running) == [
+        (first.id, None, 2, "running", None, None, None),
+        (shard_workflow_id(workflow_id, 2), None, None, None, None, None, None),
+    ]
     await handle.signal("abort", {"reason": "no longer needed"})
     result = await team_run_result(handle)
 
@@ -171,6 +190,112 @@ async def test_an_abort_reaches_the_shard_running_and_skips_the_shards_after_it(
     assert two.error == "skipped: aborted: no longer needed"
     assert (await _shard_result(client, workflow_id, 1)).error == "aborted: no longer needed"
     assert await _replay_all(client, workflow_id, 1) == 1 + 1 + 1  # the run, a shard, a1
+
+
+async def _view(client: Client, run_id: str, *, running: bool = False) -> RunView:
+    """``oma show``'s view of ``run_id`` from its own histories (``running``:
+    as it was before its last event, which closed it)."""
+    histories = await fetch_histories(client, run_id, children=False)
+    if running:
+        last = histories[-1]
+        histories[-1] = WorkflowHistory(last.workflow_id, list(last.events)[:-1])
+    return await build_run_view(histories, client.data_converter, run_id)
+
+
+def _shards_of(view: RunView) -> list[tuple[Any, ...]]:
+    return [
+        (s.run_id, s.first_task, s.tasks, s.status, s.completed, s.failed, s.skipped)
+        for s in view.shards
+    ]
+
+
+async def test_oma_show_lists_a_sharded_runs_shards_and_a_shard_its_tasks(
+    client: Client,
+    queue: str,
+    workflow_id: str,
+    dev_server: DevServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run_input = {
+        "team": _team(process("bad", "import sys; sys.exit(3)")),
+        "tasks": _interleaved(),
+    }
+    handle = await start_team(client, workflow_id, run_input, task_queue=queue)
+    assert (await team_run_result(handle)).status == "failed"
+    one, two, three = (shard_workflow_id(workflow_id, n) for n in (1, 2, 3))
+
+    # the view: its shards, as its result has them (in its failure), and no
+    # task of its own; of its payloads it reads its first shard's input (its
+    # team), not its whole input (up to 100,000 tasks), nor a shard's result
+    read: list[str] = []
+    decode = model._Builder.decode
+
+    async def reading(builder: Any, payloads: Any, what: str) -> Any:
+        read.append(what)
+        return await decode(builder, payloads, what)
+
+    monkeypatch.setattr(model._Builder, "decode", reading)
+    view = await _view(client, workflow_id)
+    assert read == [f"the input of {one}"]
+    assert view.tasks == [] and view.coordinator == [] and view.team == "sharded"
+    assert _shards_of(view) == [
+        (one, "a1", 2, "completed", 2, 0, 0),
+        (two, "b1", 2, "failed", 0, 1, 1),
+        (three, "c1", 3, "completed", 3, 0, 0),
+    ]
+    assert all(s.started_at and s.closed_at for s in view.shards) and view.shard_tasks == 7
+    # before its result: what its shard children's events say (a failed shard's
+    # result is in its failure; a completed shard completed every task)
+    running = await _view(client, workflow_id, running=True)
+    assert running.execution_status == "RUNNING" and running.tasks == []
+    assert _shards_of(running) == [
+        (one, None, 2, "completed", 2, 0, 0),
+        (two, "b1", 2, "failed", 0, 1, 1),
+        (three, None, 3, "completed", 3, 0, 0),
+    ]
+
+    shown = await oma_show(dev_server, workflow_id)
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    print(out)
+    assert f"TeamRun {workflow_id}" in out and "failed" in out
+    assert "shards: 7 tasks in 3 shards" in out
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines()]
+    cells = {row[0]: row[1:] for row in rows if row}
+    assert cells[one][:6] == ["a1", "2", "completed", "2", "0", "0"]
+    assert cells[two][:6] == ["b1", "2", "failed", "0", "1", "1"]
+    assert cells[three][:6] == ["c1", "3", "completed", "3", "0", "0"]
+    assert f"each shard's tasks: oma show {workflow_id}/shard/<n>" in out
+    assert "tasks, in dependency order" not in out and "Outputs" not in out
+
+    page = tmp_path / "run.html"
+    written = await oma_show(dev_server, workflow_id, "--html", str(page))
+    assert written.returncode == 0, written.stderr
+    assert f"TeamRun {workflow_id} (failed), 7 tasks in 3 shards" in written.stdout
+    source = page.read_text()
+    assert source.count("<tr data-shard=") == 3
+    for shard, first in ((one, "a1"), (two, "b1"), (three, "c1")):
+        assert f'<tr data-shard="{shard}"><td><code>{shard}</code></td><td><code>{first}' in source
+    assert "Task DAG" not in source and "Waterfall" not in source
+
+    one_task = await oma_show(dev_server, workflow_id, "--task", "b1")
+    assert one_task.returncode == 1
+    assert "ran its tasks in 3 shards" in one_task.stderr
+    assert f"oma show {workflow_id}/shard/<n> --task b1" in one_task.stderr
+
+    # a shard's run shows its tasks, and one whole
+    shard = await oma_show(dev_server, two)
+    assert shard.returncode == 0, shard.stderr
+    assert f"TeamRun {two}" in shard.stdout
+    assert "b1 (B1) [PROCESS_FAILED]:" in shard.stdout
+    assert "b2 (B2): skipped: dependency 'b1'" in shard.stdout
+    failed = await oma_show(dev_server, two, "--task", "b1")
+    assert failed.returncode == 0, failed.stderr
+    assert "task b1" in failed.stdout and "exited with status 3" in failed.stdout
+    # a shard's histories alone (exported, without its run's): the shard's view
+    alone = await build_run_view(await fetch_histories(client, two), client.data_converter)
+    assert alone.workflow_id == two and [t.id for t in alone.tasks] == ["b1", "b2"]
 
 
 async def _wait_for_request(handle: Any, request_id: str) -> dict[str, Any]:
@@ -275,3 +400,39 @@ async def test_the_workflow_refuses_a_sharded_run_the_stock_cli_started(
 def test_shards_keep_parts_whole_and_the_run_order() -> None:
     specs = [TaskSpec.model_validate(t) for t in _interleaved()]
     assert shard_plan(specs) == [[0, 3], [1, 4], [2, 5, 6]]
+
+
+def test_a_running_sharded_runs_views_say_what_is_not_known_yet(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    view = RunView(
+        workflow_id="big",
+        execution_status="RUNNING",
+        status="running",
+        team="t",
+        started_at=start,
+        shards=[
+            ShardView(run_id="big/shard/1", status="running", tasks=1000, started_at=start),
+            ShardView(run_id="big/shard/2"),
+        ],
+    )
+
+    show.print_view(view)
+    out = capsys.readouterr().out
+    rows = [
+        [c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if "│ big/" in line
+    ]
+    assert rows == [
+        ["big/shard/1", "?", "1000", "running", "?", "?", "?", ""],
+        ["big/shard/2", "?", "?", "not started", "?", "?", "?", ""],
+    ]
+    assert "shards: ? tasks in 2 shards" in out
+    assert "each shard's tasks: oma show big/shard/<n>" in out
+
+    page = render_html(view)
+    assert "<b>tasks</b> ? in 2 shards" in page
+    assert (
+        '<tr data-shard="big/shard/2"><td><code>big/shard/2</code></td><td><code>?</code>' in page
+    )
+    assert ">not started</span>" in page

@@ -5,8 +5,9 @@ self-contained HTML page (``oma.viewer.html``).
 From a server (``oma.runtime.connection``; where nothing listens, the embedded
 server over ``.oma/temporal.db`` that ``oma run`` left, started for the reading
 and stopped: ``oma.cli.common.runs_server``) or from exported histories (``--history``, files or
-directories of ``temporal workflow show --output json`` output). Imported by
-``oma.cli.app`` only when ``oma show`` runs.
+directories of ``temporal workflow show --output json`` output). A sharded run
+shows its shards (as ``oma run`` prints them), each shard's run its tasks.
+Imported by ``oma.cli.app`` only when ``oma show`` runs.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from oma.cli.common import (
     run_text,
     runs_server,
 )
-from oma.cli.summary import recorded_note, reused_note
+from oma.cli.summary import recorded_note, reused_note, shards_table
 from oma.core.contracts.names import WorkflowName
 from oma.core.contracts.workflow_ids import task_workflow_id, team_run_id_of
 from oma.core.schema.errors import HistoryReadError, OMAError
@@ -137,8 +138,11 @@ async def _read_view(
     """The view of the run whose own histories are ``found``. Its tasks are
     there; a task's activities are in its child's history, read for the tasks
     shown whole only (``oma.viewer.paging``): the terminal view of a
-    many-task run reads none, its page those it draws; ``--json`` has all."""
+    many-task run reads none, its page those it draws; ``--json`` has all.
+    A sharded run's view lists its shards: no other history is read."""
     view = await build_run_view(found, converter, workflow_id, fetch, activities=False)
+    if view.shards:
+        return view
     page = page_of(view)
     if page.whole or as_json:
         return await build_run_view(found, converter, workflow_id, fetch)
@@ -186,6 +190,14 @@ def _write_html(view: RunView, path: Path) -> None:
         path.write_text(render_html(view), encoding="utf-8")
     except OSError as e:
         raise fail(f"cannot write {path}: {e.strerror}") from None
+    if view.shards:
+        console.print(
+            run_text(
+                f"wrote {path}: TeamRun {view.workflow_id} ({view.status}), "
+                f"{_shard_tasks(view)} tasks in {len(view.shards)} shards"
+            )
+        )
+        return
     bars = sum(len(r.activities) + 1 for t in view.tasks for r in t.runs)
     console.print(
         run_text(
@@ -207,7 +219,7 @@ def print_view(view: RunView, whole_with: str = "oma show RUN --task ID") -> Non
     """The run on the terminal: a header, the tasks in dependency layers, the
     coordinator's steps, each task's output (collapsed; ``whole_with``: the
     command that shows one whole), and each failed task's full error (stderr
-    tail included)."""
+    tail included); a sharded run's, under its header, its shards' table."""
     if view.duration_s is not None:
         took = f"took {seconds_text(view.duration_s)}"
     else:
@@ -234,6 +246,9 @@ def print_view(view: RunView, whole_with: str = "oma show RUN --task ID") -> Non
         console.print(run_text(f"stopped: {code}{view.error}", "red"))
     elif view.aborting is not None:
         console.print(run_text(view.aborting, "red"))
+    if view.shards:
+        _print_shards(view)
+        return
     page = page_of(view)
     print_table(_task_table(view, page.tasks))
     if not page.whole:
@@ -245,6 +260,20 @@ def print_view(view: RunView, whole_with: str = "oma show RUN --task ID") -> Non
     _print_outputs(page.tasks, whole_with)
     _print_failures(view, page.tasks)
     _print_skipped(page.tasks)
+
+
+def _print_shards(view: RunView) -> None:
+    """A sharded run's shards, as ``oma run`` prints them (``shards_table``),
+    and how to see a shard's tasks."""
+    title = f"shards: {_shard_tasks(view)} tasks in {len(view.shards)} shards"
+    shard = shlex.quote(f"{view.workflow_id}/shard/") + "<n>"
+    said = f"each shard's tasks: oma show {shard} (one task whole: add --task ID)"
+    print_table(shards_table(view.shards, title, said))
+
+
+def _shard_tasks(view: RunView) -> str:
+    """How many tasks a sharded run's shards hold (``?`` while not known of each)."""
+    return "?" if view.shard_tasks is None else f"{view.shard_tasks:,}"
 
 
 def totals(view: RunView) -> str:
@@ -279,7 +308,15 @@ def _print_outputs(tasks: list[TaskView], whole_with: str) -> None:
 
 def print_task(view: RunView, task_id: str) -> None:
     """``oma show RUN --task ID``: one task's facts, its whole output and its
-    whole error. Exits 1 naming the run's tasks when it has no task ``task_id``."""
+    whole error. Exits 1 naming the run's tasks when it has no task ``task_id``,
+    or its shards' runs when it is sharded (a shard's run holds the task)."""
+    if view.shards:
+        first = view.shards[0].run_id
+        raise fail(
+            f"TeamRun {view.workflow_id} ran its tasks in {len(view.shards)} shards, each a "
+            f"TeamRun of its own ({first}, ...): show the task with oma show "
+            f"{shlex.quote(view.workflow_id + '/shard/')}<n> --task {shlex.quote(task_id)}"
+        )
     t = next((t for t in view.tasks if t.id == task_id), None)
     if t is None:
         known = ", ".join(t.id for t in view.tasks) or "none"

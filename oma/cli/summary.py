@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from rich import box
 from rich.table import Table
@@ -138,25 +138,58 @@ def _print_table(result: TeamRunResult) -> None:
 
 
 def _print_shards(result: TeamRunResult) -> None:
+    """A sharded run's table (``shards_table``); each shard's run holds its
+    tasks (``oma show <shard run>``)."""
+    title = f"TeamRun: {result.status}, in {len(result.shards)} shards"
+    print_table(shards_table(result.shards, title, "each shard's tasks: oma show <shard run>"))
+
+
+class ShardRow(Protocol):
+    """A shard as its table reads it: a ``ShardResult`` (``oma run``), or
+    ``oma show``'s ``ShardView`` (``None``: not known while the run runs)."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def status(self) -> str | None: ...
+    @property
+    def tasks(self) -> int | None: ...
+    @property
+    def first_task(self) -> str | None: ...
+    @property
+    def completed(self) -> int | None: ...
+    @property
+    def failed(self) -> int | None: ...
+    @property
+    def skipped(self) -> int | None: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+def shards_table(shards: Sequence[ShardRow], title: str, caption: str) -> Table:
     """A sharded run's table: one line a shard (its run, first task, how many
-    tasks, status, how many completed, failed and were skipped, its error);
-    each shard's run holds its tasks (``oma show <shard run>``)."""
-    table = Table(title=f"TeamRun: {result.status}, in {len(result.shards)} shards")
+    tasks, status (``not started``), how many completed, failed and were
+    skipped, its error; ``?`` what is not known)."""
+    table = Table(title=title)
     for name in ("shard run", "first task", "tasks", "status", "completed", "failed", "skipped"):
         table.add_column(name, no_wrap=True)
     table.add_column("error", no_wrap=True, overflow="ellipsis")
-    for shard in result.shards:
+    for shard in shards:
         counts = (shard.tasks, shard.completed, shard.failed, shard.skipped)
         table.add_row(
             run_text(shard.run_id),
-            run_text(shard.first_task),
-            str(counts[0]),
+            run_text(shard.first_task or "?"),
+            _known(counts[0]),
             shard.status or "not started",
-            *(str(c) for c in counts[1:]),
+            *(_known(c) for c in counts[1:]),
             run_text(shard.error or ""),
         )
-    table.caption = "each shard's tasks: oma show <shard run>"
-    print_table(table)
+    table.caption = caption
+    return table
+
+
+def _known(count: int | None) -> str:
+    return "?" if count is None else str(count)
 
 
 def _detail(task: TaskState) -> str:

@@ -20,6 +20,11 @@ offline. It shows:
 Clicking a node or a bar shows its details in the side panel; on load the
 panel shows the first failed task (or the first task).
 
+A sharded run's page (``RunView.shards``) has the header and its shards as
+a table, one row a shard (its run, first task, tasks, status, how many
+completed, failed and were skipped, its start, duration and error): each
+shard's own page (``oma show <run id>/shard/<n> --html FILE``) has its tasks.
+
 A run of more tasks than ``oma.viewer.paging.WHOLE_TASKS`` gets a page
 of a bounded size: a status map draws every task (up to ``MAP_MOST``) as a
 square of its status's color, and the DAG is left out; the waterfall, the
@@ -89,6 +94,8 @@ LABEL_W, BARS_W, ROW_H = 270, 480, 22
 
 def render_html(view: RunView) -> str:
     """The page for ``view``, as one string of HTML."""
+    if view.shards:
+        return _page(view, [_header(view), '<main><div class="left">', _shards(view), _END])
     details: list[dict[str, Any]] = []
     page = page_of(view)
     drawn = (
@@ -96,21 +103,31 @@ def render_html(view: RunView) -> str:
         if page.whole
         else _section("Tasks by status", _status_map(view, page))
     )
-    body = "\n".join(
-        [
-            _header(view),
-            '<main><div class="left">',
-            drawn,
-            _section("Time", _scrubber(view, page)),
-            _section("Waterfall", _waterfall_svg(view, page.tasks, details)),
-            _section("Tasks", _task_table(view, page)),
-            _section("Outputs", _outputs(page.tasks)),
-            _section("Failures", _failures(view, page.tasks)),
-            '</div><aside id="details"><h2>Details</h2>'
-            '<p class="hint">Click a task or a bar.</p><pre id="detail-text"></pre></aside>',
-            "</main>",
-        ]
-    )
+    parts = [
+        _header(view),
+        '<main><div class="left">',
+        drawn,
+        _section("Time", _scrubber(view, page)),
+        _section("Waterfall", _waterfall_svg(view, page.tasks, details)),
+        _section("Tasks", _task_table(view, page)),
+        _section("Outputs", _outputs(page.tasks)),
+        _section("Failures", _failures(view, page.tasks)),
+        '</div><aside id="details"><h2>Details</h2>'
+        '<p class="hint">Click a task or a bar.</p><pre id="detail-text"></pre></aside>',
+        "</main>",
+    ]
+    return _page(view, parts, details)
+
+
+_END = "</div></main>"
+"""The end of a page without the details panel (a sharded run's: nothing to click)."""
+
+
+def _page(view: RunView, parts: list[str], details: list[dict[str, Any]] | None = None) -> str:
+    """The page of ``parts`` (its body, in order), with the data its script
+    reads: ``details``, what the panel shows of each thing clicked."""
+    details = details or []
+    body = "\n".join(parts)
     first = next((i for i, d in enumerate(details) if d.get("status") == "failed"), 0)
     data = json.dumps({"details": details, "initial": first}, ensure_ascii=False)
     title = f"TeamRun {view.workflow_id}: {view.status}"
@@ -121,6 +138,52 @@ def render_html(view: RunView) -> str:
         data=data.replace("<", "\\u003c"),
         js=_JS,
     )
+
+
+def _shards(view: RunView) -> str:
+    """A sharded run's shards as a table, one row a shard (``?``: not known
+    while the run runs), and where each shard's tasks are shown."""
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "shard run",
+            "first task",
+            "tasks",
+            "status",
+            "completed",
+            "failed",
+            "skipped",
+            "start",
+            "duration",
+            "error",
+        )
+    )
+    rows = []
+    for shard in view.shards:
+        status = shard.status or "not started"
+        took = seconds_text(shard.duration_s) if shard.duration_s is not None else ""
+        cells = [
+            f"<code>{_e(shard.run_id)}</code>",
+            f"<code>{_e(shard.first_task or '?')}</code>",
+            _e("?" if shard.tasks is None else shard.tasks),
+            f'<span class="badge" style="background:{_color(status)}">{_e(status)}</span>',
+            *(_e("?" if n is None else n) for n in (shard.completed, shard.failed, shard.skipped)),
+            _e(_offset(view, shard.started_at)),
+            _e(took),
+            _e(": ".join(p for p in (shard.error_code, shard.error) if p)),
+        ]
+        rows.append(
+            f'<tr data-shard="{_e(shard.run_id)}">'
+            + "".join(f"<td>{c}</td>" for c in cells)
+            + "</tr>"
+        )
+    total = "?" if view.shard_tasks is None else f"{view.shard_tasks:,}"
+    hint = (
+        f"{total} tasks in {len(view.shards)} shards, each a TeamRun of its own: its tasks "
+        f"are shown by oma show {view.workflow_id}/shard/<n> (--html FILE for its page)."
+    )
+    table = f'<table class="tasks shards"><tr>{head}</tr>{"".join(rows)}</table>'
+    return _section("Shards", f'<p class="hint">{_e(hint)}</p>{table}')
 
 
 def _scrubber(view: RunView, page: Page) -> str:
@@ -155,7 +218,7 @@ def _header(view: RunView) -> str:
         ("Temporal status", view.execution_status),
         ("started", view.started_at.strftime("%Y-%m-%d %H:%M:%S UTC")),
         ("duration", seconds_text(view.duration_s) if view.duration_s is not None else "running"),
-        ("tasks", str(len(view.tasks))),
+        ("tasks", _task_count(view)),
         *([("forked from", view.forked_from)] if view.forked_from else []),
         ("tokens", "unknown" if usage is None else f"{usage.total_tokens}"),
         ("cost", cost),
@@ -178,6 +241,14 @@ def _header(view: RunView) -> str:
         parts.append(f'<p class="note">{_e(note)}</p>')
     parts.append("</header>")
     return "".join(parts)
+
+
+def _task_count(view: RunView) -> str:
+    """``3``; a sharded run's ``7 in 3 shards`` (``?`` while not known of every shard)."""
+    if not view.shards:
+        return str(len(view.tasks))
+    total = "?" if view.shard_tasks is None else f"{view.shard_tasks:,}"
+    return f"{total} in {len(view.shards)} shards"
 
 
 def _color(status: str) -> str:

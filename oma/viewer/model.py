@@ -14,6 +14,13 @@ and on exported histories (``temporal workflow show --output json``):
   ``mcp_list_tools``, ...), each scheduled, started and closed at an event's
   timestamp, with what its input and result say (agent, tokens, cost, error).
 
+A sharded run (more than ``MAX_RUN_TASKS`` tasks: ``TeamRun`` children
+``<run id>/shard/<n>``, each holding some of its tasks) has no task of its
+own: its view lists its shards (``ShardView``: its result's ``shards``, or
+while it runs what its shard children's events say), and reads neither its
+whole input (its team is its first shard's) nor any shard's history; a
+shard's own view (``<run id>/shard/<n>``) has its tasks.
+
 Payloads and failures are decoded with the product's data converter
 (``oma.worker.plugin.data_converter``: with ``OMA_CODEC_KEYS`` set, it decrypts).
 Times are UTC ``datetime``s; durations are seconds.
@@ -37,11 +44,12 @@ from temporalio.exceptions import ApplicationError, FailureError
 
 from oma.client.runs import abort_input, abort_reason
 from oma.core.contracts.names import ActivityName, WorkflowName
-from oma.core.contracts.workflow_ids import team_run_id_of
+from oma.core.contracts.visibility import shard_of_summary
+from oma.core.contracts.workflow_ids import shard_workflow_id, team_run_id_of
 from oma.core.rules.task_graph import skip_reason
 from oma.core.rules.team_run_state import CANCELLED_REASON, CANCELLED_WITH_RUN
 from oma.core.schema.errors import HistoryReadError, RunCancelledError
-from oma.core.schema.results import TeamRunResult
+from oma.core.schema.results import ShardResult, TeamRunResult
 from oma.core.schema.task import ReusedFrom, TaskState, TaskStatus
 from oma.core.schema.usage import TokenUsage
 from oma.core.schema.validation import UndecodableInput
@@ -192,6 +200,37 @@ class TaskView(BaseModel):
         return None if start is None or end is None else (end - start).total_seconds()
 
 
+class ShardView(BaseModel):
+    """A shard of a sharded run: a ``TeamRun`` child ``<run id>/shard/<n>``
+    holding some of the run's tasks (``oma show <run id>/shard/<n>`` shows
+    them). Once the run ended, its result's ``ShardResult``; while it runs,
+    what its events say (``None``: not known)."""
+
+    run_id: str = Field(description="The shard's TeamRun workflow id, <run id>/shard/<n>.")
+    status: str | None = Field(
+        default=None,
+        description="Its result's status (ShardResult.status); while the run runs, 'running' "
+        "or how its child ended (completed, failed, cancelled, timed_out, terminated); "
+        "none: not started.",
+    )
+    tasks: int | None = Field(default=None, description="How many tasks it holds.")
+    first_task: str | None = Field(default=None, description="Its first task's id.")
+    completed: int | None = None
+    failed: int | None = None
+    skipped: int | None = None
+    error: str | None = None
+    error_code: str | None = None
+    started_at: datetime | None = Field(default=None, description="Its child run started.")
+    closed_at: datetime | None = Field(default=None, description="Its child run closed.")
+
+    @property
+    def duration_s(self) -> float | None:
+        """Seconds from start to close; ``None`` while it runs or before it started."""
+        if self.started_at is None or self.closed_at is None:
+            return None
+        return (self.closed_at - self.started_at).total_seconds()
+
+
 class RunView(BaseModel):
     """A ``TeamRun`` as its histories tell it."""
 
@@ -232,6 +271,10 @@ class RunView(BaseModel):
     abort_reason: str | None = Field(default=None, description="That signal's reason.")
     tasks: list[TaskView] = Field(default_factory=list, description="In layer order.")
     coordinator: list[ChildRunView] = Field(default_factory=list)
+    shards: list[ShardView] = Field(
+        default_factory=list,
+        description="A sharded run: its shards, in order (it has no tasks of its own).",
+    )
     notes: list[str] = Field(
         default_factory=list, description="What could not be read (an encrypted payload, ...)."
     )
@@ -254,6 +297,15 @@ class RunView(BaseModel):
             f"aborting{why} (abort signal at +{at}): no new task starts, the tasks in flight "
             "settle, the rest are skipped"
         )
+
+    @property
+    def shard_tasks(self) -> int | None:
+        """A sharded run: how many tasks its shards hold; ``None`` when not
+        known of every shard (or it has none)."""
+        counts = [s.tasks for s in self.shards]
+        if not counts or None in counts:
+            return None
+        return sum(c for c in counts if c is not None)
 
     def task(self, task_id: str) -> TaskView:
         """The task ``task_id``; raises ``KeyError``."""
@@ -278,7 +330,8 @@ async def build_run_view(
     activities: bool = True,
 ) -> RunView:
     """The ``RunView`` of the ``TeamRun`` among ``histories`` (``workflow_id``'s,
-    when given; else the one no other history started), its children found by
+    when given; else the one no workflow started, or the first when each was
+    started by another: a shard's histories without its run's), its children found by
     run id in its child events: among ``histories``, or through ``children``
     (``server_histories``), ``FETCHES_AT_ONCE`` at a time. Without
     ``activities`` no child history is read: the view has the tasks, their
@@ -443,7 +496,12 @@ class _Builder:
             by_run[_run_id(h)] = h
         chain = self._team_run_chain(histories, wanted)
         first, last = chain[0], chain[-1]
-        inp = await self.decode(_started(first).input, "the run's input") or {}
+        first_shard = _first_shard(chain)
+        if first_shard is not None:  # a sharded run: its team from a shard's input, not its whole
+            attrs = first_shard.start_child_workflow_execution_initiated_event_attributes
+            inp = await self.decode(attrs.input, f"the input of {attrs.workflow_id}") or {}
+        else:
+            inp = await self.decode(_started(first).input, "the run's input") or {}
         if isinstance(inp, dict) and "fork" in inp:
             inp = await self._forked_input(first) or inp
         team = inp.get("team") if isinstance(inp, dict) else None
@@ -477,6 +535,11 @@ class _Builder:
                 else "it ended without a result"
             )
         await self._abort(chain, view)
+        if first_shard is not None or (result is not None and result.shards):
+            view.shards = await self._shards(chain, result, view.workflow_id)
+            view.recorded_turns = result.recorded_turns if result is not None else 0
+            view.notes = _grouped(self.notes)
+            return view
         children = [c for h in chain for c in await self._children(h, by_run)]
         tasks = self._tasks(inp, result, children, ended=execution_status != "RUNNING")
         if result is None and execution_status == "CANCELED":
@@ -501,9 +564,10 @@ class _Builder:
                 continue
             if wanted is not None and h.workflow_id != wanted:
                 continue
-            if wanted is None and started.parent_workflow_execution.workflow_id:
-                continue
             team_runs.append(h)
+        if wanted is None:  # the one no other started (a shard's, given alone: its own)
+            top = [h for h in team_runs if not _started(h).parent_workflow_execution.workflow_id]
+            team_runs = top or team_runs
         if not team_runs:
             which = f"{WorkflowName.TEAM_RUN} {wanted!r}" if wanted else WorkflowName.TEAM_RUN
             types = sorted({_started(h).workflow_type.name for h in histories})
@@ -571,6 +635,72 @@ class _Builder:
         except ValidationError as err:
             self.notes.append(f"the run's result does not read as a TeamRunResult: {err}")
             return None
+
+    # -- shards ---------------------------------------------------------------
+
+    async def _shards(
+        self, chain: Sequence[WorkflowHistory], result: TeamRunResult | None, run_id: str
+    ) -> list[ShardView]:
+        """A sharded run's shards: its result's, with the times of their child
+        runs; without one (it runs, or ended without a result), the shard
+        children its events started, what their summaries say (how many tasks,
+        of how many shards: those not started yet are listed too) and how
+        they closed. No shard's input, history or completed result is read."""
+        ended = result is not None and bool(result.shards)
+        by_initiated: dict[int, ShardView] = {}
+        planned = 0
+        for history in chain:
+            for event in history.events:
+                if event.HasField("start_child_workflow_execution_initiated_event_attributes"):
+                    init = event.start_child_workflow_execution_initiated_event_attributes
+                    if init.workflow_type.name != WorkflowName.TEAM_RUN:
+                        continue
+                    shard = ShardView(run_id=init.workflow_id)
+                    if not ended and (said := shard_of_summary(await self._summary(event))):
+                        planned, shard.tasks = max(planned, said[1]), said[2]
+                    by_initiated[event.event_id] = shard
+                elif event.HasField("child_workflow_execution_started_event_attributes"):
+                    started = event.child_workflow_execution_started_event_attributes
+                    if (began := by_initiated.get(started.initiated_event_id)) is not None:
+                        began.started_at = _time(event)
+                        began.status = None if ended else "running"
+                else:
+                    await self._shard_closed(event, by_initiated, read=not ended)
+        seen = {s.run_id: s for s in by_initiated.values()}
+        if result is not None and ended:
+            return [_ended_shard(s, seen.get(s.run_id)) for s in result.shards]
+        for shard_id in (shard_workflow_id(run_id, n) for n in range(1, planned + 1)):
+            seen.setdefault(shard_id, ShardView(run_id=shard_id))  # one not started yet
+        return sorted(seen.values(), key=_shard_number)
+
+    async def _shard_closed(
+        self, event: HistoryEvent, by_initiated: dict[int, ShardView], *, read: bool
+    ) -> None:
+        """A shard child's close: when, and (``read``) how it ended: a shard
+        that completed completed every task (a ``TeamRun`` that does not
+        succeed ends failed); one that failed carries its result, whose
+        tasks are counted, else its failure is its error."""
+        which = event.WhichOneof("attributes") or ""
+        status = _CHILD_CLOSED.get(which)
+        if status is None:
+            return
+        attrs = getattr(event, which)
+        if (shard := by_initiated.get(attrs.initiated_event_id)) is None:
+            return
+        shard.closed_at = _time(event)
+        if not read:
+            return
+        shard.status = status
+        if status == "completed" and shard.tasks is not None:
+            shard.completed, shard.failed, shard.skipped = shard.tasks, 0, 0
+        elif status == "failed":
+            message, code, raw = await self.failure(attrs.failure)
+            if (carried := _team_run_result(raw)) is not None:
+                _count(shard, carried)
+            else:
+                shard.error, shard.error_code = message, code
+        elif status in ("timed_out", "terminated"):
+            shard.error = f"its run {status.replace('_', ' ')}"
 
     # -- children -------------------------------------------------------------
 
@@ -824,6 +954,53 @@ class _Builder:
                 "whose completion is not among the histories read: not shown"
             )
         return done[-1] if done else None
+
+
+def _first_shard(chain: Sequence[WorkflowHistory]) -> HistoryEvent | None:
+    """The event that started the first shard of a sharded run (a ``TeamRun``
+    child: a run starts no other), or ``None``."""
+    for history in chain:
+        for event in history.events:
+            if event.HasField("start_child_workflow_execution_initiated_event_attributes"):
+                init = event.start_child_workflow_execution_initiated_event_attributes
+                if init.workflow_type.name == WorkflowName.TEAM_RUN:
+                    return event
+    return None
+
+
+def _shard_number(shard: ShardView) -> int:
+    """``n`` of ``<run id>/shard/<n>``."""
+    tail = shard.run_id.rsplit("/", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+def _ended_shard(shard: ShardResult, seen: ShardView | None) -> ShardView:
+    """The view of ``shard`` as the run's result has it, with its child run's times."""
+    view = ShardView.model_validate(shard.model_dump())
+    if seen is not None:
+        view.started_at, view.closed_at = seen.started_at, seen.closed_at
+    return view
+
+
+def _team_run_result(raw: Any) -> TeamRunResult | None:
+    """``raw`` as a ``TeamRunResult`` (what a failed ``TeamRun`` carries), or ``None``."""
+    if not isinstance(raw, dict) or "tasks" not in raw or "success" not in raw:
+        return None
+    try:
+        return TeamRunResult.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+def _count(shard: ShardView, result: TeamRunResult) -> None:
+    """What a shard's ``result`` says of it (as the run counts it: ``ShardedRun``)."""
+    statuses = [t.status for t in result.tasks]
+    shard.status, shard.error, shard.error_code = result.status, result.error, result.error_code
+    shard.tasks = shard.tasks if shard.tasks is not None else len(statuses)
+    shard.first_task = result.tasks[0].id if result.tasks else shard.first_task
+    shard.completed = statuses.count(TaskStatus.COMPLETED)
+    shard.failed = statuses.count(TaskStatus.FAILED)
+    shard.skipped = shard.tasks - shard.completed - shard.failed
 
 
 GROUPED_NAMED = 3

@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from oma.core.contracts.names import SignalName, WorkflowName
-    from oma.core.contracts.visibility import team_run_result_of
+    from oma.core.contracts.visibility import shard_summary, team_run_result_of
     from oma.core.contracts.workflow_ids import shard_workflow_id
     from oma.core.rules.team_run_state import RunStop, StopKind
     from oma.core.schema import limits
@@ -157,7 +157,7 @@ class ShardedRun:
                 self._input(n, deadline),
                 id=shard.run_id,
                 result_type=RawValue,  # decoded here: a bad result fails this shard only
-                static_summary=f"shard {n + 1} of {len(self._shards)}: {shard.tasks} task(s)",
+                static_summary=shard_summary(n + 1, len(self._shards), shard.tasks),
                 search_attributes=self._visibility.for_child(team=self._inp.team.name, agent=None),
             )
         except asyncio.CancelledError:

@@ -11,6 +11,7 @@ workflow describe``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -120,6 +121,22 @@ def shorten(text: str, limit: int = SUMMARY_CHARS) -> str:
 def task_summary(agent: str, task_id: str, title: str) -> str:
     """A task's ``AgentRun`` child, as its static summary says: ``agent: title``."""
     return shorten(f"{agent}: {title or task_id}")
+
+
+def shard_summary(n: int, shards: int, tasks: int) -> str:
+    """A shard's ``TeamRun`` child, as its static summary says: ``shard 2 of
+    5: 1000 task(s)`` (``n`` from 1; ``shard_of_summary`` reads it back)."""
+    return f"shard {n} of {shards}: {tasks} task(s)"
+
+
+_SHARD_SUMMARY = re.compile(r"shard (\d+) of (\d+): (\d+) task\(s\)")
+
+
+def shard_of_summary(summary: str | None) -> tuple[int, int, int] | None:
+    """What ``shard_summary`` said, ``(n, shards, tasks)``; ``None`` for any
+    other text (or none)."""
+    found = _SHARD_SUMMARY.fullmatch(summary or "")
+    return None if found is None else (int(found[1]), int(found[2]), int(found[3]))
 
 
 def team_run_details(
