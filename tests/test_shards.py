@@ -19,12 +19,13 @@ import pytest
 from temporalio.client import Client, WorkflowHistory
 
 from oma.cli import show
+from oma.cli.summary import print_result
 from oma.client import team_run_result
 from oma.core.contracts.workflow_ids import shard_workflow_id, task_workflow_id
 from oma.core.schema import limits
 from oma.core.schema.dag import shard_plan
 from oma.core.schema.errors import DagValidationError, InvalidForkError, InvalidRunInputError
-from oma.core.schema.results import TeamRunResult
+from oma.core.schema.results import ShardResult, TeamRunResult
 from oma.core.schema.run_input import checked_team_run_input, parse_team_run_input
 from oma.core.schema.task import TaskSpec
 from oma.records.fork_source import read_source
@@ -436,3 +437,25 @@ def test_a_running_sharded_runs_views_say_what_is_not_known_yet(
         '<tr data-shard="big/shard/2"><td><code>big/shard/2</code></td><td><code>?</code>' in page
     )
     assert ">not started</span>" in page
+
+
+def test_oma_run_prints_a_sharded_runs_shards_as_oma_show_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    shards = [
+        ShardResult(
+            run_id="big/shard/1", status="completed", tasks=2, first_task="a1", completed=2
+        ),
+        ShardResult(run_id="big/shard/2", tasks=3, first_task="b1", skipped=3, error="skipped: x"),
+    ]
+    print_result(TeamRunResult(success=False, status="cancelled", tasks=[], shards=shards))
+    out = capsys.readouterr().out
+    rows = [
+        [c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if "│ big/" in line
+    ]
+    assert rows == [
+        ["big/shard/1", "a1", "2", "completed", "2", "0", "0", ""],
+        ["big/shard/2", "b1", "3", "not started", "0", "0", "3", "skipped: x"],
+    ]
+    assert "TeamRun: cancelled, in 2 shards" in out
+    assert "each shard's tasks: oma show <shard run>" in out

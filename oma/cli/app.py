@@ -457,7 +457,9 @@ def show(
     Read from the Temporal histories of the run and its children (not from
     queries: it works on a closed run, and on exported histories with
     --history). --html FILE writes the DAG and a waterfall of tasks, model
-    turns, tool calls, process runs and ACP turns as one page.
+    turns, tool calls, process runs and ACP turns as one page. A sharded run
+    (more than 10,000 tasks) lists its shards: `oma show RUN/shard/N` shows
+    a shard's tasks.
     """
     from oma.cli.show import show_command
 
