@@ -313,6 +313,35 @@ async def _wait_for_request(handle: Any, request_id: str) -> dict[str, Any]:
     raise AssertionError(f"{handle.id} never asked {request_id}")
 
 
+async def test_a_shard_whose_run_cannot_start_fails_alone_and_its_view_says_why(
+    client: Client, queue: str, workflow_id: str
+) -> None:
+    taken = shard_workflow_id(workflow_id, 2)  # a run of that id runs (no worker serves it)
+    squatter = await client.start_workflow(
+        "TeamRun", {}, id=taken, task_queue=f"nobody{FOREIGN_QUEUE_SUFFIX}"
+    )
+    try:
+        run_input = {"team": _team(), "tasks": _tasks(5)}
+        result = await team_run_result(
+            await start_team(client, workflow_id, run_input, task_queue=queue)
+        )
+    finally:
+        await squatter.terminate()
+
+    one, two = result.shards
+    assert (one.status, one.completed) == ("completed", 3)
+    assert (two.status, two.failed) == ("failed", 2) and "its run did not start" in (
+        two.error or ""
+    )
+    # before its result: the start its history refused
+    running = await _view(client, workflow_id, running=True)
+    assert _shards_of(running) == [
+        (one.run_id, None, 3, "completed", 3, 0, 0),
+        (taken, None, 2, "failed", 0, 2, 0),
+    ]
+    assert running.shards[1].error == "its run did not start: workflow already exists"
+
+
 async def test_a_rejection_in_a_shard_stops_the_run(
     client: Client, queue: str, workflow_id: str
 ) -> None:

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 from temporalio.api.common.v1 import Payloads
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, StartChildWorkflowExecutionFailedCause
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHistory
@@ -645,7 +645,8 @@ class _Builder:
         runs; without one (it runs, or ended without a result), the shard
         children its events started, what their summaries say (how many tasks,
         of how many shards: those not started yet are listed too) and how
-        they closed. No shard's input, history or completed result is read."""
+        they closed (or that they could not start). No shard's input, history
+        or completed result is read."""
         ended = result is not None and bool(result.shards)
         by_initiated: dict[int, ShardView] = {}
         planned = 0
@@ -664,6 +665,13 @@ class _Builder:
                     if (began := by_initiated.get(started.initiated_event_id)) is not None:
                         began.started_at = _time(event)
                         began.status = None if ended else "running"
+                elif event.HasField("start_child_workflow_execution_failed_event_attributes"):
+                    refused = event.start_child_workflow_execution_failed_event_attributes
+                    if not ended and (lost := by_initiated.get(refused.initiated_event_id)):
+                        cause = StartChildWorkflowExecutionFailedCause.Name(refused.cause)
+                        cause = cause.removeprefix(_START_FAILED).replace("_", " ").lower()
+                        lost.status, lost.error = "failed", f"its run did not start: {cause}"
+                        lost.failed, lost.completed, lost.skipped = lost.tasks, 0, 0
                 else:
                     await self._shard_closed(event, by_initiated, read=not ended)
         seen = {s.run_id: s for s in by_initiated.values()}
@@ -954,6 +962,9 @@ class _Builder:
                 "whose completion is not among the histories read: not shown"
             )
         return done[-1] if done else None
+
+
+_START_FAILED = "START_CHILD_WORKFLOW_EXECUTION_FAILED_CAUSE_"
 
 
 def _first_shard(chain: Sequence[WorkflowHistory]) -> HistoryEvent | None:
