@@ -64,6 +64,7 @@ import tempfile
 import time
 import uuid
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from temporalio import activity
@@ -557,6 +558,12 @@ def main() -> None:
         default=",".join(RUNNERS),
         help=f"comma-separated runners to measure (default every one: {','.join(RUNNERS)})",
     )
+    parser.add_argument(
+        "--server-log",
+        default="",
+        metavar="FILE",
+        help="append the dev server's output to FILE (default: none kept)",
+    )
     args = parser.parse_args()
     shapes = parse_sizes(args.sizes)
     runners = [n.strip() for n in args.runners.split(",") if n.strip()]
@@ -571,7 +578,8 @@ def main() -> None:
     floor_dir = tempfile.mkdtemp(prefix="oma-bench-floor-")
     store_dir = os.path.join(floor_dir, "payloads")
     os.mkdir(store_dir)
-    server = DevServer(port=free_port())
+    log_file = Path(args.server_log) if args.server_log else None
+    server = DevServer(port=free_port(), log_file=log_file)
 
     def interrupted(signum: int, _frame: Any) -> None:
         # Unwinding through asyncio.run can wait forever on the worker's
