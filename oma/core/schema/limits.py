@@ -162,7 +162,8 @@ task validates the whole input and the task graph and splits it into
 shards, all inside the SDK's 2 s deadlock timer: at 100,000 tasks 1.1 s of
 CPU on an idle 2-core machine (0.58 s to validate the input, 0.54 s to check
 the graph and split it; ``bench/dag_overhead.py`` prints the longest
-activation)."""
+activation). What bounds it first is the server, which keeps every task's
+``AgentRun`` (docs/orchestration.md, "How far one run goes")."""
 
 SHARD_TASKS = 5_000
 """How many tasks a shard of a sharded run holds, at most (a connected part
