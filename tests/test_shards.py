@@ -259,11 +259,9 @@ async def test_oma_show_lists_a_sharded_runs_shards_and_a_shard_its_tasks(
     shown = await oma_show(dev_server, workflow_id)
     assert shown.returncode == 0, shown.stderr
     out = shown.stdout
-    print(out)
     assert f"TeamRun {workflow_id}" in out and "failed" in out
     assert "shards: 7 tasks in 3 shards" in out
-    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines()]
-    cells = {row[0]: row[1:] for row in rows if row}
+    cells = {row[0]: row[1:] for row in _table_rows(out, "│") if row}
     assert cells[one][:6] == ["a1", "2", "completed", "2", "0", "0"]
     assert cells[two][:6] == ["b1", "2", "failed", "0", "1", "1"]
     assert cells[three][:6] == ["c1", "3", "completed", "3", "0", "0"]
@@ -450,9 +448,7 @@ def test_a_running_sharded_runs_views_say_what_is_not_known_yet(
 
     show.print_view(view)
     out = capsys.readouterr().out
-    rows = [
-        [c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if "│ big/" in line
-    ]
+    rows = _table_rows(out, "│ big/")
     assert rows == [
         ["big/shard/1", "?", "1000", "running", "?", "?", "?", ""],
         ["big/shard/2", "?", "?", "not started", "?", "?", "?", ""],
@@ -479,12 +475,16 @@ def test_oma_run_prints_a_sharded_runs_shards_as_oma_show_does(
     ]
     print_result(TeamRunResult(success=False, status="cancelled", tasks=[], shards=shards))
     out = capsys.readouterr().out
-    rows = [
-        [c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if "│ big/" in line
-    ]
+    rows = _table_rows(out, "│ big/")
     assert rows == [
         ["big/shard/1", "a1", "2", "completed", "2", "0", "0", ""],
         ["big/shard/2", "b1", "3", "not started", "0", "0", "3", "skipped: x"],
     ]
     assert "TeamRun: cancelled, in 2 shards" in out
     assert "each shard's tasks: oma show <shard run>" in out
+
+
+def _table_rows(out: str, marked: str) -> list[list[str]]:
+    """The cells of each boxed table row of ``out`` that holds ``marked``."""
+    rows = [line for line in out.splitlines() if marked in line]
+    return [[c.strip() for c in line.split("│")[1:-1]] for line in rows]

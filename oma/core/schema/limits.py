@@ -169,7 +169,7 @@ SHARD_TASKS = 5_000
 """How many tasks a shard of a sharded run holds, at most (a connected part
 of the task graph larger than this is a shard of its own, up to
 ``MAX_RUN_TASKS``). Its first workflow task builds its tasks' states in some
-0.1 s. Large enough that a shard runs many tasks at once: a run's workflow
+0.2 s. Large enough that a shard runs many tasks at once: a run's workflow
 task handles every child that settled since the last, so a shard of a few
 tasks in flight pays a workflow task per task (shards of 1,000 tasks, ten
 chains, took 1.44 workflow tasks a task where a 1,000-task run of a hundred
