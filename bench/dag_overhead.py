@@ -16,8 +16,12 @@ Runs, against one embedded dev server and one in-process worker:
 It does so at each size of ``--sizes`` (default 200, 800 and 5,000 tasks),
 for the runners of ``--runners`` (default all four); the floors skip a size
 past ``FLOOR_MAX_TASKS`` (their one history would pass Temporal's 51,200
-events), and say so. The OMA runs keep large payloads in a payload store of
-their own (a temporary directory), as the embedded dev server does; each
+events), and say so. The dev server keeps its histories in memory, or with ``--db-file`` in a
+SQLite file as ``oma run``'s embedded server does (as fast, with its
+write-ahead log; an in-memory server holding a 100,000-task run's histories
+fills the memory). The OMA runs keep large payloads in a payload store of their own (a
+temporary directory, or ``payloads`` beside ``--db-file``), as the embedded
+dev server does; each
 measurement prints the bytes it stored (``store_bytes``) and this process's
 peak RSS so far (``peak_rss_mb``: the worker and the client).
 Each gets a small warm-up run first. For each it prints the wall time, the
@@ -564,6 +568,14 @@ def main() -> None:
         metavar="FILE",
         help="append the dev server's output to FILE (default: none kept)",
     )
+    parser.add_argument(
+        "--db-file",
+        default="",
+        metavar="FILE",
+        help="keep the dev server's histories in the SQLite database FILE, as the "
+        "embedded server of `oma run` does, and the payload store beside it "
+        "(default: in memory, the store in a temporary directory; FILE must not exist)",
+    )
     args = parser.parse_args()
     shapes = parse_sizes(args.sizes)
     runners = [n.strip() for n in args.runners.split(",") if n.strip()]
@@ -571,15 +583,21 @@ def main() -> None:
         parser.error(f"unknown runner(s) {', '.join(unknown)}: give some of {', '.join(RUNNERS)}")
 
     from oma.runtime.dev_server import DevServer, free_port, is_listening
+    from oma.runtime.payload_store import EMBEDDED_STORE
 
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"machine: {os.cpu_count()} CPUs, load average {load}", flush=True)
 
     floor_dir = tempfile.mkdtemp(prefix="oma-bench-floor-")
-    store_dir = os.path.join(floor_dir, "payloads")
-    os.mkdir(store_dir)
     log_file = Path(args.server_log) if args.server_log else None
-    server = DevServer(port=free_port(), log_file=log_file)
+    db_file = Path(args.db_file) if args.db_file else None
+    if db_file is not None and db_file.exists():
+        parser.error(f"--db-file {db_file} exists: give a new file")
+    # beside a kept database the store is kept too, where `oma run` keeps it:
+    # `oma show` can read the runs afterwards
+    store_dir = str(db_file.parent / EMBEDDED_STORE) if db_file else f"{floor_dir}/payloads"
+    os.makedirs(store_dir, exist_ok=True)
+    server = DevServer(port=free_port(), log_file=log_file, db_file=db_file)
 
     def interrupted(signum: int, _frame: Any) -> None:
         # Unwinding through asyncio.run can wait forever on the worker's
