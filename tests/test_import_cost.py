@@ -40,7 +40,14 @@ def test_the_client_and_the_agent_import_no_sdk_and_no_worker(code: str) -> None
 
 
 def test_importing_the_worker_loads_no_provider_or_protocol_sdk() -> None:
-    assert _loaded_after("import oma.worker") == ["temporalio.worker"]
+    assert _loaded_after("from oma.worker import build_worker") == ["temporalio.worker"]
+
+
+def test_a_replayer_imports_no_activity() -> None:
+    # oma replay and oma debug replay with the worker's plugin, not its activities
+    probe = "import oma.cli.replay, sys; print([m for m in sys.modules if m.startswith('oma.act')])"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_a_built_worker_imports_no_provider_or_protocol_sdk() -> None:

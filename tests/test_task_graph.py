@@ -124,3 +124,25 @@ def test_an_unknown_assignee_or_dependency_names_the_nearest_known_one() -> None
         "(team agents: planner, reviewer); "
         "unknown dependency: task 'review' depends on 'plann' (did you mean 'plan'?)"
     )
+
+
+@pytest.mark.parametrize(
+    ("tasks", "cycle"),
+    [
+        # every task but the first listed after its dependencies
+        ([spec("a", "c"), spec("b", "a"), spec("c", "b")], "a -> c -> b -> a"),
+        ([spec("a"), spec("b", "b")], "b -> b"),
+        # a duplicate id: the graph holds its last listing
+        ([spec("a"), spec("b", "a"), spec("a", "b")], "a -> b -> a"),
+    ],
+)
+def test_a_cycle_is_found_in_any_order_of_the_list(tasks: list[TaskSpec], cycle: str) -> None:
+    with pytest.raises(DagValidationError) as info:
+        validate_task_graph(tasks, ["a"])
+    assert info.value.message.endswith(f"dependency cycle: {cycle}")
+
+
+def test_a_repeated_dependency_is_named_once() -> None:
+    with pytest.raises(DagValidationError) as info:
+        validate_task_graph([spec("a"), spec("b", "a", "a"), spec("c", "a", "b")], ["a"])
+    assert info.value.message == "repeated dependency: task 'b' lists 'a' twice"

@@ -47,22 +47,27 @@ def validate_task_graph(tasks: Sequence[TaskSpec], agent_names: Iterable[str]) -
     repeated = [
         f"task {t.id!r} lists {d!r} twice"
         for t in tasks
+        if len(set(t.depends_on)) != len(t.depends_on)
         for d in sorted({d for d in t.depends_on if t.depends_on.count(d) > 1})
     ]
     if repeated:
         problems.append(f"repeated dependency: {'; '.join(repeated)}")
 
-    known = set(ids)
+    position = {task_id: i for i, task_id in enumerate(ids)}
     unknown_deps = [
-        f"task {t.id!r} depends on {d!r}{_meant(d, known)}"
+        f"task {t.id!r} depends on {d!r}{_meant(d, position)}"
         for t in tasks
         for d in t.depends_on
-        if d not in known
+        if d not in position
     ]
     if unknown_deps:
         problems.append(f"unknown dependency: {'; '.join(unknown_deps)}")
 
-    cycle = find_cycle({t.id: t.depends_on for t in tasks})
+    # tasks listed after their dependencies (as a template's and most inputs
+    # are) make no cycle: the search is skipped, a third of this check's time
+    # at 100,000 tasks, which runs in a workflow's first activation
+    listed_after = all(position.get(d, i) < i for i, t in enumerate(tasks) for d in t.depends_on)
+    cycle = None if listed_after else find_cycle({t.id: t.depends_on for t in tasks})
     if cycle:
         problems.append(f"dependency cycle: {' -> '.join(cycle)}")
     if problems:

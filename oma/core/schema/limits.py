@@ -159,9 +159,10 @@ MAX_SHARDED_RUN_TASKS = 100_000
 """The most tasks a sharded run may have (a tasks or plan run past
 ``MAX_RUN_TASKS``: ``oma.core.schema.dag.shard_plan``). Its first workflow
 task validates the whole input and the task graph and splits it into
-shards, all inside the SDK's 2 s deadlock timer: at 100,000 tasks 1.1 s of
-CPU on an idle 2-core machine (0.58 s to validate the input, 0.54 s to check
-the graph and split it; ``bench/dag_overhead.py`` prints the longest
+shards, all inside the SDK's 2 s deadlock timer: at 100,000 tasks some 0.9 s
+of CPU on a 2-core machine (0.6 s for pydantic to validate the input, 0.33 s
+to check the graph and split it, its cycle search skipped when every task is
+listed after its dependencies; ``bench/dag_overhead.py`` prints the longest
 activation). What bounds it first is the server, which keeps every task's
 ``AgentRun`` (docs/orchestration.md, "How far one run goes")."""
 

@@ -64,6 +64,8 @@ def check_assignments(tasks: Sequence[TaskSpec], team: TeamConfig) -> None:
     """
     mismatched, orphaned = [], []
     for t in tasks:
+        if t.requires is None and (t.assignee is not None or team.agents):
+            continue  # any agent satisfies no requirements
         if t.assignee is not None:
             agent = team.agent(t.assignee)
             if agent is not None and not satisfies(agent, t.requires):
