@@ -4,13 +4,15 @@ back along a chain that continued as new."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import (
     GetWorkflowExecutionHistoryRequest,
     GetWorkflowExecutionHistoryReverseRequest,
 )
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.core.schema.errors import InvalidForkError
@@ -93,10 +95,27 @@ async def children_of(client: Client, workflow_id: str, run_id: str) -> Children
             previous = event.workflow_execution_started_event_attributes.continued_execution_run_id
             if previous:
                 found[CONTINUED_FROM] = previous
-        elif event.HasField("child_workflow_execution_started_event_attributes"):
-            started = event.child_workflow_execution_started_event_attributes.workflow_execution
-            found[started.workflow_id] = started.run_id
+        elif (child := started_child(event)) is not None:
+            found[child.workflow_id] = child.run_id
     return found
+
+
+def started_child(event: HistoryEvent) -> WorkflowExecution | None:
+    """The child execution ``event`` says started (a
+    ``ChildWorkflowExecutionStarted`` event's), or ``None`` for another event."""
+    if not event.HasField("child_workflow_execution_started_event_attributes"):
+        return None
+    return event.child_workflow_execution_started_event_attributes.workflow_execution
+
+
+def started_children(histories: Iterable[WorkflowHistory]) -> list[WorkflowExecution]:
+    """The child executions ``histories`` started (``started_child``), in order."""
+    return [
+        child
+        for history in histories
+        for event in history.events
+        if (child := started_child(event)) is not None
+    ]
 
 
 async def child_execution(

@@ -13,6 +13,7 @@ from typing import TypeVar
 from temporalio.client import Client, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
+from oma.records.executions import started_children
 from oma.records.history_files import started
 
 T = TypeVar("T")
@@ -39,15 +40,10 @@ async def fetch_histories(
     chain = await execution_chain(client, workflow_id, run_id)
     histories = list(chain)
     if children:
-        executions = [
-            event.child_workflow_execution_started_event_attributes.workflow_execution
-            for history in chain
-            for event in history.events
-            if event.HasField("child_workflow_execution_started_event_attributes")
-        ]
         fetch = server_histories(client)
         async for runs in in_order(
-            (chain_of(fetch, x.workflow_id, x.run_id) for x in executions), FETCHES_AT_ONCE
+            (chain_of(fetch, x.workflow_id, x.run_id) for x in started_children(chain)),
+            FETCHES_AT_ONCE,
         ):
             histories.extend(runs)
     return histories
