@@ -7,7 +7,10 @@ of runs, which the client, the CLI, ``oma acp``, the viewer and the worker's
 - ``executions`` — a run's executions (its latest, the first and last
   event of one) and the children each started, along a chain that
   continued as new;
+- ``histories`` — a run's histories from the server: its chain and its
+  children's, fetched a few at a time;
 - ``results`` — the result a ``TeamRun`` history's last event holds;
+- ``aborts`` — the ``abort`` signal a run received, and its reason;
 - ``outputs`` — outputs a ``TeamRun`` kept by reference, read back from
   its tasks' ``AgentRun`` results;
 - ``fork_source`` — a run as a fork (or a run reusing its work) reads it,

@@ -42,7 +42,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError, FailureError
 
-from oma.client.runs import abort_input, abort_reason
+from oma.core.contracts.encoding import ENCRYPTED_ENCODING
 from oma.core.contracts.names import ActivityName, WorkflowName
 from oma.core.contracts.visibility import shard_of_summary
 from oma.core.contracts.workflow_ids import shard_workflow_id, team_run_id_of
@@ -53,11 +53,11 @@ from oma.core.schema.results import ShardResult, TeamRunResult
 from oma.core.schema.task import ReusedFrom, TaskState, TaskStatus
 from oma.core.schema.usage import TokenUsage
 from oma.core.schema.validation import UndecodableInput
+from oma.records.aborts import abort_input, abort_reason
 from oma.records.fork_source import ForkReads
 from oma.records.histories import FETCHES_AT_ONCE, ChildHistory, chain_of, in_order
 from oma.records.history_files import started
 from oma.records.results import closed_result
-from oma.runtime.codec import ENCRYPTED_ENCODING
 from oma.runtime.payload_store import external_storage, reference_of, retrieve
 
 T = TypeVar("T")
