@@ -1,6 +1,6 @@
-"""A run's executions as Temporal keeps them: the latest one of a workflow
-id, the first and the last event of one, and the children each started,
-back along a chain that continued as new."""
+"""A run's executions as Temporal keeps them: those of a workflow id and
+the latest one, the first and the last event of one, and the children each
+started, back along a chain that continued as new."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from temporalio.api.workflowservice.v1 import (
     GetWorkflowExecutionHistoryReverseRequest,
 )
 from temporalio.client import Client, WorkflowHistory
+from temporalio.client import WorkflowExecution as ListedExecution
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.core.schema.errors import InvalidForkError
@@ -41,11 +42,7 @@ async def latest_execution(
     latest = await latest_run_id(client, run_id)
     if latest is not None and latest != not_run_id:
         return latest
-    others = [
-        wf
-        async for wf in client.list_workflows(f"WorkflowId = {_quoted(run_id)}")
-        if wf.run_id != not_run_id and wf.id == run_id
-    ]
+    others = [wf for wf in await executions_of(client, run_id) if wf.run_id != not_run_id]
     if latest is None or not others:
         before = " before this one" if latest is not None else ""
         raise InvalidForkError(
@@ -53,6 +50,16 @@ async def latest_execution(
             f"id of a TeamRun ({hint})"
         )
     return max(others, key=lambda wf: wf.start_time).run_id
+
+
+async def executions_of(
+    client: Client, workflow_id: str, *, limit: int | None = None
+) -> list[ListedExecution]:
+    """The executions of ``workflow_id`` Temporal's visibility lists (at most
+    ``limit``), in the order it lists them; a visibility that lags may not
+    list one that just started. Raises ``RPCError``."""
+    query = f"WorkflowId = {_quoted(workflow_id)}"
+    return [wf async for wf in client.list_workflows(query, limit=limit) if wf.id == workflow_id]
 
 
 def _quoted(value: str) -> str:
