@@ -1,12 +1,15 @@
 """A run's executions as Temporal keeps them: those of a workflow id and
-the latest one, the first and the last event of one, and the children each
-started, back along a chain that continued as new."""
+the latest one, the first and the last event of one, why its workflow task
+last failed, and the children each started, back along a chain that
+continued as new."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import timedelta
 
 from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import WorkflowTaskFailedCause
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import (
     GetWorkflowExecutionHistoryRequest,
@@ -80,6 +83,34 @@ async def edge_event(client: Client, execution: WorkflowExecution, *, first: boo
         namespace=client.namespace, execution=execution, maximum_page_size=1
     )
     return (await service.get_workflow_execution_history_reverse(reverse)).history.events[0]
+
+
+WORKFLOW_TASK_EVENTS = 50
+"""How many of a history's last events ``workflow_task_failure`` reads."""
+
+
+async def workflow_task_failure(
+    client: Client, workflow_id: str, *, timeout: timedelta | None = None
+) -> str:
+    """``CAUSE: message`` of the latest failed workflow task among the last
+    ``WORKFLOW_TASK_EVENTS`` events of the latest execution of
+    ``workflow_id`` (read from its end, in one request of at most
+    ``timeout``), or ``""``. Raises ``RPCError`` and the SDK's
+    ``RPCTimeoutOrCancelledError``."""
+    request = GetWorkflowExecutionHistoryReverseRequest(
+        namespace=client.namespace,
+        execution=WorkflowExecution(workflow_id=workflow_id),
+        maximum_page_size=WORKFLOW_TASK_EVENTS,
+    )
+    page = await client.workflow_service.get_workflow_execution_history_reverse(
+        request, timeout=timeout
+    )
+    for event in page.history.events:
+        if event.HasField("workflow_task_failed_event_attributes"):
+            failed = event.workflow_task_failed_event_attributes
+            name = WorkflowTaskFailedCause.Name(failed.cause)
+            return f"{name.removeprefix('WORKFLOW_TASK_FAILED_CAUSE_')}: {failed.failure.message}"
+    return ""
 
 
 Children = dict[str, str]
