@@ -29,7 +29,7 @@ from oma.core.schema.run_input import TeamRunInput, parse_team_run_input
 from oma.core.schema.validation import UndecodableInput
 from oma.records.executions import latest_execution
 from oma.records.fork_source import ForkReads, fitted, fork_of, forked_input_of, reuse_of
-from oma.records.history_files import read_history_file
+from oma.records.history_files import read_history_file, started
 from oma.records.results import closed_result
 from oma.runtime.client_plugin import stores_payloads
 
@@ -122,10 +122,10 @@ async def history_source(path: Path, converter: DataConverter) -> tuple[str, For
     a chain: export the last). Raises ``HistoryReadError``."""
     history = read_history_file(path)
     run_id = history.workflow_id
-    started = history.events[0].workflow_execution_started_event_attributes
-    if started.workflow_type.name != WorkflowName.TEAM_RUN:
-        raise HistoryReadError(f"{path} is the history of a {started.workflow_type.name}")
-    inp = await _decoded(converter, started.input.payloads, path, "input")
+    begun = started(history)
+    if begun.workflow_type.name != WorkflowName.TEAM_RUN:
+        raise HistoryReadError(f"{path} is the history of a {begun.workflow_type.name}")
+    inp = await _decoded(converter, begun.input.payloads, path, "input")
     if is_fork_input(inp):  # a fork's first run: the input it went on with
         reads, read = ForkReads(), None
         for event in history.events:
