@@ -44,7 +44,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 
 from oma.core.contracts.encoding import ENCRYPTED_ENCODING
 from oma.core.contracts.names import ActivityName, WorkflowName
-from oma.core.contracts.visibility import shard_of_summary
+from oma.core.contracts.visibility import shard_of_summary, team_run_result_of
 from oma.core.contracts.workflow_ids import shard_workflow_id, team_run_id_of
 from oma.core.rules.task_graph import skip_reason
 from oma.core.rules.team_run_state import CANCELLED_REASON, CANCELLED_WITH_RUN
@@ -724,10 +724,11 @@ class _Builder:
         if status == "completed" and shard.tasks is not None:
             shard.completed, shard.failed, shard.skipped = shard.tasks, 0, 0
         elif status == "failed":
-            message, code, raw = await self.failure(attrs.failure)
-            if (carried := _team_run_result(raw)) is not None:
+            err = await self.decode_failure(attrs.failure)
+            if (carried := _carried_result(err)) is not None:
                 _count(shard, carried)
             else:
+                message, code, _ = _said(attrs.failure, err)
                 shard.error, shard.error_code = message, code
         elif status in ("timed_out", "terminated"):
             shard.error = f"its run {status.replace('_', ' ')}"
@@ -1015,12 +1016,11 @@ def _ended_shard(shard: ShardResult, seen: ShardView | None) -> ShardView:
     return view
 
 
-def _team_run_result(raw: Any) -> TeamRunResult | None:
-    """``raw`` as a ``TeamRunResult`` (what a failed ``TeamRun`` carries), or ``None``."""
-    if not isinstance(raw, dict) or "tasks" not in raw or "success" not in raw:
-        return None
+def _carried_result(err: BaseException | None) -> TeamRunResult | None:
+    """The ``TeamRunResult`` a failed ``TeamRun``'s failure ``err`` carries
+    (``team_run_result_of``), or ``None`` (also for one that does not read)."""
     try:
-        return TeamRunResult.model_validate(raw)
+        return team_run_result_of(err)
     except ValidationError:
         return None
 
