@@ -95,8 +95,8 @@ async def workflow_task_failure(
     """``CAUSE: message`` of the latest failed workflow task among the last
     ``WORKFLOW_TASK_EVENTS`` events of the latest execution of
     ``workflow_id`` (read from its end, in one request of at most
-    ``timeout``), or ``""``. Raises ``RPCError`` and the SDK's
-    ``RPCTimeoutOrCancelledError``."""
+    ``timeout``), or ``""``. Raises ``RPCError`` (a request past
+    ``timeout`` too)."""
     request = GetWorkflowExecutionHistoryReverseRequest(
         namespace=client.namespace,
         execution=WorkflowExecution(workflow_id=workflow_id),
