@@ -20,6 +20,7 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
+from oma.core.contracts.encoding import ENCRYPTED_ENCODING
 from oma.core.schema.errors import (
     OMAError,
     PayloadStoreInvalidError,
@@ -28,7 +29,7 @@ from oma.core.schema.errors import (
     StoredPayloadInvalidError,
     StoredPayloadMissingError,
 )
-from oma.runtime.codec import ENCRYPTED_ENCODING, AesGcmCodec, new_key, parse_keys
+from oma.runtime.codec import AesGcmCodec, new_key, parse_keys
 from oma.runtime.codec_server import codec_app, serve
 from oma.runtime.converter import data_converter
 from oma.runtime.dev_server import free_port

@@ -32,6 +32,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 
 from oma import worker as oma_worker
 from oma.client.fork import preview, start_fork
+from oma.core.contracts.encoding import ENCRYPTED_ENCODING
 from oma.core.schema.errors import (
     InvalidRunInputError,
     PayloadStoreMissingError,
@@ -42,7 +43,7 @@ from oma.core.schema.limits import MAX_SHARDED_RUN_TASKS
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import checked_team_run_input
 from oma.records.histories import execution_chain
-from oma.runtime.codec import ENCRYPTED_ENCODING, new_key, parse_keys
+from oma.runtime.codec import new_key, parse_keys
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port, free_ports, is_listening, temporal_binary
 from oma.runtime.payload_store import PayloadStore, reference_of

@@ -83,6 +83,7 @@ from oma.core.schema.errors import (
 from oma.core.schema.limits import MAX_NAME_CHARS
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import checked_team_run_input
+from oma.records.executions import executions_of
 
 logger = logging.getLogger(__name__)
 
@@ -695,10 +696,8 @@ class TeamAgent:
         runs: list[tuple[str, Any]] = []
         chained = ""
         if "'" in session.id or "\\" in session.id:
-            return  # (not a list query's string: the latest run is drawn all the same)
-        executions = [
-            wf async for wf in client.list_workflows(f"WorkflowId = '{session.id}'", limit=200)
-        ]
+            return  # earlier runs not replayed: the latest is drawn all the same
+        executions = await executions_of(client, session.id, limit=200)
         for wf in sorted(executions, key=lambda w: w.start_time):
             mine = (await wf.memo()).get(MEMO)
             typed = (mine.get("command") or mine.get("prompt")) if isinstance(mine, dict) else ""

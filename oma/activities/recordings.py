@@ -37,7 +37,7 @@ from oma.core.contracts.workflow_ids import task_workflow_id, team_run_id_of
 from oma.core.schema.errors import InvalidForkError
 from oma.core.schema.limits import cut_text
 from oma.core.schema.messages import LLMMessage, ToolResultBlock, ToolUseBlock
-from oma.records.executions import latest_execution
+from oma.records.executions import latest_execution, started_children
 from oma.records.fork_source import ForkReads
 from oma.records.histories import execution_chain
 
@@ -291,12 +291,7 @@ async def fetch(
         raise InvalidForkError(
             f"no run {run_id!r}{which} to replay recorded model turns from ({HINT})"
         ) from None
-    children = [
-        event.child_workflow_execution_started_event_attributes.workflow_execution
-        for history in chain
-        for event in history.events
-        if event.HasField("child_workflow_execution_started_event_attributes")
-    ]
+    children = started_children(chain)
     own = {c.workflow_id for c in children}
     kept = [k for k in await _kept_from(chain[0], client.data_converter) if k[0] not in own]
 

@@ -43,7 +43,7 @@ from oma.cli.upstream import output_lines, upstream_header
 from oma.client import OpenMultiAgent, team_run_result
 from oma.client.approvals import pending as pending_requests
 from oma.client.approvals import upstream_outputs
-from oma.client.runs import abort_sent, cause
+from oma.client.runs import cause
 from oma.core.contracts.names import QueryName, SignalName, WorkflowName
 from oma.core.schema.approvals import (
     ApprovalDecision,
@@ -53,6 +53,7 @@ from oma.core.schema.approvals import (
 )
 from oma.core.schema.errors import OMAError
 from oma.core.schema.results import TeamRunResult
+from oma.records.aborts import abort_sent
 from oma.runtime.dev_server import is_listening
 
 UPDATE_TIMEOUT = timedelta(seconds=30)

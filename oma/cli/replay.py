@@ -30,6 +30,7 @@ from oma.core.schema.errors import (
     OMAError,
     ReplayMismatchError,
 )
+from oma.records.histories import history_of
 from oma.records.history_files import read_history_file
 from oma.runtime.connection import Connection
 from oma.worker import plugin
@@ -165,7 +166,8 @@ async def _replayable(
     for start in range(0, len(runs), FETCHES_AT_ONCE):
         batch = runs[start : start + FETCHES_AT_ONCE]
         histories = await asyncio.gather(
-            *(_history(client, r.execution) for r in batch), return_exceptions=True
+            *(history_of(client, r.execution.id, r.execution.run_id) for r in batch),
+            return_exceptions=True,
         )
         for run, history in zip(batch, histories, strict=True):
             if isinstance(history, BaseException):
@@ -181,10 +183,6 @@ async def _replayable(
                 continue
             fetched[id(history)] = run
             yield history
-
-
-async def _history(client: Client, execution: WorkflowExecution) -> WorkflowHistory:
-    return await client.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
 
 
 _INNER_MESSAGE = re.compile(r'message: "((?:[^"\\]|\\.)*)"')

@@ -54,6 +54,7 @@ from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
 from oma.core.schema.run_input import ReuseOptions, TeamRunInput, checked_team_run_input
 from oma.core.schema.usage import usd
+from oma.records.executions import workflow_task_failure
 from oma.runtime.dev_server import is_listening, split_address
 
 EVENT_POLL_S = 0.5
@@ -445,7 +446,11 @@ async def _say_when_stuck(client: Client, handle: WorkflowHandle[Any, Any]) -> N
         try:
             described = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
             attempt = described.raw_description.pending_workflow_task.attempt
-            why = await _workflow_task_failure(client, handle.id) if attempt >= 2 else ""
+            why = (
+                await workflow_task_failure(client, handle.id, timeout=QUERY_TIMEOUT)
+                if attempt >= 2
+                else ""
+            )
             if why and why != said.get(handle.id):
                 said[handle.id] = why
                 _say_stuck(
@@ -470,7 +475,9 @@ async def _say_when_child_stuck(
     child = client.get_workflow_handle(child_id)
     described = await child.describe(rpc_timeout=QUERY_TIMEOUT)
     attempt = described.raw_description.pending_workflow_task.attempt
-    why = await _workflow_task_failure(client, child_id) if attempt >= 2 else ""
+    why = (
+        await workflow_task_failure(client, child_id, timeout=QUERY_TIMEOUT) if attempt >= 2 else ""
+    )
     if why and why != said.get(child_id):
         said[child_id] = why
         _say_stuck(
@@ -483,29 +490,6 @@ async def _say_when_child_stuck(
 
 def _say_stuck(message: str) -> None:
     err_console.print(message, style="bold red", highlight=False, markup=False)
-
-
-async def _workflow_task_failure(client: Client, workflow_id: str) -> str:
-    """``CAUSE: message`` of the latest failed workflow task in the history
-    of ``workflow_id`` (read from its end), or ``""``."""
-    from temporalio.api.common.v1 import WorkflowExecution
-    from temporalio.api.enums.v1 import WorkflowTaskFailedCause
-    from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
-
-    request = GetWorkflowExecutionHistoryReverseRequest(
-        namespace=client.namespace,
-        execution=WorkflowExecution(workflow_id=workflow_id),
-        maximum_page_size=50,
-    )
-    page = await client.workflow_service.get_workflow_execution_history_reverse(
-        request, timeout=QUERY_TIMEOUT
-    )
-    for event in page.history.events:
-        if event.HasField("workflow_task_failed_event_attributes"):
-            failed = event.workflow_task_failed_event_attributes
-            name = WorkflowTaskFailedCause.Name(failed.cause)
-            return f"{name.removeprefix('WORKFLOW_TASK_FAILED_CAUSE_')}: {failed.failure.message}"
-    return ""
 
 
 class Progress:

@@ -27,8 +27,9 @@ from oma.core.schema.limits import check_child_ids, json_size, state_budget
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import TeamRunInput, parse_team_run_input
 from oma.core.schema.validation import UndecodableInput
+from oma.records.executions import latest_execution
 from oma.records.fork_source import ForkReads, fitted, fork_of, forked_input_of, reuse_of
-from oma.records.history_files import read_history_file
+from oma.records.history_files import read_history_file, started
 from oma.records.results import closed_result
 from oma.runtime.client_plugin import stores_payloads
 
@@ -75,11 +76,12 @@ async def start_fork(
     ``OmaForkedFrom`` (``oma.client.runs.start_run``: without them on a
     namespace that lacks one) and ``memo`` (Temporal's memo). A fork that
     takes its source's workflow id (a new execution of it) reads the
-    execution that is the latest now: its ``temporal_run_id`` is set to it,
-    unless given, so that the fork does not read itself. Raises
-    ``InvalidRunInputError`` for a workflow id too long for the fork's
-    tasks, ``InvalidForkError`` for a source given inline that makes the
-    input too large; the SDK's errors."""
+    execution that is the latest now (``oma.records.executions.latest_execution``):
+    its ``temporal_run_id`` is set to it, unless given, so that the fork does
+    not read itself. Raises ``InvalidRunInputError`` for a workflow id too
+    long for the fork's tasks, ``InvalidForkError`` for a source given
+    inline that makes the input too large, or under its source's workflow
+    id when there is no such run; the SDK's errors."""
     check_child_ids(id, ())
     budget = state_budget(stores_payloads(client))
     if fork.fork.source is not None and (size := json_size(fork.payload())) > budget:
@@ -91,10 +93,8 @@ async def start_fork(
         )
     spec = fork.fork
     if id == spec.run_id and spec.source is None and spec.temporal_run_id is None:
-        latest = await client.get_workflow_handle(id).describe()
-        fork = fork.model_copy(
-            update={"fork": spec.model_copy(update={"temporal_run_id": latest.run_id})}
-        )
+        latest = await latest_execution(client, id, hint=_HINT)
+        fork = fork.model_copy(update={"fork": spec.model_copy(update={"temporal_run_id": latest})})
     attributes = start_attributes(team=team, forked_from=fork.fork.run_id)
     return await start_run(
         client,
@@ -108,6 +108,10 @@ async def start_fork(
     )
 
 
+_HINT = "oma fork --history FILE forks an exported history"
+"""What an unknown source's error says to give instead."""
+
+
 async def history_source(path: Path, converter: DataConverter) -> tuple[str, ForkSource]:
     """The ``TeamRun`` an exported history (``temporal workflow show --output
     json``) records, as a fork's inline source, and its workflow id (the one
@@ -118,10 +122,10 @@ async def history_source(path: Path, converter: DataConverter) -> tuple[str, For
     a chain: export the last). Raises ``HistoryReadError``."""
     history = read_history_file(path)
     run_id = history.workflow_id
-    started = history.events[0].workflow_execution_started_event_attributes
-    if started.workflow_type.name != WorkflowName.TEAM_RUN:
-        raise HistoryReadError(f"{path} is the history of a {started.workflow_type.name}")
-    inp = await _decoded(converter, started.input.payloads, path, "input")
+    begun = started(history)
+    if begun.workflow_type.name != WorkflowName.TEAM_RUN:
+        raise HistoryReadError(f"{path} is the history of a {begun.workflow_type.name}")
+    inp = await _decoded(converter, begun.input.payloads, path, "input")
     if is_fork_input(inp):  # a fork's first run: the input it went on with
         reads, read = ForkReads(), None
         for event in history.events:

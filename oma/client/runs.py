@@ -1,35 +1,29 @@
 """Starting runs and reading their results: the ``start_workflow`` calls
 with the runs' search attributes, a ``TeamRun``'s result whichever way it
-ended, its outputs kept by reference read back, whether an ``abort``
-signal reached it (its history), and a failure's innermost cause as a
-person reads it (``cause``)."""
+ended, its outputs kept by reference read back, and a failure's innermost
+cause as a person reads it (``cause``). Whether an ``abort`` signal reached
+a run is read from its history: ``oma.records.aborts``."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-from temporalio.api.common.v1 import Payloads
-from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
-from temporalio.converter import DataConverter
 from temporalio.service import RPCError, RPCStatusCode
 
-from oma.core.contracts.names import SignalName, WorkflowName
+from oma.core.contracts.names import WorkflowName
 from oma.core.contracts.visibility import start_values, team_run_result_of
 from oma.core.contracts.workflow_ids import longest_task_parent_id
 from oma.core.schema import limits
 from oma.core.schema.errors import OMAError, error_for
-from oma.core.schema.limits import MAX_REASON_CHARS, check_child_ids, cut_text
+from oma.core.schema.limits import check_child_ids
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import RecordedModels, TeamRunInput
 from oma.records.executions import latest_run_id
 from oma.records.outputs import read_task_outputs
-from oma.runtime.codec import ENCRYPTED_ENCODING
 from oma.runtime.converter import codec_key_error
 
 logger = logging.getLogger(__name__)
@@ -201,54 +195,6 @@ def stopped_error(result: TeamRunResult) -> OMAError:
     ``AbortedError``, ...)."""
     message = result.error or f"the run ended {result.status} before its plan was ready"
     return error_for(result.error_code, f"{message} (status {result.status})")
-
-
-@dataclass(frozen=True)
-class AbortSent:
-    """The first ``abort`` signal a ``TeamRun`` execution received."""
-
-    at: datetime
-    """When the run recorded it (UTC)."""
-    reason: str | None
-    """Its ``reason``; ``None`` when it gave none (or it cannot be read)."""
-
-
-def abort_input(event: HistoryEvent) -> Payloads | None:
-    """The input of ``event`` when it is an ``abort`` signal the run received."""
-    if not event.HasField("workflow_execution_signaled_event_attributes"):
-        return None
-    signaled = event.workflow_execution_signaled_event_attributes
-    return signaled.input if signaled.signal_name == SignalName.ABORT else None
-
-
-async def abort_sent(client: Client, workflow_id: str) -> AbortSent | None:
-    """The first ``abort`` signal the latest execution of ``workflow_id``
-    received, read from its history (no worker needed), or ``None``. Raises
-    ``RPCError`` as reading the history does."""
-    handle = client.get_workflow_handle(workflow_id)
-    async for event in handle.fetch_history_events():
-        if (payloads := abort_input(event)) is not None:
-            at = event.event_time.ToDatetime(tzinfo=UTC)
-            return AbortSent(at, await abort_reason(client.data_converter, payloads))
-    return None
-
-
-async def abort_reason(converter: DataConverter, payloads: Payloads) -> str | None:
-    """The ``reason`` of an ``abort`` signal's input (``{"reason": ...}``),
-    cut to ``MAX_REASON_CHARS`` as the run records it; ``None`` without one or
-    when it cannot be read (a key this process lacks)."""
-    first = list(payloads.payloads)[:1]
-    try:
-        if first and first[0].metadata.get("encoding") == ENCRYPTED_ENCODING:
-            value = (await converter.decode(first))[0]
-        else:  # plaintext as it is (a run from before encryption was turned on)
-            value = converter.payload_converter.from_payloads(first)[0] if first else None
-    except Exception:  # best effort: an abort without its reason still says it was sent
-        return None
-    reason = value.get("reason") if isinstance(value, dict) else None
-    if not isinstance(reason, str) or not reason:
-        return None
-    return cut_text(reason, MAX_REASON_CHARS)  # as the run records it
 
 
 def cause(err: BaseException) -> str:

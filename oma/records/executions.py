@@ -1,16 +1,22 @@
-"""A run's executions as Temporal keeps them: the latest one of a workflow
-id, the first and the last event of one, and the children each started,
-back along a chain that continued as new."""
+"""A run's executions as Temporal keeps them: those of a workflow id and
+the latest one, the first and the last event of one, why its workflow task
+last failed, and the children each started, back along a chain that
+continued as new."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import timedelta
+
 from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import WorkflowTaskFailedCause
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import (
     GetWorkflowExecutionHistoryRequest,
     GetWorkflowExecutionHistoryReverseRequest,
 )
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
+from temporalio.client import WorkflowExecution as ListedExecution
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.core.schema.errors import InvalidForkError
@@ -39,11 +45,7 @@ async def latest_execution(
     latest = await latest_run_id(client, run_id)
     if latest is not None and latest != not_run_id:
         return latest
-    others = [
-        wf
-        async for wf in client.list_workflows(f"WorkflowId = {_quoted(run_id)}")
-        if wf.run_id != not_run_id and wf.id == run_id
-    ]
+    others = [wf for wf in await executions_of(client, run_id) if wf.run_id != not_run_id]
     if latest is None or not others:
         before = " before this one" if latest is not None else ""
         raise InvalidForkError(
@@ -51,6 +53,16 @@ async def latest_execution(
             f"id of a TeamRun ({hint})"
         )
     return max(others, key=lambda wf: wf.start_time).run_id
+
+
+async def executions_of(
+    client: Client, workflow_id: str, *, limit: int | None = None
+) -> list[ListedExecution]:
+    """The executions of ``workflow_id`` Temporal's visibility lists (at most
+    ``limit``), in the order it lists them; a visibility that lags may not
+    list one that just started. Raises ``RPCError``."""
+    query = f"WorkflowId = {_quoted(workflow_id)}"
+    return [wf async for wf in client.list_workflows(query, limit=limit) if wf.id == workflow_id]
 
 
 def _quoted(value: str) -> str:
@@ -73,6 +85,34 @@ async def edge_event(client: Client, execution: WorkflowExecution, *, first: boo
     return (await service.get_workflow_execution_history_reverse(reverse)).history.events[0]
 
 
+WORKFLOW_TASK_EVENTS = 50
+"""How many of a history's last events ``workflow_task_failure`` reads."""
+
+
+async def workflow_task_failure(
+    client: Client, workflow_id: str, *, timeout: timedelta | None = None
+) -> str:
+    """``CAUSE: message`` of the latest failed workflow task among the last
+    ``WORKFLOW_TASK_EVENTS`` events of the latest execution of
+    ``workflow_id`` (read from its end, in one request of at most
+    ``timeout``), or ``""``. Raises ``RPCError`` (a request past
+    ``timeout`` too)."""
+    request = GetWorkflowExecutionHistoryReverseRequest(
+        namespace=client.namespace,
+        execution=WorkflowExecution(workflow_id=workflow_id),
+        maximum_page_size=WORKFLOW_TASK_EVENTS,
+    )
+    page = await client.workflow_service.get_workflow_execution_history_reverse(
+        request, timeout=timeout
+    )
+    for event in page.history.events:
+        if event.HasField("workflow_task_failed_event_attributes"):
+            failed = event.workflow_task_failed_event_attributes
+            name = WorkflowTaskFailedCause.Name(failed.cause)
+            return f"{name.removeprefix('WORKFLOW_TASK_FAILED_CAUSE_')}: {failed.failure.message}"
+    return ""
+
+
 Children = dict[str, str]
 """Child workflow id -> the run id of its last execution a ``TeamRun``
 execution started, and ``CONTINUED_FROM`` -> the execution it continued
@@ -93,10 +133,27 @@ async def children_of(client: Client, workflow_id: str, run_id: str) -> Children
             previous = event.workflow_execution_started_event_attributes.continued_execution_run_id
             if previous:
                 found[CONTINUED_FROM] = previous
-        elif event.HasField("child_workflow_execution_started_event_attributes"):
-            started = event.child_workflow_execution_started_event_attributes.workflow_execution
-            found[started.workflow_id] = started.run_id
+        elif (child := started_child(event)) is not None:
+            found[child.workflow_id] = child.run_id
     return found
+
+
+def started_child(event: HistoryEvent) -> WorkflowExecution | None:
+    """The child execution ``event`` says started (a
+    ``ChildWorkflowExecutionStarted`` event's), or ``None`` for another event."""
+    if not event.HasField("child_workflow_execution_started_event_attributes"):
+        return None
+    return event.child_workflow_execution_started_event_attributes.workflow_execution
+
+
+def started_children(histories: Iterable[WorkflowHistory]) -> list[WorkflowExecution]:
+    """The child executions ``histories`` started (``started_child``), in order."""
+    return [
+        child
+        for history in histories
+        for event in history.events
+        if (child := started_child(event)) is not None
+    ]
 
 
 async def child_execution(

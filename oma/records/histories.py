@@ -1,6 +1,7 @@
-"""A run's histories as the server keeps them: its execution and those it
-continued from, and its children's, each child's continue-as-new chain
-followed forward; what the run viewer reads a run from."""
+"""A run's histories as the server keeps them: one execution's, its
+execution and those it continued from, and its children's, each child's
+continue-as-new chain followed forward; what the run viewer reads a run
+from, and ``oma replay`` a run on the server."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import TypeVar
 from temporalio.client import Client, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
+from oma.records.executions import started_children
 from oma.records.history_files import started
 
 T = TypeVar("T")
@@ -23,6 +25,15 @@ FETCHES_AT_ONCE = 32
 
 ChildHistory = Callable[[str, str], Awaitable[WorkflowHistory | None]]
 """``(workflow id, run id)`` -> that execution's history, ``None`` when there is none."""
+
+
+async def history_of(
+    client: Client, workflow_id: str, run_id: str | None = None
+) -> WorkflowHistory:
+    """The history of ``workflow_id``'s execution ``run_id`` (none: its
+    latest). Raises ``RPCError`` (``NOT_FOUND`` for an unknown workflow id
+    or execution)."""
+    return await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
 
 
 async def fetch_histories(
@@ -39,15 +50,10 @@ async def fetch_histories(
     chain = await execution_chain(client, workflow_id, run_id)
     histories = list(chain)
     if children:
-        executions = [
-            event.child_workflow_execution_started_event_attributes.workflow_execution
-            for history in chain
-            for event in history.events
-            if event.HasField("child_workflow_execution_started_event_attributes")
-        ]
         fetch = server_histories(client)
         async for runs in in_order(
-            (chain_of(fetch, x.workflow_id, x.run_id) for x in executions), FETCHES_AT_ONCE
+            (chain_of(fetch, x.workflow_id, x.run_id) for x in started_children(chain)),
+            FETCHES_AT_ONCE,
         ):
             histories.extend(runs)
     return histories
@@ -68,7 +74,7 @@ async def execution_chain(
 
     async def history(run: str | None) -> WorkflowHistory:
         async with limit or contextlib.nullcontext():
-            return await client.get_workflow_handle(workflow_id, run_id=run).fetch_history()
+            return await history_of(client, workflow_id, run)
 
     found = [await history(run_id)]
     while previous := started(found[0]).continued_execution_run_id:
@@ -83,7 +89,7 @@ def server_histories(client: Client) -> ChildHistory:
 
     async def fetch(workflow_id: str, run_id: str) -> WorkflowHistory | None:
         try:
-            return await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+            return await history_of(client, workflow_id, run_id)
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return None

@@ -46,10 +46,8 @@ from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
+from oma.core.contracts.encoding import ENCRYPTED_ENCODING
 from oma.core.schema.errors import CodecKeyMissingError, CodecKeysInvalidError
-
-ENCRYPTED_ENCODING = b"binary/encrypted"
-"""``encoding`` metadata of an encrypted payload (the value Temporal's samples use)."""
 
 KEY_ID_METADATA = "encryption-key-id"
 """Metadata naming the key a payload is encrypted with."""

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
-from temporalio.api.common.v1 import Payloads
+from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.api.enums.v1 import EventType, StartChildWorkflowExecutionFailedCause
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import HistoryEvent
@@ -42,9 +42,9 @@ from temporalio.client import WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError, FailureError
 
-from oma.client.runs import abort_input, abort_reason
+from oma.core.contracts.encoding import ENCRYPTED_ENCODING
 from oma.core.contracts.names import ActivityName, WorkflowName
-from oma.core.contracts.visibility import shard_of_summary
+from oma.core.contracts.visibility import shard_of_summary, team_run_result_of
 from oma.core.contracts.workflow_ids import shard_workflow_id, team_run_id_of
 from oma.core.rules.task_graph import skip_reason
 from oma.core.rules.team_run_state import CANCELLED_REASON, CANCELLED_WITH_RUN
@@ -53,9 +53,11 @@ from oma.core.schema.results import ShardResult, TeamRunResult
 from oma.core.schema.task import ReusedFrom, TaskState, TaskStatus
 from oma.core.schema.usage import TokenUsage
 from oma.core.schema.validation import UndecodableInput
+from oma.records.aborts import abort_input, abort_reason
 from oma.records.fork_source import ForkReads
 from oma.records.histories import FETCHES_AT_ONCE, ChildHistory, chain_of, in_order
-from oma.runtime.codec import ENCRYPTED_ENCODING
+from oma.records.history_files import started
+from oma.records.results import closed_result
 from oma.runtime.payload_store import external_storage, reference_of, retrieve
 
 T = TypeVar("T")
@@ -410,16 +412,9 @@ def _proto_time(raw: Any) -> datetime | None:
     return datetime.fromtimestamp(seconds, tz=UTC)
 
 
-def _started(history: WorkflowHistory) -> Any:
-    first = history.events[0]
-    if not first.HasField("workflow_execution_started_event_attributes"):
-        raise ValueError("its first event is not WorkflowExecutionStarted")
-    return first.workflow_execution_started_event_attributes
-
-
 def _run_id(history: WorkflowHistory) -> str:
-    started = _started(history)
-    return str(started.original_execution_run_id or started.first_execution_run_id)
+    attrs = started(history)
+    return str(attrs.original_execution_run_id or attrs.first_execution_run_id)
 
 
 def _close_status(history: WorkflowHistory) -> str:
@@ -428,6 +423,43 @@ def _close_status(history: WorkflowHistory) -> str:
 
 def _time(event: HistoryEvent) -> datetime:
     return event.event_time.ToDatetime(tzinfo=UTC)
+
+
+def _said(failure: Failure, err: BaseException | None) -> tuple[str, str | None, Any]:
+    """What ``failure`` says, decoded as ``err`` (``None``: it could not be):
+    its message, its code (an application error's type), and its first
+    detail (``None`` when it has none, or it cannot be read)."""
+    if err is None:
+        return failure.message, failure.application_failure_info.type or None, None
+    message = err.message if isinstance(err, FailureError) else str(err)
+    if isinstance(err, ApplicationError):
+        detail = err.details[0] if err.details else None
+        return message, err.type, None if isinstance(detail, UndecodableInput) else detail
+    return message, type(err).__name__, None
+
+
+class _ResultReading:
+    """How a builder reads a run's last event for ``closed_result``: what
+    cannot be read is noted and reads as nothing (``unread``: a result is
+    there but cannot be read), as does a completion that is not an object;
+    the failure the run ends with is its error."""
+
+    def __init__(self, builder: _Builder) -> None:
+        self.builder = builder
+        self.unread = False
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Any]:
+        raw = await self.builder.decode(Payloads(payloads=payloads), "the run's result")
+        self.unread = raw is None
+        return [raw] if isinstance(raw, dict) else []
+
+    async def decode_failure(self, failure: Failure) -> BaseException | None:
+        err = await self.builder.decode_failure(failure)
+        message, code, detail = _said(failure, err)
+        self.builder._run_error = f"{code}: {message}" if code else message
+        carried = bool(failure.application_failure_info.details.payloads)
+        self.unread = carried and detail is None
+        return err
 
 
 class _Builder:
@@ -477,16 +509,15 @@ class _Builder:
     async def failure(self, failure: Failure) -> tuple[str, str | None, Any]:
         """A failure's message, its code (an application error's type), and
         its first detail (``None`` when it has none)."""
+        return _said(failure, await self.decode_failure(failure))
+
+    async def decode_failure(self, failure: Failure) -> BaseException | None:
+        """``failure`` as an exception; ``None``, noted, when it cannot be read."""
         try:
-            err = await self.converter.decode_failure(failure)
+            return await self.converter.decode_failure(failure)
         except Exception as e:
             self.notes.append(f"cannot read a failure: {e}")
-            return failure.message, failure.application_failure_info.type or None, None
-        message = err.message if isinstance(err, FailureError) else str(err)
-        if isinstance(err, ApplicationError):
-            detail = err.details[0] if err.details else None
-            return message, err.type, None if isinstance(detail, UndecodableInput) else detail
-        return message, type(err).__name__, None
+            return None
 
     # -- the team run ---------------------------------------------------------
 
@@ -501,7 +532,7 @@ class _Builder:
             attrs = first_shard.start_child_workflow_execution_initiated_event_attributes
             inp = await self.decode(attrs.input, f"the input of {attrs.workflow_id}") or {}
         else:
-            inp = await self.decode(_started(first).input, "the run's input") or {}
+            inp = await self.decode(started(first).input, "the run's input") or {}
         if isinstance(inp, dict) and "fork" in inp:
             inp = await self._forked_input(first) or inp
         team = inp.get("team") if isinstance(inp, dict) else None
@@ -559,28 +590,27 @@ class _Builder:
     ) -> list[WorkflowHistory]:
         team_runs = []
         for h in histories:
-            started = _started(h)
-            if started.workflow_type.name != WorkflowName.TEAM_RUN:
+            if started(h).workflow_type.name != WorkflowName.TEAM_RUN:
                 continue
             if wanted is not None and h.workflow_id != wanted:
                 continue
             team_runs.append(h)
         if wanted is None:  # the one no other started (a shard's, given alone: its own)
-            top = [h for h in team_runs if not _started(h).parent_workflow_execution.workflow_id]
+            top = [h for h in team_runs if not started(h).parent_workflow_execution.workflow_id]
             team_runs = top or team_runs
         if not team_runs:
             which = f"{WorkflowName.TEAM_RUN} {wanted!r}" if wanted else WorkflowName.TEAM_RUN
-            types = sorted({_started(h).workflow_type.name for h in histories})
+            types = sorted({started(h).workflow_type.name for h in histories})
             raise HistoryReadError(
                 f"no {which} among the histories given (workflow types: {', '.join(types)})"
             )
         # the chain of the first run found: by first_execution_run_id, in order
-        first_run = _started(team_runs[0]).first_execution_run_id or _run_id(team_runs[0])
+        first_run = started(team_runs[0]).first_execution_run_id or _run_id(team_runs[0])
         chain = [
-            h for h in team_runs if (_started(h).first_execution_run_id or _run_id(h)) == first_run
+            h for h in team_runs if (started(h).first_execution_run_id or _run_id(h)) == first_run
         ]
         ordered: list[WorkflowHistory] = []
-        by_previous = {_started(h).continued_execution_run_id: h for h in chain}
+        by_previous = {started(h).continued_execution_run_id: h for h in chain}
         previous = ""
         while (nxt := by_previous.get(previous)) is not None and len(ordered) < len(chain):
             ordered.append(nxt)
@@ -609,32 +639,24 @@ class _Builder:
         return None
 
     async def _result(self, last: WorkflowHistory) -> TeamRunResult | None:
-        """The result of a closed run: the completion's, or the first detail
-        of its failure (a TeamRun that did not succeed may end FAILED)."""
+        """The result of a closed run (``oma.records.results.closed_result``):
+        the completion's, or the first detail of its failure (a TeamRun that
+        did not succeed may end FAILED); how it ended without one is its
+        error."""
         event = last.events[-1]
-        raw: Any = None
-        if event.HasField("workflow_execution_completed_event_attributes"):
-            attrs = event.workflow_execution_completed_event_attributes
-            raw = await self.decode(attrs.result, "the run's result")
-            self._result_unread = raw is None
-        elif event.HasField("workflow_execution_failed_event_attributes"):
-            failure = event.workflow_execution_failed_event_attributes.failure
-            message, code, raw = await self.failure(failure)
-            self._run_error = f"{code}: {message}" if code else message
-            carried = bool(failure.application_failure_info.details.payloads)
-            self._result_unread = carried and raw is None
-        elif event.HasField("workflow_execution_timed_out_event_attributes"):
+        if event.HasField("workflow_execution_timed_out_event_attributes"):
             self._run_error = "the workflow timed out"
         elif event.HasField("workflow_execution_terminated_event_attributes"):
             reason = event.workflow_execution_terminated_event_attributes.reason
             self._run_error = f"terminated: {reason}" if reason else "terminated"
-        if not isinstance(raw, dict):
-            return None
+        reading = _ResultReading(self)
         try:
-            return TeamRunResult.model_validate(raw)
+            result = await closed_result(reading, event)
         except ValidationError as err:
             self.notes.append(f"the run's result does not read as a TeamRunResult: {err}")
-            return None
+            result = None
+        self._result_unread = reading.unread
+        return result
 
     # -- shards ---------------------------------------------------------------
 
@@ -702,10 +724,11 @@ class _Builder:
         if status == "completed" and shard.tasks is not None:
             shard.completed, shard.failed, shard.skipped = shard.tasks, 0, 0
         elif status == "failed":
-            message, code, raw = await self.failure(attrs.failure)
-            if (carried := _team_run_result(raw)) is not None:
+            err = await self.decode_failure(attrs.failure)
+            if (carried := _carried_result(err)) is not None:
                 _count(shard, carried)
             else:
+                message, code, _ = _said(attrs.failure, err)
                 shard.error, shard.error_code = message, code
         elif status in ("timed_out", "terminated"):
             shard.error = f"its run {status.replace('_', ' ')}"
@@ -993,12 +1016,11 @@ def _ended_shard(shard: ShardResult, seen: ShardView | None) -> ShardView:
     return view
 
 
-def _team_run_result(raw: Any) -> TeamRunResult | None:
-    """``raw`` as a ``TeamRunResult`` (what a failed ``TeamRun`` carries), or ``None``."""
-    if not isinstance(raw, dict) or "tasks" not in raw or "success" not in raw:
-        return None
+def _carried_result(err: BaseException | None) -> TeamRunResult | None:
+    """The ``TeamRunResult`` a failed ``TeamRun``'s failure ``err`` carries
+    (``team_run_result_of``), or ``None`` (also for one that does not read)."""
     try:
-        return TeamRunResult.model_validate(raw)
+        return team_run_result_of(err)
     except ValidationError:
         return None
 

@@ -18,6 +18,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from oma.cli.common import connection, console, fail, run_async, run_text
 from oma.cli.debug.history import Debugged, read_file, resolve
 from oma.core.schema.errors import OMAError
+from oma.records.histories import history_of
 from oma.runtime.dev_server import is_listening
 
 
@@ -118,8 +119,7 @@ async def load(asked: ReplayAsked) -> Debugged:
         )
     client = await conn.connect()
     try:
-        handle = client.get_workflow_handle(asked.run, run_id=asked.run_id)
-        history: WorkflowHistory = await handle.fetch_history()
+        history = await history_of(client, asked.run, asked.run_id)
     except RPCError as e:
         if e.status == RPCStatusCode.NOT_FOUND:
             raise fail(f"no workflow {asked.run!r} in namespace {conn.namespace!r}") from None

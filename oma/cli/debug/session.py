@@ -7,7 +7,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import WorkflowReplayResult
 
 from oma.cli.debug.history import Debugged, cut
-from oma.runtime.codec import ENCRYPTED_ENCODING
+from oma.core.contracts.encoding import ENCRYPTED_ENCODING
 from oma.runtime.connection import Connection
 from oma.runtime.payload_store import REFERENCE_TYPE
 from oma.worker.replay_probe import ReplayProbe, probe_replayer
