@@ -81,9 +81,14 @@ def fork_command(
             if not source_id:
                 raise fail("give the workflow id of the run to fork, or --history FILE", 2)
             raw["fork"]["run_id"] = source_id
-            fork = parse_fork_input(raw)
-            wid = workflow_id or f"{source_id}-fork-{uuid.uuid4().hex[:8]}"
-            forked = await preview(client, fork, wid)
+            # exit 2 for any, as below, but said before the worker and the server
+            # started here stop (with -v, before their log lines)
+            try:
+                fork = parse_fork_input(raw)
+                wid = workflow_id or f"{source_id}-fork-{uuid.uuid4().hex[:8]}"
+                forked = await preview(client, fork, wid)
+            except OMAError as e:
+                raise fail(str(e), 2) from None
             if dry_run:
                 print_dry_run(forked, source_id, fork=True)
                 raise typer.Exit(0)
