@@ -570,15 +570,12 @@ def worker(path: PathOption = None) -> None:
 
 def _worker_deployment() -> Any:
     """The worker's Worker Deployment Version (``TEMPORAL_DEPLOYMENT_NAME``,
-    ``TEMPORAL_WORKER_BUILD_ID``: docs/operations.md), or ``None``; one line
-    and exit 1 for a half-set or refused one, before anything connects."""
-    from oma.core.schema.errors import OMAError
+    ``TEMPORAL_WORKER_BUILD_ID``: docs/operations.md), or ``None``; a half-set
+    or refused one raises ``WorkerDeploymentInvalidError`` (one line, exit 1),
+    before anything connects."""
     from oma.runtime.deployment import deployment_from_env
 
-    try:
-        return deployment_from_env()
-    except OMAError as e:
-        raise _fail(str(e)) from None
+    return deployment_from_env()
 
 
 PORT: dict[str, Any] = {"min": 1, "max": 65535}
@@ -630,7 +627,6 @@ def dev(
         raise _fail(f"--codec-port {codec_port} is {which}: give the codec endpoint another", 2)
 
     from oma.cli.common import STATE_DIR, connection, console, route_sdk_logs
-    from oma.core.schema.errors import OMAError
     from oma.runtime.dev_server import DevServer
 
     conn = connection()
@@ -654,10 +650,10 @@ def dev(
     )
     try:
         server.start()
-    except OMAError as e:
+    except BaseException:
         if sock is not None:
             sock.close()
-        raise _fail(str(e)) from None
+        raise
     conn = conn.at(server.address, db)
     console.print(
         f"Temporal dev server at {server.address} (namespace {conn.namespace!r}); "
@@ -731,14 +727,10 @@ def _dev_codec_app(ui_port: int, store: Any) -> Any:
     dev UI cannot send a token (``CODEC_TOKEN_IN_DEV``), and whoever reaches
     127.0.0.1 can already start runs on this worker, which holds the keys and
     reads the store."""
-    from oma.core.schema.errors import OMAError
     from oma.runtime.codec import AesGcmCodec, keys_from_env
     from oma.runtime.codec_server import codec_app
 
-    try:
-        keys = keys_from_env()
-    except OMAError as e:
-        raise _fail(str(e)) from None
+    keys = keys_from_env()
     if keys is not None and "OMA_CODEC_SERVER_TOKEN" in os.environ:
         raise _fail(CODEC_TOKEN_IN_DEV, 2)
     return codec_app(
@@ -765,6 +757,7 @@ def codec_key(
     try:
         print(new_key(key_id))
     except OMAError as e:
+        # a bad --key-id: CODEC_KEYS_INVALID, a SetupError, which would exit 1
         raise _fail(str(e), 2) from None
 
 
@@ -793,16 +786,12 @@ def codec_server(
     import asyncio
 
     from oma.cli.common import console, route_sdk_logs
-    from oma.core.schema.errors import OMAError
     from oma.runtime.codec import AesGcmCodec, keys_from_env
     from oma.runtime.codec_server import LOOPBACK_HOSTS, codec_app, serve, ui_origins
     from oma.runtime.connection import Connection
 
-    try:
-        keys = keys_from_env()
-        store = Connection.from_env().store
-    except OMAError as e:
-        raise _fail(str(e)) from None
+    keys = keys_from_env()
+    store = Connection.from_env().store
     if keys is None and store is None:
         raise _fail(
             "oma codec-server needs OMA_CODEC_KEYS (or OMA_CODEC_KEYS_FILE) or "
@@ -866,9 +855,12 @@ def invoke() -> int:
     its spans (``oma.runtime.tracing.shutdown``: ``os._exit`` skips the SDK's
     ``atexit`` hook) are flushed, however it ended.
 
-    A reader that left early (``oma show --json | head``) ends the command
-    quietly with status 1, as click does when a write fails so, whether the
-    output broke mid-command or at the last flush: no traceback.
+    An ``OMAError`` a command lets escape is converted here, the CLI's one
+    place for it (``oma.cli.common.failed``): one line on stderr with its code,
+    exit 2 for an ``InputError``, else 1. A reader that left early (``oma
+    show --json | head``) ends the command quietly with status 1, as click
+    does when a write fails so, whether the output broke mid-command or at
+    the last flush: no traceback.
     """
     try:
         try:
@@ -876,6 +868,15 @@ def invoke() -> int:
             code = 0
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except Exception as err:
+            # (imported only now: `oma --help` and `oma --version` load neither)
+            from oma.core.schema.errors import OMAError
+
+            if not isinstance(err, OMAError):
+                raise
+            from oma.cli.common import failed
+
+            code = failed(err)
         finally:
             _flush_spans()
         sys.stdout.flush()

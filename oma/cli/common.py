@@ -1,5 +1,6 @@
-"""What every ``oma`` command shares: the consoles, the one-line error exit,
-the event loop, where SDK log lines go, and the connection settings.
+"""What every ``oma`` command shares: the consoles, the one-line error exit
+(and the CLI's one conversion of an ``OMAError`` that ends a command), the
+event loop, where SDK log lines go, and the connection settings.
 
 Light on purpose: ``oma.cli.app`` imports it inside its commands, and nothing
 here imports the Temporal SDK at module level (``oma --help`` must not pay
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from rich.table import Table
     from temporalio.client import Client
 
+    from oma.core.schema.errors import OMAError
     from oma.runtime.connection import Connection
 
 
@@ -130,16 +132,28 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+def failed(error: OMAError) -> int:
+    """The CLI's one conversion of an ``OMAError`` that ends a command: print
+    it as ``fail`` does, with its code (``error: CODE: message``), and return
+    the exit status, 2 when it says the command's input is wrong (an
+    ``InputError``: an option, a run input, a file given), else 1.
+    ``oma.cli.app.invoke`` calls it for any ``OMAError`` a command lets
+    escape, so a command raises OMA's errors as they are; one converts an
+    error itself only where its exit status is not its class's."""
+    from oma.core.schema.errors import InputError
+
+    status = 2 if isinstance(error, InputError) else 1
+    fail(str(error), status)
+    return status
+
+
 def connection() -> Connection:
     """``Connection.from_env()`` (``oma.client.embedded.configured_connection``);
-    a bad profile, OMA_CODEC_KEYS or OMA_CREDENTIALS exits 1 with one line."""
+    raises the ``OMAError`` of a bad profile, OMA_CODEC_KEYS or OMA_CREDENTIALS
+    (a ``SetupError``: the command exits 1 with one line)."""
     from oma.client.embedded import configured_connection
-    from oma.core.schema.errors import OMAError
 
-    try:
-        return configured_connection()
-    except OMAError as e:
-        raise fail(str(e)) from None
+    return configured_connection()
 
 
 @asynccontextmanager

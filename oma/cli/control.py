@@ -228,6 +228,8 @@ def decide(
                     rpc_timeout=UPDATE_TIMEOUT,
                 )
             except OMAError as err:
+                # exit 1 for all: an INVALID_RUN_INPUT (a --reviewer or
+                # --display-name too long, a refusal) too, an InputError
                 raise fail(str(err)) from None
             except RPCTimeoutOrCancelledError:
                 raise fail(

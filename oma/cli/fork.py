@@ -16,11 +16,11 @@ from typing import Any
 
 import typer
 
-from oma.cli.common import err_console, fail, run_async, run_text
+from oma.cli.common import connection, err_console, fail, run_async, run_text
 from oma.cli.run import follow_start, print_dry_run, temporal
 from oma.cli.summary import print_result
 from oma.core.schema.errors import OMAError
-from oma.core.schema.fork import ForkInput, TaskEdit, parse_fork_input
+from oma.core.schema.fork import TaskEdit, parse_fork_input
 from oma.core.schema.results import TeamRunResult
 
 TEXT_FIELDS = frozenset({"title", "description", "assignee"})
@@ -81,9 +81,11 @@ def fork_command(
             if not source_id:
                 raise fail("give the workflow id of the run to fork, or --history FILE", 2)
             raw["fork"]["run_id"] = source_id
-            fork = _parse(raw)
-            wid = workflow_id or f"{source_id}-fork-{uuid.uuid4().hex[:8]}"
+            # exit 2 for any, as below, but said before the worker and the server
+            # started here stop (with -v, before their log lines)
             try:
+                fork = parse_fork_input(raw)
+                wid = workflow_id or f"{source_id}-fork-{uuid.uuid4().hex[:8]}"
                 forked = await preview(client, fork, wid)
             except OMAError as e:
                 raise fail(str(e), 2) from None
@@ -106,19 +108,18 @@ def fork_command(
         else:
             print_result(result)
 
+    # a bad configuration's SetupError ends the command here, exit 1 as in
+    # every command: raised in go(), the fork's block below would make it 2
+    connection()
     try:
         result = run_async(go())
     except OMAError as e:
+        # every OMA error of the fork exits 2, whatever its class: a fork too
+        # large to carry (RUN_STATE_TOO_LARGE), a key or a store missing as the
+        # source or the result is read (a SetupError) too
         raise fail(str(e), 2) from None
     show(result)
     raise typer.Exit(0 if result.success else 1)
-
-
-def _parse(raw: dict[str, Any]) -> ForkInput:
-    try:
-        return parse_fork_input(raw)
-    except OMAError as e:
-        raise fail(str(e), 2) from None
 
 
 def _object_in(path: Path, key: str) -> dict[str, Any]:

@@ -33,7 +33,6 @@ from oma.cli.run import QUERY_TIMEOUT
 from oma.client.listing import check_listing, list_team_runs, open_approvals
 from oma.core.contracts.names import WorkflowName
 from oma.core.contracts.visibility import AWAITING_APPROVAL, RUNNING
-from oma.core.schema.errors import OMAError
 from oma.core.schema.listing import OpenApprovals, TeamRunListing
 
 T = TypeVar("T")
@@ -41,11 +40,10 @@ T = TypeVar("T")
 
 def list_command(status: str | None, team: str | None, limit: int, as_json: bool) -> None:
     """``oma list``: the ``limit`` newest team runs, newest first, as a table
-    (or JSON: a list of ``TeamRunListing``)."""
-    try:
-        check_listing(status, limit)  # before connecting
-    except OMAError as err:
-        raise fail(str(err), 2) from None
+    (or JSON: a list of ``TeamRunListing``). An unknown ``status`` or a
+    ``limit`` out of range is refused before connecting (``InputError``:
+    exit 2)."""
+    check_listing(status, limit)  # before connecting
     runs: list[TeamRunListing] = run_async(
         _asking(
             lambda client: list_team_runs(client, status=status, team=team, limit=limit), "oma list"
@@ -145,12 +143,11 @@ def _decide_with(found: OpenApprovals) -> str:
 async def _asking(ask: Callable[[Client], Awaitable[T]], command: str) -> T:
     """``ask`` of a client of the server that holds the runs (the embedded one
     ``oma run`` left, started for it: ``runs_server``); every error ends
-    ``command`` with one line."""
+    ``command`` with one line (an ``OMAError``'s, e.g.
+    ``SEARCH_ATTRIBUTES_MISSING``, raised as it is)."""
     async with runs_server(command) as client:
         try:
             return await ask(client)
-        except OMAError as err:
-            raise fail(str(err)) from None
         except RPCError as err:
             raise fail(f"Temporal refused the listing: {err}") from None
 

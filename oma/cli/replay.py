@@ -27,7 +27,6 @@ from oma.client.listing import OPEN_RUN_TYPES, open_runs
 from oma.core.schema.errors import (
     CodecKeyMissingError,
     HistoryReadError,
-    OMAError,
     ReplayMismatchError,
 )
 from oma.records.histories import history_of
@@ -50,18 +49,16 @@ def replay_file(history: Path, workflow_id: str | None) -> None:
     """``oma replay HISTORY``: replay the history of ``temporal workflow show
     --output json``; exit 1 (``REPLAY_MISMATCH``, saying where and why:
     ``oma.cli.debug.command.explain_mismatch``) when the current code makes
-    other commands than it recorded, 2 when it is not a history."""
+    other commands than it recorded, 2 when it is not a history; 1 for a key
+    ``OMA_CODEC_KEYS`` lacks or a bad configuration (its ``SetupError``)."""
     try:
         parsed = read_history_file(history, workflow_id)
     except HistoryReadError as e:
         raise fail(e.message, 2) from None
-    try:
-        check_codec_keys(parsed)
-        # (a worker's codec reads plaintext too: a run recorded before
-        # encryption was turned on replays with the keys set)
-        replayer = plugin.replayer(payload_store=Connection.from_env().store)
-    except OMAError as e:
-        raise fail(str(e)) from None
+    check_codec_keys(parsed)
+    # (a worker's codec reads plaintext too: a run recorded before
+    # encryption was turned on replays with the keys set)
+    replayer = plugin.replayer(payload_store=Connection.from_env().store)
 
     async def go() -> Any:
         return await replayer.replay_workflow(parsed, raise_on_replay_failure=False)
@@ -129,11 +126,9 @@ def replay_open(query: str | None, limit: int) -> None:
     one replayer against this process's workflow code, and print the runs it
     would break, each with the first event that differs. Exits 0 when none
     breaks, 1 when one does or could not be replayed (a key
-    ``OMA_CODEC_KEYS`` lacks, a run gone meanwhile), 2 for a refused query."""
-    try:
-        replayer = plugin.replayer(payload_store=Connection.from_env().store)
-    except OMAError as e:
-        raise fail(str(e)) from None
+    ``OMA_CODEC_KEYS`` lacks, a run gone meanwhile), 2 for a refused query
+    or limit (``open_runs``'s ``InputError``)."""
+    replayer = plugin.replayer(payload_store=Connection.from_env().store)
 
     async def go() -> tuple[list[OpenRun], bool]:
         client = await connection().connect()
@@ -149,8 +144,6 @@ def replay_open(query: str | None, limit: int) -> None:
 
     try:
         runs, more = run_async(go())
-    except OMAError as e:
-        raise fail(str(e), 2 if e.code == "INVALID_INPUT" else 1) from None
     except RPCError as e:
         raise fail(f"the server refused to list the open runs: {e.message}") from None
     _report(runs, more, query, limit)

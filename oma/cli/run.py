@@ -185,9 +185,11 @@ def read_run_input(file: Path, items: Path | None = None) -> TeamRunInput:
             raw["items"] = items_json(items)
     except InvalidRunInputError as e:
         raise fail(e.message, 2) from None
+    stored = connection().store is not None
     try:
-        return checked_team_run_input(raw, stored=connection().store is not None)
+        return checked_team_run_input(raw, stored=stored)
     except OMAError as e:
+        # the message names the file: not the plain line an OMAError ends a command with
         raise fail(f"{file}: {e}", 2) from None
 
 
@@ -254,6 +256,8 @@ async def dry_run_reuse(inp: TeamRunInput, workflow_id: str | None, worker: bool
         try:
             forked = await reuse_preview(client, inp.payload(), wid)
         except OMAError as e:
+            # exit 2 whatever the class: a run too large to carry
+            # (RUN_STATE_TOO_LARGE), a key or a store missing as the run is read
             raise fail(str(e), 2) from None
     print_dry_run(forked, inp.options.reuse.from_)
 

@@ -36,7 +36,7 @@ from oma.cli.common import (
 from oma.cli.summary import recorded_note, reused_note, shards_table
 from oma.core.contracts.names import WorkflowName
 from oma.core.contracts.workflow_ids import task_workflow_id, team_run_id_of
-from oma.core.schema.errors import HistoryReadError, OMAError
+from oma.core.schema.errors import HistoryReadError
 from oma.core.schema.usage import usd
 from oma.records.histories import ChildHistory, fetch_histories, server_histories
 from oma.records.history_files import read_history_files
@@ -88,10 +88,7 @@ def show_command(
         raise fail("give a TeamRun's workflow id, or --history FILE (or a directory)", 2)
     if task_id is not None and (html is not None or as_json):
         raise fail("--task prints one task on the terminal: leave out --html and --json", 2)
-    try:
-        converter = data_converter(keys_from_env(), connection().store)
-    except OMAError as e:
-        raise fail(str(e)) from None
+    converter = data_converter(keys_from_env(), connection().store)
 
     async def go() -> RunView:
         if histories:

@@ -34,12 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.schema.agent_config import AgentConfig
     from oma.core.schema.agent_events import AgentStart
     from oma.core.schema.approvals import ApprovalDecision
-    from oma.core.schema.errors import (
-        ERRORS,
-        ActivityFailedError,
-        OMAError,
-        application_error,
-    )
+    from oma.core.schema.errors import ERRORS, ActivityFailedError, OMAError
     from oma.core.schema.limits import MAX_RESULT_MESSAGES_BYTES
     from oma.core.schema.messages import LLMMessage, user_text
     from oma.core.schema.providers import PROVIDERS
@@ -61,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         report_cancelled,
         shared_budget,
     )
+    from oma.workflows._failures import as_failure
     from oma.workflows._tool_gate import ToolGate
     from oma.workflows._visibility import Visibility
 
@@ -305,8 +301,9 @@ def _run_key(inp: AgentRunInput) -> str:
 def _validated(args: tuple[Any, ...], visibility: Visibility) -> AgentRunInput:
     # *args: a start with no input, or two, fails the run (INVALID_RUN_INPUT)
     # instead of failing its workflow task forever
-    try:
-        return parse_agent_run_input(single_input(args, WorkflowName.AGENT_RUN))
-    except OMAError as err:
-        visibility.ended("failed", err.code)
-        raise application_error(err) from None
+    with as_failure():
+        try:
+            return parse_agent_run_input(single_input(args, WorkflowName.AGENT_RUN))
+        except OMAError as err:
+            visibility.ended("failed", err.code)
+            raise

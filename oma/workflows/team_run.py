@@ -28,7 +28,6 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from oma.core.contracts.names import WorkflowName
@@ -43,12 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.rules.team_run_state import CANCELLED_REASON, RunStop, StopKind
     from oma.core.schema.agent_config import AgentConfig
     from oma.core.schema.approvals import Boundary
-    from oma.core.schema.errors import (
-        OMAError,
-        RunCancelledError,
-        TaskFailedError,
-        application_error,
-    )
+    from oma.core.schema.errors import OMAError, RunCancelledError, TaskFailedError
     from oma.core.schema.plan import plan_artifact
     from oma.core.schema.results import AgentRunResult, TeamRunResult, TeamRunStatus
     from oma.core.schema.run_events import EventLog
@@ -69,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.workflows._collection import collection_held
     from oma.workflows._coordinator import Coordinator
     from oma.workflows._events import RunEvents
+    from oma.workflows._failures import as_failure
     from oma.workflows._outputs import read_back
     from oma.workflows._shards import ShardedRun
     from oma.workflows._team_run_handlers import TeamRunHandlers
@@ -102,14 +97,14 @@ class TeamRun(TeamRunHandlers):
     def _make(self, args: tuple[Any, ...]) -> None:
         # Everything is made here, before any signal, update or query is
         # handled, so a decision sent as the run starts sees the whole state.
-        self._invalid: ApplicationError | None = None
+        self._invalid: OMAError | None = None  # raised as the run's failure as it runs
         self._stored = _payload_store.stored()  # its budget: limits.state_budget
         try:
             raw = single_input(args, WorkflowName.TEAM_RUN)
             self._fork = _fork.fork_input(raw)  # a fork's first run: read its source first
             inp = None if self._fork else parse_team_run_input(raw)
         except OMAError as err:
-            self._invalid = application_error(err)
+            self._invalid = err
             inp = self._fork = None
         # what the run holds whatever state it starts from (an abort may come
         # while a fork reads: its stop holds)
@@ -170,7 +165,7 @@ class TeamRun(TeamRunHandlers):
             else:
                 self._load(inp, tasks)
         except OMAError as err:
-            self._invalid = application_error(err)
+            self._invalid = err
 
     @property
     def _options(self) -> RunOptions:
@@ -191,8 +186,9 @@ class TeamRun(TeamRunHandlers):
         ) is not None:
             self._start_from(await reading)  # a fork, or a run that reuses another's work
         if self._invalid is not None:
-            self._visibility.ended("failed", self._invalid.type)
-            raise self._invalid
+            self._visibility.ended("failed", self._invalid.code)
+            with as_failure():
+                raise self._invalid
         inp = self._input
         assert inp is not None
         options = inp.options
@@ -566,14 +562,15 @@ class TeamRun(TeamRunHandlers):
         (``sent_result``: defaults left out, outputs kept by reference);
         one that cannot fit fails the run ``RUN_STATE_TOO_LARGE`` without it,
         rather than fail its workflow task for good."""
-        try:
-            with collection_held():  # the whole result, as JSON and back
-                sent = sent_result(result, workflow.info().workflow_id, stored=self._stored)
-                result = self.state.result = TeamRunResult.model_validate(sent)
-        except OMAError as err:
-            self._visibility.ended("failed", err.code)
-            self._show_details()
-            raise application_error(err) from None
+        with as_failure():
+            try:
+                with collection_held():  # the whole result, as JSON and back
+                    sent = sent_result(result, workflow.info().workflow_id, stored=self._stored)
+                    result = self.state.result = TeamRunResult.model_validate(sent)
+            except OMAError as err:
+                self._visibility.ended("failed", err.code)
+                self._show_details()
+                raise
         self._visibility.ended(
             result.status, None if result.success else result.error_code or TaskFailedError.code
         )

@@ -75,6 +75,8 @@ def replay_debug(asked: ReplayAsked) -> None:
 
             debug_replay(debugged, asked.break_at)
     except OMAError as e:
+        # exit 1 for all, the InputErrors of an unknown --at
+        # (REPLAY_TARGET_UNKNOWN) or an unreadable history too
         raise fail(str(e)) from None
 
 
