@@ -175,8 +175,8 @@ class RunSpending:
     ``state``), what the tasks in flight reported (``tasks``), and what the
     run may still spend of ``options.max_token_budget`` and
     ``options.max_cost_usd``. It answers whether a budget is used up
-    (``over_budget``); the run stops itself on the answer
-    (``TeamRun._check_budget``)."""
+    (``over_budget``, a question); the run stops itself where it finds
+    one is (``TeamRun._stop_if_over_budget``)."""
 
     def __init__(self, state: TeamRunState, options: RunOptions) -> None:
         self._state = state

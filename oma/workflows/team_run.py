@@ -164,7 +164,7 @@ class TeamRun(TeamRunHandlers):
                     self._stop,
                     self._spending,
                     self._visibility,
-                    self._check_budget,
+                    self._stop_if_over_budget,
                     self.stop_with,
                 )
             else:
@@ -227,8 +227,9 @@ class TeamRun(TeamRunHandlers):
             self._skip_rest()
             # the synthesis starts only within budget (its own usage may pass it)
             if inp.goal is not None and not self._stop.stopped:
-                over_budget = self._check_budget()
-                if not over_budget:
+                if self._spending.over_budget() is not None:
+                    self._stop_if_over_budget()
+                else:
                     await unless_stopped(
                         self._coordinator.synthesize(inp.goal), lambda: self._stop.stopped
                     )
@@ -297,8 +298,9 @@ class TeamRun(TeamRunHandlers):
             if rounds and self._dispatching and not batch and not self._in_flight:
                 batch = await self._next_round(dispatcher.next_round())
             while self._dispatching and len(self._in_flight) < inp.options.max_concurrency:
-                if self._check_budget():
-                    break  # the run stopped
+                if self._spending.over_budget() is not None:
+                    self._stop_if_over_budget()
+                    break
                 nxt = dispatcher.next(batch if rounds else None)
                 if nxt is None:
                     break
@@ -474,32 +476,35 @@ class TeamRun(TeamRunHandlers):
     # -- budgets --------------------------------------------------------------
 
     def _count_attempt(self, task: TaskState, result: AgentRunResult) -> None:
-        """One attempt of ``task`` ended with ``result``: counted, and the
-        budgets checked."""
+        """One attempt of ``task`` ended with ``result``: counted; a budget
+        it used up stops the run."""
         self._spending.count_attempt(task, result)
-        self._check_budget()
+        self._stop_if_over_budget()
 
     def count_step(self, result: AgentRunResult, step: str) -> None:
         """``StepCounter``: a coordinator step ended (``plan``,
-        ``plan-correction``, ``synthesis``): counted, and the budgets checked
-        but after the synthesis (the last step: a budget it spent stops nothing)."""
+        ``plan-correction``, ``synthesis``): counted; a budget it used up
+        stops the run, but after the synthesis (the last step: a budget it
+        spent stops nothing)."""
         self._spending.count_step(result)
         if step != "synthesis":
-            self._check_budget()
+            self._stop_if_over_budget()
 
-    def _check_budget(self) -> bool:
-        """Whether the token or the cost budget is used up (asked before each
-        dispatch and the synthesis, and after each task's and coordinator
-        step's usage is counted); the first time, the run stops: its result
-        says ``budget_exceeded``, a ``budget_exceeded`` event, and every task
-        in flight is told."""
+    def _stop_if_over_budget(self) -> None:
+        """Stop the run if the token or the cost budget is used up
+        (``RunSpending.over_budget``, the tasks in flight counted), the first
+        time it is found so: its result says ``budget_exceeded``, a
+        ``budget_exceeded`` event, and every task in flight that reported is
+        told. Called after each task's attempt, coordinator step (but the
+        synthesis), shard and usage report is counted, and where the run
+        finds a budget used up before a dispatch or the synthesis (which
+        then do not start)."""
         spent = self._spending.over_budget()
         if spent is not None and spent.first:
             self.state.result.budget_exceeded = True
             self._events.emit("budget_exceeded", detail=spent.detail)
             self.stop_with(spent.stop, spent.reason)
             self._spending.stopped()
-        return spent is not None
 
     # -- stops, timeouts, continue-as-new -----------------------------------
 
