@@ -179,9 +179,16 @@ class RunSpending:
     one is (``TeamRun._stop_if_over_budget``)."""
 
     def __init__(self, state: TeamRunState, options: RunOptions) -> None:
+        self.start_from(state, options)
+        self.tasks = TaskSpending()
+
+    def start_from(self, state: TeamRunState, options: RunOptions) -> None:
+        """Keep the books of ``state`` under ``options`` (its budgets): as
+        the run starts, and again when it goes on over the state it read (a
+        fork's, or a reuse's: ``TeamRun._start_from``; no task ran or
+        reported while it read)."""
         self._state = state
         self._budget = TeamBudget(state, options.max_token_budget, options.max_cost_usd)
-        self.tasks = TaskSpending()
 
     def reported(self, raw: Any, running: Container[str]) -> UsageReport | None:
         """A ``task_usage`` signal of a task in ``running``: counted (to be

@@ -121,15 +121,9 @@ class TeamRun(TeamRunHandlers):
         self._continuing = False
         self._waiting: asyncio.Task[None] | None = None  # Visibility.show_waiting
         self._deadline: asyncio.Task[None] | None = None
-        self._start_from(inp)
-
-    def _start_from(self, inp: TeamRunInput | None) -> None:
-        """Take ``inp`` (``None``: invalid, or a fork's, not read yet) and the
-        state it starts from (its ``resume``, else a new one), and make what
-        works over that state: the run's events, approval waits, tool
-        requests, books and coordinator, and the task graph, ``inp``
-        checked first. Once more after a fork's source, or the run whose
-        work this one reuses, was read (``run``): the state is what was read."""
+        # what works over the state it starts from (its ``resume``, else a new
+        # one), made once: a fork or a reuse that reads its start state hands
+        # them the state it read (``_start_from``)
         self._input = inp
         self.state = (inp and inp.resume) or TeamRunState.new(workflow.now())
         self._events = RunEvents(EventLog(self.state.events))
@@ -137,6 +131,33 @@ class TeamRun(TeamRunHandlers):
         self._approvals = ApprovalWaits.of_run(self.state, approvals, self._events, self._wakeup)
         self._tool_requests = AdoptedToolRequests(self._approvals, self._events)
         self._spending = RunSpending(self.state, self._options)
+        self._begin(inp)
+
+    def _start_from(self, inp: TeamRunInput) -> None:
+        """Go on as ``inp``, the input a fork's source, or the run whose work
+        this one reuses, was read as (``_fork.reading``). Its ``resume`` state
+        (a new one when the read keeps nothing) replaces the one the run held
+        while it read, in the events, approval waits and books made over it
+        as the run started, and what works over the input is made of it
+        (``_begin``). No task ran, no request was waited on and no usage was
+        reported while the run read: the state replaced holds only what the
+        handlers recorded (an ``abort``'s event, which the read records
+        again) and, in a reuse run, its input as given."""
+        self._input = inp
+        self.state = inp.resume or TeamRunState.new(workflow.now())
+        self._events.log = EventLog(self.state.events)
+        self._approvals.start_from(self.state, inp.options.approvals)
+        self._spending.start_from(self.state, inp.options)
+        self._begin(inp)
+
+    def _begin(self, inp: TeamRunInput | None) -> None:
+        """Make what works over ``inp`` (``None``: invalid, or a fork's, not
+        read yet: nothing) and the state: the coordinator, and the task graph
+        and its dispatcher, or the shards, ``inp`` checked first (an error
+        fails the run as it runs: ``_invalid``). A run that reuses another's
+        work makes them twice: of its input as given, which serve its
+        handlers while it reads (and whose errors hold), and of the input
+        read (``_start_from``)."""
         self._graph = TaskGraph([])
         self._dispatcher: Dispatcher  # set by _load, once the input is valid
         self._sharded: ShardedRun | None = None  # a run of more than MAX_RUN_TASKS tasks
