@@ -110,9 +110,14 @@ class ApprovalWaits:
     ) -> ApprovalWaits:
         """The approval waits of this ``TeamRun``, over its ``state``'s open
         requests and decisions, under its ``options.approvals``."""
-        requests, decisions = state.requests, state.result.approval_decisions
-        gate = ApprovalGate(workflow.info().workflow_id, approvals, requests, decisions)
-        return cls(gate, events, wakeup)
+        return cls(_gate_of(state, approvals), events, wakeup)
+
+    def start_from(self, state: TeamRunState, approvals: ApprovalOptions | None) -> None:
+        """A ``TeamRun`` goes on over the ``state`` it read (a fork's, or a
+        reuse's: ``TeamRun._start_from``), under ``approvals``: the gate is
+        that state's. No request is waited on yet (a run waits on none while
+        it reads)."""
+        self.gate = _gate_of(state, approvals)
 
     def request(self, request_id: str, boundary: Boundary, content: Any, reason: str) -> None:
         """Open a request; its waiter starts with the next ``start_waiters``."""
@@ -130,12 +135,16 @@ class ApprovalWaits:
         """The ``decide`` update's handler: records ``decision`` once the
         request it names is made (or refuses it ``LAG_S`` later); on a
         request another run made, returns what that run recorded, once it
-        did."""
-        await self.made(decision.request_id)
-        request = self._check(decision, closed_because)
+        did. Answered by the gate the update came to: a ``TeamRun`` that
+        read its start state goes on over another (``start_from``), and an
+        update that waited across that for a request the run had not made
+        is refused by the gate it waited on."""
+        gate = self.gate
+        await self.made(decision.request_id, gate)
+        request = self._check(decision, closed_because, gate)
         if self.forwarder is not None and self.forwarder.takes(request):
             return await self.forwarder.send_decision(request, decision, "update")
-        return self._record(request, decision, "update")
+        return self._record(request, decision, "update", gate=gate)
 
     def signalled(self, decision: Decision, closed_because: str) -> None:
         """The ``decide`` signal's handler: the update's rules, without an
@@ -146,9 +155,9 @@ class ApprovalWaits:
         else:
             self._record(request, decision, "signal")
 
-    async def made(self, request_id: str) -> None:
-        """Return once the run has made request ``request_id``, or ``LAG_S``
-        seconds later if it never does.
+    async def made(self, request_id: str, gate: ApprovalGate) -> None:
+        """Return once the run has made request ``request_id`` (in ``gate``,
+        its gate), or ``LAG_S`` seconds later if it never does.
 
         For the ``decide`` update: the SDK (temporalio 1.35) runs an update's
         validator and handler before the run reacts to the rest of their
@@ -159,9 +168,9 @@ class ApprovalWaits:
         moment away, not unknown: only a timer (the run's own time) tells the
         two apart.
         """
-        if not self.gate.knows(request_id):
+        if not gate.knows(request_id):
             with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(lambda: self.gate.knows(request_id), timeout=LAG_S)
+                await workflow.wait_condition(lambda: gate.knows(request_id), timeout=LAG_S)
 
     def record(
         self,
@@ -175,8 +184,10 @@ class ApprovalWaits:
         ``ApprovalError`` (``closed_because``: why a request closed without one)."""
         return self._record(self._check(decision, closed_because), decision, source, forwarded_by)
 
-    def _check(self, decision: Decision, closed_because: str) -> ApprovalRequest:
-        request = self.gate.check(decision, closed_because)
+    def _check(
+        self, decision: Decision, closed_because: str, gate: ApprovalGate | None = None
+    ) -> ApprovalRequest:
+        request = (gate or self.gate).check(decision, closed_because)
         if self.forwarder is not None:
             self.forwarder.check(decision)
         return request
@@ -187,8 +198,10 @@ class ApprovalWaits:
         decision: Decision,
         source: DecisionSource,
         forwarded_by: str | None = None,
+        *,
+        gate: ApprovalGate | None = None,
     ) -> ApprovalDecision:
-        record = self.gate.decide(
+        record = (gate or self.gate).decide(
             request,
             decision.decision,
             decision.reviewer,
@@ -255,6 +268,13 @@ class ApprovalWaits:
         self._wakeup.set()
         if self.listener is not None:
             self.listener.decided(request, record)
+
+
+def _gate_of(state: TeamRunState, approvals: ApprovalOptions | None) -> ApprovalGate:
+    """The gate of this ``TeamRun``, over its ``state``'s open requests and
+    decisions, under its ``options.approvals``."""
+    requests, decisions = state.requests, state.result.approval_decisions
+    return ApprovalGate(workflow.info().workflow_id, approvals, requests, decisions)
 
 
 class ApprovalHandlers:

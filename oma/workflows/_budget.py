@@ -175,13 +175,20 @@ class RunSpending:
     ``state``), what the tasks in flight reported (``tasks``), and what the
     run may still spend of ``options.max_token_budget`` and
     ``options.max_cost_usd``. It answers whether a budget is used up
-    (``over_budget``); the run stops itself on the answer
-    (``TeamRun._check_budget``)."""
+    (``over_budget``, a question); the run stops itself where it finds
+    one is (``TeamRun._stop_if_over_budget``)."""
 
     def __init__(self, state: TeamRunState, options: RunOptions) -> None:
+        self.start_from(state, options)
+        self.tasks = TaskSpending()
+
+    def start_from(self, state: TeamRunState, options: RunOptions) -> None:
+        """Keep the books of ``state`` under ``options`` (its budgets): as
+        the run starts, and again when it goes on over the state it read (a
+        fork's, or a reuse's: ``TeamRun._start_from``; no task ran or
+        reported while it read)."""
         self._state = state
         self._budget = TeamBudget(state, options.max_token_budget, options.max_cost_usd)
-        self.tasks = TaskSpending()
 
     def reported(self, raw: Any, running: Container[str]) -> UsageReport | None:
         """A ``task_usage`` signal of a task in ``running``: counted (to be

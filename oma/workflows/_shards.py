@@ -46,9 +46,9 @@ class ShardedRun:
     """The shards of a run whose ``inp`` holds ``tasks`` split as
     ``shards`` (indices into ``tasks``), over the run's ``state`` (its
     result's ``shards`` and usage), events, stop, spending and visibility;
-    ``check_budget`` is ``TeamRun._check_budget`` (stops the run once a
-    budget is used up), ``stop_with`` ``TeamRun.stop_with`` (a shard's
-    rejection stops the run, as a rejection stops any run)."""
+    ``stop_if_over_budget`` is ``TeamRun._stop_if_over_budget`` (stops the
+    run once a budget is used up), ``stop_with`` ``TeamRun.stop_with`` (a
+    shard's rejection stops the run, as a rejection stops any run)."""
 
     def __init__(
         self,
@@ -60,7 +60,7 @@ class ShardedRun:
         stop: RunStop,
         spending: RunSpending,
         visibility: Visibility,
-        check_budget: Callable[[], bool],
+        stop_if_over_budget: Callable[[], None],
         stop_with: Callable[[StopKind, str], None],
     ) -> None:
         self._inp = inp
@@ -71,7 +71,7 @@ class ShardedRun:
         self._stop = stop
         self._spending = spending
         self._visibility = visibility
-        self._check_budget = check_budget
+        self._stop_if_over_budget = stop_if_over_budget
         self._stop_with = stop_with
         self._running: dict[int, workflow.ChildWorkflowHandle[Any, Any]] = {}
         self._told: list[asyncio.Task[None]] = []
@@ -205,7 +205,7 @@ class ShardedRun:
         self._state.result.recorded_turns += result.recorded_turns
         if result.budget_exceeded:
             self._state.result.budget_exceeded = True
-        self._check_budget()
+        self._stop_if_over_budget()
         if result.status == "rejected":
             self._stop_with("rejected", f"{shard.run_id}: {result.error or 'rejected'}")
 

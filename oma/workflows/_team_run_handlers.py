@@ -31,7 +31,8 @@ with workflow.unsafe.imports_passed_through():
 
 class TeamRunHandlers(ApprovalHandlers):
     """The handlers of ``TeamRun``, over the parts of the run it sets up in
-    its ``__init__`` (declared here), its ``stop_with`` and its ``_check_budget``."""
+    its ``__init__`` (declared here), its ``stop_with`` and its
+    ``_stop_if_over_budget``."""
 
     state: TeamRunState
     _events: RunEvents
@@ -44,8 +45,8 @@ class TeamRunHandlers(ApprovalHandlers):
     """The run's payloads go to a payload store (``_payload_store.stored``)."""
     stop_with: Callable[[StopKind, str], None]
     """Stop the run early: ``TeamRun.stop_with``."""
-    _check_budget: Callable[[], bool]
-    """Stop the run when a budget is used up: ``TeamRun._check_budget``."""
+    _stop_if_over_budget: Callable[[], None]
+    """Stop the run if a budget is used up: ``TeamRun._stop_if_over_budget``."""
 
     @workflow.query(name=QueryName.STATE)
     def state_query(self) -> dict[str, Any]:
@@ -106,5 +107,5 @@ class TeamRunHandlers(ApprovalHandlers):
         or what it used as it was cancelled."""
         report = self._spending.reported(args[0] if args else None, self._in_flight)
         if report is not None:
-            self._check_budget()
+            self._stop_if_over_budget()
             self._spending.answer(report)

@@ -116,15 +116,9 @@ class TeamRun(TeamRunHandlers):
         self._continuing = False
         self._waiting: asyncio.Task[None] | None = None  # Visibility.show_waiting
         self._deadline: asyncio.Task[None] | None = None
-        self._start_from(inp)
-
-    def _start_from(self, inp: TeamRunInput | None) -> None:
-        """Take ``inp`` (``None``: invalid, or a fork's, not read yet) and the
-        state it starts from (its ``resume``, else a new one), and make what
-        works over that state: the run's events, approval waits, tool
-        requests, books and coordinator, and the task graph, ``inp``
-        checked first. Once more after a fork's source, or the run whose
-        work this one reuses, was read (``run``): the state is what was read."""
+        # what works over the state it starts from (its ``resume``, else a new
+        # one), made once: a fork or a reuse that reads its start state hands
+        # them the state it read (``_start_from``)
         self._input = inp
         self.state = (inp and inp.resume) or TeamRunState.new(workflow.now())
         self._events = RunEvents(EventLog(self.state.events))
@@ -132,6 +126,33 @@ class TeamRun(TeamRunHandlers):
         self._approvals = ApprovalWaits.of_run(self.state, approvals, self._events, self._wakeup)
         self._tool_requests = AdoptedToolRequests(self._approvals, self._events)
         self._spending = RunSpending(self.state, self._options)
+        self._begin(inp)
+
+    def _start_from(self, inp: TeamRunInput) -> None:
+        """Go on as ``inp``, the input a fork's source, or the run whose work
+        this one reuses, was read as (``_fork.reading``). Its ``resume`` state
+        (a new one when the read keeps nothing) replaces the one the run held
+        while it read, in the events, approval waits and books made over it
+        as the run started, and what works over the input is made of it
+        (``_begin``). No task ran, no request was waited on and no usage was
+        reported while the run read: the state replaced holds only what the
+        handlers recorded (an ``abort``'s event, which the read records
+        again) and, in a reuse run, its input as given."""
+        self._input = inp
+        self.state = inp.resume or TeamRunState.new(workflow.now())
+        self._events.log = EventLog(self.state.events)
+        self._approvals.start_from(self.state, inp.options.approvals)
+        self._spending.start_from(self.state, inp.options)
+        self._begin(inp)
+
+    def _begin(self, inp: TeamRunInput | None) -> None:
+        """Make what works over ``inp`` (``None``: invalid, or a fork's, not
+        read yet: nothing) and the state: the coordinator, and the task graph
+        and its dispatcher, or the shards, ``inp`` checked first (an error
+        fails the run as it runs: ``_invalid``). A run that reuses another's
+        work makes them twice: of its input as given, which serve its
+        handlers while it reads (and whose errors hold), and of the input
+        read (``_start_from``)."""
         self._graph = TaskGraph([])
         self._dispatcher: Dispatcher  # set by _load, once the input is valid
         self._sharded: ShardedRun | None = None  # a run of more than MAX_RUN_TASKS tasks
@@ -159,7 +180,7 @@ class TeamRun(TeamRunHandlers):
                     self._stop,
                     self._spending,
                     self._visibility,
-                    self._check_budget,
+                    self._stop_if_over_budget,
                     self.stop_with,
                 )
             else:
@@ -223,8 +244,9 @@ class TeamRun(TeamRunHandlers):
             self._skip_rest()
             # the synthesis starts only within budget (its own usage may pass it)
             if inp.goal is not None and not self._stop.stopped:
-                over_budget = self._check_budget()
-                if not over_budget:
+                if self._spending.over_budget() is not None:
+                    self._stop_if_over_budget()
+                else:
                     await unless_stopped(
                         self._coordinator.synthesize(inp.goal), lambda: self._stop.stopped
                     )
@@ -293,8 +315,9 @@ class TeamRun(TeamRunHandlers):
             if rounds and self._dispatching and not batch and not self._in_flight:
                 batch = await self._next_round(dispatcher.next_round())
             while self._dispatching and len(self._in_flight) < inp.options.max_concurrency:
-                if self._check_budget():
-                    break  # the run stopped
+                if self._spending.over_budget() is not None:
+                    self._stop_if_over_budget()
+                    break
                 nxt = dispatcher.next(batch if rounds else None)
                 if nxt is None:
                     break
@@ -470,32 +493,35 @@ class TeamRun(TeamRunHandlers):
     # -- budgets --------------------------------------------------------------
 
     def _count_attempt(self, task: TaskState, result: AgentRunResult) -> None:
-        """One attempt of ``task`` ended with ``result``: counted, and the
-        budgets checked."""
+        """One attempt of ``task`` ended with ``result``: counted; a budget
+        it used up stops the run."""
         self._spending.count_attempt(task, result)
-        self._check_budget()
+        self._stop_if_over_budget()
 
     def count_step(self, result: AgentRunResult, step: str) -> None:
         """``StepCounter``: a coordinator step ended (``plan``,
-        ``plan-correction``, ``synthesis``): counted, and the budgets checked
-        but after the synthesis (the last step: a budget it spent stops nothing)."""
+        ``plan-correction``, ``synthesis``): counted; a budget it used up
+        stops the run, but after the synthesis (the last step: a budget it
+        spent stops nothing)."""
         self._spending.count_step(result)
         if step != "synthesis":
-            self._check_budget()
+            self._stop_if_over_budget()
 
-    def _check_budget(self) -> bool:
-        """Whether the token or the cost budget is used up (asked before each
-        dispatch and the synthesis, and after each task's and coordinator
-        step's usage is counted); the first time, the run stops: its result
-        says ``budget_exceeded``, a ``budget_exceeded`` event, and every task
-        in flight is told."""
+    def _stop_if_over_budget(self) -> None:
+        """Stop the run if the token or the cost budget is used up
+        (``RunSpending.over_budget``, the tasks in flight counted), the first
+        time it is found so: its result says ``budget_exceeded``, a
+        ``budget_exceeded`` event, and every task in flight that reported is
+        told. Called after each task's attempt, coordinator step (but the
+        synthesis), shard and usage report is counted, and where the run
+        finds a budget used up before a dispatch or the synthesis (which
+        then do not start)."""
         spent = self._spending.over_budget()
         if spent is not None and spent.first:
             self.state.result.budget_exceeded = True
             self._events.emit("budget_exceeded", detail=spent.detail)
             self.stop_with(spent.stop, spent.reason)
             self._spending.stopped()
-        return spent is not None
 
     # -- stops, timeouts, continue-as-new -----------------------------------
 
