@@ -329,7 +329,10 @@ async def run_team(client: Any, chains: int, length: int, task_queue: str = TASK
         execution_timeout=run_timeout(chains * length),
         result_type=TeamRunResult,
     )
-    completed = sum(t.status == "completed" for t in result.tasks)
+    # a sharded run's tasks are its shards' (its own result lists none)
+    completed = sum(s.completed for s in result.shards) or sum(
+        t.status == "completed" for t in result.tasks
+    )
     if not result.success or completed != chains * length:
         raise RuntimeError(f"TeamRun {wf_id} did not complete every task: {result.status}")
     return wf_id

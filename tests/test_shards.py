@@ -21,6 +21,7 @@ from temporalio.client import Client, WorkflowHistory
 from oma.cli import show
 from oma.cli.summary import print_result
 from oma.client import team_run_result
+from oma.client.listing import list_team_runs
 from oma.core.contracts.workflow_ids import shard_workflow_id, task_workflow_id
 from oma.core.schema import limits
 from oma.core.schema.dag import shard_plan
@@ -150,6 +151,10 @@ async def test_a_run_past_the_limit_runs_its_connected_parts_in_shards(
     first = shard_workflow_id(workflow_id, 1)
     said = "ran its tasks in 3 shards, each a TeamRun of its own: fork or reuse a shard's run"
     assert f"{said} ({first}, ...)" in refused.value.message
+    # oma list lists the run, not its shards (its result and oma show do)
+    listed = [r.workflow_id for r in await list_team_runs(client, limit=100)]
+    assert workflow_id in listed
+    assert [w for w in listed if w.startswith(f"{workflow_id}/")] == []
     # the run, its 3 shards, the 6 tasks' runs that started (b2 was skipped)
     assert await _replay_all(client, workflow_id, 3) == 1 + 3 + 6
 

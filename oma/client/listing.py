@@ -23,6 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from oma.core.contracts import visibility
 from oma.core.contracts.names import QueryName, WorkflowName
+from oma.core.contracts.workflow_ids import is_shard_of
 from oma.core.rules.approval_gate import task_of
 from oma.core.schema.approvals import PendingApproval, approves
 from oma.core.schema.errors import InputError, SearchAttributesMissingError
@@ -58,10 +59,11 @@ async def list_team_runs(
     client: Client, *, status: str | None = None, team: str | None = None, limit: int = 20
 ) -> list[TeamRunListing]:
     """The ``limit`` newest executions of ``TeamRun`` (by start time, newest
-    first) in ``client``'s namespace, without its ``AgentRun`` children and
-    without the executions a long run continued as new from (unless
-    ``status`` is ``continued_as_new``); only those whose ``OmaStatus`` is
-    ``status`` and whose ``OmaTeam`` is ``team``, when given.
+    first) in ``client``'s namespace, without its ``AgentRun`` children,
+    without a sharded run's shards (its own result and ``oma show`` list
+    them) and without the executions a long run continued as new from
+    (unless ``status`` is ``continued_as_new``); only those whose
+    ``OmaStatus`` is ``status`` and whose ``OmaTeam`` is ``team``, when given.
 
     Temporal's SQL visibility (the dev server's) cannot sort by start time
     (``ORDER BY``): it lists running executions first, newest first, then the
@@ -88,6 +90,8 @@ async def list_team_runs(
         closed_at = execution.close_time
         if len(newest) == limit and closed_at is not None and closed_at < newest[-1].started_at:
             break
+        if execution.parent_id and is_shard_of(execution.id, execution.parent_id):
+            continue  # a TeamRun a workflow of the user's own started is listed
         row = _listing(execution)
         if team is not None and row.team != team:
             continue  # a name the query could not say (_literal)

@@ -28,6 +28,13 @@ def shard_workflow_id(run_id: str, n: int) -> str:
     return f"{run_id}/shard/{n}"
 
 
+def is_shard_of(workflow_id: str, parent_id: str) -> bool:
+    """Whether ``workflow_id`` is a shard of the sharded run ``parent_id``
+    (``shard_workflow_id``)."""
+    n = workflow_id.removeprefix(f"{parent_id}/shard/")
+    return n != workflow_id and n.isdigit()
+
+
 def longest_task_parent_id(run_id: str, task_count: int, max_run_tasks: int) -> str:
     """The longest workflow id the parent of a task's ``AgentRun`` may have in
     the run ``run_id`` of ``task_count`` tasks: the run's own, or past
