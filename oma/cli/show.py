@@ -305,7 +305,8 @@ def _print_outputs(tasks: list[TaskView], whole_with: str) -> None:
 
 def print_task(view: RunView, task_id: str) -> None:
     """``oma show RUN --task ID``: one task's facts, its whole output and its
-    whole error. Exits 1 naming the run's tasks when it has no task ``task_id``,
+    whole error. Exits 1 naming the run's tasks (``no_task_message``: 20 at
+    most) when it has no task ``task_id``,
     or its shards' runs when it is sharded (a shard's run holds the task)."""
     if view.shards:
         first = view.shards[0].run_id
@@ -315,9 +316,10 @@ def print_task(view: RunView, task_id: str) -> None:
             f"{shlex.quote(view.workflow_id + '/shard/')}<n> --task {shlex.quote(task_id)}"
         )
     t = next((t for t in view.tasks if t.id == task_id), None)
-    if t is None:
-        known = ", ".join(t.id for t in view.tasks) or "none"
-        raise fail(f"TeamRun {view.workflow_id} has no task {task_id!r} (tasks: {known})")
+    if t is None:  # a shard's 5,000 ids are not all named
+        from oma.core.rules.fork import no_task_message
+
+        raise fail(no_task_message(view.workflow_id, task_id, [t.id for t in view.tasks]))
     console.print(Text.assemble(("task ", "bold"), run_text(t.id, "bold"), "  ", _with_mark(t)))
     facts = [
         f"title: {t.title}",

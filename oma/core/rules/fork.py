@@ -296,13 +296,20 @@ MAX_SHOWN_ID_CHARS = 200
 
 def _check_known(task_id: str, ids: Sequence[str], source_id: str) -> None:
     if task_id not in ids:
-        meant = did_you_mean(task_id, sorted(ids))
-        more = f" (and {len(ids) - NAMED_IDS} more)" if len(ids) > NAMED_IDS else ""
-        raise InvalidForkError(
-            f"run {source_id!r} has no task {cut_text(task_id, MAX_SHOWN_ID_CHARS)!r}"
-            + (f" (did you mean {meant!r}?)" if meant else "")
-            + f"; its tasks: {', '.join(ids[:NAMED_IDS])}{more}"
-        )
+        raise InvalidForkError(no_task_message(source_id, task_id, ids))
+
+
+def no_task_message(run_id: str, task_id: str, ids: Sequence[str]) -> str:
+    """``run 'r' has no task 'x' (did you mean 'y'?); its tasks: a, b (and 7
+    more)``: at most ``NAMED_IDS`` of the run's task ids ``ids`` named, and
+    ``task_id`` (a user's input) cut to ``MAX_SHOWN_ID_CHARS``."""
+    meant = did_you_mean(task_id, sorted(ids))
+    more = f" (and {len(ids) - NAMED_IDS} more)" if len(ids) > NAMED_IDS else ""
+    return (
+        f"run {run_id!r} has no task {cut_text(task_id, MAX_SHOWN_ID_CHARS)!r}"
+        + (f" (did you mean {meant!r}?)" if meant else "")
+        + f"; its tasks: {', '.join(ids[:NAMED_IDS]) or 'none'}{more}"
+    )
 
 
 def _roots(fork: ForkInput, specs: Sequence[TaskSpec], states: dict[str, TaskState]) -> list[str]:
