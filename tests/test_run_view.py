@@ -459,7 +459,8 @@ async def test_oma_show_task_prints_that_tasks_whole_output(
 
     unknown = await oma_show(dev_server, outputs_run, "--task", "nope")
     assert unknown.returncode == 1
-    assert f"run '{outputs_run}' has no task 'nope'; its tasks: notes, code" in unknown.stderr
+    said = "has no task 'nope' (did you mean 'notes'?); its tasks: notes, code"
+    assert f"run '{outputs_run}' {said}" in unknown.stderr
 
 
 async def test_the_html_page_shows_each_output_in_a_closed_details_in_headless_chromium(
