@@ -261,16 +261,13 @@ async def count_events(
     the run is (their runs, their children); returns ``(events, histories,
     team runs, events in the longest team run's history)`` and the workflow
     tasks of the team runs (added to ``tasks``)."""
+    from oma.records.executions import started_children
+
     runs = await run_histories(client, workflow_id)
     tasks = tasks if tasks is not None else WorkflowTasks()
     for run in runs:
         tasks.add(workflow_id, run)
-    children = [
-        e.child_workflow_execution_started_event_attributes.workflow_execution
-        for run in runs
-        for e in run.events
-        if e.HasField("child_workflow_execution_started_event_attributes")
-    ]
+    children = started_children(runs)
     shards = [c for c in children if SHARD_ID.search(c.workflow_id)]
     limit = asyncio.Semaphore(16)
 
