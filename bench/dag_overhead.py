@@ -16,7 +16,8 @@ Runs, against one embedded dev server and one in-process worker:
 It does so at each size of ``--sizes`` (default 200, 800 and 5,000 tasks),
 for the runners of ``--runners`` (default all four); the floors skip a size
 past ``FLOOR_MAX_TASKS`` (their one history would pass Temporal's 51,200
-events), and say so. The dev server keeps its histories in memory, or with ``--db-file`` in a
+events) or ``FLOOR_MAX_CHAINS`` (the server's limits of pending steps), and
+say so. The dev server keeps its histories in memory, or with ``--db-file`` in a
 SQLite file as ``oma run``'s embedded server does (as fast, with its
 write-ahead log; an in-memory server holding a 100,000-task run's histories
 fills the memory). The OMA runs keep large payloads in a payload store of their own (a
@@ -102,6 +103,13 @@ FLOOR_MAX_TASKS = 12_000
 """The floors run one workflow that starts every step itself, with no
 continue-as-new: past about 12,000 steps its history would pass Temporal's
 51,200 events, so larger sizes skip them (said in the output)."""
+
+FLOOR_MAX_CHAINS = 2_000
+"""The floors start every chain's first step at once: past 2,000 chains the
+server refuses the workflow task on every attempt (its per-workflow limits of
+2,000 pending children, ``PendingChildWorkflowsLimitExceeded``, and of 2,000
+pending activities), so wider shapes skip them too. A ``TeamRun`` starts at
+most ``max_concurrency`` (at most ``MAX_CONCURRENCY``, 1,000) at once."""
 
 Shape = tuple[int, int]
 """``(chains, length)``: ``chains`` independent chains of ``length`` sequential steps."""
@@ -480,10 +488,14 @@ async def bench(
                 names = [
                     n
                     for n in runners
-                    if not n.startswith("floor") or shape[0] * shape[1] <= FLOOR_MAX_TASKS
+                    if not n.startswith("floor")
+                    or (shape[0] * shape[1] <= FLOOR_MAX_TASKS and shape[0] <= FLOOR_MAX_CHAINS)
                 ]
                 if skipped := [n for n in runners if n not in names]:
-                    print(f"  skipped past FLOOR_MAX_TASKS: {', '.join(skipped)}", flush=True)
+                    print(
+                        f"  skipped past FLOOR_MAX_TASKS or FLOOR_MAX_CHAINS: {', '.join(skipped)}",
+                        flush=True,
+                    )
                 rounds: dict[str, list[Measurement]] = {name: [] for name in names}
                 for r in range(repeat):
                     # each round starts one later: no runner is always the
