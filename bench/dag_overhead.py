@@ -306,22 +306,11 @@ SHARD_ID = re.compile(r"/shard/\d+$")
 
 
 async def run_histories(client: Any, workflow_id: str) -> list[Any]:
-    """The history of every run of ``workflow_id``, following continue-as-new
-    from the first run."""
-    latest = await client.get_workflow_handle(workflow_id).describe()
-    run_id = latest.raw_description.workflow_execution_info.first_run_id or latest.run_id
-    runs = []
-    while run_id:
-        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-        runs.append(history)
-        last = history.events[-1]
-        attrs = last.workflow_execution_continued_as_new_event_attributes
-        run_id = (
-            attrs.new_execution_run_id
-            if last.HasField("workflow_execution_continued_as_new_event_attributes")
-            else None
-        )
-    return runs
+    """The history of every run of ``workflow_id``, in order (continue-as-new:
+    ``oma.records.histories.execution_chain`` from its latest)."""
+    from oma.records.histories import execution_chain
+
+    return await execution_chain(client, workflow_id, None)
 
 
 async def run_team(client: Any, chains: int, length: int, task_queue: str = TASK_QUEUE) -> str:
