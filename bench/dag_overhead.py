@@ -11,10 +11,13 @@ Runs, against one embedded dev server and one in-process worker:
 3. floor (b): a plain workflow running the same shape of no-op child workflows;
 4. the same ``TeamRun`` as 1 with encryption on: a client and a worker (on a
    task queue of its own) with the AES-GCM payload codec of ``oma.runtime.codec``
-   (a fresh key), every payload and failure attribute encrypted.
+   (a fresh key), every payload and failure attribute encrypted;
+5. ``team_run_bare``: the same ``TeamRun`` as 1 with
+   ``options.task_search_attributes`` false: its tasks' runs carry no search
+   attribute (the four of 1 cost the server a visibility write's worth each).
 
 It does so at each size of ``--sizes`` (default 200, 800 and 5,000 tasks),
-for the runners of ``--runners`` (default all four); the floors skip a size
+for the runners of ``--runners`` (default all five); the floors skip a size
 past ``FLOOR_MAX_TASKS`` (their one history would pass Temporal's 51,200
 events) or ``FLOOR_MAX_CHAINS`` (the server's limits of pending steps), and
 say so. The dev server keeps its histories in memory, or with ``--db-file`` in a
@@ -44,7 +47,9 @@ machine moves the wall times: compare the CPU columns too, or use
     longest_team_run_workflow_task_ms=<w> longest_team_run_activation_cpu_ms=<a>
     team_run_activation_cpu_p99_ms=<p> ratio_vs_smallest=<x/x of the smallest size>
     floor_activity_ms=<y> floor_child_ms=<z> ratio_vs_child_floor=<x/z>
-    cpu_ratio_vs_child_floor=<c> encrypted_per_task_ms=<e> ratio_encrypted_vs_plain=<e/x>
+    cpu_ratio_vs_child_floor=<c> bare_per_task_ms=<b> bare_events_per_task=<v>
+    ratio_bare_vs_child_floor=<b/z> bare_ratio_vs_smallest=<b/b of the smallest size>
+    encrypted_per_task_ms=<e> ratio_encrypted_vs_plain=<e/x>
 
 ``cpu_ratio_vs_child_floor`` is the same ratio of the CPU per task (this
 process's and the dev server's together): it moves less than the wall time
@@ -194,10 +199,11 @@ def floor_workflows(directory: str) -> list[type]:
     return [parents.FloorActivities, parents.FloorChildren, child.FloorChild]
 
 
-def team_run_input(chains: int, length: int) -> dict[str, Any]:
+def team_run_input(chains: int, length: int, task_attributes: bool = True) -> dict[str, Any]:
     """A ``TeamRun`` input: scripted agents (a one-response script), chain
     ``c`` on ``agent-<c % AGENTS>``, each task depending on the previous
-    task of its chain; at most ``MAX_CONCURRENCY`` tasks at once."""
+    task of its chain; at most ``MAX_CONCURRENCY`` tasks at once; its tasks'
+    runs with search attributes or (``task_attributes`` false) without."""
     from oma.core.schema.limits import MAX_CONCURRENCY
 
     agents = [
@@ -218,7 +224,10 @@ def team_run_input(chains: int, length: int) -> dict[str, Any]:
     return {
         "team": {"name": "bench", "agents": agents},
         "tasks": tasks,
-        "options": {"max_concurrency": min(chains, MAX_CONCURRENCY)},
+        "options": {
+            "max_concurrency": min(chains, MAX_CONCURRENCY),
+            "task_search_attributes": task_attributes,
+        },
     }
 
 
@@ -313,13 +322,19 @@ async def run_histories(client: Any, workflow_id: str) -> list[Any]:
     return await execution_chain(client, workflow_id, None)
 
 
-async def run_team(client: Any, chains: int, length: int, task_queue: str = TASK_QUEUE) -> str:
+async def run_team(
+    client: Any,
+    chains: int,
+    length: int,
+    task_queue: str = TASK_QUEUE,
+    task_attributes: bool = True,
+) -> str:
     from oma.core.schema.results import TeamRunResult
 
     wf_id = f"bench-team-{uuid.uuid4().hex[:8]}"
     result = await client.execute_workflow(
         "TeamRun",
-        team_run_input(chains, length),
+        team_run_input(chains, length, task_attributes),
         id=wf_id,
         task_queue=task_queue,
         execution_timeout=run_timeout(chains * length),
@@ -363,6 +378,7 @@ def process_cpu_s(pid: int | None) -> float:
 
 RUNNERS: dict[str, Any] = {
     "team_run": lambda clients, c, n: run_team(clients["plain"], c, n),
+    "team_run_bare": lambda clients, c, n: run_team(clients["plain"], c, n, task_attributes=False),
     "floor_activity": lambda clients, c, n: run_floor(
         clients["plain"], "BenchFloorActivities", c, n
     ),
@@ -375,6 +391,7 @@ RUNNERS: dict[str, Any] = {
 
 WORKFLOW_TYPES = {
     "team_run": "TeamRun",
+    "team_run_bare": "TeamRun",
     "floor_activity": "BenchFloorActivities",
     "floor_child": "BenchFloorChildren",
     "team_run_codec": "TeamRun",
@@ -557,7 +574,7 @@ def main() -> None:
         "--repeat",
         type=int,
         default=1,
-        help="rounds of the four measurements, in turn; the summary reports "
+        help="rounds of the measurements, in turn; the summary reports "
         "each one's median (default 1)",
     )
     parser.add_argument(
@@ -634,11 +651,17 @@ def main() -> None:
 
     teams = [row["team_run"] for row in rows if "team_run" in row]
     smallest = min(teams, key=lambda m: m.tasks) if teams else None
+    bares = [row["team_run_bare"] for row in rows if "team_run_bare" in row]
+    smallest_bare = min(bares, key=lambda m: m.tasks) if bares else None
     for row in rows:
-        print(summary(row, smallest), flush=True)
+        print(summary(row, smallest, smallest_bare), flush=True)
 
 
-def summary(row: dict[str, Measurement], smallest: Measurement | None) -> str:
+def summary(
+    row: dict[str, Measurement],
+    smallest: Measurement | None,
+    smallest_bare: Measurement | None = None,
+) -> str:
     """The closing line of one size: what was measured of it."""
     any_m = next(iter(row.values()))
     said = [f"tasks={any_m.tasks}"]
@@ -667,6 +690,14 @@ def summary(row: dict[str, Measurement], smallest: Measurement | None) -> str:
             said.append(f"cpu_ratio_vs_child_floor={cpu:.2f}")
     elif team is not None:
         said.append("floor_child=skipped")
+    if (bare := row.get("team_run_bare")) is not None:
+        said.append(f"bare_per_task_ms={bare.ms_per_task:.2f}")
+        said.append(f"bare_events_per_task={bare.events / bare.tasks:.2f}")
+        if child is not None:
+            said.append(f"ratio_bare_vs_child_floor={bare.ms_per_task / child.ms_per_task:.2f}")
+        if smallest_bare is not None:
+            ratio = bare.ms_per_task / smallest_bare.ms_per_task
+            said.append(f"bare_ratio_vs_smallest={ratio:.2f}")
     if (codec := row.get("team_run_codec")) is not None:
         said.append(f"encrypted_per_task_ms={codec.ms_per_task:.2f}")
         if team is not None:

@@ -315,6 +315,35 @@ async def test_a_run_records_one_patch_marker_and_keeps_the_identity_it_started_
     assert await assert_replays(client, workflow_id) == 2
 
 
+async def test_tasks_without_search_attributes_start_and_end_without_them(
+    client: Client, workflow_id: str
+) -> None:
+    # four attributes on each task's run cost the server a visibility write's
+    # worth each: options.task_search_attributes turns them off (issue 38)
+    handle = await start_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [scripted("w", "ok", "no")]},
+            "tasks": [task("one", "w"), task("two", "w", "one")],
+            "options": {"task_search_attributes": False},
+        },
+    )
+    assert (await team_result(handle)).status == "completed"
+    for tid in ("one", "two"):
+        child = client.get_workflow_handle(f"{workflow_id}/{tid}")
+        described = await child.describe()
+        assert not [k for k in described.search_attributes if k.startswith("Oma")], tid
+        assert await described.memo() == {"OmaSearchAttributes": "off"}
+        events = (await child.fetch_history()).events
+        # nothing set, and no activity asked whether the namespace has them
+        assert upserted(events) == [["TemporalChangeVersion"]], tid
+        assert not [e for e in events if e.HasField("activity_task_scheduled_event_attributes")]
+    team_attributes = (await handle.describe()).search_attributes
+    assert (team_attributes["OmaStatus"], team_attributes["OmaTeam"]) == (["completed"], ["t"])
+    assert await assert_replays(client, workflow_id) == 3
+
+
 async def test_a_stock_cli_run_sets_the_identity_it_did_not_start_with(
     client: Client, dev_server: DevServer
 ) -> None:

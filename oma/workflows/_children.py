@@ -34,17 +34,22 @@ async def attempt_task(
     team: str,
     state: TaskState,
     visibility: Visibility,
+    *,
+    searchable: bool = True,
 ) -> AgentRunResult:
     """One attempt of task ``spec`` of a run of ``team``: an ``AgentRun`` child
     ``<run id>/<task id>`` of ``run_input`` (summary ``agent: task title``, and
     the search attributes ``OmaTeam``, ``OmaAgent``, ``OmaTask``, as the
-    run's ``visibility`` gives them), cancelled
+    run's ``visibility`` gives them, or none when not ``searchable``), cancelled
     after ``spec.timeout_s`` seconds (then the result is a retryable
     ``TASK_TIMEOUT`` failure). A failed child gives its
     partial result (``failed_result``); never raises for the child's failure.
     A completed attempt's execution is noted in the task's ``state``
     (``output_run_id``)."""
     agent = run_input.agent.name
+    attributes, memo = visibility.for_task(
+        team=team, agent=agent, task=spec.id, searchable=searchable
+    )
     handle = await workflow.start_child_workflow(
         WorkflowName.AGENT_RUN,
         run_input,
@@ -53,7 +58,8 @@ async def attempt_task(
         # shape fails this task, not every workflow task of the run
         result_type=RawValue,
         static_summary=task_summary(agent, spec.id, spec.title),
-        search_attributes=visibility.for_child(team=team, agent=agent, task=spec.id),
+        search_attributes=attributes,
+        memo=memo,
     )
     try:
         if spec.timeout_s is None:

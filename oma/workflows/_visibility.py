@@ -69,9 +69,13 @@ class Visibility:
         same way. (A regular activity, not a local one: a local activity's answer
         can reach a replay a workflow task earlier than it reached the run, and
         the ``patched`` calls right after it would then disagree with the
-        history.) Runs from before ``SEARCH_ATTRIBUTES_LEARNED`` never ask."""
+        history.) Runs from before ``SEARCH_ATTRIBUTES_LEARNED`` never ask, nor
+        does a task's run its team run started with attributes off
+        (``visibility.OMA_SEARCH_ATTRIBUTES_MEMO``)."""
         if _started_with_status() or not _patches.patched(_patches.SEARCH_ATTRIBUTES_LEARNED):
             return
+        if workflow.memo_value(visibility.OMA_SEARCH_ATTRIBUTES_MEMO, None) == "off":
+            return  # its team run started it without them on purpose
         try:
             out = await workflow.execute_activity(
                 ActivityName.REGISTERED_SEARCH_ATTRIBUTES,
@@ -195,6 +199,17 @@ class Visibility:
         if not self.searchable():
             return TypedSearchAttributes.empty
         return start_attributes(team=team, agent=agent, task=task)
+
+    def for_task(
+        self, *, team: str, agent: str, task: str, searchable: bool
+    ) -> tuple[TypedSearchAttributes, dict[str, str] | None]:
+        """The attributes and the memo a task's ``AgentRun`` starts with:
+        ``for_child``'s, or (``searchable`` false: the run's
+        ``options.task_search_attributes``) none, and the memo that tells the
+        child to set none either."""
+        if searchable:
+            return self.for_child(team=team, agent=agent, task=task), None
+        return TypedSearchAttributes.empty, {visibility.OMA_SEARCH_ATTRIBUTES_MEMO: "off"}
 
 
 def _started_with_status() -> bool:

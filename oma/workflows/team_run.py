@@ -443,7 +443,12 @@ class TeamRun(TeamRunHandlers):
             models=self._options.recorded(),
         )
         return await attempt_task(
-            spec, run_input, inp.team.name, self._graph[spec.id], self._visibility
+            spec,
+            run_input,
+            inp.team.name,
+            self._graph[spec.id],
+            self._visibility,
+            searchable=self._options.task_search_attributes,
         )
 
     def _complete(self, task_id: str, result: AgentRunResult) -> None:

@@ -42,6 +42,13 @@ OMA_FORKED_FROM = "OmaForkedFrom"
 """A fork (``oma fork``): the workflow id of the run it was forked from
 (``OmaForkedFrom="<run id>"`` lists every fork of a run)."""
 
+OMA_SEARCH_ATTRIBUTES_MEMO = "OmaSearchAttributes"
+"""A memo key: a team run whose ``options.task_search_attributes`` is false
+starts each task's ``AgentRun`` with no search attribute and this memo set
+to ``"off"``, and such a run sets none (nor asks whether the namespace has
+them). A memo, not an input field: a worker from before it reads the same
+input, and sets the attributes itself as it did."""
+
 RUNNING = "running"
 """``OmaStatus`` while a run runs and no approval request of it is open."""
 AWAITING_APPROVAL = "awaiting_approval"

@@ -159,6 +159,14 @@ class RunOptions(BaseModel):
         "request another run recorded gets that run's answer, usage and stop reason without a "
         "call (docs/fork.md).",
     )
+    task_search_attributes: bool = Field(
+        default=True,
+        description="Each task's AgentRun carries the search attributes OmaStatus, OmaTeam, "
+        "OmaAgent, OmaTask (and OmaErrorCode when it fails); false: it starts and ends "
+        "without them, the team run keeps its own. Each attribute of each task costs the "
+        "server a visibility write's worth of work (on the embedded dev server about 3 ms "
+        "of its CPU each): large runs turn them off (docs/visibility.md).",
+    )
     history_event_limit: int = Field(
         default=10_000,
         ge=100,
