@@ -163,9 +163,10 @@ class RunOptions(BaseModel):
         default=True,
         description="Each task's AgentRun carries the search attributes OmaStatus, OmaTeam, "
         "OmaAgent, OmaTask (and OmaErrorCode when it fails); false: it starts and ends "
-        "without them, the team run keeps its own. Each attribute of each task costs the "
-        "server a visibility write's worth of work (on the embedded dev server about 3 ms "
-        "of its CPU each): large runs turn them off (docs/visibility.md).",
+        "without them, the team run keeps its own. Each attribute of each task is work for "
+        "the server's visibility store (on the embedded dev server about 3 ms of its CPU): "
+        "a wide fan-out, whose tasks start at once, runs faster without them "
+        "(docs/visibility.md).",
     )
     history_event_limit: int = Field(
         default=10_000,
