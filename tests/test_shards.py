@@ -377,6 +377,26 @@ async def test_a_frozen_plan_past_the_limit_runs_in_shards(
     assert await _replay_all(client, workflow_id, 2) == 1 + 2 + 5
 
 
+async def test_a_sharded_runs_tasks_without_search_attributes_keep_that_in_every_shard(
+    client: Client, queue: str, workflow_id: str
+) -> None:
+    run_input = {
+        "team": _team(),
+        "tasks": _tasks(5),
+        "options": {"task_search_attributes": False},
+    }
+    handle = await start_team(client, workflow_id, run_input, task_queue=queue)
+    assert (await team_run_result(handle)).status == "completed"
+    for n, tid in ((1, "t0"), (2, "t4")):
+        shard = client.get_workflow_handle(shard_workflow_id(workflow_id, n))
+        assert (await shard.describe()).search_attributes["OmaTeam"] == ["sharded"]
+        child = client.get_workflow_handle(task_workflow_id(shard_workflow_id(workflow_id, n), tid))
+        described = await child.describe()
+        assert [k for k in described.search_attributes if k.startswith("Oma")] == []
+        assert await described.memo() == {"OmaSearchAttributes": "off"}
+    assert await _replay_all(client, workflow_id, 2) == 1 + 2 + 5
+
+
 def _tasks(n: int, chained: bool = False) -> list[dict[str, Any]]:
     return [task(f"t{i}", "w", *([f"t{i - 1}"] if chained and i else [])) for i in range(n)]
 
