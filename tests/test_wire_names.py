@@ -162,4 +162,5 @@ def bare_wire_names(root: Path) -> list[str]:
 def test_oma_names_no_wire_name_with_a_bare_string() -> None:
     # issue 36: both sides of the wire name it by its constant in
     # oma.core.contracts.names, so that it cannot drift on one side
-    assert bare_wire_names(ROOT) == []
+    found = bare_wire_names(ROOT)
+    assert not found, "bare wire names (use oma.core.contracts.names):\n" + "\n".join(found)
