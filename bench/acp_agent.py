@@ -49,6 +49,7 @@ from acp import PROTOCOL_VERSION, spawn_agent_process, text_block  # noqa: E402
 from acp.connection import StreamDirection, StreamEvent  # noqa: E402
 from acp.schema import AllowedOutcome, RequestPermissionResponse  # noqa: E402
 
+from oma.core.contracts.names import QueryName  # noqa: E402
 from oma.core.schema.run_events import RunEvent  # noqa: E402
 from oma.runtime.connection import Connection  # noqa: E402
 from oma.runtime.dev_server import DevServer, free_port  # noqa: E402
@@ -144,7 +145,9 @@ async def measure(tasks: int, sleep_s: float) -> tuple[float, list[float], list[
                 and m["params"]["update"]["sessionUpdate"] == "plan"
             )
             handle = client.get_workflow_handle(sid)
-            events: list[RunEvent] = await handle.query("events", result_type=list[RunEvent])
+            events: list[RunEvent] = await handle.query(
+                QueryName.EVENTS, result_type=list[RunEvent]
+            )
             ended = {e.task_id: e.at for e in events if e.type == "task_complete" and e.task_id}
             visible = [(seen[t] - at).total_seconds() for t, at in ended.items() if t in seen]
             shown = [round(x, 3) for x in visible]
@@ -166,7 +169,7 @@ async def time_queries(
     while True:
         start = time.perf_counter()
         try:
-            events = await handle.query("events", -1, result_type=list[RunEvent])
+            events = await handle.query(QueryName.EVENTS, -1, result_type=list[RunEvent])
             latencies.append(time.perf_counter() - start)
             now = datetime.now(UTC)
             for e in events:

@@ -84,6 +84,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from oma.core.contracts.names import WorkflowName  # noqa: E402
+
 TASK_QUEUE = "oma-bench"
 ENCRYPTED_TASK_QUEUE = "oma-bench-encrypted"
 WARMUP_SHAPE = (2, 2)
@@ -333,7 +335,7 @@ async def run_team(
 
     wf_id = f"bench-team-{uuid.uuid4().hex[:8]}"
     result = await client.execute_workflow(
-        "TeamRun",
+        WorkflowName.TEAM_RUN,
         team_run_input(chains, length, task_attributes),
         id=wf_id,
         task_queue=task_queue,
@@ -390,11 +392,11 @@ RUNNERS: dict[str, Any] = {
 """Each takes the clients (``plain``, ``encrypted``) and a shape."""
 
 WORKFLOW_TYPES = {
-    "team_run": "TeamRun",
-    "team_run_bare": "TeamRun",
+    "team_run": WorkflowName.TEAM_RUN,
+    "team_run_bare": WorkflowName.TEAM_RUN,
     "floor_activity": "BenchFloorActivities",
     "floor_child": "BenchFloorChildren",
-    "team_run_codec": "TeamRun",
+    "team_run_codec": WorkflowName.TEAM_RUN,
 }
 """The type of each runner's parent workflow, whose activations are timed."""
 

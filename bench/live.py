@@ -35,6 +35,7 @@ if ROOT not in sys.path:
 
 from oma.cli.live import PEEK_INTERVAL_S  # noqa: E402
 from oma.client.progress import latest_output  # noqa: E402
+from oma.core.contracts.names import WorkflowName  # noqa: E402
 from oma.core.contracts.workflow_ids import task_workflow_id  # noqa: E402
 from oma.runtime.connection import Connection  # noqa: E402
 from oma.runtime.dev_server import DevServer, free_port  # noqa: E402
@@ -56,7 +57,9 @@ async def measure(words: int, delay_s: float) -> list[float]:
                 "team": {"name": "b", "agents": [{"name": "m", "provider": "anthropic"}]},
                 "tasks": [{"id": "t", "title": "T", "description": "say it", "assignee": "m"}],
             }
-            handle = await client.start_workflow("TeamRun", run_input, id=run_id, task_queue=QUEUE)
+            handle = await client.start_workflow(
+                WorkflowName.TEAM_RUN, run_input, id=run_id, task_queue=QUEUE
+            )
             child = task_workflow_id(run_id, "t")
             seen: set[int] = set()
             latencies: list[float] = []

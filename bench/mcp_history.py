@@ -30,6 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from oma.core.contracts.names import WorkflowName  # noqa: E402
 from oma.core.schema.results import AgentRunResult  # noqa: E402
 from oma.runtime.connection import Connection  # noqa: E402
 from oma.runtime.dev_server import DevServer, free_port  # noqa: E402
@@ -64,7 +65,7 @@ async def measure(turns: int, tools: int) -> dict[str, int]:
         async with build_worker(client, QUEUE, worker_activities(QUEUE, api.base_url)):
             workflow_id = f"bench-mcp-history-{uuid.uuid4().hex[:8]}"
             result: AgentRunResult = await client.execute_workflow(
-                "AgentRun",
+                WorkflowName.AGENT_RUN,
                 {"agent": agent, "input": "search every shelf"},
                 id=workflow_id,
                 task_queue=QUEUE,

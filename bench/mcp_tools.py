@@ -44,6 +44,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from oma.core.contracts.names import ActivityName, WorkflowName  # noqa: E402
+
 TASK_QUEUE = "oma-bench-mcp"
 FLOOR_QUEUE = "oma-bench-mcp-floor"
 ROUNDS = 4
@@ -131,7 +133,7 @@ async def restarts(client: Any, pool: Any, directory: str, calls: int) -> int:
     }
     before = pool.spawn_count
     result: AgentRunResult = await client.execute_workflow(
-        "AgentRun",
+        WorkflowName.AGENT_RUN,
         {"agent": agent, "input": "read every page"},
         id=f"bench-mcp-run-{uuid.uuid4().hex[:8]}",
         task_queue=TASK_QUEUE,
@@ -191,11 +193,13 @@ async def _measure(client: Any, activities: Any, direct: Direct, directory: str,
     ).model_dump(mode="json")
     queue = activities.session_task_queue
     async with worker, floor:
-        await timed_calls(client, "tool_call", arg, 5, queue)  # warm-up; starts the server
+        await timed_calls(
+            client, ActivityName.TOOL_CALL, arg, 5, queue
+        )  # warm-up; starts the server
         await timed_calls(client, "bench_mcp_direct", arg, 5, queue)
         tool_s = direct_s = 0.0
         for _ in range(ROUNDS):  # interleaved, so that a drift of the machine's load hits both
-            tool_s += await timed_calls(client, "tool_call", arg, calls // ROUNDS, queue)
+            tool_s += await timed_calls(client, ActivityName.TOOL_CALL, arg, calls // ROUNDS, queue)
             direct_s += await timed_calls(client, "bench_mcp_direct", arg, calls // ROUNDS, queue)
         calls = calls // ROUNDS * ROUNDS
         start = time.perf_counter()

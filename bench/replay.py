@@ -43,6 +43,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from bench.dag_overhead import TASK_QUEUE, run_histories, run_timeout, team_run_input  # noqa: E402
+from oma.core.contracts.names import QueryName, WorkflowName  # noqa: E402
 
 
 async def make_run(address: str, chains: int, length: int) -> Any:
@@ -71,7 +72,7 @@ async def make_run(address: str, chains: int, length: int) -> Any:
     try:
         async with worker:
             result = await client.execute_workflow(
-                "TeamRun",
+                WorkflowName.TEAM_RUN,
                 team_run_input(chains, length),
                 id=wf_id,
                 task_queue=TASK_QUEUE,
@@ -154,7 +155,7 @@ async def measure(history: Any, repeat: int) -> tuple[float, float, float, float
 
     async def at_last() -> None:
         found = await state_at(debugged, last)
-        assert found.answers["state"]["tasks"], found.answers
+        assert found.answers[QueryName.STATE]["tasks"], found.answers
 
     async def at_middle() -> None:
         await state_at(debugged, middle)

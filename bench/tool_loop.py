@@ -53,6 +53,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from oma.core.contracts.names import ActivityName, QueryName, WorkflowName  # noqa: E402
+
 TASK_QUEUE = "oma-bench-tools"
 PAGE_BYTES = 10_000
 
@@ -163,7 +165,7 @@ async def history_ratio(client: Any, calls: int) -> tuple[float, int, int, Workf
     }
     wid = f"bench-history-{calls}-{uuid.uuid4().hex[:8]}"
     result: AgentRunResult = await client.execute_workflow(
-        "AgentRun",
+        WorkflowName.AGENT_RUN,
         {"agent": agent, "input": "read every page"},
         id=wid,
         task_queue=TASK_QUEUE,
@@ -178,7 +180,7 @@ async def history_ratio(client: Any, calls: int) -> tuple[float, int, int, Workf
     tasks = WorkflowTasks().add(wid, history)
     conversation: list[Any] = []
     while True:  # in slices: a query answer is capped like any payload (2 MB)
-        part = await handle.query("conversation", {"start": len(conversation)})
+        part = await handle.query(QueryName.CONVERSATION, {"start": len(conversation)})
         if not part:
             break
         conversation += part
@@ -206,7 +208,7 @@ class _Counting(OutboundInterceptor):
 
     async def query_workflow(self, input: QueryWorkflowInput) -> Any:
         result = await super().query_workflow(input)
-        if input.query == "conversation":
+        if input.query == QueryName.CONVERSATION:
             self._reads.queries += 1
             self._reads.messages += len(result)
         return result
@@ -224,7 +226,7 @@ async def model_loop(client: Any, calls: int) -> WorkflowTasks:
     }
     wid = f"bench-model-{calls}-{uuid.uuid4().hex[:8]}"
     result = await client.execute_workflow(
-        "AgentRun",
+        WorkflowName.AGENT_RUN,
         {"agent": agent, "input": f"read {calls} pages"},
         id=wid,
         task_queue=TASK_QUEUE,
@@ -245,7 +247,7 @@ async def parallel(client: Any) -> float:
     }
     wid = f"bench-parallel-{uuid.uuid4().hex[:8]}"
     await client.execute_workflow(
-        "AgentRun", {"agent": agent, "input": "nap"}, id=wid, task_queue=TASK_QUEUE
+        WorkflowName.AGENT_RUN, {"agent": agent, "input": "nap"}, id=wid, task_queue=TASK_QUEUE
     )
     events = (await client.get_workflow_handle(wid).fetch_history()).events
     first, last = events[0].event_time.ToDatetime(), events[-1].event_time.ToDatetime()
@@ -282,9 +284,9 @@ async def bench(address: str, model_url: str, calls: int, sizes: list[int]) -> s
         input={"page": page},
     ).model_dump(mode="json")
     async with worker:
-        await timed_calls(client, "tool_call", tool_arg, 5)  # warm-up: imports, caches
+        await timed_calls(client, ActivityName.TOOL_CALL, tool_arg, 5)  # warm-up: imports, caches
         await timed_calls(client, "bench_bare", tool_arg, 5)
-        tool_s = await timed_calls(client, "tool_call", tool_arg, calls)
+        tool_s = await timed_calls(client, ActivityName.TOOL_CALL, tool_arg, calls)
         bare_s = await timed_calls(client, "bench_bare", tool_arg, calls)
         ratio = tool_s / bare_s
         print(

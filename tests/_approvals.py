@@ -18,6 +18,7 @@ from temporalio.client import (
 )
 from temporalio.exceptions import ApplicationError
 
+from oma.core.contracts.names import QueryName, SignalName, UpdateName
 from oma.core.schema.approvals import ApprovalDecision, ApprovalRequest
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
@@ -86,13 +87,15 @@ class Run:
         self.id = handle.id
 
     async def pending(self) -> list[ApprovalRequest]:
-        return await self.handle.query("pending_approvals", result_type=list[ApprovalRequest])
+        return await self.handle.query(
+            QueryName.PENDING_APPROVALS, result_type=list[ApprovalRequest]
+        )
 
     async def state(self) -> TeamRunResult:
-        return await self.handle.query("state", result_type=TeamRunResult)
+        return await self.handle.query(QueryName.STATE, result_type=TeamRunResult)
 
     async def events(self) -> list[RunEvent]:
-        return await self.handle.query("events", result_type=list[RunEvent])
+        return await self.handle.query(QueryName.EVENTS, result_type=list[RunEvent])
 
     async def request(self, request_id: str, timeout_s: float = WAIT_S) -> ApprovalRequest:
         """The open request ``request_id``, once the run has made it."""
@@ -118,7 +121,7 @@ class Run:
     ) -> ApprovalDecision:
         """Answer ``request`` with the ``decide`` update."""
         return await self.handle.execute_update(
-            "decide",
+            UpdateName.DECIDE,
             decision(request.request_id, request.request_hash, value, reviewer),
             result_type=ApprovalDecision,
         )
@@ -128,11 +131,11 @@ class Run:
     ) -> None:
         """Answer ``request`` with the ``decide`` signal."""
         await self.handle.signal(
-            "decide", decision(request.request_id, request.request_hash, value, reviewer)
+            SignalName.DECIDE, decision(request.request_id, request.request_hash, value, reviewer)
         )
 
     async def abort(self, reason: str) -> None:
-        await self.handle.signal("abort", {"reason": reason})
+        await self.handle.signal(SignalName.ABORT, {"reason": reason})
 
     async def result(self) -> TeamRunResult:
         """The run's result, also of one that ended Failed (``team_result``)."""

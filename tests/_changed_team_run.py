@@ -9,18 +9,20 @@ from typing import Any
 
 from temporalio import workflow
 
+from oma.core.contracts.names import ActivityName
 from oma.workflows.team_run import TeamRun
 
 _original = TeamRun._attempt
 _S = timedelta(seconds=5)
+_UNRECORDED = ActivityName.REGISTERED_SEARCH_ATTRIBUTES
 
 
 async def _attempt(self: TeamRun, *args: Any) -> Any:
-    await workflow.execute_activity("registered_search_attributes", start_to_close_timeout=_S)
+    await workflow.execute_activity(_UNRECORDED, start_to_close_timeout=_S)
     return await _original(self, *args)
 
 
-CHANGED_LINE = 19
+CHANGED_LINE = 21
 """The line of the changed command above."""
 
 TeamRun._attempt = _attempt  # type: ignore[method-assign]

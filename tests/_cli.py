@@ -124,7 +124,8 @@ async def temporal(dev_server: DevServer, *args: str) -> subprocess.CompletedPro
 async def start_with_stock_cli(
     dev_server: DevServer, workflow_type: str, workflow_id: str, *input_args: str
 ) -> None:
-    """`temporal workflow start` on the test task queue; asserts it was accepted."""
+    """`temporal workflow start` on the test task queue; asserts it was accepted.
+    Callers give ``workflow_type`` bare (``"TeamRun"``), as a user types it."""
     started = await temporal(
         dev_server,
         "workflow",

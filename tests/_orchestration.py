@@ -11,6 +11,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from oma.core.contracts.names import QueryName
 from oma.core.schema.messages import text_of
 from oma.core.schema.results import AgentRunResult
 from oma.core.schema.run_events import RunEvent
@@ -92,8 +93,8 @@ async def events_of(
     """The ``events`` query of a run (all, or those after ``after_seq``)."""
     handle = client.get_workflow_handle(workflow_id)
     if after_seq is None:
-        return await handle.query("events", result_type=list[RunEvent])
-    return await handle.query("events", after_seq, result_type=list[RunEvent])
+        return await handle.query(QueryName.EVENTS, result_type=list[RunEvent])
+    return await handle.query(QueryName.EVENTS, after_seq, result_type=list[RunEvent])
 
 
 def started_task_ids(events: list[RunEvent]) -> list[str | None]:

@@ -15,6 +15,7 @@ from oma.activities.providers.anthropic import AnthropicProvider
 from oma.activities.providers.openai import OpenAIProvider
 from oma.activities.providers.scripted import ScriptedProvider
 from oma.client import start_run, team_run_result
+from oma.core.contracts.names import WorkflowName
 from oma.core.contracts.workflow_ids import task_workflow_id
 from oma.core.schema.results import AgentRunResult, TeamRunResult
 from oma.worker import plugin
@@ -90,7 +91,7 @@ async def start_team(
     name = team.get("name") if isinstance(team, dict) else None
     handle: WorkflowHandle[Any, TeamRunResult] = await start_run(
         client,
-        "TeamRun",
+        WorkflowName.TEAM_RUN,
         run_input,
         id=workflow_id,
         task_queue=task_queue,
@@ -113,7 +114,7 @@ async def run_agent(
     its search attributes) and await its result."""
     name = agent.get("name")
     return await client.execute_workflow(
-        "AgentRun",
+        WorkflowName.AGENT_RUN,
         {"agent": agent, "input": inp},
         id=workflow_id,
         task_queue=TASK_QUEUE,

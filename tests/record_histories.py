@@ -39,6 +39,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError
 
 from oma import worker as oma_worker
+from oma.core.contracts.names import QueryName, SignalName, WorkflowName
 from oma.core.schema.results import AgentRunResult, TeamRunResult
 from oma.core.schema.task import TaskStatus
 from oma.runtime.connection import Connection
@@ -197,7 +198,9 @@ async def dispatch_gate_refused_then_aborted(client: Client, workflow_id: str) -
         },
     )
     request = await run.request("dispatch-gated", WAIT_S)
-    await run.handle.signal("decide", decision(request.request_id, "stale", reviewer="recorder"))
+    await run.handle.signal(
+        SignalName.DECIDE, decision(request.request_id, "stale", reviewer="recorder")
+    )
     await run.abort("recorded")
     result = await run.result()
     assert result.status == "cancelled", result
@@ -350,7 +353,7 @@ async def resumed_with_an_open_approval(client: Client, workflow_id: str) -> Kep
 
     second_run_id = await eventually(continued, "the run to continue as new", WAIT_S)
     first = await client.get_workflow_handle(workflow_id, run_id=first_run_id).query(
-        "pending_approvals"
+        QueryName.PENDING_APPROVALS
     )
     assert [r["request_id"] for r in first] == ["dispatch-gated"], first
     # the handle follows the latest run: the decision lands in the second one
@@ -670,7 +673,7 @@ async def anthropic_turn_retried_with_hooks(client: Client, workflow_id: str) ->
         }
         async with oma_worker.build_worker(client, queue, activities):
             handle: WorkflowHandle[Any, AgentRunResult] = await client.start_workflow(
-                "AgentRun",
+                WorkflowName.AGENT_RUN,
                 {"agent": agent, "input": "quiet please"},
                 id=workflow_id,
                 task_queue=queue,

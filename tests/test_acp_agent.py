@@ -22,6 +22,7 @@ import pytest
 from acp import RequestError, image_block, text_block
 
 from oma.acp.tool_calls import TOOL_CALL_OUTPUT_CHARS
+from oma.core.contracts.names import QueryName
 from oma.core.schema.limits import cut_text
 from oma.runtime.dev_server import DevServer
 from tests._acp_editor import (
@@ -213,7 +214,7 @@ async def test_session_cancel_aborts_the_run_and_the_prompt_ends_cancelled(
         held.release("approval:plan", None)  # what a client answers a prompt once it cancelled
         answer = await asyncio.wait_for(turn, 30)
     assert answer.stop_reason == "cancelled"
-    state = await client.get_workflow_handle(sid).query("state")
+    state = await client.get_workflow_handle(sid).query(QueryName.STATE)
     assert state["status"] == "cancelled" and state["error_code"] == "ABORTED"
     assert said(editor, sid) == [f"The run was cancelled (ABORTED): {state['error']}"]
     assert statuses(editor, "approval:plan") == ["pending", "failed"]
@@ -245,7 +246,7 @@ async def test_a_cancel_sent_as_the_editor_quits_still_aborts_the_run(
         turn.cancel()
     handle = client.get_workflow_handle(sid)
     for _ in range(100):
-        state = await handle.query("state")
+        state = await handle.query(QueryName.STATE)
         if state["status"] != "running":
             break
         await asyncio.sleep(0.1)
@@ -291,7 +292,7 @@ async def test_an_allow_that_comes_after_the_cancel_starts_nothing(
     assert {p["toolCall"]["toolCallId"] for p in asked} == {"t1"}
     assert [a.stop_reason for a in answers] == ["cancelled"] * len(sids)
     for sid, cwd in zip(sids, cwds, strict=True):
-        state = await client.get_workflow_handle(sid).query("state")
+        state = await client.get_workflow_handle(sid).query(QueryName.STATE)
         assert (state["status"], state["error_code"]) == ("cancelled", "ABORTED")
         assert state["tasks"][0]["status"] == "skipped"
         assert not (cwd / "notes.md").exists()
@@ -322,7 +323,7 @@ async def test_a_cancel_sent_with_the_prompt_aborts_the_run_once_it_started(
             "the prompt's answer",
         )
     assert answer["result"]["stopReason"] == "cancelled"
-    state = await client.get_workflow_handle(sid).query("state")
+    state = await client.get_workflow_handle(sid).query(QueryName.STATE)
     assert (state["status"], state["error_code"]) == ("cancelled", "ABORTED")
 
 
@@ -393,7 +394,7 @@ async def test_a_plan_that_fails_ends_the_turn_saying_the_run_failed(
         "The run failed (INVALID_PLAN): the coordinator's plan is invalid after one "
         "correction turn: "
     ), told
-    state = await client.get_workflow_handle(sid).query("state")
+    state = await client.get_workflow_handle(sid).query(QueryName.STATE)
     assert (
         "That run failed. Its outcome:\n\nINVALID_PLAN: the coordinator's plan" in (state["goal"])
     )
@@ -450,7 +451,7 @@ async def test_a_follow_up_prompt_runs_again_with_the_previous_outcome_and_sessi
         listed = await editor.conn.list_sessions(cwd=str(tmp_path))
         elsewhere = await editor.conn.list_sessions(cwd=str(tmp_path / "elsewhere"))
     assert (first.stop_reason, second.stop_reason) == ("end_turn", "end_turn")
-    state = await client.get_workflow_handle(sid).query("state")
+    state = await client.get_workflow_handle(sid).query(QueryName.STATE)
     attached = tmp_path / ".oma" / "attachments" / sid
     [png] = list(attached.iterdir())
     assert png.read_bytes() == b"\x89PNG\r\n\x1a\nnot really"
@@ -524,7 +525,7 @@ async def test_bad_input_is_a_clear_error_and_the_agent_goes_on(
     assert said[-1]["content"]["text"].startswith(f"Run {sid}: running (Temporal: running)\n")
     assert "Waiting for approval: plan (plan)" in said[-1]["content"]["text"]
     assert answer.stop_reason == "cancelled"
-    state = await client.get_workflow_handle(sid).query("state")
+    state = await client.get_workflow_handle(sid).query(QueryName.STATE)
     assert (state["status"], state["error"]) == ("cancelled", "aborted: enough")
 
 
@@ -764,7 +765,7 @@ async def test_a_run_holding_more_than_the_payload_limit_is_still_shown_and_asks
         [asked] = await editor.wait_for(
             lambda: editor.permissions(), "the tool's permission prompt"
         )
-        answer = await asyncio.wait_for(client.get_workflow_handle(sid).query("state"), 10)
+        answer = await asyncio.wait_for(client.get_workflow_handle(sid).query(QueryName.STATE), 10)
         status = await editor.conn.prompt(session_id=sid, prompt=[text_block("/status")])
         told = said(editor, sid)[-1]
         held.release(asked["toolCall"]["toolCallId"], "allow_once")
@@ -1022,7 +1023,7 @@ async def test_retry_runs_the_failed_task_and_its_dependents_again_and_keeps_the
     assert after_retry == ["build", "build", "docs", "prepare", "ship"]
     assert runs_log(tmp_path) == ["build", "build", "docs", "prepare", "ship", "ship"]
     # the retry is a new run of the session's workflow id, a fork of the failed one
-    state = await client.get_workflow_handle(sid).query("state")
+    state = await client.get_workflow_handle(sid).query(QueryName.STATE)
     assert state["status"] == "completed" and state["forked_from"] == sid
     retry_run = await client.get_workflow_handle(sid).describe()
     assert retry_run.run_id != failed.run_id
@@ -1124,7 +1125,7 @@ async def test_session_fork_branches_the_latest_run_into_a_session_of_its_own(
     assert fid.startswith(f"{sid}-fork-") and len(fid) == len(sid) + len("-fork-") + 8
     assert forked.stop_reason == "end_turn"
     assert said(editor, fid) == [FINAL]
-    state = await client.get_workflow_handle(fid).query("state")
+    state = await client.get_workflow_handle(fid).query(QueryName.STATE)
     assert state["goal"] == (
         "Earlier in this session the team was asked:\n\nWrite the notes\n\n"
         f"That run completed. Its outcome:\n\n{FINAL}\n\n"
@@ -1158,7 +1159,7 @@ async def test_retry_in_a_forked_session_forks_the_run_it_branches(
     assert said(editor, fid)[-1] == FINAL
     assert runs_log(tmp_path) == ["build", "build", "docs", "prepare", "ship"]
     # the fork is a TeamRun of the forked session's id, forked from the session's run
-    state = await client.get_workflow_handle(fid).query("state")
+    state = await client.get_workflow_handle(fid).query(QueryName.STATE)
     assert (state["status"], state["forked_from"]) == ("completed", sid)
     kept = state["tasks"][0]["reused_from"]
     assert (kept["run_id"], kept["task_id"]) == (sid, "t1")
@@ -1196,6 +1197,6 @@ async def test_retry_in_a_fork_of_a_run_still_going_keeps_what_has_settled(
     assert said(editor, fid)[0] == "Retrying t3; keeping t1, t2, t4.\n\n"
     assert asked == ["t3", "t3"]
     assert runs_log(tmp_path) == ["build", "docs", "prepare", "ship"]  # ship: in the fork only
-    state = await client.get_workflow_handle(fid).query("state")
+    state = await client.get_workflow_handle(fid).query(QueryName.STATE)
     assert (state["status"], state["forked_from"]) == ("completed", sid)
     assert [t["reused_from"] is not None for t in state["tasks"]] == [True, True, False, True]

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from oma.core.contracts.names import QueryName
 from oma.runtime.dev_server import DevServer
 from tests._acp_editor import FINAL, OMA, notes_team, write_team
 from tests._procs import alive
@@ -158,7 +159,7 @@ async def test_acpx_prompts_a_persistent_session_again_after_its_queue_owner_has
     # three runs of the session's workflow id, each a follow-up of the one before
     runs = [wf async for wf in client.list_workflows(f"WorkflowId = '{sid}'")]
     assert len(runs) == 3
-    state = await client.get_workflow_handle(sid).query("state")
+    state = await client.get_workflow_handle(sid).query(QueryName.STATE)
     assert state["goal"].startswith(
         f"Earlier in this session the team was asked:\n\n{prompts[1]}\n\nThat run completed."
     )

@@ -22,6 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from oma import worker as oma_worker
 from oma.activities.acp import SessionPool
 from oma.activities.pinned import reap_closed_runs, reap_forever
+from oma.core.contracts.names import WorkflowName
 from oma.core.schema.backends import AcpBackendConfig
 from oma.core.schema.results import AgentRunResult, TeamRunResult
 from oma.runtime.dev_server import free_port
@@ -84,7 +85,7 @@ async def status_of(client: Client, key: str) -> WorkflowExecutionStatus | None:
 
 async def running(client: Client, workflow_id: str) -> str:
     handle = await client.start_workflow(
-        "AgentRun",
+        WorkflowName.AGENT_RUN,
         {"agent": scripted("a", "x"), "input": "hi"},
         id=workflow_id,
         task_queue=IDLE_QUEUE,
@@ -99,7 +100,7 @@ async def completed(client: Client, workflow_id: str) -> str:
 
 async def failed(client: Client, workflow_id: str) -> str:
     handle = await client.start_workflow(
-        "AgentRun", {"input": "no agent"}, id=workflow_id, task_queue=TASK_QUEUE
+        WorkflowName.AGENT_RUN, {"input": "no agent"}, id=workflow_id, task_queue=TASK_QUEUE
     )
     with pytest.raises(WorkflowFailureError):
         await handle.result()
@@ -109,7 +110,7 @@ async def failed(client: Client, workflow_id: str) -> str:
 async def cancelled(client: Client, workflow_id: str) -> str:
     sleeper = process("sleeper", "import time; time.sleep(60)")
     handle = await client.start_workflow(
-        "AgentRun",
+        WorkflowName.AGENT_RUN,
         {"agent": sleeper, "input": "hi"},
         id=workflow_id,
         task_queue=TASK_QUEUE,
@@ -129,7 +130,7 @@ async def terminated(client: Client, workflow_id: str) -> str:
 
 async def timed_out(client: Client, workflow_id: str) -> str:
     handle = await client.start_workflow(
-        "AgentRun",
+        WorkflowName.AGENT_RUN,
         {"agent": scripted("a", "x"), "input": "hi"},
         id=workflow_id,
         task_queue=IDLE_QUEUE,
@@ -146,7 +147,7 @@ async def timed_out(client: Client, workflow_id: str) -> str:
 async def continued_as_new(client: Client, workflow_id: str) -> str:
     chain = [task(f"s{s}", "w", *([f"s{s - 1}"] if s else [])) for s in range(12)]
     handle = await client.start_workflow(
-        "TeamRun",
+        WorkflowName.TEAM_RUN,
         {
             "team": {"name": "t", "agents": [scripted("w", "ok")]},
             "tasks": chain,
@@ -260,7 +261,7 @@ async def test_a_terminated_run_mid_prompt_has_its_agent_ended_by_the_workers_re
         },
     }
     handle = await client.start_workflow(
-        "TeamRun",
+        WorkflowName.TEAM_RUN,
         {"team": {"name": "t", "agents": [coder]}, "tasks": [task("code", "coder")]},
         id=workflow_id,
         task_queue=TASK_QUEUE,

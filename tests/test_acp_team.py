@@ -19,6 +19,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from oma import worker as oma_worker
+from oma.core.contracts.names import WorkflowName
 from oma.core.schema.results import AcpSessionInfo, AgentRunResult
 from oma.core.schema.usage import TokenUsage
 from tests._procs import alive, descendants
@@ -233,7 +234,7 @@ async def test_turn_routed_to_a_gone_worker_opens_a_new_session_elsewhere(
         session_id="sess-old", worker_task_queue=f"{TASK_QUEUE}/gone-worker", new_session=True
     )
     result: AgentRunResult = await client.execute_workflow(
-        "AgentRun",
+        WorkflowName.AGENT_RUN,
         {"agent": coder, "input": "continue", "acp_session": gone.model_dump()},
         id=workflow_id,
         task_queue=TASK_QUEUE,
@@ -254,7 +255,7 @@ async def test_cancelling_a_run_mid_prompt_cancels_the_turn_and_leaves_no_agent_
     acp = AcpAgent(tmp_path)
     coder = acp.config("coder", [turn({"text": "working"}, {"sleep": 60})], spawn_child=True)
     handle = await client.start_workflow(
-        "TeamRun",
+        WorkflowName.TEAM_RUN,
         {"team": {"name": "t", "agents": [coder]}, "tasks": [task("code", "coder")]},
         id=workflow_id,
         task_queue=TASK_QUEUE,
@@ -295,7 +296,7 @@ async def test_a_sigkilled_workers_acp_agent_and_its_child_die_with_it(
     acp = AcpAgent(tmp_path)
     coder = acp.config("coder", [turn({"text": "working"}, {"sleep": 60})], spawn_child=True)
     handle = await client.start_workflow(
-        "AgentRun", {"agent": coder, "input": "go"}, id=workflow_id, task_queue=queue
+        WorkflowName.AGENT_RUN, {"agent": coder, "input": "go"}, id=workflow_id, task_queue=queue
     )
     pids: list[int] = []
     try:
@@ -322,7 +323,7 @@ async def test_message_list_to_an_acp_agent_fails_before_any_session_opens(
     messages = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
     with pytest.raises(WorkflowFailureError) as info:
         await client.execute_workflow(
-            "AgentRun",
+            WorkflowName.AGENT_RUN,
             {"agent": acp.config("coder", [turn({"text": "never"})]), "input": messages},
             id=workflow_id,
             task_queue=TASK_QUEUE,

@@ -14,6 +14,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.worker import Worker
 
+from oma.core.contracts.names import ActivityName, QueryName, WorkflowName
 from oma.core.schema.results import TeamRunResult
 from oma.workflows._options import LLM_TURN
 from oma.workflows.agent_run import AgentRun
@@ -136,7 +137,7 @@ async def test_agent_run_input_is_validated_and_names_the_field(
     assert "agent.provider: Input should be 'anthropic', 'openai' or 'scripted'" in cause.message
 
 
-@pytest.mark.parametrize("workflow_type", ["AgentRun", "TeamRun"])
+@pytest.mark.parametrize("workflow_type", [WorkflowName.AGENT_RUN, WorkflowName.TEAM_RUN])
 async def test_a_run_started_without_its_input_fails_at_once(
     client: Client, workflow_id: str, workflow_type: str
 ) -> None:
@@ -185,7 +186,7 @@ async def test_cancelling_a_team_run_kills_the_process_tree_of_a_running_task(
     agent = process("sleeper", GRANDCHILD)
     agent["backend"]["args"] = ["-c", GRANDCHILD, str(pids)]
     handle = await client.start_workflow(
-        "TeamRun",
+        WorkflowName.TEAM_RUN,
         {"team": {"name": "t", "agents": [agent]}, "tasks": [task("long", "sleeper")]},
         id=workflow_id,
         task_queue=TASK_QUEUE,
@@ -206,14 +207,14 @@ async def test_cancelling_a_team_run_kills_the_process_tree_of_a_running_task(
     assert isinstance(info.value.cause, CancelledError)
     child = await client.get_workflow_handle(f"{workflow_id}/long").describe()
     assert child.status == WorkflowExecutionStatus.CANCELED
-    state = await handle.query("state", result_type=TeamRunResult)
+    state = await handle.query(QueryName.STATE, result_type=TeamRunResult)
     assert [(t.id, t.status, t.error) for t in state.tasks] == [
         ("long", "failed", "cancelled with the run")
     ]
     await assert_replays(client, workflow_id)
 
 
-@activity.defn(name="before_run")
+@activity.defn(name=ActivityName.BEFORE_RUN)
 async def before_run_with_a_bug(inp: Any) -> None:
     """A ``before_run`` activity that fails as a bug would: an exception no
     activity maps (its type is the class name), not retried (user code)."""
@@ -229,7 +230,7 @@ async def test_an_exception_no_activity_maps_fails_the_run_with_a_catalogue_code
         client, task_queue=queue, workflows=[AgentRun], activities=[before_run_with_a_bug]
     ):
         handle = await client.start_workflow(
-            "AgentRun", {"agent": agent, "input": "x"}, id=workflow_id, task_queue=queue
+            WorkflowName.AGENT_RUN, {"agent": agent, "input": "x"}, id=workflow_id, task_queue=queue
         )
         with pytest.raises(WorkflowFailureError) as failure:
             await handle.result()

@@ -9,6 +9,7 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from oma.core.contracts.names import QueryName
 from tests._runs import assert_replays, process, run_agent
 from tests.anthropic_server import AnthropicServer
 
@@ -25,7 +26,7 @@ async def test_before_run_by_import_path_rewrites_the_prompt_on_the_worker(
     assert anthropic_server.requests[0].body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "QUIET PLEASE"}]}
     ]
-    events = await client.get_workflow_handle(workflow_id).query("events")
+    events = await client.get_workflow_handle(workflow_id).query(QueryName.EVENTS)
     assert [(e["type"], e["payload"]) for e in events] == [
         ("agent_start", {"prompt": "QUIET PLEASE"})
     ]

@@ -24,6 +24,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from oma import worker as oma_worker
+from oma.core.contracts.names import SignalName, UpdateName, WorkflowName
 from oma.core.schema.approvals import ApprovalDecision, request_hash
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskStatus
@@ -213,7 +214,7 @@ async def test_refused_decide_update_records_nothing(
 
     with pytest.raises(WorkflowUpdateFailedError) as refused:
         await run.handle.execute_update(
-            "decide", args=args(request.request_id, request.request_hash)
+            UpdateName.DECIDE, args=args(request.request_id, request.request_hash)
         )
 
     assert refusal_code(refused.value) == code
@@ -231,8 +232,8 @@ async def test_refused_decide_signals_become_approval_refused_events(
     run = await start(two_steps(dispatch=["a"]))
     request = await run.request("dispatch-a")
 
-    await run.handle.signal("decide", decision("dispatch-a", "0" * 64))
-    await run.handle.signal("decide", decision("dispatch-nope", request.request_hash))
+    await run.handle.signal(SignalName.DECIDE, decision("dispatch-a", "0" * 64))
+    await run.handle.signal(SignalName.DECIDE, decision("dispatch-nope", request.request_hash))
 
     async def refusals() -> list[str] | None:
         found = [e.detail or "" for e in await run.events() if e.type == "approval_refused"]
@@ -263,7 +264,7 @@ async def test_decide_signal_without_a_payload_is_refused_as_an_event(
 
     try:
         # what `temporal workflow signal --name decide` sends without --input
-        await run.handle.signal("decide")
+        await run.handle.signal(SignalName.DECIDE)
         await run.signal_decision(request)
         result = await result_within(run, 5)
     finally:
@@ -813,9 +814,9 @@ async def test_signals_and_updates_with_two_payloads_are_refused_not_stuck(
     request = await run.request("dispatch-a")
     payload = decision(request.request_id, request.request_hash, "approve", "alice")
 
-    await run.handle.signal("decide", args=[payload, payload])
+    await run.handle.signal(SignalName.DECIDE, args=[payload, payload])
     with pytest.raises(WorkflowUpdateFailedError) as refused:
-        await run.handle.execute_update("decide", args=[payload, payload])
+        await run.handle.execute_update(UpdateName.DECIDE, args=[payload, payload])
     assert refusal_code(refused.value) == "INVALID_RUN_INPUT"
 
     refusals = [e for e in await run.events() if e.type == "approval_refused"]
@@ -824,7 +825,7 @@ async def test_signals_and_updates_with_two_payloads_are_refused_not_stuck(
         "object; got 2"
     ]
     assert await run.pending() == [request]
-    await run.handle.signal("abort", args=[{"reason": "enough"}, "extra"])
+    await run.handle.signal(SignalName.ABORT, args=[{"reason": "enough"}, "extra"])
     result = await result_within(run, 10)
     assert (result.status, result.error) == ("cancelled", "aborted: enough")
     await assert_replays(client, workflow_id)
@@ -839,7 +840,7 @@ async def test_decide_update_sent_as_the_run_starts_sees_its_requests(
     run = await start(two_steps(dispatch=["a"]))
 
     with pytest.raises(WorkflowUpdateFailedError) as refused:
-        await run.handle.execute_update("decide", decision("dispatch-a", "x"))
+        await run.handle.execute_update(UpdateName.DECIDE, decision("dispatch-a", "x"))
 
     assert refusal_code(refused.value) == "APPROVAL_STALE_DECISION"
     await run.abort("done")
@@ -851,7 +852,7 @@ async def test_decide_update_with_start_sees_the_new_runs_requests(
     client: Client, worker: oma_worker.OmaWorker, workflow_id: str
 ) -> None:
     operation = WithStartWorkflowOperation(
-        "TeamRun",
+        WorkflowName.TEAM_RUN,
         two_steps(dispatch=["a"]),
         id=workflow_id,
         task_queue=TASK_QUEUE,
@@ -861,7 +862,7 @@ async def test_decide_update_with_start_sees_the_new_runs_requests(
 
     with pytest.raises(WorkflowUpdateFailedError) as refused:
         await client.execute_update_with_start_workflow(
-            "decide", decision("dispatch-a", "x"), start_workflow_operation=operation
+            UpdateName.DECIDE, decision("dispatch-a", "x"), start_workflow_operation=operation
         )
 
     assert refusal_code(refused.value) == "APPROVAL_STALE_DECISION"

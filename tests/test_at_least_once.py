@@ -27,6 +27,7 @@ from temporalio.testing import ActivityEnvironment
 
 from oma import worker as oma_worker
 from oma.activities.process_run import process_run
+from oma.core.contracts.names import WorkflowName
 from oma.core.contracts.process import ProcessRunInput
 from oma.core.schema.backends import ProcessBackendConfig
 from oma.core.schema.results import AgentRunResult, TeamRunResult
@@ -87,7 +88,7 @@ async def start_team(
     client: Client, task_queue: str, agents: list[dict[str, Any]], tasks: list[dict[str, Any]]
 ) -> Any:
     return await client.start_workflow(
-        "TeamRun",
+        WorkflowName.TEAM_RUN,
         {"team": {"name": "t", "agents": agents}, "tasks": tasks},
         id=f"at-least-once-{uuid.uuid4().hex[:8]}",
         task_queue=task_queue,

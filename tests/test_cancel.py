@@ -14,6 +14,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError
 from temporalio.worker import Worker
 
+from oma.core.contracts.names import WorkflowName
 from oma.core.schema.results import AgentRunResult
 from oma.workflows.agent_run import AgentRun
 from oma.workflows.team_run import TeamRun
@@ -30,7 +31,7 @@ async def test_cancel_reaches_a_model_turn_between_two_stream_events(
     # message_start at once, then 4 s of silence before each later event
     anthropic_server.reply_text("slow answer", pieces=1, delay_s=4)
     handle = await client.start_workflow(
-        "AgentRun",
+        WorkflowName.AGENT_RUN,
         {"agent": {"name": "slow", "provider": "anthropic"}, "input": "hi"},
         id=workflow_id,
         task_queue=TASK_QUEUE,
@@ -85,7 +86,7 @@ async def test_a_cancel_while_a_run_asks_for_its_search_attributes_ends_it_cance
     # started as the stock CLI starts a run (no OmaStatus): it asks the
     # server first (registered_search_attributes), and that is where the cancel lands
     handle = await client.start_workflow(
-        "AgentRun",
+        WorkflowName.AGENT_RUN,
         {"agent": {"name": "p", "backend": {"kind": "process", "command": "true"}}, "input": "x"},
         id=workflow_id,
         task_queue=no_activities,

@@ -25,6 +25,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
 from oma import worker as oma_worker
+from oma.core.contracts.names import WorkflowName
 from tests._procs import alive
 from tests._runs import TASK_QUEUE, agent_result, assert_replays, run_team, task
 from tests.anthropic_server import AnthropicServer, Reply, TextReply, ToolUseReply
@@ -297,7 +298,7 @@ async def test_cancelling_a_run_mid_prompt_ends_claude_and_its_whole_process_tre
     # ~20 s of streaming: the turn is still in flight when the run is cancelled
     model_api.default_responder = PlayClaude(claude.project / "hello.py", slow_s=0.5)
     handle = await client.start_workflow(
-        "TeamRun",
+        WorkflowName.TEAM_RUN,
         one_task_run(claude.config("coder", "auto-approve")),
         id=workflow_id,
         task_queue=TASK_QUEUE,

@@ -24,6 +24,7 @@ from temporalio.exceptions import CancelledError
 from temporalio.service import RPCError
 
 from oma.cli import run as _cli_run
+from oma.core.contracts.names import QueryName, SignalName, WorkflowName
 from oma.core.schema.approvals import ApprovalRequest
 from oma.core.schema.plan import PlanArtifact
 from oma.core.schema.results import TeamRunResult
@@ -85,7 +86,7 @@ def gated_input(*task_ids: str) -> dict[str, Any]:
 async def start_gated(client: Client, workflow_id: str, *task_ids: str) -> None:
     """Start a run gating ``task_ids`` and wait until all their requests are open."""
     await client.start_workflow(
-        "TeamRun", gated_input(*task_ids), id=workflow_id, task_queue=TASK_QUEUE
+        WorkflowName.TEAM_RUN, gated_input(*task_ids), id=workflow_id, task_queue=TASK_QUEUE
     )
     await wait_for_requests(client, workflow_id, *(f"dispatch-{t}" for t in task_ids))
 
@@ -94,7 +95,9 @@ async def wait_for_requests(client: Client, workflow_id: str, *request_ids: str)
     handle = client.get_workflow_handle(workflow_id)
     for _ in range(200):
         try:
-            pending = await handle.query("pending_approvals", result_type=list[ApprovalRequest])
+            pending = await handle.query(
+                QueryName.PENDING_APPROVALS, result_type=list[ApprovalRequest]
+            )
         except RPCError:  # the run has not taken its first workflow task yet
             pending = []
         if {r.request_id for r in pending} >= set(request_ids):
@@ -267,7 +270,11 @@ async def ended_with_no_worker(client: Client, workflow_id: str) -> tuple[Workfl
     }
     async with build_worker(client, queue):
         handle = await client.start_workflow(
-            "TeamRun", run_input, id=workflow_id, task_queue=queue, result_type=TeamRunResult
+            WorkflowName.TEAM_RUN,
+            run_input,
+            id=workflow_id,
+            task_queue=queue,
+            result_type=TeamRunResult,
         )
         assert (await handle.result()).success
     return handle, queue
@@ -346,7 +353,7 @@ async def test_oma_approvals_lists_the_request_and_oma_approve_lets_the_task_run
 ) -> None:
     await start_gated(client, workflow_id, "x")
     [request] = await client.get_workflow_handle(workflow_id).query(
-        "pending_approvals", result_type=list[ApprovalRequest]
+        QueryName.PENDING_APPROVALS, result_type=list[ApprovalRequest]
     )
     # wide enough that no cell wraps (the time is on a line of its own by design)
     wide = {**cli_env(dev_server), "COLUMNS": "200"}
@@ -587,7 +594,7 @@ async def test_approving_twice_the_second_exits_1_with_approval_conflict(
         f"TeamRun {workflow_id} has no open approval request 'dispatch-z' (open: dispatch-y)"
         in unknown.stderr
     )
-    await client.get_workflow_handle(workflow_id).signal("abort", {"reason": "test over"})
+    await client.get_workflow_handle(workflow_id).signal(SignalName.ABORT, {"reason": "test over"})
     assert (await result_of(client, workflow_id)).status == "cancelled"
 
 
@@ -615,7 +622,7 @@ async def test_oma_approvals_with_no_open_request_says_so(
         "options": {"approvals": {"dispatch": ["y"]}},
     }
     handle = await client.start_workflow(
-        "TeamRun", run_input, id=workflow_id, task_queue=TASK_QUEUE
+        WorkflowName.TEAM_RUN, run_input, id=workflow_id, task_queue=TASK_QUEUE
     )
     listed = await oma(dev_server, "approvals", workflow_id)
     assert listed.returncode == 0, listed.stderr
@@ -691,7 +698,7 @@ async def test_stock_cli_query_pending_approvals_then_update_decide_approves(
     assert "already decided: approve by carol" in again.stderr
     assert "APPROVAL_CONFLICT" in again.stderr
 
-    await client.get_workflow_handle(workflow_id).signal("abort", {"reason": "test over"})
+    await client.get_workflow_handle(workflow_id).signal(SignalName.ABORT, {"reason": "test over"})
     result = await result_of(client, workflow_id)
     assert result.task("x").status == TaskStatus.COMPLETED
     [recorded] = result.approval_decisions
@@ -842,7 +849,7 @@ async def test_a_dispatch_request_shows_a_preview_of_each_dependencys_output(
     client: Client, dev_server: DevServer, workflow_id: str
 ) -> None:
     await client.start_workflow(
-        "TeamRun", draft_then_publish(), id=workflow_id, task_queue=TASK_QUEUE
+        WorkflowName.TEAM_RUN, draft_then_publish(), id=workflow_id, task_queue=TASK_QUEUE
     )
     await wait_for_requests(client, workflow_id, "dispatch-publish")
 

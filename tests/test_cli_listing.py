@@ -70,6 +70,7 @@ async def test_oma_approvals_without_a_run_id_lists_the_open_requests_of_every_w
         (tool.id, "tool-w-1", "tool file_write (task w)"),
     ]
     # the task's run waits too, but its team run lists (and decides) its request
+    # (the command's JSON output: its workflow type as printed, bare)
     assert [(r["workflow_type"], r["task"], r["tool"], r["scope"]) for r in ours] == [
         ("TeamRun", "publish", None, gated.id),
         ("TeamRun", "w", "file_write", f"{tool.id}/w"),

@@ -20,6 +20,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import Worker
 
 from oma.client import OpenMultiAgent
+from oma.core.contracts.names import WorkflowName
 from oma.core.schema.errors import InvalidRunInputError, TemporalUnavailableError
 from oma.core.schema.results import TeamRunResult
 from oma.runtime.connection import Connection
@@ -246,7 +247,7 @@ async def test_oma_worker_logs_an_expected_task_failure_as_one_line(
         )
         run_input = {"team": {"name": "t", "agents": [failing]}, "tasks": [task("code", "boom")]}
         handle = await client.start_workflow(
-            "TeamRun",
+            WorkflowName.TEAM_RUN,
             run_input,
             id=f"one-line-{uuid.uuid4().hex[:8]}",
             task_queue=queue,
@@ -263,7 +264,7 @@ async def test_oma_worker_logs_an_expected_task_failure_as_one_line(
     assert "Traceback (most recent call last)" not in stderr
 
 
-@workflow.defn(name="TeamRun", sandboxed=False)
+@workflow.defn(name=WorkflowName.TEAM_RUN, sandboxed=False)
 class ResultOverThePayloadLimit:
     """A stand-in ``TeamRun`` that cannot report: its result is over Temporal's
     payload limit, so its workflow task fails on every attempt."""
@@ -305,7 +306,7 @@ async def test_oma_run_says_why_when_the_run_cannot_report(
     assert "temporal workflow terminate --workflow-id stuck" in said
 
 
-@workflow.defn(name="AgentRun", sandboxed=False)
+@workflow.defn(name=WorkflowName.AGENT_RUN, sandboxed=False)
 class ChildOverThePayloadLimit:
     """A stand-in task ``AgentRun`` that cannot report (its result is over
     Temporal's payload limit): its workflow task fails on every attempt."""
@@ -315,7 +316,7 @@ class ChildOverThePayloadLimit:
         return {"blob": "x" * 3_000_000}
 
 
-@workflow.defn(name="TeamRun", sandboxed=False)
+@workflow.defn(name=WorkflowName.TEAM_RUN, sandboxed=False)
 class WaitingOnAStuckChild:
     """A stand-in ``TeamRun`` that is well itself but waits for a child that
     cannot report."""
@@ -323,7 +324,9 @@ class WaitingOnAStuckChild:
     @workflow.run
     async def run(self, *args: Any) -> dict[str, str]:
         child_id = f"{workflow.info().workflow_id}/one"
-        result: dict[str, str] = await workflow.execute_child_workflow("AgentRun", id=child_id)
+        result: dict[str, str] = await workflow.execute_child_workflow(
+            WorkflowName.AGENT_RUN, id=child_id
+        )
         return result
 
 

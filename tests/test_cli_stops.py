@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowFailureError
 
+from oma.core.contracts.names import QueryName
 from oma.core.schema.results import TeamRunResult
 from oma.runtime.dev_server import DevServer
 from tests._cli import input_file, oma, temporal
@@ -36,7 +37,7 @@ def waits_for(go: Path) -> str:
 
 async def state(client: Client, workflow_id: str) -> TeamRunResult:
     handle = client.get_workflow_handle(workflow_id)
-    return await handle.query("state", result_type=TeamRunResult)
+    return await handle.query(QueryName.STATE, result_type=TeamRunResult)
 
 
 async def until(client: Client, workflow_id: str, statuses: dict[str, str]) -> None:

@@ -12,6 +12,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from oma.client import ApprovalAnswer, OpenMultiAgent
+from oma.core.contracts.names import QueryName, WorkflowName
 from oma.core.schema.approvals import ApprovalRequest, Reviewer
 from oma.core.schema.errors import (
     ApprovalConflictError,
@@ -117,7 +118,7 @@ async def test_run_tasks_outputs_are_in_the_shared_memory_query(
 ) -> None:
     oma = OpenMultiAgent(client=client, task_queue=TASK_QUEUE)
     await oma.run_tasks(WRITER_TEAM, [task("draft", "writer")], workflow_id=workflow_id)
-    memory = await client.get_workflow_handle(workflow_id).query("shared_memory")
+    memory = await client.get_workflow_handle(workflow_id).query(QueryName.SHARED_MEMORY)
     assert memory == {"writer/task:draft:result": "drafted"}
 
 
@@ -408,7 +409,7 @@ async def test_a_dispatch_request_shows_its_dependencys_output_and_reads_it_whol
 ) -> None:
     oma = OpenMultiAgent(client=client, task_queue=TASK_QUEUE)
     handle = await client.start_workflow(
-        "TeamRun",
+        WorkflowName.TEAM_RUN,
         draft_then_publish(),
         id=workflow_id,
         task_queue=TASK_QUEUE,

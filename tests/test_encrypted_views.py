@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from oma import worker as oma_worker
+from oma.core.contracts.names import WorkflowName
 from oma.core.schema.results import TeamRunResult
 from oma.runtime.codec import parse_keys
 from oma.runtime.dev_server import DevServer, free_port
@@ -51,7 +52,11 @@ async def test_oma_show_of_an_encrypted_run_without_the_key_warns_once_and_total
     activities = worker_activities(QUEUE, anthropic_server.base_url)
     async with oma_worker.build_worker(keyed, QUEUE, activities):
         handle = await keyed.start_workflow(
-            "TeamRun", run_input, id=workflow_id, task_queue=QUEUE, result_type=TeamRunResult
+            WorkflowName.TEAM_RUN,
+            run_input,
+            id=workflow_id,
+            task_queue=QUEUE,
+            result_type=TeamRunResult,
         )
         assert (await team_result(handle)).success
     shown = await asyncio.to_thread(

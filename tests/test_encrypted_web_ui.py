@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from oma.core.contracts.names import WorkflowName
 from oma.core.schema.results import TeamRunResult
 from oma.runtime.codec import new_key, parse_keys
 from oma.runtime.connection import Connection
@@ -112,7 +113,11 @@ async def test_the_dev_web_ui_shows_an_encrypted_input_decoded_in_headless_chrom
         "tasks": [task("say", "echo", description=f"say {marker}")],
     }
     handle = await client.start_workflow(
-        "TeamRun", run_input, id=workflow_id, task_queue=QUEUE, result_type=TeamRunResult
+        WorkflowName.TEAM_RUN,
+        run_input,
+        id=workflow_id,
+        task_queue=QUEUE,
+        result_type=TeamRunResult,
     )
     assert (await asyncio.wait_for(team_result(handle), 60)).success
 

@@ -31,6 +31,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 from oma import worker as oma_worker
+from oma.core.contracts.names import ActivityName, SignalName, WorkflowName
 from oma.core.schema.errors import CodecKeyMissingError
 from oma.core.schema.results import TeamRunResult
 from oma.runtime.codec import AesGcmCodec, parse_keys
@@ -166,7 +167,11 @@ def readable(shown: Any) -> str:
 async def start_marked_run(enc_client: Client, workflow_id: str) -> dict[str, str]:
     m = markers()
     handle = await enc_client.start_workflow(
-        "TeamRun", marked_run(m), id=workflow_id, task_queue=QUEUE, result_type=TeamRunResult
+        WorkflowName.TEAM_RUN,
+        marked_run(m),
+        id=workflow_id,
+        task_queue=QUEUE,
+        result_type=TeamRunResult,
     )
     result = await team_result(handle)
     assert result.task("write").output == f"{m['output']}\n"
@@ -208,7 +213,11 @@ async def test_a_client_without_the_key_starts_a_run_whose_worker_encrypts_what_
     m = markers()
 
     handle = await keyless.start_workflow(
-        "TeamRun", marked_run(m), id=workflow_id, task_queue=QUEUE, result_type=TeamRunResult
+        WorkflowName.TEAM_RUN,
+        marked_run(m),
+        id=workflow_id,
+        task_queue=QUEUE,
+        result_type=TeamRunResult,
     )
     result = await team_result(
         enc_client.get_workflow_handle(workflow_id, result_type=TeamRunResult)
@@ -253,7 +262,7 @@ async def test_a_run_no_worker_holds_the_key_of_waits_for_one_that_does(
     lacking = await connect(dev_server, parse_keys(worker_keys) if worker_keys else None)
     activities = worker_activities(queue, anthropic_server.base_url)
     handle = await enc_client.start_workflow(
-        "TeamRun",
+        WorkflowName.TEAM_RUN,
         marked_run(markers()),
         id=workflow_id,
         task_queue=queue,
@@ -399,7 +408,7 @@ async def test_a_decide_signal_with_a_short_ciphertext_is_refused_and_the_run_go
     run = await gated_run(enc_client, workflow_id)
     keyless = await connect(dev_server, None)
 
-    await keyless.get_workflow_handle(workflow_id).signal("decide", short_ciphertext())
+    await keyless.get_workflow_handle(workflow_id).signal(SignalName.DECIDE, short_ciphertext())
 
     async def refused() -> str | None:
         events = [e for e in await run.events() if e.type == "approval_refused"]
@@ -418,14 +427,14 @@ async def test_an_abort_signal_with_a_short_ciphertext_aborts_instead_of_wedging
     run = await gated_run(enc_client, workflow_id)
     keyless = await connect(dev_server, None)
 
-    await keyless.get_workflow_handle(workflow_id).signal("abort", short_ciphertext())
+    await keyless.get_workflow_handle(workflow_id).signal(SignalName.ABORT, short_ciphertext())
 
     assert (await result_within(run, 15)).status == "cancelled"
     await replay_with_key_a(enc_client, workflow_id)
 
 
 @pytest.mark.parametrize("worker_keys", [KEY_A, None], ids=["with-key", "no-key"])
-@pytest.mark.parametrize("workflow_type", ["TeamRun", "AgentRun"])
+@pytest.mark.parametrize("workflow_type", [WorkflowName.TEAM_RUN, WorkflowName.AGENT_RUN])
 async def test_a_start_with_a_short_ciphertext_fails_naming_what_is_wrong(
     dev_server: DevServer,
     anthropic_server: AnthropicServer,
@@ -473,7 +482,7 @@ WAITING_RUN = {
 async def start_waiting_run(client: Client, workflow_id: str, queue: str) -> Run:
     """``WAITING_RUN``, started by ``client`` (its keys, or none) on ``queue``."""
     handle = await client.start_workflow(
-        "TeamRun",
+        WorkflowName.TEAM_RUN,
         WAITING_RUN,
         id=workflow_id,
         task_queue=queue,
@@ -621,7 +630,11 @@ async def test_oma_show_reads_an_encrypted_run_whole_its_local_model_turns_inclu
         "tasks": [task("write", "writer")],
     }
     handle = await enc_client.start_workflow(
-        "TeamRun", run_input, id=workflow_id, task_queue=QUEUE, result_type=TeamRunResult
+        WorkflowName.TEAM_RUN,
+        run_input,
+        id=workflow_id,
+        task_queue=QUEUE,
+        result_type=TeamRunResult,
     )
     assert (await team_result(handle)).success
     histories = await histories_of(enc_client, workflow_id)
@@ -630,7 +643,9 @@ async def test_oma_show_reads_an_encrypted_run_whole_its_local_model_turns_inclu
 
     assert view.notes == []
     [write] = view.tasks
-    assert [(s.kind, s.status) for s in write.runs[0].activities] == [("llm_turn", "completed")]
+    assert [(s.kind, s.status) for s in write.runs[0].activities] == [
+        (ActivityName.LLM_TURN, "completed")
+    ]
     assert write.output == "the answer"
 
 
@@ -643,7 +658,11 @@ async def test_oma_show_with_keys_reads_a_run_recorded_before_encryption(
         "tasks": [task("write", "writer")],
     }
     handle = await client.start_workflow(
-        "TeamRun", run_input, id=workflow_id, task_queue=TASK_QUEUE, result_type=TeamRunResult
+        WorkflowName.TEAM_RUN,
+        run_input,
+        id=workflow_id,
+        task_queue=TASK_QUEUE,
+        result_type=TeamRunResult,
     )
     assert (await team_result(handle)).success
 

@@ -16,6 +16,7 @@ from temporalio.service import RPCError
 
 from oma.client import OpenMultiAgent
 from oma.client.fork import history_source, preview, start_fork
+from oma.core.contracts.names import QueryName, SignalName, WorkflowName
 from oma.core.schema.errors import InvalidForkError
 from oma.core.schema.fork import ForkInput, ForkSpec, parse_fork_input
 from oma.core.schema.results import TeamRunResult
@@ -176,12 +177,12 @@ async def test_an_abort_while_the_fork_reads_its_source_stops_it_before_any_task
     (tmp_path / "ok").touch()
     # signal-with-start: the abort is in the fork's first workflow task, before its read
     handle = await client.start_workflow(
-        "TeamRun",
+        WorkflowName.TEAM_RUN,
         {"fork": {"run_id": workflow_id}},
         id=f"{workflow_id}-f",
         task_queue=TASK_QUEUE,
         result_type=TeamRunResult,
-        start_signal="abort",
+        start_signal=SignalName.ABORT,
         start_signal_args=[{"reason": "not now"}],
     )
     forked = await team_result(handle)
@@ -189,7 +190,7 @@ async def test_an_abort_while_the_fork_reads_its_source_stops_it_before_any_task
     assert forked.error_code == "ABORTED"
     assert statuses(forked)["t4"] == statuses(forked)["t5"] == "skipped"
     assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4"]  # nothing ran again
-    events = await handle.query("events", result_type=list[RunEvent])
+    events = await handle.query(QueryName.EVENTS, result_type=list[RunEvent])
     assert [e.detail for e in events if e.type == "abort"] == ["aborted: not now"]
     await assert_replays(client, handle.id)
 
@@ -308,14 +309,14 @@ async def test_a_fork_of_a_running_run_keeps_what_settled(
     source = await start_team(client, workflow_id, {"team": team, "tasks": tasks})
 
     async def t1_done() -> bool | None:
-        state = await source.query("state", result_type=TeamRunResult)
+        state = await source.query(QueryName.STATE, result_type=TeamRunResult)
         return True if state.task("t1").status == TaskStatus.COMPLETED else None
 
     await eventually(t1_done, "t1 to complete", 30)
     handle = await start_team(client, f"{workflow_id}-f", {"fork": {"run_id": workflow_id}})
 
     async def fork_read_its_source() -> bool | None:
-        state = await handle.query("state", result_type=TeamRunResult)
+        state = await handle.query(QueryName.STATE, result_type=TeamRunResult)
         return True if state.tasks and state.task("t1").reused_from is not None else None
 
     await eventually(fork_read_its_source, "the fork to read its source", 30)
@@ -440,7 +441,9 @@ async def test_oma_fork_sets_a_task_warns_of_a_dropped_agent_and_shows_what_it_r
     rows = {row[0]: row for row in table_rows(proc.stdout)}
     assert (rows["t1"][3], rows["t3"][3], rows["t2"][3]) == ("reused", "reused", "completed")
     assert sorted(runs(tmp_path)) == ["t1", "t2", "t2", "t3", "t4", "t4", "t5", "t5"]
-    events = await client.get_workflow_handle(fork_id).query("events", result_type=list[RunEvent])
+    events = await client.get_workflow_handle(fork_id).query(
+        QueryName.EVENTS, result_type=list[RunEvent]
+    )
     assert [e.detail for e in events if e.type == "warning"] == [
         f"agent 'b' is not in the fork's team: its task(s) t3 keep their outputs from run "
         f"'{workflow_id}' and do not run again"

@@ -22,6 +22,7 @@ from temporalio.worker import (
 from oma import worker as oma_worker
 from oma.activities._conversations import Conversations
 from oma.core.contracts.llm import ConversationSlice, LlmTurnInput
+from oma.core.contracts.names import QueryName, WorkflowName
 from oma.core.schema.messages import text_of
 from oma.core.schema.results import AgentRunResult
 from tests._runs import assert_replays, worker_activities
@@ -47,7 +48,7 @@ class _Reading(OutboundInterceptor):
         self._reads = reads
 
     async def query_workflow(self, input: QueryWorkflowInput) -> Any:
-        if input.query == "conversation":
+        if input.query == QueryName.CONVERSATION:
             part = input.args[0]
             assert isinstance(part, ConversationSlice)
             self._reads.slices.append((part.start, part.end))
@@ -97,7 +98,7 @@ async def run_tool_loop(
     workflow_id = f"reads-{uuid.uuid4().hex[:8]}"
     async with oma_worker.build_worker(reading, queue, activities):
         result = await client.execute_workflow(
-            "AgentRun",
+            WorkflowName.AGENT_RUN,
             {"agent": agent | {"max_turns": calls + 1}, "input": "read every page"},
             id=workflow_id,
             task_queue=queue,
@@ -153,7 +154,7 @@ async def test_a_scripted_turn_is_given_the_latest_message_only(client: Client) 
         client, queue, worker_activities(queue, "http://127.0.0.1:9"), interceptors=[seen]
     ):
         result = await client.execute_workflow(
-            "AgentRun",
+            WorkflowName.AGENT_RUN,
             {"agent": agent, "input": "add one to each of 0 1 2"},
             id=workflow_id,
             task_queue=queue,

@@ -24,6 +24,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from oma.agent import Agent
+from oma.core.contracts.names import ActivityName, WorkflowName
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.results import AgentRunResult
 from oma.worker import OmaWorker, build_worker
@@ -96,10 +97,10 @@ async def test_the_filesystem_server_tools_run_as_tool_calls_and_its_process_end
     assert not wrote.is_error and (tmp_path / "out.txt").read_text() == "beta"
     assert [c.name for c in result.tool_calls] == ["fs__read_text_file", "fs__write_file"]
     assert await activity_types(client, workflow_id) == [
-        "mcp_list_tools",
-        "tool_call",
-        "tool_call",
-        "mcp_close_run",
+        ActivityName.MCP_LIST_TOOLS,
+        ActivityName.TOOL_CALL,
+        ActivityName.TOOL_CALL,
+        ActivityName.MCP_CLOSE_RUN,
     ]
     assert processes_with(str(tmp_path)) == []
     await assert_replays(client, workflow_id)
@@ -211,7 +212,10 @@ async def start_slow_call(
         [tool_use("u1", "t__slow", seconds=60, marker=str(marker))], "ok", servers=[python_server()]
     )
     handle = await client.start_workflow(
-        "AgentRun", {"agent": agent, "input": "go"}, id=workflow_id, task_queue=TASK_QUEUE
+        WorkflowName.AGENT_RUN,
+        {"agent": agent, "input": "go"},
+        id=workflow_id,
+        task_queue=TASK_QUEUE,
     )
     return handle, marker, await started(marker)
 
@@ -226,7 +230,7 @@ async def test_a_cancelled_run_cancels_the_slow_call_and_its_server_dies(
 
     assert await dead_soon(pid)
     assert not Path(str(marker) + ".done").exists()
-    assert "mcp_close_run" in await activity_types(client, workflow_id)
+    assert ActivityName.MCP_CLOSE_RUN in await activity_types(client, workflow_id)
     await assert_replays(client, workflow_id)
 
 
@@ -252,7 +256,7 @@ async def test_a_failed_runs_server_dies_with_it(
     assert isinstance(failure.value.cause, ApplicationError)
     assert failure.value.cause.type == "SCRIPT_EXHAUSTED"
     assert not alive(await started(marker))
-    assert (await activity_types(client, workflow_id))[-1] == "mcp_close_run"
+    assert (await activity_types(client, workflow_id))[-1] == ActivityName.MCP_CLOSE_RUN
 
 
 @pytest.fixture
@@ -348,7 +352,7 @@ async def test_a_lost_server_worker_has_the_next_call_start_a_new_server_elsewhe
     first = build_worker(client, queue, worker_activities(queue, anthropic_server.base_url))
     async with first:
         handle = await client.start_workflow(
-            "AgentRun",
+            WorkflowName.AGENT_RUN,
             {"agent": agent, "input": "go", "approvals": {"tools": ["t__remember"]}},
             id=workflow_id,
             task_queue=queue,
@@ -376,7 +380,7 @@ async def test_a_lost_server_worker_has_the_next_call_start_a_new_server_elsewhe
     assert second.activities.mcp_pool.spawn_count == 1
     assert len(second.activities.mcp_pool) == 0  # closed at the run's end
     # the call routed to the lost worker's queue timed out unstarted, then ran anew
-    assert (await activity_types(client, workflow_id)).count("tool_call") == 3
+    assert (await activity_types(client, workflow_id)).count(ActivityName.TOOL_CALL) == 3
     await assert_replays(client, workflow_id)
 
 
@@ -385,7 +389,7 @@ async def test_a_gated_mcp_tool_waits_for_its_decision_like_a_builtin_one(
 ) -> None:
     agent = mcp_agent([tool_use("u1", "t__remember", value="z")], "ok", servers=[python_server()])
     handle = await client.start_workflow(
-        "AgentRun",
+        WorkflowName.AGENT_RUN,
         {"agent": agent, "input": "go", "approvals": {"tools": ["t__remember"]}},
         id=workflow_id,
         task_queue=TASK_QUEUE,
@@ -399,7 +403,7 @@ async def test_a_gated_mcp_tool_waits_for_its_decision_like_a_builtin_one(
 
     (rejected,) = tool_results(result)
     assert rejected.is_error and "rejected" in str(rejected.content)
-    assert "tool_call" not in await activity_types(client, workflow_id)
+    assert ActivityName.TOOL_CALL not in await activity_types(client, workflow_id)
 
 
 async def test_the_mcp_example_team_runs_with_the_scripted_provider(

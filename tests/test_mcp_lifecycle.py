@@ -21,6 +21,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from oma.activities.mcp import server as mcp_server
+from oma.core.contracts.names import QueryName, WorkflowName
 from oma.core.schema.results import AgentRunResult
 from tests._approvals import Run
 from tests._mcp import mcp_agent, python_server
@@ -103,7 +104,7 @@ async def test_a_sigkilled_workers_stdio_server_and_its_child_die_within_seconds
         servers=[python_server()],
     )
     handle = await client.start_workflow(
-        "AgentRun",
+        WorkflowName.AGENT_RUN,
         {"agent": agent, "input": "go", "approvals": {"tools": ["t__remember"]}},
         id=workflow_id,
         task_queue=queue,
@@ -111,7 +112,7 @@ async def test_a_sigkilled_workers_stdio_server_and_its_child_die_within_seconds
     )
     try:
         await Run(handle).request("tool-1")  # the run waits, its server held by the worker
-        state = await handle.query("state", result_type=AgentRunResult)
+        state = await handle.query(QueryName.STATE, result_type=AgentRunResult)
         server, child, daemon = (int(str(r.content)) for r in tool_results(state))
         tree = descendants(worker.pid)
         assert {server, child, daemon} <= set(tree) and all(map(alive, tree))

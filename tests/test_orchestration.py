@@ -18,6 +18,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import ApplicationError
 
 from oma import worker as oma_worker
+from oma.core.contracts.names import QueryName, SignalName, WorkflowName
 from oma.core.schema.plan import PlanArtifact, planning_prompt
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
@@ -606,7 +607,7 @@ async def test_shared_memory_query_keys_outputs_by_agent_and_task(
         },
     )
     memory = await client.get_workflow_handle(workflow_id).query(
-        "shared_memory", result_type=dict[str, str]
+        QueryName.SHARED_MEMORY, result_type=dict[str, str]
     )
     assert memory == {"x/task:a:result": "alpha", "p/task:b:result": "beta"}
     await assert_replays(client, workflow_id)
@@ -891,7 +892,7 @@ async def test_long_run_continues_as_new_and_completes_every_task(
         for s in range(10)
     ]
     handle = await client.start_workflow(
-        "TeamRun",
+        WorkflowName.TEAM_RUN,
         {
             "team": {"name": "t", "agents": [scripted("w", "ok"), process("p", ECHO)]},
             "tasks": tasks,
@@ -915,7 +916,7 @@ async def test_long_run_continues_as_new_and_completes_every_task(
 
     # the events of the first run carry over, and seq goes on counting
     first_events = await client.get_workflow_handle(workflow_id, run_id=first_run_id).query(
-        "events", result_type=list[RunEvent]
+        QueryName.EVENTS, result_type=list[RunEvent]
     )
     events = await events_of(client, workflow_id)
     assert 0 < len(first_events) < len(events)
@@ -953,7 +954,7 @@ async def test_an_abort_during_a_retry_delay_ends_the_run_at_once(
     # the first attempt timed out and the 120 s delay began
     await eventually(retrying, "the task's retry", WAIT_S)
     started = time.monotonic()
-    await handle.signal("abort", {"reason": "enough"})
+    await handle.signal(SignalName.ABORT, {"reason": "enough"})
     result = await team_result(handle)
     assert time.monotonic() - started < 15
     job = result.task("job")

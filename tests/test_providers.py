@@ -13,6 +13,7 @@ from oma.activities.providers.anthropic import AnthropicProvider
 from oma.activities.providers.openai import OpenAIProvider
 from oma.activities.providers.scripted import ScriptedProvider
 from oma.core.contracts.llm import LlmTurnInput, LlmTurnOutput
+from oma.core.contracts.names import ActivityName
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.messages import user_text
 from oma.core.schema.providers import PROVIDERS, Provider
@@ -81,7 +82,7 @@ async def test_in_a_workflow_a_turn_is_a_local_activity_only_when_it_needs_no_io
     kind, options = scheduled
     model = "scripted" if kind == "local activity" else f"{config.provider} {config.resolved_model}"
     summary = f"a: model turn 1 ({model})"
-    assert recording.scheduled == [(kind, "llm_turn", {"summary": summary, **options})]
+    assert recording.scheduled == [(kind, ActivityName.LLM_TURN, {"summary": summary, **options})]
     [sent] = recording.inputs
     if kind == "activity":  # the conversation and the agent go by reference (linear history)
         assert (sent.messages, sent.conversation.length) == ([], 1)

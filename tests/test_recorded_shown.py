@@ -81,6 +81,7 @@ async def test_a_forks_recorded_turns_are_marked_in_oma_fork_oma_show_json_and_h
     t2 = next(line for line in shown.stdout.splitlines() if line.strip().startswith("t2 "))
     assert "recorded" not in t2, t2
 
+    # the command's JSON output: an activity's kind as printed, bare
     view = json.loads((await run_cmd(OMA, "show", fork_id, "--json", env=env)).stdout)
     assert [(t["id"], t["recorded_turns"]) for t in view["tasks"]] == [("t1", 1), ("t2", 0)]
     assert view["recorded_turns"] == 1

@@ -22,6 +22,7 @@ from temporalio.client import Client
 from oma.cli.debug.history import read_file, resolve
 from oma.cli.debug.state import state_at
 from oma.cli.debug.trace import trace
+from oma.core.contracts.names import QueryName
 from oma.core.schema.errors import ReplayTargetError
 from oma.runtime.dev_server import DevServer
 from tests._approvals import start_run
@@ -57,7 +58,7 @@ def python_oma(prelude: str, *args: str, stdin: str = "") -> Any:
 
 
 def statuses(answers: dict[str, Any]) -> dict[str, str]:
-    return {t["id"]: t["status"] for t in answers["state"]["tasks"]}
+    return {t["id"]: t["status"] for t in answers[QueryName.STATE]["tasks"]}
 
 
 # -- 1. the state at any event -------------------------------------------------
@@ -72,8 +73,8 @@ async def test_state_at_a_tasks_start_has_it_in_progress_and_its_dependency_in_m
         "code": "in_progress",
         "review": "blocked",
     }
-    assert list(found.answers["shared_memory"]) == ["planner/task:plan:result"]
-    assert found.answers["pending_approvals"] == []
+    assert list(found.answers[QueryName.SHARED_MEMORY]) == ["planner/task:plan:result"]
+    assert found.answers[QueryName.PENDING_APPROVALS] == []
 
 
 async def test_state_at_a_tasks_completion_and_at_an_event_id_agree() -> None:
@@ -82,7 +83,7 @@ async def test_state_at_a_tasks_completion_and_at_an_event_id_agree() -> None:
     by_id = await state_at(debugged, resolve(debugged, "19"))
     assert named.target.event_id == 19
     assert named.answers == by_id.answers
-    code = next(t for t in named.answers["state"]["tasks"] if t["id"] == "code")
+    code = next(t for t in named.answers[QueryName.STATE]["tasks"] if t["id"] == "code")
     assert code["status"] == "completed" and code["attempts"] == 1
     assert statuses(named.answers)["review"] == "in_progress"
 
@@ -90,13 +91,13 @@ async def test_state_at_a_tasks_completion_and_at_an_event_id_agree() -> None:
 async def test_state_at_an_approval_has_the_decision_and_the_next_request_open() -> None:
     debugged = read_file(corpus("team_run_dispatch_gates_decided"), None)
     before = await state_at(debugged, resolve(debugged, "16"))
-    assert [r["request_id"] for r in before.answers["pending_approvals"]] == [
+    assert [r["request_id"] for r in before.answers[QueryName.PENDING_APPROVALS]] == [
         "dispatch-c",
         "dispatch-b",
     ]
     after = await state_at(debugged, resolve(debugged, "approval:dispatch-b"))
     assert after.target.event_id == 21
-    decided = [d["request_id"] for d in after.answers["state"]["approval_decisions"]]
+    decided = [d["request_id"] for d in after.answers[QueryName.STATE]["approval_decisions"]]
     assert decided == ["dispatch-a", "dispatch-b"]
     assert statuses(after.answers)["b"] == "in_progress"
 
@@ -104,18 +105,18 @@ async def test_state_at_an_approval_has_the_decision_and_the_next_request_open()
 async def test_state_at_the_plan_and_at_the_synthesis_of_a_goal_run() -> None:
     debugged = read_file(corpus("team_run_goal_plan_approval"), None)
     planned = await state_at(debugged, resolve(debugged, "plan"))
-    assert [t["id"] for t in planned.answers["state"]["plan"]["tasks"]] == ["t1", "t2"]
-    assert [r["request_id"] for r in planned.answers["pending_approvals"]] == ["plan"]
+    assert [t["id"] for t in planned.answers[QueryName.STATE]["plan"]["tasks"]] == ["t1", "t2"]
+    assert [r["request_id"] for r in planned.answers[QueryName.PENDING_APPROVALS]] == ["plan"]
     synthesized = await state_at(debugged, resolve(debugged, "synthesis"))
-    assert synthesized.answers["state"]["final_output"]
+    assert synthesized.answers[QueryName.STATE]["final_output"]
 
 
 async def test_state_of_an_agent_run_at_an_event() -> None:
     debugged = read_file(corpus("agent_run_anthropic_retry_hooks"), None)
     found = await state_at(debugged, resolve(debugged, "15"))
-    state = found.answers["state"]
+    state = found.answers[QueryName.STATE]
     assert state["status"] == "completed" and state["output"] is not None
-    assert found.answers["pending_approvals"] == []
+    assert found.answers[QueryName.PENDING_APPROVALS] == []
 
 
 @pytest.mark.parametrize(
@@ -151,6 +152,7 @@ def test_oma_replay_at_prints_the_state_as_json() -> None:
         "time": shown["at"]["time"],
     }
     assert statuses(shown)["code"] == "in_progress"
+    # the command's JSON output, keyed as a user reads it
     assert list(shown["shared_memory"]) == ["planner/task:plan:result"]
 
 

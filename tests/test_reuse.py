@@ -14,6 +14,7 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from oma.core.contracts.names import QueryName
 from oma.core.schema.run_events import RunEvent
 from oma.runtime.dev_server import DevServer
 from tests._approvals import WAIT_S, result_within, start_run
@@ -128,7 +129,9 @@ async def test_a_reused_task_that_called_a_consequential_tool_says_so(
     reused = again.task("d")
     assert reused.reused_from is not None
     assert reused.reused_consequential == ["deploy"]
-    events = await client.get_workflow_handle(again_id).query("events", result_type=list[RunEvent])
+    events = await client.get_workflow_handle(again_id).query(
+        QueryName.EVENTS, result_type=list[RunEvent]
+    )
     assert [e.detail for e in events if e.type == "warning"] == [
         f"task d is reused: it called the consequential tool(s) deploy in {workflow_id}/d, "
         "which are not called again"

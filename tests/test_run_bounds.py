@@ -26,6 +26,7 @@ from oma.activities import task_outputs
 from oma.client.approvals import pending, upstream_outputs
 from oma.client.fork import start_fork
 from oma.client.runs import read_outputs, team_run_result
+from oma.core.contracts.names import ActivityName, QueryName, UpdateName, WorkflowName
 from oma.core.contracts.task_outputs import ReadOutputsInput
 from oma.core.schema import limits
 from oma.core.schema.errors import InvalidRunInputError
@@ -206,7 +207,7 @@ async def test_dependents_read_outputs_kept_by_reference_across_continue_as_new(
     assert max(len(c) for c in carried) <= 24_000
     tasks = [t for c in carried for t in json.loads(c)["resume"]["result"]["tasks"]]
     assert any("output_ref" in t for t in tasks), "some outputs must be carried by reference"
-    assert "read_task_outputs" in activities_scheduled(histories)
+    assert ActivityName.READ_TASK_OUTPUTS in activities_scheduled(histories)
     raw, size = await raw_result(client, workflow_id)
     assert size <= 24_000
     assert any(t.output_ref for t in raw.tasks)
@@ -393,7 +394,7 @@ async def test_two_approval_comments_of_1_1_mb_are_cut_and_the_run_completes(
             "reviewer": {"id": "alice"},
             "comment": comment,
         }
-        recorded = await run.handle.execute_update("decide", decision)
+        recorded = await run.handle.execute_update(UpdateName.DECIDE, decision)
         kept = limits.MAX_REASON_CHARS - limits.CUT_MARK_CHARS
         assert recorded["comment"] == (
             f"{comment[:kept]}… ({len(comment) - kept} more characters cut)"
@@ -445,7 +446,7 @@ async def test_a_running_run_holding_2_mb_of_outputs_answers_its_queries_within_
     request = await run.request("dispatch-g", RESULT_WAIT_S)
     handle = client.get_workflow_handle(workflow_id)
 
-    answer = await asyncio.wait_for(handle.query("state", result_type=RawValue), 10)
+    answer = await asyncio.wait_for(handle.query(QueryName.STATE, result_type=RawValue), 10)
     assert len(answer.payload.data) <= limits.RUN_STATE_BUDGET_BYTES
     state = TeamRunResult.model_validate_json(answer.payload.data)
     assert state.status == "running"
@@ -460,7 +461,7 @@ async def test_a_running_run_holding_2_mb_of_outputs_answers_its_queries_within_
     await read_outputs(client, state)  # as oma.client reads an ended run's
     assert {t.id: t.output for t in state.tasks} == {**outputs, "g": None}
 
-    memory = await asyncio.wait_for(handle.query("shared_memory", result_type=RawValue), 10)
+    memory = await asyncio.wait_for(handle.query(QueryName.SHARED_MEMORY, result_type=RawValue), 10)
     assert len(memory.payload.data) <= limits.RUN_STATE_BUDGET_BYTES
     entries = json.loads(memory.payload.data)
     assert sorted(entries) == [f"w{n}/task:p{n}:result" for n in range(9)]
@@ -499,7 +500,9 @@ async def test_a_round_request_showing_2_mb_of_outputs_answers_within_the_limit(
     second = await run.request("round-2", RESULT_WAIT_S)
     handle = client.get_workflow_handle(workflow_id)
 
-    answer = await asyncio.wait_for(handle.query("pending_approvals", result_type=RawValue), 10)
+    answer = await asyncio.wait_for(
+        handle.query(QueryName.PENDING_APPROVALS, result_type=RawValue), 10
+    )
     assert len(answer.payload.data) <= limits.RUN_STATE_BUDGET_BYTES
     [shown] = json.loads(answer.payload.data)
     completed = shown["content"]["completed"]
@@ -565,7 +568,7 @@ async def test_input_past_temporals_bounds_fails_the_run_at_once_naming_the_fiel
     # started as `temporal workflow start` would, past the client's checks
     run_input, field = TOO_LONG_FOR_TEMPORAL[case]
     handle = await client.start_workflow(
-        "TeamRun",
+        WorkflowName.TEAM_RUN,
         json.loads(json.dumps(run_input)),
         id=workflow_id,
         task_queue=TASK_QUEUE,
@@ -583,7 +586,7 @@ async def test_a_workflow_id_whose_task_ids_would_pass_temporals_limit_fails_at_
     # child's id `<run id>/<task id>` would pass Temporal's 1000
     long_id = f"long-{uuid.uuid4().hex}-" + "w" * 900
     handle = await client.start_workflow(
-        "TeamRun",
+        WorkflowName.TEAM_RUN,
         {"team": {"name": "t", "agents": [scripted("a", "x")]}, "tasks": [task("i" * 80, "a")]},
         id=long_id,
         task_queue=TASK_QUEUE,
@@ -607,7 +610,9 @@ async def test_a_goal_over_its_limit_fails_the_run_at_once_before_the_coordinato
     client: Client, workflow_id: str
 ) -> None:
     # started as `temporal workflow start` would, past the client's checks
-    handle = await client.start_workflow("TeamRun", BIG_GOAL, id=workflow_id, task_queue=TASK_QUEUE)
+    handle = await client.start_workflow(
+        WorkflowName.TEAM_RUN, BIG_GOAL, id=workflow_id, task_queue=TASK_QUEUE
+    )
     failure = await failure_at_once(handle, "INVALID_RUN_INPUT")
     assert failure.message.startswith("goal: the goal is 1400002 bytes of JSON")
     assert "this run's goal may be at most" in failure.message
@@ -754,7 +759,7 @@ async def test_a_dispatch_request_reads_the_upstream_outputs_kept_by_reference(
     raw: list[dict[str, Any]] = []
     for _ in range(int(RESULT_WAIT_S / 0.2)):
         with contextlib.suppress(RPCError):
-            raw = await handle.query("pending_approvals", result_type=list[dict[str, Any]])
+            raw = await handle.query(QueryName.PENDING_APPROVALS, result_type=list[dict[str, Any]])
         if raw:
             break
         await asyncio.sleep(0.2)

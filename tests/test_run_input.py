@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from oma.core.contracts.names import WorkflowName
 from oma.core.schema.approvals import decision_of
 from oma.core.schema.errors import InvalidRunInputError
 from oma.core.schema.run_input import parse_team_run_input
@@ -63,9 +64,9 @@ def test_exactly_one_source_of_tasks() -> None:
 
 
 def test_a_workflow_or_handler_takes_exactly_one_input() -> None:
-    assert single_input(({"a": 1},), "TeamRun") == {"a": 1}
+    assert single_input(({"a": 1},), WorkflowName.TEAM_RUN) == {"a": 1}
     with pytest.raises(InvalidRunInputError, match="got 0 \\(pass it with --input"):
-        single_input((), "TeamRun")
+        single_input((), WorkflowName.TEAM_RUN)
     with pytest.raises(InvalidRunInputError, match=r"a decision takes exactly one input.*got 2"):
         single_input(({}, {}), "a decision")
 

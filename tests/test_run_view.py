@@ -23,6 +23,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHistory
 from temporalio.exceptions import ApplicationError
 
+from oma.core.contracts.names import ActivityName
 from oma.records.histories import fetch_histories, server_histories
 from oma.runtime.dev_server import DevServer, temporal_binary
 from oma.viewer import paging
@@ -110,14 +111,22 @@ async def test_the_view_reads_tasks_timings_and_activities_from_the_histories(
         ("review", "skipped", 2),
     ]
     plan, code, review = view.tasks
-    assert [a.kind for a in plan.runs[0].activities] == ["llm_turn", "tool_call", "llm_turn"]
-    assert all(a.token_usage is not None for a in plan.runs[0].activities if a.kind == "llm_turn")
+    assert [a.kind for a in plan.runs[0].activities] == [
+        ActivityName.LLM_TURN,
+        ActivityName.TOOL_CALL,
+        ActivityName.LLM_TURN,
+    ]
+    assert all(
+        a.token_usage is not None
+        for a in plan.runs[0].activities
+        if a.kind == ActivityName.LLM_TURN
+    )
     assert plan.closed_at is not None and code.started_at is not None
     assert plan.closed_at <= code.started_at, "code depends on plan: it started after"
     assert code.duration_s is not None and code.duration_s > 0
     [process_run] = code.runs[0].activities
     assert (process_run.kind, process_run.status, process_run.error_code) == (
-        "process_run",
+        ActivityName.PROCESS_RUN,
         "failed",
         "PROCESS_FAILED",
     )
@@ -351,7 +360,7 @@ async def test_the_html_page_renders_every_task_in_headless_chromium(
         assert re.search(f'class="node pick[^"]*" data-task="{task_id}"', dom), task_id
         assert title in dom
     assert dom.count('class="edge"') == 2, "plan → code → review"
-    for kind in ("llm_turn", "tool_call", "process_run"):
+    for kind in (ActivityName.LLM_TURN, ActivityName.TOOL_CALL, ActivityName.PROCESS_RUN):
         assert f'data-kind="{kind}"' in dom, kind
     # the script ran: it selected the failed task and showed its full error
     assert 'data-selected="' in dom

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from oma.cli import show
+from oma.core.contracts.names import ActivityName
 from oma.viewer import paging
 from oma.viewer.html import render_html
 from oma.viewer.model import ChildRunView, RunView, Span, TaskView
@@ -33,7 +34,7 @@ def task(chain: int, step: int, status: str) -> TaskView:
             started_at=at,
             closed_at=at + timedelta(seconds=0.5),
         )
-        turn = span.model_copy(update={"kind": "llm_turn", "label": "model turn 1"})
+        turn = span.model_copy(update={"kind": ActivityName.LLM_TURN, "label": "model turn 1"})
         runs.append(ChildRunView(span=span, activities=[turn]))
     return TaskView(
         id=task_id,

@@ -22,6 +22,7 @@ from oma.cli import show
 from oma.cli.summary import print_result
 from oma.client import team_run_result
 from oma.client.listing import list_team_runs
+from oma.core.contracts.names import QueryName, SignalName, WorkflowName
 from oma.core.contracts.workflow_ids import shard_workflow_id, task_workflow_id
 from oma.core.schema import limits
 from oma.core.schema.dag import shard_plan
@@ -141,7 +142,7 @@ async def test_a_run_past_the_limit_runs_its_connected_parts_in_shards(
     a2 = client.get_workflow_handle(task_workflow_id(shard_workflow_id(workflow_id, 1), "a2"))
     assert (await a2.describe()).status is not None
 
-    events = await handle.query("events")
+    events = await handle.query(QueryName.EVENTS)
     kinds = [e["type"] for e in events]
     assert kinds.count("shard_start") == 3 and kinds.count("shard_end") == 3
     assert kinds[0] == "run_start" and kinds[-1] == "run_end"
@@ -186,7 +187,7 @@ async def test_an_abort_reaches_the_shard_running_and_skips_the_shards_after_it(
         (first.id, None, 2, "running", None, None, None),
         (shard_workflow_id(workflow_id, 2), None, None, None, None, None, None),
     ]
-    await handle.signal("abort", {"reason": "no longer needed"})
+    await handle.signal(SignalName.ABORT, {"reason": "no longer needed"})
     result = await team_run_result(handle)
 
     assert result.status == "cancelled" and result.error == "aborted: no longer needed"
@@ -306,7 +307,7 @@ async def _wait_for_request(handle: Any, request_id: str) -> dict[str, Any]:
     """The open request ``request_id`` of the run ``handle``, once it asks."""
     for _ in range(200):
         try:
-            pending = await handle.query("pending_approvals")
+            pending = await handle.query(QueryName.PENDING_APPROVALS)
         except Exception:  # the shard's run has not started yet
             pending = []
         asked = next((r for r in pending if r.get("request_id") == request_id), None)
@@ -321,7 +322,7 @@ async def test_a_shard_whose_run_cannot_start_fails_alone_and_its_view_says_why(
 ) -> None:
     taken = shard_workflow_id(workflow_id, 2)  # a run of that id runs (no worker serves it)
     squatter = await client.start_workflow(
-        "TeamRun", {}, id=taken, task_queue=f"nobody{FOREIGN_QUEUE_SUFFIX}"
+        WorkflowName.TEAM_RUN, {}, id=taken, task_queue=f"nobody{FOREIGN_QUEUE_SUFFIX}"
     )
     try:
         run_input = {"team": _team(), "tasks": _tasks(5)}
@@ -356,7 +357,9 @@ async def test_a_rejection_in_a_shard_stops_the_run(
     handle = await start_team(client, workflow_id, run_input, task_queue=queue)
     first = client.get_workflow_handle(shard_workflow_id(workflow_id, 1))
     asked = await _wait_for_request(first, "dispatch-gated")
-    await first.signal("decide", decision(asked["request_id"], asked["request_hash"], "reject"))
+    await first.signal(
+        SignalName.DECIDE, decision(asked["request_id"], asked["request_hash"], "reject")
+    )
     result = await team_run_result(handle)
 
     assert result.status == "rejected" and result.error_code == "APPROVAL_REJECTED"
@@ -441,7 +444,9 @@ async def test_the_workflow_refuses_a_sharded_run_the_stock_cli_started(
     client: Client, queue: str, workflow_id: str
 ) -> None:
     run_input = {"team": _team(), "tasks": _tasks(6), "options": {"approvals": {"round": True}}}
-    handle = await client.start_workflow("TeamRun", run_input, id=workflow_id, task_queue=queue)
+    handle = await client.start_workflow(
+        WorkflowName.TEAM_RUN, run_input, id=workflow_id, task_queue=queue
+    )
     with pytest.raises(Exception) as failed:
         await handle.result()
     cause = failed.value.__cause__

@@ -23,6 +23,7 @@ from oma.activities.acp import SessionPool
 from oma.activities.acp_prompt import AcpActivities
 from oma.activities.process_run import process_run
 from oma.core.contracts.acp import AcpPromptInput
+from oma.core.contracts.names import ActivityName
 from oma.core.contracts.process import ProcessRunInput
 from oma.core.schema.backends import ProcessBackendConfig
 from oma.workflows._agent_ports import failed_backend_attempts
@@ -183,7 +184,9 @@ async def test_heartbeats_name_the_attempt_from_the_second_on() -> None:
     assert {"stdout_bytes": 0, "last_line": "", "attempt": 2} in beats[2]
 
 
-def activity_error(cause: BaseException, activity_type: str = "process_run") -> ActivityError:
+def activity_error(
+    cause: BaseException, activity_type: str = ActivityName.PROCESS_RUN
+) -> ActivityError:
     err = ActivityError(
         "activity failed",
         scheduled_event_id=5,
@@ -220,4 +223,4 @@ def test_a_failed_backend_activity_tells_how_many_attempts_ran(
 def test_a_failed_model_turn_has_no_backend_attempts() -> None:
     cause = ApplicationError("overloaded", {"code": "PROVIDER_ERROR", "attempt": 2})
 
-    assert failed_backend_attempts(activity_error(cause, "llm_turn")) is None
+    assert failed_backend_attempts(activity_error(cause, ActivityName.LLM_TURN)) is None

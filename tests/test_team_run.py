@@ -10,6 +10,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, Worker
 
+from oma.core.contracts.names import QueryName, WorkflowName
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskStatus
 from oma.worker.plugin import DATA_CONVERTER
@@ -56,7 +57,7 @@ async def test_dependent_task_sees_its_dependencies_outputs_labelled_by_title(
         "# Task: Code\n\ncode it\n\n## Results of the tasks this one depends on\n\n"
         "### Plan\nthe plan: write slugify\n"
     )
-    memory = await client.get_workflow_handle(workflow_id).query("shared_memory")
+    memory = await client.get_workflow_handle(workflow_id).query(QueryName.SHARED_MEMORY)
     assert memory == {
         "planner/task:plan:result": "the plan: write slugify",
         "echo/task:code:result": result.task("code").output,
@@ -254,7 +255,7 @@ async def test_a_failed_model_turn_or_hook_fails_its_task_and_the_run(
     assert await assert_replays(client, workflow_id) == 2
 
 
-@workflow.defn(name="AgentRun", sandboxed=False)
+@workflow.defn(name=WorkflowName.AGENT_RUN, sandboxed=False)
 class ChildOfAnotherShape:
     """An ``AgentRun`` whose outcome this ``TeamRun`` cannot read as it
     expects (one from an older worker, or a fault): a failure whose details

@@ -14,6 +14,7 @@ import pytest
 from temporalio.client import Client, WorkflowHistory, WorkflowUpdateFailedError
 
 from oma import worker as oma_worker
+from oma.core.contracts.names import SignalName, UpdateName, WorkflowName
 from oma.core.contracts.workflow_ids import task_workflow_id
 from oma.core.schema.approvals import request_hash
 from oma.core.schema.results import AgentRunResult
@@ -103,7 +104,7 @@ async def test_a_rejected_call_never_runs_and_the_model_reads_why(
     )
     request = await run.request("tool-w-1")
     await run.handle.signal(
-        "decide",
+        SignalName.DECIDE,
         {
             "request_id": request.request_id,
             "request_hash": request.request_hash,
@@ -137,7 +138,7 @@ async def test_an_approval_binds_the_exact_arguments_and_is_used_once(
     other = first.content | {"input": {"path": "a.txt", "content": "DROP TABLE"}}
     with pytest.raises(WorkflowUpdateFailedError) as refused:
         await run.handle.execute_update(
-            "decide",
+            UpdateName.DECIDE,
             {
                 "request_id": first.request_id,
                 "request_hash": request_hash(first.scope, "tool", other),
@@ -257,7 +258,7 @@ async def test_a_standalone_agent_run_lists_and_takes_its_own_tool_decisions(
     client: Client, workflow_id: str, tmp_path: Path
 ) -> None:
     handle = await client.start_workflow(
-        "AgentRun",
+        WorkflowName.AGENT_RUN,
         {
             "agent": writer(tmp_path, [write("u1", "out.txt", "hi")], "wrote it"),
             "input": "write it",

@@ -31,6 +31,7 @@ import oma.activities.tools.custom as custom_module
 from oma import worker as oma_worker
 from oma.activities.mcp import McpServerPool
 from oma.activities.tool_call import ToolActivities
+from oma.core.contracts.names import WorkflowName
 from oma.core.contracts.tools import ToolCallInput
 from oma.core.schema.results import AgentRunResult
 from oma.core.schema.tools import ToolRef
@@ -89,7 +90,7 @@ def bash_agent(cwd: Path, *commands: str) -> dict[str, Any]:
 
 async def start_agent(client: Client, queue: str, agent: dict[str, Any]) -> Any:
     return await client.start_workflow(
-        "AgentRun",
+        WorkflowName.AGENT_RUN,
         {"agent": agent, "input": "go"},
         id=f"tool-attempts-{uuid.uuid4().hex[:8]}",
         task_queue=queue,

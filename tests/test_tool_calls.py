@@ -15,6 +15,7 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 
 from oma.agent import Agent
+from oma.core.contracts.names import ActivityName, QueryName, WorkflowName
 from oma.core.schema.results import AgentRunResult
 from tests._procs import alive
 from tests._runs import TASK_QUEUE, agent_result, assert_replays, run_agent, run_team, task
@@ -43,7 +44,7 @@ async def tool_activities(client: Client, workflow_id: str) -> list[str]:
         e.activity_task_scheduled_event_attributes.activity_type.name
         for e in history.events
         if e.HasField("activity_task_scheduled_event_attributes")
-        and e.activity_task_scheduled_event_attributes.activity_type.name == "tool_call"
+        and e.activity_task_scheduled_event_attributes.activity_type.name == ActivityName.TOOL_CALL
     ]
 
 
@@ -67,7 +68,10 @@ async def test_a_scripted_agent_reads_a_file_and_calls_a_custom_tool_each_as_an_
         ("file_read", "completed"),
         ("add", "completed"),
     ]
-    assert await tool_activities(client, workflow_id) == ["tool_call", "tool_call"]
+    assert await tool_activities(client, workflow_id) == [
+        ActivityName.TOOL_CALL,
+        ActivityName.TOOL_CALL,
+    ]
     await assert_replays(client, workflow_id)
 
 
@@ -169,7 +173,7 @@ async def test_cancelling_the_run_kills_a_long_bash_and_its_children(
         tools=["full"],
     )
     handle = await client.start_workflow(
-        "AgentRun",
+        WorkflowName.AGENT_RUN,
         {"agent": agent, "input": "sleep"},
         id=workflow_id,
         task_queue=TASK_QUEUE,
@@ -235,7 +239,7 @@ async def test_a_long_tool_loop_sends_the_conversation_by_reference_and_history_
         e.activity_task_scheduled_event_attributes.input.payloads[0].data
         for e in history.events
         if e.HasField("activity_task_scheduled_event_attributes")
-        and e.activity_task_scheduled_event_attributes.activity_type.name == "llm_turn"
+        and e.activity_task_scheduled_event_attributes.activity_type.name == ActivityName.LLM_TURN
     ]
     assert len(turn_inputs) == calls + 1
     assert max(len(data) for data in turn_inputs) < 2_000
@@ -245,10 +249,14 @@ async def test_a_long_tool_loop_sends_the_conversation_by_reference_and_history_
     assert result.messages_omitted > 0
     assert len(result.messages) + result.messages_omitted == 2 + 2 * calls
     handle = client.get_workflow_handle(workflow_id)
-    everything = await handle.query("conversation", {"start": 0}, result_type=list[dict[str, Any]])
+    everything = await handle.query(
+        QueryName.CONVERSATION, {"start": 0}, result_type=list[dict[str, Any]]
+    )
     assert len(everything) == 2 + 2 * calls
     # as `temporal workflow query --type conversation` asks it: with no argument
-    assert await handle.query("conversation", result_type=list[dict[str, Any]]) == everything
+    assert (
+        await handle.query(QueryName.CONVERSATION, result_type=list[dict[str, Any]]) == everything
+    )
     await assert_replays(client, workflow_id)
 
 

@@ -21,6 +21,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.worker import Replayer
 
 from oma import worker as oma_worker
+from oma.core.contracts.names import WorkflowName
 from oma.core.schema.results import TeamRunResult
 from oma.runtime import tracing
 from oma.runtime.connection import Connection
@@ -71,7 +72,11 @@ async def traced_team_run(client: Client, workflow_id: str, run_input: Any) -> T
     activities = worker_activities(TASK_QUEUE, "http://127.0.0.1:9")
     async with oma_worker.build_worker(client, TASK_QUEUE, activities):
         return await client.execute_workflow(
-            "TeamRun", run_input, id=workflow_id, task_queue=TASK_QUEUE, result_type=TeamRunResult
+            WorkflowName.TEAM_RUN,
+            run_input,
+            id=workflow_id,
+            task_queue=TASK_QUEUE,
+            result_type=TeamRunResult,
         )
 
 
@@ -217,6 +222,7 @@ def test_without_an_endpoint_a_worker_loads_neither_the_sdk_nor_the_interceptor(
 
 AGENT_RUN_SCRIPT = """
 import asyncio, sys
+from oma.core.contracts.names import WorkflowName
 from oma.runtime.connection import Connection
 from oma.worker import build_worker
 
@@ -225,7 +231,7 @@ async def main(address, workflow_id):
     agent = {"name": "echo", "backend": {"kind": "process", "command": "cat"}}
     async with build_worker(client, "oma-test-otlp"):
         await client.execute_workflow(
-            "AgentRun", {"agent": agent, "input": "hello"}, id=workflow_id,
+            WorkflowName.AGENT_RUN, {"agent": agent, "input": "hello"}, id=workflow_id,
             task_queue="oma-test-otlp",
         )
 
@@ -248,7 +254,7 @@ def test_with_an_otlp_endpoint_set_a_run_is_exported_there_by_the_time_the_proce
     )
     collector.server.shutdown()
     spans = collector.spans()
-    names = {name for _, name, _ in spans}
+    names = {name for _, name, _ in spans}  # as an exporter receives them: the wire names bare
     assert {"StartWorkflow:AgentRun", "RunWorkflow:AgentRun", "RunActivity:process_run"} <= names
     assert {service for service, _, _ in spans} == {"oma"}
     (run,) = [a for _, name, a in spans if name == "RunWorkflow:AgentRun"]

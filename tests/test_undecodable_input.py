@@ -17,6 +17,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from oma import OpenMultiAgent
+from oma.core.contracts.names import SignalName, UpdateName, WorkflowName
 from oma.core.schema.errors import InvalidRunInputError
 from oma.core.schema.results import TeamRunResult
 from tests._approvals import Run, eventually, refusal_code, result_within, start_run
@@ -65,7 +66,7 @@ async def failure(
     ],
     ids=["lone-surrogate", "nested-250-deep", "truncated"],
 )
-@pytest.mark.parametrize("workflow_type", ["TeamRun", "AgentRun"])
+@pytest.mark.parametrize("workflow_type", [WorkflowName.TEAM_RUN, WorkflowName.AGENT_RUN])
 async def test_a_start_the_worker_cannot_decode_fails_with_invalid_run_input(
     client: Client, workflow_id: str, workflow_type: str, payload: str, problem: str
 ) -> None:
@@ -93,7 +94,7 @@ async def test_an_undecodable_decide_update_is_refused_for_good(
     run = await gated(client, workflow_id)
 
     with pytest.raises(WorkflowUpdateFailedError) as refused:
-        await run.handle.execute_update("decide", raw_json('{"request_id": "\\ud800"}'))
+        await run.handle.execute_update(UpdateName.DECIDE, raw_json('{"request_id": "\\ud800"}'))
 
     assert refusal_code(refused.value) == "INVALID_RUN_INPUT"
     cause = refused.value.cause
@@ -108,7 +109,7 @@ async def test_an_undecodable_decide_signal_leaves_an_approval_refused_event(
 ) -> None:
     run = await gated(client, workflow_id)
 
-    await run.handle.signal("decide", raw_json(nested(250)))
+    await run.handle.signal(SignalName.DECIDE, raw_json(nested(250)))
 
     async def refused() -> str | None:
         events = [e for e in await run.events() if e.type == "approval_refused"]

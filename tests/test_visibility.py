@@ -17,6 +17,7 @@ from temporalio.converter import DataConverter
 
 from oma import worker as oma_worker
 from oma.client import OpenMultiAgent, start_run, team_run_result
+from oma.core.contracts.names import WorkflowName
 from oma.core.schema.results import TeamRunResult
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer
@@ -78,6 +79,7 @@ async def test_a_failed_team_run_ends_failed_and_is_listed_by_its_status(
     assert (failed.success, failed.status, ok.success) == (False, "failed", True)
     assert failed.task("code").error_code == "PROCESS_FAILED"
 
+    # list filters as a user types them: the workflow type bare
     rows = await listed(
         dev_server, f'OmaStatus="failed" AND OmaTeam="{team}" AND WorkflowType="TeamRun"', 1
     )
@@ -165,7 +167,7 @@ async def test_a_namespace_without_the_attributes_starts_runs_without_them(
     wid = f"no-attributes-{uuid.uuid4().hex[:6]}"
     handle = await start_run(
         bare,
-        "TeamRun",
+        WorkflowName.TEAM_RUN,
         {},
         id=wid,
         task_queue="nobody-polls",
@@ -205,7 +207,7 @@ async def test_a_stock_cli_run_on_a_namespace_without_the_attributes_sets_none(
     async with oma_worker.build_worker(bare, "bare-q"):
         # what `temporal workflow start` sends: the input, no search attributes
         handle = await bare.start_workflow(
-            "TeamRun",
+            WorkflowName.TEAM_RUN,
             {"team": agents, "tasks": tasks},
             id=f"bare-{uuid.uuid4().hex[:6]}",
             task_queue="bare-q",

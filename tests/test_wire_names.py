@@ -4,6 +4,8 @@ exactly those."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +22,8 @@ from oma.core.contracts.names import (
 from oma.worker import Activities
 from oma.workflows.agent_run import AgentRun
 from oma.workflows.team_run import TeamRun
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _values(names: type) -> set[str]:
@@ -98,3 +102,65 @@ def test_each_workflow_declares_its_names(
         queries,
         {"decide"},
     )
+
+
+WIRE_CALLS = frozenset(
+    {
+        "execute_activity",
+        "start_activity",
+        "execute_local_activity",
+        "start_local_activity",
+        "signal",
+        "query",
+        "execute_update",
+        "start_update",
+        "execute_update_with_start_workflow",
+        "start_child_workflow",
+        "execute_child_workflow",
+        "start_workflow",
+        "execute_workflow",
+        "defn",
+        "update",
+    }
+)
+"""Calls whose first argument (or one of ``WIRE_KEYWORDS``) is a name on the
+wire: ``handle.signal(...)``, ``workflow.get_external_workflow_handle(id).signal(...)``,
+``workflow.execute_activity(...)``, ``@activity.defn(name=...)``,
+``@workflow.update(name=...)`` and the like."""
+
+WIRE_KEYWORDS = frozenset(
+    {"activity", "workflow", "signal", "query", "update", "start_signal", "name"}
+)
+
+
+def bare_wire_names(root: Path) -> list[str]:
+    """``file:line: 'name'`` of each wire name written as a bare string in a
+    ``WIRE_CALLS`` call under ``root/oma``, outside ``oma/core/contracts``."""
+    wire = set().union(
+        *(_values(n) for n in (WorkflowName, ActivityName, SignalName, QueryName, UpdateName))
+    )
+    found: list[str] = []
+    for path in sorted((root / "oma").rglob("*.py")):
+        if (root / "oma" / "core" / "contracts") in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if called not in WIRE_CALLS:
+                continue
+            given = node.args[:1] + [k.value for k in node.keywords if k.arg in WIRE_KEYWORDS]
+            found += [
+                f"{path.relative_to(root)}:{arg.lineno}: {arg.value!r}"
+                for arg in given
+                if isinstance(arg, ast.Constant) and arg.value in wire
+            ]
+    return found
+
+
+def test_oma_names_no_wire_name_with_a_bare_string() -> None:
+    # issue 36: both sides of the wire name it by its constant in
+    # oma.core.contracts.names, so that it cannot drift on one side
+    found = bare_wire_names(ROOT)
+    assert not found, "bare wire names (use oma.core.contracts.names):\n" + "\n".join(found)
