@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.errors import ProviderError
@@ -15,28 +15,42 @@ from oma.core.schema.pricing import ModelPrice, priced
 from oma.core.schema.tools import ToolTraits
 from oma.core.schema.usage import MAX_TURN_TOKENS, TokenUsage
 
+_BY_WIRE_KEY = ConfigDict(serialize_by_alias=True, validate_by_name=True, validate_by_alias=True)
+"""A reference's ``temporal_run_id`` keeps its JSON key, ``run_id``: the
+``llm_turn`` inputs in histories hold it, and an activity in flight during an
+upgrade reads it."""
+
 
 class ConversationRef(BaseModel):
     """Where the conversation of a turn lives: the first ``length`` messages
-    of the ``AgentRun`` ``workflow_id``/``run_id`` (its ``conversation``
-    query). The ``llm_turn`` activity reads them there, so that the history
-    holds each message once instead of once per later turn."""
+    of the ``AgentRun`` ``workflow_id``'s execution ``temporal_run_id`` (its
+    ``conversation`` query). The ``llm_turn`` activity reads them there, so
+    that the history holds each message once instead of once per later turn."""
+
+    model_config = _BY_WIRE_KEY
 
     workflow_id: str
-    run_id: str
+    temporal_run_id: str = Field(
+        alias="run_id", description="The Temporal run id of the AgentRun's execution."
+    )
     length: int = Field(ge=1)
 
 
 class AgentRef(BaseModel):
     """Where the agent of a turn lives: the config the model turns of the
-    ``AgentRun`` ``workflow_id``/``run_id`` are given (its MCP servers' listed
-    tools included), whose ``agent_digest`` is ``sha256`` (its ``agent``
-    query). The ``llm_turn`` activity reads it there, or from its worker's
-    cache by ``sha256``, so that the history holds the listing, the tool
-    schemas and the system prompt once per run instead of once per turn."""
+    ``AgentRun`` ``workflow_id``'s execution ``temporal_run_id`` are given
+    (its MCP servers' listed tools included), whose ``agent_digest`` is
+    ``sha256`` (its ``agent`` query). The ``llm_turn`` activity reads it
+    there, or from its worker's cache by ``sha256``, so that the history
+    holds the listing, the tool schemas and the system prompt once per run
+    instead of once per turn."""
+
+    model_config = _BY_WIRE_KEY
 
     workflow_id: str
-    run_id: str
+    temporal_run_id: str = Field(
+        alias="run_id", description="The Temporal run id of the AgentRun's execution."
+    )
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
