@@ -132,7 +132,7 @@ class LlmActivities:
                 "usage": usage,
                 "request": request,
                 "recorded_from": place.workflow_id,
-                "recorded_from_run_id": place.run_id,
+                "recorded_from_temporal_run_id": place.temporal_run_id,
                 "tool_traits": tool_traits(inp.agent),
             }
         )

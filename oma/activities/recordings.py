@@ -53,7 +53,7 @@ class Place(NamedTuple):
     task: str
     turn: int
     workflow_id: str
-    run_id: str | None = None
+    temporal_run_id: str | None = None
 
 
 class Recorded(NamedTuple):

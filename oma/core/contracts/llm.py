@@ -270,7 +270,13 @@ class LlmTurnInput(BaseModel):
 
 
 class LlmTurnOutput(BaseModel):
-    """The assistant's answer to one turn, as the Anthropic Messages API names it."""
+    """The assistant's answer to one turn, as the Anthropic Messages API names it.
+    ``recorded_from_temporal_run_id`` keeps its JSON key,
+    ``recorded_from_run_id``: histories hold it, and docs/fork.md names it."""
+
+    model_config = ConfigDict(
+        serialize_by_alias=True, validate_by_name=True, validate_by_alias=True
+    )
 
     content: list[ContentBlock]
     stop_reason: str = Field(description="end_turn | tool_use | max_tokens | stop_sequence | ...")
@@ -291,8 +297,9 @@ class LlmTurnOutput(BaseModel):
         description="A replayed turn: the AgentRun whose recorded answer this is; the "
         "provider was not called.",
     )
-    recorded_from_run_id: str | None = Field(
+    recorded_from_temporal_run_id: str | None = Field(
         default=None,
+        alias="recorded_from_run_id",
         description="A replayed turn: the Temporal run id of the execution of recorded_from "
         "whose answer this is (none: read from exported histories that do not say).",
     )
