@@ -15,19 +15,19 @@ from oma.core.schema.pricing import ModelPrice, priced
 from oma.core.schema.tools import ToolTraits
 from oma.core.schema.usage import MAX_TURN_TOKENS, TokenUsage
 
-_BY_WIRE_KEY = ConfigDict(serialize_by_alias=True, validate_by_name=True, validate_by_alias=True)
-"""A reference's ``temporal_run_id`` keeps its JSON key, ``run_id``: the
-``llm_turn`` inputs in histories hold it, and an activity in flight during an
-upgrade reads it."""
-
 
 class ConversationRef(BaseModel):
     """Where the conversation of a turn lives: the first ``length`` messages
     of the ``AgentRun`` ``workflow_id``'s execution ``temporal_run_id`` (its
     ``conversation`` query). The ``llm_turn`` activity reads them there, so
-    that the history holds each message once instead of once per later turn."""
+    that the history holds each message once instead of once per later turn.
+    ``temporal_run_id`` keeps its JSON key, ``run_id``: the ``llm_turn``
+    inputs in histories hold it, and an activity in flight during an upgrade
+    reads it."""
 
-    model_config = _BY_WIRE_KEY
+    model_config = ConfigDict(
+        serialize_by_alias=True, validate_by_name=True, validate_by_alias=True
+    )
 
     workflow_id: str
     temporal_run_id: str = Field(
@@ -43,9 +43,12 @@ class AgentRef(BaseModel):
     ``sha256`` (its ``agent`` query). The ``llm_turn`` activity reads it
     there, or from its worker's cache by ``sha256``, so that the history
     holds the listing, the tool schemas and the system prompt once per run
-    instead of once per turn."""
+    instead of once per turn. ``temporal_run_id`` keeps its JSON key,
+    ``run_id``, as a ``ConversationRef``'s."""
 
-    model_config = _BY_WIRE_KEY
+    model_config = ConfigDict(
+        serialize_by_alias=True, validate_by_name=True, validate_by_alias=True
+    )
 
     workflow_id: str
     temporal_run_id: str = Field(
