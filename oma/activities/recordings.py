@@ -275,8 +275,8 @@ async def fetch(
     """The histories of the ``TeamRun`` ``run_id``'s execution
     ``temporal_run_id`` (none: its latest) and of those it continued as new
     from, and of every ``AgentRun`` execution those started (by the Temporal
-    run ids their start events give: a later run under the same workflow id starts
-    children under the same ids); for a fork (or a run that reused
+    run ids their start events give: a later run under the same workflow id
+    starts children under the same ids); for a fork (or a run that reused
     another's work), those of the ``AgentRun``s its kept tasks ran in, where
     their turns are (a fork of a fork runs them again): the executions that
     returned their outputs, where the state names them. Raises
