@@ -163,9 +163,9 @@ async def child_execution(
     seen: dict[tuple[str, str], Children],
 ) -> str | None:
     """The Temporal run id of the ``AgentRun`` ``child_id`` that the
-    ``TeamRun`` execution ``origin`` names started (its last, for a task retried), read
-    from that execution's history and, back along a chain that continued as
-    new, its predecessors'; ``seen`` caches each history's children. ``None``
+    ``TeamRun`` execution ``origin`` names started (its last, for a task
+    retried), read from that execution's history and, back along a chain that
+    continued as new, its predecessors'; ``seen`` caches each history's children. ``None``
     when ``origin`` names no execution (a run from before it: the latest is
     read) or none started it. Raises ``RPCError``."""
     execution = origin.temporal_run_id
