@@ -165,9 +165,9 @@ async def child_execution(
     """The Temporal run id of the ``AgentRun`` ``child_id`` that the
     ``TeamRun`` execution ``origin`` names started (its last, for a task
     retried), read from that execution's history and, back along a chain that
-    continued as new, its predecessors'; ``seen`` caches each history's children. ``None``
-    when ``origin`` names no execution (a run from before it: the latest is
-    read) or none started it. Raises ``RPCError``."""
+    continued as new, its predecessors'; ``seen`` caches each history's
+    children. ``None`` when ``origin`` names no execution (a run from before
+    it: the latest is read) or none started it. Raises ``RPCError``."""
     execution = origin.temporal_run_id
     while execution:
         key = (origin.run_id, execution)
