@@ -307,7 +307,7 @@ async def test_an_earlier_run_under_the_same_workflow_id_reads_back_its_own_kept
     # a run reads back its kept outputs (read_task_outputs) by execution too
     ref = f"{workflow_id}/t"
     read = ActivityEnvironment(client).run(
-        task_outputs.read_task_outputs, ReadOutputsInput(refs=[ref], run_ids={ref: child})
+        task_outputs.read_task_outputs, ReadOutputsInput(refs=[ref], temporal_run_ids={ref: child})
     )
     assert (await read).outputs == {ref: "a" * 5_000}
 

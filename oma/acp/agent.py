@@ -227,9 +227,9 @@ class TeamAgent:
         """Replay the session's earlier runs (each prompt and final message),
         draw its latest run as it stands, and go on streaming it."""
         with _as_rpc_error():
-            session, client, run_id = await self._attach(session_id, cwd, mcp_servers)
+            session, client, execution = await self._attach(session_id, cwd, mcp_servers)
             await self._replay(client, session)
-        follower = self._follower(client, session, run_id)
+        follower = self._follower(client, session, execution)
         drawn = asyncio.Event()
         follower.drawn = drawn
         follower.asking.clear()  # permission prompts once the response is out
@@ -246,8 +246,8 @@ class TeamAgent:
     ) -> ResumeSessionResponse:
         """Reattach without replaying: the run is drawn as it stands, after the response."""
         with _as_rpc_error():
-            session, client, run_id = await self._attach(session_id, cwd, mcp_servers)
-        follower = self._follower(client, session, run_id)
+            session, client, execution = await self._attach(session_id, cwd, mcp_servers)
+        follower = self._follower(client, session, execution)
 
         async def follow() -> TeamRunResult | None:
             try:
@@ -585,7 +585,8 @@ class TeamAgent:
     async def _attach(
         self, session_id: str, cwd: str, mcp_servers: list[Any] | None
     ) -> tuple[Session, Client, str | None]:
-        """The session of the run ``session_id`` (its latest execution's run id)."""
+        """The session of the run ``session_id`` (and its latest execution's
+        Temporal run id)."""
         where = session_dir(cwd)
         client, _queue = await self.connect()
         try:
@@ -617,7 +618,7 @@ class TeamAgent:
         self.sessions[session_id] = session
         return session, client, described.run_id
 
-    def _follower(self, client: Client, session: Session, run_id: str | None) -> Follower:
+    def _follower(self, client: Client, session: Session, temporal_run_id: str | None) -> Follower:
         raw = session.team.raw if session.team is not None else {}
         options = raw.get("options") or {}
         return Follower(
@@ -625,7 +626,7 @@ class TeamAgent:
             self.conn,
             session.id,
             session.id,
-            run_id,
+            temporal_run_id,
             send=lambda update: self._send(session, update),
             reviewer=self.reviewer,
             rules=session.rules,
@@ -672,7 +673,7 @@ class TeamAgent:
                 return None
             branch = session.branch
             handle = client.get_workflow_handle(
-                branch.workflow_id, run_id=branch.run_id, result_type=TeamRunResult
+                branch.workflow_id, run_id=branch.temporal_run_id, result_type=TeamRunResult
             )
             described = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
             if described.status == WorkflowExecutionStatus.RUNNING:

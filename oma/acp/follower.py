@@ -81,8 +81,9 @@ Send = Callable[[Any], Awaitable[None]]
 
 
 class Follower:
-    """Streams the ``TeamRun`` ``workflow_id`` (its execution ``run_id`` and
-    what it continues as) to one editor session (module docstring).
+    """Streams the ``TeamRun`` ``workflow_id`` (its execution
+    ``temporal_run_id`` and what it continues as) to one editor session
+    (module docstring).
 
     ``send`` sends one session update; ``conn`` is the SDK's
     ``AgentSideConnection`` (for permission prompts); ``kinds`` maps agent
@@ -96,7 +97,7 @@ class Follower:
         conn: Any,
         session_id: str,
         workflow_id: str,
-        run_id: str | None,
+        temporal_run_id: str | None,
         *,
         send: Send,
         reviewer: Reviewer,
@@ -109,9 +110,9 @@ class Follower:
         self.workflow_id = workflow_id
         self.query_handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(workflow_id)
         self.result_handle: WorkflowHandle[Any, TeamRunResult] = client.get_workflow_handle(
-            workflow_id, run_id=run_id, result_type=TeamRunResult
+            workflow_id, run_id=temporal_run_id, result_type=TeamRunResult
         )
-        self.run_id = run_id
+        self.temporal_run_id = temporal_run_id
         self.send = send
         self.kinds = kinds
         self.token_budget = token_budget
@@ -366,7 +367,7 @@ class Follower:
             if (produced := outputs_text(result)) is not None:
                 text += f"\n\n{produced}"
         chunk = update_agent_message_text(cut_text(text, FINAL_MESSAGE_CHARS))
-        chunk.message_id = f"{self.workflow_id}/{self.run_id or 'latest'}/final"
+        chunk.message_id = f"{self.workflow_id}/{self.temporal_run_id or 'latest'}/final"
         return chunk
 
 

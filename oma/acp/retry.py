@@ -56,7 +56,7 @@ class Retry:
 
     fork: ForkInput
     forked: ForkedRun
-    source_run_id: str
+    source_temporal_run_id: str
     """The Temporal run id of the execution it retries."""
     source_memo: dict[str, Any] | None
     """That execution's ``oma acp`` memo (``None``: another client started it)."""
@@ -137,5 +137,5 @@ async def _source(
     except RPCError as err:
         if err.status != RPCStatusCode.NOT_FOUND or branch is None:
             raise
-    pinned = client.get_workflow_handle(branch.workflow_id, run_id=branch.run_id)
+    pinned = client.get_workflow_handle(branch.workflow_id, run_id=branch.temporal_run_id)
     return await pinned.describe(rpc_timeout=QUERY_TIMEOUT)

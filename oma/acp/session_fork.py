@@ -36,10 +36,10 @@ QUERY_TIMEOUT = timedelta(seconds=10)
 class Branch:
     """The run a forked session's runs start from until it has one of its
     own: the session it was forked from (``workflow_id``) and the execution
-    that was that session's latest (``run_id``)."""
+    that was that session's latest (``temporal_run_id``)."""
 
     workflow_id: str
-    run_id: str
+    temporal_run_id: str
 
 
 def fork_id(session_id: str) -> str:

@@ -1,14 +1,15 @@
 """What a worker has read of the conversations of the runs whose turns it serves.
 
 An ``AgentRun`` sends its conversation to ``llm_turn`` by reference
-(``ConversationRef``), and within one run (a workflow id and a run id) the
-conversation only grows: a message its ``conversation`` query answered once
-never changes. So a worker keeps what it read of each run's conversation,
-with the chain of its digests (``oma.core.contracts.llm.message_chain``), and
-asks the query only for the messages after them: each turn reads and digests
-the new messages, not the whole conversation again (in a 300-call tool loop,
-3 MB a turn by the last ones). A worker that never served the run, or has let
-it go, reads it from the first message, as before.
+(``ConversationRef``), and within one execution (a workflow id and a Temporal
+run id) the conversation only grows: a message its ``conversation`` query
+answered once never changes. So a worker keeps what it read of each run's
+conversation, with the chain of its digests
+(``oma.core.contracts.llm.message_chain``), and asks the query only for the
+messages after them: each turn reads and digests the new messages, not the
+whole conversation again (in a 300-call tool loop, 3 MB a turn by the last
+ones). A worker that never served the run, or has let it go, reads it from
+the first message, as before.
 """
 
 from __future__ import annotations
@@ -52,9 +53,9 @@ class Conversation:
 
 
 class Conversations:
-    """The conversations a worker read, by ``(workflow id, run id)``, at most
-    ``max_bytes`` of JSON in all (a conversation larger than that is read
-    whole at every turn, and not kept)."""
+    """The conversations a worker read, by ``(workflow id, Temporal run id)``,
+    at most ``max_bytes`` of JSON in all (a conversation larger than that is
+    read whole at every turn, and not kept)."""
 
     def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
@@ -66,10 +67,10 @@ class Conversations:
         chain, reading only those this worker does not hold yet through the
         run's ``conversation`` query (in slices of ``QUERY_SLICE_BYTES``).
         Raises ``RuntimeError`` when the run's conversation is shorter."""
-        key = (ref.workflow_id, ref.run_id)
+        key = (ref.workflow_id, ref.temporal_run_id)
         kept = self._kept.pop(key, None) or Conversation()
         self._size -= kept.size
-        handle = client.get_workflow_handle(ref.workflow_id, run_id=ref.run_id)
+        handle = client.get_workflow_handle(ref.workflow_id, run_id=ref.temporal_run_id)
         while len(kept.messages) < ref.length:
             start = len(kept.messages)
             part: list[LLMMessage] = await handle.query(

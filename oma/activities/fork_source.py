@@ -41,11 +41,15 @@ async def read_fork_source(inp: ReadForkSourceInput) -> ForkedRun:
         if is_fork_input(inp.fork):
             fork = parse_fork_input(inp.fork)
             forked = await fork_of(
-                activity.client(), fork, inp.workflow_id, own_run_id=own, stored=inp.stored
+                activity.client(), fork, inp.workflow_id, own_temporal_run_id=own, stored=inp.stored
             )
         else:
             forked = await reuse_of(
-                activity.client(), inp.fork, inp.workflow_id, own_run_id=own, stored=inp.stored
+                activity.client(),
+                inp.fork,
+                inp.workflow_id,
+                own_temporal_run_id=own,
+                stored=inp.stored,
             )
         await _consequential(activity.client(), forked)
         return fitted(forked, inp.workflow_id, stored=inp.stored)

@@ -132,7 +132,7 @@ class LlmActivities:
                 "usage": usage,
                 "request": request,
                 "recorded_from": place.workflow_id,
-                "recorded_from_run_id": place.run_id,
+                "recorded_from_temporal_run_id": place.temporal_run_id,
                 "tool_traits": tool_traits(inp.agent),
             }
         )
@@ -155,7 +155,9 @@ class LlmActivities:
         """The agent ``ref`` names: from the cache, else the run's ``agent`` query."""
         agent = self.agents.get(ref.sha256)
         if agent is None:
-            handle = activity.client().get_workflow_handle(ref.workflow_id, run_id=ref.run_id)
+            handle = activity.client().get_workflow_handle(
+                ref.workflow_id, run_id=ref.temporal_run_id
+            )
             agent = await handle.query(QueryName.AGENT, ref.sha256, result_type=_AGENT_OR_NONE)
             if agent is None:
                 raise RuntimeError(f"the agent of {ref.workflow_id} is not {ref.sha256}")

@@ -53,7 +53,7 @@ class Place(NamedTuple):
     task: str
     turn: int
     workflow_id: str
-    run_id: str | None = None
+    temporal_run_id: str | None = None
 
 
 class Recorded(NamedTuple):
@@ -274,9 +274,9 @@ async def fetch(
 ) -> list[WorkflowHistory]:
     """The histories of the ``TeamRun`` ``run_id``'s execution
     ``temporal_run_id`` (none: its latest) and of those it continued as new
-    from, and of every ``AgentRun`` execution those started (by the run ids
-    their start events give: a later run under the same workflow id starts
-    children under the same ids); for a fork (or a run that reused
+    from, and of every ``AgentRun`` execution those started (by the Temporal
+    run ids their start events give: a later run under the same workflow id
+    starts children under the same ids); for a fork (or a run that reused
     another's work), those of the ``AgentRun``s its kept tasks ran in, where
     their turns are (a fork of a fork runs them again): the executions that
     returned their outputs, where the state names them. Raises
@@ -295,16 +295,18 @@ async def fetch(
     own = {c.workflow_id for c in children}
     kept = [k for k in await _kept_from(chain[0], client.data_converter) if k[0] not in own]
 
-    async def runs_of(workflow_id: str, run: str | None) -> list[WorkflowHistory]:
+    async def runs_of(workflow_id: str, temporal_run_id: str | None) -> list[WorkflowHistory]:
         try:
-            return await execution_chain(client, workflow_id, run, later=True, limit=limit)
+            return await execution_chain(
+                client, workflow_id, temporal_run_id, later=True, limit=limit
+            )
         except RPCError as err:  # past its retention: its turns are not there to match
             logger.warning("the recorded turns of %s not read: %s", workflow_id, err)
             return []
 
     fetched = await asyncio.gather(
         *(runs_of(c.workflow_id, c.run_id) for c in children),
-        *(runs_of(workflow_id, run) for workflow_id, run in kept),
+        *(runs_of(workflow_id, execution) for workflow_id, execution in kept),
     )
     return [*chain, *(h for runs in fetched for h in runs)]
 

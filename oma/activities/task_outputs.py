@@ -17,7 +17,7 @@ from oma.records.outputs import kept_output
 @activity.defn(name=ActivityName.READ_TASK_OUTPUTS)
 async def read_task_outputs(inp: ReadOutputsInput) -> ReadOutputsOutput:
     """The output of each ``AgentRun`` in ``inp.refs`` (workflow ids), from
-    its result (of the execution ``inp.run_ids`` names, else the latest),
+    its result (of the execution ``inp.temporal_run_ids`` names, else the latest),
     through this worker's Temporal client.
 
     Raises a non-retryable ``ApplicationError`` when a run is gone (past the
@@ -27,9 +27,8 @@ async def read_task_outputs(inp: ReadOutputsInput) -> ReadOutputsOutput:
     client = activity.client()
     outputs: dict[str, str] = {}
     for ref in inp.refs:
-        run_id = inp.run_ids.get(ref)
         try:
-            outputs[ref] = await kept_output(client, ref, run_id)
+            outputs[ref] = await kept_output(client, ref, inp.temporal_run_ids.get(ref))
         except WorkflowFailureError as err:
             raise ApplicationError(f"{ref} did not complete: {err}", non_retryable=True) from err
         except RPCError as err:

@@ -482,8 +482,9 @@ def replay(
         str | None,
         typer.Option(help="The run's workflow id (default: read from the history's children)."),
     ] = None,
-    run_id: Annotated[
-        str | None, typer.Option(help="With a workflow id: this execution (default: latest).")
+    temporal_run_id: Annotated[
+        str | None,
+        typer.Option("--run-id", help="With a workflow id: this execution (default: latest)."),
     ] = None,
     at: Annotated[
         str | None,
@@ -534,9 +535,9 @@ def replay(
     from oma.cli.debug.command import ReplayAsked, replay_debug
 
     run = run_or_file
-    asked = ReplayAsked(run, workflow_id, run_id, at, as_json, trace, debug, break_at, ide)
+    asked = ReplayAsked(run, workflow_id, temporal_run_id, at, as_json, trace, debug, break_at, ide)
     if open_runs:
-        if run is not None or workflow_id or run_id or asked.debugging or as_json:
+        if run is not None or workflow_id or temporal_run_id or asked.debugging or as_json:
             raise _fail("--open replays the open runs, alone: give no run and no other mode", 2)
         from oma.cli.replay import replay_open
 

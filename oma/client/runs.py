@@ -22,7 +22,7 @@ from oma.core.schema.errors import OMAError, error_for
 from oma.core.schema.limits import check_child_ids
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import RecordedModels, TeamRunInput
-from oma.records.executions import latest_run_id
+from oma.records.executions import latest_temporal_run_id
 from oma.records.outputs import read_task_outputs
 from oma.runtime.converter import codec_key_error
 
@@ -93,7 +93,7 @@ async def _reuse_pinned(client: Client, run_input: TeamRunInput) -> TeamRunInput
     reuse = run_input.options.reuse
     if reuse is None or reuse.temporal_run_id is not None:
         return run_input
-    latest = await latest_run_id(client, reuse.from_)
+    latest = await latest_temporal_run_id(client, reuse.from_)
     if latest is None:
         return run_input
     pinned = reuse.model_copy(update={"temporal_run_id": latest})
@@ -111,7 +111,7 @@ async def _models_pinned(client: Client, run_input: TeamRunInput) -> TeamRunInpu
         return run_input
     if models.temporal_run_id is not None:
         return run_input
-    latest = await latest_run_id(client, models.from_)
+    latest = await latest_temporal_run_id(client, models.from_)
     if latest is None:
         return run_input
     pinned = models.model_copy(update={"temporal_run_id": latest})

@@ -23,7 +23,7 @@ from oma.core.schema.errors import InvalidForkError
 from oma.core.schema.task import ReusedFrom
 
 
-async def latest_run_id(client: Client, workflow_id: str) -> str | None:
+async def latest_temporal_run_id(client: Client, workflow_id: str) -> str | None:
     """The Temporal run id of the latest execution of ``workflow_id``;
     ``None`` when there is none. Raises the server's other ``RPCError``s."""
     try:
@@ -35,17 +35,17 @@ async def latest_run_id(client: Client, workflow_id: str) -> str | None:
 
 
 async def latest_execution(
-    client: Client, run_id: str, *, hint: str, not_run_id: str | None = None
+    client: Client, run_id: str, *, hint: str, not_temporal_run_id: str | None = None
 ) -> str:
-    """The Temporal run id of the latest execution of the workflow
-    ``run_id``, other than ``not_run_id`` (a run under the same workflow id
-    that reads its predecessor: then the newest other one Temporal's
-    visibility lists). Raises ``InvalidForkError`` when there is none, its
-    message ending with ``hint`` (what to give instead)."""
-    latest = await latest_run_id(client, run_id)
-    if latest is not None and latest != not_run_id:
+    """The Temporal run id of the latest execution of the run (workflow id)
+    ``run_id``, other than ``not_temporal_run_id`` (a run under the same
+    workflow id that reads its predecessor: then the newest other one
+    Temporal's visibility lists). Raises ``InvalidForkError`` when there is
+    none, its message ending with ``hint`` (what to give instead)."""
+    latest = await latest_temporal_run_id(client, run_id)
+    if latest is not None and latest != not_temporal_run_id:
         return latest
-    others = [wf for wf in await executions_of(client, run_id) if wf.run_id != not_run_id]
+    others = [wf for wf in await executions_of(client, run_id) if wf.run_id != not_temporal_run_id]
     if latest is None or not others:
         before = " before this one" if latest is not None else ""
         raise InvalidForkError(
@@ -114,7 +114,7 @@ async def workflow_task_failure(
 
 
 Children = dict[str, str]
-"""Child workflow id -> the run id of its last execution a ``TeamRun``
+"""Child workflow id -> the Temporal run id of its last execution a ``TeamRun``
 execution started, and ``CONTINUED_FROM`` -> the execution it continued
 from, if any (``children_of``)."""
 
@@ -122,12 +122,12 @@ CONTINUED_FROM = ""
 """The key ``children_of`` answers an execution's predecessor under (no child id is empty)."""
 
 
-async def children_of(client: Client, workflow_id: str, run_id: str) -> Children:
-    """The children the ``TeamRun`` execution ``run_id`` of ``workflow_id``
-    started, and the execution it continued from (``Children``), read from
-    its history. Raises ``RPCError``."""
+async def children_of(client: Client, workflow_id: str, temporal_run_id: str) -> Children:
+    """The children the ``TeamRun`` execution ``temporal_run_id`` of
+    ``workflow_id`` started, and the execution it continued from
+    (``Children``), read from its history. Raises ``RPCError``."""
     found: Children = {}
-    handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+    handle = client.get_workflow_handle(workflow_id, run_id=temporal_run_id)
     async for event in handle.fetch_history_events():
         if event.HasField("workflow_execution_started_event_attributes"):
             previous = event.workflow_execution_started_event_attributes.continued_execution_run_id
@@ -162,19 +162,19 @@ async def child_execution(
     child_id: str,
     seen: dict[tuple[str, str], Children],
 ) -> str | None:
-    """The run id of the ``AgentRun`` ``child_id`` that the ``TeamRun``
-    execution ``origin`` names started (its last, for a task retried), read
-    from that execution's history and, back along a chain that continued as
-    new, its predecessors'; ``seen`` caches each history's children. ``None``
-    when ``origin`` names no execution (a run from before it: the latest is
-    read) or none started it. Raises ``RPCError``."""
-    run_id = origin.temporal_run_id
-    while run_id:
-        key = (origin.run_id, run_id)
+    """The Temporal run id of the ``AgentRun`` ``child_id`` that the
+    ``TeamRun`` execution ``origin`` names started (its last, for a task
+    retried), read from that execution's history and, back along a chain that
+    continued as new, its predecessors'; ``seen`` caches each history's
+    children. ``None`` when ``origin`` names no execution (a run from before
+    it: the latest is read) or none started it. Raises ``RPCError``."""
+    execution = origin.temporal_run_id
+    while execution:
+        key = (origin.run_id, execution)
         if key not in seen:
-            seen[key] = await children_of(client, origin.run_id, run_id)
+            seen[key] = await children_of(client, origin.run_id, execution)
         found = seen[key].get(child_id)
         if found is not None:
             return found
-        run_id = seen[key].get(CONTINUED_FROM)
+        execution = seen[key].get(CONTINUED_FROM)
     return None

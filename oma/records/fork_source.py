@@ -61,21 +61,21 @@ async def fork_of(
     workflow_id: str,
     *,
     read_outputs: bool = True,
-    own_run_id: str | None = None,
+    own_temporal_run_id: str | None = None,
     stored: bool = False,
 ) -> ForkedRun:
     """``fork`` as the run ``workflow_id`` goes on (``oma.core.rules.fork.fork_run``),
     its source read through ``client`` unless given inline (``fork.fork.source``):
     the execution ``fork.fork.temporal_run_id`` names, else the latest but the
-    fork's own (``own_run_id``: a fork under its source's workflow id reads
-    its predecessor); with ``read_outputs``, the kept outputs it reads read
-    back into its state (up to ``READ_BATCH_BYTES``; the rest the run reads
+    fork's own (``own_temporal_run_id``: a fork under its source's workflow id
+    reads its predecessor); with ``read_outputs``, the kept outputs it reads
+    read back into its state (up to ``READ_BATCH_BYTES``; the rest the run reads
     back as it resumes); ``stored``: the fork's payloads go to a payload
     store (its budget: ``limits.state_budget``). Raises ``InvalidForkError``
     and the run input's errors; ``RPCError``."""
     inline = fork.fork.source
     source = inline or await read_source(
-        client, fork.fork.run_id, fork.fork.temporal_run_id, not_run_id=own_run_id
+        client, fork.fork.run_id, fork.fork.temporal_run_id, not_temporal_run_id=own_temporal_run_id
     )
     forked = fork_run(
         fork,
@@ -98,11 +98,11 @@ async def read_source(
     temporal_run_id: str | None = None,
     *,
     hint: str = "oma fork --history FILE forks an exported history",
-    not_run_id: str | None = None,
+    not_temporal_run_id: str | None = None,
 ) -> ForkSource:
     """The ``TeamRun`` ``run_id`` as a fork reads it: its execution
-    ``temporal_run_id`` (none: its latest other than ``not_run_id``, the
-    reader's own execution), the first and the last event of its history,
+    ``temporal_run_id`` (none: its latest other than ``not_temporal_run_id``,
+    the reader's own execution), the first and the last event of its history,
     read at once, and its ``state`` query when the last is not its end. A
     source that is itself a fork started with a ``fork`` input: its input is
     the one its ``read_fork_source`` made (``ForkReads``). The answer names
@@ -110,7 +110,9 @@ async def read_source(
     an unknown run or execution, another workflow type, or a fork that has
     not read its own source, or a sharded run (its shards hold its tasks)."""
     if temporal_run_id is None:
-        temporal_run_id = await latest_execution(client, run_id, hint=hint, not_run_id=not_run_id)
+        temporal_run_id = await latest_execution(
+            client, run_id, hint=hint, not_temporal_run_id=not_temporal_run_id
+        )
     execution = WorkflowExecution(workflow_id=run_id, run_id=temporal_run_id)
     try:
         first, last = await asyncio.gather(
@@ -162,21 +164,25 @@ async def reuse_of(
     workflow_id: str,
     *,
     read_outputs: bool = True,
-    own_run_id: str | None = None,
+    own_temporal_run_id: str | None = None,
     stored: bool = False,
 ) -> ForkedRun:
     """The run ``workflow_id`` of ``payload`` (a ``TeamRun`` input with
     ``options.reuse``) as it goes on, keeping what its reference run did that
     would come out the same (``oma.core.rules.reuse.reuse_run``); with
-    ``read_outputs``, ``own_run_id`` and ``stored`` as ``fork_of``. Raises
-    ``InvalidForkError`` (an unknown reference run) and the run input's
-    errors; ``RPCError``."""
+    ``read_outputs``, ``own_temporal_run_id`` and ``stored`` as ``fork_of``.
+    Raises ``InvalidForkError`` (an unknown reference run) and the run
+    input's errors; ``RPCError``."""
     inp = parse_team_run_input(payload)
     reuse = inp.options.reuse
     assert reuse is not None
     hint = "options.reuse.from names the run whose completed tasks to reuse"
     source = await read_source(
-        client, reuse.from_, reuse.temporal_run_id, hint=hint, not_run_id=own_run_id
+        client,
+        reuse.from_,
+        reuse.temporal_run_id,
+        hint=hint,
+        not_temporal_run_id=own_temporal_run_id,
     )
     now = datetime.now(UTC)
     if reuse.temporal_run_id is None and source.temporal_run_id is not None:

@@ -24,30 +24,35 @@ FETCHES_AT_ONCE = 32
 5,000, one after the other, took 17 s of round trips)."""
 
 ChildHistory = Callable[[str, str], Awaitable[WorkflowHistory | None]]
-"""``(workflow id, run id)`` -> that execution's history, ``None`` when there is none."""
+"""``(workflow id, Temporal run id)`` -> that execution's history, ``None`` when there
+is none."""
 
 
 async def history_of(
-    client: Client, workflow_id: str, run_id: str | None = None
+    client: Client, workflow_id: str, temporal_run_id: str | None = None
 ) -> WorkflowHistory:
-    """The history of ``workflow_id``'s execution ``run_id`` (none: its
-    latest). Raises ``RPCError`` (``NOT_FOUND`` for an unknown workflow id
-    or execution)."""
-    return await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    """The history of ``workflow_id``'s execution ``temporal_run_id`` (none:
+    its latest). Raises ``RPCError`` (``NOT_FOUND`` for an unknown workflow
+    id or execution)."""
+    return await client.get_workflow_handle(workflow_id, run_id=temporal_run_id).fetch_history()
 
 
 async def fetch_histories(
-    client: Client, workflow_id: str, run_id: str | None = None, *, children: bool = True
+    client: Client,
+    workflow_id: str,
+    temporal_run_id: str | None = None,
+    *,
+    children: bool = True,
 ) -> list[WorkflowHistory]:
-    """The histories of ``workflow_id`` (its execution ``run_id``, else its
-    latest run, and the runs it continued from) and, with ``children``, of
+    """The histories of ``workflow_id`` (its execution ``temporal_run_id``,
+    else its latest run, and the runs it continued from) and, with ``children``, of
     every child those runs started (each child's continue-as-new chain
     followed forward; ``FETCHES_AT_ONCE`` at a time, in order). Raises
     ``temporalio.service.RPCError`` (``NOT_FOUND`` for an unknown workflow id).
 
     To read a run without holding every child's history, fetch its own
     (without ``children``) and give ``build_run_view`` ``server_histories``."""
-    chain = await execution_chain(client, workflow_id, run_id)
+    chain = await execution_chain(client, workflow_id, temporal_run_id)
     histories = list(chain)
     if children:
         fetch = server_histories(client)
@@ -62,21 +67,21 @@ async def fetch_histories(
 async def execution_chain(
     client: Client,
     workflow_id: str,
-    run_id: str | None,
+    temporal_run_id: str | None,
     *,
     later: bool = False,
     limit: asyncio.Semaphore | None = None,
 ) -> list[WorkflowHistory]:
-    """The histories of ``workflow_id``'s execution ``run_id`` (none: its
-    latest) and of those it continued as new from, with ``later`` those it
+    """The histories of ``workflow_id``'s execution ``temporal_run_id`` (none:
+    its latest) and of those it continued as new from, with ``later`` those it
     continued as new in too, in order; each fetch under ``limit``, if given.
     Raises ``RPCError`` (``NOT_FOUND`` for an unknown workflow id)."""
 
-    async def history(run: str | None) -> WorkflowHistory:
+    async def history(execution: str | None) -> WorkflowHistory:
         async with limit or contextlib.nullcontext():
-            return await history_of(client, workflow_id, run)
+            return await history_of(client, workflow_id, execution)
 
-    found = [await history(run_id)]
+    found = [await history(temporal_run_id)]
     while previous := started(found[0]).continued_execution_run_id:
         found.insert(0, await history(previous))
     while later and (following := continued_as(found[-1])):
@@ -87,9 +92,9 @@ async def execution_chain(
 def server_histories(client: Client) -> ChildHistory:
     """A ``ChildHistory`` that fetches from the server ``client`` talks to."""
 
-    async def fetch(workflow_id: str, run_id: str) -> WorkflowHistory | None:
+    async def fetch(workflow_id: str, temporal_run_id: str) -> WorkflowHistory | None:
         try:
-            return await history_of(client, workflow_id, run_id)
+            return await history_of(client, workflow_id, temporal_run_id)
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return None
@@ -98,10 +103,13 @@ def server_histories(client: Client) -> ChildHistory:
     return fetch
 
 
-async def chain_of(fetch: ChildHistory, workflow_id: str, run_id: str) -> list[WorkflowHistory]:
-    """The histories of the execution ``run_id`` and of those it continued as."""
+async def chain_of(
+    fetch: ChildHistory, workflow_id: str, temporal_run_id: str
+) -> list[WorkflowHistory]:
+    """The histories of ``workflow_id``'s execution ``temporal_run_id`` and of
+    those it continued as."""
     runs: list[WorkflowHistory] = []
-    following: str | None = run_id
+    following: str | None = temporal_run_id
     while following and (history := await fetch(workflow_id, following)) is not None:
         runs.append(history)
         following = continued_as(history)
@@ -130,7 +138,7 @@ async def in_order(works: Iterable[Awaitable[T]], at_once: int) -> AsyncIterator
 
 
 def continued_as(history: WorkflowHistory) -> str | None:
-    """The run id of the execution ``history`` continued as, if it did."""
+    """The Temporal run id of the execution ``history`` continued as, if it did."""
     last = history.events[-1]
     if last.HasField("workflow_execution_continued_as_new_event_attributes"):
         return str(last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id)

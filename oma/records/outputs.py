@@ -20,20 +20,23 @@ OUTPUT_READS = 8
 """How many kept outputs are read back at once."""
 
 
-async def agent_run_result(client: Client, ref: str, run_id: str | None = None) -> AgentRunResult:
+async def agent_run_result(
+    client: Client, ref: str, temporal_run_id: str | None = None
+) -> AgentRunResult:
     """The result of the ``AgentRun`` ``ref`` (a workflow id), of its
-    execution ``run_id`` (``None``: the latest). Raises ``RPCError`` (e.g.
+    execution ``temporal_run_id`` (``None``: the latest). Raises ``RPCError`` (e.g.
     ``NOT_FOUND`` for a run past the namespace's retention) and
     ``WorkflowFailureError`` (a run that did not complete)."""
-    handle = client.get_workflow_handle(ref, run_id=run_id, result_type=AgentRunResult)
+    handle = client.get_workflow_handle(ref, run_id=temporal_run_id, result_type=AgentRunResult)
     result: AgentRunResult = await handle.result()
     return result
 
 
-async def kept_output(client: Client, ref: str, run_id: str | None = None) -> str:
-    """The output kept by reference at ``ref`` (of its execution ``run_id``):
-    its ``AgentRun``'s result's. Raises as ``agent_run_result``."""
-    return (await agent_run_result(client, ref, run_id)).output
+async def kept_output(client: Client, ref: str, temporal_run_id: str | None = None) -> str:
+    """The output kept by reference at ``ref`` (of its execution
+    ``temporal_run_id``): its ``AgentRun``'s result's. Raises as
+    ``agent_run_result``."""
+    return (await agent_run_result(client, ref, temporal_run_id)).output
 
 
 async def read_task_outputs(client: Client, tasks: Iterable[TaskState]) -> None:

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.api.enums.v1 import EventType, StartChildWorkflowExecutionFailedCause
 from temporalio.api.failure.v1 import Failure
@@ -110,10 +110,17 @@ class Span(BaseModel):
 
 
 class ChildRunView(BaseModel):
-    """One child workflow run of the team run and the activities it ran."""
+    """One child workflow run of the team run and the activities it ran.
+    ``temporal_run_id`` keeps its JSON key, ``run_id`` (``oma show --json``)."""
+
+    model_config = ConfigDict(
+        serialize_by_alias=True, validate_by_name=True, validate_by_alias=True
+    )
 
     span: Span
-    run_id: str | None = None
+    temporal_run_id: str | None = Field(
+        default=None, alias="run_id", description="The Temporal run id of its execution."
+    )
     activities: list[Span] = Field(default_factory=list)
     output: str | None = Field(
         default=None, description="What its result says it returned (AgentRunResult.output)."
@@ -234,10 +241,19 @@ class ShardView(BaseModel):
 
 
 class RunView(BaseModel):
-    """A ``TeamRun`` as its histories tell it."""
+    """A ``TeamRun`` as its histories tell it. ``temporal_run_ids`` keeps its
+    JSON key, ``run_ids`` (``oma show --json``)."""
+
+    model_config = ConfigDict(
+        serialize_by_alias=True, validate_by_name=True, validate_by_alias=True
+    )
 
     workflow_id: str
-    run_ids: list[str] = Field(default_factory=list, description="Its continue-as-new chain.")
+    temporal_run_ids: list[str] = Field(
+        default_factory=list,
+        alias="run_ids",
+        description="Its continue-as-new chain: the Temporal run ids of its executions, in order.",
+    )
     execution_status: str = Field(
         description="Temporal's: RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED, TIMED_OUT."
     )
@@ -395,11 +411,11 @@ LOCAL_ACTIVITY_MARKER = "core_local_activity"
 LOCAL_TURN = "model turn"
 
 
-def _among(by_run: dict[str, WorkflowHistory]) -> ChildHistory:
-    """A ``ChildHistory`` that finds a history among those given, by run id."""
+def _among(by_execution: dict[str, WorkflowHistory]) -> ChildHistory:
+    """A ``ChildHistory`` that finds a history among those given, by Temporal run id."""
 
-    async def find(workflow_id: str, run_id: str) -> WorkflowHistory | None:
-        return by_run.get(run_id)
+    async def find(workflow_id: str, temporal_run_id: str) -> WorkflowHistory | None:
+        return by_execution.get(temporal_run_id)
 
     return find
 
@@ -412,7 +428,7 @@ def _proto_time(raw: Any) -> datetime | None:
     return datetime.fromtimestamp(seconds, tz=UTC)
 
 
-def _run_id(history: WorkflowHistory) -> str:
+def _temporal_run_id(history: WorkflowHistory) -> str:
     attrs = started(history)
     return str(attrs.original_execution_run_id or attrs.first_execution_run_id)
 
@@ -522,9 +538,9 @@ class _Builder:
     # -- the team run ---------------------------------------------------------
 
     async def build(self, histories: Sequence[WorkflowHistory], wanted: str | None) -> RunView:
-        by_run: dict[str, WorkflowHistory] = {}
+        by_execution: dict[str, WorkflowHistory] = {}
         for h in histories:
-            by_run[_run_id(h)] = h
+            by_execution[_temporal_run_id(h)] = h
         chain = self._team_run_chain(histories, wanted)
         first, last = chain[0], chain[-1]
         first_shard = _first_shard(chain)
@@ -540,7 +556,7 @@ class _Builder:
         execution_status = _close_status(last)
         view = RunView(
             workflow_id=first.workflow_id,
-            run_ids=[_run_id(h) for h in chain],
+            temporal_run_ids=[_temporal_run_id(h) for h in chain],
             execution_status=execution_status,
             status=result.status if result else _SPAN_STATUS[execution_status],
             team=team.get("name") if isinstance(team, dict) else None,
@@ -571,7 +587,7 @@ class _Builder:
             view.recorded_turns = result.recorded_turns if result is not None else 0
             view.notes = _grouped(self.notes)
             return view
-        children = [c for h in chain for c in await self._children(h, by_run)]
+        children = [c for h in chain for c in await self._children(h, by_execution)]
         tasks = self._tasks(inp, result, children, ended=execution_status != "RUNNING")
         if result is None and execution_status == "CANCELED":
             _as_cancelled(tasks)
@@ -605,16 +621,18 @@ class _Builder:
                 f"no {which} among the histories given (workflow types: {', '.join(types)})"
             )
         # the chain of the first run found: by first_execution_run_id, in order
-        first_run = started(team_runs[0]).first_execution_run_id or _run_id(team_runs[0])
+        first_run = started(team_runs[0]).first_execution_run_id or _temporal_run_id(team_runs[0])
         chain = [
-            h for h in team_runs if (started(h).first_execution_run_id or _run_id(h)) == first_run
+            h
+            for h in team_runs
+            if (started(h).first_execution_run_id or _temporal_run_id(h)) == first_run
         ]
         ordered: list[WorkflowHistory] = []
         by_previous = {started(h).continued_execution_run_id: h for h in chain}
         previous = ""
         while (nxt := by_previous.get(previous)) is not None and len(ordered) < len(chain):
             ordered.append(nxt)
-            previous = _run_id(nxt)
+            previous = _temporal_run_id(nxt)
         return ordered or chain
 
     async def _abort(self, chain: Sequence[WorkflowHistory], view: RunView) -> None:
@@ -736,11 +754,11 @@ class _Builder:
     # -- children -------------------------------------------------------------
 
     async def _children(
-        self, parent: WorkflowHistory, by_run: dict[str, WorkflowHistory]
+        self, parent: WorkflowHistory, by_execution: dict[str, WorkflowHistory]
     ) -> list[ChildRunView]:
         views = await self._child_runs(parent)
         if self._read_activities:
-            await self.fill(views, self._children_from or _among(by_run))
+            await self.fill(views, self._children_from or _among(by_execution))
         return views
 
     async def fill(self, views: list[ChildRunView], fetch: ChildHistory) -> None:
@@ -755,10 +773,11 @@ class _Builder:
     async def _histories_of(
         self, fetch: ChildHistory, view: ChildRunView
     ) -> tuple[ChildRunView, list[WorkflowHistory]]:
-        runs = await chain_of(fetch, view.span.workflow_id, view.run_id or "")
+        runs = await chain_of(fetch, view.span.workflow_id, view.temporal_run_id or "")
         if not runs:
             self.notes.append(
-                f"no history of {view.span.workflow_id} (run {view.run_id}): no activities shown"
+                f"no history of {view.span.workflow_id} (run {view.temporal_run_id}): "
+                "no activities shown"
             )
         return view, runs
 
@@ -801,7 +820,7 @@ class _Builder:
             scheduled_at=_time(initiated),
             started_at=_time(started),
         )
-        return ChildRunView(span=span, run_id=execution.run_id)
+        return ChildRunView(span=span, temporal_run_id=execution.run_id)
 
     async def _child_closed(self, event: HistoryEvent, views: dict[int, ChildRunView]) -> None:
         which = event.WhichOneof("attributes") or ""
@@ -977,7 +996,7 @@ class _Builder:
         done = [
             r.output
             for r in task.runs
-            if r.output is not None and task.output_run_id in (None, r.run_id)
+            if r.output is not None and task.output_run_id in (None, r.temporal_run_id)
         ]
         if not done:
             self.notes.append(

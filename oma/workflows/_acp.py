@@ -22,7 +22,7 @@ class RunSessions:
 
     @property
     def run_key(self) -> str:
-        """``<workflow id>/<run id>``: what the workers key the sessions by."""
+        """``<workflow id>/<Temporal run id>``: what the workers key the sessions by."""
         info = workflow.info()
         return f"{info.workflow_id}/{info.run_id}"
 

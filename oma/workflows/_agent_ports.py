@@ -86,7 +86,9 @@ class ActivityModel:
         if PROVIDERS[inp.agent.resolved_provider].needs_io:
             info = workflow.info()
             ref = ConversationRef(
-                workflow_id=info.workflow_id, run_id=info.run_id, length=len(inp.messages)
+                workflow_id=info.workflow_id,
+                temporal_run_id=info.run_id,
+                length=len(inp.messages),
             )
             update: dict[str, Any] = {"messages": [], "conversation": ref}
             if _patches.patched(_patches.AGENT_BY_REFERENCE):
@@ -117,7 +119,9 @@ class ActivityModel:
         if not self.agent_sha256:  # once per run
             self.agent_sha256 = agent_digest(self.agent)
         info = workflow.info()
-        return AgentRef(workflow_id=info.workflow_id, run_id=info.run_id, sha256=self.agent_sha256)
+        return AgentRef(
+            workflow_id=info.workflow_id, temporal_run_id=info.run_id, sha256=self.agent_sha256
+        )
 
 
 class ActivityTools:

@@ -63,7 +63,7 @@ async def read_back(graph: TaskGraph, result: TeamRunResult) -> None:
                 ActivityName.READ_TASK_OUTPUTS,
                 ReadOutputsInput(
                     refs=batch,
-                    run_ids={r: run for r in batch if (run := kept[r].output_run_id)},
+                    temporal_run_ids={r: run for r in batch if (run := kept[r].output_run_id)},
                 ),
                 result_type=ReadOutputsOutput,
                 **(

@@ -6,7 +6,7 @@ while activities are stateless (docs/external-agents.md, "Sessions on
 Temporal"). So:
 
 - the worker that opens one keeps it in a ``PinnedPool``, keyed by the run
-  (``"<workflow id>/<run id>"``) and what names it in that run;
+  (``"<workflow id>/<Temporal run id>"``) and what names it in that run;
 - the activities that use it return this worker's own task queue, and the
   workflow routes the run's later activities there, or to any worker when
   nothing picks them up there in time (that worker is gone; the workflow

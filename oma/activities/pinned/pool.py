@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Generic, Protocol, TypeVar
 
 PinKey = tuple[str, ...]
-"""``(run_key, *names)``: the run first (``"<workflow id>/<run id>"``), then
+"""``(run_key, *names)``: the run first (``"<workflow id>/<Temporal run id>"``), then
 what names the resource in the run: ``(run_key, agent)`` for an ACP session,
 ``(run_key, agent, server name)`` for an MCP server."""
 

@@ -27,9 +27,10 @@ logger = logging.getLogger(__name__)
 
 
 def split_run_key(run_key: str) -> tuple[str, str]:
-    """``"<workflow id>/<run id>"`` -> ``(workflow id, run id)``; run ids have no ``/``."""
-    workflow_id, _, run_id = run_key.rpartition("/")
-    return workflow_id, run_id
+    """``"<workflow id>/<Temporal run id>"`` -> ``(workflow id, Temporal run
+    id)``; Temporal run ids have no ``/``."""
+    workflow_id, _, temporal_run_id = run_key.rpartition("/")
+    return workflow_id, temporal_run_id
 
 
 async def run_is_open(client: Client, run_key: str) -> bool:
@@ -39,9 +40,9 @@ async def run_is_open(client: Client, run_key: str) -> bool:
     error leaves the question open (``True``), so a flaky server never kills
     a live resource.
     """
-    workflow_id, run_id = split_run_key(run_key)
+    workflow_id, temporal_run_id = split_run_key(run_key)
     try:
-        desc = await client.get_workflow_handle(workflow_id, run_id=run_id).describe()
+        desc = await client.get_workflow_handle(workflow_id, run_id=temporal_run_id).describe()
     except RPCError as err:
         return err.status != RPCStatusCode.NOT_FOUND
     return desc.status == WorkflowExecutionStatus.RUNNING

@@ -25,11 +25,12 @@ from oma.runtime.dev_server import is_listening
 @dataclass(frozen=True)
 class ReplayAsked:
     """What ``oma replay`` was asked: the run (a history file, or a workflow
-    id on the server, ``run_id`` its execution) and the mode."""
+    id on the server, ``temporal_run_id`` its execution: ``--run-id``) and the
+    mode."""
 
     run: str | None
     workflow_id: str | None = None
-    run_id: str | None = None
+    temporal_run_id: str | None = None
     at: str | None = None
     as_json: bool = False
     trace: bool = False
@@ -121,7 +122,7 @@ async def load(asked: ReplayAsked) -> Debugged:
         )
     client = await conn.connect()
     try:
-        history = await history_of(client, asked.run, asked.run_id)
+        history = await history_of(client, asked.run, asked.temporal_run_id)
     except RPCError as e:
         if e.status == RPCStatusCode.NOT_FOUND:
             raise fail(f"no workflow {asked.run!r} in namespace {conn.namespace!r}") from None

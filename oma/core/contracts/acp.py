@@ -21,7 +21,8 @@ class AcpPromptInput(BaseModel):
     """One prompt turn for an ACP agent.
 
     ``run_key`` identifies the run that owns the session (the ``TeamRun``'s
-    workflow id and run id); sessions are pooled per (``run_key``, ``agent``).
+    workflow id and Temporal run id); sessions are pooled per (``run_key``,
+    ``agent``).
     ``resume_session_id`` is the session an earlier worker opened: a worker
     that has no live session for the key opens a new one and, when the agent
     advertises ``loadSession``, loads that session instead of starting blank.

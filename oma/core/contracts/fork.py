@@ -24,8 +24,9 @@ class ReadForkSourceInput(BaseModel):
 
 
 class ForkedRun(BaseModel):
-    """Output of the ``read_fork_source`` activity (and of ``fork_run``): the
-    fork as it goes on."""
+    """Output of the ``read_fork_source`` activity (and of ``fork_run``, and
+    of ``oma.core.rules.reuse.reuse_run``): the fork, or the run with
+    ``options.reuse``, as it goes on."""
 
     input: dict[str, Any] = Field(
         description="The fork's TeamRun input without 'resume': the source's, with the "

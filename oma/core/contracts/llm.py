@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.errors import ProviderError
@@ -18,25 +18,42 @@ from oma.core.schema.usage import MAX_TURN_TOKENS, TokenUsage
 
 class ConversationRef(BaseModel):
     """Where the conversation of a turn lives: the first ``length`` messages
-    of the ``AgentRun`` ``workflow_id``/``run_id`` (its ``conversation``
-    query). The ``llm_turn`` activity reads them there, so that the history
-    holds each message once instead of once per later turn."""
+    of the ``AgentRun`` ``workflow_id``'s execution ``temporal_run_id`` (its
+    ``conversation`` query). The ``llm_turn`` activity reads them there, so
+    that the history holds each message once instead of once per later turn.
+    ``temporal_run_id`` keeps its JSON key, ``run_id``: the ``llm_turn``
+    inputs in histories hold it, and an activity in flight during an upgrade
+    reads it."""
+
+    model_config = ConfigDict(
+        serialize_by_alias=True, validate_by_name=True, validate_by_alias=True
+    )
 
     workflow_id: str
-    run_id: str
+    temporal_run_id: str = Field(
+        alias="run_id", description="The Temporal run id of the AgentRun's execution."
+    )
     length: int = Field(ge=1)
 
 
 class AgentRef(BaseModel):
     """Where the agent of a turn lives: the config the model turns of the
-    ``AgentRun`` ``workflow_id``/``run_id`` are given (its MCP servers' listed
-    tools included), whose ``agent_digest`` is ``sha256`` (its ``agent``
-    query). The ``llm_turn`` activity reads it there, or from its worker's
-    cache by ``sha256``, so that the history holds the listing, the tool
-    schemas and the system prompt once per run instead of once per turn."""
+    ``AgentRun`` ``workflow_id``'s execution ``temporal_run_id`` are given
+    (its MCP servers' listed tools included), whose ``agent_digest`` is
+    ``sha256`` (its ``agent`` query). The ``llm_turn`` activity reads it
+    there, or from its worker's cache by ``sha256``, so that the history
+    holds the listing, the tool schemas and the system prompt once per run
+    instead of once per turn. ``temporal_run_id`` keeps its JSON key,
+    ``run_id``, as a ``ConversationRef``'s."""
+
+    model_config = ConfigDict(
+        serialize_by_alias=True, validate_by_name=True, validate_by_alias=True
+    )
 
     workflow_id: str
-    run_id: str
+    temporal_run_id: str = Field(
+        alias="run_id", description="The Temporal run id of the AgentRun's execution."
+    )
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
@@ -256,7 +273,13 @@ class LlmTurnInput(BaseModel):
 
 
 class LlmTurnOutput(BaseModel):
-    """The assistant's answer to one turn, as the Anthropic Messages API names it."""
+    """The assistant's answer to one turn, as the Anthropic Messages API names it.
+    ``recorded_from_temporal_run_id`` keeps its JSON key,
+    ``recorded_from_run_id``: histories hold it, and docs/fork.md names it."""
+
+    model_config = ConfigDict(
+        serialize_by_alias=True, validate_by_name=True, validate_by_alias=True
+    )
 
     content: list[ContentBlock]
     stop_reason: str = Field(description="end_turn | tool_use | max_tokens | stop_sequence | ...")
@@ -277,8 +300,9 @@ class LlmTurnOutput(BaseModel):
         description="A replayed turn: the AgentRun whose recorded answer this is; the "
         "provider was not called.",
     )
-    recorded_from_run_id: str | None = Field(
+    recorded_from_temporal_run_id: str | None = Field(
         default=None,
+        alias="recorded_from_run_id",
         description="A replayed turn: the Temporal run id of the execution of recorded_from "
         "whose answer this is (none: read from exported histories that do not say).",
     )

@@ -12,7 +12,7 @@ class McpListToolsInput(BaseModel):
     """Input of the ``mcp_list_tools`` activity: start (or reach) an agent
     run's servers and list their tools."""
 
-    run_key: str = Field(description="'<workflow id>/<run id>' of the agent run.")
+    run_key: str = Field(description="'<workflow id>/<Temporal run id>' of the agent run.")
     agent: str
     servers: list[McpServerConfig]
     custom_tools: dict[str, str] = Field(

@@ -4,17 +4,24 @@ results."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class ReadOutputsInput(BaseModel):
-    """Input of the ``read_task_outputs`` activity."""
+    """Input of the ``read_task_outputs`` activity. ``temporal_run_ids``
+    keeps its JSON key, ``run_ids``: the inputs in histories hold it, and an
+    activity in flight during an upgrade reads it."""
+
+    model_config = ConfigDict(
+        serialize_by_alias=True, validate_by_name=True, validate_by_alias=True
+    )
 
     refs: list[str] = Field(description="AgentRun workflow ids (TaskState.output_ref).")
-    run_ids: dict[str, str] = Field(
+    temporal_run_ids: dict[str, str] = Field(
         default_factory=dict,
-        description="A ref -> the run id of its execution (TaskState.output_run_id); a ref "
-        "without one reads the latest execution.",
+        alias="run_ids",
+        description="A ref -> the Temporal run id of its execution (TaskState.output_run_id); "
+        "a ref without one reads the latest execution.",
     )
 
 
