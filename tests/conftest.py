@@ -3,7 +3,7 @@ pydantic data converter, and a worker serving every OMA workflow and activity.
 
 Every fixture is defined once: here, or in the one test module that uses
 it. Helpers that test modules share live in the ``_``-prefixed support
-modules (``tests/_runs.py``, ``tests/_cli.py``, ...); a ``test_*.py`` module
+modules (``tests/support/runs.py``, ``tests/support/cli.py``, ...); a ``test_*.py`` module
 never imports from another."""
 
 from __future__ import annotations
@@ -33,24 +33,23 @@ from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
 from oma.worker import plugin
 from oma.workflows import _options
-from tests._procs import Processes
-from tests._runs import (
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.openai_server import OpenAIServer
+from tests.support.paths import ROOT
+from tests.support.procs import Processes
+from tests.support.runs import (
     ENCRYPTED_NAMESPACE,
     FOREIGN_QUEUE_SUFFIX,
     STORED_NAMESPACE,
     TASK_QUEUE,
     worker_activities,
 )
-from tests.anthropic_server import AnthropicServer
-from tests.openai_server import OpenAIServer
-from tests.s3_server import S3Server
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.s3_server import S3Server
 
 # Every `oma` the tests start runs in its own process (the default), even
 # when the developer's shell opts in to the forkserver: one shared warm server
 # would outlive the session and serve tests whose code differs.
-# tests/test_forkserver.py turns it on, each test with a server of its own.
+# tests/cli/test_forkserver.py turns it on, each test with a server of its own.
 os.environ.pop("OMA_FORKSERVER", None)
 
 # A suite started in the background of a shell without job control (`make
@@ -159,8 +158,8 @@ def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     updates = {"history.maxInFlightUpdates": "100"}
     # Encrypted runs live in their own namespace, so the session's replay of
     # every closed workflow (``replay_every_closed_workflow``, no keys) does
-    # not meet them; tests/test_encryption.py replays them with their keys.
-    # So do runs whose payloads are kept in a payload store (tests/test_payload_store.py).
+    # not meet them; tests/runtime/test_encryption.py replays them with their keys.
+    # So do runs whose payloads are kept in a payload store (tests/runtime/test_payload_store.py).
     with DevServer(
         port=free_port(),
         log_file=log,

@@ -24,7 +24,7 @@ from acp import RequestError, image_block, text_block
 from oma.acp.tool_calls import TOOL_CALL_OUTPUT_CHARS
 from oma.core.schema.limits import cut_text
 from oma.runtime.dev_server import DevServer
-from tests._acp_editor import (
+from tests.support.acp_editor import (
     FINAL,
     OMA,
     PLAN,
@@ -35,7 +35,7 @@ from tests._acp_editor import (
     oma_env,
     write_team,
 )
-from tests._procs import alive
+from tests.support.procs import alive
 
 pytestmark = pytest.mark.usefixtures("worker")
 

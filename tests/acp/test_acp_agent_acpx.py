@@ -15,13 +15,14 @@ from typing import Any
 import pytest
 
 from oma.runtime.dev_server import DevServer
-from tests._acp_editor import FINAL, OMA, notes_team, write_team
-from tests._procs import alive
-from tests._runs import TASK_QUEUE
+from tests.support.acp_editor import FINAL, OMA, notes_team, write_team
+from tests.support.paths import TESTS
+from tests.support.procs import alive
+from tests.support.runs import TASK_QUEUE
 
 pytestmark = pytest.mark.usefixtures("worker")
 
-NPM = Path(__file__).resolve().parent / "npm" / "node_modules"
+NPM = TESTS / "npm" / "node_modules"
 NODE = NPM / "node" / "bin" / "node"
 ACPX = NPM / "acpx" / "dist" / "cli.js"
 

@@ -1,7 +1,7 @@
 """The ACP session reaper (``oma.activities.pinned.reaper``): the safety net that
 closes the sessions, and ends the agent process trees, of runs that ended
 without closing them, against real workflow runs on the dev server and real
-ACP agent processes (``tests/acp_agent.py``)."""
+ACP agent processes (``tests/support/acp_agent.py``)."""
 
 from __future__ import annotations
 
@@ -25,12 +25,13 @@ from oma.activities.pinned import reap_closed_runs, reap_forever
 from oma.core.schema.backends import AcpBackendConfig
 from oma.core.schema.results import AgentRunResult, TeamRunResult
 from oma.runtime.dev_server import free_port
-from tests._procs import alive
-from tests._runs import TASK_QUEUE, process, run_agent, scripted, task
+from tests.support.paths import ACP_AGENT
+from tests.support.procs import alive
+from tests.support.runs import TASK_QUEUE, process, run_agent, scripted, task
 
 pytestmark = pytest.mark.usefixtures("worker")
 
-AGENT_SCRIPT = str(Path(__file__).resolve().parent / "acp_agent.py")
+AGENT_SCRIPT = str(ACP_AGENT)
 
 # No worker polls this queue: a run started on it stays running (or times out).
 IDLE_QUEUE = "oma-test-reaper-idle"

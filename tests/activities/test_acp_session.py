@@ -1,5 +1,5 @@
 """The ACP activities and session pool against a real ACP agent subprocess
-(``tests/acp_agent.py``, built on the SDK's agent side)."""
+(``tests/support/acp_agent.py``, built on the SDK's agent side)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from oma.core.schema.backends import AcpBackendConfig, PermissionPolicy, Permiss
 from oma.core.schema.errors import AcpProtocolError, AcpSpawnError
 from oma.core.schema.results import PermissionRecord, ToolCallRecord
 from oma.core.schema.usage import TokenUsage
-from tests._acp_script import (
+from tests.support.acp_script import (
     WORKER_QUEUE,
     Heartbeats,
     ScriptedAgent,
@@ -36,8 +36,8 @@ from tests._acp_script import (
     tool_call,
     turn,
 )
-from tests._activities import run_activity
-from tests._procs import alive
+from tests.support.activities import run_activity
+from tests.support.procs import alive
 
 STOP_REASONS = ["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 
@@ -571,7 +571,7 @@ async def test_callable_policy_gets_title_kind_and_option_kinds(
     acts: AcpActivities, agent: ScriptedAgent
 ) -> None:
     CALLABLE_REQUESTS.clear()
-    policy = PermissionPolicy(callable="tests.test_acp_session:approve_reads")
+    policy = PermissionPolicy(callable="tests.activities.test_acp_session:approve_reads")
     steps = [
         permission("allow_once", "reject_once", title="Read a.txt", kind="read"),
         permission("allow_always", "reject_once", title="Edit a.txt", kind="edit"),
@@ -648,7 +648,7 @@ async def test_cancel_answers_an_open_permission_request_cancelled(
 ) -> None:
     CALLABLE_REQUESTS.clear()
     written = agent.dir / "written"
-    policy = PermissionPolicy(callable="tests.test_acp_session:never_decides")
+    policy = PermissionPolicy(callable="tests.activities.test_acp_session:never_decides")
     ask = permission(
         "allow_once", "reject_once", title="Edit a.py", kind="edit", write_file=str(written)
     )

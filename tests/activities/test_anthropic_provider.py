@@ -33,7 +33,7 @@ from oma.core.schema.messages import (
     user_text,
 )
 from oma.core.schema.usage import TokenUsage
-from tests.anthropic_server import AnthropicServer
+from tests.support.anthropic_server import AnthropicServer
 
 API_KEY = "sk-ant-test-key-0123456789"
 

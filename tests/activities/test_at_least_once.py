@@ -33,9 +33,10 @@ from oma.core.schema.results import AgentRunResult, TeamRunResult
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
 from oma.workflows import _options
-from tests._procs import alive
-from tests._proxy import TcpProxy
-from tests._runs import agent_result, run_team, task
+from tests.support.paths import ACP_AGENT
+from tests.support.procs import alive
+from tests.support.proxy import TcpProxy
+from tests.support.runs import agent_result, run_team, task
 
 pytestmark = [pytest.mark.fault, pytest.mark.e2e]
 
@@ -261,7 +262,7 @@ async def test_an_acp_turn_temporal_ran_again_shows_in_backend_attempts(
 ) -> None:
     # the agent's first process exits mid-turn (ACP_AGENT_EXITED, which
     # Temporal retries); the retry's fresh agent answers
-    agent_script = str(Path(__file__).parent / "acp_agent.py")
+    agent_script = str(ACP_AGENT)
     exits = {"turns": [{"steps": [{"text": "half"}, {"exit": 3}]}]}
     answers = {"turns": [{"steps": [{"text": "whole"}]}]}
     first = tmp_path / "first-spawn"

@@ -24,7 +24,7 @@ from oma.activities.tools import (
     run_builtin,
 )
 from oma.activities.tools.sandbox import PathOutsideSandboxError
-from tests._procs import alive
+from tests.support.procs import alive
 
 PAUSE = f"{sys.executable} -c 'import signal; signal.pause()'"
 

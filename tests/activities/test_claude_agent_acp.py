@@ -25,13 +25,14 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
 from oma import worker as oma_worker
-from tests._procs import alive
-from tests._runs import TASK_QUEUE, agent_result, assert_replays, run_team, task
-from tests.anthropic_server import AnthropicServer, Reply, TextReply, ToolUseReply
+from tests.support.anthropic_server import AnthropicServer, Reply, TextReply, ToolUseReply
+from tests.support.paths import TESTS
+from tests.support.procs import alive
+from tests.support.runs import TASK_QUEUE, agent_result, assert_replays, run_team, task
 
 pytestmark = pytest.mark.usefixtures("worker")
 
-NPM_DIR = Path(__file__).resolve().parent / "npm"
+NPM_DIR = TESTS / "npm"
 AGENT_JS = NPM_DIR / "node_modules" / "@zed-industries" / "claude-agent-acp" / "dist" / "index.js"
 WRITE_TOOL = "Write"
 """Claude Code's file-writing tool; its input is ``{file_path (absolute), content}``."""

@@ -22,11 +22,11 @@ from temporalio.exceptions import ApplicationError
 
 from oma.activities.mcp import server as mcp_server
 from oma.core.schema.results import AgentRunResult
-from tests._approvals import Run
-from tests._mcp import mcp_agent, python_server
-from tests._procs import alive, dead_soon, descendants
-from tests._runs import assert_replays, run_agent
-from tests._tools import tool_results, tool_use
+from tests.support.approvals import Run
+from tests.support.mcp_config import mcp_agent, python_server
+from tests.support.procs import alive, dead_soon, descendants
+from tests.support.runs import assert_replays, run_agent
+from tests.support.tool_calls import tool_results, tool_use
 
 pytestmark = [pytest.mark.usefixtures("worker"), pytest.mark.fault]
 
@@ -174,7 +174,10 @@ async def test_a_custom_tool_named_like_an_mcp_tool_is_an_input_error(
     client: Client, workflow_id: str
 ) -> None:
     agent = mcp_agent(
-        [tool_use("u1", "t__pid")], "ok", servers=[python_server()], tools=["tests.tools:t__pid"]
+        [tool_use("u1", "t__pid")],
+        "ok",
+        servers=[python_server()],
+        tools=["tests.support.tools:t__pid"],
     )
     with pytest.raises(WorkflowFailureError) as caught:
         await run_agent(client, workflow_id, agent, "go")
@@ -182,7 +185,7 @@ async def test_a_custom_tool_named_like_an_mcp_tool_is_an_input_error(
     cause = caught.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "INVALID_RUN_INPUT"
     assert cause.message == (
-        "agent 'clerk': custom tool 'tests.tools:t__pid' has the name of MCP server 't''s "
+        "agent 'clerk': custom tool 'tests.support.tools:t__pid' has the name of MCP server 't''s "
         "tool 'pid' (t__pid); rename the function or the server"
     )
     await assert_replays(client, workflow_id)

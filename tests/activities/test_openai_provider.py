@@ -28,8 +28,8 @@ from oma.core.schema.messages import (
     user_text,
 )
 from oma.core.schema.usage import TokenUsage
-from tests._runs import OPENAI_TEST_KEY, agent_result, assert_replays, run_team, task
-from tests.openai_server import OpenAIServer, ToolCallsReply
+from tests.support.openai_server import OpenAIServer, ToolCallsReply
+from tests.support.runs import OPENAI_TEST_KEY, agent_result, assert_replays, run_team, task
 
 API_KEY = "sk-proj-test-key-0123456789"
 
@@ -267,7 +267,7 @@ async def test_an_image_in_a_tool_result_is_refused_before_any_request(
 async def test_tools_are_sent_as_function_tools(
     openai_api: OpenAIServer, openai_provider: OpenAIProvider
 ) -> None:
-    await openai_provider.turn(turn_input(tools=["tests.tools:explode", "glob"]))
+    await openai_provider.turn(turn_input(tools=["tests.support.tools:explode", "glob"]))
 
     tools = openai_api.requests[0].body["tools"]
     assert [t["type"] for t in tools] == ["function", "function"]

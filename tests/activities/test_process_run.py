@@ -16,12 +16,13 @@ import oma.activities.process_run as process_run_module
 from oma.activities.process_run import process_run
 from oma.core.contracts.process import ProcessRunInput, ProcessRunOutput
 from oma.core.schema.backends import ProcessBackendConfig
-from tests._activities import run_activity
-from tests._procs import alive
+from tests.support.activities import run_activity
+from tests.support.paths import ROOT
+from tests.support.procs import alive
 
 PY = sys.executable
 PAUSE = f"{PY} -c 'import signal; signal.pause()'"
-CODER = Path(__file__).resolve().parent.parent / "examples" / "agents" / "coder.py"
+CODER = ROOT / "examples" / "agents" / "coder.py"
 
 
 def python(code: str, **backend: object) -> ProcessBackendConfig:

@@ -26,10 +26,10 @@ from oma.core.contracts.acp import AcpPromptInput
 from oma.core.contracts.process import ProcessRunInput
 from oma.core.schema.backends import ProcessBackendConfig
 from oma.workflows._agent_ports import failed_backend_attempts
-from tests._acp_script import WORKER_QUEUE, Heartbeats, ScriptedAgent, text, turn
-from tests._activities import run_activity
-from tests._attempts import SUPERSEDED
-from tests._procs import dead_within, read_when_written
+from tests.support.acp_script import WORKER_QUEUE, Heartbeats, ScriptedAgent, text, turn
+from tests.support.activities import run_activity
+from tests.support.attempts import SUPERSEDED
+from tests.support.procs import dead_within, read_when_written
 
 pytestmark = pytest.mark.fault
 

@@ -37,12 +37,12 @@ from oma.core.schema.tools import ToolRef
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer
 from oma.workflows import _options
-from tests._attempts import SUPERSEDED
-from tests._mcp import mcp_agent, python_server, started
-from tests._procs import alive, dead_within, read_when_written
-from tests._proxy import TcpProxy
-from tests._runs import assert_replays, run_agent
-from tests._tools import tool_use, turn_results
+from tests.support.attempts import SUPERSEDED
+from tests.support.mcp_config import mcp_agent, python_server, started
+from tests.support.procs import alive, dead_within, read_when_written
+from tests.support.proxy import TcpProxy
+from tests.support.runs import assert_replays, run_agent
+from tests.support.tool_calls import tool_use, turn_results
 
 pytestmark = pytest.mark.fault
 
@@ -332,7 +332,7 @@ def custom_agent(tmp_path: Path, tool: str, **args: Any) -> dict[str, Any]:
         "name": "coder",
         "provider": "scripted",
         "script": [[tool_use("u1", tool, **args)], "done"],
-        "tools": [f"tests.tools:{tool}"],
+        "tools": [f"tests.support.tools:{tool}"],
         "cwd": str(tmp_path),
     }
 

@@ -25,7 +25,7 @@ import pytest
 import oma.activities.tools._progress as progress_module
 import oma.activities.tools.grep as grep_module
 from oma.activities.tools import ToolContext, ToolError, ToolOutput, run_builtin
-from tests._procs import cmdline, descendants
+from tests.support.procs import cmdline, descendants
 
 BACKTRACKING_LINE = "a" * 25
 """A line on which ``(a+)+b`` backtracks 2**25 times in Python's ``re``

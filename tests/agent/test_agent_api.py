@@ -16,7 +16,8 @@ from oma.activities.providers.scripted import ScriptedProvider
 from oma.agent import Agent
 from oma.core.schema.errors import InvalidHookError, InvalidMessageError
 from oma.core.schema.messages import LLMMessage
-from tests.anthropic_server import AnthropicServer
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.paths import ACP_AGENT
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n-a-tiny-png-").decode()
 
@@ -282,7 +283,7 @@ async def test_provider_error_follows_the_normal_failure_path(
 
 
 async def test_a_sampled_run_is_evaluated_in_process() -> None:
-    evaluation = {"evaluator": "tests.hooks:output_length", "sample_rate": 1.0}
+    evaluation = {"evaluator": "tests.support.hooks:output_length", "sample_rate": 1.0}
     agent = Agent(
         {"name": "a", "provider": "scripted", "script": ["four"], "evaluation": evaluation}
     )
@@ -351,14 +352,14 @@ async def test_external_agent_hook_changing_messages_is_rejected(tmp_path: Path)
 
 
 def acp_agent(spawn_log: Path, **env: str) -> Agent:
-    """The scriptable test ACP agent (tests/acp_agent.py), logging its spawns."""
+    """The scriptable test ACP agent (tests/support/acp_agent.py), logging its spawns."""
     return Agent(
         {
             "name": "coder",
             "backend": {
                 "kind": "acp",
                 "command": sys.executable,
-                "args": [str(Path(__file__).parent / "acp_agent.py")],
+                "args": [str(ACP_AGENT)],
                 "env": {"ACP_TEST_SPAWN_LOG": str(spawn_log), **env},
             },
         }

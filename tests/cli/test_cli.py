@@ -19,11 +19,19 @@ from temporalio.exceptions import ApplicationError
 
 from oma.core.schema.results import AgentRunResult
 from oma.runtime.dev_server import DevServer, free_port, free_ports, is_listening
-from tests._cli import OMA, ROOT, demo_copy, oma_blocking, run_cmd, start_with_stock_cli, temporal
-from tests._forkserver import Forkserver
-from tests._procs import Processes, alive, cmdline, descendants
-from tests._runs import assert_replays
-from tests.anthropic_server import AnthropicServer
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.cli import (
+    OMA,
+    demo_copy,
+    oma_blocking,
+    run_cmd,
+    start_with_stock_cli,
+    temporal,
+)
+from tests.support.forkserver import Forkserver
+from tests.support.paths import HISTORIES
+from tests.support.procs import Processes, alive, cmdline, descendants
+from tests.support.runs import assert_replays
 
 pytestmark = pytest.mark.e2e
 
@@ -128,7 +136,7 @@ async def test_stock_cli_walkthrough_start_result_show_then_oma_replay(
 def test_oma_replay_exits_nonzero_and_prints_the_nondeterminism_error(tmp_path: Path) -> None:
     # a TeamRun history whose recorded first command (a child workflow) does not
     # match what the current code does for that input (it fails validation)
-    source = ROOT / "tests" / "histories" / "team_run_hybrid_scripted.json"
+    source = HISTORIES / "team_run_hybrid_scripted.json"
     history = json.loads(source.read_text())
     for event in history["events"]:
         attrs = event.get("workflowExecutionStartedEventAttributes")

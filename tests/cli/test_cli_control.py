@@ -30,8 +30,8 @@ from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskStatus
 from oma.runtime.dev_server import DevServer, free_port, is_listening
 from oma.worker import build_worker
-from tests._approvals import DRAFT, draft_then_publish, gated_run, start_run, write
-from tests._cli import (
+from tests.support.approvals import DRAFT, draft_then_publish, gated_run, start_run, write
+from tests.support.cli import (
     OMA,
     cells,
     cli_env,
@@ -44,8 +44,8 @@ from tests._cli import (
     table_rows,
     temporal,
 )
-from tests._procs import Processes
-from tests._runs import TASK_QUEUE, process, run_team, scripted, task, team_result
+from tests.support.procs import Processes
+from tests.support.runs import TASK_QUEUE, process, run_team, scripted, task, team_result
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -447,7 +447,7 @@ async def test_oma_run_prints_a_small_cost_budget_with_the_decimals_it_needs(
         "name": "adder",
         "provider": "scripted",
         "script": [[block] for block in use] + ["done"],
-        "tools": ["tests.tools:add"],
+        "tools": ["tests.support.tools:add"],
     }
     proc = await oma_run(
         dev_server,

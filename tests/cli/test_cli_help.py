@@ -12,7 +12,7 @@ import pytest
 import typer
 
 from oma.cli.app import app
-from tests._cli import oma_blocking
+from tests.support.cli import oma_blocking
 
 
 def test_oma_version_prints_the_installed_version() -> None:

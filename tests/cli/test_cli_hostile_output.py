@@ -17,9 +17,9 @@ import pytest
 
 from oma.cli.common import visible
 from oma.runtime.dev_server import DevServer
-from tests._cli import input_file, oma_run, oma_show
-from tests._runs import process, task
-from tests._terminal import Terminal
+from tests.support.cli import input_file, oma_run, oma_show
+from tests.support.runs import process, task
+from tests.support.terminal import Terminal
 
 pytestmark = pytest.mark.usefixtures("worker")
 

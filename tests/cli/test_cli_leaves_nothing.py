@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 from oma.runtime.dev_server import DevServer, free_port, is_listening
-from tests._cli import OMA
-from tests._runs import TASK_QUEUE, scripted, task
+from tests.support.cli import OMA
+from tests.support.runs import TASK_QUEUE, scripted, task
 
 pytestmark = [
     pytest.mark.usefixtures("worker"),

@@ -18,9 +18,9 @@ from oma.cli.listing import age
 from oma.client.listing import list_team_runs, open_approvals
 from oma.runtime.dev_server import DevServer, free_port, is_listening
 from oma.worker import build_worker
-from tests._approvals import WAIT_S, eventually, gated_run, start_run, write
-from tests._cli import OMA, cells, oma, run_cmd, temporal
-from tests._runs import TASK_QUEUE, process, scripted, task
+from tests.support.approvals import WAIT_S, eventually, gated_run, start_run, write
+from tests.support.cli import OMA, cells, oma, run_cmd, temporal
+from tests.support.runs import TASK_QUEUE, process, scripted, task
 
 pytestmark = pytest.mark.usefixtures("worker")
 

@@ -19,11 +19,11 @@ import pytest
 from temporalio.client import Client
 
 from oma.runtime.dev_server import DevServer, free_port
-from tests._cli import OMA, cli_env, events_in, input_file, normalized, oma_run, table_rows
-from tests._procs import Processes
-from tests._runs import process, scripted, task
-from tests._terminal import Terminal, building
-from tests.anthropic_server import AnthropicServer, TextReply
+from tests.support.anthropic_server import AnthropicServer, TextReply
+from tests.support.cli import OMA, cli_env, events_in, input_file, normalized, oma_run, table_rows
+from tests.support.procs import Processes
+from tests.support.runs import process, scripted, task
+from tests.support.terminal import Terminal, building
 
 pytestmark = pytest.mark.usefixtures("worker")
 

@@ -24,9 +24,9 @@ from oma.core.schema.errors import InvalidRunInputError, TemporalUnavailableErro
 from oma.core.schema.results import TeamRunResult
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
-from tests._cli import OMA, oma_blocking, run_cmd
-from tests._procs import Processes
-from tests._runs import TASK_QUEUE, process, scripted, task, team_result
+from tests.support.cli import OMA, oma_blocking, run_cmd
+from tests.support.procs import Processes
+from tests.support.runs import TASK_QUEUE, process, scripted, task, team_result
 
 pytestmark = pytest.mark.e2e
 

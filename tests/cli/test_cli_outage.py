@@ -24,9 +24,9 @@ from oma import worker as oma_worker
 from oma.core.schema.results import TeamRunResult
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port, is_listening
-from tests._cli import OMA, run_cmd
-from tests._procs import Processes, alive
-from tests._runs import task
+from tests.support.cli import OMA, run_cmd
+from tests.support.procs import Processes, alive
+from tests.support.runs import task
 
 pytestmark = [pytest.mark.fault, pytest.mark.e2e]
 

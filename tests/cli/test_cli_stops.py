@@ -16,9 +16,9 @@ from temporalio.client import Client, WorkflowFailureError
 
 from oma.core.schema.results import TeamRunResult
 from oma.runtime.dev_server import DevServer
-from tests._cli import input_file, oma, temporal
-from tests._runs import assert_replays, process, start_team, task, team_result
-from tests._terminal import Terminal
+from tests.support.cli import input_file, oma, temporal
+from tests.support.runs import assert_replays, process, start_team, task, team_result
+from tests.support.terminal import Terminal
 
 pytestmark = pytest.mark.usefixtures("worker")
 

@@ -17,12 +17,12 @@ from oma import worker as oma_worker
 from oma.core.schema.results import TeamRunResult
 from oma.runtime.codec import parse_keys
 from oma.runtime.dev_server import DevServer, free_port
-from tests._cli import OMA, input_file
-from tests._encryption import KEY_A, QUEUE, connect
-from tests._procs import Processes
-from tests._runs import ENCRYPTED_NAMESPACE, scripted, task, team_result, worker_activities
-from tests._terminal import Terminal
-from tests.anthropic_server import AnthropicServer
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.cli import OMA, input_file
+from tests.support.encryption import KEY_A, QUEUE, connect
+from tests.support.procs import Processes
+from tests.support.runs import ENCRYPTED_NAMESPACE, scripted, task, team_result, worker_activities
+from tests.support.terminal import Terminal
 
 pytestmark = pytest.mark.e2e
 

@@ -3,7 +3,7 @@ command runs in a child of the server, as the caller would have run it (its
 directory, environment, terminal, exit status and signals), and a server
 serves one state of the code.
 
-Each test has a server of its own (``tests._forkserver.Forkserver``), stopped
+Each test has a server of its own (``tests.support.forkserver.Forkserver``), stopped
 and checked gone at its end. Which process ran a command is read from a
 process agent's ancestry: with ``--worker`` the agent is a descendant of the
 process that runs ``oma run``, so the server's pid in it means the command ran
@@ -32,11 +32,12 @@ from temporalio.service import RPCError
 
 from oma.cli import forkserver as _forkserver
 from oma.runtime.dev_server import DevServer
-from tests._cli import cli_env, input_file
-from tests._forkserver import ANCESTRY, OMA, Forkserver
-from tests._procs import alive, descendants
-from tests._runs import process, task
-from tests._terminal import Terminal, building, slow_process
+from tests.support.cli import cli_env, input_file
+from tests.support.forkserver import ANCESTRY, OMA, Forkserver
+from tests.support.paths import HISTORIES
+from tests.support.procs import alive, descendants
+from tests.support.runs import process, task
+from tests.support.terminal import Terminal, building, slow_process
 
 pytestmark = [pytest.mark.fault, pytest.mark.e2e]
 
@@ -324,7 +325,7 @@ def test_a_reader_that_leaves_early_ends_the_command_without_a_traceback(
     forkserver: Forkserver,
 ) -> None:
     forkserver.warm()
-    history = str(Path(__file__).parent / "histories" / "team_run_cancelled.json")
+    history = str(HISTORIES / "team_run_cancelled.json")
     for env in (forkserver.env(), {**forkserver.env(), "OMA_FORKSERVER": "0"}):
         # `oma show --json | head`: the reader is gone before the output is flushed
         shown = subprocess.Popen(

@@ -15,9 +15,9 @@ import pytest
 from temporalio.client import Client
 
 from oma.runtime.dev_server import DevServer
-from tests._cli import OMA, run_cmd, table_rows
-from tests._recorded import QUEUE, own_api_and_worker, run_on_queue, team_input
-from tests._runs import assert_replays
+from tests.support.cli import OMA, run_cmd, table_rows
+from tests.support.recorded import QUEUE, own_api_and_worker, run_on_queue, team_input
+from tests.support.runs import assert_replays
 
 pytestmark = pytest.mark.e2e
 

@@ -24,11 +24,10 @@ from oma.cli.debug.state import state_at
 from oma.cli.debug.trace import trace
 from oma.core.schema.errors import ReplayTargetError
 from oma.runtime.dev_server import DevServer
-from tests._approvals import start_run
-from tests._runs import scripted, task
+from tests.support.approvals import start_run
+from tests.support.paths import HISTORIES, ROOT, SUPPORT
+from tests.support.runs import scripted, task
 
-ROOT = Path(__file__).resolve().parent.parent
-HISTORIES = ROOT / "tests" / "histories"
 OMA = str(Path(sys.executable).parent / "oma")
 
 
@@ -234,7 +233,7 @@ def test_debug_mode_has_no_deadlock_timeout() -> None:
     # breakpoint does: past the 2 s after which a worker (and a plain
     # replay) fails it as deadlocked
     history = str(corpus("team_run_tool_call_approved"))
-    debugged = python_oma("tests._slow_team_run", "replay", history, "--debug")
+    debugged = python_oma("tests.support.slow_team_run", "replay", history, "--debug")
     assert debugged.returncode == 0, debugged.stderr
     assert "in debug mode" in debugged.stdout
 
@@ -312,10 +311,12 @@ def test_ide_mode_says_when_the_extension_does_not_answer() -> None:
 def test_a_changed_workflow_is_told_the_event_the_line_and_the_patch_to_add() -> None:
     # read, not imported: importing it changes TeamRun in this process, and so
     # the session's worker and every replay after this test
-    changed = (Path(__file__).parent / "_changed_team_run.py").read_text().splitlines()
+    changed = (SUPPORT / "changed_team_run.py").read_text().splitlines()
     changed_line = next(n for n, line in enumerate(changed, 1) if "execute_activity" in line)
 
-    proc = python_oma("tests._changed_team_run", "replay", str(corpus("team_run_hybrid_scripted")))
+    proc = python_oma(
+        "tests.support.changed_team_run", "replay", str(corpus("team_run_hybrid_scripted"))
+    )
     assert proc.returncode == 1
     said = proc.stderr
     assert "REPLAY_MISMATCH" in said
@@ -327,7 +328,7 @@ def test_a_changed_workflow_is_told_the_event_the_line_and_the_patch_to_add() ->
         "The code instead: asking whether the namespace has the search attributes "
         "(registered_search_attributes) scheduled." in said
     )
-    assert f"Issued at tests/_changed_team_run.py:{changed_line} in _attempt" in said
+    assert f"Issued at tests/support/changed_team_run.py:{changed_line} in _attempt" in said
     assert "_patches.patched(_patches.ATTEMPT_CHANGED)" in said
     assert "below PAYLOAD_STORE (the last one)" in said
 

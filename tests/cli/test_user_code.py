@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from oma.runtime.dev_server import DevServer, free_port
-from tests._procs import Processes
+from tests.support.procs import Processes
 
 pytestmark = pytest.mark.e2e
 

@@ -23,10 +23,10 @@ from oma.core.schema.errors import (
 )
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskStatus
-from tests._approvals import DRAFT, draft_then_publish
-from tests._orchestration import RESEARCH_THEN_WRITE as PLAN
-from tests._runs import TASK_QUEUE, assert_replays, process, scripted, task, team_result
-from tests.anthropic_server import AnthropicServer
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.approvals import DRAFT, draft_then_publish
+from tests.support.orchestration import RESEARCH_THEN_WRITE as PLAN
+from tests.support.runs import TASK_QUEUE, assert_replays, process, scripted, task, team_result
 
 pytestmark = pytest.mark.usefixtures("worker")
 

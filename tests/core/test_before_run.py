@@ -19,6 +19,7 @@ from oma.core.schema.messages import (
     URLImageSource,
     user_text,
 )
+from tests.support.paths import TESTS
 
 IMAGE_1 = ImageBlock(source=Base64ImageSource(media_type="image/png", data="iVBORw0KGgo="))
 IMAGE_2 = ImageBlock(source=URLImageSource(url="https://example.com/2.png"))
@@ -270,14 +271,16 @@ NOT_CALLABLE = 42
 
 
 def test_load_hook_imports_the_function() -> None:
-    assert load_hook("tests.test_before_run:shout") is shout
+    assert load_hook("tests.core.test_before_run:shout") is shout
 
 
 def test_load_hook_imports_once() -> None:
     assert load_hook("json:dumps") is load_hook("json:dumps")
 
 
-@pytest.mark.parametrize("path", ["tests.test_before_run", "mod:", ":f", "a-b:f", "m:f.g", "m:f:g"])
+@pytest.mark.parametrize(
+    "path", ["tests.core.test_before_run", "mod:", ":f", "a-b:f", "m:f.g", "m:f:g"]
+)
 def test_a_malformed_hook_path_is_rejected(path: str) -> None:
     with pytest.raises(InvalidHookError) as err:
         load_hook(path)
@@ -310,26 +313,26 @@ def test_a_missing_module_of_a_package_names_where_the_package_is() -> None:
 
     assert err.value.message == (
         "hook 'tests.no_such_module:f': no module named 'tests.no_such_module' on this worker "
-        f"(package 'tests' is in {Path(__file__).parent})"
+        f"(package 'tests' is in {TESTS})"
     )
 
 
 def test_a_missing_attribute_is_named() -> None:
     with pytest.raises(InvalidHookError) as err:
-        load_hook("tests.test_before_run:whisper")
+        load_hook("tests.core.test_before_run:whisper")
 
     assert err.value.message == (
-        "hook 'tests.test_before_run:whisper': module 'tests.test_before_run' has no "
+        "hook 'tests.core.test_before_run:whisper': module 'tests.core.test_before_run' has no "
         "attribute 'whisper'"
     )
 
 
 def test_an_attribute_that_is_not_callable_is_rejected() -> None:
     with pytest.raises(InvalidHookError) as err:
-        load_hook("tests.test_before_run:NOT_CALLABLE")
+        load_hook("tests.core.test_before_run:NOT_CALLABLE")
 
     assert err.value.message == (
-        "hook 'tests.test_before_run:NOT_CALLABLE': 'NOT_CALLABLE' is a int, not a callable"
+        "hook 'tests.core.test_before_run:NOT_CALLABLE': 'NOT_CALLABLE' is a int, not a callable"
     )
 
 

@@ -7,7 +7,6 @@ import importlib
 import inspect
 import os
 import pkgutil
-from pathlib import Path
 
 import pytest
 from temporalio.api.failure.v1 import Failure
@@ -34,6 +33,7 @@ from oma.core.schema.errors import (
     error_for,
     error_from_failure,
 )
+from tests.support.paths import ROOT
 
 BASES = (InputError, SetupError, RunError, ProviderError, ApprovalError)
 
@@ -201,7 +201,7 @@ def test_a_failure_without_details_reads_back_with_empty_fields() -> None:
 
 # -- the table of codes in docs/errors.md ------------------------------------------
 
-ERROR_DOC = Path(__file__).parent.parent / "docs" / "errors.md"
+ERROR_DOC = ROOT / "docs" / "errors.md"
 TABLE_START = (
     "<!-- error codes: generated from oma.core.schema.errors.ERRORS, do not edit by hand -->"
 )
@@ -257,13 +257,13 @@ def test_the_docs_list_every_error_code_and_only_those() -> None:
     assert listed == set(ERRORS), "docs/errors.md lists other codes than ERRORS"
     assert tables == error_tables(), (
         "docs/errors.md is not what ERRORS says; rewrite it with "
-        "OMA_WRITE_DOCS=1 .venv/bin/pytest -q tests/test_errors.py -k docs"
+        "OMA_WRITE_DOCS=1 .venv/bin/pytest -q tests/core/test_errors.py -k docs"
     )
 
 
 def _product_source() -> str:
     """The text of every product module but the catalogue itself."""
-    top = Path(__file__).parent.parent
+    top = ROOT
     files = [top / "worker.py", top / "oma"]
     paths = [p for f in files for p in ([f] if f.is_file() else f.rglob("*.py"))]
     catalogue = top / "oma" / "core" / "schema" / "errors.py"

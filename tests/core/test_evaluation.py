@@ -21,11 +21,11 @@ from oma.core.schema.evaluation import EvaluationConfig, EvaluationRecord
 from oma.core.schema.messages import LLMMessage, TextBlock, ToolUseBlock
 
 KEY = "sk-ant-api03-abcdefGHIJ_klmn-0123456789"
-THIS = "tests.test_evaluation"
+THIS = "tests.core.test_evaluation"
 
 
 def length_score(run: dict[str, Any]) -> float:
-    """An evaluator importable as ``tests.test_evaluation:length_score``."""
+    """An evaluator importable as ``tests.core.test_evaluation:length_score``."""
     return len(run["output"]) / 100
 
 
@@ -57,7 +57,9 @@ def test_config_defaults_store_nothing_and_evaluate_every_run() -> None:
     }
 
 
-@pytest.mark.parametrize("path", ["tests.test_evaluation", "pkg:mod:fn", "pkg.mod:fn()", ":fn"])
+@pytest.mark.parametrize(
+    "path", ["tests.core.test_evaluation", "pkg:mod:fn", "pkg.mod:fn()", ":fn"]
+)
 def test_config_rejects_an_evaluator_that_is_not_an_import_path(path: str) -> None:
     with pytest.raises(ValidationError, match="evaluator"):
         EvaluationConfig(evaluator=path)

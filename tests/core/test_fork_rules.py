@@ -22,7 +22,7 @@ from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import parse_team_run_input
 from oma.core.schema.task import ReusedFrom, TaskState, TaskStatus
 from oma.records.fork_source import fitted
-from tests._runs import scripted, task
+from tests.support.runs import scripted, task
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 

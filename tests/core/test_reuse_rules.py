@@ -15,8 +15,8 @@ from oma.core.schema.plan import PlanArtifact
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import parse_team_run_input
 from oma.core.schema.task import TaskState, TaskStatus
-from tests._orchestration import plan_answer, planned
-from tests._runs import scripted, task
+from tests.support.orchestration import plan_answer, planned
+from tests.support.runs import scripted, task
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 

@@ -28,7 +28,7 @@ from oma.core.schema.messages import LLMMessage, TextBlock, ToolUseBlock, text_o
 from oma.core.schema.results import AcpSessionInfo, AgentRunResult
 from oma.core.schema.usage import TokenUsage
 
-EVALUATION = {"evaluator": "tests.hooks:output_length", "sample_rate": 0.5}
+EVALUATION = {"evaluator": "tests.support.hooks:output_length", "sample_rate": 0.5}
 
 
 class FakePorts:
@@ -254,7 +254,9 @@ async def test_a_failing_hook_propagates_before_the_start_and_leaves_the_result_
 
 
 async def test_a_sampled_completed_run_is_evaluated_on_its_announced_input_and_output() -> None:
-    record = EvaluationRecord(evaluator="tests.hooks:output_length", sampled=True, score=3.0)
+    record = EvaluationRecord(
+        evaluator="tests.support.hooks:output_length", sampled=True, score=3.0
+    )
     fake = FakePorts(answers=[text_answer("Hi.")], draw=0.49, record=record)
     result = await run(fake, llm(evaluation=EVALUATION))
     assert fake.names() == ["before_run", "on_event", "turn", "random", "evaluate"]
@@ -270,7 +272,7 @@ async def test_a_run_that_is_not_sampled_gets_a_not_sampled_record_without_the_e
     result = await run(fake, llm(evaluation=EVALUATION))
     assert fake.names() == ["before_run", "on_event", "turn", "random"]
     assert result.evaluation == EvaluationRecord(
-        evaluator="tests.hooks:output_length", sampled=False
+        evaluator="tests.support.hooks:output_length", sampled=False
     )
 
 

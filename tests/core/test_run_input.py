@@ -12,6 +12,7 @@ from oma.core.schema.approvals import decision_of
 from oma.core.schema.errors import InvalidRunInputError
 from oma.core.schema.run_input import parse_team_run_input
 from oma.core.schema.validation import single_input
+from tests.support.paths import ROOT
 
 TEAM = {"name": "t", "agents": [{"name": "a", "provider": "scripted", "script": ["x"]}]}
 TASKS = [{"id": "one", "title": "One", "assignee": "a"}]
@@ -123,7 +124,7 @@ def test_a_misspelled_decision_field_gets_the_field_meant() -> None:
 
 @pytest.mark.parametrize(
     "path",
-    sorted((Path(__file__).parent.parent / "examples").glob("*.json")),
+    sorted((ROOT / "examples").glob("*.json")),
     ids=lambda p: p.name,
 )
 def test_every_example_is_a_valid_run_input(path: Path) -> None:

@@ -8,7 +8,6 @@ import base64
 import json
 from collections import deque
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from oma.core.rules.approval_gate import ApprovalGate
@@ -24,9 +23,9 @@ from oma.core.schema.run_state import TeamRunState
 from oma.core.schema.task import TaskSpec, TaskState, TaskStatus
 from oma.core.schema.team import TeamConfig
 from oma.core.schema.usage import TokenUsage
+from tests.support.paths import HISTORIES
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
-HISTORIES = Path(__file__).parent / "histories"
 
 
 def fresh() -> TeamRunState:

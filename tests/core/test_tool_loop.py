@@ -75,7 +75,7 @@ class Tools:
 
 def agent(**config: Any) -> AgentConfig:
     return AgentConfig.model_validate(
-        {"name": "a", "tools": ["readonly", "tests.tools:add"], **config}
+        {"name": "a", "tools": ["readonly", "tests.support.tools:add"], **config}
     )
 
 
@@ -96,7 +96,7 @@ async def test_each_tool_use_gets_one_result_with_its_id_in_order_and_they_run_a
     assert result.output == "done"
     assert [(c.tool.name, c.tool.source, c.input) for c in tools.calls] == [
         ("grep", "builtin", {"pattern": "x"}),
-        ("add", "tests.tools:add", {"a": 1}),
+        ("add", "tests.support.tools:add", {"a": 1}),
     ]
     results = model.seen[1].messages[-1]
     assert results.role == "user"
@@ -162,7 +162,10 @@ async def test_a_tool_call_from_an_agent_without_tools_fails_the_run() -> None:
     ("tools", "problem"),
     [
         (["bahs"], "unknown tool 'bahs'"),
-        (["tests.tools:add", "other.module:add"], "has the name of tool 'tests.tools:add'"),
+        (
+            ["tests.support.tools:add", "other.module:add"],
+            "has the name of tool 'tests.support.tools:add'",
+        ),
     ],
 )
 def test_unknown_or_clashing_tools_are_an_input_error(tools: list[str], problem: str) -> None:

@@ -3,9 +3,9 @@ docker-compose.yml, the Dockerfile, the examples, the code and the docs for
 `docker compose up` to give a cluster the README's commands run on, whose
 workers keep large payloads in the ``minio`` service's bucket.
 
-No container engine is needed: the files are parsed (tests/_compose.py,
-tests/_image.py) and the one-shot service's command runs against the dev
-server. tests/test_worker_image.py runs the worker itself.
+No container engine is needed: the files are parsed (tests/support/compose.py,
+tests/support/image.py) and the one-shot service's command runs against the dev
+server. tests/product/test_worker_image.py runs the worker itself.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from oma.core.contracts.visibility import SEARCH_ATTRIBUTES
 from oma.runtime.connection import DEFAULT_NAMESPACE, DEFAULT_TASK_QUEUE
 from oma.runtime.dev_server import DevServer, temporal_binary
 from oma.runtime.payload_store import PayloadStore
-from tests import _compose
-from tests._image import Dockerfile, Layout, build_layout
+from tests.support import compose as _compose
+from tests.support.image import Dockerfile, Layout, build_layout
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 SECURITY_DOC = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))

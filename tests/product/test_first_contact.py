@@ -14,9 +14,9 @@ from pathlib import Path
 from temporalio.exceptions import ApplicationError
 
 from oma.runtime.logs import OneLineExpectedFailures
+from tests.support.paths import ROOT, TESTS
 
-ROOT = Path(__file__).resolve().parent.parent
-NPM = ROOT / "tests" / "npm" / "node_modules"
+NPM = TESTS / "npm" / "node_modules"
 
 
 def test_make_demo_says_what_it_installs_and_how_long_before_pip_runs(tmp_path: Path) -> None:

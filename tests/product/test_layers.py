@@ -17,7 +17,7 @@ from shutil import copy, copytree, ignore_patterns
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
 
 
 def _imports(path: Path) -> set[str]:

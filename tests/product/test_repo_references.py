@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT as REPO
+
 SKIPPED_DIRS = {".git", ".venv", "node_modules", "__pycache__", "build", "dist"}
 
 OUTSIDE = re.compile(r"ARCHITECTURE\.md|STYLE\.md|(?<![\w.-])shared/|(?<![\w.-])reference/")
@@ -48,7 +49,7 @@ def _where(path: Path, number: int, line: str) -> str:
 def test_the_scan_sees_the_docs_and_the_code() -> None:
     names = {str(p.relative_to(REPO)) for p in SOURCES}
     assert {"README.md", "docs/architecture.md", "oma/core/schema/errors.py"} <= names
-    assert {"oma/workflows/team_run.py", "tests/test_repo_references.py"} <= names
+    assert {"oma/workflows/team_run.py", "tests/product/test_repo_references.py"} <= names
 
 
 @pytest.mark.parametrize("example", ["see ../shared/ARCHITECTURE.md", "shared/reference/x.md"])

@@ -19,13 +19,12 @@ from pathlib import Path
 import pytest
 
 from oma.runtime.dev_server import DevServer, free_port, free_ports, is_listening
-from tests._cli import OMA, PYTHON_API, PYTHON_API_OUTPUT, demo_copy, run_cmd
-from tests._procs import Processes
-from tests._runs import TASK_QUEUE
+from tests.support.cli import OMA, PYTHON_API, PYTHON_API_OUTPUT, demo_copy, run_cmd
+from tests.support.paths import ROOT
+from tests.support.procs import Processes
+from tests.support.runs import TASK_QUEUE
 
 pytestmark = pytest.mark.e2e
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 WALKTHROUGH = [

@@ -1,5 +1,5 @@
 """The docker-compose worker as it runs: the image's steps carried out on a
-temporary directory (tests/_image.py: no container engine runs here), the
+temporary directory (tests/support/image.py: no container engine runs here), the
 compose file's worker service applied to it (its environment and volumes),
 its CMD started against the session's dev server, and the README's
 "Deploying" commands run from the host as a user types them."""
@@ -25,14 +25,14 @@ from temporalio.client import Client
 
 from oma.core.schema.messages import TextBlock, ToolResultBlock
 from oma.runtime.dev_server import DevServer
-from tests import _compose
-from tests._cli import OMA, PYTHON_API_OUTPUT, demo_copy, run_cmd
-from tests._image import Layout, build_layout, install
-from tests._runs import agent_result
+from tests.support import compose as _compose
+from tests.support.cli import OMA, PYTHON_API_OUTPUT, demo_copy, run_cmd
+from tests.support.image import Layout, build_layout, install
+from tests.support.paths import ROOT
+from tests.support.runs import agent_result
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("worker-image")]
 
-ROOT = Path(__file__).resolve().parent.parent
 
 DEPLOYING = [
     "docker compose up -d --build",
@@ -94,7 +94,7 @@ def mount_volumes(layout: Layout, service: dict[str, object], env: dict[str, str
             assert target.is_dir(), f"the image has no {volume.target} for volume {volume.source}"
         else:
             shutil.rmtree(target, ignore_errors=True)
-            shutil.copytree(_compose.ROOT / volume.source, target)
+            shutil.copytree(ROOT / volume.source, target)
 
 
 def start_cmd(layout: Layout, dev_server: DevServer, task_queue: str) -> subprocess.Popen[str]:

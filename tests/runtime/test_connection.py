@@ -18,9 +18,10 @@ from oma import OpenMultiAgent
 from oma.core.schema.errors import TemporalConfigError, TemporalUnavailableError
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import free_ports, is_listening
-from tests._cli import OMA, ROOT, demo_copy, run_cmd
-from tests._procs import Processes
-from tests._runs import scripted, task
+from tests.support.cli import OMA, demo_copy, run_cmd
+from tests.support.paths import ROOT
+from tests.support.procs import Processes
+from tests.support.runs import scripted, task
 
 pytestmark = pytest.mark.e2e
 

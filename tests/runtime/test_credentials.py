@@ -23,10 +23,10 @@ from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.errors import CredentialNotAllowedError, CredentialsConfigError, ProviderError
 from oma.core.schema.messages import user_text
 from oma.runtime.credentials import CREDENTIALS_ENV, CredentialPolicy
-from tests._cli import oma_blocking
-from tests._runs import OPENAI_TEST_KEY, assert_replays, run_team, task
-from tests.anthropic_server import AnthropicServer
-from tests.openai_server import OpenAIServer
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.cli import oma_blocking
+from tests.support.openai_server import OpenAIServer
+from tests.support.runs import OPENAI_TEST_KEY, assert_replays, run_team, task
 
 WORKER_KEY = "sk-proj-worker-key-0123456789abcdef"
 TEMPORAL_KEY = "temporal-cloud-api-key-0123456789abcdef"

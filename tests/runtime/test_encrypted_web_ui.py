@@ -18,9 +18,9 @@ from oma.runtime.codec import new_key, parse_keys
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_ports, is_listening, temporal_binary
 from oma.worker.plugin import OmaPlugin
-from tests._procs import Processes
-from tests._runs import process, task, team_result
-from tests._web_ui import chromium_command, dev_env, wait_listening
+from tests.support.procs import Processes
+from tests.support.runs import process, task, team_result
+from tests.support.web_ui import chromium_command, dev_env, wait_listening
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,9 +38,11 @@ from oma.runtime.dev_server import DevServer, free_port, is_listening, temporal_
 from oma.viewer.model import build_run_view
 from oma.worker import plugin
 from oma.workflows._visibility import start_attributes
-from tests._approvals import Run, eventually, result_within, start_run, terminate_if_running
-from tests._encryption import KEY_A, KEY_B, QUEUE, connect
-from tests._runs import (
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.approvals import Run, eventually, result_within, start_run, terminate_if_running
+from tests.support.encryption import KEY_A, KEY_B, QUEUE, connect
+from tests.support.paths import HISTORIES
+from tests.support.runs import (
     ENCRYPTED_NAMESPACE,
     TASK_QUEUE,
     histories_of,
@@ -51,7 +52,6 @@ from tests._runs import (
     team_result,
     worker_activities,
 )
-from tests.anthropic_server import AnthropicServer
 
 pytestmark = pytest.mark.e2e
 
@@ -657,7 +657,7 @@ async def test_oma_show_with_keys_reads_a_run_recorded_before_encryption(
 
 def test_oma_replay_with_keys_replays_a_run_recorded_before_encryption() -> None:
     # turning encryption on must not make every older history a false mismatch
-    history = Path(__file__).parent / "histories" / "team_run_cancelled.json"
+    history = HISTORIES / "team_run_cancelled.json"
     replayed = subprocess.run(
         [sys.executable, "-m", "oma.cli", "replay", str(history)],
         env={**os.environ, "OMA_CODEC_KEYS": KEY_A},

@@ -2,7 +2,7 @@
 without Temporal: its configuration, the directory store's files, the S3
 store on a real S3-compatible server (``s3_server``: moto's server mode), the
 data converter that keeps payloads there, and the codec server that reads
-them back. tests/test_stored_runs.py runs them on the dev server."""
+them back. tests/runtime/test_stored_runs.py runs them on the dev server."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ from oma.runtime.payload_store import (
     reference_of,
     store_from_env,
 )
-from tests.s3_server import S3Server
+from tests.support.s3_server import S3Server
 
 KEYS = parse_keys(new_key("store-key"))
 BIG = "x" * (THRESHOLD_BYTES + 1024)

@@ -49,7 +49,8 @@ from oma.runtime.dev_server import DevServer, free_port, free_ports, is_listenin
 from oma.runtime.payload_store import PayloadStore, reference_of
 from oma.worker import plugin
 from oma.worker.plugin import OmaPlugin
-from tests._approvals import (
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.approvals import (
     Run,
     eventually,
     failure_at_once,
@@ -57,10 +58,9 @@ from tests._approvals import (
     start_run,
     terminate_if_running,
 )
-from tests._procs import Processes
-from tests._runs import STORED_NAMESPACE, histories_of, process, task, worker_activities
-from tests.anthropic_server import AnthropicServer
-from tests.s3_server import S3Server
+from tests.support.procs import Processes
+from tests.support.runs import STORED_NAMESPACE, histories_of, process, task, worker_activities
+from tests.support.s3_server import S3Server
 
 pytestmark = pytest.mark.e2e
 
@@ -380,7 +380,7 @@ def many_tasks(count: int) -> dict[str, Any]:
 async def test_a_run_of_more_tasks_than_one_run_holds_is_refused_before_anything_runs(
     file_client: Client, file_worker: oma_worker.OmaWorker
 ) -> None:
-    # (a run of more than MAX_RUN_TASKS runs in shards: tests/test_shards.py)
+    # (a run of more than MAX_RUN_TASKS runs in shards: tests/workflows/test_shards.py)
     too_many = many_tasks(MAX_SHARDED_RUN_TASKS + 1)
     with pytest.raises(InvalidRunInputError) as raised:
         checked_team_run_input(too_many, stored=True)

@@ -26,12 +26,12 @@ from oma.runtime import tracing
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer
 from oma.worker.plugin import OmaPlugin
-from tests._otlp import Collector
-from tests._runs import assert_replays, histories_of, process, task, worker_activities
+from tests.support.otlp import Collector
+from tests.support.paths import ROOT
+from tests.support.runs import assert_replays, histories_of, process, task, worker_activities
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parent.parent
 TASK_QUEUE = "oma-test-tracing"
 
 
@@ -61,7 +61,7 @@ def writer(tmp_path: Path) -> dict[str, Any]:
             [{"type": "tool_use", "id": "u1", "name": "add", "input": {"a": 2, "b": 3}}],
             "two and three make five",
         ],
-        "tools": ["tests.tools:add"],
+        "tools": ["tests.support.tools:add"],
         "cwd": str(tmp_path),
     }
 

@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 
 from oma.runtime.dev_server import DevServer, free_port
-from tests._otlp import Collector
-from tests._procs import Processes
-from tests._runs import process, scripted, task
+from tests.support.otlp import Collector
+from tests.support.paths import ROOT
+from tests.support.procs import Processes
+from tests.support.runs import process, scripted, task
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parent.parent
 OMA = str(Path(sys.executable).with_name("oma"))
 
 NEVER_ON_ITS_OWN_MS = "600000"

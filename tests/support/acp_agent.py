@@ -1,6 +1,6 @@
 """A scriptable ACP agent for tests, built on the SDK's agent side (``acp.run_agent``).
 
-Run as ``python tests/acp_agent.py [SCRIPT.json]``; without a path the script
+Run as ``python tests/support/acp_agent.py [SCRIPT.json]``; without a path the script
 is the JSON in ``ACP_TEST_SCRIPT`` (none: every turn ends at once with
 ``end_turn``). The script::
 

@@ -25,7 +25,7 @@ from acp.schema import (
 )
 
 from oma.runtime.dev_server import DevServer
-from tests._runs import TASK_QUEUE
+from tests.support.runs import TASK_QUEUE
 
 OMA = str(Path(sys.executable).parent / "oma")
 

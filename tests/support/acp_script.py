@@ -1,4 +1,4 @@
-"""The scripted ACP agent (``tests/acp_agent.py``, built on the SDK's agent
+"""The scripted ACP agent (``tests/support/acp_agent.py``, built on the SDK's agent
 side) as the tests drive it: backends that run it with a script, the steps
 of a script's prompt turns, its logs, and the heartbeats an activity sends."""
 
@@ -15,14 +15,15 @@ from typing import Any
 from temporalio.testing import ActivityEnvironment
 
 from oma.core.schema.backends import AcpBackendConfig
+from tests.support.paths import ACP_AGENT
 
-AGENT_SCRIPT = Path(__file__).resolve().parent / "acp_agent.py"
+AGENT_SCRIPT = ACP_AGENT
 WORKER_QUEUE = "oma-worker-test-1"
 """The worker task queue the ACP activities under test say they run on."""
 
 
 class ScriptedAgent:
-    """Backends that run ``tests/acp_agent.py`` with a script, and its logs."""
+    """Backends that run ``tests/support/acp_agent.py`` with a script, and its logs."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.dir = tmp_path

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests._local_api import JsonApiHandler, LocalApiServer
+from tests.support.local_api import JsonApiHandler, LocalApiServer
 
 ERROR_TYPES = {
     400: "invalid_request_error",

@@ -21,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 from oma.core.schema.approvals import ApprovalDecision, ApprovalRequest
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
-from tests._runs import TASK_QUEUE, scripted, start_team, task, team_result
+from tests.support.runs import TASK_QUEUE, scripted, start_team, task, team_result
 
 T = TypeVar("T")
 

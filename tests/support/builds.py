@@ -1,14 +1,14 @@
 """Two builds of OMA's workflow code, for the tests that roll new code out
 under runs in flight.
 
-``python -m tests._builds BUILD ARGS...`` runs ``oma ARGS...`` (``worker``,
+``python -m tests.support.builds BUILD ARGS...`` runs ``oma ARGS...`` (``worker``,
 ``replay``) with BUILD's workflow code: ``old`` is the code as it is; ``new``
 changes what ``TeamRun`` does before each task: it waits on a short timer
 first (summary ``NEW_BUILD_TIMER``), a command no history of the old build
 recorded there, so the old build's runs do not replay against it. The change
 is made to the module the worker loads once (a worker passes ``oma`` through
 the workflow sandbox: ``oma.worker.plugin.sandboxed``), as a deploy would
-ship it, without a patch. (``tests._changed_team_run``, ``oma replay``'s
+ship it, without a patch. (``tests.support.changed_team_run``, ``oma replay``'s
 mismatch tests' change, asks an activity with no input: it replays, but a
 worker cannot run it.)
 """

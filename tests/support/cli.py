@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from oma.runtime.dev_server import DevServer, temporal_binary
-from tests._runs import TASK_QUEUE
+from tests.support.paths import ROOT
+from tests.support.runs import TASK_QUEUE
 
-ROOT = Path(__file__).resolve().parent.parent
 OMA = str(Path(sys.executable).parent / "oma")
 
 EVENT_LINE = re.compile(r"^\d\d:\d\d:\d\d (\w+) +(\S+)")

@@ -9,7 +9,7 @@ from oma.runtime.codec import CodecKey, new_key
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer
 from oma.worker.plugin import OmaPlugin
-from tests._runs import ENCRYPTED_NAMESPACE
+from tests.support.runs import ENCRYPTED_NAMESPACE
 
 QUEUE = "oma-encrypted"
 KEY_A = new_key("key-a")

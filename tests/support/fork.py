@@ -11,7 +11,7 @@ from typing import Any
 from temporalio.client import Client
 
 from oma.core.schema.results import TeamRunResult
-from tests._runs import start_team, task, team_result
+from tests.support.runs import start_team, task, team_result
 
 COUNTED = r"""
 import pathlib, re, sys

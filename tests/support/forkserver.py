@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from oma.runtime.dev_server import free_port
-from tests._procs import alive
+from tests.support.procs import alive
 
 OMA = str(Path(sys.executable).parent / "oma")
 

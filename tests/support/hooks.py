@@ -1,4 +1,4 @@
-"""Hooks and evaluators that test workers load by import path (tests.hooks:...)."""
+"""Hooks and evaluators that test workers load by import path (tests.support.hooks:...)."""
 
 from __future__ import annotations
 

@@ -28,7 +28,8 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
+
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 
@@ -218,7 +219,9 @@ def _run_step(layout: Layout, step: list[str]) -> None:
         paths = [layout.local(a) for a in args[2:] if not a.startswith("-")]
         subprocess.run([sys.executable, "-m", "compileall", "-q", *map(str, paths)], check=True)
     else:
-        raise AssertionError(f"a RUN step tests/_image.py does not model: {shlex.join(step)}")
+        raise AssertionError(
+            f"a RUN step tests/support/image.py does not model: {shlex.join(step)}"
+        )
 
 
 def install(layout: Layout, venv: Path) -> None:

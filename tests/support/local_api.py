@@ -1,5 +1,5 @@
-"""What the local stand-ins for the model APIs share (``tests/anthropic_server.py``,
-``tests/openai_server.py``): an HTTP server on ``127.0.0.1`` in a daemon
+"""What the local stand-ins for the model APIs share (``tests/support/anthropic_server.py``,
+``tests/support/openai_server.py``): an HTTP server on ``127.0.0.1`` in a daemon
 thread, a FIFO queue of scripted replies, an optional default responder, and
 the record of every request."""
 

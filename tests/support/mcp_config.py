@@ -1,4 +1,4 @@
-"""MCP servers as the tests configure them: ``tests/mcp_server.py`` (a real
+"""MCP servers as the tests configure them: ``tests/support/mcp_server.py`` (a real
 MCP server over stdio) and a scripted agent that calls its tools."""
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
 
 
 def python_server(name: str = "t", *args: str) -> dict[str, Any]:
-    """``tests/mcp_server.py`` as the MCP server ``name``, with ``args``."""
+    """``tests/support/mcp_server.py`` as the MCP server ``name``, with ``args``."""
     return {
         "name": name,
         "command": sys.executable,
-        "args": ["-m", "tests.mcp_server", *args],
+        "args": ["-m", "tests.support.mcp_server", *args],
         "cwd": str(ROOT),
     }
 

@@ -1,7 +1,7 @@
 """A small MCP server (the ``mcp`` SDK's ``MCPServer``) for the error cases
-of tests/test_mcp.py: state kept across calls, a tool that raises, a slow
+of tests/workflows/test_mcp.py: state kept across calls, a tool that raises, a slow
 tool, a server that dies, one that leaves a child process behind.
-``python -m tests.mcp_server`` serves stdio; ``--http PORT`` serves
+``python -m tests.support.mcp_server`` serves stdio; ``--http PORT`` serves
 streamable HTTP on 127.0.0.1:PORT at ``/mcp``; ``--tools N`` adds N tools
 ``tool0000``... (a large listing), each with a description and a schema of
 its own.

@@ -2,28 +2,28 @@
 
 Runs ``examples/recorded/brief-run.json`` (two Anthropic agents) on an
 embedded dev server against the local Messages API of the tests
-(``tests/anthropic_server.py``, the real ``anthropic`` SDK), and writes the
+(``tests/support/anthropic_server.py``, the real ``anthropic`` SDK), and writes the
 histories of the ``TeamRun`` and of its ``AgentRun`` children, as ``temporal
 workflow show --output json`` would, to ``examples/recorded/brief/``. A user
 records their own the same way, from a run on Claude.
 
-    .venv/bin/python -m tests.record_example
+    .venv/bin/python -m tests.support.record_example
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 from oma import worker as oma_worker
 from oma.activities.recordings import fetch
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
-from tests._runs import start_team, team_result, worker_activities
-from tests.anthropic_server import AnthropicServer
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.paths import ROOT
+from tests.support.runs import start_team, team_result, worker_activities
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "recorded"
+EXAMPLES = ROOT / "examples" / "recorded"
 QUEUE = "oma-record-example"
 RUN_ID = "brief-recorded"
 ANSWERS = (

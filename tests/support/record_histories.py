@@ -3,18 +3,18 @@
 Runs representative workflows on an embedded dev server and a worker in this
 process, and writes one workflow history per scenario as ``temporal workflow
 show --output json`` would, to ``tests/histories/<scenario>.json``. The corpus
-is kept once recorded: ``tests/test_histories.py`` replays every file against
+is kept once recorded: ``tests/workflows/test_histories.py`` replays every file against
 the current code, so a change that breaks running histories fails the tests.
 
-    .venv/bin/python -m tests.record_histories           # the scenarios without a file yet
-    .venv/bin/python -m tests.record_histories NAME ...  # these, even over a kept file
+    .venv/bin/python -m tests.support.record_histories           # the scenarios without a file yet
+    .venv/bin/python -m tests.support.record_histories NAME ...  # these, even over a kept file
 
 Each scenario runs a ``TeamRun`` (or an ``AgentRun``) whose workflow id is the
 scenario's name, asserts that the run ended the way the file claims, and
 returns the one history to keep: the run itself, one of its ``AgentRun``
 children (``<name>/<task id>``), or a later run of a run that continued as
 new. A ``TeamRun`` replays only under its own workflow id (its children's ids
-and its approval requests' hashes are made from it): ``tests/test_histories.py``
+and its approval requests' hashes are made from it): ``tests/workflows/test_histories.py``
 reads it back from the children's ids, else takes the file's stem, and both
 are the scenario's name. An ``AgentRun`` child replays under the stem, which
 it never reads (it reads its own id only to key the ACP sessions of a
@@ -43,14 +43,14 @@ from oma.core.schema.results import AgentRunResult, TeamRunResult
 from oma.core.schema.task import TaskStatus
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
-from tests._approvals import Run, decision, eventually, start_run, wait_for_file
-from tests._runs import process, scripted, task, worker_activities
-from tests.anthropic_server import AnthropicServer
+from tests.support import paths
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.approvals import Run, decision, eventually, start_run, wait_for_file
+from tests.support.paths import HISTORIES, ROOT
+from tests.support.runs import process, scripted, task, worker_activities
 
-ROOT = Path(__file__).resolve().parent.parent
-HISTORIES = Path(__file__).parent / "histories"
 TASK_QUEUE = "oma-record"
-ACP_AGENT = str(Path(__file__).parent / "acp_agent.py")
+ACP_AGENT = str(paths.ACP_AGENT)
 WAIT_S = 30.0
 """How long a scenario waits for a run to reach a point before it fails."""
 
@@ -603,7 +603,7 @@ async def awaiting_approval(client: Client, workflow_id: str) -> Kept:
 
 
 async def _acp_two_turns(client: Client, workflow_id: str) -> Run:
-    """Two dependent tasks of one ACP agent (``tests/acp_agent.py``): the
+    """Two dependent tasks of one ACP agent (``tests/support/acp_agent.py``): the
     first opens the session on the shared task queue, the second is routed to
     the session worker's own queue, and the run closes the session."""
     with tempfile.TemporaryDirectory(prefix="oma-record-") as tmp:
@@ -654,9 +654,9 @@ async def acp_agent_routed_turn(client: Client, workflow_id: str) -> Kept:
 
 async def anthropic_turn_retried_with_hooks(client: Client, workflow_id: str) -> Kept:
     """An ``AgentRun`` of an Anthropic agent against the local Messages API
-    server: the ``before_run`` hook (``tests.hooks:shout``), the ``llm_turn``
+    server: the ``before_run`` hook (``tests.support.hooks:shout``), the ``llm_turn``
     activity (a 429 first, retried by Temporal after its ``retry-after-ms``,
-    then the answer) and the ``evaluate`` activity (``tests.hooks:output_length``)."""
+    then the answer) and the ``evaluate`` activity (``tests.support.hooks:output_length``)."""
     queue = f"{TASK_QUEUE}-anthropic"
     with AnthropicServer() as api:
         activities = worker_activities(queue, api.base_url)
@@ -665,8 +665,8 @@ async def anthropic_turn_retried_with_hooks(client: Client, workflow_id: str) ->
         agent = {
             "name": "a",
             "provider": "anthropic",
-            "before_run": "tests.hooks:shout",
-            "evaluation": {"evaluator": "tests.hooks:output_length", "sample_rate": 1.0},
+            "before_run": "tests.support.hooks:shout",
+            "evaluation": {"evaluator": "tests.support.hooks:output_length", "sample_rate": 1.0},
         }
         async with oma_worker.build_worker(client, queue, activities):
             handle: WorkflowHandle[Any, AgentRunResult] = await client.start_workflow(

@@ -12,8 +12,8 @@ from temporalio.client import Client
 
 from oma import worker as oma_worker
 from oma.core.schema.results import TeamRunResult
-from tests._runs import start_team, task, team_result, worker_activities
-from tests.anthropic_server import AnthropicServer
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.runs import start_team, task, team_result, worker_activities
 
 QUEUE = "oma-recorded"
 """The task queue of the test's own worker."""

@@ -23,12 +23,13 @@ from oma.workflows._visibility import start_attributes
 TASK_QUEUE = "oma-test"
 
 ENCRYPTED_NAMESPACE = "oma-encrypted"
-"""The dev server's namespace for runs with encrypted payloads (tests/test_encryption.py)."""
+"""The dev server's namespace for runs with encrypted payloads
+(tests/runtime/test_encryption.py)."""
 
 
 STORED_NAMESPACE = "oma-stored"
 """The dev server's namespace for runs whose payloads are kept in a payload
-store (tests/test_payload_store.py): the session's replay has no store."""
+store (tests/runtime/test_payload_store.py): the session's replay has no store."""
 
 
 FOREIGN_QUEUE_SUFFIX = "-foreign"

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from oma.runtime.dev_server import DevServer
-from tests._cli import OMA, cli_env, input_file
-from tests._runs import process, task
+from tests.support.cli import OMA, cli_env, input_file
+from tests.support.runs import process, task
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\r")
 

@@ -1,4 +1,4 @@
-"""Custom tools that test workers load by import path (tests.tools:...)."""
+"""Custom tools that test workers load by import path (tests.support.tools:...)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def _fail_twice(marker: str) -> str:
 
 
 def t__pid() -> str:
-    """Named like the ``pid`` tool of an MCP server ``t`` (tests/mcp_server.py)."""
+    """Named like the ``pid`` tool of an MCP server ``t`` (tests/support/mcp_server.py)."""
     return "custom"
 
 

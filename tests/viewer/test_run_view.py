@@ -28,9 +28,10 @@ from oma.runtime.dev_server import DevServer, temporal_binary
 from oma.viewer import paging
 from oma.viewer.model import RunView, add_activities, build_run_view
 from oma.worker import OmaWorker, plugin
-from tests._cli import cells, oma_show
-from tests._runs import process, run_team, scripted, start_team, task
-from tests._web_ui import chromium_command
+from tests.support.cli import cells, oma_show
+from tests.support.paths import ACP_AGENT
+from tests.support.runs import process, run_team, scripted, start_team, task
+from tests.support.web_ui import chromium_command
 
 pytestmark = pytest.mark.e2e
 
@@ -389,7 +390,7 @@ async def outputs_run(client: Client, worker: OmaWorker) -> str:
     that Temporal ran twice (the first agent exits mid-turn, ACP_AGENT_EXITED,
     and the retry's fresh agent answers), in one attempt of the task."""
     workflow_id = f"viewer-out-{uuid.uuid4().hex[:8]}"
-    agent = str(Path(__file__).parent / "acp_agent.py")
+    agent = str(ACP_AGENT)
     first = Path(os.environ.get("TMPDIR", "/tmp")) / f"{workflow_id}-first-spawn"
     exits = {"turns": [{"steps": [{"text": "half"}, {"exit": 3}]}]}
     answers = {"turns": [{"steps": [{"text": "whole"}]}]}

@@ -11,7 +11,7 @@ from temporalio.exceptions import ApplicationError
 
 from oma.core.contracts.names import ActivityName
 from oma.core.schema.errors import CodecKeyMissingError, ProcessFailedError, ProviderError
-from tests._activities import run_activity
+from tests.support.activities import run_activity
 
 
 @activity.defn(name=ActivityName.LLM_TURN)

@@ -11,7 +11,7 @@ from temporalio.client import Client
 
 from oma import worker as oma_worker
 from oma.core.schema.task import TaskStatus
-from tests._runs import assert_replays, histories_of, process, run_team, task
+from tests.support.runs import assert_replays, histories_of, process, run_team, task
 
 
 @pytest.fixture

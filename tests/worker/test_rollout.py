@@ -2,7 +2,7 @@
 ``oma replay --open`` names the open runs the new code would break, and on
 versioned workers the runs waiting for an approval on the old build finish
 there while new runs take the new build. The two builds are
-``tests._builds``: the code as it is, and a ``TeamRun`` that pauses on a timer
+``tests.support.builds``: the code as it is, and a ``TeamRun`` that pauses on a timer
 before each task (``NEW_BUILD_TIMER``), a change made without a patch."""
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ from oma.core.schema.errors import WorkerDeploymentInvalidError
 from oma.runtime.deployment import BUILD_ID_VAR, DEPLOYMENT_NAME_VAR, deployment_from_env
 from oma.runtime.dev_server import DevServer
 from oma.worker import plugin
-from tests._approvals import WAIT_S, Run, eventually, result_within, start_run
-from tests._builds import NEW_BUILD_TIMER
-from tests._cli import OMA, ROOT, run_cmd, temporal
-from tests._procs import Processes
-from tests._runs import FOREIGN_QUEUE_SUFFIX, TASK_QUEUE, histories_of, scripted, task
+from tests.support.approvals import WAIT_S, Run, eventually, result_within, start_run
+from tests.support.builds import NEW_BUILD_TIMER
+from tests.support.cli import OMA, run_cmd, temporal
+from tests.support.paths import ROOT
+from tests.support.procs import Processes
+from tests.support.runs import FOREIGN_QUEUE_SUFFIX, TASK_QUEUE, histories_of, scripted, task
 
 ROLLOUT_S = 60.0
 """How long a run of the rollout gets to finish once it is approved."""
@@ -62,8 +63,8 @@ def env_for(dev_server: DevServer, task_queue: str, **extra: str) -> dict[str, s
 async def oma_as(
     build: str, dev_server: DevServer, *args: str, task_queue: str = TASK_QUEUE
 ) -> subprocess.CompletedProcess[str]:
-    """``oma ARGS`` with ``build``'s workflow code (``tests._builds``)."""
-    command = [OMA] if build == "old" else [sys.executable, "-m", "tests._builds", build]
+    """``oma ARGS`` with ``build``'s workflow code (``tests.support.builds``)."""
+    command = [OMA] if build == "old" else [sys.executable, "-m", "tests.support.builds", build]
     return await run_cmd(*command, *args, cwd=ROOT, env=env_for(dev_server, task_queue))
 
 
@@ -176,14 +177,14 @@ async def start_worker(
     deployment: str | None,
     build: str | None = None,
 ) -> subprocess.Popen[str]:
-    """A worker of ``code`` (``tests._builds``: ``old`` or ``new``) serving it
+    """A worker of ``code`` (``tests.support.builds``: ``old`` or ``new``) serving it
     as build ``build`` (by default ``code``) of ``deployment`` (``None``: an
     unversioned worker), once it says so."""
     versioning = {}
     if deployment is not None:
         versioning = {DEPLOYMENT_NAME_VAR: deployment, BUILD_ID_VAR: build or code}
     proc = processes.start(
-        [sys.executable, "-m", "tests._builds", code, "worker"],
+        [sys.executable, "-m", "tests.support.builds", code, "worker"],
         cwd=ROOT,
         env=env_for(dev_server, task_queue, **versioning),
         stdout=subprocess.PIPE,

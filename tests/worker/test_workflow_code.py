@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import HISTORIES, ROOT
 
 # Replays one recorded AgentRun history four times, as a worker's sandbox
 # creates a run for each, and prints how many times the files of the
@@ -58,7 +58,7 @@ def replays(tmp_path: Path, sandbox: str) -> tuple[int, int]:
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONPYCACHEPREFIX": str(tmp_path / "pycache"),
     }
-    history = ROOT / "tests" / "histories" / "agent_run_scripted.json"
+    history = HISTORIES / "agent_run_scripted.json"
     out = subprocess.run(
         [sys.executable, "-c", REPLAYS, str(history), sandbox],
         cwd=ROOT,

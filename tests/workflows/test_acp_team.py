@@ -21,8 +21,10 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from oma import worker as oma_worker
 from oma.core.schema.results import AcpSessionInfo, AgentRunResult
 from oma.core.schema.usage import TokenUsage
-from tests._procs import alive, descendants
-from tests._runs import (
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.paths import ACP_AGENT
+from tests.support.procs import alive, descendants
+from tests.support.runs import (
     TASK_QUEUE,
     agent_result,
     assert_replays,
@@ -31,15 +33,14 @@ from tests._runs import (
     scripted,
     task,
 )
-from tests.anthropic_server import AnthropicServer
 
 pytestmark = pytest.mark.usefixtures("worker")
 
-TEST_AGENT = str(Path(__file__).parent / "acp_agent.py")
+TEST_AGENT = str(ACP_AGENT)
 
 
 class AcpAgent:
-    """The scriptable test ACP agent (tests/acp_agent.py) as a team member."""
+    """The scriptable test ACP agent (tests/support/acp_agent.py) as a team member."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.spawn_log = tmp_path / "spawn.log"

@@ -17,9 +17,9 @@ from temporalio.worker import Worker
 from oma.core.schema.results import TeamRunResult
 from oma.workflows._options import LLM_TURN
 from oma.workflows.agent_run import AgentRun
-from tests._procs import alive
-from tests._runs import TASK_QUEUE, assert_replays, process, run_agent, run_team, task
-from tests.anthropic_server import AnthropicServer
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.procs import alive
+from tests.support.runs import TASK_QUEUE, assert_replays, process, run_agent, run_team, task
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -224,7 +224,7 @@ async def test_an_exception_no_activity_maps_fails_the_run_with_a_catalogue_code
     client: Client, workflow_id: str
 ) -> None:
     queue = f"{workflow_id}-unmapped"
-    agent = {**process("p", "print('hi')"), "before_run": "tests.hooks:shout"}
+    agent = {**process("p", "print('hi')"), "before_run": "tests.support.hooks:shout"}
     async with Worker(
         client, task_queue=queue, workflows=[AgentRun], activities=[before_run_with_a_bug]
     ):

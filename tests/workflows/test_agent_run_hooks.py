@@ -9,8 +9,8 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from tests._runs import assert_replays, process, run_agent
-from tests.anthropic_server import AnthropicServer
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.runs import assert_replays, process, run_agent
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -20,7 +20,7 @@ async def test_before_run_by_import_path_rewrites_the_prompt_on_the_worker(
 ) -> None:
     anthropic_server.reset()
     anthropic_server.reply_text("ok")
-    agent = {"name": "a", "provider": "anthropic", "before_run": "tests.hooks:shout"}
+    agent = {"name": "a", "provider": "anthropic", "before_run": "tests.support.hooks:shout"}
     await run_agent(client, workflow_id, agent, "quiet please")
     assert anthropic_server.requests[0].body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "QUIET PLEASE"}]}
@@ -37,7 +37,7 @@ async def test_external_agent_hook_that_changes_messages_fails_before_spawning(
 ) -> None:
     marker = tmp_path / "spawned"
     agent = process("p", f"open({str(marker)!r}, 'w')")
-    agent["before_run"] = "tests.hooks:replace_messages"
+    agent["before_run"] = "tests.support.hooks:replace_messages"
     with pytest.raises(WorkflowFailureError) as info:
         await run_agent(client, workflow_id, agent, "hello")
     cause = info.value.cause
@@ -66,16 +66,16 @@ async def test_a_hook_that_raises_fails_the_run_naming_the_hook_under_an_oma_cod
         "name": "a",
         "provider": "scripted",
         "script": ["x"],
-        "before_run": "tests.hooks:index_like_a_dict",
+        "before_run": "tests.support.hooks:index_like_a_dict",
     }
     with pytest.raises(WorkflowFailureError) as info:
         await run_agent(client, workflow_id, agent, "hello")
     cause = info.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "ACTIVITY_FAILED"
     assert cause.message == (
-        "before_run hook 'tests.hooks:index_like_a_dict' raised TypeError: 'BeforeRunContext' "
-        "object is not subscriptable (its argument is a BeforeRunContext, read by attribute: "
-        "ctx.prompt)"
+        "before_run hook 'tests.support.hooks:index_like_a_dict' raised TypeError: "
+        "'BeforeRunContext' object is not subscriptable (its argument is a BeforeRunContext, "
+        "read by attribute: ctx.prompt)"
     )
     await assert_replays(client, workflow_id)
 
@@ -88,7 +88,7 @@ async def test_sampled_run_is_evaluated_with_redacted_stored_payloads(
         "provider": "scripted",
         "script": ["four"],
         "evaluation": {
-            "evaluator": "tests.hooks:output_length",
+            "evaluator": "tests.support.hooks:output_length",
             "sample_rate": 1.0,
             "store_payloads": "redacted",
         },
@@ -111,7 +111,7 @@ async def test_unsampled_run_is_not_evaluated(client: Client, workflow_id: str) 
         "name": "a",
         "provider": "scripted",
         "script": ["four"],
-        "evaluation": {"evaluator": "tests.hooks:output_length", "sample_rate": 0.0},
+        "evaluation": {"evaluator": "tests.support.hooks:output_length", "sample_rate": 0.0},
     }
     result = await run_agent(client, workflow_id, agent, "hi")
     assert result.evaluation is not None and result.evaluation.sampled is False

@@ -27,7 +27,7 @@ from oma import worker as oma_worker
 from oma.core.schema.approvals import ApprovalDecision, request_hash
 from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskStatus
-from tests._approvals import (
+from tests.support.approvals import (
     WAIT_S,
     Run,
     children_started,
@@ -39,9 +39,16 @@ from tests._approvals import (
     terminate_if_running,
     wait_for_file,
 )
-from tests._orchestration import RESEARCH_THEN_WRITE as PLAN
-from tests._procs import alive
-from tests._runs import TASK_QUEUE, assert_replays, process, scripted, scripted_activities, task
+from tests.support.orchestration import RESEARCH_THEN_WRITE as PLAN
+from tests.support.procs import alive
+from tests.support.runs import (
+    TASK_QUEUE,
+    assert_replays,
+    process,
+    scripted,
+    scripted_activities,
+    task,
+)
 
 Start = Callable[[dict[str, Any]], Awaitable[Run]]
 

@@ -17,8 +17,8 @@ from temporalio.worker import Worker
 from oma.core.schema.results import AgentRunResult
 from oma.workflows.agent_run import AgentRun
 from oma.workflows.team_run import TeamRun
-from tests._runs import TASK_QUEUE, assert_replays, start_team
-from tests.anthropic_server import AnthropicServer
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.runs import TASK_QUEUE, assert_replays, start_team
 
 pytestmark = pytest.mark.usefixtures("worker")
 

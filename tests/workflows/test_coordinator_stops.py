@@ -13,9 +13,9 @@ import pytest
 from temporalio.client import Client
 
 from oma.core.schema.task import TaskStatus
-from tests._approvals import Run, children_started, eventually, result_within, start_run
-from tests._runs import assert_replays, scripted
-from tests.anthropic_server import AnthropicServer
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.approvals import Run, children_started, eventually, result_within, start_run
+from tests.support.runs import assert_replays, scripted
 
 pytestmark = pytest.mark.usefixtures("worker")
 

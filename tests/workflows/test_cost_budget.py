@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from tests._runs import assert_replays, process, run_team, task
-from tests.anthropic_server import AnthropicServer
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.runs import assert_replays, process, run_team, task
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -65,7 +65,7 @@ async def test_the_cost_budget_stops_a_tool_loop_in_the_middle_of_its_task(
         "name": "adder",
         "provider": "scripted",
         "script": [[block] for block in use] + ["done"],
-        "tools": ["tests.tools:add"],
+        "tools": ["tests.support.tools:add"],
         "max_turns": 10,
     }
 
@@ -147,7 +147,7 @@ async def test_parallel_tasks_share_the_cost_budget_and_stop_together(
         "name": "adder",
         "provider": "scripted",
         "script": [[block] for block in use] + ["done"],
-        "tools": ["tests.tools:add"],
+        "tools": ["tests.support.tools:add"],
         "max_turns": 50,
     }
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from oma.runtime.dev_server import free_ports, temporal_binary
-from tests._cli import OMA
-from tests._procs import Processes
-from tests._runs import process, task
-from tests._web_ui import chromium_command, dev_env, wait_listening
+from tests.support.cli import OMA
+from tests.support.procs import Processes
+from tests.support.runs import process, task
+from tests.support.web_ui import chromium_command, dev_env, wait_listening
 
 pytestmark = pytest.mark.e2e
 

@@ -22,11 +22,11 @@ from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
 from oma.core.schema.task import TaskStatus
 from oma.runtime.dev_server import DevServer, temporal_binary
-from tests._approvals import eventually
-from tests._cli import oma, run_cmd, table_rows
-from tests._fork import GOAL_PLAN, counted_agent, five_tasks, fork, runs
-from tests._runs import TASK_QUEUE, assert_replays, run_team, start_team, task, team_result
-from tests.anthropic_server import AnthropicServer
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.approvals import eventually
+from tests.support.cli import oma, run_cmd, table_rows
+from tests.support.fork import GOAL_PLAN, counted_agent, five_tasks, fork, runs
+from tests.support.runs import TASK_QUEUE, assert_replays, run_team, start_team, task, team_result
 
 pytestmark = pytest.mark.usefixtures("worker")
 

@@ -11,9 +11,10 @@ import pytest
 
 from oma.records.history_files import read_history_file
 from oma.worker import plugin
-from tests.record_histories import SCENARIOS
+from tests.support.paths import HISTORIES as HISTORIES_DIR
+from tests.support.record_histories import SCENARIOS
 
-HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+HISTORIES = sorted(HISTORIES_DIR.glob("*.json"))
 
 
 @pytest.mark.parametrize("strict", [False, True], ids=["worker_sandbox", "strict_sandbox"])
@@ -141,5 +142,5 @@ def _shown(raw: dict[str, Any]) -> set[str]:
 
 @pytest.mark.parametrize("stem", sorted(SHOWS))
 def test_recorded_history_shows_what_its_scenario_is_for(stem: str) -> None:
-    raw = json.loads((Path(__file__).parent / "histories" / f"{stem}.json").read_text())
+    raw = json.loads((HISTORIES_DIR / f"{stem}.json").read_text())
     assert SHOWS[stem] <= _shown(raw)

@@ -24,9 +24,9 @@ from oma.activities._conversations import Conversations
 from oma.core.contracts.llm import ConversationSlice, LlmTurnInput
 from oma.core.schema.messages import text_of
 from oma.core.schema.results import AgentRunResult
-from tests._runs import assert_replays, worker_activities
-from tests._tools import tool_use
-from tests.anthropic_server import AnthropicServer
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.runs import assert_replays, worker_activities
+from tests.support.tool_calls import tool_use
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -93,7 +93,7 @@ async def run_tool_loop(
     activities = worker_activities(queue, anthropic_server.base_url)
     if conversations is not None:
         activities.llm.conversations = conversations
-    agent = {"name": "reader", "provider": "anthropic", "tools": ["tests.tools:page"]}
+    agent = {"name": "reader", "provider": "anthropic", "tools": ["tests.support.tools:page"]}
     workflow_id = f"reads-{uuid.uuid4().hex[:8]}"
     async with oma_worker.build_worker(reading, queue, activities):
         result = await client.execute_workflow(
@@ -146,7 +146,7 @@ async def test_a_scripted_turn_is_given_the_latest_message_only(client: Client) 
         "name": "adder",
         "provider": "scripted",
         "script": [*script, "added"],
-        "tools": ["tests.tools:add"],
+        "tools": ["tests.support.tools:add"],
     }
     workflow_id = f"scripted-{uuid.uuid4().hex[:8]}"
     async with oma_worker.build_worker(

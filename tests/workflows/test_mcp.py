@@ -1,7 +1,7 @@
 """MCP toolsets: an LLM agent's MCP servers' tools, listed once per agent run
 by ``mcp_list_tools``, each call a ``tool_call`` routed to the worker that
 holds the server — real servers (``@modelcontextprotocol/server-filesystem``
-from npm, tests/mcp_server.py on the ``mcp`` SDK, over stdio and streamable
+from npm, tests/support/mcp_server.py on the ``mcp`` SDK, over stdio and streamable
 HTTP), the scripted provider, a real dev server, every history replayed."""
 
 from __future__ import annotations
@@ -27,10 +27,13 @@ from oma.agent import Agent
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.results import AgentRunResult
 from oma.worker import OmaWorker, build_worker
-from tests._approvals import Run
-from tests._mcp import mcp_agent, python_server, started
-from tests._procs import alive, cmdline, dead_soon
-from tests._runs import (
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.approvals import Run
+from tests.support.mcp_config import mcp_agent, python_server, started
+from tests.support.openai_server import OpenAIServer
+from tests.support.paths import ROOT
+from tests.support.procs import alive, cmdline, dead_soon
+from tests.support.runs import (
     TASK_QUEUE,
     agent_result,
     assert_replays,
@@ -39,13 +42,10 @@ from tests._runs import (
     run_team,
     worker_activities,
 )
-from tests._tools import tool_results, tool_use
-from tests.anthropic_server import AnthropicServer
-from tests.openai_server import OpenAIServer
+from tests.support.tool_calls import tool_results, tool_use
 
 pytestmark = pytest.mark.usefixtures("worker")
 
-ROOT = Path(__file__).resolve().parent.parent
 FILESYSTEM_SERVER = ROOT / "tests/npm/node_modules/.bin/mcp-server-filesystem"
 
 
@@ -261,7 +261,7 @@ def http_server() -> Iterator[str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.mcp_server", "--http", str(port)],
+        [sys.executable, "-m", "tests.support.mcp_server", "--http", str(port)],
         cwd=ROOT,
         stderr=subprocess.DEVNULL,
     )

@@ -24,8 +24,8 @@ from oma.core.schema.run_events import RunEvent
 from oma.core.schema.task import TaskStatus
 from oma.core.schema.team import TeamConfig
 from oma.worker import plugin
-from tests._approvals import WAIT_S, eventually
-from tests._orchestration import (
+from tests.support.approvals import WAIT_S, eventually
+from tests.support.orchestration import (
     ECHO,
     child_ids,
     child_result,
@@ -37,8 +37,8 @@ from tests._orchestration import (
     started_task_ids,
     unassigned,
 )
-from tests._procs import alive
-from tests._runs import (
+from tests.support.procs import alive
+from tests.support.runs import (
     TASK_QUEUE,
     assert_replays,
     process,

@@ -22,14 +22,13 @@ from oma.core.schema.before_run import load_hook
 from oma.core.schema.run_input import parse_team_run_input
 from oma.runtime.dev_server import DevServer, is_listening
 from oma.testing import recorded
-from tests._cli import OMA, run_cmd
-from tests._recorded import QUEUE, own_api_and_worker, run_on_queue, team_input
-from tests._runs import assert_replays, task, team_result, worker_activities
-from tests.anthropic_server import AnthropicServer
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.cli import OMA, run_cmd
+from tests.support.paths import ROOT
+from tests.support.recorded import QUEUE, own_api_and_worker, run_on_queue, team_input
+from tests.support.runs import assert_replays, task, team_result, worker_activities
 
 pytestmark = pytest.mark.e2e
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 async def test_a_fork_replays_recorded_turns_with_the_model_server_stopped(
@@ -289,7 +288,7 @@ async def test_a_recording_of_the_older_digest_form_misses_a_turn_that_offers_to
     # its turns offer none, which that form says, and replay (the example's
     # own test); a turn that offers a tool cannot be told from a changed one
     run_input = json.loads((ROOT / "examples" / "recorded" / "brief-run.json").read_text())
-    run_input["team"]["agents"][1]["tools"] = ["tests.tools:add"]
+    run_input["team"]["agents"][1]["tools"] = ["tests.support.tools:add"]
     async with recorded(ROOT / "examples" / "recorded" / "brief") as oma:
         result = await oma.run_tasks(run_input["team"], run_input["tasks"])
     write = result.task("write")

@@ -16,12 +16,12 @@ from temporalio.exceptions import ApplicationError
 
 from oma.core.schema.run_events import RunEvent
 from oma.runtime.dev_server import DevServer
-from tests._approvals import WAIT_S, result_within, start_run
-from tests._cli import oma, table_rows
-from tests._fork import counted_agent, five_tasks, runs
-from tests._runs import assert_replays, run_team, start_team, task
-from tests._terminal import Terminal
-from tests.anthropic_server import AnthropicServer
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.approvals import WAIT_S, result_within, start_run
+from tests.support.cli import oma, table_rows
+from tests.support.fork import counted_agent, five_tasks, runs
+from tests.support.runs import assert_replays, run_team, start_team, task
+from tests.support.terminal import Terminal
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -114,7 +114,7 @@ async def test_a_reused_task_that_called_a_consequential_tool_says_so(
         "name": "deployer",
         "provider": "scripted",
         "script": [[deploy], "deployed"],
-        "tools": ["tests.tools:deploy"],
+        "tools": ["tests.support.tools:deploy"],
         "cwd": str(tmp_path),
     }
     run_input = {"team": {"name": "t", "agents": [agent]}, "tasks": [task("d", "deployer")]}

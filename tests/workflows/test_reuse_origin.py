@@ -20,10 +20,10 @@ from temporalio.service import RPCError
 from oma.client.runs import read_outputs
 from oma.core.schema.results import TeamRunResult
 from oma.runtime.dev_server import DevServer
-from tests._approvals import WAIT_S, eventually, result_within, start_run
-from tests._cli import oma, table_rows
-from tests._fork import GOAL_PLAN, fork
-from tests._runs import assert_replays, run_team, start_team, task, team_result
+from tests.support.approvals import WAIT_S, eventually, result_within, start_run
+from tests.support.cli import oma, table_rows
+from tests.support.fork import GOAL_PLAN, fork
+from tests.support.runs import assert_replays, run_team, start_team, task, team_result
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -226,7 +226,7 @@ def deployer(cwd: Path, *script: Any) -> dict[str, Any]:
         "name": "deployer",
         "provider": "scripted",
         "script": list(script),
-        "tools": ["tests.tools:deploy"],
+        "tools": ["tests.support.tools:deploy"],
         "cwd": str(cwd),
     }
     return {"team": {"name": "t", "agents": [agent]}, "tasks": [task("d", "deployer")]}

@@ -39,7 +39,7 @@ from oma.runtime.dev_server import DevServer, free_port
 from oma.viewer.model import build_run_view
 from oma.worker import plugin
 from oma.workflows._visibility import STATUS
-from tests._approvals import (
+from tests.support.approvals import (
     Run,
     children_started,
     failure_at_once,
@@ -47,8 +47,8 @@ from tests._approvals import (
     start_run,
     terminate_if_running,
 )
-from tests._orchestration import ECHO, plan_answer, planned
-from tests._runs import (
+from tests.support.orchestration import ECHO, plan_answer, planned
+from tests.support.runs import (
     TASK_QUEUE,
     assert_replays,
     process,

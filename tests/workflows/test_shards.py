@@ -36,9 +36,9 @@ from oma.viewer import model
 from oma.viewer.html import render_html
 from oma.viewer.model import RunView, ShardView, build_run_view
 from oma.worker import build_worker, plugin
-from tests._approvals import decision
-from tests._cli import oma_show
-from tests._runs import (
+from tests.support.approvals import decision
+from tests.support.cli import oma_show
+from tests.support.runs import (
     FOREIGN_QUEUE_SUFFIX,
     histories_of,
     process,

@@ -19,8 +19,8 @@ from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_input import checked_team_run_input
 from oma.core.schema.task import TaskState, TaskStatus
 from oma.runtime.dev_server import DevServer
-from tests._cli import oma, table_rows
-from tests._runs import assert_replays, run_team, scripted, task
+from tests.support.cli import oma, table_rows
+from tests.support.runs import assert_replays, run_team, scripted, task
 
 TEAM = {"name": "t", "agents": [scripted("a", "x"), scripted("b", "y")]}
 

@@ -14,7 +14,7 @@ from oma.core.schema.results import TeamRunResult
 from oma.core.schema.task import TaskStatus
 from oma.worker.plugin import DATA_CONVERTER
 from oma.workflows.team_run import TeamRun
-from tests._runs import (
+from tests.support.runs import (
     FOREIGN_QUEUE_SUFFIX,
     agent_result,
     assert_replays,

@@ -17,7 +17,7 @@ from oma import worker as oma_worker
 from oma.core.contracts.workflow_ids import task_workflow_id
 from oma.core.schema.approvals import request_hash
 from oma.core.schema.results import AgentRunResult
-from tests._approvals import (
+from tests.support.approvals import (
     WAIT_S,
     Run,
     gated_run,
@@ -27,7 +27,7 @@ from tests._approvals import (
     write,
     writer,
 )
-from tests._runs import (
+from tests.support.runs import (
     TASK_QUEUE,
     agent_result,
     assert_replays,
@@ -36,7 +36,7 @@ from tests._runs import (
     scripted_activities,
     task,
 )
-from tests._tools import tool_results
+from tests.support.tool_calls import tool_results
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -312,7 +312,7 @@ async def test_a_consequential_custom_tool_is_gated_without_any_approvals_option
     client: Client, workflow_id: str, tmp_path: Path
 ) -> None:
     deploy = {"type": "tool_use", "id": "u1", "name": "deploy", "input": {"environment": "prod"}}
-    agent = writer(tmp_path, [deploy], "deployed") | {"tools": ["tests.tools:deploy"]}
+    agent = writer(tmp_path, [deploy], "deployed") | {"tools": ["tests.support.tools:deploy"]}
     run = await start_run(
         client,
         workflow_id,

@@ -16,14 +16,13 @@ from temporalio.client import Client, WorkflowFailureError
 
 from oma.agent import Agent
 from oma.core.schema.results import AgentRunResult
-from tests._procs import alive
-from tests._runs import TASK_QUEUE, agent_result, assert_replays, run_agent, run_team, task
-from tests._tools import tool_use, turn_results
-from tests.anthropic_server import AnthropicServer, ToolUseReply
+from tests.support.anthropic_server import AnthropicServer, ToolUseReply
+from tests.support.paths import ROOT
+from tests.support.procs import alive
+from tests.support.runs import TASK_QUEUE, agent_result, assert_replays, run_agent, run_team, task
+from tests.support.tool_calls import tool_use, turn_results
 
 pytestmark = pytest.mark.usefixtures("worker")
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def scripted_with_tools(tmp_path: Path, *script: Any, **config: Any) -> dict[str, Any]:
@@ -31,7 +30,7 @@ def scripted_with_tools(tmp_path: Path, *script: Any, **config: Any) -> dict[str
         "name": "reviewer",
         "provider": "scripted",
         "script": list(script),
-        "tools": ["readonly", "tests.tools:add", "tests.tools:explode"],
+        "tools": ["readonly", "tests.support.tools:add", "tests.support.tools:explode"],
         "cwd": str(tmp_path),
         **config,
     }
@@ -117,7 +116,7 @@ async def test_the_anthropic_model_gets_the_tools_and_its_parallel_calls_run(
     agent = {
         "name": "reviewer",
         "provider": "anthropic",
-        "tools": ["readonly", "tests.tools:explode"],
+        "tools": ["readonly", "tests.support.tools:explode"],
         "cwd": str(tmp_path),
     }
     result = await run_agent(client, workflow_id, agent, "what prints?")
@@ -219,7 +218,7 @@ async def test_a_long_tool_loop_sends_the_conversation_by_reference_and_history_
     agent = {
         "name": "reader",
         "provider": "anthropic",
-        "tools": ["tests.tools:page"],
+        "tools": ["tests.support.tools:page"],
         "max_turns": calls + 1,
     }
     result = await run_agent(client, workflow_id, agent, "read every page")
@@ -316,7 +315,9 @@ async def test_the_in_process_agent_reviews_each_tool_call_with_on_tool_call(
         [tool_use("u1", "file_read", path="notes.txt"), tool_use("u2", "deploy", environment="x")],
         "read, not deployed",
     ]
-    config = scripted_with_tools(tmp_path, *script, tools=["readonly", "tests.tools:deploy"])
+    config = scripted_with_tools(
+        tmp_path, *script, tools=["readonly", "tests.support.tools:deploy"]
+    )
     result = await Agent(config, on_tool_call=review).run("go")
     read, deploy = turn_results(result)
     assert (read.is_error, deploy.is_error, deploy.content) == (
@@ -355,7 +356,9 @@ async def test_the_in_process_agent_reviews_a_turns_calls_one_at_a_time_in_order
         [tool_use("u1", "file_read", path="notes.txt"), tool_use("u2", "deploy", environment="x")],
         "done",
     ]
-    config = scripted_with_tools(tmp_path, *script, tools=["readonly", "tests.tools:deploy"])
+    config = scripted_with_tools(
+        tmp_path, *script, tools=["readonly", "tests.support.tools:deploy"]
+    )
     await Agent(config, on_tool_call=review).run("go")
     assert seen == ["file_read", "deploy"]
 
@@ -372,7 +375,7 @@ async def test_a_custom_tool_declaring_retries_is_tried_again_and_its_last_error
         tmp_path,
         [tool_use("u1", tool, marker=str(marker))],
         "done",
-        tools=[f"tests.tools:{tool}"],
+        tools=[f"tests.support.tools:{tool}"],
     )
     result = await run_agent(client, workflow_id, agent, "go")
     [answer] = turn_results(result)
@@ -395,7 +398,7 @@ async def test_each_turn_of_a_tool_loop_reads_the_last_ones_prompt_from_the_cach
         "name": "reader",
         "provider": "anthropic",
         "system_prompt": "You read pages.",
-        "tools": ["tests.tools:page"],
+        "tools": ["tests.support.tools:page"],
     }
 
     result = await run_agent(client, workflow_id, agent, "read page 1")

@@ -19,9 +19,9 @@ from temporalio.service import RPCError
 from oma import OpenMultiAgent
 from oma.core.schema.errors import InvalidRunInputError
 from oma.core.schema.results import TeamRunResult
-from tests._approvals import Run, eventually, refusal_code, result_within, start_run
-from tests._cli import oma_blocking
-from tests._runs import TASK_QUEUE, assert_replays, scripted, task
+from tests.support.approvals import Run, eventually, refusal_code, result_within, start_run
+from tests.support.cli import oma_blocking
+from tests.support.runs import TASK_QUEUE, assert_replays, scripted, task
 
 pytestmark = pytest.mark.usefixtures("worker")
 

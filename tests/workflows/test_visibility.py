@@ -21,10 +21,10 @@ from oma.core.schema.results import TeamRunResult
 from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer
 from oma.workflows._visibility import start_attributes
-from tests._approvals import WAIT_S, eventually
-from tests._approvals import start_run as start_approval_run
-from tests._cli import start_with_stock_cli, temporal
-from tests._runs import (
+from tests.support.approvals import WAIT_S, eventually
+from tests.support.approvals import start_run as start_approval_run
+from tests.support.cli import start_with_stock_cli, temporal
+from tests.support.runs import (
     TASK_QUEUE,
     assert_replays,
     process,
