@@ -36,7 +36,7 @@ $(NPM_STAMP): tests/npm/package.json tests/npm/package-lock.json
 	npm ci --prefix tests/npm --no-audit --no-fund
 	touch $(NPM_STAMP)
 
-# Debian's headless Chromium: tests/test_run_view.py opens `oma show --html`'s page in it.
+# Debian's headless Chromium: tests/viewer/test_run_view.py opens `oma show --html`'s page in it.
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
 		echo "installing Debian's chromium for the HTML viewer's tests"; \

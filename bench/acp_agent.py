@@ -54,7 +54,7 @@ from oma.core.schema.run_events import RunEvent  # noqa: E402
 from oma.runtime.connection import Connection  # noqa: E402
 from oma.runtime.dev_server import DevServer, free_port  # noqa: E402
 from oma.worker import build_worker  # noqa: E402
-from tests._runs import worker_activities  # noqa: E402
+from tests.support.runs import worker_activities  # noqa: E402
 
 QUEUE = "oma-bench-acp"
 QUERY_EVERY_S = 0.1

@@ -9,7 +9,7 @@ Two comparisons, side by side in one run:
    ``/dev/null``). The command
    is ``/bin/cat`` (``--command cat``, default) or this interpreter running
    ``sys.stdout.write(sys.stdin.read())`` (``--command python``).
-2. ACP turn: the same scripted agent (``tests/acp_agent.py``, every turn
+2. ACP turn: the same scripted agent (``tests/support/acp_agent.py``, every turn
    ``chunks`` ``agent_message_chunk`` updates then ``end_turn``; the script is
    a temporary file given as its argument) driven by
    ``AcpActivities.acp_prompt`` with a ``SessionPool`` (through
@@ -63,7 +63,7 @@ from oma.core.contracts.acp import AcpPromptInput  # noqa: E402
 from oma.core.contracts.process import ProcessRunInput  # noqa: E402
 from oma.core.schema.backends import AcpBackendConfig, ProcessBackendConfig  # noqa: E402
 
-AGENT_SCRIPT = os.path.join(ROOT, "tests", "acp_agent.py")
+AGENT_SCRIPT = os.path.join(ROOT, "tests", "support", "acp_agent.py")
 PROMPT = "Summarise the benchmark input.\n" * 8
 ECHO_PY = "import sys; sys.stdout.write(sys.stdin.read())"
 COMMANDS = {"cat": ["/bin/cat"], "python": [sys.executable, "-c", ECHO_PY]}
@@ -326,7 +326,7 @@ async def run(args: argparse.Namespace) -> tuple[float, float]:
     )
 
     print(
-        f"(2) ACP turn, second prompt on: tests/acp_agent.py, {args.chunks} "
+        f"(2) ACP turn, second prompt on: tests/support/acp_agent.py, {args.chunks} "
         f"agent_message_chunk per turn, {args.prompts} prompts each, interleaved"
     )
     ours_a, sdk_a = await bench_acp(args.prompts, args.chunks, args.timeout)

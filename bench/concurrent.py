@@ -82,7 +82,7 @@ def team_run_input(n: int) -> dict[str, Any]:
 async def one_run(client: Any, n: int, prefix: str) -> tuple[str, float]:
     """Start run ``n``, await its result; its workflow id and its latency in seconds."""
     from oma.core.schema.results import TeamRunResult
-    from tests._runs import start_team, team_result
+    from tests.support.runs import start_team, team_result
 
     workflow_id = f"{prefix}-{n:03d}"
     begin = time.perf_counter()
@@ -102,7 +102,7 @@ def quantile(values: list[float], q: float) -> float:
 
 async def workflow_tasks(client: Any, workflow_ids: list[str]) -> WorkflowTasks:
     """The workflow tasks of every run and of its children."""
-    from tests._runs import histories_of
+    from tests.support.runs import histories_of
 
     tasks = WorkflowTasks()
     limit = asyncio.Semaphore(16)

@@ -2,7 +2,7 @@
 
 One ``TeamRun`` of one task on an ``anthropic`` agent, against a Temporal dev
 server and a worker started here, with the model played by the local
-Messages API server of the tests (``tests/anthropic_server.py``): it streams
+Messages API server of the tests (``tests/support/anthropic_server.py``): it streams
 ``--words`` one-word ``text_delta`` events ``--delay`` seconds apart,
 recording when it wrote each. Meanwhile a reader does what the live view
 does (``oma.client.progress.latest_output`` of the task's ``AgentRun`` every
@@ -40,8 +40,8 @@ from oma.core.contracts.workflow_ids import task_workflow_id  # noqa: E402
 from oma.runtime.connection import Connection  # noqa: E402
 from oma.runtime.dev_server import DevServer, free_port  # noqa: E402
 from oma.worker import build_worker  # noqa: E402
-from tests._runs import worker_activities  # noqa: E402
-from tests.anthropic_server import AnthropicServer, TextReply  # noqa: E402
+from tests.support.anthropic_server import AnthropicServer, TextReply  # noqa: E402
+from tests.support.runs import worker_activities  # noqa: E402
 
 QUEUE = "oma-bench-live"
 

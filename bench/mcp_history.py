@@ -1,8 +1,8 @@
 """How an agent's MCP listing weighs on its history, against one embedded dev
 server and one in-process worker: an ``AgentRun`` of an ``anthropic`` agent
 (the model played by the local Messages API server of the tests,
-``tests/anthropic_server.py``) with a system prompt and one stdio MCP server
-that lists ``--tools`` tools (``tests/mcp_server.py --tools``), whose model
+``tests/support/anthropic_server.py``) with a system prompt and one stdio MCP server
+that lists ``--tools`` tools (``tests/support/mcp_server.py --tools``), whose model
 calls one of them per turn for ``--turns`` turns.
 
 Prints the history's bytes (the events' stored size) against the JSON of the
@@ -35,8 +35,8 @@ from oma.core.schema.results import AgentRunResult  # noqa: E402
 from oma.runtime.connection import Connection  # noqa: E402
 from oma.runtime.dev_server import DevServer, free_port  # noqa: E402
 from oma.worker import build_worker  # noqa: E402
-from tests._runs import worker_activities  # noqa: E402
-from tests.anthropic_server import AnthropicServer  # noqa: E402
+from tests.support.anthropic_server import AnthropicServer  # noqa: E402
+from tests.support.runs import worker_activities  # noqa: E402
 
 QUEUE = "oma-bench-mcp-history"
 SYSTEM_PROMPT = "You are the archivist. " + "Search the shelves before you answer. " * 50
@@ -56,7 +56,7 @@ async def measure(turns: int, tools: int) -> dict[str, int]:
                 {
                     "name": "shelves",
                     "command": sys.executable,
-                    "args": ["-m", "tests.mcp_server", "--tools", str(tools)],
+                    "args": ["-m", "tests.support.mcp_server", "--tools", str(tools)],
                     "cwd": ROOT,
                 }
             ],

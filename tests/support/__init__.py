@@ -1,0 +1,1 @@
+"""What the tests share: helpers, fake servers, and the programs they start."""
