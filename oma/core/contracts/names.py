@@ -5,7 +5,7 @@ Both sides use these constants: the worker's ``@activity.defn(name=ActivityName.
 and the workflow's ``workflow.execute_activity(ActivityName.LLM_TURN, ...)``, the
 workflow's ``@workflow.signal(name=SignalName.ABORT)`` and the client's
 ``handle.signal(SignalName.ABORT, ...)``; so a name cannot drift on one side
-(``tests/test_wire_names.py`` fails on a bare one in such a call under ``oma/``).
+(``tests/worker/test_wire_names.py`` fails on a bare one in such a call under ``oma/``).
 Their values are a public interface: histories recorded them and users type
 them (``temporal workflow signal --name abort``), so they never change, and a
 new one, once released, is permanent (docs/architecture.md, "On Temporal").
