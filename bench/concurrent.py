@@ -124,7 +124,7 @@ async def bench(address: str, server_pid: int | None, runs: int, slots: dict[str
     client = await Connection.local(address, TASK_QUEUE).connect()
     clock = ActivationClock()
     worker = oma_worker.build_worker(client, TASK_QUEUE, plugins=[clock], **slots)
-    config = worker.workers[0].config()
+    config = worker.workers[0].config(active_config=True)
     settings = {
         key: config.get(key)
         for key in (

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from temporalio.plugin import SimplePlugin
 
+from oma.core.schema.limits import MAX_CONCURRENCY
 from oma.runtime.client_plugin import OmaClientPlugin
 from oma.runtime.codec import CodecKey
 from oma.runtime.converter import (
@@ -83,6 +84,17 @@ def workflows() -> Sequence[type]:
 def _with_workflows(given: Sequence[type] | None) -> Sequence[type]:
     return [*(given or ()), *workflows()]
 
+
+CACHED_WORKFLOWS = 2 * MAX_CONCURRENCY
+"""The fewest runs a worker keeps in its cache (the SDK's ``max_cached_workflows``,
+1,000 by default; a larger value given is kept). A run may have
+``MAX_CONCURRENCY`` tasks in flight, each an ``AgentRun`` the worker caches
+while it runs: with a cache of that size, a fan-out of 1,000 tasks started at
+once pushed out their ``TeamRun``, the least recently used, whose next
+workflow task then replayed its whole history (some 8 s at 9,000 events on a
+2-core machine) and passed the 10 s workflow task timeout again and again
+(``bench/dag_overhead.py --sizes 10000x1``: 9 workflow tasks failed or timed
+out). Twice that leaves a run at full concurrency, and another, in the cache."""
 
 HEARTBEAT_THROTTLE = timedelta(milliseconds=200)
 """Heartbeats reach the server at most this often, and at least this often when
@@ -165,6 +177,9 @@ class OmaPlugin(SimplePlugin, OmaClientPlugin):
         if self.oma_activities is None:
             return config
         config["client"] = _decoding_as_a_worker(config["client"])
+        config["max_cached_workflows"] = max(
+            config.get("max_cached_workflows", 0), CACHED_WORKFLOWS
+        )
         config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         config["default_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         if config.get("task_queue") == self.oma_activities.session_task_queue:
