@@ -11,6 +11,9 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from oma import worker as oma_worker
+from oma.core.schema.limits import MAX_CONCURRENCY
+from oma.worker.plugin import CACHED_WORKFLOWS
 from tests.support.paths import HISTORIES, ROOT
 
 # Replays one recorded AgentRun history four times, as a worker's sandbox
@@ -88,10 +91,6 @@ def test_a_strict_sandbox_executes_them_anew_for_each_run_compiled_once(tmp_path
 async def test_a_worker_caches_a_run_at_full_concurrency_and_its_parents(client: Client) -> None:
     # a cache of MAX_CONCURRENCY runs pushed a fan-out's TeamRun out under its
     # own AgentRuns: each of its workflow tasks then replayed its whole history
-    from oma import worker as oma_worker
-    from oma.core.schema.limits import MAX_CONCURRENCY
-    from oma.worker.plugin import CACHED_WORKFLOWS
-
     assert CACHED_WORKFLOWS > MAX_CONCURRENCY
     default = oma_worker.build_worker(client, "cache-default")
     larger = oma_worker.build_worker(client, "cache-larger", max_cached_workflows=5_000)
