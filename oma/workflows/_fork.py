@@ -45,6 +45,15 @@ def fork_input(raw: Any) -> ForkInput | None:
     return parse_fork_input(raw) if is_fork_input(raw) else None
 
 
+def reads_first(fork: ForkInput | None, inp: TeamRunInput | None) -> bool:
+    """Whether ``TeamRun`` reads its start state before it runs: a fork's
+    first run (``fork``), or a run with ``options.reuse`` that has not
+    started yet (``inp``)."""
+    return fork is not None or (
+        inp is not None and inp.resume is None and inp.options.reuse is not None
+    )
+
+
 def reading(
     fork: ForkInput | None,
     inp: TeamRunInput | None,
@@ -63,7 +72,7 @@ def reading(
     (the budget the read fits the state it starts from into)."""
     if fork is not None:
         return _read(fork.payload(), None, fork.fork.run_id, stop, visibility, stored)
-    if inp is not None and inp.resume is None and inp.options.reuse is not None:
+    if inp is not None and reads_first(None, inp):
         return _read(inp.payload(), inp, None, stop, visibility, stored)
     return None
 

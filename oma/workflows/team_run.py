@@ -126,7 +126,13 @@ class TeamRun(TeamRunHandlers):
         self._approvals = ApprovalWaits.of_run(self.state, approvals, self._events, self._wakeup)
         self._tool_requests = AdoptedToolRequests(self._approvals, self._events)
         self._spending = RunSpending(self.state, self._options)
-        self._begin(inp)
+        self._graph = TaskGraph([])  # until _begin, which makes the rest:
+        self._dispatcher: Dispatcher  # set by _load, once the input is valid
+        self._sharded: ShardedRun | None = None  # a run of more than MAX_RUN_TASKS tasks
+        if _fork.reads_first(self._fork, inp):
+            self._check(inp)  # what works over the input is made of the input read
+        else:
+            self._begin(inp)
 
     def _start_from(self, inp: TeamRunInput) -> None:
         """Go on as ``inp``, the input a fork's source, or the run whose work
@@ -134,10 +140,10 @@ class TeamRun(TeamRunHandlers):
         (a new one when the read keeps nothing) replaces the one the run held
         while it read, in the events, approval waits and books made over it
         as the run started, and what works over the input is made of it
-        (``_begin``). No task ran, no request was waited on and no usage was
-        reported while the run read: the state replaced holds only what the
-        handlers recorded (an ``abort``'s event, which the read records
-        again) and, in a reuse run, its input as given."""
+        (``_begin``, once). No task ran, no request was waited on and no
+        usage was reported while the run read: the state replaced holds only
+        what the handlers recorded (an ``abort``'s event, which the read
+        records again)."""
         self._input = inp
         self.state = inp.resume or TeamRunState.new(workflow.now())
         self._events.log = EventLog(self.state.events)
@@ -149,13 +155,8 @@ class TeamRun(TeamRunHandlers):
         """Make what works over ``inp`` (``None``: invalid, or a fork's, not
         read yet: nothing) and the state: the coordinator, and the task graph
         and its dispatcher, or the shards, ``inp`` checked first (an error
-        fails the run as it runs: ``_invalid``). A run that reuses another's
-        work makes them twice: of its input as given, which serve its
-        handlers while it reads (and whose errors hold), and of the input
-        read (``_start_from``)."""
-        self._graph = TaskGraph([])
-        self._dispatcher: Dispatcher  # set by _load, once the input is valid
-        self._sharded: ShardedRun | None = None  # a run of more than MAX_RUN_TASKS tasks
+        fails the run as it runs: ``_invalid``). A run that reads its start
+        state first makes them once, of the input read (``_start_from``)."""
         if inp is None:
             return
         self._coordinator = Coordinator(
@@ -166,10 +167,10 @@ class TeamRun(TeamRunHandlers):
             self._events.emit("run_start", detail=f"goal: {inp.goal}" if inp.goal else None)
         plan = self.state.result.plan
         tasks = plan.tasks if plan is not None else inp.given_tasks()  # a goal run's come later
+        shards = self._check(inp, tasks) if inp.resume is None else None
+        if self._invalid is not None:
+            return
         try:
-            shards = None
-            if inp.resume is None:  # as the client checks, for a run the stock CLI started
-                shards = _input_checks.check_start(inp, tasks, stored=self._stored)
             if shards:  # its shards' runs build their tasks' states
                 self._sharded = ShardedRun(
                     inp,
@@ -187,6 +188,23 @@ class TeamRun(TeamRunHandlers):
                 self._load(inp, tasks)
         except OMAError as err:
             self._invalid = err
+
+    def _check(
+        self, inp: TeamRunInput | None, tasks: list[TaskSpec] | None = None
+    ) -> list[list[int]] | None:
+        """Check a new run's input before anything runs, as the client does
+        (for a run the stock CLI started): ``tasks`` (its given tasks by
+        default); its shards (``_input_checks.check_start``). An error fails
+        the run as it runs (``_invalid``): a run with ``options.reuse``
+        checks its input as given before it reads, and that error holds."""
+        if inp is None:
+            return None
+        try:
+            given = inp.given_tasks() if tasks is None else tasks
+            return _input_checks.check_start(inp, given, stored=self._stored)
+        except OMAError as err:
+            self._invalid = err
+            return None
 
     @property
     def _options(self) -> RunOptions:

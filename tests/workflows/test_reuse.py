@@ -14,14 +14,22 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from oma.core.contracts.names import QueryName
+from oma.core.contracts.names import QueryName, SignalName, WorkflowName
+from oma.core.schema.results import TeamRunResult
 from oma.core.schema.run_events import RunEvent
 from oma.runtime.dev_server import DevServer
 from tests.support.anthropic_server import AnthropicServer
 from tests.support.approvals import WAIT_S, result_within, start_run
 from tests.support.cli import oma, table_rows
 from tests.support.fork import counted_agent, five_tasks, runs
-from tests.support.runs import assert_replays, run_team, start_team, task
+from tests.support.runs import (
+    TASK_QUEUE,
+    assert_replays,
+    run_team,
+    start_team,
+    task,
+    team_result,
+)
 from tests.support.terminal import Terminal
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -151,3 +159,58 @@ async def test_reuse_of_an_unknown_run_fails_naming_the_option(
     assert "no run 'nope'" in cause.message
     assert "(options.reuse.from names the run whose completed tasks to reuse)" in cause.message
     assert runs(tmp_path) == []
+
+
+async def test_an_abort_while_a_reuse_run_reads_stops_it_before_any_task_runs(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    team = {"name": "five", "agents": [counted_agent(tmp_path)]}
+    source = await run_team(client, workflow_id, {"team": team, "tasks": five_tasks()})
+    assert not source.success  # t4 needs the file ok
+    (tmp_path / "ok").touch()
+    run_input = {"team": team, "tasks": five_tasks(), "options": {"reuse": {"from": workflow_id}}}
+    # signal-with-start: the abort is in the run's first workflow task, before its read
+    handle = await client.start_workflow(
+        WorkflowName.TEAM_RUN,
+        run_input,
+        id=f"{workflow_id}-r",
+        task_queue=TASK_QUEUE,
+        result_type=TeamRunResult,
+        start_signal=SignalName.ABORT,
+        start_signal_args=[{"reason": "not now"}],
+    )
+    reused = await team_result(handle)
+    assert (reused.status, reused.error_code) == ("cancelled", "ABORTED")
+    assert {t.id: t.status for t in reused.tasks} == {
+        "t1": "completed",
+        "t2": "completed",
+        "t3": "completed",
+        "t4": "skipped",
+        "t5": "skipped",
+    }
+    assert sorted(runs(tmp_path)) == ["t1", "t2", "t3", "t4"]  # nothing ran again
+    events = await handle.query(QueryName.EVENTS, result_type=list[RunEvent])
+    assert [e.detail for e in events if e.type == "abort"] == ["aborted: not now"]
+    await assert_replays(client, handle.id)
+
+
+async def test_a_reuse_run_whose_input_is_invalid_fails_with_its_error(
+    client: Client, workflow_id: str, tmp_path: Path
+) -> None:
+    team = {"name": "five", "agents": [counted_agent(tmp_path)]}
+    tasks = [task("i" * 80, "worker", description="TASK=t1")]
+    assert (await run_team(client, workflow_id, {"team": team, "tasks": tasks})).success
+    # a stock-CLI start the client's checks did not see: a workflow id of
+    # 945 bytes, so its task's run's would pass Temporal's limit (the read,
+    # which keeps the task, checks only its coordinator's and the tasks to
+    # run again); it fails with the error of its input as given
+    run_input = {"team": team, "tasks": tasks, "options": {"reuse": {"from": workflow_id}}}
+    long_id = f"{workflow_id}-r".ljust(945, "w")
+    handle = await start_team(client, long_id, run_input)
+    with pytest.raises(WorkflowFailureError) as failure:
+        await handle.result()
+    cause = failure.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "INVALID_RUN_INPUT"
+    assert "over Temporal's limit of 1000 bytes on a workflow id" in cause.message
+    assert runs(tmp_path) == ["t1"]  # the reference run's
+    await assert_replays(client, handle.id)
