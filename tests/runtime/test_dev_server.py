@@ -3,12 +3,18 @@ exits as it starts."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import sys
 import time
+import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
+from temporalio import workflow
+from temporalio.client import Client
+from temporalio.worker import Worker
 
 from oma.core.schema.errors import TemporalUnavailableError
 from oma.runtime.dev_server import SETTLE_S, DevServer, free_port, is_listening
@@ -68,3 +74,53 @@ def test_a_server_that_exits_right_after_it_listened_is_started_again() -> None:
         assert server.spawns == 2
         time.sleep(SETTLE_S)
         assert is_listening(server.address)
+
+
+@workflow.defn(name="CacheProbeChild", sandboxed=False)
+class CacheProbeChild:
+    @workflow.run
+    async def run(self, payload: str) -> int:
+        return len(payload)
+
+
+@workflow.defn(name="CacheProbeFanOut", sandboxed=False)
+class CacheProbeFanOut:
+    @workflow.run
+    async def run(self, width: int) -> int:
+        parent = workflow.info().workflow_id
+        started = [
+            workflow.execute_child_workflow(CacheProbeChild.run, "x" * 4096, id=f"{parent}/{i}")
+            for i in range(width)
+        ]
+        return sum(await asyncio.gather(*started))
+
+
+def events_cache_misses(server: DevServer) -> float:
+    """The server's events cache misses so far (its Prometheus metrics)."""
+    url = f"http://127.0.0.1:{server.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("cache_miss{") and "EventsCache" in line
+    )
+
+
+async def test_a_wide_fan_out_s_children_start_from_the_events_cache() -> None:
+    # the server reads each child's initiating event (its 4 KiB input) as it
+    # starts it; with Temporal's default 512 KiB cache most of 300 were gone
+    # and each was read back from the database with its whole batch
+    with DevServer(port=free_port()) as server:
+        client = await Client.connect(server.address)
+        async with Worker(
+            client,
+            task_queue="cache-probe",
+            workflows=[CacheProbeFanOut, CacheProbeChild],
+            max_cached_workflows=400,
+        ):
+            total = await client.execute_workflow(
+                CacheProbeFanOut.run, 300, id=f"probe-{uuid.uuid4().hex}", task_queue="cache-probe"
+            )
+        assert total == 300 * 4096
+        assert events_cache_misses(server) < 10
