@@ -32,6 +32,24 @@ its whole batch of events from the database again: a 1,000-wide fan-out cost
 53-75 ms a task (server CPU 41-57 ms) where it costs 41-46 ms with this cache,
 as the plain child-workflow floor does (``bench/dag_overhead.py``)."""
 
+BUFFERED_EVENTS = 3_000
+"""How many events the dev server buffers for a run while one of its workflow
+tasks runs (``history.maximumBufferedEventsBatch``; Temporal's default is
+100), and their bytes (``history.maximumBufferedEventsSizeInBytes``,
+``BUFFERED_EVENTS_BYTES``; the default 2 MiB). Past them it fails the workflow
+task (``WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND``) and the worker
+replays the run's history to go on. A run with 1,000 tasks in flight
+(``MAX_CONCURRENCY``) gets two events from each (the child's start and
+end): on a loaded 2-core machine, where a ``TeamRun``'s workflow task waits
+for the worker a second or more, a 10,000-wide fan-out passed 100 in one
+workflow task after another, and each replay (seconds at thousands of
+events) let more pile up."""
+
+BUFFERED_EVENTS_BYTES = 4 * 1024 * 1024
+"""(Buffered events count in the run's mutable state, which the server
+terminates a run for past 8 MiB, ``limit.mutableStateSize.error``: a failed
+workflow task is recovered from, that is not.)"""
+
 DEV_SERVER_TUNING = (
     "--dynamic-config-value",
     "history.transferProcessorMaxPollRPS=1000",
@@ -39,10 +57,15 @@ DEV_SERVER_TUNING = (
     'history.timerProcessorMaxTimeShift="10ms"',
     "--dynamic-config-value",
     f"history.eventsCacheMaxSizeBytes={EVENTS_CACHE_BYTES}",
+    "--dynamic-config-value",
+    f"history.maximumBufferedEventsBatch={BUFFERED_EVENTS}",
+    "--dynamic-config-value",
+    f"history.maximumBufferedEventsSizeInBytes={BUFFERED_EVENTS_BYTES}",
 )
 """Without the first two every sequential workflow step waits about 40 ms on
 a small machine and short timers take a second (the dev server's defaults
-favour a large cluster's throughput). The third: ``EVENTS_CACHE_BYTES``."""
+favour a large cluster's throughput). The others: ``EVENTS_CACHE_BYTES``,
+``BUFFERED_EVENTS``."""
 
 DB_FILE_TUNING = (
     "--sqlite-pragma",

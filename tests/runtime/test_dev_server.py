@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -124,3 +125,52 @@ async def test_a_wide_fan_out_s_children_start_from_the_events_cache() -> None:
             )
         assert total == 300 * 4096
         assert events_cache_misses(server) < 10
+
+
+@workflow.defn(name="SlowFanOut", sandboxed=False)
+class SlowFanOut:
+    """Starts ``width`` children on another worker's task queue; each of its
+    activations (but a replay's) holds the worker 1.2 s, as a loaded worker does."""
+
+    @workflow.run
+    async def run(self, width: int, children_queue: str) -> int:
+        parent = workflow.info().workflow_id
+        started = []
+        for i in range(width):
+            started.append(
+                workflow.execute_child_workflow(
+                    CacheProbeChild.run, "x", id=f"{parent}/{i}", task_queue=children_queue
+                )
+            )
+        done, slowed = 0, None
+        for child in asyncio.as_completed(started):
+            done += await child
+            if slowed != workflow.now() and not workflow.unsafe.is_replaying():
+                slowed = workflow.now()  # once an activation
+                time.sleep(1.2)
+        return done
+
+
+async def test_a_slow_workflow_task_is_not_failed_for_the_events_its_children_buffer() -> None:
+    # Temporal's default fails a workflow task once 100 events came in while
+    # it ran (WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND)
+    with DevServer(port=free_port()) as server:
+        client = await Client.connect(server.address)
+        async with (
+            Worker(client, task_queue="slow-parent", workflows=[SlowFanOut]),
+            Worker(client, task_queue="fast-children", workflows=[CacheProbeChild]),
+        ):
+            handle = await client.start_workflow(
+                SlowFanOut.run,
+                args=[300, "fast-children"],
+                id=f"slow-{uuid.uuid4().hex}",
+                task_queue="slow-parent",
+            )
+            # (with the default it never ends: each replay lets more events in)
+            assert await asyncio.wait_for(handle.result(), timeout=90) == 300
+            failed = [
+                event
+                async for event in handle.fetch_history_events()
+                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+            ]
+        assert failed == []
