@@ -20,10 +20,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import yaml
 
 from oma.core.contracts.visibility import SEARCH_ATTRIBUTES
 from oma.runtime.connection import DEFAULT_NAMESPACE, DEFAULT_TASK_QUEUE
-from oma.runtime.dev_server import DevServer, temporal_binary
+from oma.runtime.dev_server import (
+    BUFFERED_EVENTS,
+    BUFFERED_EVENTS_BYTES,
+    EVENTS_CACHE_BYTES,
+    DevServer,
+    temporal_binary,
+)
 from oma.runtime.payload_store import PayloadStore
 from tests.support import compose as _compose
 from tests.support.image import Dockerfile, Layout, build_layout
@@ -109,6 +116,25 @@ def test_temporal_logs_in_to_postgres_with_its_credentials(services: dict[str, A
     assert temporal["DB_PORT"] == "5432"  # auto-setup's own default is MySQL's 3306
     assert temporal["POSTGRES_USER"] == postgres["POSTGRES_USER"]
     assert temporal["POSTGRES_PWD"] == postgres["POSTGRES_PASSWORD"]
+
+
+def test_the_server_has_the_embedded_servers_settings_for_wide_runs(
+    services: dict[str, Any],
+) -> None:
+    # auto-setup reads DYNAMIC_CONFIG_FILE_PATH relative to its /etc/temporal
+    temporal = services["temporal"]
+    path = PurePosixPath("/etc/temporal") / env_of(temporal)["DYNAMIC_CONFIG_FILE_PATH"]
+    [mounted] = [v for v in _compose.volumes(temporal, {}) if PurePosixPath(v.target) == path]
+    assert mounted.read_only
+    settings = yaml.safe_load((ROOT / mounted.source).read_text(encoding="utf-8"))
+    values = {key: [entry["value"] for entry in entries] for key, entries in settings.items()}
+    assert values == {
+        "history.eventsCacheMaxSizeBytes": [EVENTS_CACHE_BYTES],
+        "history.maximumBufferedEventsBatch": [BUFFERED_EVENTS],
+        "history.maximumBufferedEventsSizeInBytes": [BUFFERED_EVENTS_BYTES],
+    }
+    for key, value in values.items():  # and the dev server is started with them
+        assert f"{key}={value[0]}" in DevServer().command()
 
 
 def test_a_service_waits_for_the_health_or_the_end_of_what_it_needs(
