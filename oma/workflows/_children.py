@@ -52,7 +52,7 @@ async def attempt_task(
     )
     handle = await workflow.start_child_workflow(
         WorkflowName.AGENT_RUN,
-        run_input,
+        run_input.wire(),
         id=task_workflow_id(workflow.info().workflow_id, spec.id),
         # decoded here (``_decoded``), not by the SDK: a result of another
         # shape fails this task, not every workflow task of the run

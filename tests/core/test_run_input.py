@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from oma.core.contracts.names import WorkflowName
+from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.approvals import decision_of
 from oma.core.schema.errors import InvalidRunInputError
-from oma.core.schema.run_input import parse_team_run_input
+from oma.core.schema.results import AcpSessionInfo
+from oma.core.schema.run_input import AgentRunInput, parse_team_run_input
 from oma.core.schema.validation import single_input
 from tests.support.paths import ROOT
 
@@ -251,3 +255,37 @@ def test_a_goal_a_run_would_hold_three_times_past_its_budget_is_refused_naming_i
     checked_team_run_input({**run, "goal": "g" * (most - 2)})  # its JSON: most bytes
     with pytest.raises(InvalidRunInputError, match=f"may be at most {most} bytes"):
         checked_team_run_input({**run, "goal": "g" * (most - 1)})
+
+
+def _accepts_null(annotation: Any) -> bool:
+    return annotation is None or type(None) in typing.get_args(annotation)
+
+
+@pytest.mark.parametrize("model", [AgentRunInput, AgentConfig])
+def test_every_field_that_may_be_null_defaults_to_null(model: type[BaseModel]) -> None:
+    # what AgentRunInput.wire() leaves out the child must read back the same
+    nullable = [n for n, f in model.model_fields.items() if _accepts_null(f.annotation)]
+    assert nullable
+    assert [n for n in nullable if model.model_fields[n].default is not None] == []
+
+
+def test_an_agent_run_input_on_the_wire_has_no_nulls_and_reads_back_the_same() -> None:
+    agent = AgentConfig.model_validate(
+        {
+            "name": "coder",
+            "backend": {"kind": "process", "command": "cat"},
+            "max_turns": 3,
+        }
+    )
+    run_input = AgentRunInput(
+        agent=agent,
+        input="do it",
+        task_id="t1",
+        attempt=2,
+        acp_session=AcpSessionInfo(session_id="s", worker_task_queue="q", new_session=False),
+        token_budget=0,
+    )
+    wire = run_input.wire()
+    assert None not in wire.values() and None not in wire["agent"].values()
+    assert wire["token_budget"] == 0 and wire["agent"]["backend"]["kind"] == "process"
+    assert AgentRunInput.model_validate(wire) == run_input

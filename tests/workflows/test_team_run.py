@@ -301,3 +301,33 @@ async def test_a_task_whose_outcome_cannot_be_read_fails_with_a_code(
         assert "could not read the task's outcome" in (result.task("odd").error or "")
         history = await handle.fetch_history()
     await Replayer(workflows=[TeamRun], data_converter=DATA_CONVERTER).replay_workflow(history)
+
+
+async def test_a_task_s_agent_run_starts_with_its_input_without_nulls(
+    client: Client, workflow_id: str
+) -> None:
+    result = await run_team(
+        client,
+        workflow_id,
+        {
+            "team": {"name": "t", "agents": [scripted("a", "fine")]},
+            "tasks": [task("only", "a")],
+        },
+    )
+    assert result.success
+    history = await client.get_workflow_handle(f"{workflow_id}/only").fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes
+    [sent] = DATA_CONVERTER.payload_converter.from_payloads(started.input.payloads)
+    assert sent["agent"] == {
+        "name": "a",
+        "description": "",
+        "system_prompt": "",
+        "capabilities": [],
+        "provider": "scripted",
+        "script": ["fine"],
+        "max_turns": 10,
+        "max_tool_output_chars": 30000,
+        "max_repeated_tool_calls": 5,
+    }
+    assert None not in sent.values() and sent["task_id"] == "only"
+    assert await assert_replays(client, workflow_id) == 2
