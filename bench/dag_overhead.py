@@ -40,7 +40,9 @@ workflow task's work must not grow with the run's size, and the longest must
 stay far under the 10 s workflow task timeout. On a small machine the run
 is CPU-bound, worker and server sharing the cores, so other load on the
 machine moves the wall times: compare the CPU columns too, or use
-``--repeat`` (medians). The summary ends with one line per size, of what was measured at it::
+``--repeat`` (medians; ``--repeat-up-to`` repeats only the smaller sizes, for
+a largest one that takes an hour). The summary ends with one line per size,
+of what was measured at it::
 
     tasks=<n> per_task_ms=<x> events_per_task=<v> peak_rss_mb=<m> store_bytes=<b>
     team_run_histories=<runs> longest_team_run_history=<events>
@@ -441,11 +443,13 @@ async def bench(
     shapes: list[Shape],
     floors: list[type],
     repeat: int,
+    repeat_up_to: int,
     runners: list[str],
     store_dir: str,
 ) -> list[dict[str, Measurement]]:
     """Warm up, then measure each of ``runners`` on every shape (the floors
-    up to ``FLOOR_MAX_TASKS``), ``repeat`` rounds in turn; returns, per
+    up to ``FLOOR_MAX_TASKS``), ``repeat`` rounds in turn (a shape of more
+    than ``repeat_up_to`` tasks, when that is not 0, once); returns, per
     shape, the median measurement of each runner. The OMA clients and
     workers keep large payloads in the payload store ``store_dir``."""
     from temporalio.worker import Worker
@@ -507,7 +511,8 @@ async def bench(
                         flush=True,
                     )
                 rounds: dict[str, list[Measurement]] = {name: [] for name in names}
-                for r in range(repeat):
+                times = repeat if not repeat_up_to or shape[0] * shape[1] <= repeat_up_to else 1
+                for r in range(times):
                     # each round starts one later: no runner is always the
                     # one that meets the machine's load first
                     for name in names[r % len(names) :] + names[: r % len(names)]:
@@ -515,7 +520,7 @@ async def bench(
                         print(f"  {m.line()}", flush=True)
                         rounds[name].append(m)
                 rows.append({name: median(ms) for name, ms in rounds.items()})
-                if repeat > 1:
+                if times > 1:
                     for m in rows[-1].values():
                         print(f"  median {m.line()}", flush=True)
     finally:
@@ -580,6 +585,14 @@ def main() -> None:
         "each one's median (default 1)",
     )
     parser.add_argument(
+        "--repeat-up-to",
+        type=int,
+        default=0,
+        metavar="TASKS",
+        help="repeat only the sizes of at most TASKS tasks; larger ones are measured "
+        "once (default 0: repeat every size)",
+    )
+    parser.add_argument(
         "--runners",
         default=",".join(RUNNERS),
         help=f"comma-separated runners to measure (default every one: {','.join(RUNNERS)})",
@@ -639,7 +652,14 @@ def main() -> None:
         server_pid = proc.pid if proc is not None else None
         rows = asyncio.run(
             bench(
-                server.address, server_pid, shapes, floors, max(1, args.repeat), runners, store_dir
+                server.address,
+                server_pid,
+                shapes,
+                floors,
+                max(1, args.repeat),
+                args.repeat_up_to,
+                runners,
+                store_dir,
             )
         )
     finally:
