@@ -18,9 +18,11 @@ from tests.support.paths import HISTORIES, ROOT
 
 # Replays one recorded AgentRun history four times, as a worker's sandbox
 # creates a run for each, and prints how many times the files of the
-# workflows package were compiled, and executed, during the last three.
+# workflows package were compiled, and executed, during the last three; then
+# leaves with os._exit, as `oma` does (oma.cli.app.main): the SDK's Rust core
+# can abort the interpreter's teardown (SIGABRT, temporalio/sdk-python#300).
 REPLAYS = """
-import asyncio, importlib.machinery, json, sys
+import asyncio, importlib.machinery, json, os, sys
 from pathlib import Path
 from temporalio.client import WorkflowHistory
 from oma.worker import plugin
@@ -52,6 +54,8 @@ async def main():
     print(len(compiled), len(executed), sorted(set(compiled)))
 
 asyncio.run(main())
+sys.stdout.flush()
+os._exit(0)
 """
 
 
