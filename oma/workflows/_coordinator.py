@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.schema.run_input import AgentRunInput, TeamRunInput
     from oma.core.schema.run_state import TeamRunState
     from oma.core.schema.task import TaskSpec
-    from oma.workflows import _input_checks
+    from oma.workflows import _input_checks, _patches
     from oma.workflows._children import failed_result
     from oma.workflows._failures import as_failure
     from oma.workflows._visibility import Visibility
@@ -115,6 +115,7 @@ class Coordinator:
                     input=messages,
                     pricing=self._inp.options.pricing,
                     models=self._inp.options.recorded(),
+                    patched=_patches.FOR_TASKS,
                 ),
                 id=coordinator_workflow_id(workflow.info().workflow_id, step),
                 result_type=AgentRunResult,

@@ -10,7 +10,8 @@ Each ``workflow.patched`` call that is on records a marker and an upsert of
 ``AgentRun`` (one per task). So workflow code asks ``patched`` here: from
 ``ONE_MARKER_2`` on, a run records that one marker as it starts
 (``at_start``), and the ids it stands for are on without one of their own
-(runs recorded under ``ONE_MARKER`` replay as they were). Add a new id
+(runs recorded under ``ONE_MARKER`` replay as they were); a task's run, which
+its ``TeamRun`` starts with ``ONE_MARKER_2`` in its input, records none. Add a new id
 below ``ONE_MARKER_2``, outside ``_ON_WITH_ONE_MARKER_2``.
 
 Where a run asks a patch matters: a replay must ask it in the workflow task
@@ -23,7 +24,11 @@ before anything the run waits on.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from temporalio import workflow
+
+from oma.core.schema.run_input import ParentPatch
 
 AGENT_BY_REFERENCE = "llm-turn-agent-by-reference"
 """The patch from which an ``llm_turn`` input refers to the agent
@@ -137,7 +142,7 @@ before it a waiting run said ``running``. On with ``ONE_MARKER_2``; a run
 recorded before that asked it when its first request opened."""
 
 
-ONE_MARKER_2 = "oma-one-marker-2"
+ONE_MARKER_2: ParentPatch = "oma-one-marker-2"
 """Runs from this flag on record this one marker, as they start
 (``at_start``), for every id above but ``GOAL_COPIES_COUNTED``: each is on
 without a marker of its own. Before it, a run recorded ``ONE_MARKER`` and a
@@ -162,20 +167,40 @@ a run: a replay (on a worker with or without a store) takes the path the run
 took."""
 
 
-def at_start() -> None:
+FOR_TASKS: list[ParentPatch] = [ONE_MARKER_2]
+"""What a ``TeamRun`` starts its tasks' runs with (``AgentRunInput.patched``):
+each a new run, which would record ``ONE_MARKER_2`` itself."""
+
+_FROM_PARENT = "_oma_one_marker_2_from_parent"
+"""The attribute of a run's workflow instance that says its parent passed
+``ONE_MARKER_2`` on (``at_start``): per run, as this module is shared."""
+
+
+def at_start(from_parent: Collection[str] = ()) -> None:
     """Ask ``ONE_MARKER_2`` as the run starts, before anything it waits on:
     a new run records it there, a run recorded before it says ``False`` (no
-    marker) and asks its ids as it did."""
+    marker) and asks its ids as it did. A run its parent started with it
+    (``from_parent``, ``AgentRunInput.patched``) takes it as on and records
+    nothing: no marker and no ``TemporalChangeVersion`` upsert, two history
+    events and a visibility write less in each task's run. Its input, in its
+    history, says so to every replay."""
+    if ONE_MARKER_2 in from_parent:
+        setattr(workflow.instance(), _FROM_PARENT, True)
+        return
     workflow.patched(ONE_MARKER_2)
+
+
+def _one_marker_2() -> bool:
+    return getattr(workflow.instance(), _FROM_PARENT, False) or workflow.patched(ONE_MARKER_2)
 
 
 def patched(patch_id: str) -> bool:
     """``workflow.patched(patch_id)``, through ``ONE_MARKER_2`` and
     ``ONE_MARKER``: ``True`` with no marker of its own for an id one of them
-    stands for when the run records (or, in a replay, recorded) that marker.
-    A run recorded before ``ONE_MARKER`` replays each id's own marker, as it
-    was recorded."""
-    if patch_id in _ON_WITH_ONE_MARKER_2 and workflow.patched(ONE_MARKER_2):
+    stands for when the run records (or, in a replay, recorded) that marker,
+    or took ``ONE_MARKER_2`` from its parent (``at_start``). A run recorded
+    before ``ONE_MARKER`` replays each id's own marker, as it was recorded."""
+    if patch_id in _ON_WITH_ONE_MARKER_2 and _one_marker_2():
         return True
     if patch_id in _ON_WITH_ONE_MARKER and workflow.patched(ONE_MARKER):
         return True

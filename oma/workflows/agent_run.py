@@ -96,7 +96,7 @@ class AgentRun(ApprovalHandlers):
 
     @workflow.run
     async def run(self, *args: Any) -> AgentRunResult:
-        _patches.at_start()
+        _patches.at_start(_patched_by_parent(args))
         await self._visibility.learn()
         inp = _validated(args, self._visibility)
         agent = inp.agent
@@ -296,6 +296,14 @@ def _run_key(inp: AgentRunInput) -> str:
     """The run that owns the agent's ACP sessions: the ``TeamRun``'s, or this run's own."""
     info = workflow.info()
     return inp.run_key or f"{info.workflow_id}/{info.run_id}"
+
+
+def _patched_by_parent(args: tuple[Any, ...]) -> list[str]:
+    """The input's ``patched`` as it came, before the input is validated (a
+    run asks its patches before anything else; a malformed value is then
+    the validation's to refuse)."""
+    patched = args[0].get("patched") if len(args) == 1 and isinstance(args[0], dict) else None
+    return patched if isinstance(patched, list) else []
 
 
 def _validated(args: tuple[Any, ...], visibility: Visibility) -> AgentRunInput:

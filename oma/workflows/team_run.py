@@ -459,6 +459,7 @@ class TeamRun(TeamRunHandlers):
             pricing=self._options.pricing,
             approvals=self._options.approvals,
             models=self._options.recorded(),
+            patched=_patches.FOR_TASKS,
         )
         return await attempt_task(
             spec,

@@ -15,7 +15,11 @@ from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.approvals import decision_of
 from oma.core.schema.errors import InvalidRunInputError
 from oma.core.schema.results import AcpSessionInfo
-from oma.core.schema.run_input import AgentRunInput, parse_team_run_input
+from oma.core.schema.run_input import (
+    AgentRunInput,
+    parse_agent_run_input,
+    parse_team_run_input,
+)
 from oma.core.schema.validation import single_input
 from tests.support.paths import ROOT
 
@@ -289,3 +293,11 @@ def test_an_agent_run_input_on_the_wire_has_no_nulls_and_reads_back_the_same() -
     assert None not in wire.values() and None not in wire["agent"].values()
     assert wire["token_budget"] == 0 and wire["agent"]["backend"]["kind"] == "process"
     assert AgentRunInput.model_validate(wire) == run_input
+
+
+def test_an_agent_run_input_takes_as_patched_only_the_patch_a_team_run_passes_on() -> None:
+    agent = {"name": "a", "provider": "scripted", "script": ["x"]}
+    taken = parse_agent_run_input({"agent": agent, "input": "x", "patched": ["oma-one-marker-2"]})
+    assert taken.patched == ["oma-one-marker-2"]
+    with pytest.raises(InvalidRunInputError, match=r"patched\[0\]"):
+        parse_agent_run_input({"agent": agent, "input": "x", "patched": ["oma-failed-state"]})

@@ -855,6 +855,8 @@ SCENARIOS: dict[str, Scenario] = {
     # recorded with the one marker a run records as it starts (ONE_MARKER_2)
     "team_run_awaiting_approval_one_marker_2": awaiting_approval,
     "agent_run_one_marker_2": hybrid_team_scripted_task,
+    # a task's run its team run started with ONE_MARKER_2 (AgentRunInput.patched): no marker
+    "agent_run_one_marker_2_from_parent": hybrid_team_scripted_task,
 }
 """Every file of the corpus, by its stem, and the scenario that records it."""
 

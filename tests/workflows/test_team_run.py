@@ -330,4 +330,5 @@ async def test_a_task_s_agent_run_starts_with_its_input_without_nulls(
         "max_repeated_tool_calls": 5,
     }
     assert None not in sent.values() and sent["task_id"] == "only"
+    assert sent["patched"] == ["oma-one-marker-2"]
     assert await assert_replays(client, workflow_id) == 2

@@ -29,6 +29,7 @@ from tests.support.runs import (
     TASK_QUEUE,
     assert_replays,
     process,
+    run_agent,
     scripted,
     start_team,
     task,
@@ -286,27 +287,35 @@ def upserted(events: Any) -> list[list[str]]:
     ]
 
 
-async def test_a_run_records_one_patch_marker_and_keeps_the_identity_it_started_with(
+async def test_a_team_run_records_one_patch_marker_and_its_tasks_runs_none(
     client: Client, workflow_id: str
 ) -> None:
     # two events per patch id and a repeat of the start's attributes were
-    # paid by every task's run (issue 22: the per-task overhead)
+    # paid by every task's run (issue 22: the per-task overhead); a task's run
+    # takes the team run's patch from its input (AgentRunInput.patched), an
+    # AgentRun started alone records it
     handle = await start_team(
         client,
         workflow_id,
         {"team": {"name": "t", "agents": [scripted("w", "ok")]}, "tasks": [task("one", "w")]},
     )
     assert (await team_result(handle)).status == "completed"
-    for wid in (workflow_id, f"{workflow_id}/one"):
+    alone = await run_agent(client, f"{workflow_id}-alone", scripted("w", "ok"), "hi")
+    assert alone.status == "completed"
+    for wid, patch_markers, patch_upserts in (
+        (workflow_id, 1, [["TemporalChangeVersion"]]),
+        (f"{workflow_id}-alone", 1, [["TemporalChangeVersion"]]),
+        (f"{workflow_id}/one", 0, []),
+    ):
         events = (await client.get_workflow_handle(wid).fetch_history()).events
         markers = [
             e.marker_recorded_event_attributes.marker_name
             for e in events
             if e.HasField("marker_recorded_event_attributes")
         ]
-        assert markers.count("core_patch") == 1, wid
+        assert markers.count("core_patch") == patch_markers, wid
         # the patch's TemporalChangeVersion, then how the run ended
-        assert upserted(events) == [["TemporalChangeVersion"], ["OmaStatus"]], wid
+        assert upserted(events) == [*patch_upserts, ["OmaStatus"]], wid
     child = (await client.get_workflow_handle(f"{workflow_id}/one").describe()).search_attributes
     assert {k: child[k] for k in ("OmaStatus", "OmaTeam", "OmaAgent", "OmaTask")} == {
         "OmaStatus": ["completed"],
@@ -315,6 +324,7 @@ async def test_a_run_records_one_patch_marker_and_keeps_the_identity_it_started_
         "OmaTask": ["one"],
     }
     assert await assert_replays(client, workflow_id) == 2
+    assert await assert_replays(client, f"{workflow_id}-alone") == 1
 
 
 async def test_tasks_without_search_attributes_start_and_end_without_them(
@@ -339,7 +349,7 @@ async def test_tasks_without_search_attributes_start_and_end_without_them(
         assert await described.memo() == {"OmaSearchAttributes": "off"}
         events = (await child.fetch_history()).events
         # nothing set, and no activity asked whether the namespace has them
-        assert upserted(events) == [["TemporalChangeVersion"]], tid
+        assert upserted(events) == [], tid
         assert not [e for e in events if e.HasField("activity_task_scheduled_event_attributes")]
     team_attributes = (await handle.describe()).search_attributes
     assert (team_attributes["OmaStatus"], team_attributes["OmaTeam"]) == (["completed"], ["t"])

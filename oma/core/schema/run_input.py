@@ -393,6 +393,11 @@ class TeamRunInput(BaseModel):
         return self.plan.tasks if self.plan is not None else []
 
 
+ParentPatch = Literal["oma-one-marker-2"]
+"""A ``workflow.patched`` id a ``TeamRun`` passes on to its tasks' runs
+(``AgentRunInput.patched``; ``oma.workflows._patches.ONE_MARKER_2``)."""
+
+
 class AgentRunInput(BaseModel):
     """Input of the ``AgentRun`` workflow: one agent and what it is asked.
 
@@ -447,6 +452,13 @@ class AgentRunInput(BaseModel):
         default=None,
         description="Set by TeamRun: the run whose recorded turns its model turns replay "
         "(options.models, its 'from' named).",
+    )
+    patched: list[ParentPatch] | None = Field(
+        default=None,
+        description="Set by TeamRun: the workflow.patched ids this run takes as on without "
+        "recording a marker of its own (each marker comes with a TemporalChangeVersion "
+        "upsert: two events and a visibility write in every task's run); a run started "
+        "without it records the marker.",
     )
 
     def wire(self) -> dict[str, Any]:
