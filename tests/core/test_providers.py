@@ -44,6 +44,9 @@ class RecordingWorkflow:
     def info(self) -> Any:
         return SimpleNamespace(workflow_id="wf", run_id="run")
 
+    def instance(self) -> Any:
+        return SimpleNamespace()  # a run started alone: its patches are its own
+
     def patched(self, patch_id: str) -> bool:
         return True  # a new run
 

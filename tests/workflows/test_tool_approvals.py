@@ -75,11 +75,13 @@ async def test_a_gated_call_waits_listed_at_the_team_run_and_runs_once_approved(
     assert child.approval_decisions == result.approval_decisions == [recorded]
     assert (recorded.source, recorded.forwarded_by) == ("update", workflow_id)
     assert await run.pending() == []
-    for history in await histories_of(client, workflow_id):
-        # both runs waited: each asked whether to say awaiting_approval as
-        # it started (its one marker), not when the request opened, after a
-        # scripted turn, which a replay can learn a workflow task earlier
-        assert patch_markers_by_workflow_task(history) == {1: 1}, history.workflow_id
+    team_run, task_run = await histories_of(client, workflow_id)
+    # both runs waited: each asked whether to say awaiting_approval as it
+    # started, not when the request opened, after a scripted turn, which a
+    # replay can learn a workflow task earlier: the team run with its one
+    # marker, the task's run with the patch its input holds (no marker)
+    assert patch_markers_by_workflow_task(team_run) == {1: 1}
+    assert patch_markers_by_workflow_task(task_run) == {}
     await assert_replays(client, workflow_id)
 
 

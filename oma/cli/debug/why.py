@@ -176,7 +176,9 @@ def _patch_ids(origin: Origin | None) -> tuple[str, tuple[str, str]]:
     from oma.workflows import _patches
 
     declared = [
-        name for name, value in vars(_patches).items() if name.isupper() and isinstance(value, str)
+        name
+        for name, value in vars(_patches).items()
+        if name.isupper() and not name.startswith("_") and isinstance(value, str)
     ]
     last = declared[-1]
     stem = origin.function.strip("_").upper() if origin is not None else "CHANGED"
