@@ -279,19 +279,29 @@ async def replay_every_closed_workflow(client: Client) -> None:
 
     started = time.monotonic()
     broken: list[str] = []
+    alone: list[str] = []
     try:
         # OMA's workflow code under the sandbox's restrictions, which a
         # worker passes it through (oma.worker.plugin.sandboxed)
         replayer = plugin.replayer(strict_sandbox=True)
         async with replayer.workflow_replay_iterator(histories()) as results:
             async for result in results:
-                if result.replay_failure is not None:
-                    broken.append(keep_broken(result.history, result.replay_failure))
+                if result.replay_failure is None:
+                    continue
+                # a fault of the code fails again alone; one CI run saw a
+                # history whose marker the batch's replay missed replay alone
+                try:
+                    await replayer.replay_workflow(result.history)
+                    alone.append(f"{result.history.workflow_id}: {result.replay_failure}")
+                except Exception as again:
+                    broken.append(keep_broken(result.history, again))
     finally:
         for pending in fetches:
             pending.cancel()
     took = time.monotonic() - started
     print(f"\nreplayed {len(closed)} workflow histories against the current code in {took:.1f} s")
+    for said in alone:
+        print(f"failed in the batch but replayed alone: {said}")
     if broken:
         pytest.fail("histories the current code does not replay:\n" + "\n".join(broken))
 
