@@ -288,8 +288,9 @@ async def replay_every_closed_workflow(client: Client) -> None:
             async for result in results:
                 if result.replay_failure is None:
                     continue
-                # a fault of the code fails again alone; one CI run saw a
-                # history whose marker the batch's replay missed replay alone
+                # a fault of the code fails again alone; once on CI the batch
+                # missed a TeamRun's first patch marker, and the history
+                # replayed alone
                 try:
                     await replayer.replay_workflow(result.history)
                     alone.append(f"{result.history.workflow_id}: {result.replay_failure}")
