@@ -10,9 +10,9 @@ Each ``workflow.patched`` call that is on records a marker and an upsert of
 ``AgentRun`` (one per task). So workflow code asks ``patched`` here: from
 ``ONE_MARKER_2`` on, a run records that one marker as it starts
 (``at_start``), and the ids it stands for are on without one of their own
-(runs recorded under ``ONE_MARKER`` replay as they were); a task's run, which
-its ``TeamRun`` starts with ``ONE_MARKER_2`` in its input, records none. Add a new id
-below ``ONE_MARKER_2``, outside ``_ON_WITH_ONE_MARKER_2``.
+(runs recorded under ``ONE_MARKER`` replay as they were); a task's run,
+which its ``TeamRun`` starts with ``ONE_MARKER_2`` in its input, records
+none. Add a new id below ``ONE_MARKER_2``, outside ``_ON_WITH_ONE_MARKER_2``.
 
 Where a run asks a patch matters: a replay must ask it in the workflow task
 whose commands hold its marker. An id asked late (when a request opens,
