@@ -168,8 +168,9 @@ took."""
 
 
 FOR_TASKS: list[ParentPatch] = [ONE_MARKER_2]
-"""What a ``TeamRun`` starts its tasks' runs with (``AgentRunInput.patched``):
-each a new run, which would record ``ONE_MARKER_2`` itself."""
+"""What a ``TeamRun`` starts its ``AgentRun`` children with, its tasks' and
+its coordinator's steps' (``AgentRunInput.patched``): each a new run, which
+would record ``ONE_MARKER_2`` itself."""
 
 _FROM_PARENT = "_oma_one_marker_2_from_parent"
 """The attribute of a run's workflow instance that says its parent passed
