@@ -48,12 +48,20 @@ of what was measured at it::
     team_run_histories=<runs> longest_team_run_history=<events>
     longest_team_run_workflow_task_ms=<w> longest_team_run_activation_cpu_ms=<a>
     team_run_activation_cpu_p99_ms=<p> ratio_vs_smallest=<x/x of the smallest size>
+    ratio_vs_first_mean=<x/the mean x of the first shape, when listed again>
     floor_activity_ms=<y> floor_child_ms=<z> ratio_vs_child_floor=<x/z>
     cpu_ratio_vs_child_floor=<c> bare_per_task_ms=<b> bare_events_per_task=<v>
     ratio_bare_vs_child_floor=<b/z> bare_ratio_vs_smallest=<b/b of the smallest size>
     encrypted_per_task_ms=<e> ratio_encrypted_vs_plain=<e/x>
 
-``cpu_ratio_vs_child_floor`` is the same ratio of the CPU per task (this
+A shape listed twice in ``--sizes`` is measured twice, in its place each
+time. Listing the first shape again last (``10x100,1000x100,10x100``)
+brackets the largest run: its ``ratio_vs_first_mean`` compares it with the
+mean of the first shape's measurements before and after it, taken in a fresh
+database and in the grown one, so that neither the machine's speed drifting
+over an hour nor the dev server's database growing with earlier runs passes
+for a cost of the size (``ratio_vs_smallest`` keeps the first measurement
+alone). ``cpu_ratio_vs_child_floor`` is the same ratio of the CPU per task (this
 process's and the dev server's together): it moves less than the wall time
 with other load on the machine. The per-task overhead must not grow with
 the size; ``ratio_encrypted_vs_plain`` is what the payload codec costs.
@@ -675,16 +683,25 @@ def main() -> None:
     smallest = min(teams, key=lambda m: m.tasks) if teams else None
     bares = [row["team_run_bare"] for row in rows if "team_run_bare" in row]
     smallest_bare = min(bares, key=lambda m: m.tasks) if bares else None
+    firsts = [
+        r["team_run"]
+        for s, r in zip(shapes, rows, strict=True)
+        if s == shapes[0] and "team_run" in r
+    ]
+    first_mean = sum(m.ms_per_task for m in firsts) / len(firsts) if len(firsts) > 1 else None
     for row in rows:
-        print(summary(row, smallest, smallest_bare), flush=True)
+        print(summary(row, smallest, smallest_bare, first_mean), flush=True)
 
 
 def summary(
     row: dict[str, Measurement],
     smallest: Measurement | None,
     smallest_bare: Measurement | None = None,
+    first_mean_ms: float | None = None,
 ) -> str:
-    """The closing line of one size: what was measured of it."""
+    """The closing line of one size: what was measured of it; ``first_mean_ms``
+    is the mean ms per task of the first shape, when it was measured more than
+    once."""
     any_m = next(iter(row.values()))
     said = [f"tasks={any_m.tasks}"]
     team, child = row.get("team_run"), row.get("floor_child")
@@ -700,6 +717,8 @@ def summary(
         ]
         if smallest is not None:
             said.append(f"ratio_vs_smallest={team.ms_per_task / smallest.ms_per_task:.2f}")
+        if first_mean_ms is not None:
+            said.append(f"ratio_vs_first_mean={team.ms_per_task / first_mean_ms:.2f}")
     if (activity := row.get("floor_activity")) is not None:
         said.append(f"floor_activity_ms={activity.ms_per_task:.2f}")
     if child is not None:
