@@ -151,9 +151,10 @@ graph and the scheduler's counts, all inside the SDK's deadlock timer: one
 activation must yield within 2 s of wall time, or its workflow task fails,
 again on every attempt (the run wedges). On a 2-core machine that activation
 took 0.38 s of CPU at 10,000 tasks, 1.04 s at 20,000, and passed the timer
-at 100,000 (``bench/dag_overhead.py``): 10,000 keep a margin of five for a
-loaded worker, whose workflow tasks share one interpreter. A tasks run of
-more is sharded (``SHARD_TASKS``)."""
+at 100,000 (``bench/dag_overhead.py``). The margin is the machine's: on a
+2-core VM about twice as slow a 10,000-task fan-out's first activation took
+1.77 s of CPU, under the timer only just (docs/orchestration.md, "How far
+one run goes"). A tasks run of more is sharded (``SHARD_TASKS``)."""
 
 MAX_SHARDED_RUN_TASKS = 100_000
 """The most tasks a sharded run may have (a tasks or plan run past
@@ -163,8 +164,12 @@ shards, all inside the SDK's 2 s deadlock timer: at 100,000 tasks some 0.9 s
 of CPU on a 2-core machine (0.6 s for pydantic to validate the input, 0.33 s
 to check the graph and split it, its cycle search skipped when every task is
 listed after its dependencies; ``bench/dag_overhead.py`` prints the longest
-activation). What bounds it first is the server, which keeps every task's
-``AgentRun`` (docs/orchestration.md, "How far one run goes")."""
+activation). On a 2-core VM about twice as slow the same work took 1.5 s of
+CPU unloaded (0.9 s to validate, 0.6 s to check and split), and beside the
+dev server it passed the timer: the activation failed seven times
+(``TMPRL1101``) before an attempt fitted (docs/orchestration.md, "How far
+one run goes"). Otherwise what bounds it first is the server, which keeps
+every task's ``AgentRun``."""
 
 SHARD_TASKS = 5_000
 """How many tasks a shard of a sharded run holds, at most (a connected part
