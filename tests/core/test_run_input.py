@@ -14,6 +14,7 @@ from oma.core.contracts.names import WorkflowName
 from oma.core.schema.agent_config import AgentConfig
 from oma.core.schema.approvals import decision_of
 from oma.core.schema.errors import InvalidRunInputError
+from oma.core.schema.limits import MAX_SHARDED_RUN_TASKS
 from oma.core.schema.results import AcpSessionInfo
 from oma.core.schema.run_input import (
     AgentRunInput,
@@ -301,3 +302,28 @@ def test_an_agent_run_input_takes_as_patched_only_the_patch_a_team_run_passes_on
     assert taken.patched == ["oma-one-marker-2"]
     with pytest.raises(InvalidRunInputError, match=r"patched\[0\]"):
         parse_agent_run_input({"agent": agent, "input": "x", "patched": ["oma-failed-state"]})
+
+
+@pytest.mark.parametrize(
+    "listed",
+    [
+        {"tasks": [{}] * (MAX_SHARDED_RUN_TASKS + 1)},
+        {"task_template": {}, "items": [{}] * MAX_SHARDED_RUN_TASKS, "tasks": [{}]},
+        {"plan": {"tasks": [{}] * (MAX_SHARDED_RUN_TASKS + 1)}},
+    ],
+    ids=["tasks", "template-items-and-tasks", "plan"],
+)
+def test_a_run_of_too_many_tasks_is_refused_before_its_tasks_are_validated(
+    listed: dict[str, Any],
+) -> None:
+    # TeamRun validates its input in its first activation, under the SDK's 2 s
+    # deadlock timer: validating 100,001 tasks first took longer than that on
+    # a slow machine, and the run retried instead of failing. Every task here
+    # is invalid ({}), so a count said after validation would never be seen.
+    raw = {"team": {"name": "t", "agents": []}, **listed}
+    with pytest.raises(InvalidRunInputError) as raised:
+        parse_team_run_input(raw)
+    assert raised.value.message.startswith(
+        f"tasks: the run has {MAX_SHARDED_RUN_TASKS + 1} tasks; a run may have at most "
+        f"{MAX_SHARDED_RUN_TASKS}"
+    )

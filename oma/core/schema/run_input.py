@@ -479,9 +479,32 @@ def _without_nulls(data: dict[str, Any]) -> dict[str, Any]:
 def parse_team_run_input(raw: Any) -> TeamRunInput:
     """Validate a decoded JSON value as a ``TeamRunInput``.
 
-    Raises ``InvalidRunInputError`` whose message names every bad field path.
+    Raises ``InvalidRunInputError`` whose message names every bad field path;
+    first, before any field is validated, a run of more than
+    ``MAX_SHARDED_RUN_TASKS`` tasks (``check_task_count``): ``TeamRun``
+    validates its input in its first activation, under the SDK's 2 s
+    deadlock timer, and validating such a run's tasks alone can pass it.
     """
+    if isinstance(raw, dict):
+        check_task_count(_listed_tasks(raw), shardable=True)
     return parse_run_json(TeamRunInput, raw, "TeamRun input")
+
+
+def _listed_tasks(raw: dict[str, Any]) -> int:
+    """How many tasks the decoded input ``raw`` lists, as ``given_tasks``
+    counts them (``tasks``, one a ``task_template`` item, a ``plan``'s), its
+    lists counted as they are (what is not a list is validation's to say)."""
+
+    def length(value: Any) -> int:
+        return len(value) if isinstance(value, list) else 0
+
+    plan = raw.get("plan")
+    made = length(raw.get("items")) if raw.get("task_template") is not None else 0
+    return (
+        length(raw.get("tasks"))
+        + made
+        + length(plan.get("tasks") if isinstance(plan, dict) else None)
+    )
 
 
 def checked_team_run_input(raw: Any, *, stored: bool = False) -> TeamRunInput:
