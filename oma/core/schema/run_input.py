@@ -492,8 +492,9 @@ def parse_team_run_input(raw: Any) -> TeamRunInput:
 
 def _listed_tasks(raw: dict[str, Any]) -> int:
     """How many tasks the decoded input ``raw`` lists, as ``given_tasks``
-    counts them (``tasks``, one a ``task_template`` item, a ``plan``'s), its
-    lists counted as they are (what is not a list is validation's to say)."""
+    counts them: its ``tasks``, one per entry of ``items`` with a
+    ``task_template``, and its ``plan``'s. Only lists count; a field of
+    another type is left for validation to name."""
 
     def length(value: Any) -> int:
         return len(value) if isinstance(value, list) else 0
