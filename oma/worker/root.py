@@ -29,6 +29,7 @@ from oma.activities.mcp_tools import McpActivities
 from oma.activities.pinned import PinnedPool, reap_forever
 from oma.activities.process_run import process_run
 from oma.activities.run_hooks import before_run, evaluate
+from oma.activities.shard_plan import plan_shards
 from oma.activities.task_outputs import read_task_outputs
 from oma.activities.tool_call import ToolActivities
 from oma.activities.visibility import VisibilityActivities
@@ -80,6 +81,7 @@ class Activities:
             self.visibility.registered_search_attributes,
             read_task_outputs,
             read_fork_source,
+            plan_shards,
             *self.session_activities(),
         ]
 

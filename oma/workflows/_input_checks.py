@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from oma.core.contracts.workflow_ids import longest_task_parent_id
-    from oma.core.schema import limits
+    from oma.core.rules.shards import check_children
     from oma.core.schema.errors import InvalidRunInputError
     from oma.core.schema.run_input import TeamRunInput
     from oma.core.schema.task import TaskSpec
@@ -25,14 +24,12 @@ def check_start(
     """Check a new run's input (``tasks``: a tasks or plan run's) before
     anything runs; returns its shards (``TeamRunInput.check_tasks``) for a
     run of more than ``MAX_RUN_TASKS`` tasks. Raises ``InvalidRunInputError``
-    (its children's workflow ids too long, ``limits.check_child_ids``; a
+    (its children's workflow ids too long, ``check_children``; a
     goal too large, or a run too large to carry its state,
     ``TeamRunInput.check_size``) or the task graph's errors
     (``TeamRunInput.check_tasks``). ``stored``: the run's payloads go to a
     payload store (``limits.state_budget``)."""
-    run_id = workflow.info().workflow_id
-    parent = longest_task_parent_id(run_id, len(tasks), limits.MAX_RUN_TASKS)
-    limits.check_child_ids(parent, (t.id for t in tasks))
+    check_children(workflow.info().workflow_id, tasks)
     if inp.goal is None:
         return inp.check_tasks(tasks, stored=stored)
     try:

@@ -60,6 +60,13 @@ LLM_TURN_LOCAL: LocalActivityConfig = {
     "retry_policy": RetryPolicy(maximum_attempts=3),
 }
 
+PLAN_SHARDS: LocalActivityConfig = {
+    "start_to_close_timeout": timedelta(minutes=5),
+    "retry_policy": RetryPolicy(maximum_attempts=3),
+}
+"""A sharded run's input checked and split (``plan_shards``): seconds of CPU
+at 100,000 tasks; a refusal is not retried."""
+
 PROCESS_RUN: ActivityConfig = {
     "cancellation_type": WAIT_CANCELLED,
     "start_to_close_timeout": timedelta(hours=2),

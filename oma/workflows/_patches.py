@@ -167,6 +167,14 @@ a run: a replay (on a worker with or without a store) takes the path the run
 took."""
 
 
+SHARDS_PLANNED_APART = "oma-shards-planned-apart"
+"""A new run of more than ``MAX_RUN_TASKS`` tasks checks and splits its
+input in the ``plan_shards`` local activity (``oma.workflows._shards.planned``)
+and makes its shards' inputs of its tasks as given; before it the run did
+both in its first activation, which at 100,000 tasks passed the SDK's 2 s
+deadlock timer. Its own marker, recorded only by such a run."""
+
+
 FOR_TASKS: list[ParentPatch] = [ONE_MARKER_2]
 """What a ``TeamRun`` starts its ``AgentRun`` children with, its tasks' and
 its coordinator's steps' (``AgentRunInput.patched``): each a new run, which

@@ -9,6 +9,11 @@ its result lists the shards (``ShardResult``) and sums their usage; each
 shard's result holds its tasks. A stop (abort, a budget, a timeout) starts
 no more shards and skips their tasks; an abort is passed on to the shards
 running.
+
+A new sharded run checks and splits its input in the ``plan_shards`` local
+activity (``planned``; ``oma.core.rules.shards``), not in its first
+activation; runs recorded before ``_patches.SHARDS_PLANNED_APART`` did it
+there, and replay so.
 """
 
 from __future__ import annotations
@@ -16,30 +21,69 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    ChildWorkflowError,
+)
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from oma.core.contracts.names import SignalName, WorkflowName
+    from oma.core.contracts.names import ActivityName, SignalName, WorkflowName
+    from oma.core.contracts.shards import PlannedShards, PlanShardsInput
     from oma.core.contracts.visibility import shard_summary, team_run_result_of
     from oma.core.contracts.workflow_ids import shard_workflow_id
+    from oma.core.rules.shards import ShardInputs
     from oma.core.rules.team_run_state import RunStop, StopKind
     from oma.core.schema import limits
-    from oma.core.schema.errors import AgentRunFailedError, RunCancelledError
+    from oma.core.schema.errors import (
+        ActivityFailedError,
+        AgentRunFailedError,
+        RunCancelledError,
+        error_for,
+    )
     from oma.core.schema.results import ShardResult, TeamRunResult
     from oma.core.schema.run_input import TeamRunInput
     from oma.core.schema.run_state import TeamRunState
-    from oma.core.schema.task import TaskSpec, TaskStatus
+    from oma.core.schema.task import TaskStatus
+    from oma.workflows import _options
     from oma.workflows._budget import RunSpending
     from oma.workflows._events import RunEvents
     from oma.workflows._visibility import Visibility
+    from oma.workflows._waiting import reraise_cancel
+
+
+async def planned(raw: dict[str, Any], *, stored: bool) -> PlannedShards:
+    """The shards of this run, whose decoded input ``raw`` lists more than
+    ``MAX_RUN_TASKS`` tasks (``oma.core.rules.shards.reads_first``), as the
+    ``plan_shards`` local activity checks and splits it; ``stored``: the
+    run's payloads go to a payload store. Raises the ``OMAError`` the check
+    raised (``INVALID_RUN_INPUT``, ``INVALID_TASK_GRAPH``, ...), or
+    ``ActivityFailedError`` when the activity failed without one."""
+    try:
+        planned: PlannedShards = await workflow.execute_local_activity(
+            ActivityName.PLAN_SHARDS,
+            PlanShardsInput(workflow_id=workflow.info().workflow_id, input=raw, stored=stored),
+            result_type=PlannedShards,
+            **(_options.PLAN_SHARDS | {"summary": "check the tasks and split them into shards"}),
+        )
+        return planned
+    except ActivityError as err:
+        reraise_cancel(err)
+        cause = err.cause
+        if isinstance(cause, ApplicationError) and cause.non_retryable and cause.type:
+            raise error_for(cause.type, cause.message) from None
+        raise ActivityFailedError(
+            f"the run's tasks could not be checked and split into shards: {cause or err}"
+        ) from None
 
 
 class ShardedRun:
@@ -53,8 +97,7 @@ class ShardedRun:
     def __init__(
         self,
         inp: TeamRunInput,
-        tasks: Sequence[TaskSpec],
-        shards: list[list[int]],
+        shards: ShardInputs,
         state: TeamRunState,
         events: RunEvents,
         stop: RunStop,
@@ -64,7 +107,6 @@ class ShardedRun:
         stop_with: Callable[[StopKind, str], None],
     ) -> None:
         self._inp = inp
-        self._tasks = tasks
         self._shards = shards
         self._state = state
         self._events = events
@@ -77,16 +119,12 @@ class ShardedRun:
         self._told: list[asyncio.Task[None]] = []
         run_id = workflow.info().workflow_id
         state.result.shards = [
-            ShardResult(
-                run_id=shard_workflow_id(run_id, n),
-                tasks=len(shard),
-                first_task=tasks[shard[0]].id,
-            )
-            for n, shard in enumerate(shards, 1)
+            ShardResult(run_id=shard_workflow_id(run_id, n), tasks=size, first_task=first)
+            for n, (size, first) in enumerate(zip(shards.sizes, shards.first_tasks, strict=True), 1)
         ]
         options = inp.options
         budgeted = options.max_token_budget is not None or options.max_cost_usd is not None
-        self._at_once = 1 if budgeted else min(limits.SHARDS_AT_ONCE, len(shards))
+        self._at_once = 1 if budgeted else min(limits.SHARDS_AT_ONCE, len(shards.sizes))
 
     @property
     def settled(self) -> int:
@@ -103,7 +141,7 @@ class ShardedRun:
         """Run the shards, ``SHARDS_AT_ONCE`` at a time, until all ended or
         the run stopped (``deadline``: ``options.timeout_s``'s, passed on as
         what is left of it); the shards never started are skipped."""
-        queued = deque(range(len(self._shards)))
+        queued = deque(range(len(self._shards.sizes)))
         in_flight: dict[int, asyncio.Task[None]] = {}
         try:
             while True:
@@ -136,7 +174,7 @@ class ShardedRun:
         """Shard ``n``'s ``TeamRun`` input (``TeamRunInput.shard_payload``),
         with its share of the concurrency and what is left of the time and
         the budgets."""
-        shard = self._inp.shard_payload([self._tasks[i] for i in self._shards[n]])
+        shard = self._shards.payload(n)
         options = shard.setdefault("options", {})
         options["max_concurrency"] = max(1, self._inp.options.max_concurrency // self._at_once)
         if deadline is not None:
@@ -157,7 +195,7 @@ class ShardedRun:
                 self._input(n, deadline),
                 id=shard.run_id,
                 result_type=RawValue,  # decoded here: a bad result fails this shard only
-                static_summary=shard_summary(n + 1, len(self._shards), shard.tasks),
+                static_summary=shard_summary(n + 1, len(self._shards.sizes), shard.tasks),
                 search_attributes=self._visibility.for_child(team=self._inp.team.name, agent=None),
             )
         except asyncio.CancelledError:

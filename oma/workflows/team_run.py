@@ -33,11 +33,13 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.contracts.names import WorkflowName
     from oma.core.contracts.visibility import team_run_details, team_run_failure
     from oma.core.contracts.workflow_ids import task_workflow_id
+    from oma.core.rules import shards as shard_rules
     from oma.core.rules.approval_gate import dispatch_request_id, round_content
     from oma.core.rules.dispatch import Dispatcher
     from oma.core.rules.payload_fit import sent_result
     from oma.core.rules.run_outcome import settle_outcome
     from oma.core.rules.scheduling import Scheduler
+    from oma.core.rules.shards import ShardInputs
     from oma.core.rules.task_graph import TaskGraph, skip_reason
     from oma.core.rules.team_run_state import CANCELLED_REASON, RunStop, StopKind
     from oma.core.schema.agent_config import AgentConfig
@@ -55,12 +57,19 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.schema.run_state import TeamRunState
     from oma.core.schema.task import TaskSpec, TaskState, TaskStatus
     from oma.core.schema.validation import single_input
-    from oma.workflows import _continue, _fork, _input_checks, _patches, _payload_store
+    from oma.runtime.collection import collection_held
+    from oma.workflows import (
+        _continue,
+        _fork,
+        _input_checks,
+        _patches,
+        _payload_store,
+        _shards,
+    )
     from oma.workflows._acp import RunSessions
     from oma.workflows._approval_waits import ApprovalWaits
     from oma.workflows._budget import RunSpending
     from oma.workflows._children import attempt_task, lost_outcome
-    from oma.workflows._collection import collection_held
     from oma.workflows._coordinator import Coordinator
     from oma.workflows._events import RunEvents
     from oma.workflows._failures import as_failure
@@ -91,7 +100,7 @@ class TeamRun(TeamRunHandlers):
 
     @workflow.init
     def __init__(self, *args: Any) -> None:
-        with collection_held():  # a large input's models: oma.workflows._collection
+        with collection_held():  # a large input's models: oma.runtime.collection
             self._make(args)
 
     def _make(self, args: tuple[Any, ...]) -> None:
@@ -102,10 +111,12 @@ class TeamRun(TeamRunHandlers):
         try:
             raw = single_input(args, WorkflowName.TEAM_RUN)
             self._fork = _fork.fork_input(raw)  # a fork's first run: read its source first
-            inp = None if self._fork else parse_team_run_input(raw)
+            # a run of more than MAX_RUN_TASKS tasks: checked and split as it runs
+            self._unplanned = raw if not self._fork and shard_rules.reads_first(raw) else None
+            inp = None if self._fork or self._unplanned else parse_team_run_input(raw)
         except OMAError as err:
             self._invalid = err
-            inp = self._fork = None
+            inp = self._fork = self._unplanned = None
         # what the run holds whatever state it starts from (an abort may come
         # while a fork reads: its stop holds)
         self._stop = RunStop()
@@ -144,19 +155,43 @@ class TeamRun(TeamRunHandlers):
         usage was reported while the run read: the state replaced holds only
         what the handlers recorded (an ``abort``'s event, which the read
         records again)."""
-        self._input = inp
         self.state = inp.resume or TeamRunState.new(workflow.now())
         self._events.log = EventLog(self.state.events)
+        self._go_on_with(inp)
+
+    def _go_on_with(self, inp: TeamRunInput, shards: ShardInputs | None = None) -> None:
+        """Go on, over the state the run holds, as ``inp``: what was made
+        over the state as the run started takes its options, and what works
+        over the input is made of it (``_begin``, with ``shards``)."""
+        self._input = inp
         self._approvals.start_from(self.state, inp.options.approvals)
         self._spending.start_from(self.state, inp.options)
-        self._begin(inp)
+        self._begin(inp, shards)
 
-    def _begin(self, inp: TeamRunInput | None) -> None:
+    async def _plan_shards(self, raw: dict[str, Any]) -> None:
+        """Check and split ``raw``, the input of a new run of more than
+        ``MAX_RUN_TASKS`` tasks, then go on as it (``_go_on_with``): in the
+        ``plan_shards`` local activity, or, in a run recorded before
+        ``_patches.SHARDS_PLANNED_APART``, here as any run's input. An error
+        fails the run as it runs (``_invalid``)."""
+        try:
+            if not _patches.patched(_patches.SHARDS_PLANNED_APART):
+                self._go_on_with(parse_team_run_input(raw))
+                return
+            planned = await _shards.planned(raw, stored=self._stored)
+            inp = shard_rules.parent_input(raw)
+        except OMAError as err:
+            self._invalid = err
+            return
+        self._go_on_with(inp, ShardInputs.of_input(inp, raw, planned))
+
+    def _begin(self, inp: TeamRunInput | None, shards: ShardInputs | None = None) -> None:
         """Make what works over ``inp`` (``None``: invalid, or a fork's, not
         read yet: nothing) and the state: the coordinator, and the task graph
-        and its dispatcher, or the shards, ``inp`` checked first (an error
-        fails the run as it runs: ``_invalid``). A run that reads its start
-        state first makes them once, of the input read (``_start_from``)."""
+        and its dispatcher, or the shards (``shards``: as ``plan_shards``
+        checked and split them; else ``inp`` checked first). An error fails
+        the run as it runs (``_invalid``). A run that reads its start state
+        first makes them once, of the input read (``_start_from``)."""
         if inp is None:
             return
         self._coordinator = Coordinator(
@@ -165,16 +200,17 @@ class TeamRun(TeamRunHandlers):
         if inp.resume is None:
             self.state.result.goal = inp.goal
             self._events.emit("run_start", detail=f"goal: {inp.goal}" if inp.goal else None)
-        plan = self.state.result.plan
-        tasks = plan.tasks if plan is not None else inp.given_tasks()  # a goal run's come later
-        shards = self._check(inp, tasks) if inp.resume is None else None
+        if shards is None:
+            plan = self.state.result.plan
+            tasks = plan.tasks if plan is not None else inp.given_tasks()  # a goal run's: later
+            split = self._check(inp, tasks) if inp.resume is None else None
+            shards = ShardInputs.of_tasks(inp, tasks, split) if split else None
         if self._invalid is not None:
             return
         try:
             if shards:  # its shards' runs build their tasks' states
                 self._sharded = ShardedRun(
                     inp,
-                    tasks,
                     shards,
                     self.state,
                     self._events,
@@ -217,6 +253,9 @@ class TeamRun(TeamRunHandlers):
     @workflow.run
     async def run(self, *args: Any) -> dict[str, Any]:
         _patches.at_start()
+        if self._unplanned is not None:
+            await self._plan_shards(self._unplanned)
+            self._unplanned = None  # (12 MB at 100,000 tasks)
         await self._visibility.learn()
         if (
             reading := _fork.reading(

@@ -33,6 +33,8 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 from oma import worker as oma_worker
 from oma.client.fork import preview, start_fork
 from oma.core.contracts.encoding import ENCRYPTED_ENCODING
+from oma.core.contracts.workflow_ids import shard_workflow_id
+from oma.core.schema import limits
 from oma.core.schema.errors import (
     InvalidRunInputError,
     PayloadStoreMissingError,
@@ -398,6 +400,47 @@ async def test_a_run_of_more_tasks_than_one_run_holds_is_refused_before_anything
         e.HasField("start_child_workflow_execution_initiated_event_attributes")
         for e in history.events
     )
+
+
+async def test_a_sharded_runs_input_is_checked_and_split_in_a_local_activity_stored_and_encrypted(
+    file_client: Client,
+    file_store: PayloadStore,
+    file_worker: oma_worker.OmaWorker,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # (the limits lowered as tests/workflows/test_shards.py lowers them: the
+    # worker is in this process)
+    monkeypatch.setattr(limits, "MAX_RUN_TASKS", 2)
+    monkeypatch.setattr(limits, "SHARD_TASKS", 2)
+    monkeypatch.setattr(limits, "SHARDS_AT_ONCE", 1)
+    marker = f"SHARDMARK{uuid.uuid4().hex[:8]}"
+    run_input = big_run(marker)  # its input past the threshold, so in the store
+    run_input["tasks"] += [task(f"t{n}", "echo") for n in range(3)]
+    run = await start_run(file_client, f"sharded-{uuid.uuid4().hex[:8]}", run_input, FILE_QUEUE)
+    try:
+        result = await result_within(run, 60)
+    finally:
+        await terminate_if_running(run)
+
+    assert result.success, result.error
+    assert [(s.first_task, s.tasks, s.status) for s in result.shards] == [
+        ("big", 2, "completed"),
+        ("t1", 2, "completed"),
+    ]
+    histories = await histories_of(file_client, run.id)
+    parent = histories[0]
+    assert [
+        e.marker_recorded_event_attributes.marker_name
+        for e in parent.events
+        if e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    ] == ["core_local_activity"]
+    first_shard = await histories_of(file_client, shard_workflow_id(run.id, 1))
+    assert references(first_shard[0])[0][0] == "workflow_execution_started_event_attributes"
+    assert file_store.directory is not None
+    assert all(marker.encode() not in f.read_bytes() for f in stored_files(file_store.directory))
+    replayer = plugin.replayer(KEYS, payload_store=file_store, strict_sandbox=True)
+    for history in [parent, *first_shard]:
+        await replayer.replay_workflow(history)
 
 
 def oma_env(dev_server: DevServer, **extra: str) -> dict[str, str]:

@@ -9,6 +9,7 @@ replay leaves out: these tests replay their histories under the same limits
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ import pytest
 from temporalio.client import Client, WorkflowHistory
 
 from oma.cli import show
+from oma.cli.debug import words
 from oma.cli.summary import print_result
 from oma.client import team_run_result
 from oma.client.listing import list_team_runs
@@ -32,6 +34,7 @@ from oma.core.schema.run_input import checked_team_run_input, parse_team_run_inp
 from oma.core.schema.task import TaskSpec
 from oma.records.fork_source import read_source
 from oma.records.histories import fetch_histories
+from oma.records.history_files import read_history_file
 from oma.runtime.dev_server import DevServer
 from oma.viewer import model
 from oma.viewer.html import render_html
@@ -39,6 +42,7 @@ from oma.viewer.model import RunView, ShardView, build_run_view
 from oma.worker import build_worker, plugin
 from tests.support.approvals import decision
 from tests.support.cli import oma_show
+from tests.support.paths import HISTORIES
 from tests.support.runs import (
     FOREIGN_QUEUE_SUFFIX,
     histories_of,
@@ -440,19 +444,111 @@ def test_a_sharded_run_checks_its_graph_as_any_run() -> None:
         checked_team_run_input(run_input)
 
 
+@pytest.mark.parametrize(
+    ("run_input", "code"),
+    [
+        (
+            {"team": _team(), "tasks": _tasks(6), "options": {"approvals": {"round": True}}},
+            "INVALID_RUN_INPUT",
+        ),
+        ({"team": _team(), "tasks": [*_tasks(5), task("x", "w", "nowhere")]}, "INVALID_TASK_GRAPH"),
+        ({"team": _team(), "tasks": [*_tasks(5), {"id": "x"}]}, "INVALID_RUN_INPUT"),
+    ],
+    ids=["round", "graph", "shape"],
+)
 async def test_the_workflow_refuses_a_sharded_run_the_stock_cli_started(
-    client: Client, queue: str, workflow_id: str
+    client: Client, queue: str, workflow_id: str, run_input: dict[str, Any], code: str
 ) -> None:
-    run_input = {"team": _team(), "tasks": _tasks(6), "options": {"approvals": {"round": True}}}
+    with pytest.raises(Exception) as checked:  # the client's check, which the run makes too
+        checked_team_run_input(run_input)
     handle = await client.start_workflow(
         WorkflowName.TEAM_RUN, run_input, id=workflow_id, task_queue=queue
     )
     with pytest.raises(Exception) as failed:
         await handle.result()
     cause = failed.value.__cause__
-    assert getattr(cause, "type", None) == "INVALID_RUN_INPUT", cause
-    assert "options.approvals.round needs every task in one run" in str(cause)
+    assert getattr(cause, "type", None) == code, cause
+    assert getattr(checked.value, "code", None) == code
+    assert getattr(cause, "message", None) == getattr(checked.value, "message", None)
+    history = await handle.fetch_history()
+    assert _local_activities(history) == ["plan_shards"]  # checked there, not in a workflow task
     assert await _replay_all(client, workflow_id, 0) == 1
+
+
+def _local_activities(history: WorkflowHistory) -> list[str]:
+    """The types of the local activities ``history`` records, in order."""
+    return [
+        json.loads(e.marker_recorded_event_attributes.details["data"].payloads[0].data)[
+            "activity_type"
+        ]
+        for e in history.events
+        if e.HasField("marker_recorded_event_attributes")
+        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    ]
+
+
+def _started_input(history: WorkflowHistory) -> dict[str, Any]:
+    payload = history.events[0].workflow_execution_started_event_attributes.input.payloads[0]
+    data: dict[str, Any] = json.loads(payload.data)
+    return data
+
+
+async def test_a_sharded_run_splits_its_tasks_in_a_local_activity_and_passes_them_on_as_given(
+    client: Client, queue: str, workflow_id: str
+) -> None:
+    template = {**task("m-{k}", "w"), "title": "M {k}", "description": "do {k}"}
+    run_input = {
+        "team": _team(),
+        "tasks": [task("g1", "w"), task("g2", "w", "m-b")],  # a given task after a made one
+        "task_template": template,
+        "items": [{"k": "a"}, {"k": "b"}, {"k": "c"}],
+        "options": {"approvals": {"dispatch": ["m-a"]}},
+    }
+    checked_team_run_input(run_input)
+    handle = await start_team(client, workflow_id, run_input, task_queue=queue)
+    second = client.get_workflow_handle(shard_workflow_id(workflow_id, 2))
+    asked = await _wait_for_request(second, "dispatch-m-a")
+    await second.signal(
+        SignalName.DECIDE, decision(asked["request_id"], asked["request_hash"], "approve")
+    )
+    result = await team_run_result(handle)
+
+    assert result.success, result.error
+    assert [(s.first_task, s.tasks, s.status) for s in result.shards] == [
+        ("g1", 3, "completed"),  # the parts {g1} and {g2, m-b}
+        ("m-a", 2, "completed"),  # {m-a} and {m-c}
+    ]
+    history = await handle.fetch_history()
+    assert _local_activities(history) == ["plan_shards"]
+    marker = next(
+        e
+        for e in history.events
+        if e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    )
+    said = words.recorded(marker, workflow_id)  # oma debug's words for it
+    assert said.startswith("checking the run's tasks and splitting them into shards"), said
+    # each shard gets its tasks as given: the made ones as the template and their items
+    one = _started_input((await histories_of(client, shard_workflow_id(workflow_id, 1)))[0])
+    two = _started_input((await histories_of(client, second.id))[0])
+    assert [t["id"] for t in one["tasks"]] == ["g1", "g2"] and one["items"] == [{"k": "b"}]
+    assert one["task_template"] == template and one["options"]["approvals"]["dispatch"] == []
+    assert "tasks" not in two and two["items"] == [{"k": "a"}, {"k": "c"}]
+    assert two["options"]["approvals"]["dispatch"] == ["m-a"]  # the name shard 2 knows
+    last = await _shard_result(client, workflow_id, 1)
+    assert [t.id for t in last.tasks] == ["g1", "g2", "m-b"]  # the run's order
+    assert await _replay_all(client, workflow_id, 2) == 1 + 2 + 5
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["worker_sandbox", "strict_sandbox"])
+async def test_a_sharded_run_recorded_before_its_shards_were_planned_apart_replays(
+    strict: bool,
+) -> None:
+    # recorded by the code before _patches.SHARDS_PLANNED_APART, under this
+    # module's limits: the run checked and split its input in its first
+    # workflow task (_interleaved's run of test_a_run_past_the_limit_...)
+    history = read_history_file(HISTORIES / "sharded" / "team_run_sharded_read_in_workflow.json")
+    assert _local_activities(history) == []
+    await plugin.replayer(strict_sandbox=strict).replay_workflow(history)
 
 
 def test_shards_keep_parts_whole_and_the_run_order() -> None:

@@ -53,6 +53,8 @@ class ActivityName:
     """A fork's (or a reusing run's) source run, read."""
     REGISTERED_SEARCH_ATTRIBUTES: Final = "registered_search_attributes"
     """Whether the namespace has OMA's search attributes."""
+    PLAN_SHARDS: Final = "plan_shards"
+    """A sharded run's input checked and split into shards (a local activity)."""
 
 
 BACKEND_ACTIVITIES: Final = (ActivityName.PROCESS_RUN, ActivityName.ACP_PROMPT)

@@ -5,7 +5,7 @@ Parse user JSON with ``parse_team_run_input`` so every error names its field.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
@@ -307,12 +307,20 @@ class TeamRunInput(BaseModel):
         """The input of a shard of this run holding ``tasks``, as JSON: this
         run's team and options (``options.approvals.dispatch`` narrowed to the
         names the shard knows: a run refuses a name it does not), and ``tasks``."""
+        data = self.shard_base(lambda: (t.id for t in tasks))
+        data["tasks"] = [t.model_dump(mode="json", exclude_defaults=True) for t in tasks]
+        return data
+
+    def shard_base(self, task_ids: Callable[[], Iterable[str]]) -> dict[str, Any]:
+        """The input of a shard of this run without its tasks, as JSON: this
+        run's team and options, ``options.approvals.dispatch`` narrowed to
+        the names the shard knows (its tasks', ``task_ids()``, asked only
+        then, and the agents')."""
         data = self.model_dump(mode="json", exclude_unset=True, include={"team", "options"})
         dispatch = self.options.approvals.dispatch if self.options.approvals else None
         if isinstance(dispatch, list):
-            known = {t.id for t in tasks} | {a.name for a in self.team.agents}
+            known = {*task_ids(), *(a.name for a in self.team.agents)}
             data["options"]["approvals"]["dispatch"] = [n for n in dispatch if n in known]
-        data["tasks"] = [t.model_dump(mode="json", exclude_defaults=True) for t in tasks]
         return data
 
     def _check_shardable(self, tasks: Sequence[TaskSpec]) -> None:
@@ -486,11 +494,11 @@ def parse_team_run_input(raw: Any) -> TeamRunInput:
     deadlock timer, and validating such a run's tasks alone can pass it.
     """
     if isinstance(raw, dict):
-        check_task_count(_listed_tasks(raw), shardable=True)
+        check_task_count(listed_tasks(raw), shardable=True)
     return parse_run_json(TeamRunInput, raw, "TeamRun input")
 
 
-def _listed_tasks(raw: dict[str, Any]) -> int:
+def listed_tasks(raw: dict[str, Any]) -> int:
     """How many tasks the decoded input ``raw`` lists, as ``given_tasks``
     counts them: its ``tasks``, one per entry of ``items`` with a
     ``task_template``, and its ``plan``'s. Only lists count; a field of

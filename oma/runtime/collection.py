@@ -1,7 +1,8 @@
-"""Python's cyclic garbage collector held off while a run builds its state,
-or turns it into JSON (its result, the state it continues as new with).
+"""Python's cyclic garbage collector held off while a payload is decoded
+(``oma.runtime.converter``), a run builds its state, or turns it into JSON
+(its result, the state it continues as new with).
 
-A run's first activation turns its input into models: a 100,000-task run
+A run's first activation decodes its input and turns it into models: a 100,000-task run
 builds some two million objects, and the collector, triggered every few
 hundred allocations, walks every object the worker holds each time it
 reaches its oldest generation: more than half the activation's CPU, against
