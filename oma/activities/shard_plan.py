@@ -1,4 +1,4 @@
-"""The ``plan_shards`` local activity: a sharded run's input checked and
+"""The ``plan_shards`` activity: a sharded run's input checked and
 split into shards off the workflow's thread (``oma.core.rules.shards``)."""
 
 from __future__ import annotations

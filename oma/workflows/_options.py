@@ -60,12 +60,13 @@ LLM_TURN_LOCAL: LocalActivityConfig = {
     "retry_policy": RetryPolicy(maximum_attempts=3),
 }
 
-PLAN_SHARDS: LocalActivityConfig = {
+PLAN_SHARDS: ActivityConfig = {
     "start_to_close_timeout": timedelta(minutes=5),
     "retry_policy": RetryPolicy(maximum_attempts=3),
 }
 """A sharded run's input checked and split (``plan_shards``): seconds of CPU
-at 100,000 tasks; a refusal is not retried."""
+at 100,000 tasks, so an activity of its own, not a local activity, whose time
+would be the workflow task's; a refusal is not retried."""
 
 PROCESS_RUN: ActivityConfig = {
     "cancellation_type": WAIT_CANCELLED,

@@ -169,7 +169,7 @@ took."""
 
 SHARDS_PLANNED_APART = "oma-shards-planned-apart"
 """A new run of more than ``MAX_RUN_TASKS`` tasks checks and splits its
-input in the ``plan_shards`` local activity (``oma.workflows._shards.planned``)
+input in the ``plan_shards`` activity (``oma.workflows._shards.planned``)
 and makes its shards' inputs of its tasks as given; before it the run did
 both in its first activation, which at 100,000 tasks passed the SDK's 2 s
 deadlock timer. Its own marker, recorded only by such a run."""

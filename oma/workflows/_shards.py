@@ -10,7 +10,7 @@ shard's result holds its tasks. A stop (abort, a budget, a timeout) starts
 no more shards and skips their tasks; an abort is passed on to the shards
 running.
 
-A new sharded run checks and splits its input in the ``plan_shards`` local
+A new sharded run checks and splits its input in the ``plan_shards``
 activity (``planned``; ``oma.core.rules.shards``), not in its first
 activation; runs recorded before ``_patches.SHARDS_PLANNED_APART`` did it
 there, and replay so.
@@ -64,12 +64,12 @@ with workflow.unsafe.imports_passed_through():
 async def planned(raw: dict[str, Any], *, stored: bool) -> PlannedShards:
     """The shards of this run, whose decoded input ``raw`` lists more than
     ``MAX_RUN_TASKS`` tasks (``oma.core.rules.shards.reads_first``), as the
-    ``plan_shards`` local activity checks and splits it; ``stored``: the
+    ``plan_shards`` activity checks and splits it; ``stored``: the
     run's payloads go to a payload store. Raises the ``OMAError`` the check
     raised (``INVALID_RUN_INPUT``, ``INVALID_TASK_GRAPH``, ...), or
     ``ActivityFailedError`` when the activity failed without one."""
     try:
-        planned: PlannedShards = await workflow.execute_local_activity(
+        planned: PlannedShards = await workflow.execute_activity(
             ActivityName.PLAN_SHARDS,
             PlanShardsInput(workflow_id=workflow.info().workflow_id, input=raw, stored=stored),
             result_type=PlannedShards,

@@ -171,7 +171,7 @@ class TeamRun(TeamRunHandlers):
     async def _plan_shards(self, raw: dict[str, Any]) -> None:
         """Check and split ``raw``, the input of a new run of more than
         ``MAX_RUN_TASKS`` tasks, then go on as it (``_go_on_with``): in the
-        ``plan_shards`` local activity, or, in a run recorded before
+        ``plan_shards`` activity, or, in a run recorded before
         ``_patches.SHARDS_PLANNED_APART``, here as any run's input. An error
         fails the run as it runs (``_invalid``)."""
         try:

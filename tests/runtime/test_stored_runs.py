@@ -402,7 +402,7 @@ async def test_a_run_of_more_tasks_than_one_run_holds_is_refused_before_anything
     )
 
 
-async def test_a_sharded_runs_input_is_checked_and_split_in_a_local_activity_stored_and_encrypted(
+async def test_a_sharded_runs_input_is_checked_and_split_in_an_activity_stored_and_encrypted(
     file_client: Client,
     file_store: PayloadStore,
     file_worker: oma_worker.OmaWorker,
@@ -429,11 +429,15 @@ async def test_a_sharded_runs_input_is_checked_and_split_in_a_local_activity_sto
     ]
     histories = await histories_of(file_client, run.id)
     parent = histories[0]
-    assert [
-        e.marker_recorded_event_attributes.marker_name
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
         for e in parent.events
-        if e.marker_recorded_event_attributes.marker_name == "core_local_activity"
-    ] == ["core_local_activity"]
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    assert scheduled == ["plan_shards"]
+    # its input in the store (the run's input, given to the activity), encrypted
+    kinds = {w for w, _ in references(parent)}
+    assert "activity_task_scheduled_event_attributes" in kinds
     first_shard = await histories_of(file_client, shard_workflow_id(run.id, 1))
     assert references(first_shard[0])[0][0] == "workflow_execution_started_event_attributes"
     assert file_store.directory is not None

@@ -471,19 +471,18 @@ async def test_the_workflow_refuses_a_sharded_run_the_stock_cli_started(
     assert getattr(checked.value, "code", None) == code
     assert getattr(cause, "message", None) == getattr(checked.value, "message", None)
     history = await handle.fetch_history()
-    assert _local_activities(history) == ["plan_shards"]  # checked there, not in a workflow task
+    # checked there, not in a workflow task (then, started without the search
+    # attributes, the run asks whether the namespace has them)
+    assert _activities(history) == ["plan_shards", "registered_search_attributes"]
     assert await _replay_all(client, workflow_id, 0) == 1
 
 
-def _local_activities(history: WorkflowHistory) -> list[str]:
-    """The types of the local activities ``history`` records, in order."""
+def _activities(history: WorkflowHistory) -> list[str]:
+    """The types of the activities ``history`` scheduled, in order."""
     return [
-        json.loads(e.marker_recorded_event_attributes.details["data"].payloads[0].data)[
-            "activity_type"
-        ]
+        e.activity_task_scheduled_event_attributes.activity_type.name
         for e in history.events
-        if e.HasField("marker_recorded_event_attributes")
-        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+        if e.HasField("activity_task_scheduled_event_attributes")
     ]
 
 
@@ -493,7 +492,7 @@ def _started_input(history: WorkflowHistory) -> dict[str, Any]:
     return data
 
 
-async def test_a_sharded_run_splits_its_tasks_in_a_local_activity_and_passes_them_on_as_given(
+async def test_a_sharded_run_splits_its_tasks_in_an_activity_and_passes_them_on_as_given(
     client: Client, queue: str, workflow_id: str
 ) -> None:
     template = {**task("m-{k}", "w"), "title": "M {k}", "description": "do {k}"}
@@ -519,13 +518,11 @@ async def test_a_sharded_run_splits_its_tasks_in_a_local_activity_and_passes_the
         ("m-a", 2, "completed"),  # {m-a} and {m-c}
     ]
     history = await handle.fetch_history()
-    assert _local_activities(history) == ["plan_shards"]
-    marker = next(
-        e
-        for e in history.events
-        if e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    assert _activities(history) == ["plan_shards"]
+    scheduled = next(
+        e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
     )
-    said = words.recorded(marker, workflow_id)  # oma debug's words for it
+    said = words.recorded(scheduled, workflow_id)  # oma debug's words for it
     assert said.startswith("checking the run's tasks and splitting them into shards"), said
     # each shard gets its tasks as given: the made ones as the template and their items
     one = _started_input((await histories_of(client, shard_workflow_id(workflow_id, 1)))[0])
@@ -547,7 +544,7 @@ async def test_a_sharded_run_recorded_before_its_shards_were_planned_apart_repla
     # module's limits: the run checked and split its input in its first
     # workflow task (_interleaved's run of test_a_run_past_the_limit_...)
     history = read_history_file(HISTORIES / "sharded" / "team_run_sharded_read_in_workflow.json")
-    assert _local_activities(history) == []
+    assert _activities(history) == []
     await plugin.replayer(strict_sandbox=strict).replay_workflow(history)
 
 

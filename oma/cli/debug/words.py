@@ -10,7 +10,6 @@ activity by what it does.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from temporalio.api.history.v1 import HistoryEvent
@@ -32,8 +31,9 @@ ACTIVITIES = {
     ActivityName.REGISTERED_SEARCH_ATTRIBUTES: (
         "asking whether the namespace has the search attributes (registered_search_attributes)"
     ),
-    ActivityName.PLAN_SHARDS: "checking the run's tasks and splitting them into shards "
-    "(plan_shards, a local activity)",
+    ActivityName.PLAN_SHARDS: (
+        "checking the run's tasks and splitting them into shards (plan_shards)"
+    ),
 }
 
 SIGNALS = {
@@ -112,26 +112,8 @@ def _marker(attrs: Any) -> str:
         data = patch.payloads[0].data.decode(errors="replace") if patch else ""
         return f"a patch marker ({data})" if data else "a patch marker"
     if attrs.marker_name == "core_local_activity":
-        return local_activity(_local_activity_type(attrs))
+        return "a scripted model turn (a local activity)"
     return f"marker {attrs.marker_name}"
-
-
-def local_activity(name: str) -> str:
-    """A local activity of type ``name``: a scripted model turn (``llm_turn``),
-    or a sharded run's ``plan_shards``."""
-    if name == ActivityName.PLAN_SHARDS:
-        return ACTIVITIES[name]
-    return "a scripted model turn (a local activity)"
-
-
-def _local_activity_type(attrs: Any) -> str:
-    """The type a local activity's marker records (its ``data``, which the
-    SDK's core writes unencrypted), or ``""``."""
-    data = attrs.details.get("data")
-    try:
-        return str(json.loads(data.payloads[0].data)["activity_type"]) if data else ""
-    except (ValueError, KeyError, TypeError, IndexError):
-        return ""
 
 
 def arrived(event: HistoryEvent, run_id: str) -> str | None:
@@ -184,7 +166,7 @@ def issued(command: Any, run_id: str) -> str | None:
     if which == "schedule_activity":
         return f"{activity(attrs.activity_type)} scheduled"
     if which == "schedule_local_activity":
-        return local_activity(attrs.activity_type)
+        return "a scripted model turn (a local activity)"
     if which == "start_timer":
         seconds = attrs.start_to_fire_timeout.ToTimedelta().total_seconds()
         return f"a timer of {seconds:g} s started"

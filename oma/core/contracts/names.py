@@ -54,7 +54,7 @@ class ActivityName:
     REGISTERED_SEARCH_ATTRIBUTES: Final = "registered_search_attributes"
     """Whether the namespace has OMA's search attributes."""
     PLAN_SHARDS: Final = "plan_shards"
-    """A sharded run's input checked and split into shards (a local activity)."""
+    """A sharded run's input checked and split into shards."""
 
 
 BACKEND_ACTIVITIES: Final = (ActivityName.PROCESS_RUN, ActivityName.ACP_PROMPT)

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 
 class PlanShardsInput(BaseModel):
-    """Input of the ``plan_shards`` local activity."""
+    """Input of the ``plan_shards`` activity."""
 
     workflow_id: str = Field(description="The sharded run's own workflow id.")
     input: dict[str, Any] = Field(description="The run's TeamRun input as given, decoded.")
@@ -21,7 +21,7 @@ class PlanShardsInput(BaseModel):
 
 
 class PlannedShards(BaseModel):
-    """Output of the ``plan_shards`` local activity: the run's shards
+    """Output of the ``plan_shards`` activity: the run's shards
     (``oma.core.schema.dag.shard_plan``), each as the spans of its tasks'
     indices into the run's tasks (``TeamRunInput.given_tasks`` order) and its
     first task's id."""

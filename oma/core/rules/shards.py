@@ -5,7 +5,7 @@ A run that lists more than ``MAX_RUN_TASKS`` tasks (``reads_first``) would
 validate every task, check its graph and split it in its first activation,
 under the SDK's 2 s deadlock timer: at 100,000 tasks that alone passes it on
 a slow machine. So ``TeamRun`` hands its decoded input to the
-``plan_shards`` local activity (``plan_shards`` here: the same checks, in
+``plan_shards`` activity (``plan_shards`` here: the same checks, in
 the same order, as any new run's, ``check_children`` and
 ``TeamRunInput.check_tasks``), which answers with the shards' spans only
 (``PlannedShards``); the workflow parses its team and options alone
@@ -30,7 +30,7 @@ from oma.core.schema.task_template import expand
 
 def reads_first(raw: Any) -> bool:
     """Whether a ``TeamRun`` whose decoded input is ``raw`` checks and splits
-    it in the ``plan_shards`` local activity: a new run (no ``resume``) that
+    it in the ``plan_shards`` activity: a new run (no ``resume``) that
     lists more than ``MAX_RUN_TASKS`` tasks (``listed_tasks``). Cheap: it
     counts lists, it validates nothing."""
     return (

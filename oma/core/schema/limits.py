@@ -158,18 +158,14 @@ one run goes"). A tasks run of more is sharded (``SHARD_TASKS``)."""
 
 MAX_SHARDED_RUN_TASKS = 100_000
 """The most tasks a sharded run may have (a tasks or plan run past
-``MAX_RUN_TASKS``: ``oma.core.schema.dag.shard_plan``). Its first workflow
-task validates the whole input and the task graph and splits it into
-shards, all inside the SDK's 2 s deadlock timer: at 100,000 tasks some 0.9 s
-of CPU on a 2-core machine (0.6 s for pydantic to validate the input, 0.33 s
-to check the graph and split it, its cycle search skipped when every task is
-listed after its dependencies; ``bench/dag_overhead.py`` prints the longest
-activation). On a 2-core VM about twice as slow the same work took 1.5 s of
-CPU unloaded (0.9 s to validate, 0.6 s to check and split), and beside the
-dev server it passed the timer: the activation failed seven times
-(``TMPRL1101``) before an attempt fitted (docs/orchestration.md, "How far
-one run goes"). Otherwise what bounds it first is the server, which keeps
-every task's ``AgentRun``."""
+``MAX_RUN_TASKS``: ``oma.core.schema.dag.shard_plan``). The ``plan_shards``
+activity validates the whole input and the task graph and splits it into
+shards (``oma.core.rules.shards``): at 100,000 tasks some 2 s of CPU on a
+slow 2-core VM, which in the run's first activation, under the SDK's 2 s
+deadlock timer, failed it seven times (``TMPRL1101``) before an attempt
+fitted; that activation now only decodes the input (0.48 s of CPU on that
+VM; docs/orchestration.md, "How far one run goes"). What bounds it first
+is the server, which keeps every task's ``AgentRun``."""
 
 SHARD_TASKS = 5_000
 """How many tasks a shard of a sharded run holds, at most (a connected part
