@@ -45,6 +45,7 @@ def test_the_wire_names_keep_their_values() -> None:
         "read_task_outputs",
         "read_fork_source",
         "registered_search_attributes",
+        "plan_shards",
     }
     assert _values(SignalName) == {
         "abort",
