@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
 
     from oma.core.contracts.names import ActivityName, SignalName, WorkflowName
     from oma.core.contracts.shards import PlannedShards, PlanShardsInput
-    from oma.core.contracts.visibility import shard_summary, team_run_result_of
+    from oma.core.contracts.visibility import shard_summary, team_run_result_details
     from oma.core.contracts.workflow_ids import shard_workflow_id
     from oma.core.rules.shards import ShardInputs
     from oma.core.rules.team_run_state import RunStop, StopKind
@@ -50,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
         RunCancelledError,
         error_for,
     )
-    from oma.core.schema.results import ShardResult, TeamRunResult
+    from oma.core.schema.results import ShardOutcome, ShardResult
     from oma.core.schema.run_input import TeamRunInput
     from oma.core.schema.run_state import TeamRunState
     from oma.core.schema.task import TaskStatus
@@ -223,13 +223,13 @@ class ShardedRun:
             raise
         finally:
             self._running.pop(n, None)
-        if isinstance(result, TeamRunResult):
+        if isinstance(result, ShardOutcome):
             self._ended(shard, result)
         else:
             self._lost(shard, result.type or AgentRunFailedError.code, result.message)
         self._events.emit("shard_end", detail=f"{shard.run_id}: {shard.status}")
 
-    def _ended(self, shard: ShardResult, result: TeamRunResult) -> None:
+    def _ended(self, shard: ShardResult, result: ShardOutcome) -> None:
         """Shard ``shard``'s run returned ``result``: its counts, and its usage in the run's."""
         counts = {status: 0 for status in TaskStatus}
         for task in result.tasks:
@@ -272,24 +272,24 @@ async def _tell(handle: workflow.ChildWorkflowHandle[Any, Any], reason: str) -> 
         await handle.signal(SignalName.ABORT, {"reason": reason.removeprefix("aborted: ")})
 
 
-def _decoded(raw: RawValue) -> TeamRunResult | ApplicationError:
+def _decoded(raw: RawValue) -> ShardOutcome | ApplicationError:
     try:
-        data = workflow.payload_converter().from_payload(raw.payload, dict)
-        return TeamRunResult.model_validate(data)
+        outcome: ShardOutcome = workflow.payload_converter().from_payload(raw.payload, ShardOutcome)
+        return outcome
     except (ValidationError, ValueError, TypeError) as err:
         return ApplicationError(f"the shard's result could not be read: {err}")
 
 
-def _failed(err: ChildWorkflowError) -> TeamRunResult | ApplicationError:
+def _failed(err: ChildWorkflowError) -> ShardOutcome | ApplicationError:
     """The result a failed shard's run carries (a run that did not succeed
-    ends Failed, its result in the failure), or its failure."""
+    ends Failed, its result in the failure: ``team_run_failure``), or its
+    failure."""
     cause = err.cause
-    try:
-        result = team_run_result_of(cause)
-    except ValidationError as bad:
-        return ApplicationError(f"the shard's result could not be read: {bad}")
-    if result is not None:
-        return result
+    if (details := team_run_result_details(cause)) is not None:
+        try:
+            return ShardOutcome.model_validate(details)
+        except ValidationError as bad:
+            return ApplicationError(f"the shard's result could not be read: {bad}")
     if isinstance(cause, CancelledError):
         return ApplicationError("the shard's run was cancelled", type=RunCancelledError.code)
     if isinstance(cause, ApplicationError):

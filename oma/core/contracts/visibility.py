@@ -223,12 +223,20 @@ def team_run_result_of(failure: BaseException | None) -> TeamRunResult | None:
     (``team_run_failure``), given the failure (``WorkflowFailureError.cause``,
     ``ChildWorkflowError.cause``); ``None`` for any other failure (invalid
     input, an invalid plan, a cancellation)."""
+    details = team_run_result_details(failure)
+    return None if details is None else TeamRunResult.model_validate(details)
+
+
+def team_run_result_details(failure: BaseException | None) -> dict[str, Any] | None:
+    """The ``TeamRunResult``, as JSON, that a failed ``TeamRun`` carries in
+    its failure (``team_run_result_of``), not validated; ``None`` for any
+    other failure."""
     if not isinstance(failure, ApplicationError) or not failure.details:
         return None
     details = failure.details[0]
     if not isinstance(details, dict) or "tasks" not in details or "success" not in details:
         return None
-    return TeamRunResult.model_validate(details)
+    return details
 
 
 def _what_failed(result: TeamRunResult) -> str:
