@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from temporalio import workflow
@@ -36,13 +36,15 @@ async def attempt_task(
     visibility: Visibility,
     *,
     searchable: bool = True,
+    started: Callable[[], None] | None = None,
 ) -> AgentRunResult:
     """One attempt of task ``spec`` of a run of ``team``: an ``AgentRun`` child
     ``<run id>/<task id>`` of ``run_input`` (summary ``agent: task title``, and
     the search attributes ``OmaTeam``, ``OmaAgent``, ``OmaTask``, as the
     run's ``visibility`` gives them, or none when not ``searchable``), cancelled
     after ``spec.timeout_s`` seconds (then the result is a retryable
-    ``TASK_TIMEOUT`` failure). A failed child gives its
+    ``TASK_TIMEOUT`` failure); ``started()`` is called once the child started.
+    A failed child gives its
     partial result (``failed_result``); never raises for the child's failure.
     A completed attempt's execution is noted in the task's ``state``
     (``output_run_id``)."""
@@ -61,6 +63,8 @@ async def attempt_task(
         search_attributes=attributes,
         memo=memo,
     )
+    if started is not None:
+        started()
     try:
         if spec.timeout_s is None:
             return _noted(state, handle, _decoded(await handle))

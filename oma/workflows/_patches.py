@@ -175,6 +175,14 @@ both in its first activation, which at 100,000 tasks passed the SDK's 2 s
 deadlock timer. Its own marker, recorded only by such a run."""
 
 
+PACED_STARTS = "oma-paced-starts"
+"""A ``TeamRun`` of ``options.max_concurrency`` over
+``limits.STARTS_PER_WORKFLOW_TASK`` starts at most that many tasks in one
+workflow task (``TeamRun._execute``); before it such a run started every
+ready task it had room for in one, which at 1,000 passed the SDK's deadlock
+timer. Its own marker, recorded only by such a run as it starts dispatching."""
+
+
 FOR_TASKS: list[ParentPatch] = [ONE_MARKER_2]
 """What a ``TeamRun`` starts its ``AgentRun`` children with, its tasks' and
 its coordinator's steps' (``AgentRunInput.patched``): each a new run, which

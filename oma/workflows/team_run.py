@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from oma.core.rules.shards import ShardInputs
     from oma.core.rules.task_graph import TaskGraph, skip_reason
     from oma.core.rules.team_run_state import CANCELLED_REASON, RunStop, StopKind
+    from oma.core.schema import limits
     from oma.core.schema.agent_config import AgentConfig
     from oma.core.schema.approvals import Boundary
     from oma.core.schema.errors import OMAError, RunCancelledError, TaskFailedError
@@ -124,6 +125,7 @@ class TeamRun(TeamRunHandlers):
         self._wakeup = Wakeup()  # the dispatch loop waits on it
         self._sessions = RunSessions()
         self._in_flight: dict[str, asyncio.Task[None]] = {}
+        self._starting: set[str] = set()  # in flight, their children not started yet
         self._continuing = False
         self._waiting: asyncio.Task[None] | None = None  # Visibility.show_waiting
         self._deadline: asyncio.Task[None] | None = None
@@ -367,11 +369,16 @@ class TeamRun(TeamRunHandlers):
         dispatcher = self._dispatcher
         rounds = bool(inp.options.approvals and inp.options.approvals.round)
         batch: deque[str] = deque()
+        starts = self._starts_per_workflow_task(inp.options.max_concurrency)
         while True:
             dispatcher.release(self._approved)
             if rounds and self._dispatching and not batch and not self._in_flight:
                 batch = await self._next_round(dispatcher.next_round())
-            while self._dispatching and len(self._in_flight) < inp.options.max_concurrency:
+            while (
+                self._dispatching
+                and len(self._in_flight) < inp.options.max_concurrency
+                and len(self._starting) < starts
+            ):
                 if self._spending.over_budget() is not None:
                     self._stop_if_over_budget()
                     break
@@ -382,6 +389,8 @@ class TeamRun(TeamRunHandlers):
                 dispatcher.started(task_id, agent)
                 self._events.emit("task_start", task_id, f"agent {agent}")
                 self._in_flight[task_id] = asyncio.create_task(self._run_task(inp, task_id))
+                if starts < inp.options.max_concurrency:
+                    self._starting.add(task_id)
             self._approvals.start_waiters()
             queued = batch if rounds else len(dispatcher)
             if not self._in_flight and (
@@ -389,6 +398,25 @@ class TeamRun(TeamRunHandlers):
             ):
                 return
             await self._wakeup.wait()
+
+    @staticmethod
+    def _starts_per_workflow_task(max_concurrency: int) -> int:
+        """How many tasks may be starting at once: ``STARTS_PER_WORKFLOW_TASK``
+        when ``max_concurrency`` passes it (a task counts from its dispatch
+        until its child started, an event of the next workflow task at the
+        soonest), so one activation starts no more; else no bound. Runs
+        recorded before ``_patches.PACED_STARTS`` start all they may."""
+        paced = limits.STARTS_PER_WORKFLOW_TASK
+        if max_concurrency > paced and _patches.patched(_patches.PACED_STARTS):
+            return paced
+        return max_concurrency
+
+    def _started(self, task_id: str) -> None:
+        """``task_id``'s child started (or its attempt ended without one):
+        the dispatch loop may start another."""
+        if task_id in self._starting:
+            self._starting.discard(task_id)
+            self._wakeup.set()
 
     @property
     def _dispatching(self) -> bool:
@@ -473,6 +501,7 @@ class TeamRun(TeamRunHandlers):
             self._dispatcher.settled(agent.name)
             self._tool_requests.settled(child)
             self._in_flight.pop(task_id, None)
+            self._starting.discard(task_id)
             self._wakeup.set()
 
     async def _attempt(
@@ -507,6 +536,7 @@ class TeamRun(TeamRunHandlers):
             self._graph[spec.id],
             self._visibility,
             searchable=self._options.task_search_attributes,
+            started=lambda: self._started(spec.id),
         )
 
     def _complete(self, task_id: str, result: AgentRunResult) -> None:

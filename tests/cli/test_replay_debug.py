@@ -332,7 +332,7 @@ def test_a_changed_workflow_is_told_the_event_the_line_and_the_patch_to_add() ->
     )
     assert f"Issued at tests/support/changed_team_run.py:{changed_line} in _attempt" in said
     assert "_patches.patched(_patches.ATTEMPT_CHANGED)" in said
-    assert "below SHARDS_PLANNED_APART (the last one)" in said
+    assert "below PACED_STARTS (the last one)" in said
 
 
 # -- the viewer's time scrubber --------------------------------------------------

@@ -6,11 +6,19 @@ of their own, the real ``anthropic`` SDK against the local Messages API."""
 from __future__ import annotations
 
 import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from temporalio.client import Client, Interceptor, OutboundInterceptor, QueryWorkflowInput
+from temporalio.client import (
+    Client,
+    Interceptor,
+    OutboundInterceptor,
+    QueryWorkflowInput,
+    WorkflowHistory,
+)
 from temporalio.worker import (
     ActivityInboundInterceptor,
     ExecuteActivityInput,
@@ -23,10 +31,25 @@ from oma import worker as oma_worker
 from oma.activities._conversations import Conversations
 from oma.core.contracts.llm import ConversationSlice, LlmTurnInput
 from oma.core.contracts.names import QueryName, WorkflowName
+from oma.core.schema import limits
 from oma.core.schema.messages import text_of
 from oma.core.schema.results import AgentRunResult
+from oma.core.schema.task import TaskStatus
+from oma.records.history_files import read_history_file
+from oma.worker import plugin
 from tests.support.anthropic_server import AnthropicServer
-from tests.support.runs import assert_replays, worker_activities
+from tests.support.paths import HISTORIES
+from tests.support.runs import (
+    FOREIGN_QUEUE_SUFFIX,
+    assert_replays,
+    histories_of,
+    scripted,
+    scripted_activities,
+    start_team,
+    task,
+    team_result,
+    worker_activities,
+)
 from tests.support.tool_calls import tool_use
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -169,3 +192,75 @@ async def test_a_scripted_turn_is_given_the_latest_message_only(client: Client) 
     # the usage counts the latest message's words (tool results have none), as before
     assert result.token_usage.input_tokens == len(["add", "one", "to", "each", "of", "0", "1", "2"])
     await assert_replays(client, workflow_id)
+
+
+# -- a run of many tasks at once starts them a bounded number a workflow task --
+
+
+@pytest.fixture
+async def paced_queue(client: Client, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
+    """A worker of this test's own (its runs are not replayed at the session's
+    end, under the default bound), the bound lowered to 3 starts a workflow task
+    (read from the module the test patched: it is passed through the sandbox)."""
+    monkeypatch.setattr(limits, "STARTS_PER_WORKFLOW_TASK", 3)
+    name = f"paced-{uuid.uuid4().hex[:8]}{FOREIGN_QUEUE_SUFFIX}"
+    async with oma_worker.build_worker(client, name, scripted_activities(name)):
+        yield name
+
+
+def _starts_per_workflow_task(history: WorkflowHistory) -> list[int]:
+    """How many children each of the run's workflow tasks started, in order."""
+    starts = Counter(
+        e.start_child_workflow_execution_initiated_event_attributes.workflow_task_completed_event_id
+        for e in history.events
+        if e.HasField("start_child_workflow_execution_initiated_event_attributes")
+    )
+    return [starts[n] for n in sorted(starts)]
+
+
+def _patched(history: WorkflowHistory, patch_id: str) -> bool:
+    """Whether the run recorded ``patch_id``'s marker."""
+    return any(
+        e.marker_recorded_event_attributes.marker_name == "core_patch"
+        and patch_id.encode() in e.marker_recorded_event_attributes.SerializeToString()
+        for e in history.events
+    )
+
+
+@pytest.mark.parametrize("max_concurrency", [8, 3])
+async def test_a_run_starts_at_most_the_bound_of_tasks_in_one_workflow_task(
+    client: Client, workflow_id: str, paced_queue: str, max_concurrency: int
+) -> None:
+    tasks = [task(f"t{n}", "w") for n in range(8)]
+    run_input = {
+        "team": {"name": "wide", "agents": [scripted("w", "done")]},
+        "tasks": tasks,
+        "options": {"max_concurrency": max_concurrency},
+    }
+    handle = await start_team(client, workflow_id, run_input, task_queue=paced_queue)
+    result = await team_result(handle)
+    assert result.status == "completed"
+    assert [t.status for t in result.tasks] == [TaskStatus.COMPLETED] * 8
+
+    history = await handle.fetch_history()
+    starts = _starts_per_workflow_task(history)
+    assert sum(starts) == 8
+    # never more than 3 in one workflow task, whatever room max_concurrency gives
+    assert max(starts) == 3, starts
+    # only a run the bound paces records its marker
+    assert _patched(history, "oma-paced-starts") == (max_concurrency > 3)
+    replayer = plugin.replayer(strict_sandbox=True)
+    for each in await histories_of(client, workflow_id):
+        await replayer.replay_workflow(each)
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["worker_sandbox", "strict_sandbox"])
+async def test_a_run_recorded_before_its_starts_were_paced_replays(
+    strict: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # recorded by the code before _patches.PACED_STARTS: the parametrized
+    # run above at max_concurrency 8, its 8 tasks started in one workflow task
+    monkeypatch.setattr(limits, "STARTS_PER_WORKFLOW_TASK", 3)
+    history = read_history_file(HISTORIES / "paced" / "team_run_started_all_at_once.json")
+    assert _starts_per_workflow_task(history) == [8]
+    await plugin.replayer(strict_sandbox=strict).replay_workflow(history)

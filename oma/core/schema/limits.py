@@ -140,6 +140,17 @@ MAX_CONCURRENCY = 1000
 Temporal lets a workflow have at most 2000 pending (the server's
 ``limit.numPendingChildExecutions.error``)."""
 
+STARTS_PER_WORKFLOW_TASK = 100
+"""The most tasks a ``TeamRun`` starts in one workflow task; more wait for
+the next, which the starts themselves bring (each child's start is an event).
+Starting a task's ``AgentRun`` costs the activation some 0.7 ms of CPU on a
+slow 2-core VM (its input, summary and search attributes encoded), so a run
+of ``max_concurrency`` 1,000 started 1,000 in one activation, and again
+whenever hundreds settled at once: under a busy worker's other threads such
+an activation passed the SDK's 2 s deadlock timer and the run wedged
+(``TMPRL1101``; a 10,000-task fan-out in ``bench/dag_overhead.py``). Runs of
+``max_concurrency`` at most this are not paced (``_patches.PACED_STARTS``)."""
+
 MAX_HISTORY_EVENTS = 51_200
 """Temporal's limit on a workflow's history, in events (the server's
 ``limit.historyCount.error``; past it the server terminates the run)."""
