@@ -149,7 +149,9 @@ of ``max_concurrency`` 1,000 started 1,000 in one activation, and again
 whenever hundreds settled at once: under a busy worker's other threads such
 an activation passed the SDK's 2 s deadlock timer and the run wedged
 (``TMPRL1101``; a 10,000-task fan-out in ``bench/dag_overhead.py``). Runs of
-``max_concurrency`` at most this are not paced (``_patches.PACED_STARTS``)."""
+``max_concurrency`` at most this are not paced (``_patches.PACED_STARTS``).
+A recorded run's replay starts its tasks by this bound again: changing it
+needs a patch of its own."""
 
 MAX_HISTORY_EVENTS = 51_200
 """Temporal's limit on a workflow's history, in events (the server's
