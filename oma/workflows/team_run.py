@@ -412,8 +412,9 @@ class TeamRun(TeamRunHandlers):
         return max_concurrency
 
     def _started(self, task_id: str) -> None:
-        """``task_id``'s child started (or its attempt ended without one):
-        the dispatch loop may start another."""
+        """``task_id``'s child started: the dispatch loop may start another
+        (a task that ends with no child started leaves the count as it
+        settles, in ``_run_task``'s ``finally``)."""
         if task_id in self._starting:
             self._starting.discard(task_id)
             self._wakeup.set()
