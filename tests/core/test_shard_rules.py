@@ -13,7 +13,9 @@ from oma.core.contracts.shards import PlannedShards, spans_of
 from oma.core.rules.shards import ShardInputs, parent_input, plan_shards, reads_first
 from oma.core.schema import limits
 from oma.core.schema.errors import DagValidationError, InvalidRunInputError
+from oma.core.schema.results import ShardOutcome, TeamRunResult
 from oma.core.schema.run_input import parse_team_run_input
+from oma.runtime.converter import OmaPayloadConverter
 from tests.support.runs import scripted, task
 
 
@@ -106,9 +108,6 @@ def test_spans_round_trip() -> None:
 def test_a_sharded_run_reads_of_a_shards_result_what_it_counts_and_nothing_else() -> None:
     # (the whole result of a 5,000-task shard took 0.19-0.29 s of CPU to
     # validate, in a workflow task of the sharded run: ShardOutcome 0.02 s)
-    from oma.core.schema.results import ShardOutcome, TeamRunResult
-    from oma.runtime.converter import OmaPayloadConverter
-
     states = [
         {**task(f"t{n}", "w"), "status": status, "output": "x" * 100}
         for n, status in enumerate(["completed", "failed", "skipped", "completed"])
@@ -130,6 +129,12 @@ def test_a_sharded_run_reads_of_a_shards_result_what_it_counts_and_nothing_else(
     outcome = converter.from_payload(payload, ShardOutcome)
     assert [t.status for t in outcome.tasks] == [t.status for t in result.tasks]
     assert outcome.model_dump(exclude={"tasks"}) == result.model_dump(
-        include={"status", "total_token_usage", "recorded_turns", "budget_exceeded", "error"}
-        | {"error_code"}
+        include={
+            "status",
+            "total_token_usage",
+            "recorded_turns",
+            "budget_exceeded",
+            "error",
+            "error_code",
+        }
     )
